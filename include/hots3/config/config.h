@@ -1,0 +1,98 @@
+#pragma once
+
+// Typed configuration of a hots3 server. Values come, in increasing precedence, from the
+// defaults below, the TOML file (--config; conf/hots3.toml documents every key), environment
+// variables (HOTS3_ACCESS_KEY / HOTS3_SECRET_KEY) and command-line flags.
+// Units are last in names: *_bytes, *_ms.
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hots3/common/logging.h"
+
+namespace hots3::config {
+
+using std::chrono::milliseconds;
+
+// A configuration that cannot be used. The message names the file and the key.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ListenAddress {
+  std::string host = "127.0.0.1";  // IPv4 or IPv6 literal ("::1"), or "localhost"
+  std::uint16_t port = 9000;       // 0 = pick a free port (see --port-file)
+};
+
+struct TlsConfig {
+  std::string certificate_path;  // PEM chain; TLS is on when both paths are set
+  std::string private_key_path;  // PEM key
+  bool allow_plaintext = false;  // also accept plain HTTP on the same listener
+  [[nodiscard]] bool enabled() const {
+    return !certificate_path.empty() && !private_key_path.empty();
+  }
+};
+
+struct HttpConfig {
+  ListenAddress listen;
+  unsigned threads = 0;                          // worker threads; 0 = number of cores
+  std::uint64_t header_bytes_max = 64 * 1024;    // request line + headers
+  milliseconds header_timeout{10'000};           // from a request's first byte to its last header
+  milliseconds idle_timeout{60'000};             // keep-alive connection with no request
+  milliseconds body_stall_timeout{30'000};       // no request body byte arrived for this long
+  milliseconds send_stall_timeout{30'000};       // the client did not take response bytes
+  std::uint64_t connections_max = 4096;          // open connections, all workers together
+  milliseconds shutdown_grace{10'000};           // SIGTERM: time for in-flight requests
+  TlsConfig tls;
+};
+
+struct StorageConfig {
+  std::string data_dir = "./data";  // catalog, credentials; the default device file
+  std::string device_path;          // "" = <data_dir>/device.img
+  std::uint64_t device_size_bytes = 0;  // size of a new device file; 0 = automatic
+};
+
+struct UserConfig {
+  std::string name;
+  std::string access_key;
+  std::string secret_key;
+};
+
+struct Config {
+  std::string source;  // the file this was read from, "" for defaults only
+  HttpConfig http;
+  StorageConfig storage;
+  log::Options log;
+  std::vector<UserConfig> users;
+};
+
+// Reads `path` (TOML) on top of `config`. Throws ConfigError for a file that cannot be read or
+// parsed, an unknown section or key, or a value of the wrong type or out of range; the message
+// has the form "<path>:<line>: <key>: <problem>".
+void apply_file(Config& config, const std::string& path);
+
+// Parses "host:port", "[v6]:port" or ":port" (host 127.0.0.1). Throws ConfigError.
+ListenAddress parse_listen(std::string_view text);
+
+}  // namespace hots3::config
+
+namespace hots3::config {
+
+// The users a server accepts, after the environment is applied: the configured users; with
+// HOTS3_ACCESS_KEY and HOTS3_SECRET_KEY set, the first user's keys (or a user "admin") come from
+// them; with no user at all, a development key pair is generated once per data directory, kept
+// in <data_dir>/credentials (mode 0600) across restarts, and `generated` is set.
+// Throws ConfigError when the credentials file is unreadable or the environment is half set.
+struct ResolvedUsers {
+  std::vector<UserConfig> users;
+  bool generated = false;     // a development key pair from <data_dir>/credentials
+  std::string credentials_path;
+};
+ResolvedUsers resolve_users(const Config& config);
+
+}  // namespace hots3::config

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The README's two commands, for a fresh Debian bookworm machine:
+#
+#   packaging/setup.sh run    install what is needed, build, start hots3 with its defaults
+#   packaging/setup.sh test   install what is needed, build (release + ASan/UBSan), run every test
+#
+# Both install their own dependencies (apt-get; npm for the JavaScript clients), so a bare
+# machine or a CI runner needs nothing else. .ci/run calls "packaging/setup.sh test".
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+MODE=${1:-}
+JOBS=${JOBS:-$(nproc)}
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Build dependencies. Boost is the 1.81 header package only: it conflicts with the default 1.74
+# -dev packages, which must never be installed next to it.
+BUILD_PACKAGES=(
+  cmake g++ ninja-build ccache pkg-config git
+  libboost1.81-dev liburing-dev libsqlite3-dev libxml2-dev libssl-dev libxxhash-dev
+  libfmt-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 openssl ca-certificates
+)
+# What the tests drive hots3 with.
+TEST_PACKAGES=(
+  curl
+)
+
+install_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "Debian packages: all present"
+    return
+  fi
+  log "Installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# configure_and_build DIR [cmake args...]
+configure_and_build() {
+  local dir=$1
+  shift
+  log "Building in $dir"
+  export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.cache/ccache}
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+  local start=$SECONDS
+  cmake --build "$dir" -j "$JOBS"
+  log "Built $dir in $((SECONDS - start)) s"
+}
+
+# run_ctest DIR LABEL-REGEX: runs the tests, remembers the counts for the final line.
+PASSED=0
+FAILED=0
+run_ctest() {
+  local dir=$1 labels=$2 out status=0
+  log "Running tests in $dir (labels: $labels)"
+  out=$(mktemp)
+  (cd "$dir" && ctest -j "$JOBS" -L "$labels" --output-on-failure --timeout 1200) 2>&1 | tee "$out" || status=$?
+  local total failed
+  total=$(sed -n 's/.* tests failed out of \([0-9]*\).*/\1/p' "$out" | tail -1)
+  failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$out" | tail -1)
+  rm -f "$out"
+  if [ -z "$total" ]; then
+    FAILED=$((FAILED + 1))  # ctest itself failed
+    return
+  fi
+  PASSED=$((PASSED + total - failed))
+  FAILED=$((FAILED + failed))
+  [ "$status" -eq 0 ] || [ "$failed" -gt 0 ] || FAILED=$((FAILED + 1))
+}
+
+case "$MODE" in
+  run)
+    install_packages "${BUILD_PACKAGES[@]}"
+    configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_BUILD_TESTS=OFF -DH3_BUILD_BENCH=OFF
+    log "Starting hots3 (data in ./data; Ctrl-C to stop)"
+    exec "$ROOT/build/release/src/hots3" serve --data "$ROOT/data"
+    ;;
+  test)
+    install_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+    configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_WERROR=ON
+    configure_and_build "$ROOT/build/asan" -DCMAKE_BUILD_TYPE=Debug -DH3_WERROR=ON \
+      -DH3_SANITIZE=address,undefined -DH3_BUILD_BENCH=OFF
+    run_ctest "$ROOT/build/release" '.*'
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      run_ctest "$ROOT/build/asan" 'unit|integration'
+    echo
+    echo "release and sanitizer runs together:"
+    echo "$PASSED passed, $FAILED failed"
+    [ "$FAILED" -eq 0 ]
+    ;;
+  *)
+    echo "usage: $0 run|test" >&2
+    exit 64
+    ;;
+esac

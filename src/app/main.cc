@@ -1,0 +1,95 @@
+// hots3: the command line. CLI11 parses it; precedence is defaults < --config file <
+// environment < flags.
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "hots3/common/logging.h"
+#include "hots3/common/units.h"
+#include "hots3/common/version.h"
+#include "hots3/config/config.h"
+#include "server_app.h"
+
+namespace {
+
+using hots3::config::ConfigError;
+
+struct ServeFlags {
+  std::string config_path;
+  std::string listen;
+  std::string data_dir;
+  std::string device;
+  std::string device_size;
+  std::string port_file;
+  std::string log_level;
+  std::string access_log;
+  int threads = -1;
+};
+
+hots3::config::Config build_config(const ServeFlags& flags) {
+  hots3::config::Config config;
+  if (!flags.config_path.empty()) hots3::config::apply_file(config, flags.config_path);
+  if (!flags.listen.empty()) {
+    try {
+      config.http.listen = hots3::config::parse_listen(flags.listen);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("--listen: ") + e.what());
+    }
+  }
+  if (!flags.data_dir.empty()) config.storage.data_dir = flags.data_dir;
+  if (!flags.device.empty()) config.storage.device_path = flags.device;
+  if (!flags.device_size.empty()) {
+    auto size = hots3::parse_size_bytes(flags.device_size);
+    if (!size) throw ConfigError("--device-size: '" + flags.device_size + "' is not a size");
+    config.storage.device_size_bytes = *size;
+  }
+  if (flags.threads >= 0) config.http.threads = static_cast<unsigned>(flags.threads);
+  if (!flags.log_level.empty() && !hots3::log::parse_level(flags.log_level, config.log.level)) {
+    throw ConfigError("--log-level: '" + flags.log_level + "' is not a log level");
+  }
+  if (!flags.access_log.empty()) config.log.access_log_path = flags.access_log == "off" ? "" : flags.access_log;
+  return config;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hots3: an S3-compatible hot tier for GPU racks, on NVMe", "hots3"};
+  app.set_version_flag("--version", std::string("hots3 ") + hots3::kVersion);
+  app.require_subcommand(1);
+
+  ServeFlags flags;
+  CLI::App* serve = app.add_subcommand("serve", "Run the server (until SIGTERM or SIGINT)");
+  serve->add_option("--config", flags.config_path, "TOML configuration file (see conf/hots3.toml)")
+      ->check(CLI::ExistingFile);
+  serve->add_option("--listen", flags.listen, "ADDRESS:PORT to listen on (port 0: pick a free one)");
+  serve->add_option("--data", flags.data_dir, "Data directory (catalog, credentials, default device)");
+  serve->add_option("--device", flags.device, "Device: a block device or a file (default DATA/device.img)");
+  serve->add_option("--device-size", flags.device_size, "Size of a new device file (e.g. 64GiB)");
+  serve->add_option("--port-file", flags.port_file, "Write the bound port to this file");
+  serve->add_option("--threads", flags.threads, "Worker threads (0: one per core)")
+      ->check(CLI::Range(0, 1024));
+  serve->add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical, off");
+  serve->add_option("--access-log", flags.access_log, "Access log: a file, '-' for stdout, 'off'");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (serve->parsed()) {
+      return hots3::app::serve(build_config(flags), {.port_file = flags.port_file});
+    }
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "hots3: configuration error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hots3: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+#pragma once
+
+// Wiring of a running server: configuration → logs → store → S3 handler → HTTP server →
+// worker threads, and the orderly stop on SIGTERM / SIGINT. The only place that knows every
+// module (STYLE.md, dependency direction).
+
+#include <string>
+
+#include "hots3/config/config.h"
+
+namespace hots3::app {
+
+struct ServeOptions {
+  std::string port_file;  // write the bound port here once listening (tests use port 0)
+};
+
+// Runs the server until SIGTERM or SIGINT; returns the process exit code. Throws
+// config::ConfigError or std::runtime_error when start-up fails.
+int serve(const config::Config& config, const ServeOptions& options);
+
+}  // namespace hots3::app

@@ -1,0 +1,275 @@
+#include "hots3/config/config.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <limits>
+#include <set>
+
+#include "hots3/common/units.h"
+
+namespace hots3::config {
+namespace {
+
+// Reads the keys of one table, remembering which it used; done() rejects the rest, so a typo
+// in a key name is an error rather than a silently ignored setting.
+class TableReader {
+ public:
+  TableReader(const std::string& path, std::string prefix, const toml::table& table)
+      : path_(path), prefix_(std::move(prefix)), table_(table) {}
+
+  void string(std::string_view key, std::string& out) {
+    if (const toml::node* node = take(key)) {
+      const auto* value = node->as_string();
+      if (value == nullptr) fail(*node, key, "expected a string");
+      out = value->get();
+    }
+  }
+
+  void boolean(std::string_view key, bool& out) {
+    if (const toml::node* node = take(key)) {
+      const auto* value = node->as_boolean();
+      if (value == nullptr) fail(*node, key, "expected true or false");
+      out = value->get();
+    }
+  }
+
+  template <class Int>
+  void integer(std::string_view key, Int& out, std::int64_t min, std::int64_t max) {
+    if (const toml::node* node = take(key)) {
+      const auto* value = node->as_integer();
+      if (value == nullptr) fail(*node, key, "expected a whole number");
+      const std::int64_t v = value->get();
+      if (v < min || v > max) fail(*node, key, fmt::format("must be between {} and {}", min, max));
+      out = static_cast<Int>(v);
+    }
+  }
+
+  // A size: a whole number of bytes or a string with a unit ("64KiB", "16G").
+  void size(std::string_view key, std::uint64_t& out, std::uint64_t min, std::uint64_t max) {
+    const toml::node* node = take(key);
+    if (node == nullptr) return;
+    std::uint64_t bytes = 0;
+    if (const auto* i = node->as_integer()) {
+      if (i->get() < 0) fail(*node, key, "must not be negative");
+      bytes = static_cast<std::uint64_t>(i->get());
+    } else if (const auto* s = node->as_string()) {
+      auto parsed = parse_size_bytes(s->get());
+      if (!parsed) fail(*node, key, fmt::format("'{}' is not a size (e.g. 4096, \"64KiB\", \"16GiB\")", s->get()));
+      bytes = *parsed;
+    } else {
+      fail(*node, key, "expected a size (e.g. 4096 or \"64KiB\")");
+    }
+    if (bytes < min || bytes > max) {
+      fail(*node, key, fmt::format("must be between {} and {}", format_size(min), format_size(max)));
+    }
+    out = bytes;
+  }
+
+  // A duration: a string with a unit ("250ms", "10s", "5m") or a whole number of seconds.
+  void duration(std::string_view key, milliseconds& out, milliseconds min, milliseconds max) {
+    const toml::node* node = take(key);
+    if (node == nullptr) return;
+    milliseconds value{0};
+    if (const auto* i = node->as_integer()) {
+      if (i->get() < 0 || i->get() > std::numeric_limits<std::int32_t>::max()) {
+        fail(*node, key, "out of range");
+      }
+      value = std::chrono::seconds(i->get());
+    } else if (const auto* s = node->as_string()) {
+      auto parsed = parse_duration(s->get());
+      if (!parsed) fail(*node, key, fmt::format("'{}' is not a duration (e.g. \"250ms\", \"10s\")", s->get()));
+      value = *parsed;
+    } else {
+      fail(*node, key, "expected a duration (e.g. \"10s\")");
+    }
+    if (value < min || value > max) {
+      fail(*node, key, fmt::format("must be between {}ms and {}ms", min.count(), max.count()));
+    }
+    out = value;
+  }
+
+  const toml::table* table(std::string_view key) {
+    const toml::node* node = take(key);
+    if (node == nullptr) return nullptr;
+    const auto* t = node->as_table();
+    if (t == nullptr) fail(*node, key, "expected a table ([section])");
+    return t;
+  }
+
+  const toml::array* array(std::string_view key) {
+    const toml::node* node = take(key);
+    if (node == nullptr) return nullptr;
+    const auto* a = node->as_array();
+    if (a == nullptr) fail(*node, key, "expected an array");
+    return a;
+  }
+
+  // Rejects every key that no reader method asked for.
+  void done() const {
+    for (auto&& [key, node] : table_) {
+      if (used_.count(std::string(key.str())) == 0) fail(node, key.str(), "unknown key");
+    }
+  }
+
+  [[noreturn]] void fail(const toml::node& node, std::string_view key, std::string_view problem) const {
+    throw ConfigError(fmt::format("{}:{}: {}{}: {}", path_, node.source().begin.line, prefix_,
+                                  key, problem));
+  }
+
+  [[nodiscard]] const std::string& prefix() const { return prefix_; }
+
+ private:
+  const toml::node* take(std::string_view key) {
+    used_.emplace(key);
+    return table_.get(key);
+  }
+
+  const std::string& path_;
+  std::string prefix_;
+  const toml::table& table_;
+  std::set<std::string, std::less<>> used_;
+};
+
+constexpr std::int64_t kThreadsMax = 1024;
+constexpr auto kTimeoutMin = milliseconds(10);
+constexpr auto kTimeoutMax = milliseconds(24LL * 3600 * 1000);
+
+void read_http(const std::string& path, const toml::table& table, HttpConfig& http) {
+  TableReader r(path, "http.", table);
+  std::string listen;
+  r.string("listen", listen);
+  if (!listen.empty()) {
+    try {
+      http.listen = parse_listen(listen);
+    } catch (const ConfigError& e) {
+      r.fail(*table.get("listen"), "listen", e.what());
+    }
+  }
+  r.integer("threads", http.threads, 0, kThreadsMax);
+  r.size("header_bytes_max", http.header_bytes_max, 8 * kKiB, 16 * kMiB);
+  r.duration("header_timeout", http.header_timeout, kTimeoutMin, kTimeoutMax);
+  r.duration("idle_timeout", http.idle_timeout, kTimeoutMin, kTimeoutMax);
+  r.duration("body_stall_timeout", http.body_stall_timeout, kTimeoutMin, kTimeoutMax);
+  r.duration("send_stall_timeout", http.send_stall_timeout, kTimeoutMin, kTimeoutMax);
+  r.integer("connections_max", http.connections_max, 1, 1'000'000);
+  r.duration("shutdown_grace", http.shutdown_grace, milliseconds(0), kTimeoutMax);
+  if (const toml::table* tls = r.table("tls")) {
+    TableReader t(path, "http.tls.", *tls);
+    t.string("certificate", http.tls.certificate_path);
+    t.string("private_key", http.tls.private_key_path);
+    t.boolean("allow_plaintext", http.tls.allow_plaintext);
+    t.done();
+    if (http.tls.certificate_path.empty() != http.tls.private_key_path.empty()) {
+      t.fail(*tls, "certificate", "certificate and private_key must be set together");
+    }
+  }
+  r.done();
+}
+
+void read_storage(const std::string& path, const toml::table& table, StorageConfig& storage) {
+  TableReader r(path, "storage.", table);
+  r.string("data_dir", storage.data_dir);
+  r.string("device", storage.device_path);
+  r.size("device_size", storage.device_size_bytes, 0, 1024 * kTiB);
+  r.done();
+  if (storage.device_size_bytes != 0 && storage.device_size_bytes < 64 * kMiB) {
+    r.fail(*table.get("device_size"), "device_size", "must be 0 (automatic) or at least 64 MiB");
+  }
+  if (storage.data_dir.empty()) r.fail(table, "data_dir", "must not be empty");
+}
+
+void read_log(const std::string& path, const toml::table& table, log::Options& options) {
+  TableReader r(path, "log.", table);
+  std::string level;
+  r.string("level", level);
+  if (!level.empty() && !log::parse_level(level, options.level)) {
+    r.fail(*table.get("level"), "level",
+           fmt::format("'{}' is not one of trace, debug, info, warn, error, critical, off", level));
+  }
+  r.string("file", options.server_log_path);
+  r.boolean("json", options.json);
+  r.string("access_log", options.access_log_path);
+  r.done();
+}
+
+void read_users(const std::string& path, const toml::array& array, std::vector<UserConfig>& users) {
+  users.clear();
+  std::set<std::string, std::less<>> names;
+  std::set<std::string, std::less<>> keys;
+  for (const toml::node& node : array) {
+    const auto* table = node.as_table();
+    if (table == nullptr) {
+      throw ConfigError(fmt::format("{}:{}: users: each entry must be a table ([[users]])", path,
+                                    node.source().begin.line));
+    }
+    TableReader r(path, "users.", *table);
+    UserConfig user;
+    r.string("name", user.name);
+    r.string("access_key", user.access_key);
+    r.string("secret_key", user.secret_key);
+    r.done();
+    if (user.name.empty()) r.fail(*table, "name", "missing");
+    if (user.access_key.size() < 3 || user.access_key.size() > 128) {
+      r.fail(*table, "access_key", "must be 3 to 128 characters");
+    }
+    if (user.secret_key.size() < 8 || user.secret_key.size() > 128) {
+      r.fail(*table, "secret_key", "must be 8 to 128 characters");
+    }
+    if (!names.insert(user.name).second) r.fail(*table, "name", "duplicate user name");
+    if (!keys.insert(user.access_key).second) r.fail(*table, "access_key", "duplicate access key");
+    users.push_back(std::move(user));
+  }
+}
+
+}  // namespace
+
+ListenAddress parse_listen(std::string_view text) {
+  ListenAddress result;
+  std::string_view port_text;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      throw ConfigError(fmt::format("'{}' is not [IPv6]:PORT", text));
+    }
+    result.host = std::string(text.substr(1, close - 1));
+    port_text = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) {
+      throw ConfigError(fmt::format("'{}' is not ADDRESS:PORT", text));
+    }
+    if (colon > 0) result.host = std::string(text.substr(0, colon));
+    port_text = text.substr(colon + 1);
+  }
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc{} || end != port_text.data() + port_text.size() || port > 65535 ||
+      port_text.empty()) {
+    throw ConfigError(fmt::format("'{}' has no valid port (0-65535)", text));
+  }
+  result.port = static_cast<std::uint16_t>(port);
+  return result;
+}
+
+void apply_file(Config& config, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source();
+    if (where.begin.line == 0) throw ConfigError(fmt::format("{}: {}", path, e.description()));
+    throw ConfigError(fmt::format("{}:{}:{}: {}", path, where.begin.line, where.begin.column,
+                                  e.description()));
+  }
+  TableReader r(path, "", root);
+  if (const toml::table* t = r.table("http")) read_http(path, *t, config.http);
+  if (const toml::table* t = r.table("storage")) read_storage(path, *t, config.storage);
+  if (const toml::table* t = r.table("log")) read_log(path, *t, config.log);
+  if (const toml::array* a = r.array("users")) read_users(path, *a, config.users);
+  r.done();
+  config.source = path;
+}
+
+}  // namespace hots3::config

@@ -1,0 +1,99 @@
+// The development key pair: generated once per data directory so that a server started with
+// no configuration at all can be used at once, and kept so that restarts do not break clients.
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <toml++/toml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "hots3/config/config.h"
+
+namespace hots3::config {
+namespace {
+
+std::string random_string(std::size_t length, std::string_view alphabet) {
+  std::random_device random;  // getrandom(2)
+  std::uniform_int_distribution<std::size_t> pick(0, alphabet.size() - 1);
+  std::string out;
+  out.reserve(length);
+  for (std::size_t i = 0; i < length; ++i) out += alphabet[pick(random)];
+  return out;
+}
+
+UserConfig load_credentials(const std::string& path) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(fmt::format("{}: {}", path, e.description()));
+  }
+  UserConfig user;
+  user.name = table["name"].value_or(std::string("dev"));
+  user.access_key = table["access_key"].value_or(std::string());
+  user.secret_key = table["secret_key"].value_or(std::string());
+  if (user.access_key.empty() || user.secret_key.empty()) {
+    throw ConfigError(fmt::format("{}: access_key and secret_key must be set", path));
+  }
+  return user;
+}
+
+UserConfig create_credentials(const std::string& path) {
+  UserConfig user;
+  user.name = "dev";
+  user.access_key = "H3DEV" + random_string(15, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567");
+  user.secret_key =
+      random_string(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
+  const std::string temp = path + ".tmp";
+  {
+    const mode_t old_mask = ::umask(077);  // the secret is readable by its owner only
+    std::ofstream out(temp, std::ios::trunc);
+    ::umask(old_mask);
+    out << "# Development credentials of this data directory, generated at first start.\n"
+        << "# Delete this file to get new ones; configure [[users]] to use your own.\n"
+        << "name = \"" << user.name << "\"\n"
+        << "access_key = \"" << user.access_key << "\"\n"
+        << "secret_key = \"" << user.secret_key << "\"\n";
+    out.flush();
+    if (!out) throw ConfigError(fmt::format("{}: cannot write development credentials", temp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) throw ConfigError(fmt::format("{}: {}", path, ec.message()));
+  return user;
+}
+
+}  // namespace
+
+ResolvedUsers resolve_users(const Config& config) {
+  ResolvedUsers result;
+  result.users = config.users;
+  const char* access = std::getenv("HOTS3_ACCESS_KEY");  // NOLINT(concurrency-mt-unsafe): start-up
+  const char* secret = std::getenv("HOTS3_SECRET_KEY");  // NOLINT(concurrency-mt-unsafe): start-up
+  const bool has_access = access != nullptr && *access != '\0';
+  const bool has_secret = secret != nullptr && *secret != '\0';
+  if (has_access != has_secret) {
+    throw ConfigError("HOTS3_ACCESS_KEY and HOTS3_SECRET_KEY must be set together");
+  }
+  if (has_access) {
+    if (result.users.empty()) result.users.push_back(UserConfig{.name = "admin", .access_key = {}, .secret_key = {}});
+    result.users.front().access_key = access;
+    result.users.front().secret_key = secret;
+    return result;
+  }
+  if (!result.users.empty()) return result;
+
+  result.credentials_path = (std::filesystem::path(config.storage.data_dir) / "credentials").string();
+  result.generated = true;
+  if (std::filesystem::exists(result.credentials_path)) {
+    result.users.push_back(load_credentials(result.credentials_path));
+  } else {
+    result.users.push_back(create_credentials(result.credentials_path));
+  }
+  return result;
+}
+
+}  // namespace hots3::config

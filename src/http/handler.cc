@@ -1,0 +1,45 @@
+#include "hots3/http/handler.h"
+
+#include <boost/asio/awaitable.hpp>
+
+namespace hots3::http {
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+std::optional<std::string_view> RequestHead::find(std::string_view name) const noexcept {
+  for (const HeaderView& h : headers) {
+    if (iequals(h.name, name)) return h.value;
+  }
+  return std::nullopt;
+}
+
+boost::asio::awaitable<Result<void>> Exchange::respond(Response response, std::string body) {
+  response.content_length = body.size();
+  H3_CO_TRY(co_await write_head(std::move(response)));
+  H3_CO_TRY(co_await write_body(std::as_bytes(std::span(body))));
+  co_return co_await finish();
+}
+
+Response Handler::protocol_error(ProtocolError error, std::string_view /*request_id*/,
+                                 std::string& body) {
+  Response response;
+  switch (error) {
+    case ProtocolError::kBadRequest: response.status = 400; body = "bad request\n"; break;
+    case ProtocolError::kHeaderTooLarge: response.status = 431; body = "header too large\n"; break;
+    case ProtocolError::kRequestTimeout: response.status = 408; body = "request timeout\n"; break;
+    case ProtocolError::kTooManyConnections: response.status = 503; body = "too many connections\n"; break;
+    case ProtocolError::kUnsupportedVersion: response.status = 505; body = "HTTP/1.x only\n"; break;
+    case ProtocolError::kInternalError: response.status = 500; body = "internal error\n"; break;
+  }
+  response.add("Content-Type", "text/plain");
+  return response;
+}
+
+}  // namespace hots3::http

@@ -1,0 +1,283 @@
+#include "hots3/http/server.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+#include "worker.h"
+
+namespace hots3::http {
+
+namespace asio = boost::asio;
+using detail::Clock;
+using detail::Connection;
+using detail::tcp;
+using detail::Worker;
+
+namespace detail {
+
+Connection::Connection(Worker& worker) : worker_(worker) {
+  next_ = worker_.connections;
+  if (next_ != nullptr) next_->prev_ = this;
+  worker_.connections = this;
+}
+
+Connection::~Connection() {
+  if (prev_ != nullptr) prev_->next_ = next_;
+  if (next_ != nullptr) next_->prev_ = prev_;
+  if (worker_.connections == this) worker_.connections = next_;
+}
+
+std::string_view http_date(Worker& worker) noexcept {
+  const std::time_t now = std::time(nullptr);
+  if (now != worker.date_second) {
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    const std::size_t n = std::strftime(worker.date, sizeof worker.date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    H3_ASSERT(n > 0);
+    worker.date_second = now;
+  }
+  return worker.date;
+}
+
+}  // namespace detail
+
+struct Server::Impl {
+  Impl(const config::HttpConfig& c, Handler& h, std::vector<asio::io_context*> contexts)
+      : shared_ptr(std::make_shared<detail::Shared>(c, h)), shared(*shared_ptr), workers(shared.workers) {
+    H3_ASSERT(!contexts.empty());
+    std::random_device random;
+    for (unsigned i = 0; i < contexts.size(); ++i) {
+      auto& worker = workers.emplace_back(std::make_unique<Worker>(i, *contexts[i], shared));
+      worker->id_seed = (std::uint64_t{random()} << 32) ^ random();
+      worker->sweep_interval = sweep_interval(c);
+    }
+  }
+
+  // The sweeper checks deadlines a few times per shortest timeout: timeouts cost one
+  // comparison per connection and tick, not a timer per operation.
+  static Clock::duration sweep_interval(const config::HttpConfig& c) {
+    const auto shortest = std::min({c.header_timeout, c.idle_timeout, c.body_stall_timeout,
+                                    c.send_stall_timeout});
+    return std::clamp<Clock::duration>(shortest / 8, std::chrono::milliseconds(5),
+                                       std::chrono::milliseconds(500));
+  }
+
+  void open_acceptors();
+  static asio::awaitable<void> accept_loop(std::shared_ptr<detail::Shared> keep_alive, Worker& worker);
+  static asio::awaitable<void> sweep_loop(std::shared_ptr<detail::Shared> keep_alive, Worker& worker);
+  static void reject(Worker& worker, tcp::socket socket);
+
+  std::shared_ptr<detail::Shared> shared_ptr;
+  detail::Shared& shared;
+  std::vector<std::unique_ptr<Worker>>& workers;
+  std::optional<asio::ssl::context> tls;
+  std::uint16_t port = 0;
+  bool started = false;
+};
+
+namespace {
+
+asio::ip::address resolve_host(const std::string& host) {
+  if (host == "localhost") return asio::ip::address_v4::loopback();
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (ec) throw std::runtime_error("listen address '" + host + "' is not an IP address");
+  return address;
+}
+
+}  // namespace
+
+void Server::Impl::open_acceptors() {
+  const auto& listen = shared.config.listen;
+  tcp::endpoint endpoint(resolve_host(listen.host), listen.port);
+  for (auto& worker : workers) {
+    auto& acceptor = worker->acceptor.emplace(worker->context);
+    boost::system::error_code ec;
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) {
+      // Each worker has its own listening socket on the same port; the kernel spreads new
+      // connections over them, and a connection stays on the worker that accepted it.
+      const int one = 1;
+      if (::setsockopt(acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+        ec.assign(errno, boost::system::system_category());
+      }
+    }
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      throw std::runtime_error("cannot listen on " + listen.host + ":" +
+                               std::to_string(endpoint.port()) + ": " + ec.message());
+    }
+    // With port 0 the first bind picks the port; the other workers join it.
+    endpoint.port(acceptor.local_endpoint().port());
+  }
+  port = endpoint.port();
+}
+
+void Server::Impl::reject(Worker& worker, tcp::socket socket) {
+  // Over connections_max: answer 503 without reading the request and close. The socket's send
+  // buffer takes the few hundred bytes at once, so a non-blocking write is enough.
+  std::string body;
+  Response response = worker.shared.handler.protocol_error(ProtocolError::kTooManyConnections, "", body);
+  std::string wire = "HTTP/1.1 " + std::to_string(response.status) + " Service Unavailable\r\n";
+  for (const auto& h : response.headers) wire += h.name + ": " + h.value + "\r\n";
+  wire += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  wire += body;
+  boost::system::error_code ec;
+  socket.non_blocking(true, ec);
+  // Best effort: a client that cannot take 300 bytes gets only the close.
+  socket.write_some(asio::buffer(wire), ec);
+  socket.shutdown(tcp::socket::shutdown_send, ec);
+  socket.close(ec);
+}
+
+asio::awaitable<void> Server::Impl::accept_loop(std::shared_ptr<detail::Shared> keep_alive,
+                                                Worker& worker) {
+  detail::Shared& shared = worker.shared;
+  for (;;) {
+    auto [ec, socket] = co_await worker.acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
+    if (ec == asio::error::operation_aborted || !worker.acceptor->is_open()) co_return;
+    if (ec) {
+      // EMFILE/ENFILE/ENOBUFS: back off instead of spinning on a full descriptor table.
+      log::warn("accept failed on worker {}: {}", worker.index, ec.message());
+      asio::steady_timer pause(worker.context, std::chrono::milliseconds(50));
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    if (shared.connections_active.load(std::memory_order_relaxed) >= shared.config.connections_max) {
+      shared.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+      reject(worker, std::move(socket));
+      continue;
+    }
+    shared.connections_active.fetch_add(1, std::memory_order_relaxed);
+    shared.connections_total.fetch_add(1, std::memory_order_relaxed);
+    detail::start_connection(keep_alive, worker, std::move(socket));
+  }
+}
+
+asio::awaitable<void> Server::Impl::sweep_loop(std::shared_ptr<detail::Shared> /*keep_alive*/,
+                                               Worker& worker) {
+  while (!worker.stopped) {
+    worker.sweeper->expires_after(worker.sweep_interval);
+    co_await worker.sweeper->async_wait(asio::as_tuple(asio::use_awaitable));  // cancelled on stop
+    if (worker.stopped) break;
+    const auto now = Clock::now();
+    for (Connection* c = worker.connections; c != nullptr;) {
+      Connection* next = c->next();  // expire()/close_now() never unlink synchronously
+      if (worker.draining && c->idle()) {
+        c->close_now();
+      } else if (now >= c->deadline()) {
+        c->expire();
+      }
+      c = next;
+    }
+  }
+}
+
+Server::Server(const config::HttpConfig& config, Handler& handler,
+               std::vector<asio::io_context*> contexts)
+    : impl_(std::make_unique<Impl>(config, handler, std::move(contexts))) {}
+
+Server::~Server() {
+  // The listeners and timers die here, while the io_contexts are still alive. Connection
+  // coroutines that are still suspended keep the rest (Shared) alive until their io_context
+  // destroys them.
+  for (auto& worker : impl_->workers) {
+    worker->acceptor.reset();
+    worker->sweeper.reset();
+  }
+  impl_->shared.tls = nullptr;
+  impl_->tls.reset();
+}
+
+void Server::start() {
+  H3_ASSERT(!impl_->started);
+  const auto& tls = impl_->shared.config.tls;
+  if (tls.enabled()) {
+    auto& context = impl_->tls.emplace(asio::ssl::context::tls_server);
+    context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                        asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+    boost::system::error_code ec;
+    context.use_certificate_chain_file(tls.certificate_path, ec);
+    if (ec) throw std::runtime_error("TLS certificate " + tls.certificate_path + ": " + ec.message());
+    context.use_private_key_file(tls.private_key_path, asio::ssl::context::pem, ec);
+    if (ec) throw std::runtime_error("TLS private key " + tls.private_key_path + ": " + ec.message());
+    impl_->shared.tls = &context;
+  }
+  impl_->open_acceptors();
+  for (auto& worker : impl_->workers) {
+    Worker& w = *worker;
+    asio::co_spawn(w.context, Impl::accept_loop(impl_->shared_ptr, w), asio::detached);
+    asio::co_spawn(w.context, Impl::sweep_loop(impl_->shared_ptr, w), asio::detached);
+  }
+  impl_->started = true;
+}
+
+std::uint16_t Server::port() const noexcept { return impl_->port; }
+
+void Server::shutdown(std::chrono::milliseconds grace) {
+  if (!impl_->started) return;
+  detail::Shared& shared = impl_->shared;
+  // 1. Stop accepting; idle connections are closed by the next sweep, busy ones close after
+  //    their current response (they answer with "Connection: close").
+  for (auto& worker : impl_->workers) {
+    asio::post(worker->context, [&w = *worker] {
+      w.draining = true;
+      boost::system::error_code ignored;  // closing a listener cannot fail in a way that matters
+      if (w.acceptor) w.acceptor->close(ignored);
+    });
+  }
+  auto wait_closed = [&](std::chrono::milliseconds limit) {
+    std::unique_lock lock(shared.mutex);
+    return shared.all_closed.wait_for(lock, limit, [&] {
+      return shared.connections_active.load(std::memory_order_acquire) == 0;
+    });
+  };
+  // 2. Give requests in flight the grace period.
+  if (!wait_closed(grace)) {
+    log::warn("shutdown: {} connection(s) still busy after {} ms; closing them",
+              shared.connections_active.load(), grace.count());
+    for (auto& worker : impl_->workers) {
+      asio::post(worker->context, [&w = *worker] {
+        for (Connection* c = w.connections; c != nullptr;) {
+          Connection* next = c->next();
+          c->close_now();
+          c = next;
+        }
+      });
+    }
+    // Closed sockets complete their pending operations at once. A handler waiting on something
+    // else is given a moment; after that its coroutine is destroyed with its io_context.
+    if (!wait_closed(std::chrono::seconds(2))) {
+      log::error("shutdown: {} connection(s) did not close; abandoning them",
+                 shared.connections_active.load());
+    }
+  }
+  // 3. Stop the sweepers so the workers' io_contexts run out of work.
+  for (auto& worker : impl_->workers) {
+    asio::post(worker->context, [&w = *worker] {
+      w.stopped = true;
+      w.sweeper->cancel();
+    });
+  }
+}
+
+ServerStats Server::stats() const noexcept {
+  const auto& s = impl_->shared;
+  return {s.connections_active.load(), s.connections_total.load(), s.connections_rejected.load(),
+          s.requests_total.load()};
+}
+
+}  // namespace hots3::http

@@ -1,0 +1,152 @@
+#include "wire.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "hots3/common/logging.h"
+
+namespace hots3::http::detail {
+
+std::string_view reason_phrase(unsigned status) noexcept {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    case 507: return "Insufficient Storage";
+    default: return "Unknown";
+  }
+}
+
+void append_status_line(std::string& out, unsigned status) {
+  fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", status, reason_phrase(status));
+}
+
+namespace {
+
+void append_clean(std::string& out, std::string_view text) {
+  for (const char c : text) out += (c == '\r' || c == '\n' || c == '\0') ? ' ' : c;
+}
+
+}  // namespace
+
+void append_header(std::string& out, std::string_view name, std::string_view value) {
+  append_clean(out, name);
+  out += ": ";
+  append_clean(out, value);
+  out += "\r\n";
+}
+
+std::size_t format_chunk_line(std::size_t size_bytes, char* out) noexcept {
+  auto* end = fmt::format_to(out, "{:x}\r\n", size_bytes);
+  return static_cast<std::size_t>(end - out);
+}
+
+void format_request_id(std::uint64_t seed, std::uint64_t counter, char (&out)[16]) noexcept {
+  // splitmix64 of seed + counter: distinct for distinct counters (a bijection), not guessable
+  // across restarts.
+  std::uint64_t z = seed + counter * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int i = 15; i >= 0; --i) {
+    out[i] = kHex[z & 0xF];
+    z >>= 4;
+  }
+}
+
+namespace {
+
+bool contains_signature(std::string_view name) {
+  constexpr std::string_view kWord = "signature";
+  if (name.size() < kWord.size()) return false;
+  for (std::size_t i = 0; i + kWord.size() <= name.size(); ++i) {
+    if (iequals(name.substr(i, kWord.size()), kWord)) return true;
+  }
+  return false;
+}
+
+void append_redacted_target(std::string& out, std::string_view target) {
+  const auto question = target.find('?');
+  if (question == std::string_view::npos) {
+    log::append_json_escaped(out, target);
+    return;
+  }
+  log::append_json_escaped(out, target.substr(0, question + 1));
+  std::string_view query = target.substr(question + 1);
+  bool first = true;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (!first) out += '&';
+    first = false;
+    const auto eq = param.find('=');
+    const std::string_view name = param.substr(0, eq);
+    if (eq != std::string_view::npos && contains_signature(name)) {
+      log::append_json_escaped(out, name);
+      out += "=REDACTED";
+    } else {
+      log::append_json_escaped(out, param);
+    }
+  }
+}
+
+}  // namespace
+
+std::string format_access_line(const RequestHead& head, unsigned status, std::uint64_t in_bytes,
+                               std::uint64_t out_bytes, std::int64_t duration_us) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  std::string line;
+  line.reserve(256 + head.target.size());
+  fmt::format_to(std::back_inserter(line), R"({{"time":"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z","id":")",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+  line.append(head.request_id);
+  line += R"(","remote":")";
+  log::append_json_escaped(line, head.remote_address);
+  line += R"(","method":")";
+  log::append_json_escaped(line, head.method_string);
+  line += R"(","target":")";
+  append_redacted_target(line, head.target);
+  fmt::format_to(std::back_inserter(line),
+                 R"(","status":{},"bytes_in":{},"bytes_out":{},"duration_ms":{:.3f}}})", status,
+                 in_bytes, out_bytes, static_cast<double>(duration_us) / 1000.0);
+  return line;
+}
+
+}  // namespace hots3::http::detail

@@ -1,0 +1,109 @@
+"""The hots3 command line and process contract: flags, configuration errors, the development
+key pair, the port file, and a clean exit on SIGTERM / SIGINT."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import harness  # noqa: E402
+
+HOTS3 = harness.find_binary("HOTS3_BIN", "hots3")
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def run(*args, env=None):
+    return subprocess.run([HOTS3, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+class CommandLineTest(unittest.TestCase):
+    def test_version(self):
+        r = run("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout.strip(), r"^hots3 \d+\.\d+\.\d+$")
+
+    def test_help_lists_serve_and_its_flags(self):
+        self.assertIn("serve", run("--help").stdout)
+        text = run("serve", "--help").stdout
+        for flag in ("--config", "--listen", "--data", "--device", "--device-size", "--port-file",
+                     "--threads"):
+            self.assertIn(flag, text)
+
+    def test_no_subcommand_is_an_error(self):
+        self.assertNotEqual(run().returncode, 0)
+
+    def test_bad_flag_values(self):
+        self.assertEqual(run("serve", "--device-size", "lots").returncode, 2)
+        self.assertNotEqual(run("serve", "--threads", "-3").returncode, 0)
+        self.assertEqual(run("serve", "--listen", "nowhere").returncode, 2)
+
+    def test_config_errors_name_the_file_and_key(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.toml")
+            with open(path, "w") as f:
+                f.write("[http]\nlisten = \"127.0.0.1:0\"\nconections_max = 5\n")
+            r = run("serve", "--config", path, "--data", d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("bad.toml:3: http.conections_max: unknown key", r.stderr)
+            with open(path, "w") as f:
+                f.write("[http]\nidle_timeout = \"forever\"\n")
+            r = run("serve", "--config", path, "--data", d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("bad.toml:2: http.idle_timeout", r.stderr)
+
+
+class ServeTest(unittest.TestCase):
+    def test_shipped_config_starts_and_sigterm_exits_zero(self):
+        with tempfile.TemporaryDirectory() as d:
+            server = harness.ServerProcess(
+                HOTS3, ["serve", "--config", os.path.join(SOURCE, "conf", "hots3.toml"),
+                        "--data", os.path.join(d, "data")], workdir=d)
+            with server:
+                self.assertEqual(harness.request(server.port, "GET", "/health/ready").status, 200)
+            self.assertEqual(server.returncode, 0)
+            self.assertIn("stopped", server.read_stderr())
+
+    def test_development_keys_are_printed_and_kept_across_restarts(self):
+        with tempfile.TemporaryDirectory() as d:
+            keys = []
+            for _ in range(2):
+                server = harness.ServerProcess(HOTS3, ["serve", "--data", os.path.join(d, "data")],
+                                               workdir=d)
+                with server:
+                    pass
+                out = server.read_stdout()
+                m = re.search(r"AWS_ACCESS_KEY_ID=(\S+)\n.*AWS_SECRET_ACCESS_KEY=(\S+)", out, re.S)
+                self.assertIsNotNone(m, out)
+                self.assertIn("aws --endpoint-url http://127.0.0.1:%d s3 ls" % server.port, out)
+                keys.append(m.groups())
+            self.assertEqual(keys[0], keys[1])
+            mode = os.stat(os.path.join(d, "data", "credentials")).st_mode & 0o777
+            self.assertEqual(mode, 0o600)
+
+    def test_environment_credentials_are_not_printed(self):
+        with tempfile.TemporaryDirectory() as d:
+            server = harness.ServerProcess(
+                HOTS3, ["serve", "--data", os.path.join(d, "data")], workdir=d,
+                env={"HOTS3_ACCESS_KEY": "ENVACCESSKEY", "HOTS3_SECRET_KEY": "env-secret-key"})
+            with server:
+                pass
+            self.assertNotIn("env-secret-key", server.read_stdout())
+            self.assertFalse(os.path.exists(os.path.join(d, "data", "credentials")))
+
+    def test_sigint_exits_zero(self):
+        with tempfile.TemporaryDirectory() as d:
+            server = harness.ServerProcess(HOTS3, ["serve", "--data", os.path.join(d, "data")],
+                                           workdir=d).start()
+            try:
+                server.signal(signal.SIGINT)
+                self.assertEqual(server.wait(20), 0)
+            finally:
+                server.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

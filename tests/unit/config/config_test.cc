@@ -1,0 +1,218 @@
+#include "hots3/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace hots3::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ConfigFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("hots3-config-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& text) {
+    const auto path = (dir_ / "test.toml").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // The message of the ConfigError that loading `text` throws ("" if none).
+  std::string error_of(const std::string& text) {
+    Config config;
+    try {
+      apply_file(config, write(text));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
+  Config config;
+  apply_file(config, HOTS3_SOURCE_DIR "/conf/hots3.toml");
+  const Config defaults;
+  EXPECT_EQ(config.http.listen.host, defaults.http.listen.host);
+  EXPECT_EQ(config.http.listen.port, defaults.http.listen.port);
+  EXPECT_EQ(config.http.threads, defaults.http.threads);
+  EXPECT_EQ(config.http.header_bytes_max, defaults.http.header_bytes_max);
+  EXPECT_EQ(config.http.header_timeout, defaults.http.header_timeout);
+  EXPECT_EQ(config.http.idle_timeout, defaults.http.idle_timeout);
+  EXPECT_EQ(config.http.body_stall_timeout, defaults.http.body_stall_timeout);
+  EXPECT_EQ(config.http.send_stall_timeout, defaults.http.send_stall_timeout);
+  EXPECT_EQ(config.http.connections_max, defaults.http.connections_max);
+  EXPECT_EQ(config.http.shutdown_grace, defaults.http.shutdown_grace);
+  EXPECT_FALSE(config.http.tls.enabled());
+  EXPECT_EQ(config.storage.data_dir, defaults.storage.data_dir);
+  EXPECT_EQ(config.storage.device_path, defaults.storage.device_path);
+  EXPECT_EQ(config.storage.device_size_bytes, defaults.storage.device_size_bytes);
+  EXPECT_EQ(config.log.level, defaults.log.level);
+  EXPECT_EQ(config.log.access_log_path, defaults.log.access_log_path);
+  EXPECT_TRUE(config.users.empty());
+}
+
+TEST_F(ConfigFile, ReadsValuesWithUnits) {
+  Config config;
+  apply_file(config, write(R"(
+[http]
+listen = "[::1]:0"
+threads = 3
+header_bytes_max = "128KiB"
+idle_timeout = "1500ms"
+header_timeout = 7
+[http.tls]
+certificate = "/c.pem"
+private_key = "/k.pem"
+[storage]
+data_dir = "/srv/hots3"
+device_size = "2GiB"
+[log]
+level = "debug"
+access_log = ""
+[[users]]
+name = "a"
+access_key = "AKIA1"
+secret_key = "secret-one"
+[[users]]
+name = "b"
+access_key = "AKIA2"
+secret_key = "secret-two"
+)"));
+  EXPECT_EQ(config.http.listen.host, "::1");
+  EXPECT_EQ(config.http.listen.port, 0);
+  EXPECT_EQ(config.http.threads, 3U);
+  EXPECT_EQ(config.http.header_bytes_max, 128U * 1024);
+  EXPECT_EQ(config.http.idle_timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(config.http.header_timeout, std::chrono::milliseconds(7000));
+  EXPECT_TRUE(config.http.tls.enabled());
+  EXPECT_EQ(config.storage.data_dir, "/srv/hots3");
+  EXPECT_EQ(config.storage.device_size_bytes, 2ULL << 30);
+  EXPECT_EQ(config.log.level, log::Level::kDebug);
+  EXPECT_EQ(config.log.access_log_path, "");
+  ASSERT_EQ(config.users.size(), 2U);
+  EXPECT_EQ(config.users[1].access_key, "AKIA2");
+}
+
+TEST_F(ConfigFile, UnknownKeysNameTheFileLineAndKey) {
+  const std::string message = error_of("[http]\nthreads = 1\nidel_timeout = \"5s\"\n");
+  EXPECT_NE(message.find("test.toml:3: http.idel_timeout: unknown key"), std::string::npos) << message;
+  EXPECT_NE(error_of("[htp]\n").find("htp: unknown key"), std::string::npos);
+  EXPECT_NE(error_of("[http.tls]\ncert = \"x\"\n").find("http.tls.cert: unknown key"), std::string::npos);
+  EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"12345678\"\nrole=\"x\"\n")
+                .find("users.role: unknown key"),
+            std::string::npos);
+}
+
+TEST_F(ConfigFile, BadValuesNameTheKey) {
+  EXPECT_NE(error_of("[http]\nthreads = \"many\"\n").find("http.threads: expected a whole number"), std::string::npos);
+  EXPECT_NE(error_of("[http]\nthreads = 5000\n").find("http.threads: must be between"), std::string::npos);
+  EXPECT_NE(error_of("[http]\nheader_bytes_max = \"12 parsecs\"\n").find("http.header_bytes_max:"), std::string::npos);
+  EXPECT_NE(error_of("[http]\nheader_bytes_max = 100\n").find("must be between 8 KiB"), std::string::npos);
+  EXPECT_NE(error_of("[http]\nidle_timeout = \"soon\"\n").find("http.idle_timeout:"), std::string::npos);
+  EXPECT_NE(error_of("[http]\nlisten = \"localhost\"\n").find("http.listen:"), std::string::npos);
+  EXPECT_NE(error_of("[log]\nlevel = \"loud\"\n").find("log.level:"), std::string::npos);
+  EXPECT_NE(error_of("[http.tls]\ncertificate = \"/c\"\n").find("set together"), std::string::npos);
+  EXPECT_NE(error_of("[storage]\ndata_dir = \"\"\n").find("storage.data_dir"), std::string::npos);
+  EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"short\"\n").find("users.secret_key"),
+            std::string::npos);
+  EXPECT_NE(error_of("http = 3\n").find("http: expected a table"), std::string::npos);
+  EXPECT_NE(error_of("[http\n").find("test.toml:1:"), std::string::npos);
+}
+
+TEST_F(ConfigFile, DuplicateUsersAreRejected) {
+  const std::string two = R"(
+[[users]]
+name = "a"
+access_key = "SAME"
+secret_key = "secret-one"
+[[users]]
+name = "b"
+access_key = "SAME"
+secret_key = "secret-two"
+)";
+  EXPECT_NE(error_of(two).find("duplicate access key"), std::string::npos);
+}
+
+TEST_F(ConfigFile, MissingFile) {
+  Config config;
+  EXPECT_THROW(apply_file(config, (dir_ / "absent.toml").string()), ConfigError);
+}
+
+TEST(ParseListen, Forms) {
+  EXPECT_EQ(parse_listen("0.0.0.0:80").host, "0.0.0.0");
+  EXPECT_EQ(parse_listen("0.0.0.0:80").port, 80);
+  EXPECT_EQ(parse_listen(":9001").host, "127.0.0.1");
+  EXPECT_EQ(parse_listen("[::]:9001").host, "::");
+  EXPECT_EQ(parse_listen("localhost:0").port, 0);
+  EXPECT_THROW(parse_listen("1.2.3.4"), ConfigError);
+  EXPECT_THROW(parse_listen("1.2.3.4:99999"), ConfigError);
+  EXPECT_THROW(parse_listen("1.2.3.4:"), ConfigError);
+  EXPECT_THROW(parse_listen("[::1:80"), ConfigError);
+}
+
+class Credentials : public ConfigFile {
+ protected:
+  void SetUp() override {
+    ConfigFile::SetUp();
+    ::unsetenv("HOTS3_ACCESS_KEY");
+    ::unsetenv("HOTS3_SECRET_KEY");
+  }
+  void TearDown() override {
+    ::unsetenv("HOTS3_ACCESS_KEY");
+    ::unsetenv("HOTS3_SECRET_KEY");
+    ConfigFile::TearDown();
+  }
+};
+
+TEST_F(Credentials, GeneratedOncePerDataDirectory) {
+  Config config;
+  config.storage.data_dir = dir_.string();
+  const ResolvedUsers first = resolve_users(config);
+  ASSERT_TRUE(first.generated);
+  ASSERT_EQ(first.users.size(), 1U);
+  EXPECT_EQ(first.users[0].access_key.size(), 20U);
+  EXPECT_EQ(first.users[0].secret_key.size(), 40U);
+  EXPECT_EQ(fs::status(first.credentials_path).permissions() & fs::perms::group_all, fs::perms::none);
+  const ResolvedUsers second = resolve_users(config);
+  EXPECT_EQ(second.users[0].access_key, first.users[0].access_key);
+  EXPECT_EQ(second.users[0].secret_key, first.users[0].secret_key);
+}
+
+TEST_F(Credentials, EnvironmentSetsTheFirstUser) {
+  Config config;
+  config.storage.data_dir = dir_.string();
+  ::setenv("HOTS3_ACCESS_KEY", "ENVKEY", 1);
+  ::setenv("HOTS3_SECRET_KEY", "envsecret123", 1);
+  const ResolvedUsers users = resolve_users(config);
+  EXPECT_FALSE(users.generated);
+  ASSERT_EQ(users.users.size(), 1U);
+  EXPECT_EQ(users.users[0].access_key, "ENVKEY");
+  EXPECT_FALSE(fs::exists(dir_ / "credentials"));
+  ::unsetenv("HOTS3_SECRET_KEY");
+  EXPECT_THROW(resolve_users(config), ConfigError);
+}
+
+TEST_F(Credentials, ConfiguredUsersWin) {
+  Config config;
+  config.storage.data_dir = dir_.string();
+  config.users.push_back({"a", "AKIA1", "secret-one"});
+  const ResolvedUsers users = resolve_users(config);
+  EXPECT_FALSE(users.generated);
+  EXPECT_EQ(users.users[0].access_key, "AKIA1");
+}
+
+}  // namespace
+}  // namespace hots3::config
