@@ -15,6 +15,16 @@ using Result = boost::system::result<T>;
 
 using boost::system::error_code;
 
+// An error on its way out, convertible to any Result: `return Failure{ec};`. Needed where an
+// error_code does not convert by itself (Result<bool>: error_code and bool compete).
+struct Failure {
+  error_code error;
+  template <class T>
+  operator Result<T>() const {  // NOLINT(google-explicit-constructor): the point of this type
+    return Result<T>(boost::system::in_place_error, error);
+  }
+};
+
 }  // namespace hots3
 
 // H3_TRY(expr): evaluate a Result; on error return the error from the enclosing function.
@@ -28,14 +38,14 @@ using boost::system::error_code;
 #define H3_TRY_CAT2_(a, b) a##b
 #define H3_TRY_CAT_(a, b) H3_TRY_CAT2_(a, b)
 #define H3_TRY_VAR_ H3_TRY_CAT_(h3_try_result_, __LINE__)
-#define H3_TRY_CHECK_(ret, expr)                                    \
-  if (auto&& H3_TRY_VAR_ = (expr); !H3_TRY_VAR_.has_value()) {      \
-    ret H3_TRY_VAR_.error();                                        \
-  }                                                                 \
+#define H3_TRY_CHECK_(ret, expr)                                      \
+  if (auto&& H3_TRY_VAR_ = (expr); !H3_TRY_VAR_.has_value()) {        \
+    ret ::hots3::Failure{H3_TRY_VAR_.error()};             \
+  }                                                                   \
   static_assert(true)
-#define H3_TRY_BIND_(ret, decl, expr)          \
-  auto&& H3_TRY_VAR_ = (expr);                 \
-  if (!H3_TRY_VAR_.has_value()) {              \
-    ret H3_TRY_VAR_.error();                   \
-  }                                            \
+#define H3_TRY_BIND_(ret, decl, expr)                       \
+  auto&& H3_TRY_VAR_ = (expr);                              \
+  if (!H3_TRY_VAR_.has_value()) {                           \
+    ret ::hots3::Failure{H3_TRY_VAR_.error()};   \
+  }                                                         \
   decl = std::move(*H3_TRY_VAR_)

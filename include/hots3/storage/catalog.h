@@ -1,0 +1,281 @@
+#pragma once
+
+// The catalog: buckets, objects, their extents and block checksums, multipart uploads and
+// parts, and tiering state, in SQLite (WAL, synchronous=FULL, prepared statements only). The
+// schema and its migrations are in src/storage/schema.cc.
+//
+// Reads run on the calling thread, each thread with its own read-only connection (WAL readers
+// never wait for the writer). Writes go to one writer thread that runs every write queued
+// while it was busy in one transaction with one fsync (group commit), each write inside its
+// own savepoint so that one failing write does not undo the others. A write completes only
+// once its transaction is durable.
+//
+// Keys compare as bytes (SQLite's BINARY collation over UTF-8), the order S3 lists them in.
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hots3/common/result.h"
+#include "hots3/storage/extent.h"
+#include "hots3/storage/format.h"
+
+namespace hots3::storage {
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+struct BucketRecord {
+  std::int64_t id = 0;
+  std::string name;
+  std::string owner;
+  std::int64_t created_ms = 0;
+};
+
+// Checksums as clients send them (base64 of the big-endian value), or as computed.
+struct ChecksumSet {
+  std::optional<std::string> crc32;
+  std::optional<std::string> crc32c;
+  std::optional<std::string> crc64nvme;
+  std::optional<std::string> sha1;
+  std::optional<std::string> sha256;
+  std::optional<std::string> type;  // "FULL_OBJECT" or "COMPOSITE"
+};
+
+// Headers an object keeps (S3 returns them on GET and HEAD).
+struct ContentHeaders {
+  std::optional<std::string> content_type;
+  std::optional<std::string> content_encoding;
+  std::optional<std::string> content_disposition;
+  std::optional<std::string> content_language;
+  std::optional<std::string> cache_control;
+  std::optional<std::string> expires;
+};
+
+enum class TierState : std::uint8_t {
+  kLocal = 0,          // only here
+  kLocalAndUpstream,   // here and safely upstream
+  kUpstreamOnly,       // evicted: the data is upstream, the row stays for HEAD and LIST
+};
+
+struct ObjectRecord {
+  std::int64_t id = 0;  // version id: unique for every stored version, never reused in a run
+  std::int64_t bucket_id = 0;
+  std::string key;
+  std::uint64_t size_bytes = 0;
+  std::string etag;  // without quotes
+  std::uint32_t parts_count = 0;  // > 0 for multipart objects
+  std::int64_t created_ms = 0;    // Last-Modified
+  std::int64_t accessed_ms = 0;   // last GET (tiering)
+  TierState tier_state = TierState::kLocal;
+  ContentHeaders headers;
+  Metadata user_metadata;
+  ChecksumSet checksums;
+  std::optional<std::string> inline_data;  // small objects live in the catalog
+};
+
+// A run of an object's (or part's) data on the device.
+struct ExtentRecord {
+  std::int64_t row_id = 0;                 // the catalog row (set when read back)
+  std::uint64_t logical_offset_bytes = 0;  // within the object or part
+  std::uint64_t length_bytes = 0;          // data bytes
+  Extent device;                           // allocated device range (a multiple of the block size)
+  std::vector<std::uint32_t> checksums;    // per 4 KiB block of the data (checksum.h)
+};
+
+struct PartRecord {
+  std::int64_t id = 0;
+  std::uint32_t part_number = 0;
+  std::uint64_t size_bytes = 0;
+  std::string etag;
+  std::int64_t created_ms = 0;
+  ChecksumSet checksums;
+};
+
+struct UploadRecord {
+  std::int64_t id = 0;
+  std::string upload_id;  // the opaque id clients see
+  std::int64_t bucket_id = 0;
+  std::string key;
+  std::int64_t created_ms = 0;
+  std::string owner;
+  ContentHeaders headers;
+  Metadata user_metadata;
+  std::optional<std::string> checksum_algorithm;  // "CRC32", ...
+  std::optional<std::string> checksum_type;       // "COMPOSITE" or "FULL_OBJECT"
+};
+
+// Where a completed multipart object's parts start (GET/HEAD ?partNumber=N).
+struct ObjectPartRecord {
+  std::uint32_t part_number = 0;
+  std::uint64_t offset_bytes = 0;
+  std::uint64_t size_bytes = 0;
+  std::optional<std::string> checksum;  // the part's checksum of the upload's algorithm
+};
+
+struct ListQuery {
+  std::string prefix;
+  std::string delimiter;    // any string; "" = none
+  std::string start_after;  // exclusive
+  std::uint32_t max_keys = 1000;
+};
+
+struct ListEntry {
+  std::string key;
+  std::uint64_t size_bytes = 0;
+  std::string etag;
+  std::int64_t created_ms = 0;
+  std::uint32_t parts_count = 0;
+  std::optional<std::string> checksum_algorithm;
+};
+
+struct ListPage {
+  std::vector<ListEntry> objects;
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  std::string last;  // the last key or prefix returned: the next page starts after it
+};
+
+struct UploadListQuery {
+  std::string prefix;
+  std::string delimiter;
+  std::string key_marker;
+  std::string upload_id_marker;
+  std::uint32_t max_uploads = 1000;
+};
+
+struct UploadListPage {
+  std::vector<UploadRecord> uploads;
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  std::string next_key_marker;
+  std::string next_upload_id_marker;
+};
+
+class WriteTxn;
+
+struct CatalogOptions {
+  std::string path;            // the database file
+  std::size_t batch_max = 512;  // writes per group commit
+};
+
+class Catalog {
+ public:
+  // Opens or creates the database and applies migrations. Throws std::runtime_error (a newer
+  // schema than this build knows, an unreadable file).
+  static std::unique_ptr<Catalog> open(const CatalogOptions& options);
+  ~Catalog();  // stop(), then closes every connection
+  Catalog(const Catalog&) = delete;
+  Catalog& operator=(const Catalog&) = delete;
+  Catalog(Catalog&&) = delete;
+  Catalog& operator=(Catalog&&) = delete;
+
+  // Finishes the queued writes, stops the writer thread and truncates the WAL.
+  void stop();
+
+  [[nodiscard]] int schema_version() const noexcept;
+
+  // ---- reads: on the calling thread ----------------------------------------------------
+  Result<std::optional<DeviceUuid>> device_uuid();
+  Result<std::optional<BucketRecord>> find_bucket(std::string_view name);
+  Result<std::vector<BucketRecord>> list_buckets();
+  Result<bool> bucket_empty(std::int64_t bucket_id);
+  Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key);
+  // The extents of an object in logical order; their checksums only if asked for (a large
+  // object's checksums are large: readers load them per extent with extent_checksums).
+  Result<std::vector<ExtentRecord>> object_extents(std::int64_t object_id, bool with_checksums = false);
+  Result<std::vector<std::uint32_t>> extent_checksums(std::int64_t row_id);
+  Result<std::optional<std::string>> inline_data(std::int64_t object_id);
+  Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id);
+  // A page costs what it returns: a delimiter listing skips each common prefix with one seek.
+  Result<ListPage> list_objects(std::int64_t bucket_id, const ListQuery& query);
+  Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id);
+  Result<std::vector<PartRecord>> list_parts(std::int64_t upload_row, std::uint32_t after_part,
+                                             std::uint32_t max_parts);
+  Result<std::vector<ExtentRecord>> part_extents(std::int64_t part_id, bool with_checksums = false);
+  Result<UploadListPage> list_uploads(std::int64_t bucket_id, const UploadListQuery& query);
+  // Uploads created before `created_before_ms` (abandoned-upload cleanup).
+  Result<std::vector<UploadRecord>> uploads_older_than(std::int64_t created_before_ms, std::size_t limit);
+  // Every extent any object or part references (start-up rebuild of the free space, check).
+  Result<ExtentList> all_extents();
+  struct Counts {
+    std::uint64_t buckets = 0, objects = 0, uploads = 0, parts = 0, extents = 0;
+  };
+  Result<Counts> counts();
+
+  // ---- writes: on the writer thread, group-committed -----------------------------------
+  using WriteFn = std::function<Result<void>(WriteTxn&)>;
+  // Runs `fn` in the next group commit; completes on the caller's executor once the commit is
+  // durable (or failed: then the write's own error, or the commit's). `fn` runs on the writer
+  // thread and must not block on anything but the catalog.
+  boost::asio::awaitable<Result<void>> write(WriteFn fn);
+  // The same, blocking the calling thread (start-up, tools, tests). Never on a worker.
+  Result<void> write_blocking(WriteFn fn);
+
+  struct WriterStats {
+    std::uint64_t writes = 0;
+    std::uint64_t commits = 0;  // fsyncs; writes / commits is the group-commit factor
+  };
+  [[nodiscard]] WriterStats writer_stats() const noexcept;
+
+ private:
+  struct Impl;
+  explicit Catalog(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The writer's view inside Catalog::write. Every method runs on the writer thread.
+class WriteTxn {
+ public:
+  virtual ~WriteTxn() = default;
+  WriteTxn() = default;
+  WriteTxn(const WriteTxn&) = delete;
+  WriteTxn& operator=(const WriteTxn&) = delete;
+  WriteTxn(WriteTxn&&) = delete;
+  WriteTxn& operator=(WriteTxn&&) = delete;
+
+  // A new version/part id, larger than every id issued before in this run.
+  virtual std::int64_t next_id() = 0;
+  virtual Result<void> set_device_uuid(const DeviceUuid& uuid) = 0;
+
+  virtual Result<std::optional<BucketRecord>> find_bucket(std::string_view name) = 0;
+  // Errors: kAlreadyExists.
+  virtual Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner,
+                                             std::int64_t created_ms) = 0;
+  // Errors: kConflict when objects or uploads remain.
+  virtual Result<void> delete_bucket(std::int64_t bucket_id) = 0;
+
+  virtual Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key) = 0;
+  // Inserts `object` (its id must come from next_id()) with its extents or inline data.
+  // REQUIRES: no object with the same key (delete_object first).
+  virtual Result<void> insert_object(const ObjectRecord& object, const std::vector<ExtentRecord>& extents) = 0;
+  // Removes the object row, its extents, inline data and part table; returns the device
+  // extents it held (free them once the commit is durable and no reader uses them).
+  virtual Result<ExtentList> delete_object(std::int64_t object_id) = 0;
+  virtual Result<void> update_object_metadata(const ObjectRecord& object) = 0;
+  // Renames an object (same bucket or another) without touching its data.
+  virtual Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id, std::string_view key) = 0;
+
+  virtual Result<void> insert_upload(const UploadRecord& upload) = 0;
+  virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;
+  // Inserts a part; returns the device extents of the part it replaces (if any).
+  virtual Result<ExtentList> put_part(std::int64_t upload_row, const PartRecord& part,
+                                      const std::vector<ExtentRecord>& extents) = 0;
+  virtual Result<std::vector<PartRecord>> parts(std::int64_t upload_row) = 0;
+  // Turns the listed parts (in order) into `object`'s data without copying it: their extents
+  // move to the object, shifted to the parts' offsets in it. Parts not listed are deleted and
+  // their extents returned, as is the upload row.
+  virtual Result<ExtentList> complete_upload(std::int64_t upload_row, const ObjectRecord& object,
+                                             const std::vector<std::pair<PartRecord, std::uint64_t>>& parts_and_offsets,
+                                             const std::vector<ObjectPartRecord>& part_table) = 0;
+  // Deletes the upload, its parts and their extents; returns the device extents.
+  virtual Result<ExtentList> delete_upload(std::int64_t upload_row) = 0;
+};
+
+}  // namespace hots3::storage

@@ -1,0 +1,230 @@
+#pragma once
+
+// The object store: buckets and objects on a Device, described by the Catalog. No HTTP and no
+// S3 here; the S3 layer turns requests into these calls.
+//
+// Durability (DESIGN.md): a committed write has its data written and flushed before its catalog
+// transaction commits, and the transaction is durable before commit() returns. Overwrites are
+// atomic (one transaction switches the key to the new version). Space of a replaced or deleted
+// version is freed only after that transaction is durable and no reader that could see the old
+// version is still reading (epochs). Written-but-uncommitted space is free after a crash:
+// free space is rebuilt from the catalog at start-up.
+//
+// Threads: every coroutine here runs on a worker (an io_context the store was opened with) and
+// completes there. Catalog writes go to the catalog's writer thread; long catalog reads
+// (listings) to a reader thread; device I/O to the worker's ring.
+
+#include <boost/asio/awaitable.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hots3/common/result.h"
+#include "hots3/storage/catalog.h"
+#include "hots3/storage/device.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hots3::storage {
+
+struct StoreOptions {
+  std::string data_dir = "./data";
+  std::string device_path;              // "" = <data_dir>/device.img
+  std::uint64_t device_size_bytes = 0;  // size of a new device file; 0 = automatic
+  DeviceOptions::Engine engine = DeviceOptions::Engine::kAuto;
+  std::uint64_t inline_max_bytes = 4096;     // objects up to this size live in the catalog
+  std::uint64_t cache_bytes = 0;             // block cache; 0 = none
+  std::size_t io_buffer_bytes = 1024 * 1024;  // one device I/O
+  std::size_t io_buffers_per_worker = 32;     // the worker's pool (bounds streaming memory)
+  std::size_t stream_depth = 4;               // I/Os in flight per stream
+  std::uint64_t extent_row_max_bytes = 16 * 1024 * 1024;  // data per catalog extent row
+  bool etag_md5 = true;  // ETag = MD5 of the data (S3's); false: a cheaper unique tag
+};
+
+// What a write may require of the object it replaces (checked in the commit transaction).
+struct WriteCondition {
+  bool if_none_match_any = false;          // If-None-Match: *   → kPreconditionFailed if it exists
+  std::optional<std::string> if_match;     // If-Match: <etag>   → kPreconditionFailed if it differs,
+                                           //                      kNotFound if there is none
+};
+
+// The metadata a new object version gets.
+struct ObjectSpec {
+  ContentHeaders headers;
+  Metadata user_metadata;
+  ChecksumSet checksums;
+  std::optional<std::string> etag;  // a precomputed ETag (multipart); default: from the data
+};
+
+struct StoreStats {
+  std::uint64_t device_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t free_bytes = 0;
+  std::uint64_t pending_free_bytes = 0;  // retired, waiting for readers to finish
+  std::string io_engine;
+  std::uint64_t cache_capacity_bytes = 0;
+  std::uint64_t cache_used_bytes = 0;
+  std::uint64_t cache_hits = 0;
+  std::uint64_t cache_misses = 0;
+  std::uint64_t catalog_writes = 0;
+  std::uint64_t catalog_commits = 0;
+  std::chrono::milliseconds startup_rebuild{0};
+};
+
+class ObjectStore;
+
+// A streaming write: data buffer by buffer as it arrives, then finish(), then commit (or
+// abort). MD5 (for the ETag) and the block checksums are computed as the data goes by, and
+// device writes run while further data is received. Destroying an uncommitted writer aborts
+// it: its space returns to the allocator once the device writes in flight have completed.
+class ObjectWriter {
+ public:
+  virtual ~ObjectWriter() = default;
+  ObjectWriter() = default;
+  ObjectWriter(const ObjectWriter&) = delete;
+  ObjectWriter& operator=(const ObjectWriter&) = delete;
+  ObjectWriter(ObjectWriter&&) = delete;
+  ObjectWriter& operator=(ObjectWriter&&) = delete;
+
+  // Errors: kNoSpace, kTooLarge (more than the declared size), kIoError.
+  virtual boost::asio::awaitable<Result<void>> write(std::span<const std::byte> data) = 0;
+  // All data is in: writes the rest and flushes the device. After it, size() and md5() are
+  // final. Errors: kInvalidArgument (less than the declared size), kIoError.
+  virtual boost::asio::awaitable<Result<void>> finish() = 0;
+  [[nodiscard]] virtual std::uint64_t size() const noexcept = 0;
+  [[nodiscard]] virtual const std::array<std::uint8_t, 16>& md5() const noexcept = 0;
+};
+
+// A streaming read of one version of an object, pinned from open to destruction: its data
+// stays readable even if the key is overwritten or deleted meanwhile.
+class ObjectReader {
+ public:
+  virtual ~ObjectReader() = default;
+  ObjectReader() = default;
+  ObjectReader(const ObjectReader&) = delete;
+  ObjectReader& operator=(const ObjectReader&) = delete;
+  ObjectReader(ObjectReader&&) = delete;
+  ObjectReader& operator=(ObjectReader&&) = delete;
+
+  [[nodiscard]] virtual const ObjectRecord& object() const noexcept = 0;
+  // Sets the byte range [offset, offset + length) to read (default: the whole object).
+  // REQUIRES: within the object; called before the first next().
+  virtual void set_range(std::uint64_t offset_bytes, std::uint64_t length_bytes) = 0;
+  // The next piece of the range, in order; empty at the end. Valid until the next call.
+  // Several device reads run ahead of the caller. Errors: kChecksumMismatch (stored data is
+  // damaged: nothing of the damaged block is returned), kIoError.
+  virtual boost::asio::awaitable<Result<std::span<const std::byte>>> next() = 0;
+};
+
+class ObjectStore {
+ public:
+  // Opens (or creates and formats) the device and the catalog in options.data_dir, checks that
+  // they belong together (device UUID), rebuilds the free space, and sets up each worker
+  // (ring, buffer pool). Throws std::runtime_error with a clear message (start-up).
+  static std::unique_ptr<ObjectStore> open(const StoreOptions& options,
+                                           std::vector<boost::asio::io_context*> workers);
+  // The same over a device opened by the caller (tests: a FaultDevice that outlives a
+  // simulated crash and restart).
+  static std::unique_ptr<ObjectStore> open(const StoreOptions& options, std::shared_ptr<Device> device,
+                                           std::vector<boost::asio::io_context*> workers);
+  virtual ~ObjectStore() = default;
+  ObjectStore() = default;
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+  ObjectStore(ObjectStore&&) = delete;
+  ObjectStore& operator=(ObjectStore&&) = delete;
+
+  // Stops accepting work, completes queued catalog writes and closes the catalog. Call after
+  // the HTTP server has stopped and before the workers stop. Blocking.
+  virtual void shutdown() = 0;
+
+  // ---- buckets ----
+  virtual Result<std::optional<BucketRecord>> find_bucket(std::string_view name) = 0;
+  virtual Result<std::vector<BucketRecord>> list_buckets() = 0;
+  // Errors: kAlreadyExists.
+  virtual boost::asio::awaitable<Result<BucketRecord>> create_bucket(std::string name, std::string owner) = 0;
+  // Errors: kNotFound, kConflict (not empty).
+  virtual boost::asio::awaitable<Result<void>> delete_bucket(std::string name) = 0;
+
+  // ---- objects ----
+  // The current version's metadata (an index lookup on the calling worker).
+  virtual Result<std::optional<ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) = 0;
+  // Pins and opens the current version. Errors: kNotFound.
+  virtual boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(
+      std::int64_t bucket_id, std::string key) = 0;
+  // A writer for new data; `size_bytes` when known in advance (it is then reserved at once
+  // and enforced). `for_part`: data for commit_part (never stored inline).
+  // Errors: kNoSpace.
+  virtual boost::asio::awaitable<Result<std::unique_ptr<ObjectWriter>>> create_writer(
+      std::optional<std::uint64_t> size_bytes, bool for_part = false) = 0;
+  // Commits a finished writer's data as (bucket, key), replacing the current version if the
+  // condition holds. Errors: kPreconditionFailed, kNotFound (bucket gone, or If-Match without
+  // an object).
+  virtual boost::asio::awaitable<Result<ObjectRecord>> commit_object(
+      std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket, std::string key, ObjectSpec spec,
+      WriteCondition condition) = 0;
+  // Deletes the current version; returns it (nullopt if there was none).
+  virtual boost::asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(
+      std::int64_t bucket_id, std::string key) = 0;
+  // Replaces the metadata of the current version (S3: copy onto itself) if its ETag is still
+  // `etag`. Errors: kNotFound, kPreconditionFailed.
+  virtual boost::asio::awaitable<Result<ObjectRecord>> replace_metadata(
+      std::int64_t bucket_id, std::string key, std::string etag, ObjectSpec spec) = 0;
+  // Moves an object to a new key in one transaction (no data is copied).
+  // Errors: kNotFound (no source), kPreconditionFailed (destination exists and
+  // `if_none_match_any`).
+  virtual boost::asio::awaitable<Result<ObjectRecord>> rename_object(
+      std::int64_t bucket_id, std::string from, std::string to, bool if_none_match_any) = 0;
+  // One page of keys (on a reader thread; the worker waits without blocking).
+  virtual boost::asio::awaitable<Result<ListPage>> list_objects(std::int64_t bucket_id, ListQuery query) = 0;
+
+  // ---- multipart ----
+  virtual boost::asio::awaitable<Result<UploadRecord>> create_upload(
+      const BucketRecord& bucket, std::string key, std::string owner, ObjectSpec spec,
+      std::optional<std::string> checksum_algorithm, std::optional<std::string> checksum_type) = 0;
+  virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;
+  // Commits a finished writer's data as part `part_number` of the upload, replacing an earlier
+  // part with that number. Errors: kNotFound (no such upload).
+  virtual boost::asio::awaitable<Result<PartRecord>> commit_part(
+      std::unique_ptr<ObjectWriter> writer, std::string upload_id, std::uint32_t part_number,
+      ChecksumSet checksums) = 0;
+
+  // What a completion turns the upload into, decided from the upload and its parts inside the
+  // commit transaction (so parts cannot change under the decision).
+  struct CompletionPlan {
+    ObjectSpec spec;  // spec.etag must be set (the multipart ETag)
+    std::vector<PartRecord> parts;  // the parts that make up the object, in order
+  };
+  using PlanFn = std::function<Result<CompletionPlan>(const UploadRecord&, const std::vector<PartRecord>&)>;
+  // Builds the object from the parts' extents without copying data. Errors: kNotFound (no such
+  // upload), kPreconditionFailed, and whatever `plan` returns.
+  virtual boost::asio::awaitable<Result<ObjectRecord>> complete_upload(std::string upload_id, PlanFn plan,
+                                                                       WriteCondition condition) = 0;
+  // Errors: kNotFound.
+  virtual boost::asio::awaitable<Result<void>> abort_upload(std::string upload_id) = 0;
+  virtual boost::asio::awaitable<Result<std::vector<PartRecord>>> list_parts(std::int64_t upload_row,
+                                                                             std::uint32_t after_part,
+                                                                             std::uint32_t max_parts) = 0;
+  virtual boost::asio::awaitable<Result<UploadListPage>> list_uploads(std::int64_t bucket_id,
+                                                                      UploadListQuery query) = 0;
+  // Part boundaries of a completed multipart object.
+  virtual Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id) = 0;
+  // Aborts uploads created before `age` ago; returns how many.
+  virtual boost::asio::awaitable<Result<std::size_t>> abort_uploads_older_than(std::chrono::milliseconds age) = 0;
+
+  [[nodiscard]] virtual StoreStats stats() const = 0;
+};
+
+// Lowercase hex of a digest.
+std::string to_hex(std::span<const std::uint8_t> bytes);
+
+}  // namespace hots3::storage

@@ -1,0 +1,956 @@
+#include "hots3/storage/catalog.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+#include "hots3/storage/checksum.h"
+#include "schema.h"
+#include "sqlite.h"
+
+namespace hots3::storage {
+
+namespace asio = boost::asio;
+using detail::Connection;
+using detail::Query;
+
+namespace {
+
+// ---- encodings ---------------------------------------------------------------------------
+
+std::string encode_metadata(const Metadata& metadata) {
+  std::string out;
+  for (const auto& [name, value] : metadata) {
+    out += name;
+    out += '\0';
+    out += value;
+    out += '\0';
+  }
+  return out;
+}
+
+Metadata decode_metadata(std::span<const std::byte> blob) {
+  Metadata out;
+  const std::string_view text(reinterpret_cast<const char*>(blob.data()), blob.size());
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const auto name_end = text.find('\0', at);
+    if (name_end == std::string_view::npos) break;
+    const auto value_end = text.find('\0', name_end + 1);
+    if (value_end == std::string_view::npos) break;
+    out.emplace_back(std::string(text.substr(at, name_end - at)),
+                     std::string(text.substr(name_end + 1, value_end - name_end - 1)));
+    at = value_end + 1;
+  }
+  return out;
+}
+
+// The smallest string greater than every string that starts with `prefix` ("" if none: the
+// prefix is empty or all 0xFF). Keys compare as bytes.
+std::string prefix_successor(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& last = reinterpret_cast<unsigned char&>(prefix.back());
+    if (last != 0xFF) {
+      ++last;
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return prefix;
+}
+
+// An exclusive upper bound for keys that start with `prefix`, usable by the index range scan.
+// With no prefix: a string above every key (keys are UTF-8 of at most 1024 bytes, and 0xFF
+// never occurs in UTF-8).
+std::string upper_bound_of(const std::string& prefix) {
+  std::string upper = prefix_successor(prefix);
+  if (upper.empty()) upper.assign(1025, '\xff');
+  return upper;
+}
+
+// ---- row mapping ---------------------------------------------------------------------------
+
+#define H3_OBJECT_COLUMNS                                                                  \
+  "bucket_id, key, id, size, etag, parts_count, created_ms, accessed_ms, tier_state, "   \
+  "is_inline, content_type, content_encoding, content_disposition, content_language, "    \
+  "cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type"
+
+ObjectRecord read_object(const Query& q) {
+  ObjectRecord o;
+  o.bucket_id = q.int64(0);
+  o.key = std::string(q.text(1));
+  o.id = q.int64(2);
+  o.size_bytes = q.uint64(3);
+  o.etag = std::string(q.text(4));
+  o.parts_count = static_cast<std::uint32_t>(q.int64(5));
+  o.created_ms = q.int64(6);
+  o.accessed_ms = q.int64(7);
+  o.tier_state = static_cast<TierState>(q.int64(8));
+  if (q.int64(9) != 0) o.inline_data.emplace();  // the data itself is read on demand
+  o.headers.content_type = q.optional_text(10);
+  o.headers.content_encoding = q.optional_text(11);
+  o.headers.content_disposition = q.optional_text(12);
+  o.headers.content_language = q.optional_text(13);
+  o.headers.cache_control = q.optional_text(14);
+  o.headers.expires = q.optional_text(15);
+  o.user_metadata = decode_metadata(q.blob(16));
+  o.checksums.crc32 = q.optional_text(17);
+  o.checksums.crc32c = q.optional_text(18);
+  o.checksums.crc64nvme = q.optional_text(19);
+  o.checksums.sha1 = q.optional_text(20);
+  o.checksums.sha256 = q.optional_text(21);
+  o.checksums.type = q.optional_text(22);
+  return o;
+}
+
+void bind_headers(Query& q, int first, const ContentHeaders& h) {
+  q.bind_optional(first, h.content_type)
+      .bind_optional(first + 1, h.content_encoding)
+      .bind_optional(first + 2, h.content_disposition)
+      .bind_optional(first + 3, h.content_language)
+      .bind_optional(first + 4, h.cache_control)
+      .bind_optional(first + 5, h.expires);
+}
+
+void bind_checksums(Query& q, int first, const ChecksumSet& c) {
+  q.bind_optional(first, c.crc32)
+      .bind_optional(first + 1, c.crc32c)
+      .bind_optional(first + 2, c.crc64nvme)
+      .bind_optional(first + 3, c.sha1)
+      .bind_optional(first + 4, c.sha256);
+}
+
+#define H3_UPLOAD_COLUMNS                                                                   \
+  "id, upload_id, bucket_id, key, created_ms, owner, content_type, content_encoding, "    \
+  "content_disposition, content_language, cache_control, expires, user_metadata, "         \
+  "checksum_algorithm, checksum_type"
+
+UploadRecord read_upload(const Query& q) {
+  UploadRecord u;
+  u.id = q.int64(0);
+  u.upload_id = std::string(q.text(1));
+  u.bucket_id = q.int64(2);
+  u.key = std::string(q.text(3));
+  u.created_ms = q.int64(4);
+  u.owner = std::string(q.text(5));
+  u.headers.content_type = q.optional_text(6);
+  u.headers.content_encoding = q.optional_text(7);
+  u.headers.content_disposition = q.optional_text(8);
+  u.headers.content_language = q.optional_text(9);
+  u.headers.cache_control = q.optional_text(10);
+  u.headers.expires = q.optional_text(11);
+  u.user_metadata = decode_metadata(q.blob(12));
+  u.checksum_algorithm = q.optional_text(13);
+  u.checksum_type = q.optional_text(14);
+  return u;
+}
+
+#define H3_PART_COLUMNS "id, part_number, size, etag, created_ms, crc32, crc32c, crc64nvme, sha1, sha256"
+
+PartRecord read_part(const Query& q) {
+  PartRecord p;
+  p.id = q.int64(0);
+  p.part_number = static_cast<std::uint32_t>(q.int64(1));
+  p.size_bytes = q.uint64(2);
+  p.etag = std::string(q.text(3));
+  p.created_ms = q.int64(4);
+  p.checksums.crc32 = q.optional_text(5);
+  p.checksums.crc32c = q.optional_text(6);
+  p.checksums.crc64nvme = q.optional_text(7);
+  p.checksums.sha1 = q.optional_text(8);
+  p.checksums.sha256 = q.optional_text(9);
+  return p;
+}
+
+Result<std::vector<ExtentRecord>> read_extents(Connection& c, std::int64_t owner_id, bool with_checksums) {
+  auto q = c.query(with_checksums
+                       ? "SELECT id, logical_offset, length, device_offset, device_length, checksums FROM extents "
+                         "WHERE owner_id = ?1 ORDER BY logical_offset"
+                       : "SELECT id, logical_offset, length, device_offset, device_length FROM extents "
+                         "WHERE owner_id = ?1 ORDER BY logical_offset");
+  q.bind(1, owner_id);
+  std::vector<ExtentRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    ExtentRecord e;
+    e.row_id = q.int64(0);
+    e.logical_offset_bytes = q.uint64(1);
+    e.length_bytes = q.uint64(2);
+    e.device = {q.uint64(3), q.uint64(4)};
+    if (with_checksums) e.checksums = decode_checksums(q.blob(5));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Result<std::optional<ObjectRecord>> find_object_on(Connection& c, std::int64_t bucket_id, std::string_view key) {
+  auto q = c.query("SELECT " H3_OBJECT_COLUMNS " FROM objects WHERE bucket_id = ?1 AND key = ?2");
+  q.bind(1, bucket_id).bind(2, key);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<ObjectRecord>{};
+  return std::optional<ObjectRecord>(read_object(q));
+}
+
+Result<std::optional<BucketRecord>> find_bucket_on(Connection& c, std::string_view name) {
+  auto q = c.query("SELECT id, name, owner, created_ms FROM buckets WHERE name = ?1");
+  q.bind(1, name);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<BucketRecord>{};
+  return std::optional<BucketRecord>(BucketRecord{q.int64(0), std::string(q.text(1)), std::string(q.text(2)), q.int64(3)});
+}
+
+Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id) {
+  auto q = c.query("SELECT " H3_UPLOAD_COLUMNS " FROM uploads WHERE upload_id = ?1");
+  q.bind(1, upload_id);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<UploadRecord>{};
+  return std::optional<UploadRecord>(read_upload(q));
+}
+
+// Deletes the extents of an owner, returning their device ranges.
+Result<ExtentList> delete_extents(Connection& c, std::int64_t owner_id) {
+  ExtentList freed;
+  {
+    auto q = c.query("SELECT device_offset, device_length FROM extents WHERE owner_id = ?1");
+    q.bind(1, owner_id);
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      freed.push_back({q.uint64(0), q.uint64(1)});
+    }
+  }
+  auto d = c.query("DELETE FROM extents WHERE owner_id = ?1");
+  d.bind(1, owner_id);
+  H3_TRY(d.run());
+  return freed;
+}
+
+Result<void> insert_extents(Connection& c, std::int64_t owner_id, const std::vector<ExtentRecord>& extents,
+                            std::uint64_t offset_shift = 0) {
+  for (const ExtentRecord& e : extents) {
+    auto q = c.query(
+        "INSERT INTO extents(owner_id, logical_offset, length, device_offset, device_length, checksums) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    q.bind(1, owner_id)
+        .bind(2, e.logical_offset_bytes + offset_shift)
+        .bind(3, e.length_bytes)
+        .bind(4, e.device.offset_bytes)
+        .bind(5, e.device.length_bytes)
+        .bind_blob(6, encode_checksums(e.checksums));
+    H3_TRY(q.run());
+  }
+  return {};
+}
+
+void configure_reader(Connection& c) {
+  c.exec_or_throw(
+      "PRAGMA query_only = ON;"
+      "PRAGMA cache_size = -16384;"       // 16 MiB per reader
+      "PRAGMA mmap_size = 268435456;"     // point lookups straight from the page cache
+      "PRAGMA temp_store = MEMORY;");
+}
+
+// ---- the writer ---------------------------------------------------------------------------
+
+class WriteTxnImpl final : public WriteTxn {
+ public:
+  WriteTxnImpl(Connection& c, std::int64_t& next_id) : c_(c), next_id_(next_id) {}
+
+  std::int64_t next_id() override { return next_id_++; }
+
+  Result<void> set_device_uuid(const DeviceUuid& uuid) override {
+    auto q = c_.query("INSERT OR REPLACE INTO meta(key, value) VALUES ('device_uuid', ?1)");
+    q.bind_blob(1, std::as_bytes(std::span(uuid)));
+    return q.run();
+  }
+
+  Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override { return find_bucket_on(c_, name); }
+
+  Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner, std::int64_t created_ms) override {
+    H3_TRY(auto existing, find_bucket_on(c_, name));
+    if (existing) return errc::kAlreadyExists;
+    auto q = c_.query("INSERT INTO buckets(name, owner, created_ms) VALUES (?1, ?2, ?3)");
+    q.bind(1, name).bind(2, owner).bind(3, created_ms);
+    H3_TRY(q.run());
+    return BucketRecord{sqlite3_last_insert_rowid(c_.handle()), std::string(name), std::string(owner), created_ms};
+  }
+
+  Result<void> delete_bucket(std::int64_t bucket_id) override {
+    {
+      auto q = c_.query(
+          "SELECT EXISTS(SELECT 1 FROM objects WHERE bucket_id = ?1) OR "
+          "EXISTS(SELECT 1 FROM uploads WHERE bucket_id = ?1)");
+      q.bind(1, bucket_id);
+      H3_TRY(q.step());
+      if (q.int64(0) != 0) return errc::kConflict;
+    }
+    auto q = c_.query("DELETE FROM buckets WHERE id = ?1");
+    q.bind(1, bucket_id);
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return errc::kNotFound;
+    return {};
+  }
+
+  Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key) override {
+    return find_object_on(c_, bucket_id, key);
+  }
+
+  Result<void> insert_object(const ObjectRecord& o, const std::vector<ExtentRecord>& extents) override {
+    auto q = c_.query("INSERT INTO objects(" H3_OBJECT_COLUMNS
+                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                      "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)");
+    q.bind(1, o.bucket_id)
+        .bind(2, std::string_view(o.key))
+        .bind(3, o.id)
+        .bind(4, o.size_bytes)
+        .bind(5, std::string_view(o.etag))
+        .bind(6, static_cast<std::int64_t>(o.parts_count))
+        .bind(7, o.created_ms)
+        .bind(8, o.accessed_ms)
+        .bind(9, static_cast<std::int64_t>(o.tier_state))
+        .bind(10, o.inline_data ? 1 : 0);
+    bind_headers(q, 11, o.headers);
+    q.bind_blob(17, encode_metadata(o.user_metadata));
+    bind_checksums(q, 18, o.checksums);
+    q.bind_optional(23, o.checksums.type);
+    H3_TRY(q.run());
+    if (o.inline_data) {
+      auto d = c_.query("INSERT INTO inline_data(object_id, data) VALUES (?1, ?2)");
+      d.bind(1, o.id).bind_blob(2, *o.inline_data);
+      H3_TRY(d.run());
+    }
+    return insert_extents(c_, o.id, extents);
+  }
+
+  Result<ExtentList> delete_object(std::int64_t object_id) override {
+    H3_TRY(ExtentList freed, delete_extents(c_, object_id));
+    for (const char* sql : {"DELETE FROM inline_data WHERE object_id = ?1",
+                            "DELETE FROM object_parts WHERE object_id = ?1",
+                            "DELETE FROM tier_queue WHERE object_id = ?1",
+                            "DELETE FROM objects WHERE id = ?1"}) {
+      auto q = c_.query(sql);
+      q.bind(1, object_id);
+      H3_TRY(q.run());
+    }
+    return freed;
+  }
+
+  Result<void> update_object_metadata(const ObjectRecord& o) override {
+    auto q = c_.query(
+        "UPDATE objects SET content_type = ?2, content_encoding = ?3, content_disposition = ?4, "
+        "content_language = ?5, cache_control = ?6, expires = ?7, user_metadata = ?8, "
+        "created_ms = ?9 WHERE id = ?1");
+    q.bind(1, o.id);
+    bind_headers(q, 2, o.headers);
+    q.bind_blob(8, encode_metadata(o.user_metadata)).bind(9, o.created_ms);
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return errc::kNotFound;
+    return {};
+  }
+
+  Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id, std::string_view key) override {
+    auto q = c_.query("UPDATE objects SET bucket_id = ?2, key = ?3 WHERE id = ?1");
+    q.bind(1, object_id).bind(2, bucket_id).bind(3, key);
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return errc::kNotFound;
+    return {};
+  }
+
+  Result<void> insert_upload(const UploadRecord& u) override {
+    auto q = c_.query("INSERT INTO uploads(" H3_UPLOAD_COLUMNS
+                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+    q.bind(1, u.id)
+        .bind(2, std::string_view(u.upload_id))
+        .bind(3, u.bucket_id)
+        .bind(4, std::string_view(u.key))
+        .bind(5, u.created_ms)
+        .bind(6, std::string_view(u.owner));
+    bind_headers(q, 7, u.headers);
+    q.bind_blob(13, encode_metadata(u.user_metadata))
+        .bind_optional(14, u.checksum_algorithm)
+        .bind_optional(15, u.checksum_type);
+    return q.run();
+  }
+
+  Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) override {
+    return find_upload_on(c_, upload_id);
+  }
+
+  Result<ExtentList> put_part(std::int64_t upload_row, const PartRecord& p,
+                              const std::vector<ExtentRecord>& extents) override {
+    ExtentList freed;
+    {
+      auto q = c_.query("SELECT id FROM parts WHERE upload = ?1 AND part_number = ?2");
+      q.bind(1, upload_row).bind(2, static_cast<std::int64_t>(p.part_number));
+      H3_TRY(bool row, q.step());
+      if (row) {
+        const std::int64_t old = q.int64(0);
+        H3_TRY(freed, delete_extents(c_, old));
+        auto d = c_.query("DELETE FROM parts WHERE id = ?1");
+        d.bind(1, old);
+        H3_TRY(d.run());
+      }
+    }
+    auto q = c_.query("INSERT INTO parts(id, upload, part_number, size, etag, created_ms, crc32, crc32c, "
+                      "crc64nvme, sha1, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+    q.bind(1, p.id)
+        .bind(2, upload_row)
+        .bind(3, static_cast<std::int64_t>(p.part_number))
+        .bind(4, p.size_bytes)
+        .bind(5, std::string_view(p.etag))
+        .bind(6, p.created_ms);
+    bind_checksums(q, 7, p.checksums);
+    H3_TRY(q.run());
+    H3_TRY(insert_extents(c_, p.id, extents));
+    return freed;
+  }
+
+  Result<std::vector<PartRecord>> parts(std::int64_t upload_row) override {
+    auto q = c_.query("SELECT " H3_PART_COLUMNS " FROM parts WHERE upload = ?1 ORDER BY part_number");
+    q.bind(1, upload_row);
+    std::vector<PartRecord> out;
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      out.push_back(read_part(q));
+    }
+    return out;
+  }
+
+  Result<ExtentList> complete_upload(std::int64_t upload_row, const ObjectRecord& object,
+                                     const std::vector<std::pair<PartRecord, std::uint64_t>>& parts_and_offsets,
+                                     const std::vector<ObjectPartRecord>& part_table) override {
+    ExtentList freed;
+    std::vector<std::int64_t> kept;
+    for (const auto& [part, offset] : parts_and_offsets) {
+      auto q = c_.query(
+          "UPDATE extents SET owner_id = ?1, logical_offset = logical_offset + ?2 WHERE owner_id = ?3");
+      q.bind(1, object.id).bind(2, offset).bind(3, part.id);
+      H3_TRY(q.run());
+      kept.push_back(part.id);
+    }
+    // Parts the client did not list are dropped with the upload.
+    H3_TRY(auto all, parts(upload_row));
+    for (const PartRecord& p : all) {
+      if (std::find(kept.begin(), kept.end(), p.id) == kept.end()) {
+        H3_TRY(auto gone, delete_extents(c_, p.id));
+        freed.insert(freed.end(), gone.begin(), gone.end());
+      }
+    }
+    {
+      auto q = c_.query("DELETE FROM parts WHERE upload = ?1");
+      q.bind(1, upload_row);
+      H3_TRY(q.run());
+    }
+    {
+      auto q = c_.query("DELETE FROM uploads WHERE id = ?1");
+      q.bind(1, upload_row);
+      H3_TRY(q.run());
+    }
+    H3_TRY(insert_object(object, {}));
+    for (const ObjectPartRecord& p : part_table) {
+      auto q = c_.query("INSERT INTO object_parts(object_id, part_number, offset, size, checksum) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5)");
+      q.bind(1, object.id)
+          .bind(2, static_cast<std::int64_t>(p.part_number))
+          .bind(3, p.offset_bytes)
+          .bind(4, p.size_bytes)
+          .bind_optional(5, p.checksum);
+      H3_TRY(q.run());
+    }
+    return freed;
+  }
+
+  Result<ExtentList> delete_upload(std::int64_t upload_row) override {
+    ExtentList freed;
+    H3_TRY(auto all, parts(upload_row));
+    for (const PartRecord& p : all) {
+      H3_TRY(auto gone, delete_extents(c_, p.id));
+      freed.insert(freed.end(), gone.begin(), gone.end());
+    }
+    for (const char* sql : {"DELETE FROM parts WHERE upload = ?1", "DELETE FROM uploads WHERE id = ?1"}) {
+      auto q = c_.query(sql);
+      q.bind(1, upload_row);
+      H3_TRY(q.run());
+    }
+    return freed;
+  }
+
+ private:
+  Connection& c_;
+  std::int64_t& next_id_;
+};
+
+struct Pending {
+  Catalog::WriteFn fn;
+  std::function<void(error_code)> done;
+};
+
+}  // namespace
+
+// ---- Catalog::Impl ---------------------------------------------------------------------------
+
+struct Catalog::Impl {
+  CatalogOptions options;
+  std::unique_ptr<Connection> writer;
+  int schema_version = 0;
+  std::int64_t next_id = 1;
+
+  std::mutex queue_mutex;
+  std::condition_variable queue_ready;
+  std::deque<Pending> queue;
+  bool stopping = false;
+  std::thread writer_thread;
+  std::atomic<std::uint64_t> writes{0};
+  std::atomic<std::uint64_t> commits{0};
+
+  std::mutex readers_mutex;
+  std::unordered_map<std::thread::id, std::unique_ptr<Connection>> readers;
+
+  Connection& reader() {
+    // The connection of the calling thread; the common case is one lookup under a mutex that
+    // is held for nanoseconds.
+    std::lock_guard lock(readers_mutex);
+    auto& slot = readers[std::this_thread::get_id()];
+    if (!slot) {
+      slot = std::make_unique<Connection>(options.path, Connection::Mode::kReadOnly, false);
+      configure_reader(*slot);
+    }
+    return *slot;
+  }
+
+  void run_writer();
+  void run_batch(std::deque<Pending>& batch);
+};
+
+void Catalog::Impl::run_writer() {
+  for (;;) {
+    std::deque<Pending> batch;
+    {
+      std::unique_lock lock(queue_mutex);
+      queue_ready.wait(lock, [this] { return stopping || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, and everything queued has been written
+      while (!queue.empty() && batch.size() < options.batch_max) {
+        batch.push_back(std::move(queue.front()));
+        queue.pop_front();
+      }
+    }
+    run_batch(batch);
+  }
+}
+
+void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
+  std::vector<error_code> results(batch.size());
+  error_code commit_error;
+  if (auto begun = writer->exec("BEGIN IMMEDIATE"); !begun) {
+    commit_error = begun.error();
+  } else {
+    WriteTxnImpl txn(*writer, next_id);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      // Each write in its own savepoint: a failing write leaves the others of the batch intact.
+      if (auto s = writer->exec("SAVEPOINT w"); !s) {
+        results[i] = s.error();
+        continue;
+      }
+      Result<void> r = batch[i].fn(txn);
+      if (r) {
+        if (auto rel = writer->exec("RELEASE w"); !rel) results[i] = rel.error();
+      } else {
+        results[i] = r.error();
+        (void)writer->exec("ROLLBACK TO w");  // cannot fail: the savepoint exists
+        (void)writer->exec("RELEASE w");
+      }
+    }
+    if (auto committed = writer->exec("COMMIT"); !committed) {
+      commit_error = committed.error();
+      (void)writer->exec("ROLLBACK");  // the transaction may already be gone; both are fine
+    }
+  }
+  writes.fetch_add(batch.size(), std::memory_order_relaxed);
+  commits.fetch_add(1, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    batch[i].done(commit_error ? commit_error : results[i]);
+  }
+}
+
+Catalog::Catalog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->writer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, true);
+  Connection& w = *impl->writer;
+  // WAL: readers never wait for the writer. synchronous=FULL: a commit is on stable storage when
+  // COMMIT returns (NORMAL could lose the last commits on power loss).
+  w.exec_or_throw(
+      "PRAGMA journal_mode = WAL;"
+      "PRAGMA synchronous = FULL;"
+      "PRAGMA foreign_keys = OFF;"
+      "PRAGMA cache_size = -65536;"
+      "PRAGMA temp_store = MEMORY;"
+      "PRAGMA journal_size_limit = 67108864;");
+  {
+    auto q = w.query("PRAGMA user_version");
+    if (auto row = q.step(); !row || !*row) {
+      throw std::runtime_error("catalog " + options.path + ": cannot read the schema version");
+    }
+    impl->schema_version = static_cast<int>(q.int64(0));
+  }
+  if (impl->schema_version > static_cast<int>(detail::kMigrations.size())) {
+    throw std::runtime_error("catalog " + options.path + " has schema version " +
+                             std::to_string(impl->schema_version) + ", newer than this hots3 (" +
+                             std::to_string(detail::kMigrations.size()) + ")");
+  }
+  while (impl->schema_version < static_cast<int>(detail::kMigrations.size())) {
+    const int to = impl->schema_version + 1;
+    w.exec_or_throw("BEGIN IMMEDIATE");
+    w.exec_or_throw(detail::kMigrations[static_cast<std::size_t>(impl->schema_version)]);
+    w.exec_or_throw(("PRAGMA user_version = " + std::to_string(to)).c_str());
+    w.exec_or_throw("COMMIT");
+    if (impl->schema_version > 0) log::info("catalog migrated to schema version {}", to);
+    impl->schema_version = to;
+  }
+  {
+    auto q = w.query("SELECT max(coalesce((SELECT max(id) FROM objects), 0), coalesce((SELECT max(id) FROM parts), 0), "
+                     "coalesce((SELECT max(id) FROM uploads), 0))");
+    if (auto row = q.step(); !row || !*row) throw std::runtime_error("catalog " + options.path + ": cannot read ids");
+    impl->next_id = q.int64(0) + 1;
+  }
+  Impl* raw = impl.get();
+  impl->writer_thread = std::thread([raw] { raw->run_writer(); });
+  return std::unique_ptr<Catalog>(new Catalog(std::move(impl)));
+}
+
+Catalog::~Catalog() {
+  stop();
+  impl_->readers.clear();
+}
+
+void Catalog::stop() {
+  {
+    std::lock_guard lock(impl_->queue_mutex);
+    if (impl_->stopping) return;
+    impl_->stopping = true;
+  }
+  impl_->queue_ready.notify_all();
+  impl_->writer_thread.join();
+  // Fold the WAL back into the database and truncate it: a clean close leaves one file.
+  if (auto r = impl_->writer->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !r) {
+    log::warn("catalog: final checkpoint failed: {}", r.error().message());
+  }
+}
+
+int Catalog::schema_version() const noexcept { return impl_->schema_version; }
+
+Catalog::WriterStats Catalog::writer_stats() const noexcept {
+  return {impl_->writes.load(), impl_->commits.load()};
+}
+
+asio::awaitable<Result<void>> Catalog::write(WriteFn fn) {
+  constexpr auto kToken = asio::as_tuple(asio::use_awaitable);
+  auto [ec] = co_await asio::async_initiate<decltype(kToken), void(error_code)>(
+      [this, &fn](auto handler) {
+        auto guard = asio::make_work_guard(asio::get_associated_executor(handler));
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        Pending pending{std::move(fn), [shared, guard = std::move(guard)](error_code result) mutable {
+                          // Resume the writer's coroutine on its own worker.
+                          auto executor = guard.get_executor();
+                          asio::post(executor, [shared, result, g = std::move(guard)]() mutable { (*shared)(result); });
+                        }};
+        {
+          std::lock_guard lock(impl_->queue_mutex);
+          H3_ASSERT(!impl_->stopping, "catalog write after stop()");
+          impl_->queue.push_back(std::move(pending));
+        }
+        impl_->queue_ready.notify_one();
+      },
+      kToken);
+  if (ec) co_return ec;
+  co_return Result<void>{};
+}
+
+Result<void> Catalog::write_blocking(WriteFn fn) {
+  std::promise<error_code> promise;
+  auto future = promise.get_future();
+  {
+    std::lock_guard lock(impl_->queue_mutex);
+    H3_ASSERT(!impl_->stopping, "catalog write after stop()");
+    impl_->queue.push_back({std::move(fn), [&promise](error_code ec) { promise.set_value(ec); }});
+  }
+  impl_->queue_ready.notify_one();
+  const error_code ec = future.get();
+  if (ec) return ec;
+  return {};
+}
+
+// ---- reads -----------------------------------------------------------------------------------
+
+Result<std::optional<DeviceUuid>> Catalog::device_uuid() {
+  auto q = impl_->reader().query("SELECT value FROM meta WHERE key = 'device_uuid'");
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<DeviceUuid>{};
+  const auto blob = q.blob(0);
+  if (blob.size() != sizeof(DeviceUuid)) return errc::kCorrupt;
+  DeviceUuid uuid{};
+  std::memcpy(uuid.data(), blob.data(), uuid.size());
+  return std::optional<DeviceUuid>(uuid);
+}
+
+Result<std::optional<BucketRecord>> Catalog::find_bucket(std::string_view name) {
+  return find_bucket_on(impl_->reader(), name);
+}
+
+Result<std::vector<BucketRecord>> Catalog::list_buckets() {
+  auto q = impl_->reader().query("SELECT id, name, owner, created_ms FROM buckets ORDER BY name");
+  std::vector<BucketRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({q.int64(0), std::string(q.text(1)), std::string(q.text(2)), q.int64(3)});
+  }
+  return out;
+}
+
+Result<bool> Catalog::bucket_empty(std::int64_t bucket_id) {
+  auto q = impl_->reader().query(
+      "SELECT NOT (EXISTS(SELECT 1 FROM objects WHERE bucket_id = ?1) OR "
+      "EXISTS(SELECT 1 FROM uploads WHERE bucket_id = ?1))");
+  q.bind(1, bucket_id);
+  H3_TRY(q.step());
+  return q.int64(0) != 0;
+}
+
+Result<std::optional<ObjectRecord>> Catalog::find_object(std::int64_t bucket_id, std::string_view key) {
+  return find_object_on(impl_->reader(), bucket_id, key);
+}
+
+Result<std::vector<ExtentRecord>> Catalog::object_extents(std::int64_t object_id, bool with_checksums) {
+  return read_extents(impl_->reader(), object_id, with_checksums);
+}
+
+Result<std::vector<ExtentRecord>> Catalog::part_extents(std::int64_t part_id, bool with_checksums) {
+  return read_extents(impl_->reader(), part_id, with_checksums);
+}
+
+Result<std::vector<std::uint32_t>> Catalog::extent_checksums(std::int64_t row_id) {
+  auto q = impl_->reader().query("SELECT checksums FROM extents WHERE id = ?1");
+  q.bind(1, row_id);
+  H3_TRY(bool row, q.step());
+  if (!row) return errc::kNotFound;
+  return decode_checksums(q.blob(0));
+}
+
+Result<std::optional<std::string>> Catalog::inline_data(std::int64_t object_id) {
+  auto q = impl_->reader().query("SELECT data FROM inline_data WHERE object_id = ?1");
+  q.bind(1, object_id);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<std::string>{};
+  const auto blob = q.blob(0);
+  return std::optional<std::string>(std::string(reinterpret_cast<const char*>(blob.data()), blob.size()));
+}
+
+Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_id) {
+  auto q = impl_->reader().query(
+      "SELECT part_number, offset, size, checksum FROM object_parts WHERE object_id = ?1 ORDER BY part_number");
+  q.bind(1, object_id);
+  std::vector<ObjectPartRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({static_cast<std::uint32_t>(q.int64(0)), q.uint64(1), q.uint64(2), q.optional_text(3)});
+  }
+  return out;
+}
+
+Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& query) {
+  Connection& c = impl_->reader();
+  ListPage page;
+  const std::string upper = upper_bound_of(query.prefix);
+  // The scan position: keys >= `from` (inclusive) or > `from` (exclusive).
+  std::string from = query.prefix;
+  bool exclusive = false;
+  if (query.start_after >= from) {
+    from = query.start_after;
+    exclusive = true;
+  }
+  const std::size_t want = query.max_keys;
+  auto emitted = [&] { return page.objects.size() + page.common_prefixes.size(); };
+  bool more = true;
+  while (more) {
+    // Rows are fetched in runs; a common prefix ends the run with a seek past it.
+    auto q = c.query(exclusive
+                         ? "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS NOT NULL, "
+                           "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
+                           "WHERE bucket_id = ?1 AND key > ?2 AND key < ?3 ORDER BY key LIMIT ?4"
+                         : "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS NOT NULL, "
+                           "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
+                           "WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 ORDER BY key LIMIT ?4");
+    q.bind(1, bucket_id).bind(2, std::string_view(from)).bind(3, std::string_view(upper));
+    q.bind(4, static_cast<std::int64_t>(want - emitted() + 1));
+    more = false;
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      const std::string_view key = q.text(0);
+      if (!query.delimiter.empty()) {
+        const auto pos = key.find(query.delimiter, query.prefix.size());
+        if (pos != std::string_view::npos) {
+          std::string common(key.substr(0, pos + query.delimiter.size()));
+          // Seek past everything under this prefix: one index search, however many keys.
+          from = upper_bound_of(common);
+          exclusive = false;
+          more = true;
+          // A prefix at or before the marker was returned on an earlier page.
+          if (common <= query.start_after && !query.start_after.empty()) break;
+          if (emitted() == want) {
+            page.truncated = true;
+            more = false;
+            break;
+          }
+          page.common_prefixes.push_back(common);
+          page.last = std::move(common);
+          break;
+        }
+      }
+      if (emitted() == want) {
+        page.truncated = true;
+        more = false;
+        break;
+      }
+      ListEntry e;
+      e.key = std::string(key);
+      e.size_bytes = q.uint64(1);
+      e.etag = std::string(q.text(2));
+      e.created_ms = q.int64(3);
+      e.parts_count = static_cast<std::uint32_t>(q.int64(4));
+      static constexpr const char* kAlgorithms[] = {"CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"};
+      for (int i = 0; i < 5; ++i) {
+        if (q.int64(5 + i) != 0) {
+          e.checksum_algorithm = kAlgorithms[i];
+          break;
+        }
+      }
+      page.last = e.key;
+      from = e.key;
+      exclusive = true;
+      page.objects.push_back(std::move(e));
+      more = true;  // the run may have ended at LIMIT: fetch the next run
+    }
+    if (page.truncated) break;
+    if (want == 0) break;
+  }
+  return page;
+}
+
+Result<std::optional<UploadRecord>> Catalog::find_upload(std::string_view upload_id) {
+  return find_upload_on(impl_->reader(), upload_id);
+}
+
+Result<std::vector<PartRecord>> Catalog::list_parts(std::int64_t upload_row, std::uint32_t after_part,
+                                                    std::uint32_t max_parts) {
+  auto q = impl_->reader().query("SELECT " H3_PART_COLUMNS
+                                 " FROM parts WHERE upload = ?1 AND part_number > ?2 ORDER BY part_number LIMIT ?3");
+  q.bind(1, upload_row).bind(2, static_cast<std::int64_t>(after_part)).bind(3, static_cast<std::int64_t>(max_parts));
+  std::vector<PartRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back(read_part(q));
+  }
+  return out;
+}
+
+Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const UploadListQuery& query) {
+  Connection& c = impl_->reader();
+  UploadListPage page;
+  const std::string upper = upper_bound_of(query.prefix);
+  auto q = c.query("SELECT " H3_UPLOAD_COLUMNS " FROM uploads WHERE bucket_id = ?1 AND key >= ?2 "
+                   "AND key < ?3 ORDER BY key, upload_id");
+  q.bind(1, bucket_id).bind(2, std::string_view(query.prefix)).bind(3, std::string_view(upper));
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    UploadRecord u = read_upload(q);
+    // Markers: after (key_marker, upload_id_marker); with no upload-id marker, after the key.
+    if (!query.key_marker.empty()) {
+      if (u.key < query.key_marker) continue;
+      if (u.key == query.key_marker && (query.upload_id_marker.empty() || u.upload_id <= query.upload_id_marker)) continue;
+    }
+    if (!query.delimiter.empty()) {
+      const auto pos = u.key.find(query.delimiter, query.prefix.size());
+      if (pos != std::string::npos) {
+        std::string common = u.key.substr(0, pos + query.delimiter.size());
+        if (!page.common_prefixes.empty() && page.common_prefixes.back() == common) continue;
+        if (!query.key_marker.empty() && common <= query.key_marker) continue;
+        if (page.uploads.size() + page.common_prefixes.size() == query.max_uploads) {
+          page.truncated = true;
+          break;
+        }
+        page.common_prefixes.push_back(common);
+        page.next_key_marker = common;
+        page.next_upload_id_marker.clear();
+        continue;
+      }
+    }
+    if (page.uploads.size() + page.common_prefixes.size() == query.max_uploads) {
+      page.truncated = true;
+      break;
+    }
+    page.next_key_marker = u.key;
+    page.next_upload_id_marker = u.upload_id;
+    page.uploads.push_back(std::move(u));
+  }
+  return page;
+}
+
+Result<std::vector<UploadRecord>> Catalog::uploads_older_than(std::int64_t created_before_ms, std::size_t limit) {
+  auto q = impl_->reader().query("SELECT " H3_UPLOAD_COLUMNS
+                                 " FROM uploads WHERE created_ms < ?1 ORDER BY created_ms LIMIT ?2");
+  q.bind(1, created_before_ms).bind(2, static_cast<std::int64_t>(limit));
+  std::vector<UploadRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back(read_upload(q));
+  }
+  return out;
+}
+
+Result<ExtentList> Catalog::all_extents() {
+  auto q = impl_->reader().query("SELECT device_offset, device_length FROM extents");
+  ExtentList out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({q.uint64(0), q.uint64(1)});
+  }
+  return out;
+}
+
+Result<Catalog::Counts> Catalog::counts() {
+  Connection& c = impl_->reader();
+  auto q = c.query(
+      "SELECT (SELECT count(*) FROM buckets), (SELECT count(*) FROM objects), (SELECT count(*) FROM uploads), "
+      "(SELECT count(*) FROM parts), (SELECT count(*) FROM extents)");
+  H3_TRY(q.step());
+  return Counts{q.uint64(0), q.uint64(1), q.uint64(2), q.uint64(3), q.uint64(4)};
+}
+
+#undef H3_OBJECT_COLUMNS
+#undef H3_UPLOAD_COLUMNS
+#undef H3_PART_COLUMNS
+
+}  // namespace hots3::storage

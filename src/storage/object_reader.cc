@@ -1,0 +1,245 @@
+// The streaming reader: serves a byte range of one pinned object version in pieces, from the
+// block cache where it can and from the device otherwise, with several device reads running
+// ahead of the caller. Every block read from the device is verified against its checksum
+// before any of it is handed out.
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <deque>
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+#include "hots3/storage/checksum.h"
+#include "hots3/storage/format.h"
+#include "store_impl.h"
+
+namespace hots3::storage::detail {
+namespace {
+
+namespace asio = boost::asio;
+constexpr std::uint64_t kChunk = BlockCache::kBlockBytes;
+
+std::uint64_t round_up(std::uint64_t n, std::uint64_t unit) { return (n + unit - 1) / unit * unit; }
+
+// What a reader and its in-flight reads share; holds the epoch that keeps the version's
+// extents from being freed.
+struct ReadState {
+  explicit ReadState(StoreCore& c) : core(c), epoch(*c.retirement) {}
+  StoreCore& core;
+  EpochGuard epoch;
+  ObjectRecord object;
+  std::vector<ExtentRecord> rows;  // checksums loaded on first use of a row
+  std::string inline_data;
+};
+
+struct SegmentResult {
+  bool done = false;
+  error_code error;
+};
+
+// One piece of the range, in delivery order.
+struct Segment {
+  std::uint64_t begin = 0;  // logical
+  std::uint64_t end = 0;
+  CacheRef cached;
+  IoBuffer buffer;
+  std::size_t skip = 0;  // bytes of the buffer/cache block before `begin`
+  std::shared_ptr<SegmentResult> result;
+
+  std::span<const std::byte> bytes() const {
+    const std::size_t n = static_cast<std::size_t>(end - begin);
+    if (cached) return cached.bytes().subspan(skip, n);
+    return std::span<const std::byte>(buffer.data() + skip, n);
+  }
+};
+
+// Verifies `data` (device bytes of `row` starting at relative offset `relative`, a multiple of
+// the checksum block) against the row's checksums.
+error_code verify(const ReadState& st, const ExtentRecord& row, std::uint64_t relative, std::span<const std::byte> data) {
+  for (std::uint64_t at = 0; at < data.size(); at += kChecksumBlockBytes) {
+    const std::uint64_t block_offset = relative + at;
+    if (block_offset >= row.length_bytes) break;  // padding after the data
+    const std::uint64_t block = block_offset / kChecksumBlockBytes;
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChecksumBlockBytes, row.length_bytes - block_offset));
+    if (block >= row.checksums.size() || block_checksum(data.subspan(static_cast<std::size_t>(at), n)) != row.checksums[block]) {
+      log::error("checksum mismatch: object {} (version {}) at device offset {}: stored data is damaged; "
+                 "nothing of it is returned",
+                 st.object.key, st.object.id, row.device.offset_bytes + block_offset);
+      return errc::kChecksumMismatch;
+    }
+  }
+  return {};
+}
+
+asio::awaitable<void> read_one(std::shared_ptr<ReadState> st, std::shared_ptr<Pipeline> pipeline,
+                               std::shared_ptr<SegmentResult> result, std::size_t row_index, std::uint64_t relative,
+                               std::span<std::byte> target, bool cacheable) {
+  const ExtentRecord& row = st->rows[row_index];
+  auto read = co_await st->core.device->read(row.device.offset_bytes + relative, target);
+  error_code ec = read ? error_code{} : read.error();
+  if (!ec) ec = verify(*st, row, relative, target);
+  if (!ec && cacheable && !st->core.retirement->is_retired(st->object.id)) {
+    // Whole chunks only (the chunk at the row's end may be short).
+    for (std::uint64_t at = 0; at < target.size(); at += kChunk) {
+      const std::uint64_t chunk_offset = relative + at;
+      if (chunk_offset >= row.length_bytes) break;
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, row.length_bytes - chunk_offset));
+      st->core.cache->insert({st->object.id, row.device.offset_bytes + chunk_offset},
+                             target.subspan(static_cast<std::size_t>(at), n));
+    }
+  }
+  result->done = true;
+  result->error = ec;
+  pipeline->finished(ec);
+}
+
+class ReaderImpl final : public ObjectReader {
+ public:
+  ReaderImpl(std::shared_ptr<ReadState> st, BufferPool& pool, asio::any_io_executor executor)
+      : st_(std::move(st)), pool_(pool), pipeline_(std::make_shared<Pipeline>(std::move(executor))) {
+    end_ = st_->object.size_bytes;
+  }
+
+  const ObjectRecord& object() const noexcept override { return st_->object; }
+
+  void set_range(std::uint64_t offset, std::uint64_t length) override {
+    H3_ASSERT(!started_ && offset <= st_->object.size_bytes && length <= st_->object.size_bytes - offset,
+              "set_range outside the object or after reading began");
+    planned_ = delivered_ = offset;
+    end_ = offset + length;
+  }
+
+  asio::awaitable<Result<std::span<const std::byte>>> next() override {
+    started_ = true;
+    current_ = Segment{};  // the previous piece's buffer or cache block goes back
+    if (delivered_ >= end_) co_return std::span<const std::byte>{};
+    if (st_->object.inline_data) {
+      const auto piece = std::as_bytes(std::span(st_->inline_data)).subspan(static_cast<std::size_t>(delivered_),
+                                                                             static_cast<std::size_t>(end_ - delivered_));
+      delivered_ = end_;
+      co_return piece;
+    }
+    H3_CO_TRY(co_await plan());
+    H3_ASSERT(!queue_.empty());
+    while (!queue_.front().result->done) co_await pipeline_->wait_any();
+    current_ = std::move(queue_.front());
+    queue_.pop_front();
+    if (current_.result->error) co_return current_.result->error;
+    delivered_ = current_.end;
+    // Keep the device busy while the caller sends this piece.
+    H3_CO_TRY(co_await plan());
+    co_return current_.bytes();
+  }
+
+ private:
+  std::size_t row_at(std::uint64_t logical) {
+    // Rows are in logical order; readers mostly move forward, so start from the last one.
+    if (row_hint_ >= st_->rows.size() || st_->rows[row_hint_].logical_offset_bytes > logical) row_hint_ = 0;
+    while (row_hint_ + 1 < st_->rows.size() && st_->rows[row_hint_ + 1].logical_offset_bytes <= logical) ++row_hint_;
+    return row_hint_;
+  }
+
+  // Starts segments until stream_depth are queued (or no buffer is free).
+  asio::awaitable<Result<void>> plan() {
+    const std::size_t depth = st_->core.options.stream_depth;
+    while (planned_ < end_ && queue_.size() < depth) {
+      const std::size_t r = row_at(planned_);
+      ExtentRecord& row = st_->rows[r];
+      const std::uint64_t relative = planned_ - row.logical_offset_bytes;
+      H3_ASSERT(relative < row.length_bytes, "object rows do not cover the object");
+      const std::uint64_t chunk = relative - relative % kChunk;
+      const std::uint64_t row_end = row.logical_offset_bytes + row.length_bytes;
+
+      Segment segment;
+      segment.begin = planned_;
+      segment.result = std::make_shared<SegmentResult>();
+      if (CacheRef hit = st_->core.cache->lookup({st_->object.id, row.device.offset_bytes + chunk})) {
+        segment.end = std::min(end_, row.logical_offset_bytes + chunk + hit.bytes().size());
+        segment.skip = static_cast<std::size_t>(relative - chunk);
+        segment.cached = std::move(hit);
+        segment.result->done = true;
+        planned_ = segment.end;
+        queue_.push_back(std::move(segment));
+        continue;
+      }
+      // From the device: whole chunks (cached afterwards) unless the request covers only part
+      // of one chunk (small random reads read just their 4 KiB blocks).
+      IoBuffer buffer;
+      if (queue_.empty()) {
+        buffer = co_await pool_.acquire();
+      } else if (auto spare = pool_.try_acquire()) {
+        buffer = std::move(*spare);
+      } else {
+        break;  // the pool is busy: keep what is queued
+      }
+      const std::uint64_t wanted_end = std::min(end_, row_end) - row.logical_offset_bytes;  // relative
+      std::uint64_t read_begin;
+      std::uint64_t read_end;
+      bool cacheable;
+      if (wanted_end - chunk < std::min<std::uint64_t>(kChunk, row.length_bytes - chunk) || relative != chunk) {
+        // Partial chunk: only the blocks asked for.
+        read_begin = relative - relative % kChecksumBlockBytes;
+        read_end = std::min(wanted_end, chunk + kChunk);
+        cacheable = false;
+      } else {
+        read_begin = chunk;
+        read_end = std::min({row.length_bytes, chunk + buffer.size(), round_up(wanted_end, kChunk)});
+        cacheable = true;
+      }
+      const std::uint64_t device_length =
+          std::min(round_up(read_end - read_begin, kChecksumBlockBytes), row.device.length_bytes - read_begin);
+      H3_ASSERT(device_length <= buffer.size());
+      if (row.checksums.empty() && row.length_bytes > 0) {
+        H3_CO_TRY(row.checksums, st_->core.catalog->extent_checksums(row.row_id));
+      }
+      segment.end = row.logical_offset_bytes + read_end;
+      segment.end = std::min(segment.end, end_);
+      segment.skip = static_cast<std::size_t>(relative - read_begin);
+      const std::span<std::byte> target(buffer.data(), static_cast<std::size_t>(device_length));
+      segment.buffer = std::move(buffer);
+      pipeline_->started();
+      asio::co_spawn(pipeline_->executor(),
+                     read_one(st_, pipeline_, segment.result, r, read_begin, target, cacheable), asio::detached);
+      planned_ = segment.end;
+      queue_.push_back(std::move(segment));
+    }
+    co_return Result<void>{};
+  }
+
+  std::shared_ptr<ReadState> st_;
+  BufferPool& pool_;
+  std::shared_ptr<Pipeline> pipeline_;
+  std::uint64_t planned_ = 0;    // queued up to here
+  std::uint64_t delivered_ = 0;  // handed out up to here
+  std::uint64_t end_ = 0;
+  std::size_t row_hint_ = 0;
+  std::deque<Segment> queue_;
+  Segment current_;
+  bool started_ = false;
+};
+
+}  // namespace
+
+asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core, BufferPool& pool,
+                                                                    std::int64_t bucket_id, std::string key) {
+  // The epoch is entered before the lookup: whatever version the lookup finds stays readable.
+  auto st = std::make_shared<ReadState>(core);
+  H3_CO_TRY(auto found, core.catalog->find_object(bucket_id, key));
+  if (!found) co_return errc::kNotFound;
+  st->object = std::move(*found);
+  if (st->object.tier_state == TierState::kUpstreamOnly) co_return errc::kUnavailable;
+  if (st->object.inline_data) {
+    H3_CO_TRY(auto data, core.catalog->inline_data(st->object.id));
+    if (!data) co_return errc::kCorrupt;
+    st->inline_data = std::move(*data);
+    if (st->inline_data.size() != st->object.size_bytes) co_return errc::kCorrupt;
+  } else {
+    H3_CO_TRY(st->rows, core.catalog->object_extents(st->object.id));
+  }
+  auto executor = co_await asio::this_coro::executor;
+  co_return std::unique_ptr<ObjectReader>(std::make_unique<ReaderImpl>(std::move(st), pool, std::move(executor)));
+}
+
+}  // namespace hots3::storage::detail

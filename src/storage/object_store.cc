@@ -1,0 +1,638 @@
+#include "hots3/storage/object_store.h"
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+#include "hots3/common/units.h"
+#include "hots3/storage/format.h"
+#include "store_impl.h"
+
+namespace hots3::storage {
+
+namespace asio = boost::asio;
+using detail::StoreCore;
+
+std::string to_hex(std::span<const std::uint8_t> bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const std::uint8_t b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 0xf];
+  }
+  return out;
+}
+
+namespace detail {
+
+// ---- Pipeline --------------------------------------------------------------------------------
+
+void Pipeline::finished(error_code ec) {
+  H3_ASSERT(inflight_ > 0);
+  --inflight_;
+  if (ec && !error_) error_ = ec;
+  if (waiter_) {
+    auto waiter = std::move(waiter_);
+    waiter_ = nullptr;
+    asio::post(executor_, std::move(waiter));
+  }
+}
+
+asio::awaitable<void> Pipeline::wait_any() {
+  if (inflight_ == 0) co_return;
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [this](auto handler) {
+        H3_ASSERT(!waiter_, "two waiters on one stream");
+        waiter_ = [h = std::make_shared<decltype(handler)>(std::move(handler))]() mutable { (*h)(); };
+      },
+      asio::use_awaitable);
+}
+
+asio::awaitable<void> Pipeline::wait_below(unsigned limit) {
+  while (inflight_ >= limit) co_await wait_any();
+}
+
+// ---- Retirement ------------------------------------------------------------------------------
+
+std::uint64_t Retirement::enter() {
+  std::lock_guard lock(mutex_);
+  ++readers_[current_];
+  return current_;
+}
+
+void Retirement::leave(std::uint64_t epoch) {
+  std::lock_guard lock(mutex_);
+  auto it = readers_.find(epoch);
+  H3_ASSERT(it != readers_.end());
+  if (--it->second == 0) readers_.erase(it);
+  collect();
+}
+
+namespace {
+void erase_cached(BlockCache& cache, const ExtentList& extents, std::int64_t version) {
+  if (version == 0 || !cache.enabled()) return;
+  for (const Extent& e : extents) {
+    for (std::uint64_t at = 0; at < e.length_bytes; at += BlockCache::kBlockBytes) {
+      cache.erase({version, e.offset_bytes + at});
+    }
+  }
+}
+}  // namespace
+
+void Retirement::retire(ExtentList extents, std::int64_t version) {
+  erase_cached(cache_, extents, version);
+  std::lock_guard lock(mutex_);
+  std::uint64_t bytes = 0;
+  for (const Extent& e : extents) bytes += e.length_bytes;
+  pending_bytes_ += bytes;
+  retired_.push_back({current_, std::move(extents), version});
+  ++current_;  // readers from now on cannot see the retired version
+  collect();
+}
+
+void Retirement::release_now(const ExtentList& extents) { allocator_.release(extents); }
+
+void Retirement::collect() {
+  const std::uint64_t oldest = readers_.empty() ? UINT64_MAX : readers_.begin()->first;
+  while (!retired_.empty() && retired_.front().epoch < oldest) {
+    Retired& r = retired_.front();
+    // Readers of the version may have cached blocks after retire(): drop them for good now.
+    erase_cached(cache_, r.extents, r.version);
+    for (const Extent& e : r.extents) pending_bytes_ -= e.length_bytes;
+    allocator_.release(r.extents);
+    retired_.pop_front();
+  }
+}
+
+std::uint64_t Retirement::pending_bytes() const {
+  std::lock_guard lock(mutex_);
+  return pending_bytes_;
+}
+
+bool Retirement::is_retired(std::int64_t version) const {
+  std::lock_guard lock(mutex_);
+  return std::any_of(retired_.begin(), retired_.end(), [&](const Retired& r) { return r.version == version; });
+}
+
+}  // namespace detail
+
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Result<void> check_condition(const WriteCondition& c, const std::optional<ObjectRecord>& current) {
+  if (c.if_none_match_any && current) return errc::kPreconditionFailed;
+  if (c.if_match) {
+    if (!current) return errc::kNotFound;
+    std::string_view tag = *c.if_match;
+    if (tag.size() >= 2 && tag.front() == '"' && tag.back() == '"') tag = tag.substr(1, tag.size() - 2);
+    if (tag != "*" && tag != current->etag) return errc::kPreconditionFailed;
+  }
+  return {};
+}
+
+std::string random_upload_id() {
+  std::random_device random;
+  std::array<std::uint8_t, 24> bytes{};
+  for (auto& b : bytes) b = static_cast<std::uint8_t>(random());
+  return to_hex(bytes);
+}
+
+asio::io_context& context_of(const asio::any_io_executor& executor) {
+  return static_cast<asio::io_context&>(asio::query(executor, asio::execution::context));
+}
+
+// Runs a device operation to completion from a thread that is not a worker (start-up).
+template <class Op>
+Result<void> run_blocking(Device& device, Op op) {
+  asio::io_context context(1);
+  device.attach(context);
+  Result<void> result = errc::kInternal;
+  asio::co_spawn(context, op(), [&](const std::exception_ptr& e, Result<void> r) {
+    if (e) std::rethrow_exception(e);
+    result = r;
+  });
+  context.run();
+  return result;
+}
+
+// An aligned block of memory for start-up I/O.
+struct AlignedBlock {
+  explicit AlignedBlock(std::size_t n) : data(static_cast<std::byte*>(std::aligned_alloc(4096, n))), size(n) {
+    std::memset(data, 0, n);
+  }
+  ~AlignedBlock() { std::free(data); }
+  AlignedBlock(const AlignedBlock&) = delete;
+  AlignedBlock& operator=(const AlignedBlock&) = delete;
+  AlignedBlock(AlignedBlock&&) = delete;
+  AlignedBlock& operator=(AlignedBlock&&) = delete;
+  std::span<std::byte> span() const { return {data, size}; }
+  std::byte* data;
+  std::size_t size;
+};
+
+class StoreImpl final : public ObjectStore {
+ public:
+  explicit StoreImpl(StoreCore core) : core_(std::move(core)), reader_pool_(1) {}
+  ~StoreImpl() override { shutdown(); }
+  StoreImpl(const StoreImpl&) = delete;
+  StoreImpl& operator=(const StoreImpl&) = delete;
+  StoreImpl(StoreImpl&&) = delete;
+  StoreImpl& operator=(StoreImpl&&) = delete;
+
+  StoreCore& core() { return core_; }
+  std::chrono::milliseconds rebuild_time{0};
+
+  void shutdown() override {
+    if (shut_down_) return;
+    shut_down_ = true;
+    reader_pool_.join();
+    core_.catalog->stop();
+  }
+
+  Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {
+    return core_.catalog->find_bucket(name);
+  }
+  Result<std::vector<BucketRecord>> list_buckets() override { return core_.catalog->list_buckets(); }
+
+  asio::awaitable<Result<BucketRecord>> create_bucket(std::string name, std::string owner) override {
+    BucketRecord created;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(created, t.create_bucket(name, owner, now_ms()));
+      return {};
+    }));
+    co_return created;
+  }
+
+  asio::awaitable<Result<void>> delete_bucket(std::string name) override {
+    co_return co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto bucket, t.find_bucket(name));
+      if (!bucket) return errc::kNotFound;
+      return t.delete_bucket(bucket->id);
+    });
+  }
+
+  Result<std::optional<ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) override {
+    return core_.catalog->find_object(bucket_id, key);
+  }
+
+  asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(std::int64_t bucket_id, std::string key) override {
+    BufferPool* pool = co_await worker_pool();
+    co_return co_await detail::open_reader(core_, *pool, bucket_id, std::move(key));
+  }
+
+  asio::awaitable<Result<std::unique_ptr<ObjectWriter>>> create_writer(std::optional<std::uint64_t> size,
+                                                                        bool for_part) override {
+    BufferPool* pool = co_await worker_pool();
+    auto executor = co_await asio::this_coro::executor;
+    // Parts never live in the catalog: completing an upload moves extents, not rows of data.
+    co_return detail::make_writer(core_, *pool, executor, size, !for_part);
+  }
+
+  asio::awaitable<Result<ObjectRecord>> commit_object(std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket,
+                                                      std::string key, ObjectSpec spec, WriteCondition condition) override {
+    const detail::WrittenData data = detail::written_data(*writer);
+    ObjectRecord object;
+    object.bucket_id = bucket.id;
+    object.key = std::move(key);
+    object.size_bytes = data.size_bytes;
+    object.etag = spec.etag ? *spec.etag : to_hex(data.md5);
+    object.created_ms = object.accessed_ms = now_ms();
+    object.headers = std::move(spec.headers);
+    object.user_metadata = std::move(spec.user_metadata);
+    object.checksums = std::move(spec.checksums);
+    object.inline_data = data.inline_data;
+    ExtentList freed;
+    std::int64_t replaced = 0;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto b, t.find_bucket(bucket.name));
+      if (!b || b->id != bucket.id) return errc::kNotFound;
+      H3_TRY(auto current, t.find_object(bucket.id, object.key));
+      H3_TRY(check_condition(condition, current));
+      if (current) {
+        H3_TRY(freed, t.delete_object(current->id));
+        replaced = current->id;
+      }
+      object.id = t.next_id();
+      return t.insert_object(object, data.extents);
+    }));
+    detail::mark_committed(*writer);
+    if (replaced != 0) core_.retirement->retire(std::move(freed), replaced);
+    object.inline_data.reset();
+    co_return object;
+  }
+
+  asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(std::int64_t bucket_id, std::string key) override {
+    std::optional<ObjectRecord> deleted;
+    ExtentList freed;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(deleted, t.find_object(bucket_id, key));
+      if (!deleted) return {};
+      H3_TRY(freed, t.delete_object(deleted->id));
+      return {};
+    }));
+    if (deleted) core_.retirement->retire(std::move(freed), deleted->id);
+    co_return deleted;
+  }
+
+  asio::awaitable<Result<ObjectRecord>> replace_metadata(std::int64_t bucket_id, std::string key, std::string etag,
+                                                         ObjectSpec spec) override {
+    ObjectRecord updated;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto current, t.find_object(bucket_id, key));
+      if (!current) return errc::kNotFound;
+      if (current->etag != etag) return errc::kPreconditionFailed;
+      updated = std::move(*current);
+      updated.headers = spec.headers;
+      updated.user_metadata = spec.user_metadata;
+      updated.created_ms = now_ms();
+      return t.update_object_metadata(updated);
+    }));
+    co_return updated;
+  }
+
+  asio::awaitable<Result<ObjectRecord>> rename_object(std::int64_t bucket_id, std::string from, std::string to,
+                                                      bool if_none_match_any) override {
+    ObjectRecord moved;
+    ExtentList freed;
+    std::int64_t replaced = 0;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto source, t.find_object(bucket_id, from));
+      if (!source) return errc::kNotFound;
+      if (from == to) {
+        moved = std::move(*source);
+        return {};
+      }
+      H3_TRY(auto target, t.find_object(bucket_id, to));
+      if (target) {
+        if (if_none_match_any) return errc::kPreconditionFailed;
+        H3_TRY(freed, t.delete_object(target->id));
+        replaced = target->id;
+      }
+      H3_TRY(t.move_object(source->id, bucket_id, to));
+      moved = std::move(*source);
+      moved.key = to;
+      return {};
+    }));
+    if (replaced != 0) core_.retirement->retire(std::move(freed), replaced);
+    co_return moved;
+  }
+
+  asio::awaitable<Result<ListPage>> list_objects(std::int64_t bucket_id, ListQuery query) override {
+    co_return co_await on_reader(list_objects_on(core_.catalog.get(), bucket_id, std::move(query)));
+  }
+
+  // ---- multipart ----
+  asio::awaitable<Result<UploadRecord>> create_upload(const BucketRecord& bucket, std::string key, std::string owner,
+                                                      ObjectSpec spec, std::optional<std::string> algorithm,
+                                                      std::optional<std::string> type) override {
+    UploadRecord upload;
+    upload.upload_id = random_upload_id();
+    upload.bucket_id = bucket.id;
+    upload.key = std::move(key);
+    upload.created_ms = now_ms();
+    upload.owner = std::move(owner);
+    upload.headers = std::move(spec.headers);
+    upload.user_metadata = std::move(spec.user_metadata);
+    upload.checksum_algorithm = std::move(algorithm);
+    upload.checksum_type = std::move(type);
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto b, t.find_bucket(bucket.name));
+      if (!b || b->id != bucket.id) return errc::kNotFound;
+      upload.id = t.next_id();
+      return t.insert_upload(upload);
+    }));
+    co_return upload;
+  }
+
+  Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) override {
+    return core_.catalog->find_upload(upload_id);
+  }
+
+  asio::awaitable<Result<PartRecord>> commit_part(std::unique_ptr<ObjectWriter> writer, std::string upload_id,
+                                                  std::uint32_t part_number, ChecksumSet checksums) override {
+    detail::WrittenData data = detail::written_data(*writer);
+    H3_ASSERT(!data.inline_data, "a part was written inline");
+    PartRecord part;
+    part.part_number = part_number;
+    part.size_bytes = data.size_bytes;
+    part.etag = to_hex(data.md5);
+    part.created_ms = now_ms();
+    part.checksums = std::move(checksums);
+    ExtentList freed;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto upload, t.find_upload(upload_id));
+      if (!upload) return errc::kNotFound;
+      part.id = t.next_id();
+      H3_TRY(freed, t.put_part(upload->id, part, data.extents));
+      return {};
+    }));
+    detail::mark_committed(*writer);
+    // A replaced part: nobody reads parts, but the epoch rule still applies (UploadPartCopy
+    // sources are objects, not parts, so version 0: nothing cached).
+    if (!freed.empty()) core_.retirement->retire(std::move(freed), 0);
+    co_return part;
+  }
+
+  asio::awaitable<Result<ObjectRecord>> complete_upload(std::string upload_id, PlanFn plan,
+                                                        WriteCondition condition) override {
+    ObjectRecord object;
+    ExtentList replaced_extents;
+    ExtentList dropped;
+    std::int64_t replaced = 0;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto upload, t.find_upload(upload_id));
+      if (!upload) return errc::kNotFound;
+      H3_TRY(auto parts, t.parts(upload->id));
+      H3_TRY(CompletionPlan chosen, plan(*upload, parts));
+      H3_ASSERT(chosen.spec.etag.has_value(), "a completion plan without an ETag");
+      H3_TRY(auto current, t.find_object(upload->bucket_id, upload->key));
+      H3_TRY(check_condition(condition, current));
+      if (current) {
+        H3_TRY(replaced_extents, t.delete_object(current->id));
+        replaced = current->id;
+      }
+      std::vector<std::pair<PartRecord, std::uint64_t>> placed;
+      std::vector<ObjectPartRecord> table;
+      std::uint64_t offset = 0;
+      for (const PartRecord& p : chosen.parts) {
+        placed.emplace_back(p, offset);
+        std::optional<std::string> checksum;
+        const auto& alg = upload->checksum_algorithm;
+        if (alg == "CRC32") checksum = p.checksums.crc32;
+        if (alg == "CRC32C") checksum = p.checksums.crc32c;
+        if (alg == "CRC64NVME") checksum = p.checksums.crc64nvme;
+        if (alg == "SHA1") checksum = p.checksums.sha1;
+        if (alg == "SHA256") checksum = p.checksums.sha256;
+        table.push_back({p.part_number, offset, p.size_bytes, checksum});
+        offset += p.size_bytes;
+      }
+      object.id = t.next_id();
+      object.bucket_id = upload->bucket_id;
+      object.key = upload->key;
+      object.size_bytes = offset;
+      object.etag = *chosen.spec.etag;
+      object.parts_count = static_cast<std::uint32_t>(chosen.parts.size());
+      object.created_ms = object.accessed_ms = now_ms();
+      object.headers = chosen.spec.headers;
+      object.user_metadata = chosen.spec.user_metadata;
+      object.checksums = chosen.spec.checksums;
+      H3_TRY(dropped, t.complete_upload(upload->id, object, placed, table));
+      return {};
+    }));
+    if (replaced != 0) core_.retirement->retire(std::move(replaced_extents), replaced);
+    if (!dropped.empty()) core_.retirement->retire(std::move(dropped), 0);
+    co_return object;
+  }
+
+  asio::awaitable<Result<void>> abort_upload(std::string upload_id) override {
+    ExtentList freed;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto upload, t.find_upload(upload_id));
+      if (!upload) return errc::kNotFound;
+      H3_TRY(freed, t.delete_upload(upload->id));
+      return {};
+    }));
+    if (!freed.empty()) core_.retirement->retire(std::move(freed), 0);
+    co_return Result<void>{};
+  }
+
+  asio::awaitable<Result<std::vector<PartRecord>>> list_parts(std::int64_t upload_row, std::uint32_t after,
+                                                              std::uint32_t max) override {
+    co_return co_await on_reader(list_parts_on(core_.catalog.get(), upload_row, after, max));
+  }
+
+  asio::awaitable<Result<UploadListPage>> list_uploads(std::int64_t bucket_id, UploadListQuery query) override {
+    co_return co_await on_reader(list_uploads_on(core_.catalog.get(), bucket_id, std::move(query)));
+  }
+
+  Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id) override {
+    return core_.catalog->object_parts(object_id);
+  }
+
+  asio::awaitable<Result<std::size_t>> abort_uploads_older_than(std::chrono::milliseconds age) override {
+    H3_CO_TRY(auto old, core_.catalog->uploads_older_than(now_ms() - static_cast<std::int64_t>(age.count()), 1000));
+    std::size_t aborted = 0;
+    for (const UploadRecord& u : old) {
+      auto r = co_await abort_upload(u.upload_id);
+      if (r) ++aborted;
+    }
+    co_return aborted;
+  }
+
+  StoreStats stats() const override {
+    StoreStats s;
+    s.device_bytes = core_.allocator->size_bytes();
+    s.free_bytes = core_.allocator->free_bytes();
+    s.used_bytes = s.device_bytes - s.free_bytes;
+    s.pending_free_bytes = core_.retirement->pending_bytes();
+    s.io_engine = std::string(core_.device->engine());
+    const auto cache = core_.cache->stats();
+    s.cache_capacity_bytes = cache.capacity_bytes;
+    s.cache_used_bytes = cache.used_bytes;
+    s.cache_hits = cache.hits;
+    s.cache_misses = cache.misses;
+    const auto writer = core_.catalog->writer_stats();
+    s.catalog_writes = writer.writes;
+    s.catalog_commits = writer.commits;
+    s.startup_rebuild = rebuild_time;
+    return s;
+  }
+
+ private:
+  // The calling worker's buffer pool.
+  static asio::awaitable<BufferPool*> worker_pool() {
+    auto executor = co_await asio::this_coro::executor;
+    BufferPool* pool = BufferPool::of(context_of(executor));
+    H3_ASSERT(pool != nullptr, "store used from a thread that is not one of its workers");
+    co_return pool;
+  }
+
+  // Runs a catalog read on the reader thread; the worker waits without blocking.
+  template <class T>
+  asio::awaitable<T> on_reader(asio::awaitable<T> op) {
+    co_return co_await asio::co_spawn(reader_pool_.get_executor(), std::move(op), asio::use_awaitable);
+  }
+  static asio::awaitable<Result<ListPage>> list_objects_on(Catalog* c, std::int64_t bucket, ListQuery q) {
+    co_return c->list_objects(bucket, q);
+  }
+  static asio::awaitable<Result<std::vector<PartRecord>>> list_parts_on(Catalog* c, std::int64_t upload,
+                                                                        std::uint32_t after, std::uint32_t max) {
+    co_return c->list_parts(upload, after, max);
+  }
+  static asio::awaitable<Result<UploadListPage>> list_uploads_on(Catalog* c, std::int64_t bucket, UploadListQuery q) {
+    co_return c->list_uploads(bucket, q);
+  }
+
+  StoreCore core_;
+  asio::thread_pool reader_pool_;
+  bool shut_down_ = false;
+};
+
+// Reads or writes the superblock and checks that device and catalog belong together.
+void check_identity(Device& device, Catalog& catalog) {
+  AlignedBlock block(kSuperblockBytes);
+  if (auto r = run_blocking(device, [&]() -> asio::awaitable<Result<void>> { co_return co_await device.read(0, block.span()); });
+      !r) {
+    throw std::runtime_error("cannot read the superblock of " + device.geometry().path + ": " + r.error().message());
+  }
+  auto catalog_uuid = catalog.device_uuid();
+  if (!catalog_uuid) throw std::runtime_error("catalog: cannot read the device UUID: " + catalog_uuid.error().message());
+  const bool blank = std::all_of(block.data, block.data + block.size, [](std::byte b) { return b == std::byte{0}; });
+  auto superblock = decode_superblock(block.span());
+  if (blank) {
+    if (*catalog_uuid) {
+      throw std::runtime_error("device " + device.geometry().path + " is empty, but the catalog belongs to device " +
+                               format_uuid(**catalog_uuid) + ": refusing to start (wrong --device?)");
+    }
+    Superblock sb;
+    sb.block_size_bytes = device.geometry().block_size_bytes;
+    sb.size_bytes = device.geometry().size_bytes;
+    sb.created_ms = static_cast<std::uint64_t>(now_ms());
+    std::random_device random;
+    for (auto& b : sb.uuid) b = static_cast<std::uint8_t>(random());
+    sb.uuid[6] = static_cast<std::uint8_t>((sb.uuid[6] & 0x0f) | 0x40);  // version 4
+    sb.uuid[8] = static_cast<std::uint8_t>((sb.uuid[8] & 0x3f) | 0x80);  // variant 1
+    encode_superblock(sb, block.span());
+    auto written = run_blocking(device, [&]() -> asio::awaitable<Result<void>> {
+      H3_CO_TRY(co_await device.write(0, block.span()));
+      co_return co_await device.flush();
+    });
+    if (!written) throw std::runtime_error("cannot format device " + device.geometry().path + ": " + written.error().message());
+    if (auto recorded = catalog.write_blocking([&](WriteTxn& t) { return t.set_device_uuid(sb.uuid); }); !recorded) {
+      throw std::runtime_error("catalog: cannot record the device UUID: " + recorded.error().message());
+    }
+    log::info("formatted device {} ({}, block size {}, UUID {})", device.geometry().path,
+              format_size(sb.size_bytes), sb.block_size_bytes, format_uuid(sb.uuid));
+    return;
+  }
+  if (!superblock) {
+    throw std::runtime_error("device " + device.geometry().path + " is not a hots3 device (" +
+                             (superblock.error() == errc::kNotSupported ? "unsupported format version" : "no valid superblock") +
+                             "): refusing to overwrite it");
+  }
+  if (!*catalog_uuid) {
+    log::warn("catalog is new but device {} (UUID {}) was formatted before: its old data is unreferenced and "
+              "counts as free space",
+              device.geometry().path, format_uuid(superblock->uuid));
+    if (auto recorded = catalog.write_blocking([&](WriteTxn& t) { return t.set_device_uuid(superblock->uuid); }); !recorded) {
+      throw std::runtime_error("catalog: cannot record the device UUID: " + recorded.error().message());
+    }
+  } else if (**catalog_uuid != superblock->uuid) {
+    throw std::runtime_error("device " + device.geometry().path + " has UUID " + format_uuid(superblock->uuid) +
+                             " but the catalog belongs to device " + format_uuid(**catalog_uuid) +
+                             ": refusing to start (wrong --device or --data?)");
+  }
+  if (superblock->block_size_bytes != device.geometry().block_size_bytes) {
+    throw std::runtime_error("device " + device.geometry().path + " was formatted with block size " +
+                             std::to_string(superblock->block_size_bytes) + " but now reports " +
+                             std::to_string(device.geometry().block_size_bytes));
+  }
+  if (superblock->size_bytes > device.geometry().size_bytes) {
+    throw std::runtime_error("device " + device.geometry().path + " is smaller (" + format_size(device.geometry().size_bytes) +
+                             ") than when it was formatted (" + format_size(superblock->size_bytes) + ")");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std::vector<asio::io_context*> workers) {
+  namespace fs = std::filesystem;
+  fs::create_directories(options.data_dir);
+  DeviceOptions device_options;
+  device_options.path = options.device_path.empty() ? (fs::path(options.data_dir) / "device.img").string() : options.device_path;
+  device_options.create_size_bytes = options.device_size_bytes;
+  device_options.engine = options.engine;
+  return open(options, open_device(device_options), std::move(workers));
+}
+
+std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std::shared_ptr<Device> device,
+                                               std::vector<asio::io_context*> workers) {
+  namespace fs = std::filesystem;
+  fs::create_directories(options.data_dir);
+  StoreCore core;
+  core.options = options;
+  core.device = std::move(device);
+  core.catalog = Catalog::open({(fs::path(options.data_dir) / "catalog.db").string()});
+  check_identity(*core.device, *core.catalog);
+
+  const auto& geometry = core.device->geometry();
+  const std::uint64_t end = geometry.size_bytes - geometry.size_bytes % geometry.block_size_bytes;
+  if (end <= kDataStartBytes) throw std::runtime_error("device " + geometry.path + " is too small");
+  core.allocator = std::make_unique<ExtentAllocator>(kDataStartBytes, end, geometry.block_size_bytes);
+  const auto started = std::chrono::steady_clock::now();
+  auto used = core.catalog->all_extents();
+  if (!used) throw std::runtime_error("catalog: cannot read extents: " + used.error().message());
+  if (auto built = core.allocator->build_from_used(std::move(*used)); !built) {
+    throw std::runtime_error("catalog references overlapping or out-of-range extents: run `hots3 check`");
+  }
+  const auto rebuild = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  log::info("device {}: {} ({} engine), {} used, free space rebuilt from the catalog in {} ms", geometry.path,
+            format_size(geometry.size_bytes), core.device->engine(), format_size(core.allocator->used_bytes()),
+            rebuild.count());
+
+  core.cache = std::make_unique<BlockCache>(options.cache_bytes);
+  core.retirement = std::make_unique<detail::Retirement>(*core.allocator, *core.cache);
+  for (asio::io_context* worker : workers) {
+    BufferPool::install(*worker, {options.io_buffer_bytes, options.io_buffers_per_worker, geometry.memory_alignment_bytes});
+    core.device->attach(*worker);
+  }
+  auto store = std::make_unique<StoreImpl>(std::move(core));
+  store->rebuild_time = rebuild;
+  return store;
+}
+
+}  // namespace hots3::storage

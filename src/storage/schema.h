@@ -1,0 +1,133 @@
+#pragma once
+
+// Private to src/storage: the catalog schema and its migrations. PRAGMA user_version holds the
+// version; kMigrations[i] takes a database from version i to i + 1. Never edit a released
+// migration: add one.
+
+#include <array>
+
+namespace hots3::storage::detail {
+
+inline constexpr std::array<const char*, 1> kMigrations = {
+    // 0 → 1: the first schema.
+    R"sql(
+CREATE TABLE meta(
+  key   TEXT PRIMARY KEY,
+  value BLOB NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE buckets(
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL UNIQUE,
+  owner      TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  upstream   TEXT              -- tiering: the bucket's upstream (JSON); NULL = none
+);
+
+-- One row per key: the current version. Keyed by (bucket, key) so that a listing is a range
+-- scan in S3's order (BINARY collation = byte order of UTF-8).
+CREATE TABLE objects(
+  bucket_id           INTEGER NOT NULL,
+  key                 TEXT NOT NULL,
+  id                  INTEGER NOT NULL UNIQUE,  -- version id; owns extents
+  size                INTEGER NOT NULL,
+  etag                TEXT NOT NULL,
+  parts_count         INTEGER NOT NULL DEFAULT 0,
+  created_ms          INTEGER NOT NULL,
+  accessed_ms         INTEGER NOT NULL,
+  tier_state          INTEGER NOT NULL DEFAULT 0,  -- 0 local, 1 local+upstream, 2 upstream only
+  is_inline           INTEGER NOT NULL DEFAULT 0,
+  content_type        TEXT,
+  content_encoding    TEXT,
+  content_disposition TEXT,
+  content_language    TEXT,
+  cache_control       TEXT,
+  expires             TEXT,
+  user_metadata       BLOB,   -- name NUL value NUL ...
+  crc32               TEXT,
+  crc32c              TEXT,
+  crc64nvme           TEXT,
+  sha1                TEXT,
+  sha256              TEXT,
+  checksum_type       TEXT,
+  PRIMARY KEY (bucket_id, key)
+) WITHOUT ROWID;
+
+-- Small objects' data, apart from the listing rows so that listings stay dense.
+CREATE TABLE inline_data(
+  object_id INTEGER PRIMARY KEY,
+  data      BLOB NOT NULL
+);
+
+-- Where data lives on the device. owner_id is an objects.id or a parts.id (one id sequence
+-- serves both), so completing a multipart upload only re-points its parts' extents.
+CREATE TABLE extents(
+  id             INTEGER PRIMARY KEY,
+  owner_id       INTEGER NOT NULL,
+  logical_offset INTEGER NOT NULL,
+  length         INTEGER NOT NULL,   -- data bytes
+  device_offset  INTEGER NOT NULL,
+  device_length  INTEGER NOT NULL,   -- allocated bytes, a multiple of the block size
+  checksums      BLOB NOT NULL       -- per 4 KiB block, 4 bytes little-endian each
+);
+CREATE INDEX extents_owner ON extents(owner_id, logical_offset);
+
+-- Part boundaries of completed multipart objects (GET/HEAD ?partNumber=N).
+CREATE TABLE object_parts(
+  object_id   INTEGER NOT NULL,
+  part_number INTEGER NOT NULL,
+  offset      INTEGER NOT NULL,
+  size        INTEGER NOT NULL,
+  checksum    TEXT,
+  PRIMARY KEY (object_id, part_number)
+) WITHOUT ROWID;
+
+CREATE TABLE uploads(
+  id                  INTEGER PRIMARY KEY,
+  upload_id           TEXT NOT NULL UNIQUE,
+  bucket_id           INTEGER NOT NULL,
+  key                 TEXT NOT NULL,
+  created_ms          INTEGER NOT NULL,
+  owner               TEXT NOT NULL,
+  content_type        TEXT,
+  content_encoding    TEXT,
+  content_disposition TEXT,
+  content_language    TEXT,
+  cache_control       TEXT,
+  expires             TEXT,
+  user_metadata       BLOB,
+  checksum_algorithm  TEXT,
+  checksum_type       TEXT
+);
+CREATE INDEX uploads_key ON uploads(bucket_id, key, upload_id);
+CREATE INDEX uploads_age ON uploads(created_ms);
+
+CREATE TABLE parts(
+  id          INTEGER PRIMARY KEY,  -- from the shared id sequence; owns extents
+  upload      INTEGER NOT NULL,
+  part_number INTEGER NOT NULL,
+  size        INTEGER NOT NULL,
+  etag        TEXT NOT NULL,
+  created_ms  INTEGER NOT NULL,
+  crc32       TEXT,
+  crc32c      TEXT,
+  crc64nvme   TEXT,
+  sha1        TEXT,
+  sha256      TEXT,
+  UNIQUE (upload, part_number)
+);
+
+-- Work for the tiering mover (copy upstream, evict local data), kept across restarts.
+CREATE TABLE tier_queue(
+  id            INTEGER PRIMARY KEY,
+  object_id     INTEGER NOT NULL,
+  action        INTEGER NOT NULL,   -- 1 copy upstream, 2 evict the local data
+  not_before_ms INTEGER NOT NULL,
+  attempts      INTEGER NOT NULL DEFAULT 0,
+  last_error    TEXT
+);
+CREATE INDEX tier_queue_due ON tier_queue(not_before_ms);
+)sql",
+};
+
+}  // namespace hots3::storage::detail

@@ -1,0 +1,129 @@
+#pragma once
+
+// Private to src/storage: the pieces the object store's files share.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "hots3/storage/block_cache.h"
+#include "hots3/storage/buffer_pool.h"
+#include "hots3/storage/catalog.h"
+#include "hots3/storage/extent_allocator.h"
+#include "hots3/storage/object_store.h"
+
+namespace hots3::storage::detail {
+
+// The operations one stream has in flight (device writes of a writer, read-ahead of a reader).
+// One waiter at a time, on the stream's worker; completions resume it through the executor.
+class Pipeline {
+ public:
+  explicit Pipeline(boost::asio::any_io_executor executor) : executor_(std::move(executor)) {}
+
+  void started() noexcept { ++inflight_; }
+  void finished(error_code ec);
+  // Waits until fewer than `limit` operations are in flight.
+  boost::asio::awaitable<void> wait_below(unsigned limit);
+  // Waits for one completion (or returns at once if nothing is in flight).
+  boost::asio::awaitable<void> wait_any();
+
+  [[nodiscard]] unsigned inflight() const noexcept { return inflight_; }
+  [[nodiscard]] error_code error() const noexcept { return error_; }
+  [[nodiscard]] const boost::asio::any_io_executor& executor() const noexcept { return executor_; }
+
+ private:
+  boost::asio::any_io_executor executor_;
+  unsigned inflight_ = 0;
+  error_code error_;
+  std::function<void()> waiter_;
+};
+
+// Epoch-based reclamation of device space. Readers enter an epoch before they look an object
+// up and leave when they are done; space retired in epoch E is freed once every reader that
+// entered at or before E has left. So a reader that found a version keeps its extents readable
+// however often the key is overwritten meanwhile, and nothing freed can be read by mistake.
+class Retirement {
+ public:
+  Retirement(ExtentAllocator& allocator, BlockCache& cache) : allocator_(allocator), cache_(cache) {}
+
+  std::uint64_t enter();
+  void leave(std::uint64_t epoch);
+  // `version`'s cache entries are dropped now; `extents` go back to the allocator once no
+  // earlier reader remains. REQUIRES: the transaction that unreferenced them is durable.
+  void retire(ExtentList extents, std::int64_t version);
+  // Space that was never committed (aborted writes): free at once.
+  void release_now(const ExtentList& extents);
+
+  [[nodiscard]] std::uint64_t pending_bytes() const;
+  [[nodiscard]] bool is_retired(std::int64_t version) const;
+
+ private:
+  struct Retired {
+    std::uint64_t epoch;
+    ExtentList extents;
+    std::int64_t version;
+  };
+  void collect();  // REQUIRES: mutex_ held
+
+  ExtentAllocator& allocator_;
+  BlockCache& cache_;
+  mutable std::mutex mutex_;
+  std::uint64_t current_ = 1;
+  std::map<std::uint64_t, std::uint64_t> readers_;  // epoch → readers in it
+  std::deque<Retired> retired_;
+  std::uint64_t pending_bytes_ = 0;
+};
+
+// Holds an epoch for as long as it lives (a reader's shared state).
+class EpochGuard {
+ public:
+  explicit EpochGuard(Retirement& r) : retirement_(r), epoch_(r.enter()) {}
+  ~EpochGuard() { retirement_.leave(epoch_); }
+  EpochGuard(const EpochGuard&) = delete;
+  EpochGuard& operator=(const EpochGuard&) = delete;
+  EpochGuard(EpochGuard&&) = delete;
+  EpochGuard& operator=(EpochGuard&&) = delete;
+
+ private:
+  Retirement& retirement_;
+  std::uint64_t epoch_;
+};
+
+// Everything a writer or reader needs from the store.
+struct StoreCore {
+  StoreOptions options;
+  std::shared_ptr<Device> device;
+  std::unique_ptr<Catalog> catalog;
+  std::unique_ptr<ExtentAllocator> allocator;
+  std::unique_ptr<BlockCache> cache;
+  std::unique_ptr<Retirement> retirement;
+};
+
+// The writer implementation (object_writer.cc) and its accessors for the store.
+// Errors: kNoSpace when a declared size cannot be reserved. Without `inline_allowed` the data
+// always goes to the device (multipart parts).
+Result<std::unique_ptr<ObjectWriter>> make_writer(StoreCore& core, BufferPool& pool,
+                                                  boost::asio::any_io_executor executor,
+                                                  std::optional<std::uint64_t> size_bytes, bool inline_allowed);
+// The data of a finished writer, for the commit transaction.
+struct WrittenData {
+  std::vector<ExtentRecord> extents;
+  std::optional<std::string> inline_data;
+  std::uint64_t size_bytes = 0;
+  std::array<std::uint8_t, 16> md5{};
+};
+// REQUIRES: writer finished without error.
+WrittenData written_data(ObjectWriter& writer);
+// After a durable commit: the writer's space now belongs to the catalog.
+void mark_committed(ObjectWriter& writer);
+
+// The reader implementation (object_reader.cc).
+boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core, BufferPool& pool,
+                                                                           std::int64_t bucket_id, std::string key);
+
+}  // namespace hots3::storage::detail

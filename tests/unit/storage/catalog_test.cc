@@ -1,0 +1,370 @@
+#include "hots3/storage/catalog.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "test_support.h"
+
+namespace hots3::storage {
+namespace {
+
+namespace asio = boost::asio;
+
+class CatalogTest : public ::testing::Test {
+ protected:
+  void SetUp() override { catalog_ = Catalog::open({dir_.file("catalog.db")}); }
+
+  BucketRecord make_bucket(const std::string& name) {
+    BucketRecord b;
+    EXPECT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(b, t.create_bucket(name, "owner", 1000));
+      return {};
+    }));
+    return b;
+  }
+
+  ObjectRecord put(const BucketRecord& bucket, const std::string& key, std::uint64_t size = 10,
+                   std::vector<ExtentRecord> extents = {}) {
+    ObjectRecord o;
+    EXPECT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto current, t.find_object(bucket.id, key));
+      if (current) H3_TRY(t.delete_object(current->id));
+      o.id = t.next_id();
+      o.bucket_id = bucket.id;
+      o.key = key;
+      o.size_bytes = size;
+      o.etag = "etag-" + key;
+      o.created_ms = 5;
+      if (extents.empty()) o.inline_data = std::string(size, 'x');
+      return t.insert_object(o, extents);
+    }));
+    return o;
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<Catalog> catalog_;
+};
+
+TEST_F(CatalogTest, SchemaIsAtTheLatestVersionAndSurvivesReopen) {
+  EXPECT_EQ(catalog_->schema_version(), 1);
+  make_bucket("b");
+  catalog_.reset();
+  catalog_ = Catalog::open({dir_.file("catalog.db")});
+  EXPECT_EQ(catalog_->schema_version(), 1);
+  EXPECT_TRUE(catalog_->find_bucket("b").value().has_value());
+}
+
+TEST_F(CatalogTest, BucketsAreUniqueAndOnlyEmptyOnesAreDeleted) {
+  auto b = make_bucket("alpha");
+  make_bucket("beta");
+  EXPECT_EQ(catalog_->write_blocking([](WriteTxn& t) -> Result<void> {
+    H3_TRY(t.create_bucket("alpha", "x", 1));
+    return {};
+  }).error(), errc::kAlreadyExists);
+  put(b, "k");
+  EXPECT_EQ(catalog_->write_blocking([&](WriteTxn& t) { return t.delete_bucket(b.id); }).error(), errc::kConflict);
+  const auto list = catalog_->list_buckets().value();
+  ASSERT_EQ(list.size(), 2U);
+  EXPECT_EQ(list[0].name, "alpha");
+}
+
+TEST_F(CatalogTest, ObjectsRoundTripWithMetadataChecksumsAndExtents) {
+  auto b = make_bucket("b");
+  ObjectRecord o;
+  ExtentRecord e;
+  e.logical_offset_bytes = 0;
+  e.length_bytes = 5000;
+  e.device = {1 << 20, 8192};
+  e.checksums = {1, 2};
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+    o.id = t.next_id();
+    o.bucket_id = b.id;
+    o.key = "dir/ключ é";
+    o.size_bytes = 5000;
+    o.etag = "abc";
+    o.headers.content_type = "text/plain";
+    o.headers.cache_control = "no-cache";
+    o.user_metadata = {{"color", "blue"}, {"empty", ""}};
+    o.checksums.crc32 = "AAAAAA==";
+    o.checksums.type = "FULL_OBJECT";
+    return t.insert_object(o, {e});
+  }));
+  auto found = catalog_->find_object(b.id, "dir/ключ é").value();
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, o.id);
+  EXPECT_EQ(found->headers.content_type, "text/plain");
+  EXPECT_FALSE(found->headers.content_encoding.has_value());
+  EXPECT_EQ(found->user_metadata, o.user_metadata);
+  EXPECT_EQ(found->checksums.crc32, "AAAAAA==");
+  EXPECT_FALSE(found->inline_data.has_value());
+  auto extents = catalog_->object_extents(o.id, true).value();
+  ASSERT_EQ(extents.size(), 1U);
+  EXPECT_EQ(extents[0].device, e.device);
+  EXPECT_EQ(extents[0].checksums, e.checksums);
+  EXPECT_EQ(catalog_->extent_checksums(extents[0].row_id).value(), e.checksums);
+  EXPECT_EQ(catalog_->all_extents().value(), (ExtentList{e.device}));
+  // Delete returns the device extents to free.
+  ExtentList freed;
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+    H3_TRY(freed, t.delete_object(o.id));
+    return {};
+  }));
+  EXPECT_EQ(freed, ExtentList{e.device});
+  EXPECT_FALSE(catalog_->find_object(b.id, "dir/ключ é").value().has_value());
+  EXPECT_TRUE(catalog_->all_extents().value().empty());
+}
+
+TEST_F(CatalogTest, InlineDataIsStoredApart) {
+  auto b = make_bucket("b");
+  auto o = put(b, "small", 100);
+  auto found = catalog_->find_object(b.id, "small").value();
+  ASSERT_TRUE(found->inline_data.has_value());
+  EXPECT_EQ(catalog_->inline_data(o.id).value().value(), std::string(100, 'x'));
+}
+
+TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
+  auto b = make_bucket("b");
+  // Many concurrent writes, some failing: each succeeds or fails on its own.
+  asio::io_context context(1);
+  int ok = 0;
+  int failed = 0;
+  for (int i = 0; i < 200; ++i) {
+    asio::co_spawn(context, [&, i]() -> asio::awaitable<void> {
+      auto r = co_await catalog_->write([&, i](WriteTxn& t) -> Result<void> {
+        ObjectRecord o;
+        o.id = t.next_id();
+        o.bucket_id = b.id;
+        o.key = "k" + std::to_string(i);
+        o.inline_data = "x";
+        o.size_bytes = 1;
+        H3_TRY(t.insert_object(o, {}));
+        if (i % 4 == 0) return errc::kPreconditionFailed;  // after a change: must be rolled back
+        return {};
+      });
+      if (r) {
+        ++ok;
+      } else {
+        EXPECT_EQ(r.error(), errc::kPreconditionFailed);
+        ++failed;
+      }
+    }, asio::detached);
+  }
+  context.run();
+  EXPECT_EQ(ok, 150);
+  EXPECT_EQ(failed, 50);
+  EXPECT_EQ(catalog_->counts().value().objects, 150U);
+  EXPECT_FALSE(catalog_->find_object(b.id, "k0").value().has_value());
+  EXPECT_TRUE(catalog_->find_object(b.id, "k1").value().has_value());
+  // Group commit: far fewer commits than writes.
+  const auto stats = catalog_->writer_stats();
+  EXPECT_LT(stats.commits, stats.writes / 4) << stats.commits << " commits for " << stats.writes << " writes";
+}
+
+class ListingTest : public CatalogTest {
+ protected:
+  void SetUp() override {
+    CatalogTest::SetUp();
+    bucket_ = make_bucket("b");
+    ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+      for (const char* key : {"a", "a/1", "a/2", "a/b/3", "b", "b/1", "c/x/1", "c/y/2", "c+", "d", "é", "z/1"}) {
+        ObjectRecord o;
+        o.id = t.next_id();
+        o.bucket_id = bucket_.id;
+        o.key = key;
+        o.size_bytes = 1;
+        o.inline_data = "x";
+        H3_TRY(t.insert_object(o, {}));
+      }
+      return {};
+    }));
+  }
+
+  std::vector<std::string> keys(const ListPage& p) {
+    std::vector<std::string> out;
+    for (const auto& o : p.objects) out.push_back(o.key);
+    return out;
+  }
+
+  BucketRecord bucket_;
+};
+
+TEST_F(ListingTest, FlatListingIsInByteOrder) {
+  auto page = catalog_->list_objects(bucket_.id, {}).value();
+  EXPECT_EQ(keys(page), (std::vector<std::string>{"a", "a/1", "a/2", "a/b/3", "b", "b/1", "c+", "c/x/1", "c/y/2", "d", "z/1", "é"}));
+  EXPECT_FALSE(page.truncated);
+}
+
+TEST_F(ListingTest, DelimiterRollsUpCommonPrefixes) {
+  ListQuery q;
+  q.delimiter = "/";
+  auto page = catalog_->list_objects(bucket_.id, q).value();
+  EXPECT_EQ(keys(page), (std::vector<std::string>{"a", "b", "c+", "d", "é"}));
+  EXPECT_EQ(page.common_prefixes, (std::vector<std::string>{"a/", "b/", "c/", "z/"}));
+  q.prefix = "c/";
+  page = catalog_->list_objects(bucket_.id, q).value();
+  EXPECT_TRUE(keys(page).empty());
+  EXPECT_EQ(page.common_prefixes, (std::vector<std::string>{"c/x/", "c/y/"}));
+  q.prefix = "a/";
+  page = catalog_->list_objects(bucket_.id, q).value();
+  EXPECT_EQ(keys(page), (std::vector<std::string>{"a/1", "a/2"}));
+  EXPECT_EQ(page.common_prefixes, (std::vector<std::string>{"a/b/"}));
+}
+
+TEST_F(ListingTest, MultiCharacterDelimiter) {
+  ListQuery q;
+  q.delimiter = "/1";
+  auto page = catalog_->list_objects(bucket_.id, q).value();
+  EXPECT_EQ(page.common_prefixes, (std::vector<std::string>{"a/1", "b/1", "c/x/1", "z/1"}));
+}
+
+TEST_F(ListingTest, PaginationWithDelimiterNeverRepeatsOrSkips) {
+  ListQuery q;
+  q.delimiter = "/";
+  std::vector<std::string> seen;
+  for (int pages = 0; pages < 20; ++pages) {
+    q.max_keys = 2;
+    auto page = catalog_->list_objects(bucket_.id, q).value();
+    for (const auto& o : page.objects) seen.push_back(o.key);
+    for (const auto& p : page.common_prefixes) seen.push_back(p);
+    EXPECT_LE(page.objects.size() + page.common_prefixes.size(), 2U);
+    if (!page.truncated) break;
+    q.start_after = page.last;
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "a/", "b", "b/", "c+", "c/", "d", "z/", "é"}));
+}
+
+TEST_F(ListingTest, StartAfterAndMaxKeys) {
+  ListQuery q;
+  q.start_after = "b";
+  q.max_keys = 3;
+  auto page = catalog_->list_objects(bucket_.id, q).value();
+  EXPECT_EQ(keys(page), (std::vector<std::string>{"b/1", "c+", "c/x/1"}));
+  EXPECT_TRUE(page.truncated);
+  EXPECT_EQ(page.last, "c/x/1");
+  q.max_keys = 0;
+  page = catalog_->list_objects(bucket_.id, q).value();
+  EXPECT_TRUE(page.objects.empty());
+}
+
+TEST_F(CatalogTest, MultipartUploadsPartsAndCompletion) {
+  auto b = make_bucket("b");
+  UploadRecord u;
+  u.upload_id = "up1";
+  u.bucket_id = b.id;
+  u.key = "big";
+  u.owner = "o";
+  u.checksum_algorithm = "CRC32";
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) {
+    u.id = t.next_id();
+    return t.insert_upload(u);
+  }));
+  auto part = [&](std::uint32_t n, std::uint64_t device_offset) {
+    PartRecord p;
+    p.part_number = n;
+    p.size_bytes = 5000;
+    p.etag = "e" + std::to_string(n);
+    ExtentRecord e;
+    e.length_bytes = 5000;
+    e.device = {device_offset, 8192};
+    e.checksums = {n, n};
+    ExtentList freed;
+    EXPECT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+      p.id = t.next_id();
+      H3_TRY(freed, t.put_part(u.id, p, {e}));
+      return {};
+    }));
+    return std::pair{p, freed};
+  };
+  auto [p1, f1] = part(1, 1 << 20);
+  auto [p2, f2] = part(2, 2 << 20);
+  auto [p2b, f2b] = part(2, 3 << 20);  // re-upload replaces part 2
+  auto [p3, f3] = part(3, 4 << 20);
+  EXPECT_TRUE(f1.empty());
+  EXPECT_EQ(f2b, (ExtentList{{2 << 20, 8192}}));
+  auto parts = catalog_->list_parts(u.id, 0, 100).value();
+  ASSERT_EQ(parts.size(), 3U);
+  EXPECT_EQ(parts[1].etag, "e2");
+  EXPECT_EQ(catalog_->list_parts(u.id, 1, 1).value().size(), 1U);
+
+  // Complete with parts 1 and 2: part 3 is dropped and its extent returned.
+  ObjectRecord o;
+  ExtentList dropped;
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+    o.id = t.next_id();
+    o.bucket_id = b.id;
+    o.key = "big";
+    o.size_bytes = 10000;
+    o.etag = "x-2";
+    o.parts_count = 2;
+    H3_TRY(dropped, t.complete_upload(u.id, o, {{p1, 0}, {p2b, 5000}},
+                                      {{1, 0, 5000, std::nullopt}, {2, 5000, 5000, std::nullopt}}));
+    return {};
+  }));
+  EXPECT_EQ(dropped, (ExtentList{{4 << 20, 8192}}));
+  auto extents = catalog_->object_extents(o.id, true).value();
+  ASSERT_EQ(extents.size(), 2U);
+  EXPECT_EQ(extents[1].logical_offset_bytes, 5000U);
+  EXPECT_EQ(extents[1].device.offset_bytes, 3U << 20);
+  EXPECT_EQ(extents[1].checksums, (std::vector<std::uint32_t>{2, 2}));
+  EXPECT_FALSE(catalog_->find_upload("up1").value().has_value());
+  EXPECT_EQ(catalog_->object_parts(o.id).value().size(), 2U);
+  EXPECT_EQ(catalog_->counts().value().parts, 0U);
+}
+
+TEST_F(CatalogTest, ListUploadsWithPrefixDelimiterAndMarkers) {
+  auto b = make_bucket("b");
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+    for (auto [key, id] : std::vector<std::pair<std::string, std::string>>{{"a/1", "u1"}, {"a/1", "u2"}, {"a/2", "u3"}, {"b", "u4"}}) {
+      UploadRecord u;
+      u.id = t.next_id();
+      u.upload_id = id;
+      u.bucket_id = b.id;
+      u.key = key;
+      u.owner = "o";
+      H3_TRY(t.insert_upload(u));
+    }
+    return {};
+  }));
+  UploadListQuery q;
+  auto page = catalog_->list_uploads(b.id, q).value();
+  EXPECT_EQ(page.uploads.size(), 4U);
+  q.delimiter = "/";
+  page = catalog_->list_uploads(b.id, q).value();
+  EXPECT_EQ(page.common_prefixes, (std::vector<std::string>{"a/"}));
+  ASSERT_EQ(page.uploads.size(), 1U);
+  EXPECT_EQ(page.uploads[0].key, "b");
+  UploadListQuery m;
+  m.key_marker = "a/1";
+  m.upload_id_marker = "u1";
+  page = catalog_->list_uploads(b.id, m).value();
+  ASSERT_EQ(page.uploads.size(), 3U);
+  EXPECT_EQ(page.uploads[0].upload_id, "u2");
+  m.max_uploads = 1;
+  page = catalog_->list_uploads(b.id, m).value();
+  EXPECT_TRUE(page.truncated);
+  EXPECT_EQ(page.next_upload_id_marker, "u2");
+}
+
+TEST_F(CatalogTest, ReadersOnManyThreadsSeeCommittedData) {
+  auto b = make_bucket("b");
+  put(b, "k", 3);
+  std::vector<std::thread> threads;
+  std::atomic<int> found{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      for (int j = 0; j < 100; ++j) {
+        if (catalog_->find_object(b.id, "k").value().has_value()) ++found;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(found.load(), 800);
+}
+
+}  // namespace
+}  // namespace hots3::storage

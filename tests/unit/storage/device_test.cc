@@ -1,0 +1,155 @@
+// One conformance suite over every Device implementation (Ceph's AllocTest style).
+
+#include "hots3/storage/device.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "hots3/storage/buffer_pool.h"
+#include "hots3/storage/fault_device.h"
+#include "test_support.h"
+
+namespace hots3::storage {
+namespace {
+
+namespace asio = boost::asio;
+using test::run_on;
+constexpr std::uint64_t kSize = 64 * 1024 * 1024;
+
+enum class Kind { kUring, kPosix, kFault };
+
+std::string kind_name(const ::testing::TestParamInfo<Kind>& param_info) {
+  switch (param_info.param) {
+    case Kind::kUring: return "Uring";
+    case Kind::kPosix: return "Posix";
+    case Kind::kFault: return "Fault";
+  }
+  return "?";
+}
+
+class DeviceTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Kind::kUring && !uring_available()) GTEST_SKIP() << "io_uring_setup is refused here";
+    if (GetParam() == Kind::kFault) {
+      device_ = std::make_unique<FaultDevice>(kSize);
+    } else {
+      DeviceOptions options;
+      options.path = dir_.file("device.img");
+      options.create_size_bytes = kSize;
+      options.engine = GetParam() == Kind::kUring ? DeviceOptions::Engine::kUring : DeviceOptions::Engine::kPosix;
+      device_ = open_device(options);
+    }
+    pool_ = &BufferPool::install(context_, {1024 * 1024, 8, 4096});
+    device_->attach(context_);
+  }
+
+  test::TempDir dir_;
+  asio::io_context context_{1};
+  BufferPool* pool_ = nullptr;
+  std::unique_ptr<Device> device_;
+};
+
+TEST_P(DeviceTest, GeometryOfANewDevice) {
+  EXPECT_EQ(device_->geometry().size_bytes, kSize);
+  EXPECT_EQ(device_->geometry().block_size_bytes % 4096, 0U);
+  EXPECT_TRUE(device_->is_valid_io(0, 4096, pool_->region().data()));
+  EXPECT_FALSE(device_->is_valid_io(512, 4096, pool_->region().data()));
+  EXPECT_FALSE(device_->is_valid_io(0, 100, pool_->region().data()));
+  EXPECT_FALSE(device_->is_valid_io(kSize - 4096, 8192, pool_->region().data()));
+  EXPECT_FALSE(device_->is_valid_io(0, 4096, pool_->region().data() + 1));
+}
+
+TEST_P(DeviceTest, WriteFlushReadRoundTrip) {
+  run_on(context_, [&]() -> asio::awaitable<void> {
+    IoBuffer out = co_await pool_->acquire();
+    IoBuffer in = co_await pool_->acquire();
+    const auto data = test::pattern_bytes(out.size(), 1);
+    std::memcpy(out.data(), data.data(), data.size());
+    EXPECT_TRUE((co_await device_->write(3 * 1024 * 1024, out.bytes())).has_value());
+    EXPECT_TRUE((co_await device_->flush()).has_value());
+    EXPECT_TRUE((co_await device_->read(3 * 1024 * 1024, in.bytes())).has_value());
+    EXPECT_EQ(std::memcmp(in.data(), data.data(), data.size()), 0);
+    // A 4 KiB read in the middle.
+    EXPECT_TRUE((co_await device_->read(3 * 1024 * 1024 + 8192, in.bytes().first(4096))).has_value());
+    EXPECT_EQ(std::memcmp(in.data(), data.data() + 8192, 4096), 0);
+  }(), true);
+}
+
+TEST_P(DeviceTest, ManyOperationsInFlight) {
+  // More concurrent operations than the ring's in-flight cap: the rest must queue, not fail.
+  constexpr int kOps = 300;
+  std::vector<std::vector<std::byte>> blocks;
+  std::byte* memory = static_cast<std::byte*>(std::aligned_alloc(4096, kOps * 4096));
+  for (int i = 0; i < kOps; ++i) {
+    auto b = test::pattern_bytes(4096, static_cast<std::uint32_t>(i));
+    std::memcpy(memory + i * 4096, b.data(), 4096);
+    blocks.push_back(std::move(b));
+  }
+  int done = 0;
+  for (int i = 0; i < kOps; ++i) {
+    asio::co_spawn(context_, [&, i]() -> asio::awaitable<void> {
+      auto r = co_await device_->write(static_cast<std::uint64_t>(i) * 8192, std::span(memory + i * 4096, 4096));
+      EXPECT_TRUE(r.has_value());
+      ++done;
+    }, asio::detached);
+  }
+  context_.run();  // returns only when every operation has completed
+  EXPECT_EQ(done, kOps);
+  std::memset(memory, 0, kOps * 4096);
+  context_.restart();
+  for (int i = 0; i < kOps; ++i) {
+    asio::co_spawn(context_, [&, i]() -> asio::awaitable<void> {
+      auto r = co_await device_->read(static_cast<std::uint64_t>(i) * 8192, std::span(memory + i * 4096, 4096));
+      EXPECT_TRUE(r.has_value());
+      EXPECT_EQ(std::memcmp(memory + i * 4096, blocks[static_cast<std::size_t>(i)].data(), 4096), 0);
+    }, asio::detached);
+  }
+  context_.run();
+  std::free(memory);
+}
+
+TEST_P(DeviceTest, MisalignedIoIsAProgrammerError) {
+  auto misaligned = [&] {
+    run_on(context_, [&]() -> asio::awaitable<void> {
+      IoBuffer b = co_await pool_->acquire();
+      (void)co_await device_->read(100, b.bytes().first(4096));
+    }(), true);
+  };
+  EXPECT_DEATH(misaligned(), "not aligned");
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceTest, ::testing::Values(Kind::kUring, Kind::kPosix, Kind::kFault), kind_name);
+
+TEST(FaultDevice, CrashLosesOrTearsUnflushedWrites) {
+  asio::io_context context(1);
+  FaultDevice device(16 * 1024 * 1024);
+  std::byte* buffer = static_cast<std::byte*>(std::aligned_alloc(4096, 65536));
+  std::memset(buffer, 0xAB, 65536);
+  run_on(context, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE((co_await device.write(0, std::span(buffer, 65536))).has_value());
+    EXPECT_TRUE((co_await device.flush()).has_value());
+    std::memset(buffer, 0xCD, 65536);
+    EXPECT_TRUE((co_await device.write(65536, std::span(buffer, 65536))).has_value());
+  }(), true);
+  EXPECT_EQ(device.unflushed_writes(), 1U);
+  device.crash(FaultDevice::Crash::kLoseUnflushed);
+  run_on(context, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE((co_await device.read(0, std::span(buffer, 65536))).has_value());
+    EXPECT_EQ(buffer[100], std::byte{0xAB});  // flushed: kept
+    EXPECT_TRUE((co_await device.read(65536, std::span(buffer, 65536))).has_value());
+    EXPECT_EQ(buffer[100], std::byte{0});  // unflushed: gone
+  }(), true);
+  device.fail_range(0, 4096);
+  run_on(context, [&]() -> asio::awaitable<void> {
+    EXPECT_EQ((co_await device.read(0, std::span(buffer, 4096))).error(), errc::kIoError);
+  }(), true);
+  std::free(buffer);
+}
+
+}  // namespace
+}  // namespace hots3::storage
