@@ -74,6 +74,12 @@ int main(int argc, char** argv) {
   serve->add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical, off");
   serve->add_option("--access-log", flags.access_log, "Access log: a file, '-' for stdout, 'off'");
 
+  std::string check_config, check_data, check_device;
+  CLI::App* check = app.add_subcommand("check", "Verify a stopped store: catalog against device, and every checksum");
+  check->add_option("--config", check_config, "TOML configuration file")->check(CLI::ExistingFile);
+  check->add_option("--data", check_data, "Data directory")->required();
+  check->add_option("--device", check_device, "Device (default DATA/device.img)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -83,6 +89,15 @@ int main(int argc, char** argv) {
   try {
     if (serve->parsed()) {
       return hots3::app::serve(build_config(flags), {.port_file = flags.port_file});
+    }
+    if (check->parsed()) {
+      hots3::config::Config config;
+      if (!check_config.empty()) hots3::config::apply_file(config, check_config);
+      config.storage.data_dir = check_data;
+      if (!check_device.empty()) config.storage.device_path = check_device;
+      config.storage.cache_bytes = 0;
+      config.log.access_log_path = "";
+      return hots3::app::check(config);
     }
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "hots3: configuration error: %s\n", e.what());

@@ -5,9 +5,11 @@
 #include <filesystem>
 
 #include "hots3/common/logging.h"
+#include "hots3/common/units.h"
 #include "hots3/common/version.h"
 #include "hots3/common/worker_pool.h"
 #include "hots3/http/server.h"
+#include "hots3/storage/check.h"
 #include "placeholder_handler.h"
 
 namespace hots3::app {
@@ -40,13 +42,38 @@ void print_banner(const config::Config& config, const config::ResolvedUsers& use
 
 }  // namespace
 
+storage::StoreOptions store_options(const config::Config& config) {
+  const auto& c = config.storage;
+  storage::StoreOptions o;
+  o.data_dir = c.data_dir;
+  o.device_path = c.device_path;
+  o.device_size_bytes = c.device_size_bytes;
+  switch (c.io_engine) {
+    case config::StorageConfig::IoEngine::kAuto: o.engine = storage::DeviceOptions::Engine::kAuto; break;
+    case config::StorageConfig::IoEngine::kUring: o.engine = storage::DeviceOptions::Engine::kUring; break;
+    case config::StorageConfig::IoEngine::kPosix: o.engine = storage::DeviceOptions::Engine::kPosix; break;
+  }
+  o.inline_max_bytes = c.inline_max_bytes;
+  o.cache_bytes = c.effective_cache_bytes();
+  o.io_buffer_bytes = static_cast<std::size_t>(c.io_buffer_bytes);
+  o.io_buffers_per_worker = static_cast<std::size_t>(c.io_buffers_per_worker);
+  o.stream_depth = static_cast<std::size_t>(c.stream_depth);
+  o.etag_md5 = c.etag_md5;
+  return o;
+}
+
 int serve(const config::Config& config, const ServeOptions& options) {
   log::init(config.log);
   fs::create_directories(config.storage.data_dir);
   const config::ResolvedUsers users = config::resolve_users(config);
 
-  WorkerPool workers(config.http.threads);
+  // Declared in the order that makes destruction safe: the server's sockets and timers go
+  // before the workers' io_contexts, and those (with any coroutine they still hold) before the
+  // handler and the store.
+  auto store = storage::ObjectStore::open(store_options(config));
   PlaceholderHandler handler;
+  WorkerPool workers(config.http.threads);
+  for (auto* context : workers.contexts()) store->attach(*context);
   http::Server server(config.http, handler, workers.contexts());
   server.start();
   workers.start();
@@ -56,16 +83,32 @@ int serve(const config::Config& config, const ServeOptions& options) {
   }
   print_banner(config, users, server.port());
 
-  // Stop in order: HTTP first (requests in flight finish within the grace period), then the
-  // workers.
+  // Stop in order: HTTP (requests in flight finish within the grace period), the store (queued
+  // catalog writes are committed, the catalog closed), then the workers.
   const int signal = wait_for_stop_signal();
   log::info("received {}; stopping (grace {} ms)", signal == SIGINT ? "SIGINT" : "SIGTERM",
             config.http.shutdown_grace.count());
   server.shutdown(config.http.shutdown_grace);
+  store->shutdown();
   workers.stop();
   log::info("stopped");
   log::shutdown();
   return 0;
+}
+
+int check(const config::Config& config) {
+  log::init(config.log);
+  const auto report = storage::check_store(store_options(config));
+  std::printf("buckets %llu, objects %llu (%llu inline), uploads %llu with %llu parts, %llu extents\n",
+              static_cast<unsigned long long>(report.buckets), static_cast<unsigned long long>(report.objects),
+              static_cast<unsigned long long>(report.inline_objects), static_cast<unsigned long long>(report.uploads),
+              static_cast<unsigned long long>(report.parts), static_cast<unsigned long long>(report.extents));
+  std::printf("device data area %s, referenced %s, %llu blocks verified\n", format_size(report.device_bytes).c_str(),
+              format_size(report.referenced_bytes).c_str(), static_cast<unsigned long long>(report.blocks_verified));
+  for (const auto& problem : report.problems) std::printf("PROBLEM: %s\n", problem.c_str());
+  std::printf("%s\n", report.ok() ? "OK: catalog and device are consistent" : "FAILED: problems found");
+  log::shutdown();
+  return report.ok() ? 0 : 1;
 }
 
 }  // namespace hots3::app

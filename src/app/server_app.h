@@ -7,8 +7,15 @@
 #include <string>
 
 #include "hots3/config/config.h"
+#include "hots3/storage/object_store.h"
 
 namespace hots3::app {
+
+// The store's options from the configuration.
+storage::StoreOptions store_options(const config::Config& config);
+
+// `hots3 check`: prints what it found; returns 0 when the store is consistent, 1 otherwise.
+int check(const config::Config& config);
 
 struct ServeOptions {
   std::string port_file;  // write the bound port here once listening (tests use port 0)

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <unistd.h>
+
 #include <charconv>
 #include <limits>
 #include <set>
@@ -173,6 +175,42 @@ void read_storage(const std::string& path, const toml::table& table, StorageConf
   r.string("data_dir", storage.data_dir);
   r.string("device", storage.device_path);
   r.size("device_size", storage.device_size_bytes, 0, 1024 * kTiB);
+  std::string engine;
+  r.string("io_engine", engine);
+  if (engine == "io_uring") {
+    storage.io_engine = StorageConfig::IoEngine::kUring;
+  } else if (engine == "posix") {
+    storage.io_engine = StorageConfig::IoEngine::kPosix;
+  } else if (engine == "auto" || engine.empty()) {
+    storage.io_engine = StorageConfig::IoEngine::kAuto;
+  } else {
+    r.fail(*table.get("io_engine"), "io_engine", "must be \"auto\", \"io_uring\" or \"posix\"");
+  }
+  r.size("inline_max", storage.inline_max_bytes, 0, 64 * kKiB);
+  if (const toml::node* cache = table.get("cache_size"); cache != nullptr && cache->is_string() &&
+                                                         cache->as_string()->get() == "auto") {
+    std::string ignored;
+    r.string("cache_size", ignored);
+    storage.cache_bytes.reset();
+  } else {
+    std::uint64_t bytes = storage.cache_bytes.value_or(0);
+    const bool present = table.contains("cache_size");
+    r.size("cache_size", bytes, 0, 16 * kTiB);
+    if (present) storage.cache_bytes = bytes;
+  }
+  r.size("io_buffer_size", storage.io_buffer_bytes, 64 * kKiB, 64 * kMiB);
+  if (storage.io_buffer_bytes % (64 * kKiB) != 0) r.fail(*table.get("io_buffer_size"), "io_buffer_size", "must be a multiple of 64 KiB");
+  r.integer("io_buffers", storage.io_buffers_per_worker, 2, 65536);
+  r.integer("stream_depth", storage.stream_depth, 1, 64);
+  std::string etag;
+  r.string("etag", etag);
+  if (etag == "md5" || etag.empty()) {
+    storage.etag_md5 = true;
+  } else if (etag == "fast") {
+    storage.etag_md5 = false;
+  } else {
+    r.fail(*table.get("etag"), "etag", "must be \"md5\" or \"fast\"");
+  }
   r.done();
   if (storage.device_size_bytes != 0 && storage.device_size_bytes < 64 * kMiB) {
     r.fail(*table.get("device_size"), "device_size", "must be 0 (automatic) or at least 64 MiB");
@@ -224,6 +262,15 @@ void read_users(const std::string& path, const toml::array& array, std::vector<U
 }
 
 }  // namespace
+
+std::uint64_t StorageConfig::effective_cache_bytes() const {
+  if (cache_bytes) return *cache_bytes;
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 256 * kMiB;
+  const std::uint64_t memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+  return std::min<std::uint64_t>(memory / 8, 8 * kGiB);
+}
 
 ListenAddress parse_listen(std::string_view text) {
   ListenAddress result;

@@ -196,6 +196,12 @@ class StoreImpl final : public ObjectStore {
   StoreCore& core() { return core_; }
   std::chrono::milliseconds rebuild_time{0};
 
+  void attach(asio::io_context& worker) override {
+    BufferPool::install(worker, {core_.options.io_buffer_bytes, core_.options.io_buffers_per_worker,
+                                 core_.device->geometry().memory_alignment_bytes});
+    core_.device->attach(worker);
+  }
+
   void shutdown() override {
     if (shut_down_) return;
     shut_down_ = true;
@@ -589,18 +595,17 @@ void check_identity(Device& device, Catalog& catalog) {
 
 }  // namespace
 
-std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std::vector<asio::io_context*> workers) {
+std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options) {
   namespace fs = std::filesystem;
   fs::create_directories(options.data_dir);
   DeviceOptions device_options;
   device_options.path = options.device_path.empty() ? (fs::path(options.data_dir) / "device.img").string() : options.device_path;
   device_options.create_size_bytes = options.device_size_bytes;
   device_options.engine = options.engine;
-  return open(options, open_device(device_options), std::move(workers));
+  return open(options, open_device(device_options));
 }
 
-std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std::shared_ptr<Device> device,
-                                               std::vector<asio::io_context*> workers) {
+std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std::shared_ptr<Device> device) {
   namespace fs = std::filesystem;
   fs::create_directories(options.data_dir);
   StoreCore core;
@@ -626,10 +631,6 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std:
 
   core.cache = std::make_unique<BlockCache>(options.cache_bytes);
   core.retirement = std::make_unique<detail::Retirement>(*core.allocator, *core.cache);
-  for (asio::io_context* worker : workers) {
-    BufferPool::install(*worker, {options.io_buffer_bytes, options.io_buffers_per_worker, geometry.memory_alignment_bytes});
-    core.device->attach(*worker);
-  }
   auto store = std::make_unique<StoreImpl>(std::move(core));
   store->rebuild_time = rebuild;
   return store;

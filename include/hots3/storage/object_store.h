@@ -128,14 +128,16 @@ class ObjectReader {
 class ObjectStore {
  public:
   // Opens (or creates and formats) the device and the catalog in options.data_dir, checks that
-  // they belong together (device UUID), rebuilds the free space, and sets up each worker
-  // (ring, buffer pool). Throws std::runtime_error with a clear message (start-up).
-  static std::unique_ptr<ObjectStore> open(const StoreOptions& options,
-                                           std::vector<boost::asio::io_context*> workers);
+  // they belong together (device UUID) and rebuilds the free space. Throws std::runtime_error
+  // with a clear message (start-up).
+  static std::unique_ptr<ObjectStore> open(const StoreOptions& options);
   // The same over a device opened by the caller (tests: a FaultDevice that outlives a
   // simulated crash and restart).
-  static std::unique_ptr<ObjectStore> open(const StoreOptions& options, std::shared_ptr<Device> device,
-                                           std::vector<boost::asio::io_context*> workers);
+  static std::unique_ptr<ObjectStore> open(const StoreOptions& options, std::shared_ptr<Device> device);
+
+  // Sets up a worker (its ring and buffer pool). Call for every worker before it runs; the
+  // store must outlive the worker's io_context (coroutines it destroys may hold store objects).
+  virtual void attach(boost::asio::io_context& worker) = 0;
   virtual ~ObjectStore() = default;
   ObjectStore() = default;
   ObjectStore(const ObjectStore&) = delete;

@@ -41,9 +41,9 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
   void TearDown() override { close(); }
 
   void open() {
+    store_ = fault_ ? ObjectStore::open(options_, fault_) : ObjectStore::open(options_);
     workers_ = std::make_unique<WorkerPool>(2);
-    store_ = fault_ ? ObjectStore::open(options_, fault_, workers_->contexts())
-                    : ObjectStore::open(options_, workers_->contexts());
+    for (auto* context : workers_->contexts()) store_->attach(*context);
     workers_->start();
     bucket_ = run([&]() -> asio::awaitable<BucketRecord> {
       auto existing = store_->find_bucket("b").value();
@@ -463,20 +463,13 @@ TEST(StoreIdentity, ACatalogRefusesAnotherDevice) {
   a.device_size_bytes = 64 * kMiB;
   StoreOptions b = a;
   b.data_dir = dir.file("b");
-  {
-    WorkerPool workers(1);
-    ObjectStore::open(a, workers.contexts())->shutdown();
-  }
-  {
-    WorkerPool workers(1);
-    ObjectStore::open(b, workers.contexts())->shutdown();
-  }
+  ObjectStore::open(a)->shutdown();
+  ObjectStore::open(b)->shutdown();
   // b's catalog with a's device.
   StoreOptions mixed = b;
   mixed.device_path = dir.file("a/device.img");
-  WorkerPool workers(1);
   try {
-    ObjectStore::open(mixed, workers.contexts());
+    ObjectStore::open(mixed);
     FAIL() << "opened a device that belongs to another catalog";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("but the catalog belongs to device"), std::string::npos) << e.what();
@@ -491,7 +484,7 @@ TEST(StoreIdentity, ACatalogRefusesAnotherDevice) {
   StoreOptions foreign = a;
   foreign.data_dir = dir.file("c");
   foreign.device_path = dir.file("junk.img");
-  EXPECT_THROW(ObjectStore::open(foreign, workers.contexts()), std::runtime_error);
+  EXPECT_THROW(ObjectStore::open(foreign), std::runtime_error);
 }
 
 }  // namespace
