@@ -4,6 +4,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -50,6 +52,8 @@ void WorkerPool::start() {
     asio::io_context& context = *impl_->contexts[i];
     impl_->guards.push_back(asio::make_work_guard(context));
     impl_->threads.emplace_back([&context, i] {
+      const std::string name = "h3-worker-" + std::to_string(i);
+      pthread_setname_np(pthread_self(), name.c_str());
       for (;;) {
         try {
           context.run();

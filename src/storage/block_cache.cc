@@ -1,5 +1,6 @@
 #include "hots3/storage/block_cache.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 
@@ -104,6 +105,7 @@ struct BlockCache::Arena {
   Arena& operator=(Arena&&) = delete;
 
   void prefault_loop() {
+    pthread_setname_np(pthread_self(), "h3-cache-fault");
     // Idle priority: prefaulting only uses CPU nobody else wants.
     sched_param param{};
     ::sched_setscheduler(0, SCHED_IDLE, &param);

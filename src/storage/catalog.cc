@@ -7,6 +7,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <pthread.h>
+
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -553,30 +555,33 @@ void Catalog::Impl::run_writer() {
 }
 
 void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
+  // Transaction control through prepared statements: parsing "SAVEPOINT w" for every write
+  // cost more than many of the writes themselves.
+  Connection& w = *writer;
   std::vector<error_code> results(batch.size());
   error_code commit_error;
-  if (auto begun = writer->exec("BEGIN IMMEDIATE"); !begun) {
+  if (auto begun = w.query("BEGIN IMMEDIATE").run(); !begun) {
     commit_error = begun.error();
   } else {
-    WriteTxnImpl txn(*writer, next_id);
+    WriteTxnImpl txn(w, next_id);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       // Each write in its own savepoint: a failing write leaves the others of the batch intact.
-      if (auto s = writer->exec("SAVEPOINT w"); !s) {
+      if (auto s = w.query("SAVEPOINT w").run(); !s) {
         results[i] = s.error();
         continue;
       }
       Result<void> r = batch[i].fn(txn);
       if (r) {
-        if (auto rel = writer->exec("RELEASE w"); !rel) results[i] = rel.error();
+        if (auto rel = w.query("RELEASE w").run(); !rel) results[i] = rel.error();
       } else {
         results[i] = r.error();
-        (void)writer->exec("ROLLBACK TO w");  // cannot fail: the savepoint exists
-        (void)writer->exec("RELEASE w");
+        (void)w.query("ROLLBACK TO w").run();  // cannot fail: the savepoint exists
+        (void)w.query("RELEASE w").run();
       }
     }
-    if (auto committed = writer->exec("COMMIT"); !committed) {
+    if (auto committed = w.query("COMMIT").run(); !committed) {
       commit_error = committed.error();
-      (void)writer->exec("ROLLBACK");  // the transaction may already be gone; both are fine
+      (void)w.exec("ROLLBACK");  // the transaction may already be gone; both are fine
     }
   }
   writes.fetch_add(batch.size(), std::memory_order_relaxed);
@@ -630,7 +635,10 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
     impl->next_id = q.int64(0) + 1;
   }
   Impl* raw = impl.get();
-  impl->writer_thread = std::thread([raw] { raw->run_writer(); });
+  impl->writer_thread = std::thread([raw] {
+    pthread_setname_np(pthread_self(), "h3-catalog");
+    raw->run_writer();
+  });
   return std::unique_ptr<Catalog>(new Catalog(std::move(impl)));
 }
 

@@ -20,6 +20,8 @@ namespace {
 
 namespace asio = boost::asio;
 constexpr std::uint64_t kChunk = BlockCache::kBlockBytes;
+// Objects up to this size have their layout (with checksums: 1 MiB of them at 1 GiB) cached.
+constexpr std::uint64_t kLayoutCacheObjectMax = 4ULL * 1024 * 1024 * 1024;
 
 std::uint64_t round_up(std::uint64_t n, std::uint64_t unit) { return (n + unit - 1) / unit * unit; }
 
@@ -30,8 +32,14 @@ struct ReadState {
   StoreCore& core;
   EpochGuard epoch;
   ObjectRecord object;
-  std::vector<ExtentRecord> rows;  // checksums loaded on first use of a row
+  // The object's extents. Shared and immutable when it came from (or went to) the layout cache,
+  // with every checksum loaded; private otherwise (huge objects), checksums loaded per row on
+  // first use.
+  std::shared_ptr<const LayoutCache::Layout> shared_rows;
+  std::vector<ExtentRecord> own_rows;
   std::string inline_data;
+
+  [[nodiscard]] const std::vector<ExtentRecord>& rows() const { return shared_rows ? *shared_rows : own_rows; }
 };
 
 struct SegmentResult {
@@ -76,7 +84,7 @@ error_code verify(const ReadState& st, const ExtentRecord& row, std::uint64_t re
 asio::awaitable<void> read_one(std::shared_ptr<ReadState> st, std::shared_ptr<Pipeline> pipeline,
                                std::shared_ptr<SegmentResult> result, std::size_t row_index, std::uint64_t relative,
                                std::span<std::byte> target, bool cacheable) {
-  const ExtentRecord& row = st->rows[row_index];
+  const ExtentRecord& row = st->rows()[row_index];
   auto read = co_await st->core.device->read(row.device.offset_bytes + relative, target);
   error_code ec = read ? error_code{} : read.error();
   if (!ec) ec = verify(*st, row, relative, target);
@@ -136,8 +144,9 @@ class ReaderImpl final : public ObjectReader {
  private:
   std::size_t row_at(std::uint64_t logical) {
     // Rows are in logical order; readers mostly move forward, so start from the last one.
-    if (row_hint_ >= st_->rows.size() || st_->rows[row_hint_].logical_offset_bytes > logical) row_hint_ = 0;
-    while (row_hint_ + 1 < st_->rows.size() && st_->rows[row_hint_ + 1].logical_offset_bytes <= logical) ++row_hint_;
+    const auto& rows = st_->rows();
+    if (row_hint_ >= rows.size() || rows[row_hint_].logical_offset_bytes > logical) row_hint_ = 0;
+    while (row_hint_ + 1 < rows.size() && rows[row_hint_ + 1].logical_offset_bytes <= logical) ++row_hint_;
     return row_hint_;
   }
 
@@ -146,7 +155,7 @@ class ReaderImpl final : public ObjectReader {
     const std::size_t depth = st_->core.options.stream_depth;
     while (planned_ < end_ && queue_.size() < depth) {
       const std::size_t r = row_at(planned_);
-      ExtentRecord& row = st_->rows[r];
+      const ExtentRecord& row = st_->rows()[r];
       const std::uint64_t relative = planned_ - row.logical_offset_bytes;
       H3_ASSERT(relative < row.length_bytes, "object rows do not cover the object");
       const std::uint64_t chunk = relative - relative % kChunk;
@@ -192,7 +201,8 @@ class ReaderImpl final : public ObjectReader {
           std::min(round_up(read_end - read_begin, kChecksumBlockBytes), row.device.length_bytes - read_begin);
       H3_ASSERT(device_length <= buffer.size());
       if (row.checksums.empty() && row.length_bytes > 0) {
-        H3_CO_TRY(row.checksums, st_->core.catalog->extent_checksums(row.row_id));
+        H3_ASSERT(!st_->shared_rows, "a cached layout without checksums");
+        H3_CO_TRY(st_->own_rows[r].checksums, st_->core.catalog->extent_checksums(row.row_id));
       }
       segment.end = row.logical_offset_bytes + read_end;
       segment.end = std::min(segment.end, end_);
@@ -235,8 +245,15 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
     if (!data) co_return errc::kCorrupt;
     st->inline_data = std::move(*data);
     if (st->inline_data.size() != st->object.size_bytes) co_return errc::kCorrupt;
+  } else if (auto cached = core.layouts->find(st->object.id)) {
+    st->shared_rows = std::move(cached);
+  } else if (st->object.size_bytes <= kLayoutCacheObjectMax) {
+    // Small enough to keep: load every checksum now and share the layout.
+    H3_CO_TRY(auto rows, core.catalog->object_extents(st->object.id, true));
+    st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(rows));
+    core.layouts->insert(st->object.id, st->shared_rows);
   } else {
-    H3_CO_TRY(st->rows, core.catalog->object_extents(st->object.id));
+    H3_CO_TRY(st->own_rows, core.catalog->object_extents(st->object.id));
   }
   auto executor = co_await asio::this_coro::executor;
   co_return std::unique_ptr<ObjectReader>(std::make_unique<ReaderImpl>(std::move(st), pool, std::move(executor)));

@@ -125,6 +125,37 @@ bool Retirement::is_retired(std::int64_t version) const {
   return std::any_of(retired_.begin(), retired_.end(), [&](const Retired& r) { return r.version == version; });
 }
 
+// ---- LayoutCache -----------------------------------------------------------------------------
+
+std::uint64_t LayoutCache::cost(const Layout& layout) {
+  std::uint64_t bytes = 64;
+  for (const ExtentRecord& e : layout) bytes += sizeof(ExtentRecord) + e.checksums.size() * sizeof(std::uint32_t);
+  return bytes;
+}
+
+std::shared_ptr<const LayoutCache::Layout> LayoutCache::find(std::int64_t version) {
+  std::lock_guard lock(mutex_);
+  auto it = index_.find(version);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->layout;
+}
+
+void LayoutCache::insert(std::int64_t version, std::shared_ptr<const Layout> layout) {
+  const std::uint64_t bytes = cost(*layout);
+  if (bytes > capacity_bytes_ / 4) return;  // one huge object must not flush all the others
+  std::lock_guard lock(mutex_);
+  if (index_.count(version) != 0) return;
+  lru_.push_front({version, std::move(layout), bytes});
+  index_.emplace(version, lru_.begin());
+  bytes_ += bytes;
+  while (bytes_ > capacity_bytes_ && !lru_.empty()) {
+    bytes_ -= lru_.back().bytes;
+    index_.erase(lru_.back().version);
+    lru_.pop_back();
+  }
+}
+
 }  // namespace detail
 
 namespace {
@@ -631,6 +662,7 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std:
 
   core.cache = std::make_unique<BlockCache>(options.cache_bytes);
   core.retirement = std::make_unique<detail::Retirement>(*core.allocator, *core.cache);
+  core.layouts = std::make_unique<detail::LayoutCache>(64 * kMiB);
   auto store = std::make_unique<StoreImpl>(std::move(core));
   store->rebuild_time = rebuild;
   return store;

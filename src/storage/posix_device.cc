@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -29,7 +30,12 @@ constexpr unsigned kThreads = 4;  // enough to keep an NVMe queue busy with bloc
 class PosixDevice final : public Device {
  public:
   PosixDevice(int fd, DeviceGeometry geometry) : Device(std::move(geometry)), fd_(fd) {
-    for (unsigned i = 0; i < kThreads; ++i) threads_.emplace_back([this] { work(); });
+    for (unsigned i = 0; i < kThreads; ++i) {
+      threads_.emplace_back([this] {
+        pthread_setname_np(pthread_self(), "h3-posix-io");
+        work();
+      });
+    }
   }
 
   // Runs the jobs still queued (each completes its handler by posting it to its worker, or

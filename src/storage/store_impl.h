@@ -8,8 +8,10 @@
 
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "hots3/storage/block_cache.h"
 #include "hots3/storage/buffer_pool.h"
@@ -94,6 +96,32 @@ class EpochGuard {
   std::uint64_t epoch_;
 };
 
+// Object layouts (extents with their checksums) by version, so that repeated ranged reads of an
+// object (training reads shards in 8 MiB ranges) do not reload them from the catalog. Layouts
+// are immutable once built; versions are never reused, so nothing needs invalidating — old
+// ones simply age out. Bounded by the bytes of checksums held.
+class LayoutCache {
+ public:
+  using Layout = std::vector<ExtentRecord>;
+  explicit LayoutCache(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+
+  std::shared_ptr<const Layout> find(std::int64_t version);
+  void insert(std::int64_t version, std::shared_ptr<const Layout> layout);
+  static std::uint64_t cost(const Layout& layout);
+
+ private:
+  struct Item {
+    std::int64_t version;
+    std::shared_ptr<const Layout> layout;
+    std::uint64_t bytes;
+  };
+  std::mutex mutex_;
+  std::list<Item> lru_;  // most recent first
+  std::unordered_map<std::int64_t, std::list<Item>::iterator> index_;
+  std::uint64_t bytes_ = 0;
+  std::uint64_t capacity_bytes_;
+};
+
 // Everything a writer or reader needs from the store.
 struct StoreCore {
   StoreOptions options;
@@ -102,6 +130,7 @@ struct StoreCore {
   std::unique_ptr<ExtentAllocator> allocator;
   std::unique_ptr<BlockCache> cache;
   std::unique_ptr<Retirement> retirement;
+  std::unique_ptr<LayoutCache> layouts;
 };
 
 // The writer implementation (object_writer.cc) and its accessors for the store.

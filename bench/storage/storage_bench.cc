@@ -1,0 +1,351 @@
+// hots3-storage-bench: the storage engine alone (no HTTP, no S3), driven through the
+// ObjectStore API. bench/storage/run.sh puts each figure next to fio on the same device file.
+//
+//   seqwrite   STREAMS writers, each writing objects of SIZE bytes (declared size)
+//   seqread    the same objects read back in full (cache off: every byte from the device)
+//   randread   CONCURRENCY readers doing random BS-byte ranged reads of one large object
+//   smallput   CONCURRENCY writers of SIZE-byte (inline) objects, each durable on return
+//   hotread    repeated full reads of one SIZE object through the cache, copied out
+//   latency    HEAD and GET (4 KiB objects) p50/p99 with COUNT objects in the bucket
+//
+// Output: one line "name value unit" per figure (and a JSON line with --json).
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "hots3/common/logging.h"
+#include "hots3/common/units.h"
+#include "hots3/common/worker_pool.h"
+#include "hots3/storage/object_store.h"
+
+namespace {
+
+namespace asio = boost::asio;
+using hots3::Result;
+using namespace hots3::storage;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string mode;
+  std::string data_dir = "./bench-data";
+  std::string device;
+  std::string size_text = "256MiB";
+  std::string bs_text = "4KiB";
+  std::string device_size_text = "16GiB";
+  std::string cache_text = "0";
+  unsigned threads = 0;
+  unsigned streams = 4;
+  unsigned concurrency = 32;
+  unsigned objects = 8;
+  std::uint64_t count = 1000;
+  double seconds = 10;
+  std::string engine = "auto";
+  bool fast_etag = false;
+  std::size_t depth = 4;
+};
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<std::byte> payload(std::size_t n) {
+  std::vector<std::byte> out(n);
+  std::mt19937_64 random(42);
+  for (std::size_t i = 0; i < n; i += 8) {
+    const std::uint64_t v = random();
+    std::memcpy(out.data() + i, &v, std::min<std::size_t>(8, n - i));
+  }
+  return out;
+}
+
+class Bench {
+ public:
+  explicit Bench(const Args& args) : args_(args) {
+    StoreOptions o;
+    o.data_dir = args.data_dir;
+    o.device_path = args.device;
+    o.device_size_bytes = hots3::parse_size_bytes(args.device_size_text).value();
+    o.cache_bytes = hots3::parse_size_bytes(args.cache_text).value();
+    o.engine = args.engine == "posix" ? DeviceOptions::Engine::kPosix
+                                      : args.engine == "io_uring" ? DeviceOptions::Engine::kUring : DeviceOptions::Engine::kAuto;
+    o.etag_md5 = !args.fast_etag;
+    o.stream_depth = args.depth;
+    o.io_buffers_per_worker = std::max<std::size_t>(32, args.depth * args.streams + 8);
+    store_ = ObjectStore::open(o);
+    workers_ = std::make_unique<hots3::WorkerPool>(args.threads);
+    for (auto* c : workers_->contexts()) store_->attach(*c);
+    workers_->start();
+    auto bucket = store_->find_bucket("bench").value();
+    if (!bucket) bucket = run(0, store_->create_bucket("bench", "bench")).value();
+    bucket_ = *bucket;
+  }
+
+  ~Bench() {
+    store_->shutdown();
+    workers_->stop();
+    workers_.reset();
+  }
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
+  Bench(Bench&&) = delete;
+  Bench& operator=(Bench&&) = delete;
+
+  template <class T>
+  T run(std::size_t worker, asio::awaitable<T> op) {
+    std::promise<T> p;
+    auto f = p.get_future();
+    auto* context = workers_->contexts()[worker % workers_->size()];
+    asio::co_spawn(*context, std::move(op), [&p](const std::exception_ptr& e, T v) {
+      if (e) {
+        p.set_exception(e);
+      } else {
+        p.set_value(std::move(v));
+      }
+    });
+    return f.get();
+  }
+
+  // Runs `n` copies of `make(i)` concurrently spread over the workers; waits for all.
+  template <class F>
+  void parallel(unsigned n, F make) {
+    std::vector<std::future<int>> done;
+    for (unsigned i = 0; i < n; ++i) {
+      done.push_back(std::async(std::launch::async, [this, i, &make] { return run(i, make(i)); }));
+    }
+    for (auto& d : done) d.get();
+  }
+
+  asio::awaitable<Result<ObjectRecord>> put(std::string key, std::span<const std::byte> data) {
+    H3_CO_TRY(auto w, co_await store_->create_writer(data.size()));
+    for (std::size_t at = 0; at < data.size(); at += 1 << 20) {
+      H3_CO_TRY(co_await w->write(data.subspan(at, std::min<std::size_t>(1 << 20, data.size() - at))));
+    }
+    H3_CO_TRY(co_await w->finish());
+    co_return co_await store_->commit_object(std::move(w), bucket_, std::move(key), {}, {});
+  }
+
+  // Reads the range; copies each piece into `sink` when given (as read(2) would).
+  asio::awaitable<Result<std::uint64_t>> read(std::string key, std::uint64_t offset, std::uint64_t length,
+                                              std::byte* sink) {
+    H3_CO_TRY(auto r, co_await store_->open_reader(bucket_.id, key));
+    if (length != 0) r->set_range(offset, length);
+    std::uint64_t total = 0;
+    for (;;) {
+      H3_CO_TRY(auto piece, co_await r->next());
+      if (piece.empty()) break;
+      if (sink != nullptr) std::memcpy(sink + total % (64 << 20), piece.data(), piece.size());
+      total += piece.size();
+    }
+    co_return total;
+  }
+
+  void seqwrite() {
+    const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
+    const auto data = payload(size);
+    const auto start = Clock::now();
+    parallel(args_.streams, [&](unsigned s) -> asio::awaitable<int> {
+      for (unsigned i = s; i < args_.objects; i += args_.streams) {
+        auto r = co_await put("seq-" + std::to_string(i), data);
+        if (!r) throw std::runtime_error("put: " + r.error().message());
+      }
+      co_return 0;
+    });
+    const double t = since(start);
+    report("seqwrite_MBps", static_cast<double>(size) * args_.objects / t / 1e6, "MB/s");
+  }
+
+  void seqread() {
+    std::atomic<std::uint64_t> bytes{0};
+    const auto start = Clock::now();
+    parallel(args_.streams, [&](unsigned s) -> asio::awaitable<int> {
+      for (unsigned i = s; i < args_.objects; i += args_.streams) {
+        auto r = co_await read("seq-" + std::to_string(i), 0, 0, nullptr);
+        if (!r) throw std::runtime_error("read: " + r.error().message());
+        bytes += *r;
+      }
+      co_return 0;
+    });
+    report("seqread_MBps", static_cast<double>(bytes.load()) / since(start) / 1e6, "MB/s");
+  }
+
+  void randread() {
+    const std::uint64_t bs = hots3::parse_size_bytes(args_.bs_text).value();
+    const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
+    if (!store_->head(bucket_.id, "rand").value()) {
+      const auto data = payload(size);
+      if (!run(0, put("rand", data))) throw std::runtime_error("put failed");
+    }
+    std::atomic<std::uint64_t> ops{0};
+    const auto deadline = Clock::now() + std::chrono::duration<double>(args_.seconds);
+    const auto start = Clock::now();
+    parallel(args_.concurrency, [&](unsigned c) -> asio::awaitable<int> {
+      std::mt19937_64 random(c);
+      const std::uint64_t blocks = size / bs;
+      while (Clock::now() < deadline) {
+        const std::uint64_t offset = (random() % blocks) * bs;
+        auto r = co_await read("rand", offset, bs, nullptr);
+        if (!r) throw std::runtime_error("read: " + r.error().message());
+        ++ops;
+      }
+      co_return 0;
+    });
+    report("randread_" + args_.bs_text + "_IOPS", static_cast<double>(ops.load()) / since(start), "IOPS");
+  }
+
+  void smallput() {
+    const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
+    const auto data = payload(size);
+    std::atomic<std::uint64_t> ops{0};
+    const auto deadline = Clock::now() + std::chrono::duration<double>(args_.seconds);
+    const auto start = Clock::now();
+    parallel(args_.concurrency, [&](unsigned c) -> asio::awaitable<int> {
+      for (std::uint64_t i = 0; Clock::now() < deadline; ++i) {
+        auto r = co_await put(fmt::format("small/{}/{}", c, i), data);
+        if (!r) throw std::runtime_error("put: " + r.error().message());
+        ++ops;
+      }
+      co_return 0;
+    });
+    const auto stats = store_->stats();
+    report("smallput_ops", static_cast<double>(ops.load()) / since(start), "ops/s");
+    report("smallput_writes_per_commit", static_cast<double>(stats.catalog_writes) / std::max<double>(1, static_cast<double>(stats.catalog_commits)), "");
+  }
+
+  void hotread() {
+    const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
+    const auto data = payload(size);
+    if (!run(0, put("hot", data))) throw std::runtime_error("put failed");
+    std::vector<std::byte> sink(64 << 20);
+    // Warm: read until every block is cached (the cache prefaults in the background).
+    for (int i = 0; i < 50; ++i) {
+      run(0, read("hot", 0, 0, sink.data()));
+      if (store_->stats().cache_used_bytes >= size) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    const auto start = Clock::now();
+    std::uint64_t bytes = 0;
+    while (since(start) < args_.seconds) bytes += run(0, read("hot", 0, 0, sink.data())).value();
+    report("hotread_MBps", static_cast<double>(bytes) / since(start) / 1e6, "MB/s");
+  }
+
+  void latency() {
+    // Fills the bucket to COUNT small objects (reusing what an earlier run left), then times
+    // HEAD and GET of random ones.
+    const auto data = payload(4096);
+    std::uint64_t have = 0;
+    ListQuery q;
+    q.prefix = "lat/";
+    q.max_keys = 1;
+    std::atomic<std::uint64_t> next{0};
+    {
+      // Count by probing the highest key a previous run could have written.
+      for (std::uint64_t probe = args_.count; probe > 0; probe /= 2) {
+        if (store_->head(bucket_.id, fmt::format("lat/{:09}", probe - 1)).value()) {
+          have = probe;
+          break;
+        }
+      }
+      next = have;
+    }
+    const auto fill_start = Clock::now();
+    parallel(64, [&](unsigned) -> asio::awaitable<int> {
+      for (;;) {
+        const std::uint64_t i = next++;
+        if (i >= args_.count) break;
+        auto r = co_await put(fmt::format("lat/{:09}", i), data);
+        if (!r) throw std::runtime_error("put: " + r.error().message());
+      }
+      co_return 0;
+    });
+    if (args_.count > have) {
+      report("fill_puts_per_s", static_cast<double>(args_.count - have) / since(fill_start), "ops/s");
+    }
+    std::vector<double> head_us, get_us;
+    std::mt19937_64 random(1);
+    for (int i = 0; i < 20000; ++i) {
+      const std::string key = fmt::format("lat/{:09}", random() % args_.count);
+      auto t = Clock::now();
+      if (!store_->head(bucket_.id, key).value()) throw std::runtime_error("missing " + key);
+      head_us.push_back(since(t) * 1e6);
+      t = Clock::now();
+      run(0, read(key, 0, 0, nullptr)).value();
+      get_us.push_back(since(t) * 1e6);
+    }
+    auto pct = [](std::vector<double> v, double p) {
+      std::sort(v.begin(), v.end());
+      return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+    };
+    report("head_p50_us", pct(head_us, 0.5), "us");
+    report("head_p99_us", pct(head_us, 0.99), "us");
+    report("get4k_p50_us", pct(get_us, 0.5), "us");
+    report("get4k_p99_us", pct(get_us, 0.99), "us");
+    ListQuery page;
+    page.prefix = "lat/";
+    page.max_keys = 1000;
+    auto t = Clock::now();
+    for (int i = 0; i < 20; ++i) run(0, store_->list_objects(bucket_.id, page)).value();
+    report("list1000_ms", since(t) * 1000 / 20, "ms");
+  }
+
+  void report(const std::string& name, double value, const std::string& unit) {
+    std::printf("%s %.1f %s\n", name.c_str(), value, unit.c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  const Args& args_;
+  std::unique_ptr<ObjectStore> store_;
+  std::unique_ptr<hots3::WorkerPool> workers_;
+  BucketRecord bucket_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hots3 storage engine benchmark"};
+  Args a;
+  app.add_option("mode", a.mode, "seqwrite|seqread|randread|smallput|hotread|latency")->required();
+  app.add_option("--data", a.data_dir);
+  app.add_option("--device", a.device);
+  app.add_option("--device-size", a.device_size_text);
+  app.add_option("--size", a.size_text);
+  app.add_option("--bs", a.bs_text);
+  app.add_option("--cache", a.cache_text);
+  app.add_option("--threads", a.threads);
+  app.add_option("--streams", a.streams);
+  app.add_option("--concurrency", a.concurrency);
+  app.add_option("--objects", a.objects);
+  app.add_option("--count", a.count);
+  app.add_option("--seconds", a.seconds);
+  app.add_option("--engine", a.engine);
+  app.add_option("--depth", a.depth);
+  app.add_flag("--fast-etag", a.fast_etag);
+  CLI11_PARSE(app, argc, argv);
+  hots3::log::Options log_options;
+  log_options.level = hots3::log::Level::kWarn;
+  log_options.access_log_path = "";
+  hots3::log::init(log_options);
+  try {
+    Bench bench(a);
+    if (a.mode == "seqwrite") bench.seqwrite();
+    else if (a.mode == "seqread") bench.seqread();
+    else if (a.mode == "randread") bench.randread();
+    else if (a.mode == "smallput") bench.smallput();
+    else if (a.mode == "hotread") bench.hotread();
+    else if (a.mode == "latency") bench.latency();
+    else throw std::runtime_error("unknown mode " + a.mode);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "storage_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
