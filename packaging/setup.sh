@@ -23,14 +23,15 @@ as_root() {
 # -dev packages, which must never be installed next to it.
 BUILD_PACKAGES=(
   cmake g++ ninja-build ccache pkg-config git
-  libboost1.81-dev liburing-dev libsqlite3-dev libxml2-dev libssl-dev libxxhash-dev
+  libboost1.81-dev liburing-dev libsqlite3-dev libxml2-dev libssl-dev libxxhash-dev libisal-dev
   libfmt-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 openssl ca-certificates
 )
-# What the tests drive hots3 with.
+# What the tests drive hots3 with: the image's python3 already has boto3 1.43 and AWS CLI v1;
+# Debian adds boto3 1.26 (older defaults, for /usr/bin/python3) and AWS CLI v2.
 TEST_PACKAGES=(
-  curl
+  curl python3-boto3 python3-pytest awscli s3cmd rclone
 )
 
 install_packages() {

@@ -9,8 +9,8 @@
 #include "hots3/common/version.h"
 #include "hots3/common/worker_pool.h"
 #include "hots3/http/server.h"
+#include "hots3/s3/s3.h"
 #include "hots3/storage/check.h"
-#include "placeholder_handler.h"
 
 namespace hots3::app {
 namespace {
@@ -71,10 +71,10 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // before the workers' io_contexts, and those (with any coroutine they still hold) before the
   // handler and the store.
   auto store = storage::ObjectStore::open(store_options(config));
-  PlaceholderHandler handler;
+  auto handler = s3::make_handler(*store, config.s3, users.users);
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);
-  http::Server server(config.http, handler, workers.contexts());
+  http::Server server(config.http, *handler, workers.contexts());
   server.start();
   workers.start();
 

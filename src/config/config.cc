@@ -232,6 +232,48 @@ void read_log(const std::string& path, const toml::table& table, log::Options& o
   r.done();
 }
 
+void read_s3(const std::string& path, const toml::table& table, S3Config& s3) {
+  TableReader r(path, "s3.", table);
+  r.string("region", s3.region);
+  r.string("domain", s3.domain);
+  milliseconds skew = s3.clock_skew_max;
+  r.duration("clock_skew_max", skew, milliseconds(1000), milliseconds(7LL * 24 * 3600 * 1000));
+  s3.clock_skew_max = std::chrono::duration_cast<std::chrono::seconds>(skew);
+  r.size("single_put_max", s3.single_put_max_bytes, 1, 5 * kTiB);
+  r.size("metadata_max", s3.metadata_max_bytes, 1, 64 * kKiB);
+  r.done();
+  if (s3.region.empty()) r.fail(table, "region", "must not be empty");
+}
+
+std::vector<Grant> read_grants(const std::string& path, const toml::array& array) {
+  std::vector<Grant> grants;
+  for (const toml::node& node : array) {
+    const auto* table = node.as_table();
+    if (table == nullptr) {
+      throw ConfigError(fmt::format("{}:{}: users.grants: each grant is a table {{ bucket = \"...\", access = \"read\" }}",
+                                    path, node.source().begin.line));
+    }
+    TableReader r(path, "users.grants.", *table);
+    Grant grant;
+    std::string access;
+    r.string("bucket", grant.bucket);
+    r.string("access", access);
+    r.done();
+    if (grant.bucket.empty()) r.fail(*table, "bucket", "missing");
+    if (access == "read") {
+      grant.read = true;
+    } else if (access == "write") {
+      grant.write = true;
+    } else if (access == "readwrite") {
+      grant.read = grant.write = true;
+    } else {
+      r.fail(*table, "access", "must be \"read\", \"write\" or \"readwrite\"");
+    }
+    grants.push_back(std::move(grant));
+  }
+  return grants;
+}
+
 void read_users(const std::string& path, const toml::array& array, std::vector<UserConfig>& users) {
   users.clear();
   std::set<std::string, std::less<>> names;
@@ -247,6 +289,8 @@ void read_users(const std::string& path, const toml::array& array, std::vector<U
     r.string("name", user.name);
     r.string("access_key", user.access_key);
     r.string("secret_key", user.secret_key);
+    r.boolean("admin", user.admin);
+    if (const toml::array* grants = r.array("grants")) user.grants = read_grants(path, *grants);
     r.done();
     if (user.name.empty()) r.fail(*table, "name", "missing");
     if (user.access_key.size() < 3 || user.access_key.size() > 128) {
@@ -313,6 +357,7 @@ void apply_file(Config& config, const std::string& path) {
   TableReader r(path, "", root);
   if (const toml::table* t = r.table("http")) read_http(path, *t, config.http);
   if (const toml::table* t = r.table("storage")) read_storage(path, *t, config.storage);
+  if (const toml::table* t = r.table("s3")) read_s3(path, *t, config.s3);
   if (const toml::table* t = r.table("log")) read_log(path, *t, config.log);
   if (const toml::array* a = r.array("users")) read_users(path, *a, config.users);
   r.done();

@@ -32,6 +32,7 @@ UserConfig load_credentials(const std::string& path) {
     throw ConfigError(fmt::format("{}: {}", path, e.description()));
   }
   UserConfig user;
+  user.admin = true;
   user.name = table["name"].value_or(std::string("dev"));
   user.access_key = table["access_key"].value_or(std::string());
   user.secret_key = table["secret_key"].value_or(std::string());
@@ -43,6 +44,7 @@ UserConfig load_credentials(const std::string& path) {
 
 UserConfig create_credentials(const std::string& path) {
   UserConfig user;
+  user.admin = true;
   user.name = "dev";
   user.access_key = "H3DEV" + random_string(15, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567");
   user.secret_key =
@@ -79,7 +81,12 @@ ResolvedUsers resolve_users(const Config& config) {
     throw ConfigError("HOTS3_ACCESS_KEY and HOTS3_SECRET_KEY must be set together");
   }
   if (has_access) {
-    if (result.users.empty()) result.users.push_back(UserConfig{.name = "admin", .access_key = {}, .secret_key = {}});
+    if (result.users.empty()) {
+      UserConfig admin;
+      admin.name = "admin";
+      admin.admin = true;
+      result.users.push_back(std::move(admin));
+    }
     result.users.front().access_key = access;
     result.users.front().secret_key = secret;
     return result;

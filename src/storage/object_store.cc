@@ -510,6 +510,8 @@ class StoreImpl final : public ObjectStore {
     co_return aborted;
   }
 
+  bool etag_is_md5() const noexcept override { return core_.options.etag_md5; }
+
   StoreStats stats() const override {
     StoreStats s;
     s.device_bytes = core_.allocator->size_bytes();

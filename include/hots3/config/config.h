@@ -68,16 +68,37 @@ struct StorageConfig {
   [[nodiscard]] std::uint64_t effective_cache_bytes() const;
 };
 
+// Access of a non-admin user to buckets whose names match `bucket` (a glob: '*' any run of
+// characters, '?' one character).
+struct Grant {
+  std::string bucket;
+  bool read = false;
+  bool write = false;
+};
+
 struct UserConfig {
   std::string name;
   std::string access_key;
   std::string secret_key;
+  // Admins may do everything. Other users: all of their own buckets (the ones they created),
+  // and what their grants allow in others'.
+  bool admin = false;
+  std::vector<Grant> grants;
+};
+
+struct S3Config {
+  std::string region = "us-east-1";  // GetBucketLocation, x-amz-bucket-region
+  std::string domain;  // virtual-hosted-style: "<bucket>.<domain>"; "" = path-style only
+  std::chrono::seconds clock_skew_max{900};  // RequestTimeTooSkewed beyond this
+  std::uint64_t single_put_max_bytes = 5ULL * 1024 * 1024 * 1024;  // PutObject (S3: 5 GiB)
+  std::uint64_t metadata_max_bytes = 2048;  // x-amz-meta-* names and values together (S3: 2 KiB)
 };
 
 struct Config {
   std::string source;  // the file this was read from, "" for defaults only
   HttpConfig http;
   StorageConfig storage;
+  S3Config s3;
   log::Options log;
   std::vector<UserConfig> users;
 };

@@ -224,6 +224,8 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<std::size_t>> abort_uploads_older_than(std::chrono::milliseconds age) = 0;
 
   [[nodiscard]] virtual StoreStats stats() const = 0;
+  // Whether writers' md5() is the MD5 of the data (StoreOptions::etag_md5).
+  [[nodiscard]] virtual bool etag_is_md5() const noexcept = 0;
 };
 
 // Lowercase hex of a digest.

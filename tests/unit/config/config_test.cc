@@ -59,6 +59,18 @@ TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config.storage.data_dir, defaults.storage.data_dir);
   EXPECT_EQ(config.storage.device_path, defaults.storage.device_path);
   EXPECT_EQ(config.storage.device_size_bytes, defaults.storage.device_size_bytes);
+  EXPECT_EQ(config.storage.io_engine, defaults.storage.io_engine);
+  EXPECT_EQ(config.storage.inline_max_bytes, defaults.storage.inline_max_bytes);
+  EXPECT_EQ(config.storage.cache_bytes, defaults.storage.cache_bytes);
+  EXPECT_EQ(config.storage.io_buffer_bytes, defaults.storage.io_buffer_bytes);
+  EXPECT_EQ(config.storage.io_buffers_per_worker, defaults.storage.io_buffers_per_worker);
+  EXPECT_EQ(config.storage.stream_depth, defaults.storage.stream_depth);
+  EXPECT_EQ(config.storage.etag_md5, defaults.storage.etag_md5);
+  EXPECT_EQ(config.s3.region, defaults.s3.region);
+  EXPECT_EQ(config.s3.domain, defaults.s3.domain);
+  EXPECT_EQ(config.s3.clock_skew_max, defaults.s3.clock_skew_max);
+  EXPECT_EQ(config.s3.single_put_max_bytes, defaults.s3.single_put_max_bytes);
+  EXPECT_EQ(config.s3.metadata_max_bytes, defaults.s3.metadata_max_bytes);
   EXPECT_EQ(config.log.level, defaults.log.level);
   EXPECT_EQ(config.log.access_log_path, defaults.log.access_log_path);
   EXPECT_TRUE(config.users.empty());
@@ -86,10 +98,16 @@ access_log = ""
 name = "a"
 access_key = "AKIA1"
 secret_key = "secret-one"
+admin = true
 [[users]]
 name = "b"
 access_key = "AKIA2"
 secret_key = "secret-two"
+grants = [{ bucket = "data-*", access = "read" }, { bucket = "ckpt", access = "readwrite" }]
+[s3]
+region = "eu-west-1"
+domain = "s3.local"
+clock_skew_max = "5m"
 )"));
   EXPECT_EQ(config.http.listen.host, "::1");
   EXPECT_EQ(config.http.listen.port, 0);
@@ -104,6 +122,16 @@ secret_key = "secret-two"
   EXPECT_EQ(config.log.access_log_path, "");
   ASSERT_EQ(config.users.size(), 2U);
   EXPECT_EQ(config.users[1].access_key, "AKIA2");
+  EXPECT_TRUE(config.users[0].admin);
+  EXPECT_FALSE(config.users[1].admin);
+  ASSERT_EQ(config.users[1].grants.size(), 2U);
+  EXPECT_EQ(config.users[1].grants[0].bucket, "data-*");
+  EXPECT_TRUE(config.users[1].grants[0].read);
+  EXPECT_FALSE(config.users[1].grants[0].write);
+  EXPECT_TRUE(config.users[1].grants[1].write);
+  EXPECT_EQ(config.s3.region, "eu-west-1");
+  EXPECT_EQ(config.s3.domain, "s3.local");
+  EXPECT_EQ(config.s3.clock_skew_max, std::chrono::seconds(300));
 }
 
 TEST_F(ConfigFile, UnknownKeysNameTheFileLineAndKey) {
@@ -129,6 +157,12 @@ TEST_F(ConfigFile, BadValuesNameTheKey) {
   EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"short\"\n").find("users.secret_key"),
             std::string::npos);
   EXPECT_NE(error_of("http = 3\n").find("http: expected a table"), std::string::npos);
+  EXPECT_NE(error_of("[storage]\nio_engine = \"aio\"\n").find("storage.io_engine"), std::string::npos);
+  EXPECT_NE(error_of("[storage]\netag = \"sha\"\n").find("storage.etag"), std::string::npos);
+  EXPECT_NE(error_of("[storage]\nio_buffer_size = \"100KiB\"\n").find("multiple of 64 KiB"), std::string::npos);
+  EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"12345678\"\ngrants=[{bucket=\"x\", access=\"all\"}]\n")
+                .find("users.grants.access"),
+            std::string::npos);
   EXPECT_NE(error_of("[http\n").find("test.toml:1:"), std::string::npos);
 }
 
@@ -208,7 +242,11 @@ TEST_F(Credentials, EnvironmentSetsTheFirstUser) {
 TEST_F(Credentials, ConfiguredUsersWin) {
   Config config;
   config.storage.data_dir = dir_.string();
-  config.users.push_back({"a", "AKIA1", "secret-one"});
+  UserConfig user;
+  user.name = "a";
+  user.access_key = "AKIA1";
+  user.secret_key = "secret-one";
+  config.users.push_back(user);
   const ResolvedUsers users = resolve_users(config);
   EXPECT_FALSE(users.generated);
   EXPECT_EQ(users.users[0].access_key, "AKIA1");

@@ -1,0 +1,22 @@
+#pragma once
+
+// The S3 API on top of the HTTP core and the object store: the request handler the server
+// runs. Everything else of the S3 layer is private to src/s3.
+
+#include <memory>
+#include <vector>
+
+#include "hots3/config/config.h"
+#include "hots3/http/handler.h"
+
+namespace hots3::storage {
+class ObjectStore;
+}
+
+namespace hots3::s3 {
+
+// `store` must outlive the handler. Users are fixed for the handler's lifetime.
+std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store, const config::S3Config& config,
+                                            std::vector<config::UserConfig> users);
+
+}  // namespace hots3::s3

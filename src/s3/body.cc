@@ -1,0 +1,232 @@
+#include "body.h"
+
+#include <charconv>
+#include <cstring>
+#include <memory>
+
+#include "hots3/common/logging.h"
+#include "hots3/storage/object_store.h"
+
+namespace hots3::s3 {
+namespace {
+
+constexpr std::size_t kReadBytes = 256 * 1024;
+
+constexpr auth::ChecksumAlgorithm kAlgorithms[] = {auth::ChecksumAlgorithm::kCrc32, auth::ChecksumAlgorithm::kCrc32c,
+                                                   auth::ChecksumAlgorithm::kCrc64Nvme, auth::ChecksumAlgorithm::kSha1,
+                                                   auth::ChecksumAlgorithm::kSha256};
+
+std::size_t raw_length(auth::ChecksumAlgorithm a) {
+  switch (a) {
+    case auth::ChecksumAlgorithm::kCrc32:
+    case auth::ChecksumAlgorithm::kCrc32c: return 4;
+    case auth::ChecksumAlgorithm::kCrc64Nvme: return 8;
+    case auth::ChecksumAlgorithm::kSha1: return 20;
+    case auth::ChecksumAlgorithm::kSha256: return 32;
+  }
+  return 0;
+}
+
+// Read buffers are reused per worker thread: a fresh 256 KiB allocation per request would be
+// mmap'ed and first-touched every time, which costs more than the copy it serves.
+thread_local std::vector<std::vector<std::byte>> spare_buffers;
+
+std::vector<std::byte> take_buffer() {
+  if (!spare_buffers.empty()) {
+    auto b = std::move(spare_buffers.back());
+    spare_buffers.pop_back();
+    return b;
+  }
+  return std::vector<std::byte>(kReadBytes);
+}
+
+}  // namespace
+
+std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r) {
+  ChecksumRequest c;
+  for (const auto algorithm : kAlgorithms) {
+    if (auto value = r.header(auth::checksum_header(algorithm))) {
+      if (c.algorithm) {
+        return Error(Code::kInvalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.");
+      }
+      auto raw = auth::base64_decode(*value);
+      if (!raw || raw->size() != raw_length(algorithm)) {
+        return Error(Code::kInvalidRequest, "Value for " + std::string(auth::checksum_header(algorithm)) + " header is invalid.");
+      }
+      c.algorithm = algorithm;
+      c.header_value = std::string(*value);
+    }
+  }
+  if (auto trailer = r.header("x-amz-trailer")) {
+    std::string name(*trailer);
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    std::optional<auth::ChecksumAlgorithm> named;
+    for (const auto algorithm : kAlgorithms) {
+      if (name == auth::checksum_header(algorithm)) named = algorithm;
+    }
+    if (!named) return Error(Code::kInvalidRequest, "The value specified in the x-amz-trailer header is not supported");
+    if (c.algorithm) {
+      return Error(Code::kInvalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.");
+    }
+    c.algorithm = named;
+    c.in_trailer = true;
+  }
+  if (!c.algorithm) {
+    if (auto sdk = r.header("x-amz-sdk-checksum-algorithm")) {
+      c.algorithm = auth::parse_checksum_algorithm(*sdk);
+      if (!c.algorithm) return Error(Code::kInvalidRequest, "Checksum algorithm provided is unsupported.");
+    }
+  }
+  if (auto md5 = r.header("content-md5")) {
+    auto raw = auth::base64_decode(*md5);
+    if (!raw || raw->size() != 16) return Error(Code::kInvalidDigest);
+    c.content_md5 = std::move(*raw);
+  }
+  return c;
+}
+
+Body::Body(Request& request, ChecksumRequest checksum, bool default_crc64, bool md5)
+    : request_(request), want_(std::move(checksum)), raw_(take_buffer()) {
+  const Payload payload = request.auth.payload;
+  const bool streaming = payload == Payload::kStreamingSigned || payload == Payload::kStreamingSignedTrailer ||
+                         payload == Payload::kStreamingUnsignedTrailer;
+  if (streaming) {
+    if (auto decoded = request.header("x-amz-decoded-content-length")) {
+      std::uint64_t n = 0;
+      auto [p, ec] = std::from_chars(decoded->data(), decoded->data() + decoded->size(), n);
+      if (ec == std::errc{} && p == decoded->data() + decoded->size()) declared_ = n;
+    }
+    const bool trailer = payload != Payload::kStreamingSigned;
+    decoder_.emplace(request.auth.signing, trailer, declared_);
+  } else {
+    declared_ = request.head.content_length;
+    if (!declared_ && !request.head.chunked) declared_ = 0;  // no body at all
+  }
+  if (payload == Payload::kSha256) sha256_.emplace(Digest::Algorithm::kSha256);
+  if (want_.algorithm) {
+    checksummer_.emplace(*want_.algorithm);
+  } else if (default_crc64) {
+    checksummer_.emplace(auth::ChecksumAlgorithm::kCrc64Nvme);
+  }
+  if (md5) md5_.emplace(Digest::Algorithm::kMd5);
+}
+
+std::optional<std::span<const std::byte>> Body::fail(Error e) {
+  if (!error_) error_ = std::move(e);
+  return std::nullopt;
+}
+
+asio::awaitable<std::optional<std::span<const std::byte>>> Body::next() {
+  if (error_) co_return std::nullopt;
+  for (;;) {
+    if (pending_next_ < pending_.size()) {
+      const auto piece = pending_[pending_next_++];
+      if (piece.empty()) continue;
+      payload_bytes_ += piece.size();
+      if (declared_ && payload_bytes_ > *declared_) co_return fail(Error(Code::kIncompleteBody, "The request body is longer than declared."));
+      if (sha256_) sha256_->update(piece);
+      if (md5_) md5_->update(piece);
+      if (checksummer_) checksummer_->update(piece);
+      co_return piece;
+    }
+    if (http_done_) co_return std::span<const std::byte>{};
+    pending_.clear();
+    pending_next_ = 0;
+    auto n = co_await request_.exchange.read_body(raw_);
+    if (!n) {
+      if (n.error() == errc::kTimedOut) co_return fail(Code::kRequestTimeout);
+      co_return fail(Error(Code::kIncompleteBody, "The request body terminated unexpectedly"));
+    }
+    if (*n == 0) {
+      http_done_ = true;
+      if (decoder_ && !decoder_->finished()) {
+        co_return fail(Error(Code::kIncompleteBody, "The aws-chunked request body terminated unexpectedly"));
+      }
+      if (declared_ && payload_bytes_ != *declared_) co_return fail(Code::kIncompleteBody);
+      continue;
+    }
+    const std::span<const std::byte> input(raw_.data(), *n);
+    if (!decoder_) {
+      pending_.push_back(input);
+      continue;
+    }
+    const auto result = decoder_->feed(input, [this](std::span<const std::byte> piece) { pending_.push_back(piece); });
+    switch (result) {
+      case auth::AwsChunkedDecoder::Error::kNone: break;
+      case auth::AwsChunkedDecoder::Error::kMalformed:
+        co_return fail(Error(Code::kIncompleteBody, "The aws-chunked request body is malformed."));
+      case auth::AwsChunkedDecoder::Error::kBadChunkSignature:
+        co_return fail(Error(Code::kSignatureDoesNotMatch, "The chunk signature we calculated does not match the one you provided."));
+      case auth::AwsChunkedDecoder::Error::kBadTrailerSignature:
+        co_return fail(Error(Code::kSignatureDoesNotMatch, "The trailer signature we calculated does not match the one you provided."));
+      case auth::AwsChunkedDecoder::Error::kTooLarge:
+        co_return fail(Error(Code::kIncompleteBody, "The request body is longer than x-amz-decoded-content-length."));
+    }
+  }
+}
+
+Body::~Body() {
+  // Back to this thread's spares (a connection stays on its worker, so this is the thread that
+  // took it); a few are kept, enough for the requests one worker streams at once.
+  if (spare_buffers.size() < 64) spare_buffers.push_back(std::move(raw_));
+}
+
+std::optional<Error> Body::verify(const std::optional<std::array<std::uint8_t, 16>>& md5) {
+  if (error_) return error_;
+  if (sha256_) {
+    std::array<std::uint8_t, 32> digest{};
+    sha256_->finish(digest);
+    const std::string computed = storage::to_hex(digest);
+    if (computed != request_.auth.payload_sha256) {
+      return Error(Code::kXAmzContentSHA256Mismatch)
+          .with("ClientComputedContentSHA256", request_.auth.payload_sha256)
+          .with("S3ComputedContentSHA256", computed);
+    }
+  }
+  std::optional<std::array<std::uint8_t, 16>> payload_md5 = md5;
+  if (md5_) {
+    std::array<std::uint8_t, 32> digest{};
+    md5_->finish(digest);
+    payload_md5.emplace();
+    std::copy_n(digest.begin(), 16, payload_md5->begin());
+  }
+  if (want_.content_md5) {
+    if (!payload_md5 || std::memcmp(payload_md5->data(), want_.content_md5->data(), 16) != 0) {
+      return Error(Code::kBadDigest);
+    }
+  }
+  if (checksummer_) {
+    const std::string computed = checksummer_->base64();
+    std::optional<std::string> expected = want_.header_value;
+    if (want_.in_trailer) {
+      const auto name = auth::checksum_header(*want_.algorithm);
+      for (const auto& [trailer_name, value] : decoder_ ? decoder_->trailers() : std::vector<std::pair<std::string, std::string>>{}) {
+        if (trailer_name == name) expected = value;
+      }
+      if (!expected) return Error(Code::kInvalidRequest, "The trailing " + std::string(name) + " was not received.");
+    }
+    if (expected && *expected != computed) {
+      return Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(checksummer_->algorithm())) +
+                                         " you specified did not match the calculated checksum.");
+    }
+    checksum_ = std::pair{checksummer_->algorithm(), computed};
+  }
+  return std::nullopt;
+}
+
+asio::awaitable<std::optional<std::string>> Body::read_all(std::size_t max) {
+  std::string out;
+  for (;;) {
+    auto piece = co_await next();
+    if (!piece) co_return std::nullopt;
+    if (piece->empty()) break;
+    if (out.size() + piece->size() > max) {
+      fail(Error(Code::kEntityTooLarge, "The request body is too large for this operation."));
+      co_return std::nullopt;
+    }
+    out.append(reinterpret_cast<const char*>(piece->data()), piece->size());
+  }
+  co_return out;
+}
+
+}  // namespace hots3::s3

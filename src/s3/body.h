@@ -1,0 +1,87 @@
+#pragma once
+
+// Private to src/s3: the request body as payload. Reads the HTTP body in bounded pieces,
+// removes aws-chunked framing when the request streams, and checks what the client vouched for:
+// the x-amz-content-sha256 digest, chunk and trailer signatures, the declared length, the
+// x-amz-checksum-* value (header or trailer), Content-MD5. Only payload bytes leave it.
+
+#include <boost/asio/awaitable.hpp>
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hots3/common/digest.h"
+#include "hots3/s3/auth/checksum.h"
+#include "service.h"
+
+namespace hots3::s3 {
+
+// What the request says about its checksums.
+struct ChecksumRequest {
+  std::optional<auth::ChecksumAlgorithm> algorithm;  // the one to verify (header or trailer)
+  std::optional<std::string> header_value;           // from x-amz-checksum-<alg>
+  bool in_trailer = false;                           // x-amz-trailer names it
+  std::optional<std::string> content_md5;            // raw 16 bytes
+};
+
+// Reads the checksum headers. Errors: InvalidRequest (several algorithms, unknown algorithm,
+// malformed value), InvalidDigest (malformed Content-MD5).
+std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r);
+
+class Body {
+ public:
+  // `checksum`: what to compute while reading (the requested algorithm; CRC64NVME by default
+  // when `default_crc64` and nothing was asked for). `md5`: compute MD5 here too (when the store
+  // does not).
+  Body(Request& request, ChecksumRequest checksum, bool default_crc64, bool md5);
+  ~Body();
+  Body(const Body&) = delete;
+  Body& operator=(const Body&) = delete;
+  Body(Body&&) = delete;
+  Body& operator=(Body&&) = delete;
+
+  // The payload length, when known before reading (Content-Length, or
+  // x-amz-decoded-content-length when streaming); nullopt for a chunked body without one.
+  [[nodiscard]] std::optional<std::uint64_t> declared_length() const noexcept { return declared_; }
+
+  // The next piece of payload; an empty span at the end. nullopt on an error (error() says
+  // which). Pieces stay valid until the next call.
+  asio::awaitable<std::optional<std::span<const std::byte>>> next();
+
+  // After the end: the digests and checksums agree with what the client sent; the trailer
+  // arrived if one was announced. `md5` is the payload's MD5 when the caller computed it.
+  std::optional<Error> verify(const std::optional<std::array<std::uint8_t, 16>>& md5);
+
+  [[nodiscard]] const Error& error() const noexcept { return *error_; }
+  [[nodiscard]] std::uint64_t payload_bytes() const noexcept { return payload_bytes_; }
+
+  // The checksum to store and return (algorithm, base64 value); set after verify().
+  [[nodiscard]] const std::optional<std::pair<auth::ChecksumAlgorithm, std::string>>& checksum() const noexcept {
+    return checksum_;
+  }
+
+  // Reads the whole payload into memory (small XML bodies). Errors: EntityTooLarge over `max`.
+  asio::awaitable<std::optional<std::string>> read_all(std::size_t max);
+
+ private:
+  std::optional<std::span<const std::byte>> fail(Error e);
+
+  Request& request_;
+  ChecksumRequest want_;
+  std::optional<std::uint64_t> declared_;
+  std::optional<auth::AwsChunkedDecoder> decoder_;
+  std::optional<Digest> sha256_;       // x-amz-content-sha256 verification
+  std::optional<Digest> md5_;
+  std::optional<auth::Checksummer> checksummer_;
+  std::vector<std::byte> raw_;         // one read of the HTTP body
+  std::vector<std::span<const std::byte>> pending_;  // decoded pieces of the last read
+  std::size_t pending_next_ = 0;
+  std::uint64_t payload_bytes_ = 0;
+  bool http_done_ = false;
+  std::optional<Error> error_;
+  std::optional<std::pair<auth::ChecksumAlgorithm, std::string>> checksum_;
+};
+
+}  // namespace hots3::s3

@@ -1,0 +1,91 @@
+#pragma once
+
+// S3 errors: the code, HTTP status and message S3 returns for every failure, in one table
+// (errors.cc), rendered as S3's XML error body.
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hots3/common/result.h"
+
+namespace hots3::s3 {
+
+enum class Code : std::uint8_t {
+  kAccessDenied,
+  kAuthorizationHeaderMalformed,
+  kAuthorizationQueryParametersError,
+  kBadDigest,
+  kBucketAlreadyExists,
+  kBucketAlreadyOwnedByYou,
+  kBucketNotEmpty,
+  kConditionalRequestConflict,
+  kEntityTooLarge,
+  kEntityTooSmall,
+  kExpiredPresignedRequest,  // rendered as AccessDenied "Request has expired"
+  kIllegalLocationConstraint,
+  kIncompleteBody,
+  kInsufficientStorage,
+  kInternalError,
+  kInvalidAccessKeyId,
+  kInvalidArgument,
+  kInvalidBucketName,
+  kInvalidDigest,
+  kInvalidPart,
+  kInvalidPartOrder,
+  kInvalidRange,
+  kInvalidRequest,
+  kInvalidURI,
+  kKeyTooLong,
+  kMalformedXML,
+  kMetadataTooLarge,
+  kMethodNotAllowed,
+  kMissingContentLength,
+  kNoSuchBucket,
+  kNoSuchBucketPolicy,
+  kNoSuchCORSConfiguration,
+  kNoSuchKey,
+  kNoSuchLifecycleConfiguration,
+  kNoSuchTagSet,
+  kNoSuchUpload,
+  kNotImplemented,
+  kNotModified,
+  kPreconditionFailed,
+  kRequestHeaderSectionTooLarge,
+  kRequestTimeTooSkewed,
+  kRequestTimeout,
+  kServerSideEncryptionConfigurationNotFound,
+  kServiceUnavailable,
+  kSignatureDoesNotMatch,
+  kSlowDown,
+  kXAmzContentSHA256Mismatch,
+};
+
+struct Error {
+  Code code;
+  std::string message;  // "" = the table's default message
+  // Extra elements of the XML body, in order (Key, BucketName, StringToSign, ...).
+  std::vector<std::pair<std::string, std::string>> details;
+
+  Error(Code c) : code(c) {}  // NOLINT(google-explicit-constructor): `return Code::kNoSuchKey;`
+  Error(Code c, std::string m) : code(c), message(std::move(m)) {}
+  Error& with(std::string name, std::string value) {
+    details.emplace_back(std::move(name), std::move(value));
+    return *this;
+  }
+};
+
+std::string_view code_name(Code code) noexcept;
+unsigned http_status(Code code) noexcept;
+std::string_view default_message(Code code) noexcept;
+
+// The XML body of an error response.
+std::string error_body(const Error& error, std::string_view resource, std::string_view request_id,
+                       std::string_view host_id);
+
+// The S3 error for an operating error of the layers below, when the caller has nothing more
+// specific (not-found errors need context and are mapped by the handlers).
+Error from_errc(error_code ec);
+
+}  // namespace hots3::s3

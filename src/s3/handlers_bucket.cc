@@ -1,0 +1,284 @@
+// Service- and bucket-level operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
+// GetBucketLocation, ListObjects (V1 and V2), and the bucket sub-resources hots3 answers.
+
+#include <charconv>
+
+#include "body.h"
+#include "hots3/common/digest.h"
+#include "service.h"
+#include "shared.h"
+#include "time_format.h"
+#include "xml.h"
+
+namespace hots3::s3 {
+
+std::string owner_id(std::string_view user) {
+  // A stable 64-hex-digit ID in the shape of S3's canonical user IDs.
+  return storage::to_hex(sha256(std::as_bytes(std::span(user.data(), user.size()))));
+}
+
+void write_owner(XmlWriter& xml, std::string_view user) {
+  xml.open("Owner");
+  xml.element("ID", owner_id(user));
+  xml.element("DisplayName", user);
+  xml.close();
+}
+
+bool valid_bucket_name(std::string_view name) {
+  // Amazon S3's rules for general purpose buckets.
+  if (name.size() < 3 || name.size() > 63) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) return false;
+  }
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(name.front()) || !alnum(name.back())) return false;
+  if (name.find("..") != std::string_view::npos) return false;
+  for (std::string_view prefix : {"xn--", "sthree-", "amzn-s3-demo-"}) {
+    if (name.starts_with(prefix)) return false;
+  }
+  for (std::string_view suffix : {"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}) {
+    if (name.ends_with(suffix)) return false;
+  }
+  // Not an IPv4 address.
+  int dots = 0;
+  bool digits_only = true;
+  for (char c : name) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      digits_only = false;
+    }
+  }
+  return !(digits_only && dots == 3);
+}
+
+asio::awaitable<void> list_buckets(Service& s, Request& r) {
+  auto buckets = s.store().list_buckets();
+  if (!buckets) co_return co_await s.send_error(r, from_errc(buckets.error()));
+  XmlWriter xml("ListAllMyBucketsResult");
+  write_owner(xml, r.auth.user->name);
+  xml.open("Buckets");
+  for (const auto& b : *buckets) {
+    if (!s.allowed(*r.auth.user, b, Access::kRead)) continue;
+    xml.open("Bucket");
+    xml.element("Name", b.name);
+    xml.element("CreationDate", iso8601(b.created_ms));
+    xml.close();
+  }
+  xml.close();
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+asio::awaitable<void> create_bucket(Service& s, Request& r) {
+  if (!valid_bucket_name(r.bucket)) co_return co_await s.send_error(r, Error(Code::kInvalidBucketName).with("BucketName", r.bucket));
+  if (auto acl = r.header("x-amz-acl"); acl && *acl != "private" && *acl != "bucket-owner-full-control") {
+    co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Only the private canned ACL is supported."));
+  }
+  if (auto lock = r.header("x-amz-bucket-object-lock-enabled"); lock && http::iequals(*lock, "true")) {
+    co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Object Lock is not supported."));
+  }
+  if (auto ownership = r.header("x-amz-object-ownership"); ownership && *ownership != "BucketOwnerEnforced") {
+    co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Only BucketOwnerEnforced object ownership is supported."));
+  }
+  // Optional CreateBucketConfiguration. Any LocationConstraint is accepted: clients configured
+  // for another region sign for it too, and the data lives here either way.
+  if (r.head.has_body()) {
+    auto checksums = read_checksum_request(r);
+    if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
+    Body body(r, std::get<ChecksumRequest>(std::move(checksums)), false, false);
+    auto text = co_await body.read_all(64 * 1024);
+    if (!text) co_return co_await s.send_error(r, body.error());
+    if (auto e = body.verify(std::nullopt)) co_return co_await s.send_error(r, std::move(*e));
+    if (!text->empty()) {
+      auto doc = XmlDocument::parse(*text);
+      if (!doc || doc->root().name() != "CreateBucketConfiguration") co_return co_await s.send_error(r, Code::kMalformedXML);
+    }
+  }
+  auto created = co_await s.store().create_bucket(r.bucket, r.auth.user->name);
+  if (!created) {
+    if (created.error() == errc::kAlreadyExists) {
+      auto existing = s.store().find_bucket(r.bucket);
+      const bool mine = existing && *existing && (*existing)->owner == r.auth.user->name;
+      co_return co_await s.send_error(r, Error(mine ? Code::kBucketAlreadyOwnedByYou : Code::kBucketAlreadyExists).with("BucketName", r.bucket));
+    }
+    co_return co_await s.send_error(r, from_errc(created.error()));
+  }
+  http::Response head = s.response(r, 200);
+  head.add("Location", "/" + r.bucket);
+  co_await s.send_empty(r, 200, std::move(head));
+}
+
+asio::awaitable<void> delete_bucket(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kOwner);
+  if (!bucket) co_return;
+  auto deleted = co_await s.store().delete_bucket(r.bucket);
+  if (!deleted) {
+    if (deleted.error() == errc::kConflict) co_return co_await s.send_error(r, Error(Code::kBucketNotEmpty).with("BucketName", r.bucket));
+    if (deleted.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
+    co_return co_await s.send_error(r, from_errc(deleted.error()));
+  }
+  co_await s.send_empty(r, 204, s.response(r, 204));
+}
+
+asio::awaitable<void> head_bucket(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kRead);
+  if (!bucket) co_return;
+  http::Response head = s.response(r, 200);
+  head.add("x-amz-bucket-region", s.config().region);
+  head.add("x-amz-access-point-alias", "false");
+  co_await s.send_empty(r, 200, std::move(head));
+}
+
+asio::awaitable<void> get_bucket_location(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kRead);
+  if (!bucket) co_return;
+  // us-east-1 is the empty constraint, as S3 answers.
+  XmlWriter xml("LocationConstraint");
+  if (s.config().region != "us-east-1") xml.text(s.config().region);
+  std::string body = xml.finish();
+  co_await s.send_xml(r, 200, std::move(body));
+}
+
+namespace {
+
+// ListObjects parameters common to V1 and V2. Errors as S3 reports them.
+struct ListParameters {
+  storage::ListQuery query;
+  bool url_encoding = false;
+  std::uint32_t max_keys = 1000;
+};
+
+std::variant<ListParameters, Error> list_parameters(const Request& r) {
+  ListParameters p;
+  if (const std::string* v = r.param("prefix")) p.query.prefix = *v;
+  if (const std::string* v = r.param("delimiter")) p.query.delimiter = *v;
+  if (const std::string* v = r.param("encoding-type")) {
+    if (*v != "url") return Error(Code::kInvalidArgument, "Invalid Encoding Method specified in Request").with("ArgumentName", "encoding-type");
+    p.url_encoding = true;
+  }
+  if (const std::string* v = r.param("max-keys")) {
+    long long n = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc{} || end != v->data() + v->size() || n < 0) {
+      return Error(Code::kInvalidArgument, "Provided max-keys not an integer or within integer range").with("ArgumentName", "max-keys");
+    }
+    p.max_keys = static_cast<std::uint32_t>(std::min<long long>(n, 1000));
+  }
+  p.query.max_keys = p.max_keys;
+  return p;
+}
+
+}  // namespace
+
+asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
+  auto bucket = co_await s.bucket_for(r, Access::kRead);
+  if (!bucket) co_return;
+  auto parsed = list_parameters(r);
+  if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
+  ListParameters p = std::get<ListParameters>(std::move(parsed));
+  std::string continuation;
+  std::string start_after;
+  std::string marker;
+  if (v2) {
+    if (const std::string* token = r.param("continuation-token")) {
+      auto decoded = auth::base64_decode(*token);
+      if (!decoded || token->empty()) {
+        co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "The continuation token provided is incorrect").with("ArgumentName", "continuation-token"));
+      }
+      continuation = *token;
+      p.query.start_after = *decoded;
+    } else if (const std::string* after = r.param("start-after")) {
+      start_after = *after;
+      p.query.start_after = *after;
+    }
+  } else if (const std::string* m = r.param("marker")) {
+    marker = *m;
+    p.query.start_after = *m;
+  }
+  const bool fetch_owner = !v2 || (r.param("fetch-owner") != nullptr && *r.param("fetch-owner") == "true");
+  auto page = co_await s.store().list_objects(bucket->id, p.query);
+  if (!page) co_return co_await s.send_error(r, from_errc(page.error()));
+
+  auto text = [&](std::string_view value) { return p.url_encoding ? auth::uri_encode(value, false) : std::string(value); };
+  XmlWriter xml("ListBucketResult");
+  xml.element("Name", bucket->name);
+  xml.element("Prefix", text(p.query.prefix));
+  if (v2) {
+    if (!continuation.empty()) xml.element("ContinuationToken", continuation);
+    if (!start_after.empty()) xml.element("StartAfter", text(start_after));
+    xml.element("KeyCount", static_cast<std::uint64_t>(page->objects.size() + page->common_prefixes.size()));
+  } else {
+    xml.element("Marker", text(marker));
+  }
+  xml.element("MaxKeys", static_cast<std::uint64_t>(p.max_keys));
+  if (!p.query.delimiter.empty()) xml.element("Delimiter", text(p.query.delimiter));
+  if (p.url_encoding) xml.element("EncodingType", "url");
+  xml.element("IsTruncated", page->truncated);
+  if (page->truncated) {
+    if (v2) {
+      xml.element("NextContinuationToken", auth::base64_encode(page->last));
+    } else {
+      xml.element("NextMarker", text(page->last));
+    }
+  }
+  for (const auto& o : page->objects) {
+    xml.open("Contents");
+    xml.element("Key", text(o.key));
+    xml.element("LastModified", iso8601(o.created_ms));
+    xml.element("ETag", "\"" + o.etag + "\"");
+    if (o.checksum_algorithm) xml.element("ChecksumAlgorithm", *o.checksum_algorithm);
+    xml.element("Size", o.size_bytes);
+    if (fetch_owner) write_owner(xml, bucket->owner);
+    xml.element("StorageClass", "STANDARD");
+    xml.close();
+  }
+  for (const auto& prefix : page->common_prefixes) {
+    xml.open("CommonPrefixes");
+    xml.element("Prefix", text(prefix));
+    xml.close();
+  }
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+asio::awaitable<void> bucket_subresource(Service& s, Request& r) {
+  const bool write = r.head.method != http::Method::kGet;
+  auto bucket = co_await s.bucket_for(r, write ? Access::kOwner : Access::kRead);
+  if (!bucket) co_return;
+  if (r.head.method == http::Method::kGet) {
+    if (r.has_param("versioning")) {
+      // Versioning has never been enabled on a hots3 bucket: S3 answers with an empty element.
+      co_return co_await s.send_xml(r, 200, XmlWriter("VersioningConfiguration").finish());
+    }
+    if (r.has_param("acl")) {
+      XmlWriter xml("AccessControlPolicy");
+      write_owner(xml, bucket->owner);
+      xml.open("AccessControlList");
+      xml.open("Grant");
+      xml.open("Grantee");
+      xml.element("ID", owner_id(bucket->owner));
+      xml.element("DisplayName", bucket->owner);
+      xml.close();
+      xml.element("Permission", "FULL_CONTROL");
+      xml.close();
+      xml.close();
+      co_return co_await s.send_xml(r, 200, xml.finish());
+    }
+    if (r.has_param("policy")) co_return co_await s.send_error(r, Error(Code::kNoSuchBucketPolicy).with("BucketName", r.bucket));
+    if (r.has_param("cors")) co_return co_await s.send_error(r, Error(Code::kNoSuchCORSConfiguration).with("BucketName", r.bucket));
+    if (r.has_param("lifecycle")) co_return co_await s.send_error(r, Error(Code::kNoSuchLifecycleConfiguration).with("BucketName", r.bucket));
+    if (r.has_param("tagging")) co_return co_await s.send_error(r, Error(Code::kNoSuchTagSet).with("BucketName", r.bucket));
+    if (r.has_param("encryption")) {
+      co_return co_await s.send_error(r, Error(Code::kServerSideEncryptionConfigurationNotFound).with("BucketName", r.bucket));
+    }
+  }
+  if (r.head.method == http::Method::kPut && r.has_param("acl")) {
+    // The only ACL a hots3 bucket has is "owner: full control"; setting exactly that is true.
+    auto acl = r.header("x-amz-acl");
+    if (acl && (*acl == "private" || *acl == "bucket-owner-full-control") && !r.head.has_body()) {
+      co_return co_await s.send_empty(r, 200, s.response(r, 200));
+    }
+  }
+  co_await s.send_error(r, Error(Code::kNotImplemented, "This bucket sub-resource is not supported by hots3."));
+}
+
+}  // namespace hots3::s3

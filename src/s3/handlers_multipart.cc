@@ -1,0 +1,436 @@
+// Multipart upload operations: CreateMultipartUpload, UploadPart (and UploadPartCopy),
+// CompleteMultipartUpload, AbortMultipartUpload, ListParts, ListMultipartUploads.
+
+#include <charconv>
+#include <cstring>
+
+#include "body.h"
+#include "hots3/common/digest.h"
+#include "range.h"
+#include "service.h"
+#include "shared.h"
+#include "time_format.h"
+#include "xml.h"
+
+namespace hots3::s3 {
+namespace {
+
+std::optional<std::uint32_t> part_number_of(const Request& r) {
+  const std::string* pn = r.param("partNumber");
+  if (pn == nullptr) return std::nullopt;
+  std::uint32_t n = 0;
+  auto [end, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
+  if (ec != std::errc{} || end != pn->data() + pn->size() || n < 1 || n > kPartNumberMax) return std::nullopt;
+  return n;
+}
+
+Error bad_part_number() {
+  return Error(Code::kInvalidArgument, "Part number must be an integer between 1 and 10000, inclusive").with("ArgumentName", "partNumber");
+}
+
+// The upload named by ?uploadId, if it belongs to this bucket and key.
+std::variant<storage::UploadRecord, Error> upload_of(Service& s, const Request& r, const storage::BucketRecord& bucket) {
+  const std::string* id = r.param("uploadId");
+  if (id == nullptr || id->empty()) return Error(Code::kNoSuchUpload).with("UploadId", "");
+  auto upload = s.store().find_upload(*id);
+  if (!upload) return from_errc(upload.error());
+  if (!*upload || (*upload)->bucket_id != bucket.id || (*upload)->key != r.key) return Error(Code::kNoSuchUpload).with("UploadId", *id);
+  return std::move(**upload);
+}
+
+std::optional<std::string> part_checksum(const storage::PartRecord& p, auth::ChecksumAlgorithm a) {
+  switch (a) {
+    case auth::ChecksumAlgorithm::kCrc32: return p.checksums.crc32;
+    case auth::ChecksumAlgorithm::kCrc32c: return p.checksums.crc32c;
+    case auth::ChecksumAlgorithm::kCrc64Nvme: return p.checksums.crc64nvme;
+    case auth::ChecksumAlgorithm::kSha1: return p.checksums.sha1;
+    case auth::ChecksumAlgorithm::kSha256: return p.checksums.sha256;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
+  if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
+  auto bucket = co_await s.bucket_for(r, Access::kWrite);
+  if (!bucket) co_return;
+  auto spec = object_spec(r, s.config());
+  if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
+  std::optional<std::string> algorithm;
+  std::optional<std::string> type;
+  if (auto a = r.header("x-amz-checksum-algorithm")) {
+    auto parsed = auth::parse_checksum_algorithm(*a);
+    if (!parsed) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Checksum algorithm provided is unsupported."));
+    algorithm = std::string(auth::checksum_name(*parsed));
+    // S3's defaults: CRC64NVME is full-object only; the others are composite unless asked.
+    type = *parsed == auth::ChecksumAlgorithm::kCrc64Nvme ? "FULL_OBJECT" : "COMPOSITE";
+  }
+  if (auto t = r.header("x-amz-checksum-type")) {
+    if (*t != "COMPOSITE" && *t != "FULL_OBJECT") co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Value for x-amz-checksum-type header is invalid."));
+    if (!algorithm) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header."));
+    const bool sha = *algorithm == "SHA1" || *algorithm == "SHA256";
+    if ((*t == "FULL_OBJECT" && sha) || (*t == "COMPOSITE" && *algorithm == "CRC64NVME")) {
+      co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "The " + *algorithm + " checksum algorithm does not support the " + std::string(*t) + " checksum type."));
+    }
+    if (*t == "FULL_OBJECT" && *algorithm != "CRC64NVME") {
+      co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Full-object checksums of multipart uploads are supported for CRC64NVME only."));
+    }
+    type = std::string(*t);
+  }
+  auto upload = co_await s.store().create_upload(*bucket, r.key, r.auth.user->name,
+                                                 std::get<storage::ObjectSpec>(std::move(spec)), algorithm, type);
+  if (!upload) co_return co_await s.send_error(r, from_errc(upload.error()));
+  http::Response head = s.response(r, 200);
+  if (algorithm) head.add("x-amz-checksum-algorithm", *algorithm);
+  if (type) head.add("x-amz-checksum-type", *type);
+  XmlWriter xml("InitiateMultipartUploadResult");
+  xml.element("Bucket", bucket->name);
+  xml.element("Key", r.key);
+  xml.element("UploadId", upload->upload_id);
+  co_await s.send_xml(r, 200, xml.finish(), std::move(head));
+}
+
+asio::awaitable<void> upload_part(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kWrite);
+  if (!bucket) co_return;
+  const auto number = part_number_of(r);
+  if (!number) co_return co_await s.send_error(r, bad_part_number());
+  auto found = upload_of(s, r, *bucket);
+  if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
+  const storage::UploadRecord& upload = std::get<storage::UploadRecord>(found);
+  const std::optional<auth::ChecksumAlgorithm> upload_algorithm =
+      upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm) : std::nullopt;
+
+  std::unique_ptr<storage::ObjectWriter> writer;
+  storage::ChecksumSet checksums;
+  if (auto copy_source = r.header("x-amz-copy-source")) {
+    // UploadPartCopy: the part's data comes from an existing object (or a range of it).
+    auto source = parse_copy_source(*copy_source);
+    if (auto* e = std::get_if<Error>(&source)) co_return co_await s.send_error(r, std::move(*e));
+    const auto& [source_bucket_name, source_key] = std::get<std::pair<std::string, std::string>>(source);
+    auto source_bucket = s.store().find_bucket(source_bucket_name);
+    if (!source_bucket) co_return co_await s.send_error(r, from_errc(source_bucket.error()));
+    if (!*source_bucket) co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", source_bucket_name));
+    if (!s.allowed(*r.auth.user, **source_bucket, Access::kRead)) co_return co_await s.send_error(r, Code::kAccessDenied);
+    auto opened = co_await s.store().open_reader((*source_bucket)->id, source_key);
+    if (!opened) {
+      if (opened.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
+      co_return co_await s.send_error(r, from_errc(opened.error()));
+    }
+    storage::ObjectReader& reader = **opened;
+    if (auto e = read_conditions(r, reader.object(), true)) co_return co_await s.send_error(r, std::move(*e));
+    std::uint64_t offset = 0;
+    std::uint64_t length = reader.object().size_bytes;
+    if (auto range = r.header("x-amz-copy-source-range")) {
+      const RangeResult parsed = parse_range(*range, reader.object().size_bytes);
+      // UploadPartCopy takes "bytes=first-last" only, within the object.
+      if (parsed.kind != RangeResult::Kind::kRange || range->find("=-") != std::string_view::npos) {
+        co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy").with("ArgumentName", "x-amz-copy-source-range"));
+      }
+      offset = parsed.offset;
+      length = parsed.length;
+    }
+    reader.set_range(offset, length);
+    auto created = co_await s.store().create_writer(length, true);
+    if (!created) co_return co_await s.send_error(r, from_errc(created.error()));
+    writer = std::move(*created);
+    std::optional<auth::Checksummer> checksummer;
+    if (upload_algorithm) checksummer.emplace(*upload_algorithm);
+    for (;;) {
+      auto piece = co_await reader.next();
+      if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
+      if (piece->empty()) break;
+      if (checksummer) checksummer->update(*piece);
+      if (auto w = co_await writer->write(*piece); !w) co_return co_await s.send_error(r, from_errc(w.error()));
+    }
+    if (auto f = co_await writer->finish(); !f) co_return co_await s.send_error(r, from_errc(f.error()));
+    if (checksummer) set_checksum(checksums, *upload_algorithm, checksummer->base64());
+  } else {
+    auto requested = read_checksum_request(r);
+    if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
+    ChecksumRequest wanted = std::get<ChecksumRequest>(std::move(requested));
+    if (wanted.algorithm && upload_algorithm && *wanted.algorithm != *upload_algorithm) {
+      co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
+                                                                          std::string(auth::checksum_name(*upload_algorithm)) + ", actual checksum Type: " +
+                                                                          std::string(auth::checksum_name(*wanted.algorithm))));
+    }
+    if (!wanted.algorithm) wanted.algorithm = upload_algorithm;  // computed for the Complete
+    const bool md5_here = !s.store().etag_is_md5() && wanted.content_md5.has_value();
+    Body body(r, std::move(wanted), false, md5_here);
+    writer = co_await receive(s, r, body, true, s.config().single_put_max_bytes);
+    if (!writer) co_return;
+    std::optional<std::array<std::uint8_t, 16>> md5;
+    if (s.store().etag_is_md5()) md5 = writer->md5();
+    if (auto e = body.verify(md5)) co_return co_await s.send_error(r, std::move(*e));
+    if (const auto& c = body.checksum()) set_checksum(checksums, c->first, c->second);
+  }
+  auto part = co_await s.store().commit_part(std::move(writer), upload.upload_id, *number, checksums);
+  if (!part) {
+    if (part.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
+    co_return co_await s.send_error(r, from_errc(part.error()));
+  }
+  http::Response head = s.response(r, 200);
+  // The part's checksum goes back to the client: SDKs put it in their Complete request.
+  for (const auto& c : stored_checksums(part->checksums)) head.add(c.header, c.value);
+  if (r.header("x-amz-copy-source")) {
+    XmlWriter xml("CopyPartResult");
+    xml.element("LastModified", iso8601(part->created_ms));
+    xml.element("ETag", quoted(part->etag));
+    for (const auto& c : stored_checksums(part->checksums)) xml.element(c.xml, c.value);
+    co_return co_await s.send_xml(r, 200, xml.finish(), std::move(head));
+  }
+  head.add("ETag", quoted(part->etag));
+  co_await s.send_empty(r, 200, std::move(head));
+}
+
+asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kWrite);
+  if (!bucket) co_return;
+  auto found = upload_of(s, r, *bucket);
+  if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
+  const storage::UploadRecord upload = std::get<storage::UploadRecord>(std::move(found));
+  auto condition = write_condition(r);
+  if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
+  auto requested = read_checksum_request(r);
+  if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
+  // A checksum header on Complete is the client's idea of the whole object's checksum
+  // (composite "-N" form or not); it is compared below, not computed over this XML body.
+  const std::optional<std::string> claimed_object_checksum = std::get<ChecksumRequest>(requested).header_value;
+  Body body(r, ChecksumRequest{}, false, false);
+  auto text = co_await body.read_all(4 * 1024 * 1024);
+  if (!text) co_return co_await s.send_error(r, body.error());
+  if (auto e = body.verify(std::nullopt)) co_return co_await s.send_error(r, std::move(*e));
+  auto doc = XmlDocument::parse(*text);
+  if (!doc || doc->root().name() != "CompleteMultipartUpload") co_return co_await s.send_error(r, Code::kMalformedXML);
+
+  struct Listed {
+    std::uint32_t number;
+    std::string etag;
+  };
+  std::vector<Listed> listed;
+  for (const XmlElement& part : doc->root().children()) {
+    if (part.name() != "Part") continue;
+    auto number = part.child("PartNumber");
+    auto etag = part.child("ETag");
+    if (!number || !etag) co_return co_await s.send_error(r, Code::kMalformedXML);
+    const std::string n = number->text();
+    std::uint32_t value = 0;
+    auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
+    if (ec != std::errc{} || end != n.data() + n.size()) co_return co_await s.send_error(r, Code::kMalformedXML);
+    listed.push_back({value, unquoted(etag->text())});
+  }
+  if (listed.empty()) co_return co_await s.send_error(r, Error(Code::kMalformedXML, "The XML you provided was not well-formed or did not validate against our published schema: no parts"));
+
+  const std::optional<auth::ChecksumAlgorithm> algorithm =
+      upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm) : std::nullopt;
+  const bool composite = upload.checksum_type.value_or("COMPOSITE") == "COMPOSITE";
+  std::optional<Error> plan_error;
+  auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
+      -> Result<storage::ObjectStore::CompletionPlan> {
+    storage::ObjectStore::CompletionPlan chosen;
+    chosen.spec.headers = up.headers;
+    chosen.spec.user_metadata = up.user_metadata;
+    Digest etag_md5(Digest::Algorithm::kMd5);
+    std::optional<auth::Checksummer> composite_sum;
+    if (algorithm && composite) composite_sum.emplace(*algorithm);
+    // S3's order of checks: the list's order first, then each part.
+    for (std::size_t i = 1; i < listed.size(); ++i) {
+      if (listed[i].number <= listed[i - 1].number) {
+        plan_error = Code::kInvalidPartOrder;
+        return errc::kInvalidArgument;
+      }
+    }
+    for (std::size_t i = 0; i < listed.size(); ++i) {
+      const Listed& want = listed[i];
+      auto it = std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.part_number == want.number; });
+      if (it == parts.end() || it->etag != want.etag) {
+        plan_error = Error(Code::kInvalidPart).with("UploadId", up.upload_id).with("PartNumber", std::to_string(want.number)).with("ETag", want.etag);
+        return errc::kInvalidArgument;
+      }
+      if (i + 1 < listed.size() && it->size_bytes < kPartBytesMin) {
+        plan_error = Error(Code::kEntityTooSmall)
+                         .with("ProposedSize", std::to_string(it->size_bytes))
+                         .with("MinSizeAllowed", std::to_string(kPartBytesMin))
+                         .with("PartNumber", std::to_string(want.number))
+                         .with("ETag", want.etag);
+        return errc::kInvalidArgument;
+      }
+      // The multipart ETag: MD5 over the parts' binary MD5s, then "-N".
+      std::string raw_md5;
+      for (std::size_t k = 0; k + 1 < it->etag.size(); k += 2) {
+        raw_md5 += static_cast<char>(std::stoi(it->etag.substr(k, 2), nullptr, 16));
+      }
+      etag_md5.update(raw_md5);
+      if (composite_sum) {
+        auto value = part_checksum(*it, *algorithm);
+        auto raw = value ? auth::base64_decode(*value) : std::nullopt;
+        if (!raw) {
+          plan_error = Error(Code::kInvalidRequest, "Part " + std::to_string(want.number) + " has no " +
+                                                        std::string(auth::checksum_name(*algorithm)) + " checksum.");
+          return errc::kInvalidArgument;
+        }
+        composite_sum->update(std::as_bytes(std::span(raw->data(), raw->size())));
+      }
+      chosen.parts.push_back(*it);
+    }
+    std::array<std::uint8_t, 32> digest{};
+    etag_md5.finish(digest);
+    chosen.spec.etag = storage::to_hex(std::span(digest).first(16)) + "-" + std::to_string(chosen.parts.size());
+    if (composite_sum) {
+      const std::string value = composite_sum->base64() + "-" + std::to_string(chosen.parts.size());
+      if (claimed_object_checksum && unquoted(*claimed_object_checksum) != value &&
+          unquoted(*claimed_object_checksum) + "-" + std::to_string(chosen.parts.size()) != value) {
+        plan_error = Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(*algorithm)) +
+                                                 " you specified did not match the calculated checksum.");
+        return errc::kInvalidArgument;
+      }
+      set_checksum(chosen.spec.checksums, *algorithm, value);
+      chosen.spec.checksums.type = "COMPOSITE";
+    }
+    return chosen;
+  };
+  auto completed = co_await s.store().complete_upload(upload.upload_id, plan, std::get<storage::WriteCondition>(condition));
+  if (!completed) {
+    if (plan_error) co_return co_await s.send_error(r, std::move(*plan_error));
+    if (completed.error() == errc::kNotFound) {
+      co_return co_await s.send_error(r, std::get<storage::WriteCondition>(condition).if_match
+                                             ? Error(Code::kNoSuchKey).with("Key", r.key)
+                                             : Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
+    }
+    co_return co_await s.send_error(r, from_errc(completed.error()));
+  }
+  XmlWriter xml("CompleteMultipartUploadResult");
+  xml.element("Location", "/" + bucket->name + "/" + r.key);
+  xml.element("Bucket", bucket->name);
+  xml.element("Key", r.key);
+  xml.element("ETag", quoted(completed->etag));
+  for (const auto& c : stored_checksums(completed->checksums)) xml.element(c.xml, c.value);
+  if (completed->checksums.type) xml.element("ChecksumType", *completed->checksums.type);
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kWrite);
+  if (!bucket) co_return;
+  auto found = upload_of(s, r, *bucket);
+  if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
+  auto aborted = co_await s.store().abort_upload(std::get<storage::UploadRecord>(found).upload_id);
+  if (!aborted) {
+    if (aborted.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchUpload).with("UploadId", *r.param("uploadId")));
+    co_return co_await s.send_error(r, from_errc(aborted.error()));
+  }
+  co_await s.send_empty(r, 204, s.response(r, 204));
+}
+
+asio::awaitable<void> list_parts(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kRead);
+  if (!bucket) co_return;
+  auto found = upload_of(s, r, *bucket);
+  if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
+  const storage::UploadRecord& upload = std::get<storage::UploadRecord>(found);
+  std::uint32_t max_parts = 1000;
+  std::uint32_t marker = 0;
+  for (auto [name, out] : {std::pair{"max-parts", &max_parts}, std::pair{"part-number-marker", &marker}}) {
+    if (const std::string* v = r.param(name)) {
+      std::uint32_t n = 0;
+      auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (ec != std::errc{} || end != v->data() + v->size()) {
+        co_return co_await s.send_error(r, Error(Code::kInvalidArgument, std::string("Provided ") + name + " not an integer or within integer range").with("ArgumentName", name));
+      }
+      *out = n;
+    }
+  }
+  max_parts = std::min<std::uint32_t>(max_parts, 1000);
+  auto parts = co_await s.store().list_parts(upload.id, marker, max_parts + 1);
+  if (!parts) co_return co_await s.send_error(r, from_errc(parts.error()));
+  const bool truncated = parts->size() > max_parts;
+  if (truncated) parts->resize(max_parts);
+  XmlWriter xml("ListPartsResult");
+  xml.element("Bucket", bucket->name);
+  xml.element("Key", upload.key);
+  xml.element("UploadId", upload.upload_id);
+  xml.open("Initiator");
+  xml.element("ID", owner_id(upload.owner));
+  xml.element("DisplayName", upload.owner);
+  xml.close();
+  write_owner(xml, bucket->owner);
+  xml.element("StorageClass", "STANDARD");
+  xml.element("PartNumberMarker", static_cast<std::uint64_t>(marker));
+  if (!parts->empty()) xml.element("NextPartNumberMarker", static_cast<std::uint64_t>(parts->back().part_number));
+  xml.element("MaxParts", static_cast<std::uint64_t>(max_parts));
+  xml.element("IsTruncated", truncated);
+  if (upload.checksum_algorithm) xml.element("ChecksumAlgorithm", *upload.checksum_algorithm);
+  if (upload.checksum_type) xml.element("ChecksumType", *upload.checksum_type);
+  for (const auto& p : *parts) {
+    xml.open("Part");
+    xml.element("PartNumber", static_cast<std::uint64_t>(p.part_number));
+    xml.element("LastModified", iso8601(p.created_ms));
+    xml.element("ETag", quoted(p.etag));
+    xml.element("Size", p.size_bytes);
+    for (const auto& c : stored_checksums(p.checksums)) xml.element(c.xml, c.value);
+    xml.close();
+  }
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+asio::awaitable<void> list_multipart_uploads(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kRead);
+  if (!bucket) co_return;
+  storage::UploadListQuery q;
+  if (const std::string* v = r.param("prefix")) q.prefix = *v;
+  if (const std::string* v = r.param("delimiter")) q.delimiter = *v;
+  if (const std::string* v = r.param("key-marker")) q.key_marker = *v;
+  if (const std::string* v = r.param("upload-id-marker")) q.upload_id_marker = *v;
+  bool url = false;
+  if (const std::string* v = r.param("encoding-type")) {
+    if (*v != "url") co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Invalid Encoding Method specified in Request").with("ArgumentName", "encoding-type"));
+    url = true;
+  }
+  if (const std::string* v = r.param("max-uploads")) {
+    std::uint32_t n = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc{} || end != v->data() + v->size()) {
+      co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Provided max-uploads not an integer or within integer range").with("ArgumentName", "max-uploads"));
+    }
+    q.max_uploads = std::min<std::uint32_t>(n, 1000);
+  }
+  auto page = co_await s.store().list_uploads(bucket->id, q);
+  if (!page) co_return co_await s.send_error(r, from_errc(page.error()));
+  auto text = [&](std::string_view v) { return url ? auth::uri_encode(v, false) : std::string(v); };
+  XmlWriter xml("ListMultipartUploadsResult");
+  xml.element("Bucket", bucket->name);
+  xml.element("KeyMarker", text(q.key_marker));
+  xml.element("UploadIdMarker", q.upload_id_marker);
+  if (page->truncated) {
+    xml.element("NextKeyMarker", text(page->next_key_marker));
+    xml.element("NextUploadIdMarker", page->next_upload_id_marker);
+  }
+  if (!q.delimiter.empty()) xml.element("Delimiter", text(q.delimiter));
+  xml.element("Prefix", text(q.prefix));
+  xml.element("MaxUploads", static_cast<std::uint64_t>(q.max_uploads));
+  if (url) xml.element("EncodingType", "url");
+  xml.element("IsTruncated", page->truncated);
+  for (const auto& u : page->uploads) {
+    xml.open("Upload");
+    xml.element("Key", text(u.key));
+    xml.element("UploadId", u.upload_id);
+    xml.open("Initiator");
+    xml.element("ID", owner_id(u.owner));
+    xml.element("DisplayName", u.owner);
+    xml.close();
+    write_owner(xml, bucket->owner);
+    xml.element("StorageClass", "STANDARD");
+    xml.element("Initiated", iso8601(u.created_ms));
+    if (u.checksum_algorithm) xml.element("ChecksumAlgorithm", *u.checksum_algorithm);
+    xml.close();
+  }
+  for (const auto& prefix : page->common_prefixes) {
+    xml.open("CommonPrefixes");
+    xml.element("Prefix", text(prefix));
+    xml.close();
+  }
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+}  // namespace hots3::s3

@@ -1,0 +1,482 @@
+// The S3 request path: locate (path-style or virtual-hosted bucket, key), authenticate (SigV4
+// header, SigV4 presigned, SigV2 presigned), route to the operation, and render errors.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+
+#include "hots3/common/logging.h"
+#include "hots3/s3/auth/checksum.h"
+#include "hots3/s3/s3.h"
+#include "service.h"
+#include "time_format.h"
+#include "xml.h"
+
+namespace hots3::s3 {
+
+namespace {
+
+// Bucket-level sub-resources we answer ourselves (everything else is NotImplemented).
+constexpr std::string_view kBucketSubresources[] = {"acl",      "cors",     "encryption", "lifecycle", "policy",
+                                                    "tagging",  "versioning", "website",  "logging",   "notification",
+                                                    "object-lock", "ownershipControls", "publicAccessBlock",
+                                                    "replication", "requestPayment", "accelerate", "analytics",
+                                                    "inventory", "metrics", "intelligent-tiering", "versions"};
+
+bool glob_match(std::string_view pattern, std::string_view text) {
+  // '*' any run, '?' one character; iterative with backtracking to the last '*'.
+  std::size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>((c >= 'A' && c <= 'Z') ? c + 32 : c);
+  return out;
+}
+
+}  // namespace
+
+std::string Request::resource() const {
+  if (bucket.empty()) return "/";
+  return key.empty() ? "/" + bucket : "/" + bucket + "/" + key;
+}
+
+Service::Service(storage::ObjectStore& store, const config::S3Config& config, std::vector<config::UserConfig> users)
+    : store_(store), config_(config), users_(std::move(users)) {
+  for (const auto& u : users_) by_access_key_.emplace(u.access_key, &u);
+  std::random_device random;
+  std::array<std::byte, 24> id{};
+  for (auto& b : id) b = static_cast<std::byte>(random());
+  host_id_ = auth::base64_encode(id);
+}
+
+const config::UserConfig* Service::user_for(std::string_view access_key) const {
+  auto it = by_access_key_.find(std::string(access_key));
+  return it == by_access_key_.end() ? nullptr : it->second;
+}
+
+http::Response Service::response(const Request& r, unsigned status) const {
+  http::Response response(status);
+  response.add("x-amz-request-id", std::string(r.head.request_id));
+  response.add("x-amz-id-2", host_id_);
+  response.add("Server", "hots3");
+  return response;
+}
+
+asio::awaitable<void> Service::send_error(Request& r, Error error) {
+  const unsigned status = http_status(error.code);
+  http::Response head = response(r, status);
+  if (error.code == Code::kNotModified || r.head.method == http::Method::kHead) {
+    // HEAD and 304 carry no body (rclone HEADs every key; a body would break the framing).
+    co_await send_empty(r, status, std::move(head));
+    co_return;
+  }
+  head.add("Content-Type", "application/xml");
+  std::string body = error_body(error, r.resource(), r.head.request_id, host_id_);
+  co_await r.exchange.respond(std::move(head), std::move(body));
+}
+
+asio::awaitable<void> Service::send_xml(Request& r, unsigned status, std::string body, http::Response head) {
+  head.status = status;
+  head.add("Content-Type", "application/xml");
+  co_await r.exchange.respond(std::move(head), std::move(body));
+}
+
+asio::awaitable<void> Service::send_empty(Request& r, unsigned status, http::Response head) {
+  head.status = status;
+  if (r.head.method == http::Method::kHead && head.content_length) {
+    // HEAD keeps the Content-Length of what a GET would send; the core sends no body.
+    // (The result is bound to a variable: GCC 12 miscompiles `if (co_await ...)` here.)
+    auto started = co_await r.exchange.write_head(std::move(head));
+    if (started) co_await r.exchange.finish();
+    co_return;
+  }
+  co_await r.exchange.respond(std::move(head), std::string());
+}
+
+http::Response Service::protocol_error(http::ProtocolError error, std::string_view request_id, std::string& body) {
+  Error e(Code::kInvalidRequest);
+  unsigned status = 400;
+  switch (error) {
+    case http::ProtocolError::kBadRequest: e = Error(Code::kInvalidRequest, "The request could not be parsed."); break;
+    case http::ProtocolError::kHeaderTooLarge: e = Code::kRequestHeaderSectionTooLarge; break;
+    case http::ProtocolError::kRequestTimeout: e = Code::kRequestTimeout; break;
+    case http::ProtocolError::kTooManyConnections: e = Code::kSlowDown; break;
+    case http::ProtocolError::kUnsupportedVersion: e = Error(Code::kInvalidRequest, "Only HTTP/1.0 and HTTP/1.1 are supported."); break;
+    case http::ProtocolError::kInternalError: e = Code::kInternalError; break;
+  }
+  status = http_status(e.code);
+  body = error_body(e, "", request_id, host_id_);
+  http::Response response(status);
+  response.add("Content-Type", "application/xml");
+  response.add("x-amz-request-id", std::string(request_id));
+  response.add("x-amz-id-2", host_id_);
+  response.add("Server", "hots3");
+  return response;
+}
+
+// ---- locating the bucket and key -----------------------------------------------------------
+
+std::optional<Error> Service::locate(Request& r) {
+  const std::string_view target = r.head.target;
+  if (target.empty() || target.front() != '/') return Error(Code::kInvalidURI);
+  const auto question = target.find('?');
+  r.raw_path = target.substr(0, question);
+  r.raw_query = question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
+  auto path = auth::percent_decode(r.raw_path);
+  auto query = auth::parse_query(r.raw_query);
+  if (!path || !query) return Error(Code::kInvalidURI);
+  r.path = std::move(*path);
+  r.query = std::move(*query);
+
+  // Virtual-hosted style: "<bucket>.<domain>[:port]".
+  if (!config_.domain.empty()) {
+    if (auto host = r.header("host")) {
+      std::string_view h = *host;
+      if (const auto colon = h.rfind(':'); colon != std::string_view::npos && h.find(']') == std::string_view::npos) h = h.substr(0, colon);
+      const std::string suffix = "." + config_.domain;
+      if (h.size() > suffix.size() && lower(h.substr(h.size() - suffix.size())) == lower(suffix)) {
+        r.bucket = std::string(h.substr(0, h.size() - suffix.size()));
+        r.key = r.path.substr(1);
+        r.virtual_host = true;
+        return std::nullopt;
+      }
+    }
+  }
+  // Path style: "/bucket/key" (the key keeps every further '/', leading ones included).
+  const std::string_view rest = std::string_view(r.path).substr(1);
+  const auto slash = rest.find('/');
+  r.bucket = std::string(rest.substr(0, slash));
+  r.key = slash == std::string_view::npos ? std::string() : std::string(rest.substr(slash + 1));
+  return std::nullopt;
+}
+
+// ---- authentication -------------------------------------------------------------------------
+
+std::optional<Error> Service::authenticate(Request& r) {
+  if (auto authorization = r.header("authorization")) {
+    if (authorization->starts_with("AWS4-HMAC-SHA256")) return authenticate_v4_header(r, *authorization);
+    if (authorization->starts_with("AWS ")) {
+      return Error(Code::kInvalidRequest, "Signature Version 2 header authentication is not supported; use AWS4-HMAC-SHA256.");
+    }
+    return Error(Code::kAuthorizationHeaderMalformed, "Unsupported authorization type");
+  }
+  if (r.has_param("X-Amz-Algorithm") || r.has_param("X-Amz-Signature")) return authenticate_v4_query(r);
+  if (r.has_param("AWSAccessKeyId") && r.has_param("Signature")) return authenticate_v2_query(r);
+  return Error(Code::kAccessDenied, "Anonymous requests are not allowed.");
+}
+
+std::optional<Error> Service::payload_mode(Request& r, std::string_view value) {
+  Authenticated& a = r.auth;
+  if (value == "UNSIGNED-PAYLOAD") {
+    a.payload = Payload::kUnsigned;
+  } else if (value == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD") {
+    a.payload = Payload::kStreamingSigned;
+  } else if (value == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER") {
+    a.payload = Payload::kStreamingSignedTrailer;
+  } else if (value == "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
+    a.payload = Payload::kStreamingUnsignedTrailer;
+  } else if (value.size() == 64 && value.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos) {
+    a.payload = Payload::kSha256;
+    a.payload_sha256 = lower(value);
+  } else {
+    return Error(Code::kInvalidArgument,
+                 "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, "
+                 "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, or a valid sha256 value.");
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+Error signature_mismatch(std::string_view access_key, const std::string& string_to_sign, std::string_view provided,
+               const std::string& canonical_request) {
+  auto bytes = [](const std::string& s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (i != 0) out += ' ';
+      out += fmt::format("{:02x}", static_cast<unsigned char>(s[i]));
+    }
+    return out;
+  };
+  Error e(Code::kSignatureDoesNotMatch);
+  e.with("AWSAccessKeyId", std::string(access_key))
+      .with("StringToSign", string_to_sign)
+      .with("SignatureProvided", std::string(provided))
+      .with("StringToSignBytes", bytes(string_to_sign));
+  if (!canonical_request.empty()) {
+    e.with("CanonicalRequest", canonical_request).with("CanonicalRequestBytes", bytes(canonical_request));
+  }
+  return e;
+}
+
+}  // namespace
+
+std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_view authorization) {
+  auto parsed = auth::parse_authorization(authorization);
+  if (auto* e = std::get_if<auth::ParseError>(&parsed)) return Error(Code::kAuthorizationHeaderMalformed, e->message);
+  auto& a = std::get<auth::Authorization>(parsed);
+  const config::UserConfig* user = user_for(a.access_key);
+  if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", a.access_key);
+  if (a.scope.service != "s3") {
+    return Error(Code::kAuthorizationHeaderMalformed, "The authorization header is malformed; incorrect service \"" +
+                                                          a.scope.service + "\". This endpoint belongs to \"s3\".");
+  }
+  auto amz_date = r.header("x-amz-date");
+  if (!amz_date) return Error(Code::kAccessDenied, "AWS authentication requires a valid Date or x-amz-date header");
+  const auto signed_at = parse_amz_date(*amz_date);
+  if (!signed_at) return Error(Code::kAccessDenied, "AWS authentication requires a valid Date or x-amz-date header");
+  if (amz_date->substr(0, 8) != a.scope.date) {
+    return Error(Code::kAuthorizationHeaderMalformed, "Invalid credential date \"" + a.scope.date +
+                                                          "\". This date is not the same as X-Amz-Date: \"" +
+                                                          std::string(amz_date->substr(0, 8)) + "\".");
+  }
+  const std::int64_t now = now_ms();
+  const std::int64_t skew_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
+  if (*signed_at > now + skew_ms || *signed_at < now - skew_ms) {
+    return Error(Code::kRequestTimeTooSkewed)
+        .with("RequestTime", std::string(*amz_date))
+        .with("ServerTime", iso8601(now))
+        .with("MaxAllowedSkewMilliseconds", std::to_string(skew_ms));
+  }
+  auto content_sha256 = r.header("x-amz-content-sha256");
+  if (!content_sha256) return Error(Code::kInvalidRequest, "Missing required header for this request: x-amz-content-sha256");
+  if (auto e = payload_mode(r, *content_sha256)) return e;
+
+  const auth::CanonicalInput input{
+      .method = r.head.method_string,
+      .path = r.path,
+      .query = &r.query,
+      .exclude_query = {},
+      .header_values = [&r](std::string_view name) {
+        std::vector<std::string_view> values;
+        for (const auto& h : r.head.headers) {
+          if (http::iequals(h.name, name)) values.push_back(h.value);
+        }
+        return values;
+      },
+      .signed_headers = &a.signed_headers,
+      .payload_hash = *content_sha256,
+  };
+  const std::string canonical = auth::canonical_request(input);
+  const std::string to_sign = auth::string_to_sign(*amz_date, a.scope, canonical);
+  const auth::SigningKey key = auth::signing_key(user->secret_key, a.scope);
+  if (!auth::signatures_equal(auth::sign(key, to_sign), a.signature)) {
+    return signature_mismatch(a.access_key, to_sign, a.signature, canonical);
+  }
+  r.auth.user = user;
+  if (r.auth.payload == Payload::kStreamingSigned || r.auth.payload == Payload::kStreamingSignedTrailer) {
+    r.auth.signing = auth::AwsChunkedDecoder::Signing{key, std::string(*amz_date), a.scope, a.signature};
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> Service::authenticate_v4_query(Request& r) {
+  auto parsed = auth::parse_presigned_v4(r.query);
+  if (auto* e = std::get_if<auth::ParseError>(&parsed)) return Error(Code::kAuthorizationQueryParametersError, e->message);
+  auto& p = std::get<auth::PresignedV4>(parsed);
+  const config::UserConfig* user = user_for(p.authorization.access_key);
+  if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
+  const auto signed_at = parse_amz_date(p.amz_date);
+  if (!signed_at) return Error(Code::kAuthorizationQueryParametersError, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
+  const std::int64_t now = now_ms();
+  const std::int64_t skew_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
+  if (*signed_at > now + skew_ms) return Error(Code::kAccessDenied, "Request is not valid yet");
+  if (now > *signed_at + static_cast<std::int64_t>(p.expires_s) * 1000) {
+    return Error(Code::kExpiredPresignedRequest)
+        .with("X-Amz-Expires", std::to_string(p.expires_s))
+        .with("Expires", iso8601(*signed_at + static_cast<std::int64_t>(p.expires_s) * 1000))
+        .with("ServerTime", iso8601(now));
+  }
+  const std::string* hash_param = r.param("X-Amz-Content-Sha256");
+  const std::string payload_hash = hash_param != nullptr ? *hash_param : "UNSIGNED-PAYLOAD";
+  if (auto e = payload_mode(r, payload_hash)) return e;
+  const auth::CanonicalInput input{
+      .method = r.head.method_string,
+      .path = r.path,
+      .query = &r.query,
+      .exclude_query = "X-Amz-Signature",
+      .header_values = [&r](std::string_view name) {
+        std::vector<std::string_view> values;
+        for (const auto& h : r.head.headers) {
+          if (http::iequals(h.name, name)) values.push_back(h.value);
+        }
+        return values;
+      },
+      .signed_headers = &p.authorization.signed_headers,
+      .payload_hash = payload_hash,
+  };
+  const std::string canonical = auth::canonical_request(input);
+  const std::string to_sign = auth::string_to_sign(p.amz_date, p.authorization.scope, canonical);
+  const auth::SigningKey key = auth::signing_key(user->secret_key, p.authorization.scope);
+  if (!auth::signatures_equal(auth::sign(key, to_sign), p.authorization.signature)) {
+    return signature_mismatch(p.authorization.access_key, to_sign, p.authorization.signature, canonical);
+  }
+  r.auth.user = user;
+  return std::nullopt;
+}
+
+std::optional<Error> Service::authenticate_v2_query(Request& r) {
+  const std::string& access_key = *r.param("AWSAccessKeyId");
+  const std::string& expires = *r.param("Expires");
+  const std::string& signature = *r.param("Signature");
+  const config::UserConfig* user = user_for(access_key);
+  if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", access_key);
+  std::int64_t expires_s = 0;
+  if (auto [p, ec] = std::from_chars(expires.data(), expires.data() + expires.size(), expires_s);
+      ec != std::errc{} || p != expires.data() + expires.size()) {
+    return Error(Code::kAccessDenied, "Invalid date (should be seconds since epoch): " + expires);
+  }
+  if (now_ms() > expires_s * 1000) {
+    return Error(Code::kExpiredPresignedRequest).with("Expires", http_date(expires_s * 1000)).with("ServerTime", http_date(now_ms()));
+  }
+  // CanonicalizedAmzHeaders: x-amz-* headers, lower-cased, sorted, "name:value\n".
+  std::vector<std::pair<std::string, std::string>> amz;
+  for (const auto& h : r.head.headers) {
+    std::string name = lower(h.name);
+    if (name.starts_with("x-amz-")) amz.emplace_back(std::move(name), std::string(h.value));
+  }
+  std::sort(amz.begin(), amz.end());
+  std::string amz_headers;
+  for (std::size_t i = 0; i < amz.size(); ++i) {
+    if (i > 0 && amz[i].first == amz[i - 1].first) {
+      amz_headers.back() = ',';
+      amz_headers += amz[i].second + "\n";
+      continue;
+    }
+    amz_headers += amz[i].first + ":" + amz[i].second + "\n";
+  }
+  const std::string path = r.virtual_host ? "/" + r.bucket + std::string(r.raw_path) : std::string(r.raw_path);
+  const std::string to_sign = auth::v2_string_to_sign(r.head.method_string, r.header("content-md5").value_or(""),
+                                                      r.header("content-type").value_or(""), expires, amz_headers,
+                                                      auth::v2_canonical_resource(path, r.query));
+  if (!auth::signatures_equal(auth::v2_sign(user->secret_key, to_sign), signature)) {
+    return signature_mismatch(access_key, to_sign, signature, "");
+  }
+  r.auth.user = user;
+  r.auth.payload = Payload::kUnsigned;
+  return std::nullopt;
+}
+
+// ---- authorization --------------------------------------------------------------------------
+
+bool Service::allowed(const config::UserConfig& user, const storage::BucketRecord& bucket, Access access) const {
+  if (user.admin || bucket.owner == user.name) return true;
+  if (access == Access::kOwner) return false;
+  return std::any_of(user.grants.begin(), user.grants.end(), [&](const config::Grant& g) {
+    return glob_match(g.bucket, bucket.name) && (access == Access::kRead ? g.read : g.write);
+  });
+}
+
+asio::awaitable<std::optional<storage::BucketRecord>> Service::bucket_for(Request& r, Access access) {
+  auto found = store_.find_bucket(r.bucket);
+  if (!found) {
+    co_await send_error(r, from_errc(found.error()));
+    co_return std::nullopt;
+  }
+  if (!*found) {
+    co_await send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
+    co_return std::nullopt;
+  }
+  if (!allowed(*r.auth.user, **found, access)) {
+    co_await send_error(r, Code::kAccessDenied);
+    co_return std::nullopt;
+  }
+  co_return std::move(*found);
+}
+
+// ---- routing --------------------------------------------------------------------------------
+
+asio::awaitable<void> Service::handle(http::Exchange& exchange) {
+  Request r(exchange);
+  if (auto e = locate(r)) co_return co_await send_error(r, std::move(*e));
+  if (auto e = authenticate(r)) {
+    log::debug("request {}: {} {}: authentication failed: {}", r.head.request_id, r.head.method_string, r.head.target,
+               code_name(e->code));
+    co_return co_await send_error(r, std::move(*e));
+  }
+  co_await dispatch(r);
+}
+
+asio::awaitable<void> Service::dispatch(Request& r) {
+  using http::Method;
+  const Method m = r.head.method;
+  if (r.bucket.empty()) {
+    if (m == Method::kGet) co_return co_await list_buckets(*this, r);
+    co_return co_await send_error(r, Code::kMethodNotAllowed);
+  }
+  if (r.key.empty()) {
+    const bool sub = std::any_of(std::begin(kBucketSubresources), std::end(kBucketSubresources),
+                                 [&](std::string_view name) { return r.has_param(name); });
+    switch (m) {
+      case Method::kGet:
+        if (r.has_param("location")) co_return co_await get_bucket_location(*this, r);
+        if (r.has_param("uploads")) co_return co_await list_multipart_uploads(*this, r);
+        if (sub) co_return co_await bucket_subresource(*this, r);
+        if (const std::string* v = r.param("list-type"); v != nullptr && *v == "2") co_return co_await list_objects(*this, r, true);
+        co_return co_await list_objects(*this, r, false);
+      case Method::kHead: co_return co_await head_bucket(*this, r);
+      case Method::kPut:
+        if (sub) co_return co_await bucket_subresource(*this, r);
+        co_return co_await create_bucket(*this, r);
+      case Method::kDelete:
+        if (sub) co_return co_await bucket_subresource(*this, r);
+        co_return co_await delete_bucket(*this, r);
+      case Method::kPost:
+        if (r.has_param("delete")) co_return co_await delete_objects(*this, r);
+        co_return co_await send_error(r, Error(Code::kNotImplemented, "This POST request is not supported."));
+      default: co_return co_await send_error(r, Code::kMethodNotAllowed);
+    }
+  }
+  switch (m) {
+    case Method::kGet:
+      if (r.has_param("uploadId")) co_return co_await list_parts(*this, r);
+      if (r.has_param("acl") || r.has_param("tagging") || r.has_param("attributes") || r.has_param("torrent") ||
+          r.has_param("retention") || r.has_param("legal-hold")) {
+        co_return co_await object_subresource(*this, r);
+      }
+      co_return co_await get_object(*this, r, false);
+    case Method::kHead: co_return co_await get_object(*this, r, true);
+    case Method::kPut:
+      if (r.has_param("partNumber") || r.has_param("uploadId")) co_return co_await upload_part(*this, r);
+      if (r.has_param("acl") || r.has_param("tagging") || r.has_param("retention") || r.has_param("legal-hold")) {
+        co_return co_await object_subresource(*this, r);
+      }
+      if (r.header("x-amz-copy-source")) co_return co_await copy_object(*this, r);
+      co_return co_await put_object(*this, r);
+    case Method::kPost:
+      if (r.has_param("uploads")) co_return co_await create_multipart_upload(*this, r);
+      if (r.has_param("uploadId")) co_return co_await complete_multipart_upload(*this, r);
+      co_return co_await send_error(r, Error(Code::kNotImplemented, "This POST request is not supported."));
+    case Method::kDelete:
+      if (r.has_param("uploadId")) co_return co_await abort_multipart_upload(*this, r);
+      if (r.has_param("tagging")) co_return co_await object_subresource(*this, r);
+      co_return co_await delete_object(*this, r);
+    default: co_return co_await send_error(r, Code::kMethodNotAllowed);
+  }
+}
+
+std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store, const config::S3Config& config,
+                                            std::vector<config::UserConfig> users) {
+  return std::make_unique<Service>(store, config, std::move(users));
+}
+
+}  // namespace hots3::s3

@@ -1,0 +1,62 @@
+#pragma once
+
+// Private to src/s3: helpers the operations share.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "errors.h"
+#include "hots3/s3/auth/checksum.h"
+#include "hots3/storage/object_store.h"
+#include "service.h"
+#include "xml.h"
+
+namespace hots3::s3 {
+
+inline constexpr std::uint64_t kKeyBytesMax = 1024;
+inline constexpr std::uint64_t kPartBytesMin = 5ULL * 1024 * 1024;  // every part but the last
+inline constexpr std::uint32_t kPartNumberMax = 10000;
+
+std::string owner_id(std::string_view user);
+void write_owner(XmlWriter& xml, std::string_view user);
+bool valid_bucket_name(std::string_view name);
+
+// Keys: UTF-8, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.
+std::optional<Error> validate_key(std::string_view key);
+
+// Content headers and x-amz-meta-* of a write; refuses what hots3 does not do (SSE, tagging,
+// object lock, other storage classes, public ACLs) with NotImplemented.
+std::variant<storage::ObjectSpec, Error> object_spec(const Request& r, const config::S3Config& config);
+
+// If-None-Match: * and If-Match: <etag> on a write.
+std::variant<storage::WriteCondition, Error> write_condition(const Request& r);
+
+// GET/HEAD preconditions in S3's (RFC 9110's) order; `copy_source` reads the
+// x-amz-copy-source-if-* forms instead (which never answer 304).
+std::optional<Error> read_conditions(const Request& r, const storage::ObjectRecord& object, bool copy_source);
+
+std::string quoted(std::string_view etag);
+std::string unquoted(std::string_view etag);
+
+// The stored checksum of `object` for the header x-amz-checksum-<alg> and its type.
+struct StoredChecksum {
+  std::string header;  // "x-amz-checksum-crc32"
+  std::string xml;     // "ChecksumCRC32"
+  std::string value;
+};
+std::vector<StoredChecksum> stored_checksums(const storage::ChecksumSet& set);
+
+// "bucket/key" or "/bucket/key" (URL-encoded) → (bucket, key). Errors: InvalidArgument.
+std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(std::string_view header);
+
+void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, std::string value);
+
+class Body;
+// Streams the request body into a new writer (its size reserved first, so a full device is
+// refused before "100 Continue") and finishes it. Sends the error and returns nullptr on failure.
+asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body, bool for_part,
+                                                                std::uint64_t max_bytes);
+
+}  // namespace hots3::s3

@@ -1,0 +1,110 @@
+#include "time_format.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <ctime>
+
+namespace hots3::s3 {
+namespace {
+
+constexpr std::array<std::string_view, 7> kDays = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+constexpr std::array<std::string_view, 12> kMonths = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+
+std::tm utc(std::int64_t ms) {
+  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  return tm;
+}
+
+bool number(std::string_view text, int& out) {
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc{} && p == text.data() + text.size();
+}
+
+int month_of(std::string_view name) {
+  for (std::size_t i = 0; i < kMonths.size(); ++i) {
+    if (kMonths[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::optional<std::int64_t> to_ms(int year, int month, int day, int hour, int minute, int second) {
+  if (month < 0 || month > 11 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60 || year < 1970) {
+    return std::nullopt;
+  }
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  return static_cast<std::int64_t>(timegm(&tm)) * 1000;
+}
+
+}  // namespace
+
+std::int64_t now_ms() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string http_date(std::int64_t ms) {
+  const std::tm tm = utc(ms);
+  return fmt::format("{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT", kDays[static_cast<std::size_t>(tm.tm_wday)], tm.tm_mday,
+                     kMonths[static_cast<std::size_t>(tm.tm_mon)], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+std::string iso8601(std::int64_t ms) {
+  const std::tm tm = utc(ms);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+}
+
+std::optional<std::int64_t> parse_http_date(std::string_view t) {
+  int day = 0, year = 0, hour = 0, minute = 0, second = 0;
+  // RFC 1123: "Sun, 06 Nov 1994 08:49:37 GMT"
+  if (t.size() == 29 && t[3] == ',' && t.substr(26) == "GMT") {
+    if (!number(t.substr(5, 2), day) || !number(t.substr(12, 4), year) || !number(t.substr(17, 2), hour) ||
+        !number(t.substr(20, 2), minute) || !number(t.substr(23, 2), second)) {
+      return std::nullopt;
+    }
+    return to_ms(year, month_of(t.substr(8, 3)), day, hour, minute, second);
+  }
+  // RFC 850: "Sunday, 06-Nov-94 08:49:37 GMT"
+  if (const auto comma = t.find(", "); comma != std::string_view::npos && t.size() == comma + 24 && t.substr(t.size() - 3) == "GMT") {
+    const auto rest = t.substr(comma + 2);
+    if (!number(rest.substr(0, 2), day) || !number(rest.substr(7, 2), year) || !number(rest.substr(10, 2), hour) ||
+        !number(rest.substr(13, 2), minute) || !number(rest.substr(16, 2), second)) {
+      return std::nullopt;
+    }
+    return to_ms(year < 70 ? 2000 + year : 1900 + year, month_of(rest.substr(3, 3)), day, hour, minute, second);
+  }
+  // asctime: "Sun Nov  6 08:49:37 1994"
+  if (t.size() == 24 && t[3] == ' ') {
+    std::string_view d = t.substr(8, 2);
+    if (d.front() == ' ') d.remove_prefix(1);
+    if (!number(d, day) || !number(t.substr(20, 4), year) || !number(t.substr(11, 2), hour) ||
+        !number(t.substr(14, 2), minute) || !number(t.substr(17, 2), second)) {
+      return std::nullopt;
+    }
+    return to_ms(year, month_of(t.substr(4, 3)), day, hour, minute, second);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> parse_amz_date(std::string_view t) {
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  if (t.size() != 16 || t[8] != 'T' || t[15] != 'Z') return std::nullopt;
+  if (!number(t.substr(0, 4), year) || !number(t.substr(4, 2), month) || !number(t.substr(6, 2), day) ||
+      !number(t.substr(9, 2), hour) || !number(t.substr(11, 2), minute) || !number(t.substr(13, 2), second)) {
+    return std::nullopt;
+  }
+  return to_ms(year, month - 1, day, hour, minute, second);
+}
+
+}  // namespace hots3::s3

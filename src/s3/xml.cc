@@ -1,0 +1,134 @@
+#include "xml.h"
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlwriter.h>
+
+#include <limits>
+#include <stdexcept>
+
+#include "hots3/common/assert.h"
+
+namespace hots3::s3 {
+namespace {
+
+const xmlChar* x(const std::string& s) { return reinterpret_cast<const xmlChar*>(s.c_str()); }
+
+}  // namespace
+
+struct XmlWriter::Impl {
+  xmlBufferPtr buffer = nullptr;
+  xmlTextWriterPtr writer = nullptr;
+  std::string scratch_name;
+  std::string scratch_text;
+  ~Impl() {
+    if (writer != nullptr) xmlFreeTextWriter(writer);  // also frees nothing of `buffer`
+    if (buffer != nullptr) xmlBufferFree(buffer);
+  }
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  Impl(Impl&&) = delete;
+  Impl& operator=(Impl&&) = delete;
+};
+
+XmlWriter::XmlWriter(std::string_view root, bool with_namespace) : impl_(std::make_unique<Impl>()) {
+  impl_->buffer = xmlBufferCreate();
+  impl_->writer = xmlNewTextWriterMemory(impl_->buffer, 0);
+  H3_ASSERT(impl_->buffer != nullptr && impl_->writer != nullptr, "out of memory");
+  xmlTextWriterStartDocument(impl_->writer, "1.0", "UTF-8", nullptr);
+  open(root);
+  if (with_namespace) {
+    xmlTextWriterWriteAttribute(impl_->writer, reinterpret_cast<const xmlChar*>("xmlns"),
+                                reinterpret_cast<const xmlChar*>(kS3Namespace.data()));
+  }
+}
+
+XmlWriter::~XmlWriter() = default;
+
+void XmlWriter::open(std::string_view name) {
+  impl_->scratch_name.assign(name);
+  xmlTextWriterStartElement(impl_->writer, x(impl_->scratch_name));
+}
+
+void XmlWriter::close() { xmlTextWriterEndElement(impl_->writer); }
+
+void XmlWriter::element(std::string_view name, std::string_view text) {
+  impl_->scratch_name.assign(name);
+  impl_->scratch_text.assign(text);
+  // WriteElement escapes &, <, > (and quotes in attributes).
+  xmlTextWriterWriteElement(impl_->writer, x(impl_->scratch_name), x(impl_->scratch_text));
+}
+
+void XmlWriter::element(std::string_view name, std::uint64_t number) { element(name, std::to_string(number)); }
+
+void XmlWriter::element(std::string_view name, bool value) {
+  element(name, std::string_view(value ? "true" : "false"));
+}
+
+void XmlWriter::text(std::string_view text) {
+  impl_->scratch_text.assign(text);
+  xmlTextWriterWriteString(impl_->writer, x(impl_->scratch_text));
+}
+
+std::string XmlWriter::finish() {
+  xmlTextWriterEndDocument(impl_->writer);  // closes open elements
+  xmlTextWriterFlush(impl_->writer);
+  std::string out(reinterpret_cast<const char*>(xmlBufferContent(impl_->buffer)),
+                  static_cast<std::size_t>(xmlBufferLength(impl_->buffer)));
+  // libxml2 ends the document with a newline after the declaration and at the end; S3 bodies
+  // have none after the declaration's line either way, which clients do not care about.
+  return out;
+}
+
+std::string_view XmlElement::name() const {
+  const auto* node = static_cast<const xmlNode*>(node_);
+  return reinterpret_cast<const char*>(node->name);
+}
+
+std::string XmlElement::text() const {
+  const auto* node = static_cast<const xmlNode*>(node_);
+  xmlChar* content = xmlNodeGetContent(node);
+  std::string out = content != nullptr ? reinterpret_cast<const char*>(content) : "";
+  xmlFree(content);
+  return out;
+}
+
+std::vector<XmlElement> XmlElement::children() const {
+  std::vector<XmlElement> out;
+  const auto* node = static_cast<const xmlNode*>(node_);
+  for (const xmlNode* c = node->children; c != nullptr; c = c->next) {
+    if (c->type == XML_ELEMENT_NODE) out.push_back(XmlElement(c));
+  }
+  return out;
+}
+
+std::optional<XmlElement> XmlElement::child(std::string_view name) const {
+  const auto* node = static_cast<const xmlNode*>(node_);
+  for (const xmlNode* c = node->children; c != nullptr; c = c->next) {
+    if (c->type == XML_ELEMENT_NODE && name == reinterpret_cast<const char*>(c->name)) return XmlElement(c);
+  }
+  return std::nullopt;
+}
+
+std::optional<XmlDocument> XmlDocument::parse(std::string_view text) {
+  if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) return std::nullopt;
+  // XML_PARSE_NONET: no network. No XML_PARSE_NOENT: entities are not substituted (no XXE);
+  // no DTD loading. NOERROR/NOWARNING: a hostile body must not spam the logs.
+  const int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOBLANKS;
+  xmlDocPtr doc = xmlReadMemory(text.data(), static_cast<int>(text.size()), "request.xml", nullptr, options);
+  if (doc == nullptr) return std::nullopt;
+  if (xmlDocGetRootElement(doc) == nullptr || doc->intSubset != nullptr) {  // no DOCTYPE at all
+    xmlFreeDoc(doc);
+    return std::nullopt;
+  }
+  return XmlDocument(doc);
+}
+
+XmlDocument::~XmlDocument() {
+  if (doc_ != nullptr) xmlFreeDoc(static_cast<xmlDocPtr>(doc_));
+}
+
+XmlElement XmlDocument::root() const { return XmlElement(xmlDocGetRootElement(static_cast<xmlDocPtr>(doc_))); }
+
+}  // namespace hots3::s3

@@ -1,0 +1,77 @@
+#pragma once
+
+// S3's XML, through libxml2 (which stays in xml.cc): a writer for responses and a reader for
+// request bodies (CompleteMultipartUpload, Delete, CreateBucketConfiguration). The reader
+// ignores namespaces (s3cmd, minio-js and minio-go send none), never expands entities beyond
+// the predefined ones and character references, and never touches the network.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hots3::s3 {
+
+inline constexpr std::string_view kS3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/";
+
+class XmlWriter {
+ public:
+  // Starts the document and its root element (in S3's namespace unless told otherwise).
+  explicit XmlWriter(std::string_view root, bool with_namespace = true);
+  ~XmlWriter();
+  XmlWriter(const XmlWriter&) = delete;
+  XmlWriter& operator=(const XmlWriter&) = delete;
+  XmlWriter(XmlWriter&&) = delete;
+  XmlWriter& operator=(XmlWriter&&) = delete;
+
+  void open(std::string_view name);
+  void close();
+  void element(std::string_view name, std::string_view text);
+  // A literal would otherwise convert to bool rather than to string_view.
+  void element(std::string_view name, const char* text) { element(name, std::string_view(text)); }
+  void element(std::string_view name, const std::string& text) { element(name, std::string_view(text)); }
+  void element(std::string_view name, std::uint64_t number);
+  void element(std::string_view name, bool value);
+  // Text content of the element that is open.
+  void text(std::string_view text);
+  // Closes what is open and returns the document.
+  std::string finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class XmlElement {
+ public:
+  [[nodiscard]] std::string_view name() const;  // local name, namespace ignored
+  [[nodiscard]] std::string text() const;       // text content, entities decoded
+  [[nodiscard]] std::vector<XmlElement> children() const;
+  [[nodiscard]] std::optional<XmlElement> child(std::string_view name) const;
+
+ private:
+  friend class XmlDocument;
+  explicit XmlElement(const void* node) : node_(node) {}
+  const void* node_;
+};
+
+class XmlDocument {
+ public:
+  // nullopt for anything that is not well-formed XML (S3: MalformedXML).
+  static std::optional<XmlDocument> parse(std::string_view text);
+  ~XmlDocument();
+  XmlDocument(XmlDocument&& other) noexcept : doc_(other.doc_) { other.doc_ = nullptr; }
+  XmlDocument& operator=(XmlDocument&&) = delete;
+  XmlDocument(const XmlDocument&) = delete;
+  XmlDocument& operator=(const XmlDocument&) = delete;
+
+  [[nodiscard]] XmlElement root() const;
+
+ private:
+  explicit XmlDocument(void* doc) : doc_(doc) {}
+  void* doc_;
+};
+
+}  // namespace hots3::s3
