@@ -45,13 +45,19 @@ grants = [{{ bucket = "shared-*", access = "readwrite" }}]
 """
 
 
-def hots3_server(extra_config="", device_size="4GiB", cache_size="64MiB", args=()):
+def hots3_server(extra_config="", device_size="4GiB", cache_size="64MiB", args=(), workdir=None):
+    """A hots3 with the test users. With `workdir`, data lives (and stays) in workdir/data, so
+    a later server can start on the same store."""
     binary = harness.find_binary("HOTS3_BIN", "hots3")
-    workdir = tempfile.mkdtemp(prefix="hots3-s3-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
+    owned = workdir is None
+    if owned:
+        workdir = tempfile.mkdtemp(prefix="hots3-s3-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
     config = SERVER_CONFIG.format(device_size=device_size, cache_size=cache_size, access=ACCESS_KEY,
                                   secret=SECRET_KEY) + extra_config
-    return harness.ServerProcess(binary, ["serve", "--data", os.path.join(workdir, "data"), *args],
-                                 config=config, workdir=workdir)
+    server = harness.ServerProcess(binary, ["serve", "--data", os.path.join(workdir, "data"), *args],
+                                   config=config, workdir=workdir)
+    server.owned_dir = owned
+    return server
 
 
 def _hmac(key, msg):
