@@ -68,6 +68,21 @@ Service::Service(storage::ObjectStore& store, const config::S3Config& config, st
   host_id_ = auth::base64_encode(id);
 }
 
+auth::SigningKey Service::signing_key(const config::UserConfig& user, const auth::SigningScope& scope) {
+  std::string id = user.access_key;
+  id += '/';
+  id += scope.to_string();
+  {
+    std::lock_guard lock(keys_mutex_);
+    if (auto it = signing_keys_.find(id); it != signing_keys_.end()) return it->second;
+  }
+  const auth::SigningKey key = auth::signing_key(user.secret_key, scope);
+  std::lock_guard lock(keys_mutex_);
+  if (signing_keys_.size() >= 4096) signing_keys_.clear();  // days and regions pass; stay bounded
+  signing_keys_.emplace(std::move(id), key);
+  return key;
+}
+
 const config::UserConfig* Service::user_for(std::string_view access_key) const {
   auto it = by_access_key_.find(std::string(access_key));
   return it == by_access_key_.end() ? nullptr : it->second;
@@ -278,7 +293,7 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
   };
   const std::string canonical = auth::canonical_request(input);
   const std::string to_sign = auth::string_to_sign(*amz_date, a.scope, canonical);
-  const auth::SigningKey key = auth::signing_key(user->secret_key, a.scope);
+  const auth::SigningKey key = signing_key(*user, a.scope);
   if (!auth::signatures_equal(auth::sign(key, to_sign), a.signature)) {
     return signature_mismatch(a.access_key, to_sign, a.signature, canonical);
   }
@@ -326,7 +341,7 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
   };
   const std::string canonical = auth::canonical_request(input);
   const std::string to_sign = auth::string_to_sign(p.amz_date, p.authorization.scope, canonical);
-  const auth::SigningKey key = auth::signing_key(user->secret_key, p.authorization.scope);
+  const auth::SigningKey key = signing_key(*user, p.authorization.scope);
   if (!auth::signatures_equal(auth::sign(key, to_sign), p.authorization.signature)) {
     return signature_mismatch(p.authorization.access_key, to_sign, p.authorization.signature, canonical);
   }

@@ -5,6 +5,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,6 +99,9 @@ class Service final : public http::Handler {
   std::optional<Error> authenticate_v2_query(Request& r);
   std::optional<Error> payload_mode(Request& r, std::string_view content_sha256);
   const config::UserConfig* user_for(std::string_view access_key) const;
+  // The SigV4 signing key of a user for a scope. Derived once per user, day and region (four
+  // HMACs, several microseconds) and then cached: every request of the day reuses it.
+  auth::SigningKey signing_key(const config::UserConfig& user, const auth::SigningScope& scope);
   asio::awaitable<void> dispatch(Request& r);
 
   storage::ObjectStore& store_;
@@ -105,6 +109,8 @@ class Service final : public http::Handler {
   std::vector<config::UserConfig> users_;
   std::unordered_map<std::string, const config::UserConfig*> by_access_key_;
   std::string host_id_;  // x-amz-id-2
+  std::mutex keys_mutex_;
+  std::unordered_map<std::string, auth::SigningKey> signing_keys_;  // "access/date/region/service"
 };
 
 // ---- operations (handlers_*.cc) ----
