@@ -33,12 +33,12 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 MiB=$((1024 * 1024))
 
 # ---- the same bytes for both servers ------------------------------------------------------
-mkdir -p "$WORK/www/b" "$WORK/dav"
-head -c $((64 * MiB)) /dev/urandom > "$WORK/www/b/large"
-head -c 4096 /dev/urandom > "$WORK/www/b/small"
-head -c $((1024 * MiB)) /dev/urandom > "$WORK/www/b/gig"
-cp "$WORK/www/b/large" "$WORK/large.body"
-cp "$WORK/www/b/small" "$WORK/small.body"
+mkdir -p "$WORK/www/bench" "$WORK/dav"
+head -c $((64 * MiB)) /dev/urandom > "$WORK/www/bench/large"
+head -c 4096 /dev/urandom > "$WORK/www/bench/small"
+head -c $((1024 * MiB)) /dev/urandom > "$WORK/www/bench/gig"
+cp "$WORK/www/bench/large" "$WORK/large.body"
+cp "$WORK/www/bench/small" "$WORK/small.body"
 
 # ---- wrk scripts ------------------------------------------------------------------------------
 cat > "$WORK/put.lua" <<'LUA'
@@ -134,19 +134,19 @@ stop_hots3() { kill "$HPID"; wait "$HPID" 2>/dev/null || true; }
 
 # Uploads the objects and prints presigned URLs (GET large/small/gig, PUT large/small).
 presign() {
-  python3 - "$H" "$WORK/www/b" <<'PY'
+  python3 - "$H" "$WORK/www/bench" <<'PY'
 import sys, boto3
 from botocore.config import Config
 endpoint, src = sys.argv[1], sys.argv[2]
 s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="HOTS3BENCHACCESSKEY1",
                   aws_secret_access_key="hots3-bench-secret-key-0123456789abcdef", region_name="us-east-1",
                   config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))
-s3.create_bucket(Bucket="b")
+s3.create_bucket(Bucket="bench")
 for name in ("large", "small", "gig"):
-    s3.upload_file("%s/%s" % (src, name), "b", name)
+    s3.upload_file("%s/%s" % (src, name), "bench", name)
 for method, key in (("get_object", "large"), ("get_object", "small"), ("get_object", "gig"),
                     ("put_object", "put-large"), ("put_object", "put-small")):
-    print(s3.generate_presigned_url(method, Params={"Bucket": "b", "Key": key}, ExpiresIn=3600))
+    print(s3.generate_presigned_url(method, Params={"Bucket": "bench", "Key": key}, ExpiresIn=3600))
 PY
 }
 
@@ -168,11 +168,13 @@ FIO_W=$(python3 -c "import json; print(json.load(open('$WORK/fio-w.json'))['jobs
 FIO_R=$(python3 -c "import json; print(json.load(open('$WORK/fio-r.json'))['jobs'][0]['read']['bw_bytes']/1e6)")
 rm -f "$FIO_FILE"
 
-read -r _ n_large_mbs _ < <(run_wrk 8 "$N/b/large")
-read -r n_small_rps _ _ < <(run_wrk 64 "$N/b/small")
-read -r n_range_rps n_range_mbs _ < <(run_wrk 8 "$N/b/gig" "$WORK/range.lua")
+read -r _ n_large_mbs _ < <(run_wrk 8 "$N/bench/large")
+read -r n_small_rps _ _ < <(run_wrk 64 "$N/bench/small")
+read -r n_range_rps n_range_mbs _ < <(run_wrk 8 "$N/bench/gig" "$WORK/range.lua")
 read -r n_put_small _ _ < <(BODY_FILE=$WORK/small.body run_wrk 64 "$N/dav/small" "$WORK/put.lua")
-read -r _ n_put_large _ < <(BODY_FILE=$WORK/large.body run_wrk 8 "$N/dav/large" "$WORK/put.lua")
+# PUT throughput is requests/s times the body: wrk's Transfer/sec counts only response bytes.
+read -r n_put_large_rps _ _ < <(BODY_FILE=$WORK/large.body run_wrk 8 "$N/dav/large" "$WORK/put.lua")
+n_put_large=$(python3 -c "print($n_put_large_rps * 64 * 1048576 / 1e6)")
 
 for cache in 0 auto; do
   start_hots3 "$cache"
@@ -184,7 +186,8 @@ for cache in 0 auto; do
     row "GET 64 MiB x8, cache off, MB/s" "$h_large_mbs" "$low" "min(fio,nginx)"
     row "ranged 1 MiB GET x8, cache off, MB/s" "$h_range_mbs" "$(python3 -c "print(min($FIO_R, $n_range_mbs))")" "min(fio,nginx)"
     read -r h_put_small _ e4 < <(BODY_FILE=$WORK/small.body run_wrk 64 "${URLS[4]}" "$WORK/put.lua")
-    read -r _ h_put_large e5 < <(BODY_FILE=$WORK/large.body run_wrk 8 "${URLS[3]}" "$WORK/put.lua")
+    read -r h_put_large_rps _ e5 < <(BODY_FILE=$WORK/large.body run_wrk 8 "${URLS[3]}" "$WORK/put.lua")
+    h_put_large=$(python3 -c "print($h_put_large_rps * 64 * 1048576 / 1e6)")
     row "PUT 64 MiB x8, MB/s" "$h_put_large" "$(python3 -c "print(min($FIO_W, $n_put_large))")" "min(fio,nginx)"
     row "PUT 4 KiB x64, req/s" "$h_put_small" "$n_put_small" "nginx WebDAV"
     [ "$e4$e5" = "00" ] || echo "  (PUT errors: $e4 small, $e5 large)"
