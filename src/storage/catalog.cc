@@ -89,6 +89,13 @@ std::string upper_bound_of(const std::string& prefix) {
   "is_inline, content_type, content_encoding, content_disposition, content_language, "    \
   "cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type"
 
+// The same columns qualified for a join with the objects table as "o".
+#define H3_OBJECT_COLUMNS_O                                                                          \
+  "o.bucket_id, o.key, o.id, o.size, o.etag, o.parts_count, o.created_ms, o.accessed_ms, "          \
+  "o.tier_state, o.is_inline, o.content_type, o.content_encoding, o.content_disposition, "          \
+  "o.content_language, o.cache_control, o.expires, o.user_metadata, o.crc32, o.crc32c, o.crc64nvme, " \
+  "o.sha1, o.sha256, o.checksum_type"
+
 ObjectRecord read_object(const Query& q) {
   ObjectRecord o;
   o.bucket_id = q.int64(0);
@@ -594,6 +601,10 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
 Catalog::Catalog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
+  // SQLite keeps allocation statistics behind one process-wide mutex by default; every
+  // connection on every worker would contend for it.
+  static std::once_flag configured;
+  std::call_once(configured, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->writer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, true);
@@ -743,6 +754,21 @@ Result<bool> Catalog::bucket_empty(std::int64_t bucket_id) {
 
 Result<std::optional<ObjectRecord>> Catalog::find_object(std::int64_t bucket_id, std::string_view key) {
   return find_object_on(impl_->reader(), bucket_id, key);
+}
+
+Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t bucket_id, std::string_view key) {
+  auto q = impl_->reader().query("SELECT " H3_OBJECT_COLUMNS_O ", i.data FROM objects o LEFT JOIN inline_data i "
+                                 "ON i.object_id = o.id WHERE o.bucket_id = ?1 AND o.key = ?2");
+  q.bind(1, bucket_id).bind(2, key);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<ObjectRecord>{};
+  ObjectRecord o = read_object(q);
+  if (o.inline_data) {
+    if (q.is_null(23)) return errc::kCorrupt;
+    const auto blob = q.blob(23);
+    o.inline_data->assign(reinterpret_cast<const char*>(blob.data()), blob.size());
+  }
+  return std::optional<ObjectRecord>(std::move(o));
 }
 
 Result<std::vector<ExtentRecord>> Catalog::object_extents(std::int64_t object_id, bool with_checksums) {
@@ -958,6 +984,7 @@ Result<Catalog::Counts> Catalog::counts() {
 }
 
 #undef H3_OBJECT_COLUMNS
+#undef H3_OBJECT_COLUMNS_O
 #undef H3_UPLOAD_COLUMNS
 #undef H3_PART_COLUMNS
 

@@ -31,13 +31,13 @@ struct ReadState {
   explicit ReadState(StoreCore& c) : core(c), epoch(*c.retirement) {}
   StoreCore& core;
   EpochGuard epoch;
-  ObjectRecord object;
+  std::shared_ptr<const ObjectRecord> record;  // shared with the metadata cache
+  [[nodiscard]] const ObjectRecord& object() const { return *record; }
   // The object's extents. Shared and immutable when it came from (or went to) the layout cache,
   // with every checksum loaded; private otherwise (huge objects), checksums loaded per row on
   // first use.
   std::shared_ptr<const LayoutCache::Layout> shared_rows;
   std::vector<ExtentRecord> own_rows;
-  std::string inline_data;
 
   [[nodiscard]] const std::vector<ExtentRecord>& rows() const { return shared_rows ? *shared_rows : own_rows; }
 };
@@ -74,7 +74,7 @@ error_code verify(const ReadState& st, const ExtentRecord& row, std::uint64_t re
     if (block >= row.checksums.size() || block_checksum(data.subspan(static_cast<std::size_t>(at), n)) != row.checksums[block]) {
       log::error("checksum mismatch: object {} (version {}) at device offset {}: stored data is damaged; "
                  "nothing of it is returned",
-                 st.object.key, st.object.id, row.device.offset_bytes + block_offset);
+                 st.object().key, st.object().id, row.device.offset_bytes + block_offset);
       return errc::kChecksumMismatch;
     }
   }
@@ -88,13 +88,13 @@ asio::awaitable<void> read_one(std::shared_ptr<ReadState> st, std::shared_ptr<Pi
   auto read = co_await st->core.device->read(row.device.offset_bytes + relative, target);
   error_code ec = read ? error_code{} : read.error();
   if (!ec) ec = verify(*st, row, relative, target);
-  if (!ec && cacheable && !st->core.retirement->is_retired(st->object.id)) {
+  if (!ec && cacheable && !st->core.retirement->is_retired(st->object().id)) {
     // Whole chunks only (the chunk at the row's end may be short).
     for (std::uint64_t at = 0; at < target.size(); at += kChunk) {
       const std::uint64_t chunk_offset = relative + at;
       if (chunk_offset >= row.length_bytes) break;
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, row.length_bytes - chunk_offset));
-      st->core.cache->insert({st->object.id, row.device.offset_bytes + chunk_offset},
+      st->core.cache->insert({st->object().id, row.device.offset_bytes + chunk_offset},
                              target.subspan(static_cast<std::size_t>(at), n));
     }
   }
@@ -107,13 +107,13 @@ class ReaderImpl final : public ObjectReader {
  public:
   ReaderImpl(std::shared_ptr<ReadState> st, BufferPool& pool, asio::any_io_executor executor)
       : st_(std::move(st)), pool_(pool), pipeline_(std::make_shared<Pipeline>(std::move(executor))) {
-    end_ = st_->object.size_bytes;
+    end_ = st_->object().size_bytes;
   }
 
-  const ObjectRecord& object() const noexcept override { return st_->object; }
+  const ObjectRecord& object() const noexcept override { return st_->object(); }
 
   void set_range(std::uint64_t offset, std::uint64_t length) override {
-    H3_ASSERT(!started_ && offset <= st_->object.size_bytes && length <= st_->object.size_bytes - offset,
+    H3_ASSERT(!started_ && offset <= st_->object().size_bytes && length <= st_->object().size_bytes - offset,
               "set_range outside the object or after reading began");
     planned_ = delivered_ = offset;
     end_ = offset + length;
@@ -123,8 +123,8 @@ class ReaderImpl final : public ObjectReader {
     started_ = true;
     current_ = Segment{};  // the previous piece's buffer or cache block goes back
     if (delivered_ >= end_) co_return std::span<const std::byte>{};
-    if (st_->object.inline_data) {
-      const auto piece = std::as_bytes(std::span(st_->inline_data)).subspan(static_cast<std::size_t>(delivered_),
+    if (st_->object().inline_data) {
+      const auto piece = std::as_bytes(std::span(*st_->object().inline_data)).subspan(static_cast<std::size_t>(delivered_),
                                                                              static_cast<std::size_t>(end_ - delivered_));
       delivered_ = end_;
       co_return piece;
@@ -164,7 +164,7 @@ class ReaderImpl final : public ObjectReader {
       Segment segment;
       segment.begin = planned_;
       segment.result = std::make_shared<SegmentResult>();
-      if (CacheRef hit = st_->core.cache->lookup({st_->object.id, row.device.offset_bytes + chunk})) {
+      if (CacheRef hit = st_->core.cache->lookup({st_->object().id, row.device.offset_bytes + chunk})) {
         segment.end = std::min(end_, row.logical_offset_bytes + chunk + hit.bytes().size());
         segment.skip = static_cast<std::size_t>(relative - chunk);
         segment.cached = std::move(hit);
@@ -236,24 +236,21 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
                                                                     std::int64_t bucket_id, std::string key) {
   // The epoch is entered before the lookup: whatever version the lookup finds stays readable.
   auto st = std::make_shared<ReadState>(core);
-  H3_CO_TRY(auto found, core.catalog->find_object(bucket_id, key));
-  if (!found) co_return errc::kNotFound;
-  st->object = std::move(*found);
-  if (st->object.tier_state == TierState::kUpstreamOnly) co_return errc::kUnavailable;
-  if (st->object.inline_data) {
-    H3_CO_TRY(auto data, core.catalog->inline_data(st->object.id));
-    if (!data) co_return errc::kCorrupt;
-    st->inline_data = std::move(*data);
-    if (st->inline_data.size() != st->object.size_bytes) co_return errc::kCorrupt;
-  } else if (auto cached = core.layouts->find(st->object.id)) {
+  H3_CO_TRY(st->record, lookup_object(core, bucket_id, key));
+  if (!st->record) co_return errc::kNotFound;
+  const ObjectRecord& object = st->object();
+  if (object.tier_state == TierState::kUpstreamOnly) co_return errc::kUnavailable;
+  if (object.inline_data) {
+    if (object.inline_data->size() != object.size_bytes) co_return errc::kCorrupt;
+  } else if (auto cached = core.layouts->find(object.id)) {
     st->shared_rows = std::move(cached);
-  } else if (st->object.size_bytes <= kLayoutCacheObjectMax) {
+  } else if (object.size_bytes <= kLayoutCacheObjectMax) {
     // Small enough to keep: load every checksum now and share the layout.
-    H3_CO_TRY(auto rows, core.catalog->object_extents(st->object.id, true));
+    H3_CO_TRY(auto rows, core.catalog->object_extents(object.id, true));
     st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(rows));
-    core.layouts->insert(st->object.id, st->shared_rows);
+    core.layouts->insert(object.id, st->shared_rows);
   } else {
-    H3_CO_TRY(st->own_rows, core.catalog->object_extents(st->object.id));
+    H3_CO_TRY(st->own_rows, core.catalog->object_extents(object.id));
   }
   auto executor = co_await asio::this_coro::executor;
   co_return std::unique_ptr<ObjectReader>(std::make_unique<ReaderImpl>(std::move(st), pool, std::move(executor)));

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <shared_mutex>
+#include <unordered_map>
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
@@ -240,10 +242,30 @@ class StoreImpl final : public ObjectStore {
     core_.catalog->stop();
   }
 
-  Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {
-    return core_.catalog->find_bucket(name);
+  // Buckets live in memory too: every request looks its bucket up, and buckets change only
+  // through this store, which updates the map after each durable change (so the map is never
+  // ahead of the catalog, and a lookup costs no SQLite read transaction).
+  Result<void> load_buckets() {
+    H3_TRY(auto all, core_.catalog->list_buckets());
+    std::unique_lock lock(buckets_mutex_);
+    for (auto& b : all) buckets_.emplace(b.name, std::move(b));
+    return {};
   }
-  Result<std::vector<BucketRecord>> list_buckets() override { return core_.catalog->list_buckets(); }
+
+  Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {
+    std::shared_lock lock(buckets_mutex_);
+    auto it = buckets_.find(std::string(name));
+    if (it == buckets_.end()) return std::optional<BucketRecord>{};
+    return std::optional<BucketRecord>(it->second);
+  }
+
+  Result<std::vector<BucketRecord>> list_buckets() override {
+    std::vector<BucketRecord> out;
+    std::shared_lock lock(buckets_mutex_);
+    for (const auto& [name, b] : buckets_) out.push_back(b);
+    std::sort(out.begin(), out.end(), [](const BucketRecord& a, const BucketRecord& b) { return a.name < b.name; });
+    return out;
+  }
 
   asio::awaitable<Result<BucketRecord>> create_bucket(std::string name, std::string owner) override {
     BucketRecord created;
@@ -251,19 +273,28 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(created, t.create_bucket(name, owner, now_ms()));
       return {};
     }));
+    std::unique_lock lock(buckets_mutex_);
+    buckets_.insert_or_assign(created.name, created);
     co_return created;
   }
 
   asio::awaitable<Result<void>> delete_bucket(std::string name) override {
-    co_return co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(auto bucket, t.find_bucket(name));
       if (!bucket) return errc::kNotFound;
       return t.delete_bucket(bucket->id);
-    });
+    }));
+    std::unique_lock lock(buckets_mutex_);
+    buckets_.erase(name);
+    co_return Result<void>{};
   }
 
   Result<std::optional<ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) override {
-    return core_.catalog->find_object(bucket_id, key);
+    H3_TRY(auto record, detail::lookup_object(core_, bucket_id, key));
+    if (!record) return std::optional<ObjectRecord>{};
+    ObjectRecord copy = *record;
+    if (copy.inline_data) copy.inline_data.emplace();  // HEAD: "inline", without the bytes
+    return std::optional<ObjectRecord>(std::move(copy));
   }
 
   asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(std::int64_t bucket_id, std::string key) override {
@@ -307,6 +338,7 @@ class StoreImpl final : public ObjectStore {
       return t.insert_object(object, data.extents);
     }));
     detail::mark_committed(*writer);
+    core_.metadata->invalidate(bucket.id, object.key);
     if (replaced != 0) core_.retirement->retire(std::move(freed), replaced);
     object.inline_data.reset();
     co_return object;
@@ -321,6 +353,7 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(freed, t.delete_object(deleted->id));
       return {};
     }));
+    core_.metadata->invalidate(bucket_id, key);
     if (deleted) core_.retirement->retire(std::move(freed), deleted->id);
     co_return deleted;
   }
@@ -338,6 +371,8 @@ class StoreImpl final : public ObjectStore {
       updated.created_ms = now_ms();
       return t.update_object_metadata(updated);
     }));
+    core_.metadata->invalidate(bucket_id, key);
+    updated.inline_data.reset();
     co_return updated;
   }
 
@@ -364,6 +399,8 @@ class StoreImpl final : public ObjectStore {
       moved.key = to;
       return {};
     }));
+    core_.metadata->invalidate(bucket_id, from);
+    core_.metadata->invalidate(bucket_id, to);
     if (replaced != 0) core_.retirement->retire(std::move(freed), replaced);
     co_return moved;
   }
@@ -470,6 +507,7 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(dropped, t.complete_upload(upload->id, object, placed, table));
       return {};
     }));
+    core_.metadata->invalidate(object.bucket_id, object.key);
     if (replaced != 0) core_.retirement->retire(std::move(replaced_extents), replaced);
     if (!dropped.empty()) core_.retirement->retire(std::move(dropped), 0);
     co_return object;
@@ -559,6 +597,8 @@ class StoreImpl final : public ObjectStore {
   StoreCore core_;
   asio::thread_pool reader_pool_;
   bool shut_down_ = false;
+  std::shared_mutex buckets_mutex_;
+  std::unordered_map<std::string, BucketRecord> buckets_;
 };
 
 // Reads or writes the superblock and checks that device and catalog belong together.
@@ -665,8 +705,12 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std:
   core.cache = std::make_unique<BlockCache>(options.cache_bytes);
   core.retirement = std::make_unique<detail::Retirement>(*core.allocator, *core.cache);
   core.layouts = std::make_unique<detail::LayoutCache>(64 * kMiB);
+  core.metadata = std::make_unique<detail::MetadataCache>(options.metadata_cache_bytes);
   auto store = std::make_unique<StoreImpl>(std::move(core));
   store->rebuild_time = rebuild;
+  if (auto loaded = store->load_buckets(); !loaded) {
+    throw std::runtime_error("catalog: cannot read buckets: " + loaded.error().message());
+  }
   return store;
 }
 

@@ -11,6 +11,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <variant>
 #include <unordered_map>
 
 #include "hots3/storage/block_cache.h"
@@ -122,6 +123,8 @@ class LayoutCache {
   std::uint64_t capacity_bytes_;
 };
 
+class MetadataCache;
+
 // Everything a writer or reader needs from the store.
 struct StoreCore {
   StoreOptions options;
@@ -131,7 +134,12 @@ struct StoreCore {
   std::unique_ptr<BlockCache> cache;
   std::unique_ptr<Retirement> retirement;
   std::unique_ptr<LayoutCache> layouts;
+  std::unique_ptr<MetadataCache> metadata;
 };
+
+// The current version of (bucket, key) with its inline data: from the metadata cache, or read
+// from the catalog and cached. nullptr when there is none.
+Result<std::shared_ptr<const ObjectRecord>> lookup_object(StoreCore& core, std::int64_t bucket_id, std::string_view key);
 
 // The writer implementation (object_writer.cc) and its accessors for the store.
 // Errors: kNoSpace when a declared size cannot be reserved. Without `inline_allowed` the data
@@ -154,5 +162,50 @@ void mark_committed(ObjectWriter& writer);
 // The reader implementation (object_reader.cc).
 boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core, BufferPool& pool,
                                                                            std::int64_t bucket_id, std::string key);
+
+}  // namespace hots3::storage::detail
+
+namespace hots3::storage::detail {
+
+// Object metadata (with inline data) by (bucket, key), so that HEAD and GET of hot objects
+// need no SQLite read transaction (each costs file-lock system calls and a shared-memory mutex
+// that every worker contends for). Exact, not eventually consistent: every change goes
+// through this store, which invalidates after the change is durable and before its client is
+// answered; a lookup that raced a change does not insert what it read (the shard's generation
+// moved on meanwhile). Bounded by bytes, LRU per shard.
+class MetadataCache {
+ public:
+  explicit MetadataCache(std::uint64_t capacity_bytes);
+
+  struct Miss {
+    std::uint64_t generation;  // pass back to insert()
+  };
+  // The cached record, or what insert() needs after the caller read the catalog.
+  std::variant<std::shared_ptr<const ObjectRecord>, Miss> find(std::int64_t bucket_id, std::string_view key);
+  // Caches `record` (nullptr: "no such key") unless the key changed since find().
+  void insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record, Miss miss);
+  // After a durable change of the key.
+  void invalidate(std::int64_t bucket_id, std::string_view key);
+
+ private:
+  struct Entry {
+    std::string key;  // bucket id + '/' + object key
+    std::shared_ptr<const ObjectRecord> record;
+    std::uint64_t bytes;
+  };
+  struct Shard {
+    std::mutex mutex;
+    std::list<Entry> lru;  // most recent first
+    std::unordered_map<std::string_view, std::list<Entry>::iterator> index;
+    std::uint64_t bytes = 0;
+    std::uint64_t generation = 0;
+  };
+  static constexpr std::size_t kShards = 16;
+  Shard& shard_of(const std::string& id);
+  static std::string id_of(std::int64_t bucket_id, std::string_view key);
+
+  std::uint64_t capacity_bytes_per_shard_;
+  std::array<Shard, kShards> shards_;
+};
 
 }  // namespace hots3::storage::detail

@@ -43,6 +43,7 @@ struct StoreOptions {
   DeviceOptions::Engine engine = DeviceOptions::Engine::kAuto;
   std::uint64_t inline_max_bytes = 4096;     // objects up to this size live in the catalog
   std::uint64_t cache_bytes = 0;             // block cache; 0 = none
+  std::uint64_t metadata_cache_bytes = 64 * 1024 * 1024;  // hot objects' metadata and inline data
   std::size_t io_buffer_bytes = 1024 * 1024;  // one device I/O
   std::size_t io_buffers_per_worker = 32;     // the worker's pool (bounds streaming memory)
   std::size_t stream_depth = 4;               // I/Os in flight per stream

@@ -4,6 +4,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -342,6 +343,62 @@ TEST_P(StoreTest, RenameMovesWithoutCopying) {
   EXPECT_EQ(get("from").error(), errc::kNotFound);
   EXPECT_TRUE(get("to").value() == data);
   EXPECT_EQ(run(store_->rename_object(bucket_.id, "nothing", "x", false)).error(), errc::kNotFound);
+}
+
+// HEAD and GET answer from the metadata cache: every acknowledged change must be visible to
+// the next lookup, from any worker, including the change from "no such key".
+TEST_P(StoreTest, EveryAcknowledgedChangeIsVisibleToTheNextLookup) {
+  auto head_etag = [&](const std::string& key, int worker) {
+    return run([&]() -> asio::awaitable<std::string> {
+      auto found = store_->head(bucket_.id, key).value();
+      co_return found ? found->etag : std::string("none");
+    }(), worker);
+  };
+  EXPECT_EQ(head_etag("c", 1), "none");  // cached as absent
+  const auto first = put("c", test::pattern_bytes(100, 1)).value();
+  EXPECT_EQ(head_etag("c", 1), first.etag);
+  EXPECT_TRUE(get("c").value() == test::pattern_bytes(100, 1));
+  const auto second = put("c", test::pattern_bytes(200, 2)).value();  // inline overwrite
+  EXPECT_EQ(head_etag("c", 1), second.etag);
+  EXPECT_TRUE(get("c").value() == test::pattern_bytes(200, 2));
+
+  ObjectSpec spec;
+  spec.user_metadata = {{"color", "blue"}};
+  ASSERT_TRUE(run(store_->replace_metadata(bucket_.id, "c", second.etag, spec)).has_value());
+  auto replaced = store_->head(bucket_.id, "c").value();
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_EQ(replaced->user_metadata, spec.user_metadata);
+
+  EXPECT_EQ(head_etag("d", 1), "none");
+  ASSERT_TRUE(run(store_->rename_object(bucket_.id, "c", "d", false)).has_value());
+  EXPECT_EQ(head_etag("c", 1), "none");
+  EXPECT_EQ(head_etag("d", 1), second.etag);
+  EXPECT_TRUE(get("d").value() == test::pattern_bytes(200, 2));
+
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "d")).value().has_value());
+  EXPECT_EQ(head_etag("d", 1), "none");
+  EXPECT_EQ(get("d").error(), errc::kNotFound);
+
+  // Readers on one worker hammering the key while another overwrites it: once a put is
+  // acknowledged, no later lookup sees an older version.
+  std::atomic<bool> stop{false};
+  std::atomic<int> version{0};
+  std::atomic<int> stale{0};
+  auto reader = std::async(std::launch::async, [&] {
+    while (!stop) {
+      const int acknowledged = version.load();
+      auto found = store_->head(bucket_.id, "r").value();
+      const int seen = found ? static_cast<int>(found->size_bytes) : 0;
+      if (seen < acknowledged) ++stale;
+    }
+  });
+  for (int i = 1; i <= 300; ++i) {
+    ASSERT_TRUE(put("r", test::pattern_bytes(static_cast<std::size_t>(i), 3)).has_value());
+    version = i;
+  }
+  stop = true;
+  reader.get();
+  EXPECT_EQ(stale.load(), 0);
 }
 
 TEST_P(StoreTest, ListsThroughTheReaderThread) {

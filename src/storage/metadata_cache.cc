@@ -1,0 +1,83 @@
+#include <functional>
+
+#include "store_impl.h"
+
+namespace hots3::storage::detail {
+
+MetadataCache::MetadataCache(std::uint64_t capacity_bytes) : capacity_bytes_per_shard_(capacity_bytes / kShards) {}
+
+std::string MetadataCache::id_of(std::int64_t bucket_id, std::string_view key) {
+  std::string id = std::to_string(bucket_id);
+  id += '/';
+  id += key;
+  return id;
+}
+
+MetadataCache::Shard& MetadataCache::shard_of(const std::string& id) {
+  return shards_[std::hash<std::string>{}(id) % kShards];
+}
+
+std::variant<std::shared_ptr<const ObjectRecord>, MetadataCache::Miss> MetadataCache::find(std::int64_t bucket_id,
+                                                                                         std::string_view key) {
+  const std::string id = id_of(bucket_id, key);
+  Shard& s = shard_of(id);
+  std::lock_guard lock(s.mutex);
+  auto it = s.index.find(id);
+  if (it == s.index.end()) return Miss{s.generation};
+  s.lru.splice(s.lru.begin(), s.lru, it->second);
+  return it->second->record;
+}
+
+void MetadataCache::insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record,
+                           Miss miss) {
+  if (capacity_bytes_per_shard_ == 0) return;
+  std::string id = id_of(bucket_id, key);
+  std::uint64_t bytes = 128 + id.size();
+  if (record) {
+    bytes += sizeof(ObjectRecord) + record->key.size() + record->etag.size() +
+             (record->inline_data ? record->inline_data->size() : 0);
+    for (const auto& [name, value] : record->user_metadata) bytes += name.size() + value.size() + 64;
+  }
+  Shard& s = shard_of(id);
+  std::lock_guard lock(s.mutex);
+  // A change of any key of this shard since find(): what was read may be stale; do not keep it.
+  if (s.generation != miss.generation || s.index.count(id) != 0) return;
+  s.lru.push_front({std::move(id), std::move(record), bytes});
+  s.index.emplace(s.lru.front().key, s.lru.begin());
+  s.bytes += bytes;
+  while (s.bytes > capacity_bytes_per_shard_ && !s.lru.empty()) {
+    s.bytes -= s.lru.back().bytes;
+    s.index.erase(s.lru.back().key);
+    s.lru.pop_back();
+  }
+}
+
+void MetadataCache::invalidate(std::int64_t bucket_id, std::string_view key) {
+  const std::string id = id_of(bucket_id, key);
+  Shard& s = shard_of(id);
+  std::lock_guard lock(s.mutex);
+  ++s.generation;
+  if (auto it = s.index.find(id); it != s.index.end()) {
+    s.bytes -= it->second->bytes;
+    auto entry = it->second;
+    s.index.erase(it);
+    s.lru.erase(entry);
+  }
+}
+
+}  // namespace hots3::storage::detail
+
+namespace hots3::storage::detail {
+
+Result<std::shared_ptr<const ObjectRecord>> lookup_object(StoreCore& core, std::int64_t bucket_id,
+                                                          std::string_view key) {
+  auto found = core.metadata->find(bucket_id, key);
+  if (auto* hit = std::get_if<std::shared_ptr<const ObjectRecord>>(&found)) return std::move(*hit);
+  H3_TRY(auto row, core.catalog->find_object_with_data(bucket_id, key));
+  std::shared_ptr<const ObjectRecord> record;
+  if (row) record = std::make_shared<const ObjectRecord>(std::move(*row));
+  core.metadata->insert(bucket_id, key, record, std::get<MetadataCache::Miss>(found));
+  return record;
+}
+
+}  // namespace hots3::storage::detail
