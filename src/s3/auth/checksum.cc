@@ -9,6 +9,10 @@
 #include <cstring>
 #include <isa-l/crc.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace hots3::s3::auth {
 namespace {
 
@@ -55,8 +59,8 @@ std::uint64_t load_le64(const unsigned char* p) noexcept {
   return word;
 }
 
-// The raw (not inverted) register update.
-std::uint64_t crc64nvme_update(std::uint64_t crc, const unsigned char* p, std::size_t n) noexcept {
+// The raw (not inverted) register update, sixteen bytes per step from the tables.
+std::uint64_t crc64nvme_tables(std::uint64_t crc, const unsigned char* p, std::size_t n) noexcept {
   // Table `table`, indexed by byte `byte` of `word`.
   const auto at = [](std::size_t table, std::uint64_t word, int byte) {
     return kCrc64Tables[table][(word >> (8 * byte)) & 0xff];
@@ -72,6 +76,111 @@ std::uint64_t crc64nvme_update(std::uint64_t crc, const unsigned char* p, std::s
   }
   while (n-- > 0) crc = kCrc64Tables[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
   return crc;
+}
+
+#if defined(__x86_64__)
+// Folding with carry-less multiplication (PCLMULQDQ), after Gopal et al., "Fast CRC
+// Computation for Generic Polynomials Using PCLMULQDQ Instruction" (Intel, 2009): the table
+// walk runs at about 1.5 GB/s, which made CRC64NVME (computed for every PUT that brings no
+// checksum of its own) costlier than MD5; folding runs at memory speed.
+//
+// In the reflected representation bit i of a 64-bit word is the coefficient of x^(63-i), so
+// the word 1 is x^63. The fold constants are x^(63+64m) mod P; the product of two reflected
+// 64-bit words is one bit short of the 128-bit reflected product, which the exponents absorb.
+struct ClmulConstants {
+  std::uint64_t k[9];  // k[m] = x^(63+64m) mod P, reflected
+  std::uint64_t poly;  // P with its x^64 term, reflected and shifted: (poly << 1) | 1
+  std::uint64_t mu;    // floor(x^128 / P), reflected and shifted likewise
+};
+
+constexpr ClmulConstants clmul_constants(std::uint64_t reflected_poly) {
+  ClmulConstants c{};
+  std::uint64_t a = 1;
+  c.k[0] = a;
+  for (std::size_t m = 1; m < 9; ++m) {
+    for (int i = 0; i < 64; ++i) a = (a >> 1) ^ ((a & 1) != 0 ? reflected_poly : 0);  // times x^64
+    c.k[m] = a;
+  }
+  c.poly = (reflected_poly << 1) | 1;
+  std::uint64_t rem = reflected_poly;
+  std::uint64_t quotient = 0;
+  for (int i = 0; i < 64; ++i) {
+    quotient = (quotient >> 1) | (rem << 63);
+    rem = (rem >> 1) ^ ((rem & 1) != 0 ? reflected_poly : 0);
+  }
+  c.mu = (quotient << 1) | 1;
+  return c;
+}
+
+// The derivation reproduces the published constants of CRC-64/XZ (ECMA-182, reflected).
+constexpr ClmulConstants kEcmaCheck = clmul_constants(0xc96c5795d7870f42ULL);
+static_assert(kEcmaCheck.k[1] == 0xdabe95afc7875f40ULL && kEcmaCheck.k[2] == 0xe05dd497ca393ae4ULL &&
+              kEcmaCheck.poly == 0x92d8af2baf0e1e85ULL && kEcmaCheck.mu == 0x9c3e466c172963d5ULL);
+
+constexpr ClmulConstants kNvme = clmul_constants(kCrc64NvmeReflectedPoly);
+
+// x * (lo, hi) folded forward over the distance the two constants stand for.
+[[gnu::target("pclmul,sse2")]] inline __m128i fold(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+// Whole 16-byte blocks of [p, p + n) (n >= 64); returns the bytes consumed.
+[[gnu::target("pclmul,sse2")]] std::size_t crc64nvme_clmul(std::uint64_t& crc, const unsigned char* p,
+                                                           std::size_t n) noexcept {
+  const auto load = [](const unsigned char* at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); };
+  const auto pair = [](std::uint64_t lo, std::uint64_t hi) {
+    return _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
+  };
+  const unsigned char* const begin = p;
+  // Four lanes of 16 bytes, each folded 64 bytes forward per step.
+  __m128i x0 = _mm_xor_si128(load(p), pair(crc, 0));
+  __m128i x1 = load(p + 16);
+  __m128i x2 = load(p + 32);
+  __m128i x3 = load(p + 48);
+  p += 64;
+  n -= 64;
+  const __m128i k64 = pair(kNvme.k[8], kNvme.k[7]);
+  while (n >= 64) {
+    x0 = _mm_xor_si128(fold(x0, k64), load(p));
+    x1 = _mm_xor_si128(fold(x1, k64), load(p + 16));
+    x2 = _mm_xor_si128(fold(x2, k64), load(p + 32));
+    x3 = _mm_xor_si128(fold(x3, k64), load(p + 48));
+    p += 64;
+    n -= 64;
+  }
+  const __m128i k16 = pair(kNvme.k[2], kNvme.k[1]);
+  __m128i x = _mm_xor_si128(_mm_xor_si128(fold(x0, pair(kNvme.k[6], kNvme.k[5])), fold(x1, pair(kNvme.k[4], kNvme.k[3]))),
+                            _mm_xor_si128(fold(x2, k16), x3));
+  while (n >= 16) {
+    x = _mm_xor_si128(fold(x, k16), load(p));
+    p += 16;
+    n -= 16;
+  }
+  // 128 bits to 64: fold the low half onto the high one, then Barrett-reduce.
+  x = _mm_xor_si128(_mm_clmulepi64_si128(x, pair(kNvme.k[1], 0), 0x00), _mm_srli_si128(x, 8));
+  const __m128i poly_mu = pair(kNvme.mu, kNvme.poly);
+  const __m128i t1 = _mm_clmulepi64_si128(x, poly_mu, 0x00);
+  const __m128i t2 = _mm_clmulepi64_si128(t1, poly_mu, 0x10);
+  x = _mm_xor_si128(_mm_xor_si128(x, _mm_slli_si128(t1, 8)), t2);
+  crc = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(x, x)));
+  return static_cast<std::size_t>(p - begin);
+}
+
+bool have_clmul() noexcept {
+  static const bool supported = __builtin_cpu_supports("pclmul") != 0;
+  return supported;
+}
+#endif
+
+std::uint64_t crc64nvme_update(std::uint64_t crc, const unsigned char* p, std::size_t n) noexcept {
+#if defined(__x86_64__)
+  if (n >= 64 && have_clmul()) {
+    const std::size_t done = crc64nvme_clmul(crc, p, n);
+    p += done;
+    n -= done;
+  }
+#endif
+  return crc64nvme_tables(crc, p, n);
 }
 
 const unsigned char* bytes_of(std::span<const std::byte> data) noexcept {
