@@ -1,6 +1,7 @@
 // The streaming writer: data arrives buffer by buffer, is copied into the worker's aligned I/O
-// buffers, hashed (MD5 for the ETag, a checksum per 4 KiB block), and written with O_DIRECT
-// while the next buffers fill. Small objects stay in memory and are stored in the catalog.
+// buffers, checksummed (per 4 KiB block), and written with O_DIRECT while the next buffers
+// fill; MD5 for the ETag runs beside the write, in the worker's hash lanes together with its
+// other streams' buffers. Small objects stay in memory and are stored in the catalog.
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -10,9 +11,10 @@
 #include <cstring>
 
 #include "hots3/common/assert.h"
-#include "hots3/common/digest.h"
+#include "hots3/common/md5.h"
 #include "hots3/storage/checksum.h"
 #include "hots3/storage/format.h"
+#include "hash_lanes.h"
 #include "store_impl.h"
 
 namespace hots3::storage::detail {
@@ -44,25 +46,25 @@ struct Reservation {
 };
 
 asio::awaitable<void> write_one(Device& device, std::shared_ptr<Reservation> keep, std::shared_ptr<Pipeline> pipeline,
-                                IoBuffer buffer, std::uint64_t offset, std::size_t length) {
-  auto result = co_await device.write(offset, std::span(buffer.data(), length));
-  buffer.release();
+                                std::shared_ptr<IoBuffer> buffer, std::uint64_t offset, std::size_t length) {
+  auto result = co_await device.write(offset, std::span(buffer->data(), length));
+  buffer.reset();
   keep.reset();
   pipeline->finished(result ? error_code{} : result.error());
 }
 
 class WriterImpl final : public ObjectWriter {
  public:
-  WriterImpl(StoreCore& core, BufferPool& pool, asio::any_io_executor executor, std::optional<std::uint64_t> declared,
-             bool inline_allowed)
+  WriterImpl(StoreCore& core, BufferPool& pool, HashLanes& lanes, asio::any_io_executor executor,
+             std::optional<std::uint64_t> declared, bool inline_allowed)
       : core_(core),
         pool_(pool),
+        lanes_(lanes),
         declared_(declared),
         pipeline_(std::make_shared<Pipeline>(executor)),
-        md5_(Digest::Algorithm::kMd5),
         inline_mode_(inline_allowed && (!declared || *declared <= core.options.inline_max_bytes)) {}
 
-  ~WriterImpl() override = default;
+  ~WriterImpl() override { leave_lanes(); }
   WriterImpl(const WriterImpl&) = delete;
   WriterImpl& operator=(const WriterImpl&) = delete;
   WriterImpl(WriterImpl&&) = delete;
@@ -84,7 +86,6 @@ class WriterImpl final : public ObjectWriter {
     H3_ASSERT(!finished_, "write after finish");
     if (failed_) co_return failed_;
     if (declared_ && size_ + data.size() > *declared_) co_return fail(errc::kTooLarge);
-    if (core_.options.etag_md5) md5_.update(data);
     size_ += data.size();
     if (inline_mode_) {
       if (inline_.size() + data.size() <= core_.options.inline_max_bytes) {
@@ -108,6 +109,7 @@ class WriterImpl final : public ObjectWriter {
     if (!inline_mode_) {
       if (fill_ > 0) H3_CO_TRY(co_await submit_buffer());
       co_await pipeline_->wait_below(1);
+      leave_lanes();
       if (pipeline_->error()) co_return fail(pipeline_->error());
       release_unused();
       // Durable before the catalog may reference it.
@@ -115,7 +117,10 @@ class WriterImpl final : public ObjectWriter {
     }
     std::array<std::uint8_t, 32> digest{};
     if (core_.options.etag_md5) {
-      md5_.finish(digest);
+      // Device mode: every buffer has been hashed (the pipeline is empty).
+      if (inline_mode_) md5_->update(std::as_bytes(std::span(inline_.data(), inline_.size())));
+      const auto md5 = md5_->finish();
+      std::copy(md5.begin(), md5.end(), digest.begin());
     } else {
       // No MD5 wanted: xxh3-128 of the data's block checksums and size, still 32 hex digits as
       // clients expect of an ETag.
@@ -228,13 +233,29 @@ class WriterImpl final : public ObjectWriter {
     }
     if (row.length_bytes >= core_.options.extent_row_max_bytes || fill_ % kChecksumBlockBytes != 0) row_open_ = false;
 
+    // The write and the MD5 of the buffer are two operations in flight; the buffer returns to
+    // the pool when both are done.
     co_await pipeline_->wait_below(static_cast<unsigned>(core_.options.stream_depth));
     if (pipeline_->error()) co_return fail(pipeline_->error());
+    auto buffer = std::make_shared<IoBuffer>(std::move(buffer_));
+    if (core_.options.etag_md5) {
+      if (!in_lanes_) {
+        in_lanes_ = true;
+        lanes_.join();
+      }
+      pipeline_->started();
+      lanes_.submit(md5_, std::span(buffer->data(), fill_), buffer, [pipeline = pipeline_] { pipeline->finished({}); });
+    }
     pipeline_->started();
     asio::co_spawn(pipeline_->executor(),
-                   write_one(*core_.device, reservation_, pipeline_, std::move(buffer_), offset, length), asio::detached);
+                   write_one(*core_.device, reservation_, pipeline_, std::move(buffer), offset, length), asio::detached);
     fill_ = 0;
     co_return Result<void>{};
+  }
+
+  void leave_lanes() noexcept {
+    if (in_lanes_) lanes_.leave();
+    in_lanes_ = false;
   }
 
   // Returns reserved space that no data went to.
@@ -257,10 +278,11 @@ class WriterImpl final : public ObjectWriter {
 
   StoreCore& core_;
   BufferPool& pool_;
+  HashLanes& lanes_;
   std::optional<std::uint64_t> declared_;
   std::shared_ptr<Pipeline> pipeline_;
   std::shared_ptr<Reservation> reservation_;
-  Digest md5_;
+  std::shared_ptr<Md5> md5_ = std::make_shared<Md5>();  // shared with the hash lanes
   std::array<std::uint8_t, 16> md5_result_{};
   std::uint64_t size_ = 0;     // bytes accepted
   std::uint64_t written_ = 0;  // bytes handed to the device
@@ -274,6 +296,7 @@ class WriterImpl final : public ObjectWriter {
   std::vector<ExtentRecord> rows_;
   bool row_open_ = false;
   bool finished_ = false;
+  bool in_lanes_ = false;
   error_code failed_;
 };
 
@@ -281,7 +304,8 @@ class WriterImpl final : public ObjectWriter {
 
 Result<std::unique_ptr<ObjectWriter>> make_writer(StoreCore& core, BufferPool& pool, asio::any_io_executor executor,
                                                   std::optional<std::uint64_t> size_bytes, bool inline_allowed) {
-  auto writer = std::make_unique<WriterImpl>(core, pool, std::move(executor), size_bytes, inline_allowed);
+  HashLanes& lanes = HashLanes::of(static_cast<asio::io_context&>(asio::query(executor, asio::execution::context)));
+  auto writer = std::make_unique<WriterImpl>(core, pool, lanes, std::move(executor), size_bytes, inline_allowed);
   H3_TRY(writer->reserve_declared());
   return std::unique_ptr<ObjectWriter>(std::move(writer));
 }

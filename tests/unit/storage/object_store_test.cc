@@ -262,6 +262,25 @@ TEST_P(StoreTest, RacingCreateOnlyWritersHaveOneWinner) {
   EXPECT_EQ(used(), before + 3 * kMiB);  // the losers' space is back
 }
 
+// Streams on one worker share the MD5 lanes: each ETag must still be the MD5 of its own bytes,
+// whatever the sizes (streams finish at different buffers) and however writes interleave.
+TEST_P(StoreTest, ConcurrentWritersOnOneWorkerEachGetTheirOwnMd5) {
+  std::vector<Bytes> data;
+  std::vector<std::future<Result<ObjectRecord>>> results;
+  for (std::uint32_t i = 0; i < 10; ++i) data.push_back(test::pattern_bytes(static_cast<std::size_t>(i) * kMiB + 1000 * i + 1, i));
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    results.push_back(std::async(std::launch::async, [&, i] {
+      // Two of unknown size (each grows its reservation by 64 MiB at a time).
+      return run(put_async("md5/" + std::to_string(i), data[i], i % 5 != 0), 0);
+    }));
+  }
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    auto r = results[i].get();
+    ASSERT_TRUE(r.has_value()) << i << ": " << r.error().message();
+    EXPECT_EQ(r->etag, md5_hex(data[i])) << i;
+  }
+}
+
 TEST_P(StoreTest, RepeatedReadsComeFromTheCache) {
   close();
   options_.cache_bytes = 64 * kMiB;
