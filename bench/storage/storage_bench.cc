@@ -6,7 +6,10 @@
 //   randread   CONCURRENCY readers doing random BS-byte ranged reads of one large object
 //   smallput   CONCURRENCY writers of SIZE-byte (inline) objects, each durable on return
 //   hotread    repeated full reads of one SIZE object through the cache, copied out
-//   latency    HEAD and GET (4 KiB objects) p50/p99 with COUNT objects in the bucket
+//   scale      with COUNT objects of SIZE bytes in the bucket (filled once, kept across runs in
+//              --data), in 1000-key "directories" d0000/, d0001/, ...: the start-up time (free
+//              space rebuilt from the catalog), HEAD and GET p50/p99 of random keys, listing one
+//              directory (1000 keys) and the root with delimiter "/" (one seek per directory)
 //
 // Output: one line "name value unit" per figure (and a JSON line with --json).
 
@@ -44,6 +47,7 @@ struct Args {
   std::string bs_text = "4KiB";
   std::string device_size_text = "16GiB";
   std::string cache_text = "0";
+  std::string metadata_cache_text = "64MiB";
   unsigned threads = 0;
   unsigned streams = 4;
   unsigned concurrency = 32;
@@ -54,6 +58,9 @@ struct Args {
   bool fast_etag = false;
   std::size_t depth = 4;
 };
+
+constexpr std::size_t kSinkBytes = 8 << 20;
+constexpr std::size_t kReadBytes = 1 << 20;  // as fio bs=1M
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -69,19 +76,28 @@ std::vector<std::byte> payload(std::size_t n) {
 
 class Bench {
  public:
-  explicit Bench(const Args& args) : args_(args) {
+  explicit Bench(const Args& args) : args_(args) { open(); }
+
+  ~Bench() { close(); }
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
+  Bench(Bench&&) = delete;
+  Bench& operator=(Bench&&) = delete;
+
+  void open() {
     StoreOptions o;
-    o.data_dir = args.data_dir;
-    o.device_path = args.device;
-    o.device_size_bytes = hots3::parse_size_bytes(args.device_size_text).value();
-    o.cache_bytes = hots3::parse_size_bytes(args.cache_text).value();
-    o.engine = args.engine == "posix" ? DeviceOptions::Engine::kPosix
-                                      : args.engine == "io_uring" ? DeviceOptions::Engine::kUring : DeviceOptions::Engine::kAuto;
-    o.etag_md5 = !args.fast_etag;
-    o.stream_depth = args.depth;
-    o.io_buffers_per_worker = std::max<std::size_t>(32, args.depth * args.streams + 8);
+    o.data_dir = args_.data_dir;
+    o.device_path = args_.device;
+    o.device_size_bytes = hots3::parse_size_bytes(args_.device_size_text).value();
+    o.cache_bytes = hots3::parse_size_bytes(args_.cache_text).value();
+    o.metadata_cache_bytes = hots3::parse_size_bytes(args_.metadata_cache_text).value();
+    o.engine = args_.engine == "posix" ? DeviceOptions::Engine::kPosix
+                                      : args_.engine == "io_uring" ? DeviceOptions::Engine::kUring : DeviceOptions::Engine::kAuto;
+    o.etag_md5 = !args_.fast_etag;
+    o.stream_depth = args_.depth;
+    o.io_buffers_per_worker = std::max<std::size_t>(32, args_.depth * args_.streams + 8);
     store_ = ObjectStore::open(o);
-    workers_ = std::make_unique<hots3::WorkerPool>(args.threads);
+    workers_ = std::make_unique<hots3::WorkerPool>(args_.threads);
     for (auto* c : workers_->contexts()) store_->attach(*c);
     workers_->start();
     auto bucket = store_->find_bucket("bench").value();
@@ -89,15 +105,12 @@ class Bench {
     bucket_ = *bucket;
   }
 
-  ~Bench() {
+  void close() {
     store_->shutdown();
     workers_->stop();
     workers_.reset();
+    store_.reset();
   }
-  Bench(const Bench&) = delete;
-  Bench& operator=(const Bench&) = delete;
-  Bench(Bench&&) = delete;
-  Bench& operator=(Bench&&) = delete;
 
   template <class T>
   T run(std::size_t worker, asio::awaitable<T> op) {
@@ -133,7 +146,8 @@ class Bench {
     co_return co_await store_->commit_object(std::move(w), bucket_, std::move(key), {}, {});
   }
 
-  // Reads the range; copies each piece into `sink` when given (as read(2) would).
+  // Reads the range; copies each piece into `sink` when given, always to its start (as read(2)
+  // into one buffer would: fio's reference does the same).
   asio::awaitable<Result<std::uint64_t>> read(std::string key, std::uint64_t offset, std::uint64_t length,
                                               std::byte* sink) {
     H3_CO_TRY(auto r, co_await store_->open_reader(bucket_.id, key));
@@ -142,7 +156,10 @@ class Bench {
     for (;;) {
       H3_CO_TRY(auto piece, co_await r->next());
       if (piece.empty()) break;
-      if (sink != nullptr) std::memcpy(sink + total % (64 << 20), piece.data(), piece.size());
+      if (sink != nullptr) {
+        if (piece.size() > kSinkBytes) throw std::runtime_error("piece larger than the sink");
+        std::memcpy(sink + total % kReadBytes, piece.data(), piece.size());
+      }
       total += piece.size();
     }
     co_return total;
@@ -224,7 +241,7 @@ class Bench {
     const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
     const auto data = payload(size);
     if (!run(0, put("hot", data))) throw std::runtime_error("put failed");
-    std::vector<std::byte> sink(64 << 20);
+    std::vector<std::byte> sink(kSinkBytes);
     // Warm: read until every block is cached (the cache prefaults in the background).
     for (int i = 0; i < 50; ++i) {
       run(0, read("hot", 0, 0, sink.data()));
@@ -237,31 +254,25 @@ class Bench {
     report("hotread_MBps", static_cast<double>(bytes) / since(start) / 1e6, "MB/s");
   }
 
-  void latency() {
-    // Fills the bucket to COUNT small objects (reusing what an earlier run left), then times
-    // HEAD and GET of random ones.
-    const auto data = payload(4096);
+  void scale() {
+    const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
+    const auto data = payload(size);
+    const auto key_of = [](std::uint64_t i) { return fmt::format("d{:04}/{:06}", i / 1000, i % 1000); };
+    // Fill up to COUNT (a previous run's objects are kept: the last key tells how far it got).
     std::uint64_t have = 0;
-    ListQuery q;
-    q.prefix = "lat/";
-    q.max_keys = 1;
-    std::atomic<std::uint64_t> next{0};
-    {
-      // Count by probing the highest key a previous run could have written.
-      for (std::uint64_t probe = args_.count; probe > 0; probe /= 2) {
-        if (store_->head(bucket_.id, fmt::format("lat/{:09}", probe - 1)).value()) {
-          have = probe;
-          break;
-        }
+    for (std::uint64_t probe = args_.count; probe > 0; probe /= 2) {
+      if (store_->head(bucket_.id, key_of(probe - 1)).value()) {
+        have = probe;
+        break;
       }
-      next = have;
     }
+    std::atomic<std::uint64_t> next{have};
     const auto fill_start = Clock::now();
     parallel(64, [&](unsigned) -> asio::awaitable<int> {
       for (;;) {
         const std::uint64_t i = next++;
         if (i >= args_.count) break;
-        auto r = co_await put(fmt::format("lat/{:09}", i), data);
+        auto r = co_await put(key_of(i), data);
         if (!r) throw std::runtime_error("put: " + r.error().message());
       }
       co_return 0;
@@ -269,11 +280,19 @@ class Bench {
     if (args_.count > have) {
       report("fill_puts_per_s", static_cast<double>(args_.count - have) / since(fill_start), "ops/s");
     }
+
+    // A restart: the free space is rebuilt from the catalog.
+    close();
+    auto t = Clock::now();
+    open();
+    report("startup_ms", since(t) * 1000, "ms");
+    report("startup_rebuild_ms", static_cast<double>(store_->stats().startup_rebuild.count()), "ms");
+
     std::vector<double> head_us, get_us;
     std::mt19937_64 random(1);
     for (int i = 0; i < 20000; ++i) {
-      const std::string key = fmt::format("lat/{:09}", random() % args_.count);
-      auto t = Clock::now();
+      const std::string key = key_of(random() % args_.count);
+      t = Clock::now();
       if (!store_->head(bucket_.id, key).value()) throw std::runtime_error("missing " + key);
       head_us.push_back(since(t) * 1e6);
       t = Clock::now();
@@ -286,14 +305,29 @@ class Bench {
     };
     report("head_p50_us", pct(head_us, 0.5), "us");
     report("head_p99_us", pct(head_us, 0.99), "us");
-    report("get4k_p50_us", pct(get_us, 0.5), "us");
-    report("get4k_p99_us", pct(get_us, 0.99), "us");
-    ListQuery page;
-    page.prefix = "lat/";
-    page.max_keys = 1000;
-    auto t = Clock::now();
-    for (int i = 0; i < 20; ++i) run(0, store_->list_objects(bucket_.id, page)).value();
-    report("list1000_ms", since(t) * 1000 / 20, "ms");
+    report("get_p50_us", pct(get_us, 0.5), "us");
+    report("get_p99_us", pct(get_us, 0.99), "us");
+
+    // One directory in the middle, then the root (one common prefix per directory).
+    const auto list_ms = [&](ListQuery q, std::size_t want) {
+      const auto at = Clock::now();
+      constexpr int kRounds = 20;
+      for (int i = 0; i < kRounds; ++i) {
+        auto page = run(0, store_->list_objects(bucket_.id, q)).value();
+        if (page.objects.size() + page.common_prefixes.size() != want) throw std::runtime_error("short listing");
+      }
+      return since(at) * 1000 / kRounds;
+    };
+    const std::uint64_t directories = (args_.count + 999) / 1000;
+    ListQuery dir;
+    dir.prefix = fmt::format("d{:04}/", directories / 2);
+    dir.delimiter = "/";
+    dir.max_keys = 1000;
+    report("list_directory_ms", list_ms(dir, std::min<std::uint64_t>(1000, args_.count - directories / 2 * 1000)), "ms");
+    ListQuery root;
+    root.delimiter = "/";
+    root.max_keys = 1000;
+    report("list_root_ms", list_ms(root, std::min<std::uint64_t>(1000, directories)), "ms");
   }
 
   void report(const std::string& name, double value, const std::string& unit) {
@@ -313,13 +347,14 @@ class Bench {
 int main(int argc, char** argv) {
   CLI::App app{"hots3 storage engine benchmark"};
   Args a;
-  app.add_option("mode", a.mode, "seqwrite|seqread|randread|smallput|hotread|latency")->required();
+  app.add_option("mode", a.mode, "seqwrite|seqread|randread|smallput|hotread|scale")->required();
   app.add_option("--data", a.data_dir);
   app.add_option("--device", a.device);
   app.add_option("--device-size", a.device_size_text);
   app.add_option("--size", a.size_text);
   app.add_option("--bs", a.bs_text);
   app.add_option("--cache", a.cache_text);
+  app.add_option("--metadata-cache", a.metadata_cache_text);
   app.add_option("--threads", a.threads);
   app.add_option("--streams", a.streams);
   app.add_option("--concurrency", a.concurrency);
@@ -341,7 +376,7 @@ int main(int argc, char** argv) {
     else if (a.mode == "randread") bench.randread();
     else if (a.mode == "smallput") bench.smallput();
     else if (a.mode == "hotread") bench.hotread();
-    else if (a.mode == "latency") bench.latency();
+    else if (a.mode == "scale") bench.scale();
     else throw std::runtime_error("unknown mode " + a.mode);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "storage_bench: %s\n", e.what());
