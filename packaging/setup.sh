@@ -48,6 +48,30 @@ install_packages() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# Node.js and the npm packages of the JavaScript client tests. @aws-sdk/client-s3 needs Node 20 or
+# later; Debian bookworm has 18, so an older node gets a Node 22 from the npm registry next to
+# the build (node-linux-<arch>, the official binaries), used only by the tests.
+NODE_BIN=
+install_node() {
+  command -v npm >/dev/null || install_packages nodejs npm
+  NODE_BIN=$(command -v node || command -v nodejs)
+  local major
+  major=$("$NODE_BIN" -p 'process.versions.node.split(".")[0]')
+  if [ "$major" -lt 20 ]; then
+    local arch
+    case "$(uname -m)" in
+      x86_64) arch=x64 ;;
+      aarch64) arch=arm64 ;;
+      *) echo "no Node 20+ for $(uname -m)" >&2; exit 1 ;;
+    esac
+    log "Node $major is too old for @aws-sdk/client-s3: installing Node 22 from npm into .cache/node"
+    npm install --no-audit --no-fund --silent --prefix "$ROOT/.cache/node" "node-linux-$arch@22"
+    NODE_BIN=$ROOT/.cache/node/node_modules/node-linux-$arch/bin/node
+  fi
+  log "npm packages of the JavaScript client tests (node $("$NODE_BIN" --version))"
+  npm ci --no-audit --no-fund --silent --prefix "$ROOT/tests/integration/node"
+}
+
 # configure_and_build DIR [cmake args...]
 configure_and_build() {
   local dir=$1
@@ -91,9 +115,11 @@ case "$MODE" in
     ;;
   test)
     install_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
-    configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_WERROR=ON
+    install_node
+    configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_WERROR=ON \
+      -DNODE_EXECUTABLE="$NODE_BIN"
     configure_and_build "$ROOT/build/asan" -DCMAKE_BUILD_TYPE=Debug -DH3_WERROR=ON \
-      -DH3_SANITIZE=address,undefined -DH3_BUILD_BENCH=OFF
+      -DH3_SANITIZE=address,undefined -DH3_BUILD_BENCH=OFF -DNODE_EXECUTABLE="$NODE_BIN"
     run_ctest "$ROOT/build/release" '.*'
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_ctest "$ROOT/build/asan" 'unit|integration'
