@@ -8,9 +8,11 @@ import hashlib
 import os
 import sys
 import tempfile
+import socket
 import threading
 import time
 import unittest
+import unittest.mock
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -701,6 +703,56 @@ class S3OverTlsTest(unittest.TestCase):
                                                                                  multipart_chunksize=5 * 1024 * 1024))
                 self.assertEqual(c.head_object(Bucket="tls", Key="big")["ContentLength"], 12 * 1024 * 1024)
 
+
+class VirtualHostTest(unittest.TestCase):
+    """Virtual-hosted-style addressing ("<bucket>.<domain>") next to path style on one server.
+    Names under the test domain resolve to 127.0.0.1 inside this process only."""
+
+    DOMAIN = "s3.hots3.test"
+
+    def test_virtual_hosted_and_path_style(self):
+        real_getaddrinfo = socket.getaddrinfo
+
+        def getaddrinfo(host, *args, **kwargs):
+            if isinstance(host, str) and (host == self.DOMAIN or host.endswith("." + self.DOMAIN)):
+                host = "127.0.0.1"
+            return real_getaddrinfo(host, *args, **kwargs)
+
+        server = s3.hots3_server('\n[s3]\ndomain = "%s"\n' % self.DOMAIN)
+        with server, unittest.mock.patch("socket.getaddrinfo", getaddrinfo):
+            endpoint = "http://%s:%d" % (self.DOMAIN, server.port)
+            virtual = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=s3.ACCESS_KEY,
+                                   aws_secret_access_key=s3.SECRET_KEY, region_name=s3.REGION,
+                                   config=Config(s3={"addressing_style": "virtual"}, retries={"max_attempts": 1},
+                                                 signature_version="s3v4"))
+            virtual.create_bucket(Bucket="vhost")
+            body = data(100000, 30)
+            virtual.put_object(Bucket="vhost", Key="dir/odd key+.bin", Body=body)
+            got = virtual.get_object(Bucket="vhost", Key="dir/odd key+.bin", Range="bytes=10-19")
+            self.assertEqual(got["Body"].read(), body[10:20])
+            listed = virtual.list_objects_v2(Bucket="vhost", Prefix="dir/", Delimiter="/")
+            self.assertEqual([o["Key"] for o in listed["Contents"]], ["dir/odd key+.bin"])
+            # Presigned URLs name the virtual host too: SigV4, and SigV2 (boto3's default).
+            for version in ("s3v4", "s3"):
+                signer = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=s3.ACCESS_KEY,
+                                      aws_secret_access_key=s3.SECRET_KEY, region_name=s3.REGION,
+                                      config=Config(s3={"addressing_style": "virtual"}, signature_version=version))
+                url = signer.generate_presigned_url("get_object", Params={"Bucket": "vhost", "Key": "dir/odd key+.bin"})
+                self.assertIn("//vhost.%s:" % self.DOMAIN, url)
+                with urllib.request.urlopen(url) as r:
+                    self.assertEqual(r.read(), body)
+            # The same object path-style, by IP and by the bare domain.
+            self.assertEqual(client(server.port).get_object(Bucket="vhost", Key="dir/odd key+.bin")["Body"].read(), body)
+            r = s3.send(server.port, s3.SignedRequest("GET", "/vhost/dir/odd key+.bin", port=server.port,
+                                                      headers={"host": "%s:%d" % (self.DOMAIN, server.port)}).wire())
+            self.assertEqual((r.status, r.body), (200, body))
+            # A virtual host naming a bucket that does not exist.
+            r = s3.send(server.port, s3.SignedRequest("GET", "/k", port=server.port,
+                                                      headers={"host": "nothere.%s:%d" % (self.DOMAIN, server.port)}).wire())
+            self.assertEqual(r.status, 404)
+            self.assertIn(b"<Code>NoSuchBucket</Code>", r.body)
+            virtual.delete_object(Bucket="vhost", Key="dir/odd key+.bin")
+            virtual.delete_bucket(Bucket="vhost")
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
