@@ -99,9 +99,14 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
     if (created.error() == errc::kAlreadyExists) {
       auto existing = s.store().find_bucket(r.bucket);
       const bool mine = existing && *existing && (*existing)->owner == r.auth.user->name;
-      co_return co_await s.send_error(r, Error(mine ? Code::kBucketAlreadyOwnedByYou : Code::kBucketAlreadyExists).with("BucketName", r.bucket));
+      // S3 answers the owner's re-creation with 200 in us-east-1 "for legacy compatibility"
+      // (rclone creates the bucket before every upload), BucketAlreadyOwnedByYou elsewhere.
+      if (!mine || s.config().region != "us-east-1") {
+        co_return co_await s.send_error(r, Error(mine ? Code::kBucketAlreadyOwnedByYou : Code::kBucketAlreadyExists).with("BucketName", r.bucket));
+      }
+    } else {
+      co_return co_await s.send_error(r, from_errc(created.error()));
     }
-    co_return co_await s.send_error(r, from_errc(created.error()));
   }
   http::Response head = s.response(r, 200);
   head.add("Location", "/" + r.bucket);

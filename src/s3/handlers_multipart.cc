@@ -207,6 +207,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   struct Listed {
     std::uint32_t number;
     std::string etag;
+    std::vector<std::pair<auth::ChecksumAlgorithm, std::string>> checksums;  // <ChecksumCRC32> ...
   };
   std::vector<Listed> listed;
   for (const XmlElement& part : doc->root().children()) {
@@ -218,7 +219,15 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     std::uint32_t value = 0;
     auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
     if (ec != std::errc{} || end != n.data() + n.size()) co_return co_await s.send_error(r, Code::kMalformedXML);
-    listed.push_back({value, unquoted(etag->text())});
+    Listed entry{value, unquoted(etag->text()), {}};
+    for (const XmlElement& field : part.children()) {
+      const std::string_view name = field.name();
+      if (!name.starts_with("Checksum") || name == "ChecksumType") continue;
+      auto checksum_algorithm = auth::parse_checksum_algorithm(name.substr(8));
+      if (!checksum_algorithm) co_return co_await s.send_error(r, Code::kMalformedXML);
+      entry.checksums.emplace_back(*checksum_algorithm, field.text());
+    }
+    listed.push_back(std::move(entry));
   }
   if (listed.empty()) co_return co_await s.send_error(r, Error(Code::kMalformedXML, "The XML you provided was not well-formed or did not validate against our published schema: no parts"));
 
@@ -244,8 +253,23 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     for (std::size_t i = 0; i < listed.size(); ++i) {
       const Listed& want = listed[i];
       auto it = std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.part_number == want.number; });
-      if (it == parts.end() || it->etag != want.etag) {
+      // A part checksum in the list must be the part's (S3 answers InvalidPart otherwise).
+      const bool checksums_match = it != parts.end() && std::all_of(want.checksums.begin(), want.checksums.end(), [&](const auto& c) {
+        const auto stored = part_checksum(*it, c.first);
+        return !stored || *stored == c.second;
+      });
+      if (it == parts.end() || it->etag != want.etag || !checksums_match) {
         plan_error = Error(Code::kInvalidPart).with("UploadId", up.upload_id).with("PartNumber", std::to_string(want.number)).with("ETag", want.etag);
+        return errc::kInvalidArgument;
+      }
+      // An upload created with a (composite) checksum algorithm needs each part's checksum.
+      if (algorithm && composite &&
+          std::none_of(want.checksums.begin(), want.checksums.end(), [&](const auto& c) { return c.first == *algorithm; })) {
+        std::string name(auth::checksum_name(*algorithm));
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        plan_error = Error(Code::kInvalidRequest, "The upload was created using a " + name +
+                                                      " checksum. The complete request must include the checksum for each part. "
+                                                      "It was missing for part " + std::to_string(want.number) + " in the request.");
         return errc::kInvalidArgument;
       }
       if (i + 1 < listed.size() && it->size_bytes < kPartBytesMin) {

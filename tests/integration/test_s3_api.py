@@ -77,9 +77,12 @@ class S3Test(unittest.TestCase):
         self.s3.head_bucket(Bucket="lifecycle-1")
         loc = self.s3.get_bucket_location(Bucket="lifecycle-1")["LocationConstraint"]
         self.assertIn(loc, (None, ""))  # us-east-1 is the empty constraint
+        # The owner re-creating its bucket: 200 in us-east-1, as S3 answers "for legacy
+        # compatibility" (rclone does it before every upload); another user: BucketAlreadyExists.
+        self.s3.create_bucket(Bucket="lifecycle-1")
         with self.assertRaises(ClientError) as e:
-            self.s3.create_bucket(Bucket="lifecycle-1")
-        self.assertEqual(error_code(e.exception), "BucketAlreadyOwnedByYou")
+            client(self.port, "HOTS3WRITERACCESSKEY", "writer-secret-key-0123456789").create_bucket(Bucket="lifecycle-1")
+        self.assertEqual(error_code(e.exception), "BucketAlreadyExists")
         self.s3.put_object(Bucket="lifecycle-1", Key="k", Body=b"x")
         with self.assertRaises(ClientError) as e:
             self.s3.delete_bucket(Bucket="lifecycle-1")
@@ -89,6 +92,17 @@ class S3Test(unittest.TestCase):
         with self.assertRaises(ClientError) as e:
             self.s3.head_bucket(Bucket="lifecycle-1")
         self.assertEqual(e.exception.response["ResponseMetadata"]["HTTPStatusCode"], 404)
+
+    def test_bucket_already_owned_outside_us_east_1(self):
+        with s3.hots3_server('\n[s3]\nregion = "eu-central-1"\n') as server:
+            c = boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % server.port, aws_access_key_id=s3.ACCESS_KEY,
+                             aws_secret_access_key=s3.SECRET_KEY, region_name="eu-central-1",
+                             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+            c.create_bucket(Bucket="mine", CreateBucketConfiguration={"LocationConstraint": "eu-central-1"})
+            with self.assertRaises(ClientError) as e:
+                c.create_bucket(Bucket="mine", CreateBucketConfiguration={"LocationConstraint": "eu-central-1"})
+            self.assertEqual(error_code(e.exception), "BucketAlreadyOwnedByYou")
+            self.assertEqual(e.exception.response["ResponseMetadata"]["HTTPStatusCode"], 409)
 
     def test_bucket_names_follow_s3_rules(self):
         for bad in ("ab", "UPPER", "a" * 64, "-start", "end-", "two..dots", "192.168.1.1", "xn--x", "under_score"):
