@@ -22,6 +22,8 @@ namespace asio = boost::asio;
 constexpr std::uint64_t kChunk = BlockCache::kBlockBytes;
 // Objects up to this size have their layout (with checksums: 1 MiB of them at 1 GiB) cached.
 constexpr std::uint64_t kLayoutCacheObjectMax = 4ULL * 1024 * 1024 * 1024;
+// Layouts of objects up to this size (a few extent rows) are read on the worker itself.
+constexpr std::uint64_t kWorkerLayoutMax = 64ULL * 1024 * 1024;
 
 std::uint64_t round_up(std::uint64_t n, std::uint64_t unit) { return (n + unit - 1) / unit * unit; }
 
@@ -244,13 +246,28 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
     if (object.inline_data->size() != object.size_bytes) co_return errc::kCorrupt;
   } else if (auto cached = core.layouts->find(object.id)) {
     st->shared_rows = std::move(cached);
-  } else if (object.size_bytes <= kLayoutCacheObjectMax) {
-    // Small enough to keep: load every checksum now and share the layout.
-    H3_CO_TRY(auto rows, core.catalog->object_extents(object.id, true));
-    st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(rows));
-    core.layouts->insert(object.id, st->shared_rows);
   } else {
-    H3_CO_TRY(st->own_rows, core.catalog->object_extents(object.id));
+    // Up to 4 GiB the layout is kept, with every checksum, and shared; beyond, checksums are
+    // loaded per row on first use. A layout of more than a few rows is more than an index
+    // lookup: it is read on a catalog reader thread, not on this worker.
+    const bool keep = object.size_bytes <= kLayoutCacheObjectMax;
+    const std::int64_t id = object.id;
+    auto load = [catalog = core.catalog.get(), id, keep] { return catalog->object_extents(id, keep); };
+    // (Not a conditional expression: GCC 12 miscompiles co_await inside one.)
+    Result<std::vector<ExtentRecord>> rows = errc::kNotFound;
+    if (object.size_bytes <= kWorkerLayoutMax) {
+      rows = load();
+    } else {
+      auto read = on_catalog_reader(core, load);
+      rows = co_await std::move(read);
+    }
+    if (!rows) co_return rows.error();
+    if (keep) {
+      st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(*rows));
+      core.layouts->insert(id, st->shared_rows);
+    } else {
+      st->own_rows = std::move(*rows);
+    }
   }
   auto executor = co_await asio::this_coro::executor;
   co_return std::unique_ptr<ObjectReader>(std::make_unique<ReaderImpl>(std::move(st), pool, std::move(executor)));

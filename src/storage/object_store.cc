@@ -219,7 +219,9 @@ struct AlignedBlock {
 
 class StoreImpl final : public ObjectStore {
  public:
-  explicit StoreImpl(StoreCore core) : core_(std::move(core)), reader_pool_(1) {}
+  explicit StoreImpl(StoreCore core) : core_(std::move(core)), reader_pool_(2) {
+    core_.catalog_readers = &reader_pool_;
+  }
   ~StoreImpl() override { shutdown(); }
   StoreImpl(const StoreImpl&) = delete;
   StoreImpl& operator=(const StoreImpl&) = delete;
@@ -406,7 +408,9 @@ class StoreImpl final : public ObjectStore {
   }
 
   asio::awaitable<Result<ListPage>> list_objects(std::int64_t bucket_id, ListQuery query) override {
-    co_return co_await on_reader(list_objects_on(core_.catalog.get(), bucket_id, std::move(query)));
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), bucket_id, q = std::move(query)] { return c->list_objects(bucket_id, q); });
+    co_return co_await std::move(read);
   }
 
   // ---- multipart ----
@@ -527,11 +531,15 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<std::vector<PartRecord>>> list_parts(std::int64_t upload_row, std::uint32_t after,
                                                               std::uint32_t max) override {
-    co_return co_await on_reader(list_parts_on(core_.catalog.get(), upload_row, after, max));
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), upload_row, after, max] { return c->list_parts(upload_row, after, max); });
+    co_return co_await std::move(read);
   }
 
   asio::awaitable<Result<UploadListPage>> list_uploads(std::int64_t bucket_id, UploadListQuery query) override {
-    co_return co_await on_reader(list_uploads_on(core_.catalog.get(), bucket_id, std::move(query)));
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), bucket_id, q = std::move(query)] { return c->list_uploads(bucket_id, q); });
+    co_return co_await std::move(read);
   }
 
   Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id) override {
@@ -576,22 +584,6 @@ class StoreImpl final : public ObjectStore {
     BufferPool* pool = BufferPool::of(context_of(executor));
     H3_ASSERT(pool != nullptr, "store used from a thread that is not one of its workers");
     co_return pool;
-  }
-
-  // Runs a catalog read on the reader thread; the worker waits without blocking.
-  template <class T>
-  asio::awaitable<T> on_reader(asio::awaitable<T> op) {
-    co_return co_await asio::co_spawn(reader_pool_.get_executor(), std::move(op), asio::use_awaitable);
-  }
-  static asio::awaitable<Result<ListPage>> list_objects_on(Catalog* c, std::int64_t bucket, ListQuery q) {
-    co_return c->list_objects(bucket, q);
-  }
-  static asio::awaitable<Result<std::vector<PartRecord>>> list_parts_on(Catalog* c, std::int64_t upload,
-                                                                        std::uint32_t after, std::uint32_t max) {
-    co_return c->list_parts(upload, after, max);
-  }
-  static asio::awaitable<Result<UploadListPage>> list_uploads_on(Catalog* c, std::int64_t bucket, UploadListQuery q) {
-    co_return c->list_uploads(bucket, q);
   }
 
   StoreCore core_;

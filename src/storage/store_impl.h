@@ -4,13 +4,16 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <deque>
 #include <functional>
 #include <list>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <variant>
 #include <unordered_map>
 
@@ -135,7 +138,24 @@ struct StoreCore {
   std::unique_ptr<Retirement> retirement;
   std::unique_ptr<LayoutCache> layouts;
   std::unique_ptr<MetadataCache> metadata;
+  // Threads for catalog reads that cost more than an index lookup (listings, the layouts of
+  // large objects): workers wait for them without blocking. Set by the store.
+  boost::asio::thread_pool* catalog_readers = nullptr;
 };
+
+template <class F>
+boost::asio::awaitable<std::invoke_result_t<F>> run_catalog_read(F read) {
+  co_return read();
+}
+
+// Runs `read` (a catalog read returning Result<T>) on the catalog reader threads. Not itself a
+// coroutine, and callers keep the returned awaitable in a variable before awaiting it: GCC 12
+// destroys temporaries that live across a co_await twice.
+template <class F>
+boost::asio::awaitable<std::invoke_result_t<F>> on_catalog_reader(StoreCore& core, F read) {
+  return boost::asio::co_spawn(core.catalog_readers->get_executor(), run_catalog_read(std::move(read)),
+                               boost::asio::use_awaitable);
+}
 
 // The current version of (bucket, key) with its inline data: from the metadata cache, or read
 // from the catalog and cached. nullptr when there is none.
