@@ -45,7 +45,7 @@ template <class V>
   V b = h[1];
   V c = h[2];
   V d = h[3];
-  const auto advance = [](V& a_, V& b_, V& c_, V& d_, V f, std::size_t i, const V& word) {
+  const auto advance = [](V& a_, V& b_, V& c_, V& d_, const V& f, std::size_t i, const V& word) {
     const int s = kRotation[(i / 16) * 4 + i % 4];
     const V x = a_ + f + kSine[i] + word;
     a_ = d_;

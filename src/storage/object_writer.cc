@@ -187,7 +187,12 @@ class WriterImpl final : public ObjectWriter {
   asio::awaitable<Result<void>> append(std::span<const std::byte> data) {
     while (!data.empty()) {
       if (!buffer_) {
-        if (auto space = ensure_space(); !space) co_return fail(space.error());
+        if (auto space = ensure_space(); !space) {
+          // Out of space: let the writes in flight finish first, so that the space is back
+          // (when the writer goes) by the time the client hears "no space".
+          co_await pipeline_->wait_below(1);
+          co_return fail(space.error());
+        }
         buffer_ = co_await pool_.acquire();
         fill_ = 0;
         // A buffer never crosses a device extent or a catalog row: each is one contiguous
