@@ -91,12 +91,6 @@ compare "durable 4 KiB puts x64 vs fdatasync/write, /s" ">= 1000%" \
 HOT_FIO="read.mbs --rw=read --bs=1M --size=64M --time_based --runtime=$T --ioengine=psync --invalidate=0 --pre_read=1"
 compare "hot 64 MiB object vs page cache, MB/s" ">= 85%" "$HOT_FIO" \
   "hotread_MBps hotread --size 64MiB --cache 1GiB --seconds $T" "$FRESH"
-# The bench copies each 64 KiB piece out of the cache with memcpy (as read(2) copies out of the
-# page cache). glibc copies 64-512 KiB with "rep movsb", which runs at about half speed on some
-# AMD CPUs; the kernel's copy does not. The same run with glibc's plain vector copy:
-GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=1000000000 \
-  compare "  the same, glibc rep movsb off, MB/s" ">= 85%" "$HOT_FIO" \
-  "hotread_MBps hotread --size 64MiB --cache 1GiB --seconds $T" "$FRESH"
 
 echo "hots3 storage engine vs fio on the same file system: $(nproc) cores, median of $REPEAT, $(date +%F)"
 printf '%-44s %10s %10s %8s   %s\n' workload hots3 fio ratio goal

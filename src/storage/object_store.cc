@@ -567,6 +567,7 @@ class StoreImpl final : public ObjectStore {
     s.io_engine = std::string(core_.device->engine());
     const auto cache = core_.cache->stats();
     s.cache_capacity_bytes = cache.capacity_bytes;
+    s.cache_prefaulted_bytes = cache.prefaulted_bytes;
     s.cache_used_bytes = cache.used_bytes;
     s.cache_hits = cache.hits;
     s.cache_misses = cache.misses;

@@ -73,6 +73,7 @@ struct StoreStats {
   std::uint64_t pending_free_bytes = 0;  // retired, waiting for readers to finish
   std::string io_engine;
   std::uint64_t cache_capacity_bytes = 0;
+  std::uint64_t cache_prefaulted_bytes = 0;  // memory of the cache touched so far (at start-up)
   std::uint64_t cache_used_bytes = 0;
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
