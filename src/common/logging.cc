@@ -91,7 +91,12 @@ void init(const Options& options) {
     s.server.store(server.get(), std::memory_order_release);
     s.access.store(access.get(), std::memory_order_release);
     s.retired.push_back(std::move(server));
-    if (access) s.retired.push_back(std::move(access));
+    if (access) {
+      // spdlog's periodic flusher only visits loggers in its registry.
+      spdlog::drop("access");
+      spdlog::register_logger(access);
+      s.retired.push_back(std::move(access));
+    }
   }
   spdlog::flush_every(std::chrono::seconds(1));
 }

@@ -24,6 +24,24 @@ void write_owner(XmlWriter& xml, std::string_view user) {
   xml.close();
 }
 
+std::string owner_full_control_acl(std::string_view owner) {
+  XmlWriter xml("AccessControlPolicy");
+  write_owner(xml, owner);
+  xml.open("AccessControlList");
+  xml.open("Grant");
+  xml.open("Grantee");
+  // As S3 writes it; s3cmd reads the grantee's type from xsi:type and fails without it.
+  xml.attribute("xmlns:xsi", "http://www.w3.org/2001/XMLSchema-instance");
+  xml.attribute("xsi:type", "CanonicalUser");
+  xml.element("ID", owner_id(owner));
+  xml.element("DisplayName", owner);
+  xml.close();
+  xml.element("Permission", "FULL_CONTROL");
+  xml.close();
+  xml.close();
+  return xml.finish();
+}
+
 bool valid_bucket_name(std::string_view name) {
   // Amazon S3's rules for general purpose buckets.
   if (name.size() < 3 || name.size() > 63) return false;
@@ -255,18 +273,7 @@ asio::awaitable<void> bucket_subresource(Service& s, Request& r) {
       co_return co_await s.send_xml(r, 200, XmlWriter("VersioningConfiguration").finish());
     }
     if (r.has_param("acl")) {
-      XmlWriter xml("AccessControlPolicy");
-      write_owner(xml, bucket->owner);
-      xml.open("AccessControlList");
-      xml.open("Grant");
-      xml.open("Grantee");
-      xml.element("ID", owner_id(bucket->owner));
-      xml.element("DisplayName", bucket->owner);
-      xml.close();
-      xml.element("Permission", "FULL_CONTROL");
-      xml.close();
-      xml.close();
-      co_return co_await s.send_xml(r, 200, xml.finish());
+      co_return co_await s.send_xml(r, 200, owner_full_control_acl(bucket->owner));
     }
     if (r.has_param("policy")) co_return co_await s.send_error(r, Error(Code::kNoSuchBucketPolicy).with("BucketName", r.bucket));
     if (r.has_param("cors")) co_return co_await s.send_error(r, Error(Code::kNoSuchCORSConfiguration).with("BucketName", r.bucket));

@@ -590,18 +590,7 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
   if (!*object) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
   if (r.has_param("acl")) {
     if (r.head.method == http::Method::kGet) {
-      XmlWriter xml("AccessControlPolicy");
-      write_owner(xml, bucket->owner);
-      xml.open("AccessControlList");
-      xml.open("Grant");
-      xml.open("Grantee");
-      xml.element("ID", owner_id(bucket->owner));
-      xml.element("DisplayName", bucket->owner);
-      xml.close();
-      xml.element("Permission", "FULL_CONTROL");
-      xml.close();
-      xml.close();
-      co_return co_await s.send_xml(r, 200, xml.finish());
+      co_return co_await s.send_xml(r, 200, owner_full_control_acl(bucket->owner));
     }
     if (r.head.method == http::Method::kPut) {
       // Setting the ACL hots3 objects have anyway ("owner: full control") is accepted, as a

@@ -21,6 +21,8 @@ inline constexpr std::uint32_t kPartNumberMax = 10000;
 
 std::string owner_id(std::string_view user);
 void write_owner(XmlWriter& xml, std::string_view user);
+// The one ACL a hots3 bucket or object has: its owner has full control.
+std::string owner_full_control_acl(std::string_view owner);
 bool valid_bucket_name(std::string_view name);
 
 // Keys: UTF-8, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.

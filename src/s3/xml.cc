@@ -51,6 +51,12 @@ void XmlWriter::open(std::string_view name) {
   xmlTextWriterStartElement(impl_->writer, x(impl_->scratch_name));
 }
 
+void XmlWriter::attribute(std::string_view name, std::string_view value) {
+  impl_->scratch_name.assign(name);
+  impl_->scratch_text.assign(value);
+  xmlTextWriterWriteAttribute(impl_->writer, x(impl_->scratch_name), x(impl_->scratch_text));
+}
+
 void XmlWriter::close() { xmlTextWriterEndElement(impl_->writer); }
 
 void XmlWriter::element(std::string_view name, std::string_view text) {

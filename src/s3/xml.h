@@ -27,6 +27,8 @@ class XmlWriter {
   XmlWriter& operator=(XmlWriter&&) = delete;
 
   void open(std::string_view name);
+  // An attribute of the element just opened (before its content).
+  void attribute(std::string_view name, std::string_view value);
   void close();
   void element(std::string_view name, std::string_view text);
   // A literal would otherwise convert to bool rather than to string_view.

@@ -423,6 +423,21 @@ class AccessLogTest(unittest.TestCase):
             self.assertTrue(line["remote"].startswith("127.0.0.1:"))
         self.assertNotEqual(put["id"], get["id"])
 
+    def test_lines_reach_the_file_while_the_server_runs(self):
+        # Buffered, but flushed every second: `tail -f` sees each request within about a second.
+        workdir = tempfile.mkdtemp(prefix="hots3-log-")
+        log_path = os.path.join(workdir, "access.log")
+        config = CONFIG + '\n[log]\naccess_log = "%s"\n' % log_path
+        with harness.ServerProcess(BINARY, config=config, workdir=workdir) as server:
+            harness.request(server.port, "GET", "/bytes/5")
+            deadline = time.monotonic() + 5
+            text = ""
+            while time.monotonic() < deadline and not text.endswith("\n"):
+                time.sleep(0.1)
+                with open(log_path) as f:
+                    text = f.read()
+            self.assertEqual(json.loads(text)["target"], "/bytes/5")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -691,8 +691,12 @@ class S3Test(unittest.TestCase):
         # Reading what does not exist answers truthfully.
         self.assertEqual(self.s3.get_bucket_versioning(Bucket="main").get("Status"), None)
         self.assertEqual(self.s3.get_object_tagging(Bucket="main", Key="ni")["TagSet"], [])
-        acl = self.s3.get_object_acl(Bucket="main", Key="ni")
-        self.assertEqual(acl["Grants"][0]["Permission"], "FULL_CONTROL")
+        # The grantee carries xsi:type as S3 writes it (s3cmd info/cp/mv fail without it).
+        for acl in (self.s3.get_object_acl(Bucket="main", Key="ni"), self.s3.get_bucket_acl(Bucket="main")):
+            self.assertEqual(len(acl["Grants"]), 1)
+            self.assertEqual(acl["Grants"][0]["Permission"], "FULL_CONTROL")
+            self.assertEqual(acl["Grants"][0]["Grantee"]["Type"], "CanonicalUser")
+            self.assertEqual(acl["Grants"][0]["Grantee"]["ID"], acl["Owner"]["ID"])
         self.s3.put_object_acl(Bucket="main", Key="ni", ACL="private")
 
 
