@@ -85,6 +85,7 @@ struct Options {
   bool list_root = false;
   bool prepare = true;
   bool verify = false;
+  bool overwrite = false;
   int server_pid = 0;
   std::string json_path;
   std::string payload_text = "64MiB";
@@ -539,7 +540,8 @@ class LoadGen {
             break;
           }
           case kPut: {
-            const std::uint64_t n = next_new++;
+            // --overwrite: PUT keeps replacing --objects keys (bounded space, as on nginx).
+            const std::uint64_t n = o_.overwrite && o_.objects > 0 ? next_new++ % o_.objects : next_new++;
             const std::uint64_t size = size_of(n);
             if (co_await timed(c, st, kPut, put_request(fmt::format("{}new-{:09}", o_.prefix, n), size, origin_of(n)), Expected{200, 201, 204}, record)) {
               own.push_back(n);
@@ -780,6 +782,7 @@ int main(int argc, char** argv) {
   app.add_flag("--list-root", o.list_root, "list the prefix itself, not one directory");
   app.add_flag("--prepare,!--no-prepare", o.prepare, "reuse objects a previous run prepared");
   app.add_flag("--verify", o.verify, "check every byte read");
+  app.add_flag("--overwrite", o.overwrite, "put: replace --objects keys in turn instead of new keys");
   app.add_option("--server-pid", o.server_pid, "report this process's CPU time and peak RSS");
   app.add_option("--json", o.json_path, "write the figures as JSON here");
   app.add_option("--payload", o.payload_text, "random bytes bodies are cut from")->capture_default_str();
