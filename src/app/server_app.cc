@@ -1,6 +1,5 @@
 #include "server_app.h"
 
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 
@@ -63,6 +62,9 @@ storage::StoreOptions store_options(const config::Config& config) {
 }
 
 int serve(const config::Config& config, const ServeOptions& options) {
+  // First, before any thread exists (logging, catalog, workers): from here on SIGTERM / SIGINT
+  // wait until the server can stop cleanly, however early they come.
+  StopSignals signals;
   log::init(config.log);
   fs::create_directories(config.storage.data_dir);
   const config::ResolvedUsers users = config::resolve_users(config);
@@ -85,10 +87,18 @@ int serve(const config::Config& config, const ServeOptions& options) {
 
   // Stop in order: HTTP (requests in flight finish within the grace period), the store (queued
   // catalog writes are committed, the catalog closed), then the workers.
-  const int signal = wait_for_stop_signal();
-  log::info("received {}; stopping (grace {} ms)", signal == SIGINT ? "SIGINT" : "SIGTERM",
-            config.http.shutdown_grace.count());
-  server.shutdown(config.http.shutdown_grace);
+  const int signal = signals.wait();
+  log::info("received {}; stopping (grace {} ms; a second signal stops at once)",
+            signal_name(signal), config.http.shutdown_grace.count());
+  {
+    // A second signal (an impatient operator, systemd's stop timeout nearing) cuts the grace
+    // period short: connections are closed at once, but the catalog is still closed cleanly.
+    const StopSignals::Watch again(signals, [&server](int second) {
+      log::warn("received {} again: closing connections now", signal_name(second));
+      server.stop_now();
+    });
+    server.shutdown(config.http.shutdown_grace);
+  }
   store->shutdown();
   workers.stop();
   // What `hots3 check` calls "referenced" must equal this: anything more is leaked space.

@@ -2,15 +2,22 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
+#include <array>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <thread>
 
@@ -73,16 +80,79 @@ void WorkerPool::stop() {
   impl_->threads.clear();
 }
 
-int wait_for_stop_signal() {
-  std::signal(SIGPIPE, SIG_IGN);  // a vanished client is an error value, not a signal
-  asio::io_context context(1);
-  asio::signal_set signals(context, SIGINT, SIGTERM);
-  int received = 0;
-  signals.async_wait([&received](const boost::system::error_code& ec, int signal) {
-    if (!ec) received = signal;
+StopSignals::StopSignals() {
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  H3_ASSERT(rc == 0, "pthread_sigmask failed");
+  // Non-blocking: wait() and the Watch poll first, so a signal is taken by whoever reads it and
+  // the other finds nothing instead of blocking.
+  signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+}
+
+StopSignals::~StopSignals() { ::close(signal_fd_); }
+
+namespace {
+
+// Takes one pending stop signal from the signalfd; 0 if none is pending.
+int take_signal(int fd) {
+  signalfd_siginfo info{};
+  for (;;) {
+    const ssize_t n = ::read(fd, &info, sizeof info);
+    if (n == static_cast<ssize_t>(sizeof info)) return static_cast<int>(info.ssi_signo);
+    H3_ASSERT(n < 0 && (errno == EINTR || errno == EAGAIN), "signalfd read failed");
+    if (errno == EAGAIN) return 0;
+  }
+}
+
+// Waits until one of `fds` is readable (EINTR is retried).
+void wait_readable(std::span<pollfd> fds) {
+  while (::poll(fds.data(), fds.size(), -1) < 0) H3_ASSERT(errno == EINTR, "poll failed");
+}
+
+}  // namespace
+
+int StopSignals::wait() {
+  for (;;) {
+    pollfd fd{signal_fd_, POLLIN, 0};
+    wait_readable(std::span(&fd, 1));
+    if (const int signal = take_signal(signal_fd_); signal != 0) return signal;
+  }
+}
+
+StopSignals::Watch::Watch(const StopSignals& signals, std::function<void(int)> on_signal)
+    : wake_fd_(::eventfd(0, EFD_CLOEXEC)) {
+  if (wake_fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  thread_ = std::thread([signal_fd = signals.signal_fd_, wake_fd = wake_fd_,
+                         on_signal = std::move(on_signal)] {
+    pthread_setname_np(pthread_self(), "h3-signals");
+    for (;;) {
+      std::array<pollfd, 2> fds{{{signal_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}}};
+      wait_readable(fds);
+      if (fds[1].revents != 0) return;  // the Watch is being destroyed
+      if (const int signal = take_signal(signal_fd); signal != 0) on_signal(signal);
+    }
   });
-  context.run();
-  return received;
+}
+
+StopSignals::Watch::~Watch() {
+  const std::uint64_t one = 1;
+  // Adding 1 to an eventfd counter far from its maximum cannot fail.
+  [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  thread_.join();
+  ::close(wake_fd_);
+}
+
+const char* signal_name(int signal) noexcept {
+  switch (signal) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    default: return "signal";
+  }
 }
 
 void write_file_atomically(const std::string& path, const std::string& content) {

@@ -239,16 +239,27 @@ void Server::shutdown(std::chrono::milliseconds grace) {
       if (w.acceptor) w.acceptor->close(ignored);
     });
   }
-  auto wait_closed = [&](std::chrono::milliseconds limit) {
+  auto wait_closed = [&](std::chrono::milliseconds limit, bool until_stop_now) {
     std::unique_lock lock(shared.mutex);
-    return shared.all_closed.wait_for(lock, limit, [&] {
-      return shared.connections_active.load(std::memory_order_acquire) == 0;
+    shared.all_closed.wait_for(lock, limit, [&] {
+      return shared.connections_active.load(std::memory_order_acquire) == 0 ||
+             (until_stop_now && shared.stop_now);
     });
+    return shared.connections_active.load(std::memory_order_acquire) == 0;
   };
-  // 2. Give requests in flight the grace period.
-  if (!wait_closed(grace)) {
-    log::warn("shutdown: {} connection(s) still busy after {} ms; closing them",
-              shared.connections_active.load(), grace.count());
+  // 2. Give requests in flight the grace period (or less, on stop_now()).
+  if (!wait_closed(grace, true)) {
+    bool now = false;
+    {
+      std::lock_guard lock(shared.mutex);
+      now = shared.stop_now;
+    }
+    if (now) {
+      log::warn("shutdown: closing {} busy connection(s) now", shared.connections_active.load());
+    } else {
+      log::warn("shutdown: {} connection(s) still busy after {} ms; closing them",
+                shared.connections_active.load(), grace.count());
+    }
     for (auto& worker : impl_->workers) {
       asio::post(worker->context, [&w = *worker] {
         for (Connection* c = w.connections; c != nullptr;) {
@@ -260,7 +271,7 @@ void Server::shutdown(std::chrono::milliseconds grace) {
     }
     // Closed sockets complete their pending operations at once. A handler waiting on something
     // else is given a moment; after that its coroutine is destroyed with its io_context.
-    if (!wait_closed(std::chrono::seconds(2))) {
+    if (!wait_closed(std::chrono::seconds(2), false)) {
       log::error("shutdown: {} connection(s) did not close; abandoning them",
                  shared.connections_active.load());
     }
@@ -272,6 +283,13 @@ void Server::shutdown(std::chrono::milliseconds grace) {
       w.sweeper->cancel();
     });
   }
+}
+
+void Server::stop_now() noexcept {
+  detail::Shared& shared = impl_->shared;
+  std::lock_guard lock(shared.mutex);
+  shared.stop_now = true;
+  shared.all_closed.notify_all();
 }
 
 ServerStats Server::stats() const noexcept {

@@ -49,9 +49,10 @@ struct Shared {
   std::atomic<std::uint64_t> connections_rejected{0};
   std::atomic<std::uint64_t> requests_total{0};
 
-  // shutdown() waits here for connections_active to reach zero.
+  // shutdown() waits here for connections_active to reach zero, or for stop_now().
   std::mutex mutex;
   std::condition_variable all_closed;
+  bool stop_now = false;  // guarded by mutex
 };
 
 class Connection;

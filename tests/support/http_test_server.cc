@@ -131,6 +131,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads);
   CLI11_PARSE(app, argc, argv);
 
+  // Before any thread starts: a SIGTERM sent the instant the port file appears must stop the
+  // server cleanly, as it does hots3 (see hots3::StopSignals).
+  hots3::StopSignals signals;
   hots3::config::Config config;
   config.log.access_log_path = "";
   if (!config_path.empty()) hots3::config::apply_file(config, config_path);
@@ -146,8 +149,14 @@ int main(int argc, char** argv) {
   if (!port_file.empty()) {
     hots3::write_file_atomically(port_file, std::to_string(server.port()) + "\n");
   }
-  hots3::wait_for_stop_signal();
-  server.shutdown(config.http.shutdown_grace);
+  signals.wait();
+  {
+    const hots3::StopSignals::Watch again(signals, [&server](int second) {
+      hots3::log::warn("received {} again: closing connections now", hots3::signal_name(second));
+      server.stop_now();
+    });
+    server.shutdown(config.http.shutdown_grace);
+  }
   workers.stop();
   hots3::log::shutdown();
   return 0;

@@ -50,6 +50,10 @@ class Server {
   // REQUIRES: not called from a worker thread; the workers are still running.
   void shutdown(std::chrono::milliseconds grace);
 
+  // Ends the grace period of shutdown() now, or makes a later shutdown() skip it: connections
+  // still busy are closed at once (a second SIGTERM). Callable from any thread.
+  void stop_now() noexcept;
+
   [[nodiscard]] ServerStats stats() const noexcept;
 
  private:
