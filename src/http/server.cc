@@ -13,6 +13,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "wire.h"
 #include "worker.h"
 
 namespace hots3::http {
@@ -128,11 +129,18 @@ void Server::Impl::open_acceptors() {
 void Server::Impl::reject(Worker& worker, tcp::socket socket) {
   // Over connections_max: answer 503 without reading the request and close. The socket's send
   // buffer takes the few hundred bytes at once, so a non-blocking write is enough.
+  // Like every answer, it carries a request id of its own (S3 clients log it; support asks).
+  char request_id[16];
+  detail::format_request_id(worker.id_seed, worker.id_counter++, request_id);
   std::string body;
-  Response response = worker.shared.handler.protocol_error(ProtocolError::kTooManyConnections, "", body);
-  std::string wire = "HTTP/1.1 " + std::to_string(response.status) + " Service Unavailable\r\n";
-  for (const auto& h : response.headers) wire += h.name + ": " + h.value + "\r\n";
-  wire += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  Response response = worker.shared.handler.protocol_error(
+      ProtocolError::kTooManyConnections, std::string_view(request_id, sizeof request_id), body);
+  std::string wire;
+  detail::append_status_line(wire, response.status);
+  detail::append_header(wire, "Date", detail::http_date(worker));
+  for (const auto& h : response.headers) detail::append_header(wire, h.name, h.value);
+  detail::append_header(wire, "Content-Length", std::to_string(body.size()));
+  wire += "Connection: close\r\n\r\n";
   wire += body;
   boost::system::error_code ec;
   socket.non_blocking(true, ec);
