@@ -15,19 +15,25 @@ import time
 class ServerProcess:
     """A server binary started with --listen 127.0.0.1:0 --port-file; stopped on exit."""
 
-    def __init__(self, binary, args=(), config=None, env=None, workdir=None, port_wait_s=20.0):
+    def __init__(self, binary, args=(), config=None, env=None, workdir=None, port_wait_s=20.0,
+                 port_poll_s=0.02):
         self.binary = binary
         self.args = list(args)
         self.config = config
         self.extra_env = env or {}
         self.port_wait_s = port_wait_s
+        # 0: poll the port file without pause, so start() returns the instant it appears (tests
+        # of signals sent at that moment).
+        self.port_poll_s = port_poll_s
         self.owned_dir = workdir is None
         self.dir = workdir or tempfile.mkdtemp(prefix="hots3-test-")
         self.proc = None
         self.port = None
         self.returncode = None
 
-    def start(self):
+    def start(self, on_port_file=None):
+        """Starts the server and waits for its port file. `on_port_file(pid)`, if given, is
+        called the instant the file appears (with port_poll_s=0), before it is even read."""
         port_file = os.path.join(self.dir, "port")
         if os.path.exists(port_file):
             os.unlink(port_file)
@@ -47,10 +53,20 @@ class ServerProcess:
         self.proc = subprocess.Popen(args, stdout=self.stdout, stderr=self.stderr, env=env,
                                      cwd=self.dir)
         deadline = time.monotonic() + self.port_wait_s
+        if not self.port_poll_s:
+            # Spin on the file's existence alone, so that start() returns within microseconds
+            # of its appearance; look at the process and the clock now and then.
+            exists, spins = os.path.exists, 0
+            while not exists(port_file):
+                spins += 1
+                if spins % 4096 == 0 and (self.proc.poll() is not None or
+                                          time.monotonic() > deadline):
+                    break
+            else:
+                if on_port_file:
+                    on_port_file(self.proc.pid)
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited with %d before listening:\n%s" %
-                                   (self.proc.returncode, self.read_stderr()))
+            # The port file first: a server told to stop by on_port_file may be gone already.
             try:
                 with open(port_file) as f:
                     text = f.read().strip()
@@ -59,7 +75,11 @@ class ServerProcess:
                     return self
             except FileNotFoundError:
                 pass
-            time.sleep(0.02)
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited with %d before listening:\n%s" %
+                                   (self.proc.returncode, self.read_stderr()))
+            if self.port_poll_s:
+                time.sleep(self.port_poll_s)
         self.kill()
         raise RuntimeError("server did not write its port file in time")
 

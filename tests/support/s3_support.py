@@ -21,6 +21,7 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 SERVER_CONFIG = """
 [http]
 threads = 2
+{http}
 [storage]
 device_size = "{device_size}"
 cache_size = "{cache_size}"
@@ -45,17 +46,19 @@ grants = [{{ bucket = "shared-*", access = "readwrite" }}]
 """
 
 
-def hots3_server(extra_config="", device_size="4GiB", cache_size="64MiB", args=(), workdir=None):
+def hots3_server(extra_config="", device_size="4GiB", cache_size="64MiB", args=(), workdir=None,
+                 http_config="", **server_args):
     """A hots3 with the test users. With `workdir`, data lives (and stays) in workdir/data, so
-    a later server can start on the same store."""
+    a later server can start on the same store. `http_config`: more keys of the [http] table
+    (one per line); `server_args` go to harness.ServerProcess."""
     binary = harness.find_binary("HOTS3_BIN", "hots3")
     owned = workdir is None
     if owned:
         workdir = tempfile.mkdtemp(prefix="hots3-s3-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
     config = SERVER_CONFIG.format(device_size=device_size, cache_size=cache_size, access=ACCESS_KEY,
-                                  secret=SECRET_KEY) + extra_config
+                                  secret=SECRET_KEY, http=http_config) + extra_config
     server = harness.ServerProcess(binary, ["serve", "--data", os.path.join(workdir, "data"), *args],
-                                   config=config, workdir=workdir)
+                                   config=config, workdir=workdir, **server_args)
     server.owned_dir = owned
     return server
 
