@@ -11,6 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import harness  # noqa: E402
+import s3_support as s3  # noqa: E402
 
 HOTS3 = harness.find_binary("HOTS3_BIN", "hots3")
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -93,6 +94,32 @@ class ServeTest(unittest.TestCase):
                 pass
             self.assertNotIn("env-secret-key", server.read_stdout())
             self.assertFalse(os.path.exists(os.path.join(d, "data", "credentials")))
+
+    def test_environment_credentials_sign_requests(self):
+        access, secret = "ENVACCESSKEY0000TEST", "env-secret-key-0123456789"
+        with tempfile.TemporaryDirectory() as d:
+            server = harness.ServerProcess(
+                HOTS3, ["serve", "--data", os.path.join(d, "data")], workdir=d,
+                env={"HOTS3_ACCESS_KEY": access, "HOTS3_SECRET_KEY": secret})
+            with server:
+                port = server.port
+
+                def signed(method, path, **keys):
+                    return s3.send(port, s3.SignedRequest(method, path, port=port, **keys).wire())
+
+                r = signed("PUT", "/env-bucket", access=access, secret=secret)
+                self.assertEqual(r.status, 200, r)
+                r = signed("GET", "/", access=access, secret=secret)
+                self.assertEqual(r.status, 200, r)
+                self.assertIn(b"<Name>env-bucket</Name>", r.body)
+                # The right key with a wrong secret, and a key nobody has.
+                r = signed("GET", "/", access=access, secret=secret + "x")
+                self.assertEqual(r.status, 403, r)
+                self.assertIn(b"<Code>SignatureDoesNotMatch</Code>", r.body)
+                r = signed("GET", "/", access="NOSUCHACCESSKEY00000", secret=secret)
+                self.assertEqual(r.status, 403, r)
+                self.assertIn(b"<Code>InvalidAccessKeyId</Code>", r.body)
+            self.assertEqual(server.returncode, 0)
 
     def test_sigint_exits_zero(self):
         with tempfile.TemporaryDirectory() as d:
