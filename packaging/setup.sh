@@ -34,6 +34,12 @@ TEST_PACKAGES=(
   curl python3-boto3 python3-pytest awscli s3cmd rclone
 )
 
+# What `run` needs beyond the build: the AWS CLI, for the `aws --endpoint-url ... s3 ls` that the
+# server prints at start.
+RUN_PACKAGES=(
+  awscli
+)
+
 install_packages() {
   local missing=()
   for p in "$@"; do
@@ -108,7 +114,7 @@ run_ctest() {
 
 case "$MODE" in
   run)
-    install_packages "${BUILD_PACKAGES[@]}"
+    install_packages "${BUILD_PACKAGES[@]}" "${RUN_PACKAGES[@]}"
     configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_BUILD_TESTS=OFF -DH3_BUILD_BENCH=OFF
     log "Starting hots3 (data in ./data; Ctrl-C to stop)"
     exec "$ROOT/build/release/src/hots3" serve --data "$ROOT/data"
