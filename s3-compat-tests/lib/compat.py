@@ -320,3 +320,49 @@ def write_small_files(root, count):
         write_file(os.path.join(root, rel), data)
         out[rel] = data
     return out
+
+
+# --- Raw S3 requests, to set up and to look behind a client (s3fs, curl) ------------------------
+# tests/support/s3_support.py signs them (SigV4, standard library).
+
+def _s3_support():
+    support = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "support")
+    if support not in sys.path:
+        sys.path.insert(0, support)
+    import s3_support
+    return s3_support
+
+
+def raw(method, path, query=(), headers=None, body=b""):
+    """One signed request as the admin user; returns tests/support/harness.Response."""
+    s3 = _s3_support()
+    port = int(HOST_PORT.rsplit(":", 1)[1])
+    req = s3.SignedRequest(method, path, query=query, headers=headers, body=body, port=port,
+                           access=ACCESS_KEY, secret=SECRET_KEY)
+    with s3.harness.connect(port, 60) as sock:
+        sock.sendall(req.wire())
+        return s3.harness.Reader(sock).read_response(head_request=(method == "HEAD"))
+
+
+def raw_ok(method, path, query=(), headers=None, body=b""):
+    r = raw(method, path, query, headers, body)
+    if r.status // 100 != 2:
+        raise CheckFailed("%s %s: %d %s" % (method, path, r.status, r.body[:500]))
+    return r
+
+
+def list_keys(bucket, prefix=""):
+    """{key: size} under prefix (ListObjectsV2, every page)."""
+    import xml.etree.ElementTree as ET
+    ns = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+    out, token = {}, None
+    while True:
+        query = [("list-type", "2"), ("prefix", prefix)]
+        if token:
+            query.append(("continuation-token", token))
+        root = ET.fromstring(raw_ok("GET", "/" + bucket, query).body)
+        for c in root.findall(ns + "Contents"):
+            out[c.find(ns + "Key").text] = int(c.find(ns + "Size").text)
+        token = root.findtext(ns + "NextContinuationToken")
+        if root.findtext(ns + "IsTruncated") != "true":
+            return out
