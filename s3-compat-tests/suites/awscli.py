@@ -53,7 +53,9 @@ def put_option_exists(option):
     return option in r.stdout
 
 
-suite.version(run(CLI + ["--version"], env=ENV).stdout + run(CLI + ["--version"], env=ENV).stderr)
+_version = run(CLI + ["--version"], env=ENV)
+suite.version(" ".join(t for t in (_version.stdout + _version.stderr).split()
+                       if t.startswith(("aws-cli/", "botocore/"))))
 
 
 @suite.check("basic", "s3 mb, ls, cp up and down, s3api put-object/head-object with metadata")

@@ -4,8 +4,7 @@
 // first looks for an unfinished upload of the same key (ListMultipartUploads), listings ask for
 // encoding-type=url, removeObjects sends quiet DeleteObjects, composeObject uses UploadPartCopy.
 
-import { createReadStream, createWriteStream, readFileSync, writeFileSync } from "node:fs";
-import { pipeline } from "node:stream/promises";
+import { createReadStream, readFileSync, writeFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createRequire } from "node:module";
 

@@ -43,7 +43,7 @@ def keys(prefix):
     return [line.split("s3://%s/" % B, 1)[1] for line in out.splitlines() if "s3://" in line]
 
 
-suite.version(run(["s3cmd", "--version"]).stdout)
+suite.version(run(["s3cmd", "--version"]).stdout.replace(" version", ""))
 
 
 @suite.check("basic", "mb, put, get, info, ls (buckets and directories)")

@@ -76,7 +76,7 @@ def sh(*args, **kw):
     return run(list(args), **kw)
 
 
-suite.version(run(["s3fs", "--version"]).stdout.splitlines()[0])
+suite.version("s3fs-fuse " + run(["s3fs", "--version"]).stdout.split(" V", 1)[1].split()[0])
 
 
 @suite.check("basic", "mount a bucket")
