@@ -29,9 +29,10 @@ BUILD_PACKAGES=(
   python3 openssl ca-certificates
 )
 # What the tests drive hots3 with: the image's python3 already has boto3 1.43 and AWS CLI v1;
-# Debian adds boto3 1.26 (older defaults, for /usr/bin/python3) and AWS CLI v2.
+# Debian adds boto3 1.26 (older defaults, for /usr/bin/python3) and AWS CLI v2, and the clients
+# of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse).
 TEST_PACKAGES=(
-  curl python3-boto3 python3-pytest awscli s3cmd rclone
+  curl python3-boto3 python3-pytest awscli s3cmd rclone s3fs
 )
 
 # What `run` needs beyond the build: the AWS CLI, for the `aws --endpoint-url ... s3 ls` that the
@@ -76,6 +77,7 @@ install_node() {
   fi
   log "npm packages of the JavaScript client tests (node $("$NODE_BIN" --version))"
   npm ci --no-audit --no-fund --silent --prefix "$ROOT/tests/integration/node"
+  npm ci --no-audit --no-fund --silent --prefix "$ROOT/s3-compat-tests"
 }
 
 # configure_and_build DIR [cmake args...]
