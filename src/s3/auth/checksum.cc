@@ -187,6 +187,66 @@ const unsigned char* bytes_of(std::span<const std::byte> data) noexcept {
   return reinterpret_cast<const unsigned char*>(data.data());
 }
 
+// ---- combining CRCs ---------------------------------------------------------------------------
+// Polynomial arithmetic in GF(2) modulo a CRC's polynomial P, in the reflected representation
+// the CRCs use: bit width-1 is the coefficient of x^0, bit 0 that of x^(width-1). After Mark
+// Adler's crc32_combine in zlib 1.2.12 (multmodp, x2nmodp).
+struct CrcField {
+  std::uint64_t poly;  // reflected, without the x^width term
+  int width;           // 32 or 64
+  [[nodiscard]] constexpr std::uint64_t one() const { return std::uint64_t{1} << (width - 1); }  // x^0
+};
+
+constexpr CrcField kCrc32Field{0xedb88320ULL, 32};
+constexpr CrcField kCrc32cField{0x82f63b78ULL, 32};
+constexpr CrcField kCrc64NvmeField{kCrc64NvmeReflectedPoly, 64};
+
+// a·b mod P.
+constexpr std::uint64_t multiply_mod_p(const CrcField& f, std::uint64_t a, std::uint64_t b) {
+  std::uint64_t product = 0;
+  // Walk a's coefficients from x^0 upwards while b steps from b to b·x, b·x², ... mod P.
+  for (std::uint64_t m = f.one(); m != 0 && a != 0; m >>= 1) {
+    if ((a & m) != 0) {
+      product ^= b;
+      a ^= m;
+    }
+    b = (b & 1) != 0 ? (b >> 1) ^ f.poly : b >> 1;
+  }
+  return product;
+}
+
+// x^(2^k) mod P for k = 0..66: enough for x^(8·n) with any 64-bit byte count n.
+using PowerTable = std::array<std::uint64_t, 67>;
+constexpr PowerTable powers_of_x(const CrcField& f) {
+  PowerTable t{};
+  t[0] = f.one() >> 1;  // x^1
+  for (std::size_t k = 1; k < t.size(); ++k) t[k] = multiply_mod_p(f, t[k - 1], t[k - 1]);
+  return t;
+}
+
+constexpr PowerTable kCrc32Powers = powers_of_x(kCrc32Field);
+constexpr PowerTable kCrc32cPowers = powers_of_x(kCrc32cField);
+constexpr PowerTable kCrc64NvmePowers = powers_of_x(kCrc64NvmeField);
+
+// x^(8·bytes) mod P.
+constexpr std::uint64_t x_to_8n_mod_p(const CrcField& f, const PowerTable& powers, std::uint64_t bytes) {
+  std::uint64_t p = f.one();
+  for (std::size_t k = 3; bytes != 0; bytes >>= 1, ++k) {
+    if ((bytes & 1) != 0) p = multiply_mod_p(f, powers[k], p);
+  }
+  return p;
+}
+
+constexpr std::uint64_t combine(const CrcField& f, const PowerTable& powers, std::uint64_t crc_a,
+                                std::uint64_t crc_b, std::uint64_t length_b) {
+  // The initial and final inversions of A and of B cancel out: crc(A‖B) = crc(A)·x^(8|B|) + crc(B).
+  return multiply_mod_p(f, x_to_8n_mod_p(f, powers, length_b), crc_a) ^ crc_b;
+}
+
+// CRC-64/NVME of "1234" and of "56789" combine to the catalogue's check value of "123456789".
+static_assert(combine(kCrc64NvmeField, kCrc64NvmePowers, crc64nvme_bytewise("1234"), crc64nvme_bytewise("56789"), 5) ==
+              0xae8b14860a799888ULL);
+
 // ---- base64 ----------------------------------------------------------------------------------
 constexpr std::string_view kBase64Alphabet =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -281,6 +341,46 @@ std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t previous) {
 
 std::uint64_t crc64nvme(std::span<const std::byte> data, std::uint64_t previous) {
   return ~crc64nvme_update(~previous, bytes_of(data), data.size());
+}
+
+std::uint64_t crc_combine(ChecksumAlgorithm algorithm, std::uint64_t crc_a, std::uint64_t crc_b,
+                          std::uint64_t length_b) {
+  switch (algorithm) {
+    case ChecksumAlgorithm::kCrc32:
+      return combine(kCrc32Field, kCrc32Powers, crc_a, crc_b, length_b);
+    case ChecksumAlgorithm::kCrc32c:
+      return combine(kCrc32cField, kCrc32cPowers, crc_a, crc_b, length_b);
+    case ChecksumAlgorithm::kCrc64Nvme:
+      return combine(kCrc64NvmeField, kCrc64NvmePowers, crc_a, crc_b, length_b);
+    case ChecksumAlgorithm::kSha1:
+    case ChecksumAlgorithm::kSha256:
+      break;
+  }
+  H3_UNREACHABLE("crc_combine of a digest");
+}
+
+namespace {
+int crc_bytes(ChecksumAlgorithm algorithm) {
+  H3_ASSERT(algorithm == ChecksumAlgorithm::kCrc32 || algorithm == ChecksumAlgorithm::kCrc32c ||
+                algorithm == ChecksumAlgorithm::kCrc64Nvme,
+            "not a CRC");
+  return algorithm == ChecksumAlgorithm::kCrc64Nvme ? 8 : 4;
+}
+}  // namespace
+
+std::string crc_to_base64(ChecksumAlgorithm algorithm, std::uint64_t crc) {
+  std::string raw;
+  append_big_endian(raw, crc, crc_bytes(algorithm));
+  return base64_encode(std::string_view(raw));
+}
+
+std::optional<std::uint64_t> crc_from_base64(ChecksumAlgorithm algorithm, std::string_view text) {
+  const int bytes = crc_bytes(algorithm);
+  auto raw = base64_decode(text);
+  if (!raw || raw->size() != static_cast<std::size_t>(bytes)) return std::nullopt;
+  std::uint64_t crc = 0;
+  for (char c : *raw) crc = crc << 8 | static_cast<unsigned char>(c);
+  return crc;
 }
 
 // ---- Checksummer -------------------------------------------------------------------------------

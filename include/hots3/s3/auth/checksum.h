@@ -52,6 +52,19 @@ std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t previous = 0)
 std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t previous = 0);
 std::uint64_t crc64nvme(std::span<const std::byte> data, std::uint64_t previous = 0);
 
+// The CRC of A‖B from crc(A), crc(B) and the length of B, as zlib's crc32_combine: crc(A) is
+// multiplied by x^(8·length_b) modulo the polynomial (GF(2), by squaring) and added to crc(B).
+// This is how the checksum of a multipart object made of parts is found without reading them
+// (S3's FULL_OBJECT checksums). Takes and returns finished values, as the one-shot helpers.
+// REQUIRES: `algorithm` is kCrc32, kCrc32c or kCrc64Nvme.
+std::uint64_t crc_combine(ChecksumAlgorithm algorithm, std::uint64_t crc_a, std::uint64_t crc_b,
+                          std::uint64_t length_b);
+// A CRC as x-amz-checksum-* carries it (base64 of the big-endian value) and back. Errors:
+// nullopt when `text` is not base64 of exactly 4 (CRC32, CRC32C) or 8 (CRC64NVME) bytes.
+// REQUIRES: a CRC algorithm.
+std::string crc_to_base64(ChecksumAlgorithm algorithm, std::uint64_t crc);
+std::optional<std::uint64_t> crc_from_base64(ChecksumAlgorithm algorithm, std::string_view text);
+
 std::string base64_encode(std::span<const std::byte> data);
 std::string base64_encode(std::string_view data);
 // Errors: nullopt when `text` is not valid padded base64 of the standard alphabet (no
