@@ -67,6 +67,7 @@ constexpr std::array kTable = {
     Entry{Code::kNoSuchUpload, "NoSuchUpload", 404,
           "The specified upload does not exist. The upload ID may be invalid, or the upload may have been "
           "aborted or completed."},
+    Entry{Code::kNoSuchVersion, "NoSuchVersion", 404, "The specified version does not exist."},
     Entry{Code::kNotImplemented, "NotImplemented", 501, "A header you provided implies functionality that is not implemented"},
     Entry{Code::kNotModified, "NotModified", 304, "Not Modified"},
     Entry{Code::kPreconditionFailed, "PreconditionFailed", 412, "At least one of the pre-conditions you specified did not hold"},
@@ -87,11 +88,19 @@ constexpr std::array kTable = {
           "The provided 'x-amz-content-sha256' header does not match what was computed."},
 };
 
+constexpr std::size_t kInternalErrorAt = [] {
+  for (std::size_t i = 0; i < kTable.size(); ++i) {
+    if (kTable[i].code == Code::kInternalError) return i;
+  }
+  return kTable.size();
+}();
+static_assert(kInternalErrorAt < kTable.size());
+
 const Entry& entry(Code code) noexcept {
   for (const Entry& e : kTable) {
     if (e.code == code) return e;
   }
-  return kTable[14];  // InternalError: every code has an entry (checked by a test)
+  return kTable[kInternalErrorAt];  // every code has an entry (checked by a test)
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ enum class Code : std::uint8_t {
   kNoSuchLifecycleConfiguration,
   kNoSuchTagSet,
   kNoSuchUpload,
+  kNoSuchVersion,
   kNotImplemented,
   kNotModified,
   kPreconditionFailed,

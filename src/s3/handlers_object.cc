@@ -87,6 +87,17 @@ std::optional<Error> validate_key(std::string_view key) {
   return std::nullopt;
 }
 
+std::optional<Error> check_version_id(const Request& r) {
+  const std::string* version = r.param("versionId");
+  if (version == nullptr || *version == "null") return std::nullopt;
+  if (version->empty()) {
+    return Error(Code::kInvalidArgument, "Version id cannot be the empty string").with("ArgumentName", "versionId").with("ArgumentValue", "");
+  }
+  // S3 answers 400 for an id that is not of its own making and 404 for one that is; hots3 makes
+  // none, so every id is one it does not have.
+  return Error(Code::kNoSuchVersion).with("Key", r.key).with("VersionId", *version);
+}
+
 std::variant<storage::ObjectSpec, Error> object_spec(const Request& r, const config::S3Config& config) {
   for (std::string_view h : {"x-amz-server-side-encryption", "x-amz-server-side-encryption-customer-algorithm",
                              "x-amz-server-side-encryption-aws-kms-key-id", "x-amz-tagging", "x-amz-object-lock-mode",
@@ -200,7 +211,8 @@ std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(std::
   if (const auto q = source.find('?'); q != std::string_view::npos) {
     const std::string_view version = source.substr(q + 1);
     if (version != "versionId=null" && !version.empty()) {
-      return Error(Code::kNotImplemented, "Copying a specific object version is not supported.");
+      // hots3 keeps no versions but the current ("null") one.
+      return Error(Code::kNoSuchVersion).with("VersionId", std::string(version.substr(version.find('=') + 1)));
     }
     source = source.substr(0, q);
   }
@@ -317,6 +329,7 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
 asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   auto bucket = co_await s.bucket_for(r, Access::kRead);
   if (!bucket) co_return;
+  if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
   auto opened = co_await s.store().open_reader(bucket->id, r.key);
   if (!opened) {
     if (opened.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
@@ -435,9 +448,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
 asio::awaitable<void> delete_object(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
-  if (const std::string* version = r.param("versionId"); version != nullptr && *version != "null") {
-    co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Object versions are not supported."));
-  }
+  if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
   auto deleted = co_await s.store().delete_object(bucket->id, r.key);
   if (!deleted) co_return co_await s.send_error(r, from_errc(deleted.error()));
   co_await s.send_empty(r, 204, s.response(r, 204));
@@ -477,7 +488,7 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   XmlWriter xml("DeleteResult");
   for (const auto& [key, version] : keys) {
     std::optional<Error> failed = validate_key(key);
-    if (!failed && version && *version != "null") failed = Error(Code::kNotImplemented, "Object versions are not supported.");
+    if (!failed && version && *version != "null") failed = Error(Code::kNoSuchVersion);  // hots3 keeps none
     if (!failed && key.empty()) failed = Error(Code::kInvalidArgument, "The key is empty.");
     if (!failed) {
       auto deleted = co_await s.store().delete_object(bucket->id, key);
@@ -486,12 +497,14 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
     if (failed) {
       xml.open("Error");
       xml.element("Key", key);
+      if (version) xml.element("VersionId", *version);
       xml.element("Code", code_name(failed->code));
       xml.element("Message", failed->message.empty() ? default_message(failed->code) : std::string_view(failed->message));
       xml.close();
     } else if (!quiet) {
       xml.open("Deleted");
       xml.element("Key", key);
+      if (version) xml.element("VersionId", *version);
       xml.close();
     }
   }
@@ -585,6 +598,7 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
   const bool write = r.head.method != http::Method::kGet;
   auto bucket = co_await s.bucket_for(r, write ? Access::kWrite : Access::kRead);
   if (!bucket) co_return;
+  if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
   auto object = s.store().head(bucket->id, r.key);
   if (!object) co_return co_await s.send_error(r, from_errc(object.error()));
   if (!*object) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <random>
+#include <variant>
 
 #include "hots3/common/logging.h"
 #include "hots3/s3/auth/checksum.h"
@@ -17,13 +18,6 @@
 namespace hots3::s3 {
 
 namespace {
-
-// Bucket-level sub-resources we answer ourselves (everything else is NotImplemented).
-constexpr std::string_view kBucketSubresources[] = {"acl",      "cors",     "encryption", "lifecycle", "policy",
-                                                    "tagging",  "versioning", "website",  "logging",   "notification",
-                                                    "object-lock", "ownershipControls", "publicAccessBlock",
-                                                    "replication", "requestPayment", "accelerate", "analytics",
-                                                    "inventory", "metrics", "intelligent-tiering", "versions"};
 
 bool glob_match(std::string_view pattern, std::string_view text) {
   // '*' any run, '?' one character; iterative with backtracking to the last '*'.
@@ -431,62 +425,121 @@ asio::awaitable<void> Service::handle(http::Exchange& exchange) {
   co_await dispatch(r);
 }
 
-asio::awaitable<void> Service::dispatch(Request& r) {
-  using http::Method;
-  const Method m = r.head.method;
-  if (r.bucket.empty()) {
-    if (m == Method::kGet) co_return co_await list_buckets(*this, r);
-    co_return co_await send_error(r, Code::kMethodNotAllowed);
-  }
-  if (r.key.empty()) {
-    const bool sub = std::any_of(std::begin(kBucketSubresources), std::end(kBucketSubresources),
-                                 [&](std::string_view name) { return r.has_param(name); });
-    switch (m) {
-      case Method::kGet:
-        if (r.has_param("location")) co_return co_await get_bucket_location(*this, r);
-        if (r.has_param("uploads")) co_return co_await list_multipart_uploads(*this, r);
-        if (sub) co_return co_await bucket_subresource(*this, r);
-        if (const std::string* v = r.param("list-type"); v != nullptr && *v == "2") co_return co_await list_objects(*this, r, true);
-        co_return co_await list_objects(*this, r, false);
-      case Method::kHead: co_return co_await head_bucket(*this, r);
-      case Method::kPut:
-        if (sub) co_return co_await bucket_subresource(*this, r);
-        co_return co_await create_bucket(*this, r);
-      case Method::kDelete:
-        if (sub) co_return co_await bucket_subresource(*this, r);
-        co_return co_await delete_bucket(*this, r);
-      case Method::kPost:
-        if (r.has_param("delete")) co_return co_await delete_objects(*this, r);
-        co_return co_await send_error(r, Error(Code::kNotImplemented, "This POST request is not supported."));
-      default: co_return co_await send_error(r, Code::kMethodNotAllowed);
+// Routing is an allow-list. S3 picks an operation by the method, by what the path names (the
+// service, a bucket, an object) and by a sub-resource parameter (?acl, ?uploads, ?metadataTable,
+// ...). Every operation hots3 implements is a row of kRoutes. A request naming a sub-resource
+// that no row takes for its method answers NotImplemented and never falls through to the plain
+// operation: DELETE /bucket?metadataTable taken as DeleteBucket would delete the bucket, PUT
+// /bucket/key?retention taken as PutObject would overwrite the object. Parameters that are not
+// sub-resources (list-type, prefix, x-id=PutObject, a typo) select nothing and are left to the
+// operation, which ignores what it does not know, as S3 does.
+
+namespace {
+
+enum class Target : std::uint8_t { kService, kBucket, kObject };
+using Operation = asio::awaitable<void> (*)(Service&, Request&);
+
+struct Route {
+  http::Method method;
+  Target target;
+  std::string_view subresource;  // "" = none
+  Operation operation;
+};
+
+// Every sub-resource of the S3 API (the REST paths of its operations), implemented or not.
+// A request naming one of these is routed by it; hots3 implements the ones in kRoutes.
+constexpr std::string_view kSubresources[] = {
+    "abac", "accelerate", "acl", "analytics", "annotation", "attributes", "cors", "delete", "encryption",
+    "intelligent-tiering", "inventory", "legal-hold", "lifecycle", "location", "logging", "metadataAnnotationTable",
+    "metadataConfiguration", "metadataInventoryTable", "metadataJournalTable", "metadataTable", "metrics",
+    "notification", "object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock", "renameObject",
+    "replication", "requestPayment", "restore", "retention", "select", "session", "tagging", "torrent", "uploadId",
+    "uploads", "versioning", "versions", "website"};
+
+asio::awaitable<void> list_objects_v1_or_v2(Service& s, Request& r) {
+  const std::string* list_type = r.param("list-type");
+  co_await list_objects(s, r, list_type != nullptr && *list_type == "2");
+}
+asio::awaitable<void> get_object_body(Service& s, Request& r) { co_await get_object(s, r, false); }
+asio::awaitable<void> head_object(Service& s, Request& r) { co_await get_object(s, r, true); }
+// PUT /bucket/key: CopyObject when x-amz-copy-source names a source, else PutObject (which
+// takes x-amz-write-offset-bytes, an append, as well).
+asio::awaitable<void> put_or_copy_object(Service& s, Request& r) {
+  if (r.header("x-amz-copy-source")) co_return co_await copy_object(s, r);
+  co_await put_object(s, r);
+}
+
+using http::Method;
+constexpr Route kRoutes[] = {
+    {Method::kGet, Target::kService, "", list_buckets},
+
+    {Method::kGet, Target::kBucket, "", list_objects_v1_or_v2},
+    {Method::kGet, Target::kBucket, "location", get_bucket_location},
+    {Method::kGet, Target::kBucket, "uploads", list_multipart_uploads},
+    // Bucket configuration hots3 does not have: answered truthfully (none, owner only).
+    {Method::kGet, Target::kBucket, "acl", bucket_subresource},
+    {Method::kGet, Target::kBucket, "versioning", bucket_subresource},
+    {Method::kGet, Target::kBucket, "policy", bucket_subresource},
+    {Method::kGet, Target::kBucket, "cors", bucket_subresource},
+    {Method::kGet, Target::kBucket, "lifecycle", bucket_subresource},
+    {Method::kGet, Target::kBucket, "tagging", bucket_subresource},
+    {Method::kGet, Target::kBucket, "encryption", bucket_subresource},
+    {Method::kHead, Target::kBucket, "", head_bucket},
+    {Method::kPut, Target::kBucket, "", create_bucket},
+    {Method::kPut, Target::kBucket, "acl", bucket_subresource},  // the owner-only ACL it has
+    {Method::kDelete, Target::kBucket, "", delete_bucket},
+    {Method::kPost, Target::kBucket, "delete", delete_objects},
+
+    {Method::kGet, Target::kObject, "", get_object_body},
+    {Method::kHead, Target::kObject, "", head_object},
+    {Method::kPut, Target::kObject, "", put_or_copy_object},
+    {Method::kDelete, Target::kObject, "", delete_object},
+    {Method::kGet, Target::kObject, "acl", object_subresource},
+    {Method::kPut, Target::kObject, "acl", object_subresource},  // the owner-only ACL it has
+    {Method::kGet, Target::kObject, "tagging", object_subresource},
+    // RenameObject (S3 Express), PUT /bucket/key?renameObject: its row goes here (wip/mp).
+    {Method::kPost, Target::kObject, "uploads", create_multipart_upload},
+    {Method::kPut, Target::kObject, "uploadId", upload_part},  // and UploadPartCopy
+    {Method::kPost, Target::kObject, "uploadId", complete_multipart_upload},
+    {Method::kDelete, Target::kObject, "uploadId", abort_multipart_upload},
+    {Method::kGet, Target::kObject, "uploadId", list_parts},
+};
+
+// What routing found: the operation, or why there is none.
+std::variant<Operation, Error> route(const Request& r) {
+  const Target target = r.bucket.empty() ? Target::kService : r.key.empty() ? Target::kBucket : Target::kObject;
+  std::string_view subresource;
+  for (const auto& p : r.query) {
+    if (std::find(std::begin(kSubresources), std::end(kSubresources), p.name) == std::end(kSubresources)) continue;
+    if (!subresource.empty() && subresource != p.name) {
+      return Error(Code::kNotImplemented, "A request with both the " + std::string(subresource) + " and the " + p.name +
+                                              " sub-resource is not supported.");
     }
+    subresource = p.name;
   }
-  switch (m) {
-    case Method::kGet:
-      if (r.has_param("uploadId")) co_return co_await list_parts(*this, r);
-      if (r.has_param("acl") || r.has_param("tagging") || r.has_param("attributes") || r.has_param("torrent") ||
-          r.has_param("retention") || r.has_param("legal-hold")) {
-        co_return co_await object_subresource(*this, r);
-      }
-      co_return co_await get_object(*this, r, false);
-    case Method::kHead: co_return co_await get_object(*this, r, true);
-    case Method::kPut:
-      if (r.has_param("partNumber") || r.has_param("uploadId")) co_return co_await upload_part(*this, r);
-      if (r.has_param("acl") || r.has_param("tagging") || r.has_param("retention") || r.has_param("legal-hold")) {
-        co_return co_await object_subresource(*this, r);
-      }
-      if (r.header("x-amz-copy-source")) co_return co_await copy_object(*this, r);
-      co_return co_await put_object(*this, r);
-    case Method::kPost:
-      if (r.has_param("uploads")) co_return co_await create_multipart_upload(*this, r);
-      if (r.has_param("uploadId")) co_return co_await complete_multipart_upload(*this, r);
-      co_return co_await send_error(r, Error(Code::kNotImplemented, "This POST request is not supported."));
-    case Method::kDelete:
-      if (r.has_param("uploadId")) co_return co_await abort_multipart_upload(*this, r);
-      if (r.has_param("tagging")) co_return co_await object_subresource(*this, r);
-      co_return co_await delete_object(*this, r);
-    default: co_return co_await send_error(r, Code::kMethodNotAllowed);
+  // UploadPart names its upload; a partNumber without one is still a part upload (to no upload:
+  // NoSuchUpload), never a PutObject that would replace the object.
+  if (subresource.empty() && r.head.method == Method::kPut && target == Target::kObject && r.has_param("partNumber")) {
+    subresource = "uploadId";
   }
+  for (const Route& row : kRoutes) {
+    if (row.target == target && row.subresource == subresource && row.method == r.head.method) return row.operation;
+  }
+  if (!subresource.empty()) {
+    return Error(Code::kNotImplemented, "The " + std::string(subresource) + " sub-resource is not implemented by hots3 for " +
+                                            std::string(r.head.method_string) + ".");
+  }
+  // POST with no sub-resource is an HTML form upload (PostObject), which hots3 does not do.
+  if (r.head.method == Method::kPost) return Error(Code::kNotImplemented, "This POST request is not supported.");
+  return Error(Code::kMethodNotAllowed);
+}
+
+}  // namespace
+
+asio::awaitable<void> Service::dispatch(Request& r) {
+  auto routed = route(r);
+  if (auto* e = std::get_if<Error>(&routed)) co_return co_await send_error(r, std::move(*e));
+  co_await std::get<Operation>(routed)(*this, r);
 }
 
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store, const config::S3Config& config,

@@ -28,6 +28,11 @@ bool valid_bucket_name(std::string_view name);
 // Keys: UTF-8, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.
 std::optional<Error> validate_key(std::string_view key);
 
+// ?versionId on an object read: hots3 keeps no versions, so "null" (the version of every object
+// in a bucket that never had versioning) is the current object and any other id names a version
+// that does not exist. Errors: InvalidArgument (empty), NoSuchVersion.
+std::optional<Error> check_version_id(const Request& r);
+
 // Content headers and x-amz-meta-* of a write; refuses what hots3 does not do (SSE, tagging,
 // object lock, other storage classes, public ACLs) with NotImplemented.
 std::variant<storage::ObjectSpec, Error> object_spec(const Request& r, const config::S3Config& config);
