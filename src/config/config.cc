@@ -241,6 +241,7 @@ void read_s3(const std::string& path, const toml::table& table, S3Config& s3) {
   s3.clock_skew_max = std::chrono::duration_cast<std::chrono::seconds>(skew);
   r.size("single_put_max", s3.single_put_max_bytes, 1, 5 * kTiB);
   r.size("metadata_max", s3.metadata_max_bytes, 1, 64 * kKiB);
+  r.boolean("region_check", s3.region_check);
   r.done();
   if (s3.region.empty()) r.fail(table, "region", "must not be empty");
 }

@@ -94,7 +94,18 @@ Body::Body(Request& request, ChecksumRequest checksum, bool default_crc64, bool 
     if (auto decoded = request.header("x-amz-decoded-content-length")) {
       std::uint64_t n = 0;
       auto [p, ec] = std::from_chars(decoded->data(), decoded->data() + decoded->size(), n);
-      if (ec == std::errc{} && p == decoded->data() + decoded->size()) declared_ = n;
+      if (decoded->empty() || ec != std::errc{} || p != decoded->data() + decoded->size()) {
+        // A length the decoder cannot hold the stream to is no length: refuse, never ignore.
+        error_ = Error(Code::kInvalidArgument, "x-amz-decoded-content-length must be a non-negative integer.")
+                     .with("ArgumentName", "x-amz-decoded-content-length")
+                     .with("ArgumentValue", std::string(*decoded));
+      } else {
+        declared_ = n;
+      }
+    } else {
+      // S3 needs the payload's length up front: a stream it could not hold to a length is
+      // refused, as S3 answers SDKs that stream a body of unknown length.
+      error_ = Error(Code::kMissingContentLength, "You must provide the x-amz-decoded-content-length HTTP header.");
     }
     const bool trailer = payload != Payload::kStreamingSigned;
     decoder_.emplace(request.auth.signing, trailer, declared_);

@@ -34,7 +34,8 @@ class Body {
  public:
   // `checksum`: what to compute while reading (the requested algorithm; CRC64NVME by default
   // when `default_crc64` and nothing was asked for). `md5`: compute MD5 here too (when the store
-  // does not).
+  // does not). An aws-chunked body without x-amz-decoded-content-length (MissingContentLength)
+  // or with a malformed one (InvalidArgument) fails at once (failed()).
   Body(Request& request, ChecksumRequest checksum, bool default_crc64, bool md5);
   ~Body();
   Body(const Body&) = delete;
@@ -55,6 +56,8 @@ class Body {
   std::optional<Error> verify(const std::optional<std::array<std::uint8_t, 16>>& md5);
 
   [[nodiscard]] const Error& error() const noexcept { return *error_; }
+  // The request is refused before any of its body is read (see the constructor).
+  [[nodiscard]] bool failed() const noexcept { return error_.has_value(); }
   [[nodiscard]] std::uint64_t payload_bytes() const noexcept { return payload_bytes_; }
 
   // The checksum to store and return (algorithm, base64 value); set after verify().

@@ -241,6 +241,10 @@ void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, 
 // Streams a body into a new writer. Returns the writer (finished) or sends the error.
 asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body, bool for_part,
                                                                 std::uint64_t max_bytes) {
+  if (body.failed()) {
+    co_await s.send_error(r, body.error());
+    co_return nullptr;
+  }
   const auto declared = body.declared_length();
   if (!declared && r.head.method == http::Method::kPut && !r.head.chunked) {
     co_await s.send_error(r, Code::kMissingContentLength);

@@ -237,6 +237,13 @@ Error signature_mismatch(std::string_view access_key, const std::string& string_
   return e;
 }
 
+// SigV4 signs the Host header always (S3 refuses a signature that leaves it out: it would be
+// good for any endpoint the request is replayed against).
+std::optional<Error> host_not_signed(const std::vector<std::string>& signed_headers) {
+  if (std::find(signed_headers.begin(), signed_headers.end(), "host") != signed_headers.end()) return std::nullopt;
+  return Error(Code::kAccessDenied, "There were headers present in the request which were not signed").with("HeadersNotSigned", "host");
+}
+
 }  // namespace
 
 std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_view authorization) {
@@ -249,6 +256,12 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
     return Error(Code::kAuthorizationHeaderMalformed, "The authorization header is malformed; incorrect service \"" +
                                                           a.scope.service + "\". This endpoint belongs to \"s3\".");
   }
+  if (config_.region_check && a.scope.region != config_.region) {
+    return Error(Code::kAuthorizationHeaderMalformed, "The authorization header is malformed; the region '" + a.scope.region +
+                                                          "' is wrong; expecting '" + config_.region + "'")
+        .with("Region", config_.region);
+  }
+  if (auto e = host_not_signed(a.signed_headers)) return e;
   auto amz_date = r.header("x-amz-date");
   if (!amz_date) return Error(Code::kAccessDenied, "AWS authentication requires a valid Date or x-amz-date header");
   const auto signed_at = parse_amz_date(*amz_date);
@@ -304,6 +317,13 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
   auto& p = std::get<auth::PresignedV4>(parsed);
   const config::UserConfig* user = user_for(p.authorization.access_key);
   if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
+  if (config_.region_check && p.authorization.scope.region != config_.region) {
+    return Error(Code::kAuthorizationQueryParametersError, "Error parsing the X-Amz-Credential parameter; the region '" +
+                                                               p.authorization.scope.region + "' is wrong; expecting '" +
+                                                               config_.region + "'")
+        .with("Region", config_.region);
+  }
+  if (auto e = host_not_signed(p.authorization.signed_headers)) return e;
   const auto signed_at = parse_amz_date(p.amz_date);
   if (!signed_at) return Error(Code::kAuthorizationQueryParametersError, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
   const std::int64_t now = now_ms();

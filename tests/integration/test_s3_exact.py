@@ -172,5 +172,70 @@ class VersionIdTest(ServerTest):
         self.assertEqual(self.s3.get_object(Bucket="main", Key="w")["Body"].read(), b"current")
 
 
+class AuthTest(ServerTest):
+    def test_any_region_is_accepted_without_region_check(self):
+        self.assertEqual(self.raw("GET", "/main", region="eu-west-1").status, 200)
+        r = self.raw("GET", s3.presign_v4("GET", "/main", self.port, region="ap-south-1").split("?")[0])
+        target = s3.presign_v4("GET", "/main", self.port, region="ap-south-1")
+        self.assertEqual(harness.request(self.port, "GET", target).status, 200)
+        del r
+
+    def test_host_must_be_signed(self):
+        # As S3: 403 AccessDenied naming the header, for a signature and for a presigned URL.
+        r = self.raw("GET", "/main", unsigned=("host",))
+        self.assertError(r, 403, "AccessDenied")
+        self.assertIn(b"<HeadersNotSigned>host</HeadersNotSigned>", r.body)
+        target = s3.presign_v4("GET", "/main", self.port, signed=("x-amz-meta-a",), headers={"x-amz-meta-a": "1"})
+        r = harness.request(self.port, "GET", target, {"x-amz-meta-a": "1"})
+        self.assertError(r, 403, "AccessDenied")
+        self.assertIn(b"<HeadersNotSigned>host</HeadersNotSigned>", r.body)
+        # Signed, other headers may stay unsigned (Content-Type here).
+        self.assertEqual(self.raw("GET", "/main", headers={"content-type": "text/plain"}, unsigned=("content-type",)).status, 200)
+
+    def test_aws_chunked_needs_a_valid_decoded_length(self):
+        payload = data(1000, 40)
+        for decoded, status, code in ((None, 411, "MissingContentLength"), ("abc", 400, "InvalidArgument"),
+                                      ("-5", 400, "InvalidArgument"), ("0x3e8", 400, "InvalidArgument")):
+            headers = {"content-encoding": "aws-chunked"}
+            if decoded is not None:
+                headers["x-amz-decoded-content-length"] = decoded
+            req = s3.SignedRequest("PUT", "/main/no-length", port=self.port, headers=headers,
+                                   payload_hash="STREAMING-AWS4-HMAC-SHA256-PAYLOAD")
+            r = send(self.port, req, s3.aws_chunked_signed(req, payload))
+            self.assertError(r, status, code)
+            # Unsigned chunks in HTTP chunked framing, the length nowhere: the same.
+            headers["transfer-encoding"] = "chunked"
+            req = s3.SignedRequest("PUT", "/main/no-length", port=self.port, headers=headers,
+                                   payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+            inner = s3.aws_chunked_unsigned(payload)
+            r = send(self.port, req, b"%x\r\n%s\r\n0\r\n\r\n" % (len(inner), inner))
+            self.assertError(r, status, code)
+        self.assertFalse(self.exists("no-length"))
+
+
+class RegionCheckTest(ServerTest):
+    extra_config = '\n[s3]\nregion = "eu-west-1"\nregion_check = true\n'
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = s3.hots3_server(cls.extra_config).start()
+        cls.port = cls.server.port
+        cls.s3 = client(cls.port, region="eu-west-1")
+        cls.s3.create_bucket(Bucket="main", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+
+    def test_signatures_must_name_the_configured_region(self):
+        self.assertEqual(self.raw("GET", "/main", region="eu-west-1").status, 200)
+        r = self.raw("GET", "/main", region="us-east-1")
+        self.assertError(r, 400, "AuthorizationHeaderMalformed")
+        self.assertIn(b"<Region>eu-west-1</Region>", r.body)
+        self.assertIn(b"the region 'us-east-1' is wrong; expecting 'eu-west-1'", r.body)
+        self.assertEqual(harness.request(self.port, "GET", s3.presign_v4("GET", "/main", self.port, region="eu-west-1")).status, 200)
+        r = harness.request(self.port, "GET", s3.presign_v4("GET", "/main", self.port, region="us-east-1"))
+        self.assertError(r, 400, "AuthorizationQueryParametersError")
+        self.assertIn(b"<Region>eu-west-1</Region>", r.body)
+        # boto3 configured for another region learns the right one from <Region> and retries.
+        self.assertEqual(client(self.port, region="us-west-2").list_objects_v2(Bucket="main")["KeyCount"], 0)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

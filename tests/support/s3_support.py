@@ -2,6 +2,7 @@
 requests (raw HTTP) for the cases SDKs never send (bad signatures, skewed clocks, aws-chunked
 over plain HTTP, truncated bodies). Standard library only."""
 
+import base64
 import datetime
 import hashlib
 import hmac
@@ -91,11 +92,12 @@ class SignedRequest:
     """A SigV4-signed request built by hand. `path` is the decoded path ("/bucket/key")."""
 
     def __init__(self, method, path, query=(), headers=None, payload_hash=None, body=b"",
-                 access=ACCESS_KEY, secret=SECRET_KEY, when=None, port=None):
+                 access=ACCESS_KEY, secret=SECRET_KEY, when=None, port=None, region=REGION, unsigned=()):
+        """`unsigned`: names of headers sent but left out of SignedHeaders."""
         when = when or datetime.datetime.now(datetime.timezone.utc)
         self.amz_date = when.strftime("%Y%m%dT%H%M%SZ")
         self.date = when.strftime("%Y%m%d")
-        self.scope = "%s/%s/s3/aws4_request" % (self.date, REGION)
+        self.scope = "%s/%s/s3/aws4_request" % (self.date, region)
         self.method = method
         self.path = path
         self.query = list(query)
@@ -106,7 +108,7 @@ class SignedRequest:
             payload_hash = hashlib.sha256(body).hexdigest()
         self.headers["x-amz-content-sha256"] = payload_hash
         self.headers["x-amz-date"] = self.amz_date
-        signed = sorted(self.headers)
+        signed = sorted(h for h in self.headers if h not in unsigned)
         canonical = "\n".join([
             method,
             uri_encode(path, True),
@@ -117,7 +119,7 @@ class SignedRequest:
         ])
         to_sign = "\n".join(["AWS4-HMAC-SHA256", self.amz_date, self.scope,
                              hashlib.sha256(canonical.encode()).hexdigest()])
-        self.key = signing_key(secret, self.date)
+        self.key = signing_key(secret, self.date, region)
         self.signature = hmac.new(self.key, to_sign.encode(), hashlib.sha256).hexdigest()
         self.headers["authorization"] = (
             "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s"
@@ -147,6 +149,37 @@ class SignedRequest:
         to_sign = "\n".join(["AWS4-HMAC-SHA256-TRAILER", self.amz_date, self.scope, previous,
                              hashlib.sha256(trailer_text.encode()).hexdigest()])
         return hmac.new(self.key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+def presign_v4(method, path, port, expires_s=60, when=None, region=REGION, signed=("host",),
+               headers=None, secret=SECRET_KEY):
+    """A SigV4 presigned target ("/path?X-Amz-..."), signed at `when` for the headers in
+    `signed` (their values from `headers`, host from `port`)."""
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    amz_date = when.strftime("%Y%m%dT%H%M%SZ")
+    scope = "%s/%s/s3/aws4_request" % (when.strftime("%Y%m%d"), region)
+    values = {"host": "127.0.0.1:%d" % port}
+    values.update({k.lower(): v for k, v in (headers or {}).items()})
+    query = [("X-Amz-Algorithm", "AWS4-HMAC-SHA256"), ("X-Amz-Credential", "%s/%s" % (ACCESS_KEY, scope)),
+             ("X-Amz-Date", amz_date), ("X-Amz-Expires", str(expires_s)),
+             ("X-Amz-SignedHeaders", ";".join(sorted(signed)))]
+    canonical = "\n".join([method, uri_encode(path, True), canonical_query(query),
+                           "".join("%s:%s\n" % (h, values[h]) for h in sorted(signed)),
+                           ";".join(sorted(signed)), "UNSIGNED-PAYLOAD"])
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    signature = hmac.new(signing_key(secret, when.strftime("%Y%m%d"), region), to_sign.encode(),
+                         hashlib.sha256).hexdigest()
+    query.append(("X-Amz-Signature", signature))
+    return uri_encode(path, True) + "?" + "&".join("%s=%s" % (uri_encode(k, False), uri_encode(v, False))
+                                                     for k, v in query)
+
+
+def presign_v2(method, path, expires_at_s, secret=SECRET_KEY):
+    """A SigV2 presigned target ("/bucket/key?AWSAccessKeyId=...&Expires=...&Signature=...")."""
+    to_sign = "%s\n\n\n%d\n%s" % (method, expires_at_s, uri_encode(path, True))
+    signature = base64.b64encode(hmac.new(secret.encode(), to_sign.encode(), hashlib.sha1).digest()).decode()
+    return "%s?AWSAccessKeyId=%s&Expires=%d&Signature=%s" % (uri_encode(path, True), ACCESS_KEY, expires_at_s,
+                                                              uri_encode(signature, False))
 
 
 def aws_chunked_signed(req, payload, chunk=65536, trailer=None, corrupt_chunk=None):

@@ -92,6 +92,8 @@ struct S3Config {
   std::chrono::seconds clock_skew_max{900};  // RequestTimeTooSkewed beyond this
   std::uint64_t single_put_max_bytes = 5ULL * 1024 * 1024 * 1024;  // PutObject (S3: 5 GiB)
   std::uint64_t metadata_max_bytes = 2048;  // x-amz-meta-* names and values together (S3: 2 KiB)
+  // SigV4 credential scopes must name `region` (S3: AuthorizationHeaderMalformed); off: any.
+  bool region_check = false;
 };
 
 struct Config {

@@ -71,6 +71,7 @@ TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config.s3.clock_skew_max, defaults.s3.clock_skew_max);
   EXPECT_EQ(config.s3.single_put_max_bytes, defaults.s3.single_put_max_bytes);
   EXPECT_EQ(config.s3.metadata_max_bytes, defaults.s3.metadata_max_bytes);
+  EXPECT_EQ(config.s3.region_check, defaults.s3.region_check);
   EXPECT_EQ(config.log.level, defaults.log.level);
   EXPECT_EQ(config.log.access_log_path, defaults.log.access_log_path);
   EXPECT_TRUE(config.users.empty());
@@ -108,6 +109,7 @@ grants = [{ bucket = "data-*", access = "read" }, { bucket = "ckpt", access = "r
 region = "eu-west-1"
 domain = "s3.local"
 clock_skew_max = "5m"
+region_check = true
 )"));
   EXPECT_EQ(config.http.listen.host, "::1");
   EXPECT_EQ(config.http.listen.port, 0);
@@ -132,6 +134,7 @@ clock_skew_max = "5m"
   EXPECT_EQ(config.s3.region, "eu-west-1");
   EXPECT_EQ(config.s3.domain, "s3.local");
   EXPECT_EQ(config.s3.clock_skew_max, std::chrono::seconds(300));
+  EXPECT_TRUE(config.s3.region_check);
 }
 
 TEST_F(ConfigFile, UnknownKeysNameTheFileLineAndKey) {
