@@ -85,7 +85,7 @@ std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r) {
   return c;
 }
 
-Body::Body(Request& request, ChecksumRequest checksum, bool default_crc64, bool md5)
+Body::Body(Request& request, ChecksumRequest checksum, DefaultCrc64 crc64, bool md5)
     : request_(request), want_(std::move(checksum)), raw_(take_buffer()) {
   const Payload payload = request.auth.payload;
   const bool streaming = payload == Payload::kStreamingSigned || payload == Payload::kStreamingSignedTrailer ||
@@ -116,7 +116,10 @@ Body::Body(Request& request, ChecksumRequest checksum, bool default_crc64, bool 
   if (payload == Payload::kSha256) sha256_.emplace(Digest::Algorithm::kSha256);
   if (want_.algorithm) {
     checksummer_.emplace(*want_.algorithm);
-  } else if (default_crc64) {
+    if (crc64 == DefaultCrc64::kAlways && *want_.algorithm != auth::ChecksumAlgorithm::kCrc64Nvme) {
+      crc64_.emplace(auth::ChecksumAlgorithm::kCrc64Nvme);
+    }
+  } else if (crc64 != DefaultCrc64::kNo) {
     checksummer_.emplace(auth::ChecksumAlgorithm::kCrc64Nvme);
   }
   if (md5) md5_.emplace(Digest::Algorithm::kMd5);
@@ -138,6 +141,7 @@ asio::awaitable<std::optional<std::span<const std::byte>>> Body::next() {
       if (sha256_) sha256_->update(piece);
       if (md5_) md5_->update(piece);
       if (checksummer_) checksummer_->update(piece);
+      if (crc64_) crc64_->update(piece);
       co_return piece;
     }
     if (http_done_) co_return std::span<const std::byte>{};
@@ -221,7 +225,9 @@ std::optional<Error> Body::verify(const std::optional<std::array<std::uint8_t, 1
                                          " you specified did not match the calculated checksum.");
     }
     checksum_ = std::pair{checksummer_->algorithm(), computed};
+    if (checksummer_->algorithm() == auth::ChecksumAlgorithm::kCrc64Nvme) crc64nvme_ = computed;
   }
+  if (crc64_) crc64nvme_ = crc64_->base64();
   return std::nullopt;
 }
 

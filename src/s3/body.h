@@ -30,13 +30,21 @@ struct ChecksumRequest {
 // malformed value), InvalidDigest (malformed Content-MD5).
 std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r);
 
+// The CRC64NVME a write gets from the server, as S3 gives one to every object and part.
+enum class DefaultCrc64 : std::uint8_t {
+  kNo,
+  kWhenNoneAsked,  // PutObject: the requested checksum, or else CRC64NVME
+  kAlways,         // parts of an upload without an algorithm: CRC64NVME besides any requested
+                   // one (their FULL_OBJECT checksum is combined from the parts' CRC64NVMEs)
+};
+
 class Body {
  public:
-  // `checksum`: what to compute while reading (the requested algorithm; CRC64NVME by default
-  // when `default_crc64` and nothing was asked for). `md5`: compute MD5 here too (when the store
-  // does not). An aws-chunked body without x-amz-decoded-content-length (MissingContentLength)
-  // or with a malformed one (InvalidArgument) fails at once (failed()).
-  Body(Request& request, ChecksumRequest checksum, bool default_crc64, bool md5);
+  // `checksum`: what to verify and compute while reading; `crc64`: the CRC64NVME to compute as
+  // well. `md5`: compute MD5 here too (when the store does not).
+  // An aws-chunked body without x-amz-decoded-content-length (MissingContentLength) or with a
+  // malformed one (InvalidArgument) fails at once (failed()).
+  Body(Request& request, ChecksumRequest checksum, DefaultCrc64 crc64, bool md5);
   ~Body();
   Body(const Body&) = delete;
   Body& operator=(const Body&) = delete;
@@ -64,6 +72,8 @@ class Body {
   [[nodiscard]] const std::optional<std::pair<auth::ChecksumAlgorithm, std::string>>& checksum() const noexcept {
     return checksum_;
   }
+  // The CRC64NVME (base64) when DefaultCrc64::kAlways added one; set after verify().
+  [[nodiscard]] const std::optional<std::string>& crc64nvme() const noexcept { return crc64nvme_; }
 
   // Reads the whole payload into memory (small XML bodies). Errors: EntityTooLarge over `max`.
   asio::awaitable<std::optional<std::string>> read_all(std::size_t max);
@@ -78,6 +88,7 @@ class Body {
   std::optional<Digest> sha256_;       // x-amz-content-sha256 verification
   std::optional<Digest> md5_;
   std::optional<auth::Checksummer> checksummer_;
+  std::optional<auth::Checksummer> crc64_;  // DefaultCrc64::kAlways, when checksummer_ is another
   std::vector<std::byte> raw_;         // one read of the HTTP body
   std::vector<std::span<const std::byte>> pending_;  // decoded pieces of the last read
   std::size_t pending_next_ = 0;
@@ -85,6 +96,7 @@ class Body {
   bool http_done_ = false;
   std::optional<Error> error_;
   std::optional<std::pair<auth::ChecksumAlgorithm, std::string>> checksum_;
+  std::optional<std::string> crc64nvme_;
 };
 
 }  // namespace hots3::s3

@@ -103,7 +103,7 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
   if (r.head.has_body()) {
     auto checksums = read_checksum_request(r);
     if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
-    Body body(r, std::get<ChecksumRequest>(std::move(checksums)), false, false);
+    Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
     auto text = co_await body.read_all(64 * 1024);
     if (!text) co_return co_await s.send_error(r, body.error());
     if (auto e = body.verify(std::nullopt)) co_return co_await s.send_error(r, std::move(*e));

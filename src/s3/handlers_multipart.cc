@@ -1,6 +1,7 @@
 // Multipart upload operations: CreateMultipartUpload, UploadPart (and UploadPartCopy),
 // CompleteMultipartUpload, AbortMultipartUpload, ListParts, ListMultipartUploads.
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -22,6 +23,12 @@ std::optional<std::uint32_t> part_number_of(const Request& r) {
   auto [end, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
   if (ec != std::errc{} || end != pn->data() + pn->size() || n < 1 || n > kPartNumberMax) return std::nullopt;
   return n;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
 }
 
 Error bad_part_number() {
@@ -72,9 +79,6 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
     const bool sha = *algorithm == "SHA1" || *algorithm == "SHA256";
     if ((*t == "FULL_OBJECT" && sha) || (*t == "COMPOSITE" && *algorithm == "CRC64NVME")) {
       co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "The " + *algorithm + " checksum algorithm does not support the " + std::string(*t) + " checksum type."));
-    }
-    if (*t == "FULL_OBJECT" && *algorithm != "CRC64NVME") {
-      co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Full-object checksums of multipart uploads are supported for CRC64NVME only."));
     }
     type = std::string(*t);
   }
@@ -135,17 +139,17 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     auto created = co_await s.store().create_writer(length, true);
     if (!created) co_return co_await s.send_error(r, from_errc(created.error()));
     writer = std::move(*created);
-    std::optional<auth::Checksummer> checksummer;
-    if (upload_algorithm) checksummer.emplace(*upload_algorithm);
+    // The upload's algorithm, or CRC64NVME for the object's default FULL_OBJECT checksum.
+    auth::Checksummer checksummer(upload_algorithm.value_or(auth::ChecksumAlgorithm::kCrc64Nvme));
     for (;;) {
       auto piece = co_await reader.next();
       if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
       if (piece->empty()) break;
-      if (checksummer) checksummer->update(*piece);
+      checksummer.update(*piece);
       if (auto w = co_await writer->write(*piece); !w) co_return co_await s.send_error(r, from_errc(w.error()));
     }
     if (auto f = co_await writer->finish(); !f) co_return co_await s.send_error(r, from_errc(f.error()));
-    if (checksummer) set_checksum(checksums, *upload_algorithm, checksummer->base64());
+    set_checksum(checksums, checksummer.algorithm(), checksummer.base64());
   } else {
     auto requested = read_checksum_request(r);
     if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
@@ -156,14 +160,18 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
                                                                           std::string(auth::checksum_name(*wanted.algorithm))));
     }
     if (!wanted.algorithm) wanted.algorithm = upload_algorithm;  // computed for the Complete
+    // An upload created without an algorithm gets S3's default, a FULL_OBJECT CRC64NVME: each
+    // part keeps its own CRC64NVME (whatever else its client sent) for Complete to combine.
+    const DefaultCrc64 crc64 = upload_algorithm ? DefaultCrc64::kNo : DefaultCrc64::kAlways;
     const bool md5_here = !s.store().etag_is_md5() && wanted.content_md5.has_value();
-    Body body(r, std::move(wanted), false, md5_here);
+    Body body(r, std::move(wanted), crc64, md5_here);
     writer = co_await receive(s, r, body, true, s.config().single_put_max_bytes);
     if (!writer) co_return;
     std::optional<std::array<std::uint8_t, 16>> md5;
     if (s.store().etag_is_md5()) md5 = writer->md5();
     if (auto e = body.verify(md5)) co_return co_await s.send_error(r, std::move(*e));
     if (const auto& c = body.checksum()) set_checksum(checksums, c->first, c->second);
+    if (const auto& c = body.crc64nvme()) checksums.crc64nvme = *c;
   }
   auto part = co_await s.store().commit_part(std::move(writer), upload.upload_id, *number, checksums);
   if (!part) {
@@ -197,7 +205,8 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   // A checksum header on Complete is the client's idea of the whole object's checksum
   // (composite "-N" form or not); it is compared below, not computed over this XML body.
   const std::optional<std::string> claimed_object_checksum = std::get<ChecksumRequest>(requested).header_value;
-  Body body(r, ChecksumRequest{}, false, false);
+  const std::optional<auth::ChecksumAlgorithm> claimed_algorithm = std::get<ChecksumRequest>(requested).algorithm;
+  Body body(r, ChecksumRequest{}, DefaultCrc64::kNo, false);
   auto text = co_await body.read_all(4 * 1024 * 1024);
   if (!text) co_return co_await s.send_error(r, body.error());
   if (auto e = body.verify(std::nullopt)) co_return co_await s.send_error(r, std::move(*e));
@@ -234,6 +243,14 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   const std::optional<auth::ChecksumAlgorithm> algorithm =
       upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm) : std::nullopt;
   const bool composite = upload.checksum_type.value_or("COMPOSITE") == "COMPOSITE";
+  // The object's checksum: the upload's algorithm, else S3's default FULL_OBJECT CRC64NVME.
+  const auth::ChecksumAlgorithm object_algorithm = algorithm.value_or(auth::ChecksumAlgorithm::kCrc64Nvme);
+  const bool full_object = !algorithm || !composite;
+  if (claimed_object_checksum && claimed_algorithm && *claimed_algorithm != object_algorithm) {
+    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
+                                                                        lower(auth::checksum_name(object_algorithm)) + ", actual checksum Type: " +
+                                                                        lower(auth::checksum_name(*claimed_algorithm))));
+  }
   std::optional<Error> plan_error;
   auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
       -> Result<storage::ObjectStore::CompletionPlan> {
@@ -243,6 +260,11 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     Digest etag_md5(Digest::Algorithm::kMd5);
     std::optional<auth::Checksummer> composite_sum;
     if (algorithm && composite) composite_sum.emplace(*algorithm);
+    // FULL_OBJECT: the CRC of the whole object, combined from the parts' CRCs and sizes. It is
+    // left out (never guessed) when a part has none: parts stored before hots3 kept default
+    // CRC64NVMEs.
+    std::optional<std::uint64_t> full_crc;
+    if (full_object) full_crc = 0;  // the CRC of nothing
     // S3's order of checks: the list's order first, then each part.
     for (std::size_t i = 1; i < listed.size(); ++i) {
       if (listed[i].number <= listed[i - 1].number) {
@@ -265,9 +287,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
       // An upload created with a (composite) checksum algorithm needs each part's checksum.
       if (algorithm && composite &&
           std::none_of(want.checksums.begin(), want.checksums.end(), [&](const auto& c) { return c.first == *algorithm; })) {
-        std::string name(auth::checksum_name(*algorithm));
-        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-        plan_error = Error(Code::kInvalidRequest, "The upload was created using a " + name +
+        plan_error = Error(Code::kInvalidRequest, "The upload was created using a " + lower(auth::checksum_name(*algorithm)) +
                                                       " checksum. The complete request must include the checksum for each part. "
                                                       "It was missing for part " + std::to_string(want.number) + " in the request.");
         return errc::kInvalidArgument;
@@ -296,6 +316,17 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
         }
         composite_sum->update(std::as_bytes(std::span(raw->data(), raw->size())));
       }
+      if (full_crc) {
+        const auto value = part_checksum(*it, object_algorithm);
+        const auto part_crc = value ? auth::crc_from_base64(object_algorithm, *value) : std::nullopt;
+        full_crc = part_crc ? std::optional(auth::crc_combine(object_algorithm, *full_crc, *part_crc, it->size_bytes)) : std::nullopt;
+        if (!full_crc && algorithm) {
+          // Every part of an upload with a FULL_OBJECT algorithm has its checksum (upload_part).
+          plan_error = Error(Code::kInvalidRequest, "Part " + std::to_string(want.number) + " has no " +
+                                                        std::string(auth::checksum_name(object_algorithm)) + " checksum.");
+          return errc::kInvalidArgument;
+        }
+      }
       chosen.parts.push_back(*it);
     }
     std::array<std::uint8_t, 32> digest{};
@@ -311,6 +342,16 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
       }
       set_checksum(chosen.spec.checksums, *algorithm, value);
       chosen.spec.checksums.type = "COMPOSITE";
+    }
+    if (full_crc) {
+      const std::string value = auth::crc_to_base64(object_algorithm, *full_crc);
+      if (claimed_object_checksum && *claimed_object_checksum != value) {
+        plan_error = Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(object_algorithm)) +
+                                                 " you specified did not match the calculated checksum.");
+        return errc::kInvalidArgument;
+      }
+      set_checksum(chosen.spec.checksums, object_algorithm, value);
+      chosen.spec.checksums.type = "FULL_OBJECT";
     }
     return chosen;
   };

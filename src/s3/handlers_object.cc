@@ -299,7 +299,7 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   auto checksums = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
   const bool md5_here = !s.store().etag_is_md5() && std::get<ChecksumRequest>(checksums).content_md5.has_value();
-  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), true, md5_here);
+  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kWhenNoneAsked, md5_here);
   auto writer = co_await receive(s, r, body, false, s.config().single_put_max_bytes);
   if (!writer) co_return;
   std::optional<std::array<std::uint8_t, 16>> md5;
@@ -356,6 +356,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   std::uint64_t length = object.size_bytes;
   bool partial = false;
   std::optional<std::uint32_t> part_number;
+  std::optional<std::string> part_checksum;  // of the upload's algorithm, when the part has one
   if (const std::string* pn = r.param("partNumber")) {
     std::uint32_t n = 0;
     auto [end, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
@@ -374,6 +375,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       offset = it->offset_bytes;
       length = it->size_bytes;
       partial = true;
+      part_checksum = it->checksum;
     }
   } else if (auto range = r.header("range")) {
     const RangeResult parsed = parse_range(*range, object.size_bytes);
@@ -422,10 +424,16 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
                                     std::to_string(object.size_bytes));
     }
   }
-  // Checksums only for the whole object (S3 has none for ranges).
-  if (auto mode = r.header("x-amz-checksum-mode"); mode && http::iequals(*mode, "ENABLED") && !partial) {
-    for (const auto& c : stored_checksums(object.checksums)) head.add(c.header, c.value);
-    if (object.checksums.type) head.add("x-amz-checksum-type", *object.checksums.type);
+  // Checksums for the whole object and for a part that has its own; S3 has none for ranges.
+  if (auto mode = r.header("x-amz-checksum-mode"); mode && http::iequals(*mode, "ENABLED")) {
+    const auto stored = stored_checksums(object.checksums);
+    if (!partial) {
+      for (const auto& c : stored) head.add(c.header, c.value);
+      if (object.checksums.type) head.add("x-amz-checksum-type", *object.checksums.type);
+    } else if (part_checksum && !stored.empty()) {
+      // A multipart object has the one checksum of its upload's algorithm; so has each part.
+      head.add(stored.front().header, *part_checksum);
+    }
   }
   head.content_length = length;
   if (head_only) co_return co_await s.send_empty(r, head.status, std::move(head));
@@ -469,7 +477,7 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
     co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Missing required header for this request: Content-MD5"));
   }
   const bool md5 = wanted.content_md5.has_value();
-  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), false, md5);
+  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, md5);
   auto text = co_await body.read_all(2 * 1024 * 1024);
   if (!text) co_return co_await s.send_error(r, body.error());
   if (auto e = body.verify(std::nullopt)) co_return co_await s.send_error(r, std::move(*e));
@@ -616,7 +624,7 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
       bool owner_only = false;
       if (auto acl = r.header("x-amz-acl")) owner_only = (*acl == "private" || *acl == "bucket-owner-full-control");
       if (r.head.has_body()) {
-        Body body(r, {}, false, false);
+        Body body(r, {}, DefaultCrc64::kNo, false);
         auto text = co_await body.read_all(64 * 1024);
         if (!text) co_return co_await s.send_error(r, body.error());
         auto doc = XmlDocument::parse(*text);

@@ -492,7 +492,8 @@ class StoreImpl final : public ObjectStore {
         const auto& alg = upload->checksum_algorithm;
         if (alg == "CRC32") checksum = p.checksums.crc32;
         if (alg == "CRC32C") checksum = p.checksums.crc32c;
-        if (alg == "CRC64NVME") checksum = p.checksums.crc64nvme;
+        // An upload without an algorithm has S3's default: each part's CRC64NVME.
+        if (!alg || alg == "CRC64NVME") checksum = p.checksums.crc64nvme;
         if (alg == "SHA1") checksum = p.checksums.sha1;
         if (alg == "SHA256") checksum = p.checksums.sha256;
         table.push_back({p.part_number, offset, p.size_bytes, checksum});
