@@ -472,9 +472,11 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   auto checksums = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
   const ChecksumRequest& wanted = std::get<ChecksumRequest>(checksums);
-  // S3 wants proof of integrity: Content-MD5, or (2025 SDKs) an x-amz-checksum-* instead.
-  if (!wanted.content_md5 && !wanted.algorithm) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Missing required header for this request: Content-MD5"));
+  // S3 wants proof of integrity: Content-MD5, or (2025 SDKs) an x-amz-checksum-* value instead,
+  // as a header or a trailer. x-amz-sdk-checksum-algorithm alone names an algorithm but vouches
+  // for nothing.
+  if (!wanted.content_md5 && !wanted.header_value && !wanted.in_trailer) {
+    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Missing required header for this request: Content-MD5 OR x-amz-checksum-*"));
   }
   const bool md5 = wanted.content_md5.has_value();
   Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, md5);
@@ -487,6 +489,7 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   std::vector<std::pair<std::string, std::optional<std::string>>> keys;
   for (const XmlElement& e : doc->root().children()) {
     if (e.name() == "Quiet") {
+      if (e.text() != "true" && e.text() != "false") co_return co_await s.send_error(r, Code::kMalformedXML);
       quiet = e.text() == "true";
     } else if (e.name() == "Object") {
       auto key = e.child("Key");

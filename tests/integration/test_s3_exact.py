@@ -427,5 +427,66 @@ class MultipartChecksumTest(ServerTest):
         self.assertEqual(self.s3.get_object(Bucket="main", Key="tm")["Body"].read(), body)
 
 
+
+class DeleteObjectsTest(ServerTest):
+    def delete(self, xml, headers=None):
+        return self.raw("POST", "/main", query=[("delete", "")], headers=headers, body=xml)
+
+    @staticmethod
+    def md5(body):
+        return {"content-md5": b64(hashlib.md5(body).digest())}
+
+    def test_an_integrity_header_with_a_true_value_is_required(self):
+        self.s3.put_object(Bucket="main", Key="d/kept", Body=b"x")
+        body = b"<Delete><Object><Key>d/kept</Key></Object></Delete>"
+        for headers in (None, {"x-amz-sdk-checksum-algorithm": "CRC32"}):
+            r = self.delete(body, headers)
+            self.assertError(r, 400, "InvalidRequest")
+            self.assertIn(b"Missing required header for this request: Content-MD5 OR x-amz-checksum-*", r.body)
+        r = self.delete(body, {"content-md5": b64(hashlib.md5(body + b" ").digest())})
+        self.assertError(r, 400, "BadDigest")
+        for name, checksum in CHECKSUMS.items():
+            r = self.delete(body, {"x-amz-checksum-" + name: checksum(body + b" ")})
+            self.assertError(r, 400, "BadDigest")
+        self.assertTrue(self.exists("d/kept"))
+        # Each checksum with its true value, and Content-MD5, do delete.
+        for i, headers in enumerate([self.md5] + [lambda b, n=n, c=c: {"x-amz-checksum-" + n: c(b)} for n, c in CHECKSUMS.items()]):
+            key = "d/%d" % i
+            self.s3.put_object(Bucket="main", Key=key, Body=b"x")
+            xml = b"<Delete><Object><Key>%s</Key></Object></Delete>" % key.encode()
+            r = self.delete(xml, headers(xml))
+            self.assertEqual(r.status, 200, r.body)
+            self.assertIn(b"<Deleted><Key>%s</Key></Deleted>" % key.encode(), r.body)
+            self.assertFalse(self.exists(key))
+        # The checksum as an aws-chunked trailer (what SDKs streaming over TLS send).
+        self.s3.put_object(Bucket="main", Key="d/trailer", Body=b"x")
+        xml = b"<Delete><Object><Key>d/trailer</Key></Object></Delete>"
+        req = s3.SignedRequest("POST", "/main", query=[("delete", "")], port=self.port,
+                               payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+                               headers={"content-encoding": "aws-chunked", "x-amz-trailer": "x-amz-checksum-crc32",
+                                        "x-amz-decoded-content-length": str(len(xml))})
+        r = send(self.port, req, s3.aws_chunked_unsigned(xml, trailer=("x-amz-checksum-crc32", CHECKSUMS["crc32"](xml))))
+        self.assertEqual(r.status, 200, r.body)
+        self.assertFalse(self.exists("d/trailer"))
+
+    def test_malformed_requests(self):
+        self.s3.put_object(Bucket="main", Key="d/safe", Body=b"x")
+        too_many = b"<Delete>%s</Delete>" % b"".join(b"<Object><Key>d/%d</Key></Object>" % i for i in range(1001))
+        for xml in (b"not xml", b"<Delete><Object><Key>d/safe</Key></Object>", b"<Remove><Object><Key>d/safe</Key></Object></Remove>",
+                    b"<Delete><Object><VersionId>null</VersionId></Object></Delete>", b"<Delete></Delete>",
+                    b"<Delete><Quiet>maybe</Quiet><Object><Key>d/safe</Key></Object></Delete>", too_many):
+            r = self.delete(xml, self.md5(xml))
+            self.assertError(r, 400, "MalformedXML")
+        self.assertTrue(self.exists("d/safe"))
+        thousand = b"<Delete><Quiet>true</Quiet>%s</Delete>" % b"".join(b"<Object><Key>d/%d</Key></Object>" % i for i in range(1000))
+        r = self.delete(thousand, self.md5(thousand))
+        self.assertEqual(r.status, 200, r.body)
+        self.assertNotIn(b"<Deleted>", r.body)
+
+    def test_boto3(self):
+        self.s3.put_object(Bucket="main", Key="d/boto", Body=b"x")
+        r = self.s3.delete_objects(Bucket="main", Delete={"Objects": [{"Key": "d/boto"}, {"Key": "d/never"}]})
+        self.assertEqual(sorted(d["Key"] for d in r["Deleted"]), ["d/boto", "d/never"])
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
