@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "hots3/common/logging.h"
 #include "hots3/common/units.h"
@@ -10,6 +11,7 @@
 #include "hots3/http/server.h"
 #include "hots3/s3/s3.h"
 #include "hots3/storage/check.h"
+#include "upload_sweeper.h"
 
 namespace hots3::app {
 namespace {
@@ -79,6 +81,11 @@ int serve(const config::Config& config, const ServeOptions& options) {
   http::Server server(config.http, *handler, workers.contexts());
   server.start();
   workers.start();
+  std::optional<UploadSweeper> sweeper;
+  if (const auto& m = config.s3.multipart; m.abort_after.count() > 0) {
+    sweeper.emplace(*store, *workers.contexts().front(), m.abort_after, m.sweep_interval);
+    sweeper->start();
+  }
 
   if (!options.port_file.empty()) {
     write_file_atomically(options.port_file, std::to_string(server.port()) + "\n");
@@ -99,6 +106,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
     });
     server.shutdown(config.http.shutdown_grace);
   }
+  if (sweeper) sweeper->stop();
   store->shutdown();
   workers.stop();
   // What `hots3 check` calls "referenced" must equal this: anything more is leaked space.

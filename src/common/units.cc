@@ -66,6 +66,8 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
     factor_ms = 60 * 1000;
   } else if (suffix == "h") {
     factor_ms = 3600 * 1000;
+  } else if (suffix == "d") {
+    factor_ms = 24 * 3600 * 1000;
   } else {
     return errc::kInvalidArgument;
   }

@@ -246,6 +246,15 @@ void read_s3(const std::string& path, const toml::table& table, S3Config& s3) {
   if (s3.region.empty()) r.fail(table, "region", "must not be empty");
 }
 
+void read_multipart(const std::string& path, const toml::table& table, MultipartConfig& multipart) {
+  TableReader r(path, "multipart.", table);
+  constexpr auto kYear = milliseconds(366LL * 24 * 3600 * 1000);
+  r.duration("abort_after", multipart.abort_after, milliseconds(0), 10 * kYear);
+  r.duration("sweep_interval", multipart.sweep_interval, milliseconds(100), kYear);
+  r.duration("complete_keepalive", multipart.complete_keepalive, milliseconds(0), kTimeoutMax);
+  r.done();
+}
+
 std::vector<Grant> read_grants(const std::string& path, const toml::array& array) {
   std::vector<Grant> grants;
   for (const toml::node& node : array) {
@@ -359,6 +368,7 @@ void apply_file(Config& config, const std::string& path) {
   if (const toml::table* t = r.table("http")) read_http(path, *t, config.http);
   if (const toml::table* t = r.table("storage")) read_storage(path, *t, config.storage);
   if (const toml::table* t = r.table("s3")) read_s3(path, *t, config.s3);
+  if (const toml::table* t = r.table("multipart")) read_multipart(path, *t, config.s3.multipart);
   if (const toml::table* t = r.table("log")) read_log(path, *t, config.log);
   if (const toml::array* a = r.array("users")) read_users(path, *a, config.users);
   r.done();

@@ -23,7 +23,7 @@ inline constexpr std::uint64_t kTiB = 1024 * kGiB;
 // string, errc::kTooLarge when the value does not fit in 64 bits.
 Result<std::uint64_t> parse_size_bytes(std::string_view text);
 
-// Parses a duration: a whole number followed by ms, s, m or h (no unit = seconds).
+// Parses a duration: a whole number followed by ms, s, m, h or d (no unit = seconds).
 Result<std::chrono::milliseconds> parse_duration(std::string_view text);
 
 // "1.5 GiB", "512 KiB", "17 B": for logs and messages.

@@ -86,6 +86,18 @@ struct UserConfig {
   std::vector<Grant> grants;
 };
 
+// Multipart uploads (TOML table [multipart]; the checkpoint path).
+struct MultipartConfig {
+  // Uploads created longer ago than this are aborted and their space freed. S3 keeps them until
+  // a lifecycle rule says otherwise; a hot tier cannot keep abandoned parts forever. 0 = never.
+  milliseconds abort_after{7LL * 24 * 3600 * 1000};
+  milliseconds sweep_interval{3'600'000};  // how often abandoned uploads are looked for
+  // A CompleteMultipartUpload still running after this answers 200 at once and sends a space
+  // every `complete_keepalive` (at least every second) until its result, as S3 does, so that
+  // clients do not time out. A failure after that is an Error XML body in the 200 response.
+  milliseconds complete_keepalive{10'000};
+};
+
 struct S3Config {
   std::string region = "us-east-1";  // GetBucketLocation, x-amz-bucket-region
   std::string domain;  // virtual-hosted-style: "<bucket>.<domain>"; "" = path-style only
@@ -94,6 +106,7 @@ struct S3Config {
   std::uint64_t metadata_max_bytes = 2048;  // x-amz-meta-* names and values together (S3: 2 KiB)
   // SigV4 credential scopes must name `region` (S3: AuthorizationHeaderMalformed); off: any.
   bool region_check = false;
+  MultipartConfig multipart;  // read from the top-level [multipart] table
 };
 
 struct Config {

@@ -35,6 +35,7 @@ TEST(ParseDuration, Units) {
   EXPECT_EQ(parse_duration("10").value(), milliseconds(10'000));
   EXPECT_EQ(parse_duration("5m").value(), milliseconds(300'000));
   EXPECT_EQ(parse_duration("2h").value(), milliseconds(7'200'000));
+  EXPECT_EQ(parse_duration("7d").value(), milliseconds(7LL * 24 * 3600 * 1000));
   EXPECT_EQ(parse_duration("3 days").error(), errc::kInvalidArgument);
   EXPECT_EQ(parse_duration("s").error(), errc::kInvalidArgument);
 }

@@ -72,6 +72,9 @@ TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config.s3.single_put_max_bytes, defaults.s3.single_put_max_bytes);
   EXPECT_EQ(config.s3.metadata_max_bytes, defaults.s3.metadata_max_bytes);
   EXPECT_EQ(config.s3.region_check, defaults.s3.region_check);
+  EXPECT_EQ(config.s3.multipart.abort_after, defaults.s3.multipart.abort_after);
+  EXPECT_EQ(config.s3.multipart.sweep_interval, defaults.s3.multipart.sweep_interval);
+  EXPECT_EQ(config.s3.multipart.complete_keepalive, defaults.s3.multipart.complete_keepalive);
   EXPECT_EQ(config.log.level, defaults.log.level);
   EXPECT_EQ(config.log.access_log_path, defaults.log.access_log_path);
   EXPECT_TRUE(config.users.empty());
@@ -110,6 +113,10 @@ region = "eu-west-1"
 domain = "s3.local"
 clock_skew_max = "5m"
 region_check = true
+[multipart]
+abort_after = "2d"
+sweep_interval = "250ms"
+complete_keepalive = 0
 )"));
   EXPECT_EQ(config.http.listen.host, "::1");
   EXPECT_EQ(config.http.listen.port, 0);
@@ -135,6 +142,9 @@ region_check = true
   EXPECT_EQ(config.s3.domain, "s3.local");
   EXPECT_EQ(config.s3.clock_skew_max, std::chrono::seconds(300));
   EXPECT_TRUE(config.s3.region_check);
+  EXPECT_EQ(config.s3.multipart.abort_after, std::chrono::hours(48));
+  EXPECT_EQ(config.s3.multipart.sweep_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(config.s3.multipart.complete_keepalive, std::chrono::milliseconds(0));
 }
 
 TEST_F(ConfigFile, UnknownKeysNameTheFileLineAndKey) {
@@ -167,6 +177,11 @@ TEST_F(ConfigFile, BadValuesNameTheKey) {
                 .find("users.grants.access"),
             std::string::npos);
   EXPECT_NE(error_of("[http\n").find("test.toml:1:"), std::string::npos);
+  EXPECT_NE(error_of("[multipart]\nabort_after = \"a week\"\n").find("multipart.abort_after:"), std::string::npos);
+  EXPECT_NE(error_of("[multipart]\nabort_after = -1\n").find("multipart.abort_after:"), std::string::npos);
+  EXPECT_NE(error_of("[multipart]\nsweep_interval = \"0s\"\n").find("multipart.sweep_interval: must be between"),
+            std::string::npos);
+  EXPECT_NE(error_of("[multipart]\nabort_afer = \"1d\"\n").find("multipart.abort_afer: unknown key"), std::string::npos);
 }
 
 TEST_F(ConfigFile, DuplicateUsersAreRejected) {

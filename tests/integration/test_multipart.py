@@ -1,0 +1,125 @@
+"""Multipart uploads on the checkpoint path, against a real hots3 process: abandoned uploads
+are removed after [multipart] abort_after and their space is free at once, replaced parts and
+aborted uploads give their space back, and a long CompleteMultipartUpload keeps its connection
+alive (200, whitespace, then the result or an Error body), as S3 does. boto3 (the image's
+python3: boto3 1.43) and raw HTTP."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import harness  # noqa: E402
+import s3_support as s3  # noqa: E402
+
+import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
+from botocore.exceptions import ClientError  # noqa: E402
+
+HOTS3 = harness.find_binary("HOTS3_BIN", "hots3")
+MiB = 1024 * 1024
+
+
+def client(port):
+    return boto3.client(
+        "s3", endpoint_url="http://127.0.0.1:%d" % port, aws_access_key_id=s3.ACCESS_KEY,
+        aws_secret_access_key=s3.SECRET_KEY, region_name=s3.REGION,
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, signature_version="s3v4"))
+
+
+def data(n, seed=0):
+    import hashlib
+    return (hashlib.sha256(b"%d" % seed).digest() * (n // 32 + 1))[:n]
+
+
+def space_after_sweeps(server):
+    """The device space in use that the sweeper logged after each sweep that aborted uploads."""
+    return [int(m) for m in re.findall(r"multipart: aborted \d+ uploads .*?in use now: (\d+) bytes",
+                                       server.read_stderr())]
+
+
+def stop_and_check(test, server):
+    """Stops the server; its space in use must be exactly what `hots3 check` finds referenced."""
+    test.assertEqual(server.stop(), 0)
+    logged = re.search(r"device space in use: (\d+) bytes \((\d+) waiting", server.read_stderr())
+    test.assertIsNotNone(logged, server.read_stderr()[-2000:])
+    check = subprocess.run([HOTS3, "check", "--data", os.path.join(server.dir, "data")],
+                           capture_output=True, text=True, timeout=300)
+    test.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+    referenced = int(re.search(r"referenced .*?\((\d+) bytes\)", check.stdout).group(1))
+    test.assertEqual(int(logged.group(2)), 0)
+    test.assertEqual(int(logged.group(1)), referenced, "leaked space")
+    return referenced, check.stdout
+
+
+class AbandonedUploads(unittest.TestCase):
+    """[multipart] abort_after with a tiny age: the sweeper aborts old uploads only."""
+
+    AGE_S = 3
+
+    def test_old_uploads_are_aborted_and_their_space_freed(self):
+        server = s3.hots3_server(extra_config='\n[multipart]\nabort_after = "%ds"\nsweep_interval = "200ms"\n'
+                                 % self.AGE_S).start()
+        try:
+            c = client(server.port)
+            c.create_bucket(Bucket="ckpt")
+            c.put_object(Bucket="ckpt", Key="kept", Body=data(MiB, 1))  # 1 MiB stays in use
+            old = []
+            for n in range(2):
+                up = c.create_multipart_upload(Bucket="ckpt", Key="shard-%d" % n)["UploadId"]
+                c.upload_part(Bucket="ckpt", Key="shard-%d" % n, UploadId=up, PartNumber=1, Body=data(5 * MiB, n))
+                c.upload_part(Bucket="ckpt", Key="shard-%d" % n, UploadId=up, PartNumber=2, Body=data(MiB, n + 10))
+                old.append(("shard-%d" % n, up))
+            listed = {u["UploadId"] for u in c.list_multipart_uploads(Bucket="ckpt").get("Uploads", [])}
+            self.assertEqual(listed, {u for _, u in old})
+
+            deadline = time.monotonic() + self.AGE_S + 20
+            while not space_after_sweeps(server) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertTrue(space_after_sweeps(server), server.read_stderr()[-2000:])
+            # An upload younger than abort_after survives the sweeps that follow.
+            young = c.create_multipart_upload(Bucket="ckpt", Key="young")["UploadId"]
+            c.upload_part(Bucket="ckpt", Key="young", UploadId=young, PartNumber=1, Body=data(MiB, 7))
+
+            # The old uploads are gone, with their parts' space: only the kept object remains.
+            self.assertEqual(space_after_sweeps(server)[0], MiB)
+            listed = [u["UploadId"] for u in c.list_multipart_uploads(Bucket="ckpt").get("Uploads", [])]
+            self.assertEqual(listed, [young])
+            for key, up in old:
+                with self.assertRaises(ClientError) as e:
+                    c.upload_part(Bucket="ckpt", Key=key, UploadId=up, PartNumber=3, Body=b"late")
+                self.assertEqual(e.exception.response["Error"]["Code"], "NoSuchUpload")
+                with self.assertRaises(ClientError) as e:
+                    c.list_parts(Bucket="ckpt", Key=key, UploadId=up)
+                self.assertEqual(e.exception.response["Error"]["Code"], "NoSuchUpload")
+            time.sleep(1)
+            self.assertEqual([u["UploadId"] for u in c.list_multipart_uploads(Bucket="ckpt").get("Uploads", [])],
+                             [young])
+            self.assertEqual(c.get_object(Bucket="ckpt", Key="kept")["Body"].read(), data(MiB, 1))
+            # Stopped before the young upload ages: its part is referenced, nothing else is.
+            referenced, report = stop_and_check(self, server)
+            self.assertEqual(referenced, 2 * MiB)
+            self.assertIn("uploads 1 with 1 parts", report)
+        finally:
+            server.kill()
+            server.cleanup()
+
+    def test_zero_never_aborts(self):
+        server = s3.hots3_server(extra_config='\n[multipart]\nabort_after = "0"\nsweep_interval = "100ms"\n').start()
+        try:
+            c = client(server.port)
+            c.create_bucket(Bucket="ckpt")
+            up = c.create_multipart_upload(Bucket="ckpt", Key="k")["UploadId"]
+            c.upload_part(Bucket="ckpt", Key="k", UploadId=up, PartNumber=1, Body=b"x" * 100)
+            time.sleep(1.5)
+            self.assertEqual([u["UploadId"] for u in c.list_multipart_uploads(Bucket="ckpt")["Uploads"]], [up])
+        finally:
+            server.stop()
+            server.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
