@@ -459,9 +459,11 @@ class StoreImpl final : public ObjectStore {
       return {};
     }));
     detail::mark_committed(*writer);
-    // A replaced part: nobody reads parts, but the epoch rule still applies (UploadPartCopy
-    // sources are objects, not parts, so version 0: nothing cached).
-    if (!freed.empty()) core_.retirement->retire(std::move(freed), 0);
+    // A replaced part is free at once: no reader ever reads a part (readers open objects, and a
+    // completion moves parts' extents to the object in the same transaction that removes the
+    // parts), so no epoch can still need it; a long GET elsewhere must not hold a checkpoint's
+    // space back.
+    if (!freed.empty()) core_.retirement->release_now(freed);
     co_return part;
   }
 
@@ -514,7 +516,7 @@ class StoreImpl final : public ObjectStore {
     }));
     core_.metadata->invalidate(object.bucket_id, object.key);
     if (replaced != 0) core_.retirement->retire(std::move(replaced_extents), replaced);
-    if (!dropped.empty()) core_.retirement->retire(std::move(dropped), 0);
+    if (!dropped.empty()) core_.retirement->release_now(dropped);  // parts: see commit_part
     co_return object;
   }
 
@@ -526,7 +528,7 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(freed, t.delete_upload(upload->id));
       return {};
     }));
-    if (!freed.empty()) core_.retirement->retire(std::move(freed), 0);
+    if (!freed.empty()) core_.retirement->release_now(freed);  // parts: see commit_part
     co_return Result<void>{};
   }
 

@@ -62,7 +62,8 @@ class Retirement {
   // `version`'s cache entries are dropped now; `extents` go back to the allocator once no
   // earlier reader remains. REQUIRES: the transaction that unreferenced them is durable.
   void retire(ExtentList extents, std::int64_t version);
-  // Space that was never committed (aborted writes): free at once.
+  // Space no reader can be using: never committed (aborted writes), or multipart parts (never
+  // read). Free at once.
   void release_now(const ExtentList& extents);
 
   [[nodiscard]] std::uint64_t pending_bytes() const;

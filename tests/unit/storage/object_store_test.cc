@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "hots3/common/digest.h"
 #include "hots3/common/worker_pool.h"
@@ -349,6 +350,68 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
   EXPECT_EQ(run(store_->abort_upload(second.upload_id)).error(), errc::kNotFound);
   EXPECT_TRUE(run(store_->delete_object(bucket_.id, "mp")).has_value());
   EXPECT_EQ(used(), before);
+}
+
+// Parts are never read by an ObjectReader: the space of a replaced part, of an aborted or
+// abandoned upload and of a part left out of a completion is free as soon as the catalog says so,
+// even while long GETs of other objects are running (issue 5).
+TEST_P(StoreTest, ReplacedPartsAndAbortedUploadsFreeTheirSpaceAtOnce) {
+  ASSERT_TRUE(put("dataset", test::pattern_bytes(3 * kMiB, 40)).has_value());
+  const std::uint64_t base = used();
+  auto upload_part = [&](const std::string& upload_id, std::uint32_t n, std::size_t size, std::uint32_t seed) {
+    return run([&, n, size, seed]() -> asio::awaitable<Result<PartRecord>> {
+      H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{size}, true));
+      H3_CO_TRY(co_await w->write(test::pattern_bytes(size, seed)));
+      H3_CO_TRY(co_await w->finish());
+      co_return co_await store_->commit_part(std::move(w), upload_id, n, {});
+    }());
+  };
+  auto upload = run(store_->create_upload(bucket_, "ckpt", "owner", {}, std::nullopt, std::nullopt)).value();
+  // A reader of another object holds its epoch all along.
+  std::unique_ptr<ObjectReader> reader;
+  run([&]() -> asio::awaitable<void> {
+    reader = (co_await store_->open_reader(bucket_.id, "dataset")).value();
+    EXPECT_FALSE((co_await reader->next()).value().empty());
+  }());
+  ASSERT_TRUE(upload_part(upload.upload_id, 1, 6 * kMiB, 1).has_value());
+  ASSERT_TRUE(upload_part(upload.upload_id, 2, 2 * kMiB, 2).has_value());
+  EXPECT_EQ(used(), base + 8 * kMiB);
+  // Re-uploading part 1 replaces it: the 6 MiB are free at once, the reader notwithstanding.
+  ASSERT_TRUE(upload_part(upload.upload_id, 1, 5 * kMiB, 3).has_value());
+  EXPECT_EQ(used(), base + 7 * kMiB);
+  EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
+  // A part the completion leaves out is free at once too.
+  ASSERT_TRUE(upload_part(upload.upload_id, 3, kMiB, 4).has_value());
+  auto object = run(store_->complete_upload(
+      upload.upload_id,
+      [](const UploadRecord&, const std::vector<PartRecord>& all) -> Result<ObjectStore::CompletionPlan> {
+        ObjectStore::CompletionPlan plan;
+        plan.parts = {all[0], all[1]};
+        plan.spec.etag = "00-2";
+        return plan;
+      },
+      {}));
+  ASSERT_TRUE(object.has_value());
+  EXPECT_EQ(used(), base + 7 * kMiB);
+  // An aborted upload, and one aborted for its age.
+  auto aborted = run(store_->create_upload(bucket_, "a", "owner", {}, std::nullopt, std::nullopt)).value();
+  ASSERT_TRUE(upload_part(aborted.upload_id, 1, 4 * kMiB, 5).has_value());
+  auto abandoned = run(store_->create_upload(bucket_, "b", "owner", {}, std::nullopt, std::nullopt)).value();
+  ASSERT_TRUE(upload_part(abandoned.upload_id, 1, 4 * kMiB, 6).has_value());
+  EXPECT_EQ(used(), base + 15 * kMiB);
+  EXPECT_TRUE(run(store_->abort_upload(aborted.upload_id)).has_value());
+  EXPECT_EQ(used(), base + 11 * kMiB);
+  EXPECT_EQ(run(store_->abort_uploads_older_than(std::chrono::hours(1))).value(), 0U);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(run(store_->abort_uploads_older_than(std::chrono::milliseconds(1))).value(), 1U);
+  EXPECT_EQ(used(), base + 7 * kMiB);
+  EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
+  EXPECT_FALSE(store_->find_upload(abandoned.upload_id).value().has_value());
+  run([&]() -> asio::awaitable<void> {
+    reader.reset();
+    co_return;
+  }());
+  EXPECT_EQ(get("ckpt").value().size(), 7 * kMiB);
 }
 
 TEST_P(StoreTest, RenameMovesWithoutCopying) {
