@@ -1,12 +1,19 @@
 // Multipart upload operations: CreateMultipartUpload, UploadPart (and UploadPartCopy),
 // CompleteMultipartUpload, AbortMultipartUpload, ListParts, ListMultipartUploads.
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
 
 #include "body.h"
 #include "hots3/common/digest.h"
+#include "hots3/common/logging.h"
 #include "range.h"
 #include "service.h"
 #include "shared.h"
@@ -55,6 +62,107 @@ std::optional<std::string> part_checksum(const storage::PartRecord& p, auth::Che
   }
   return std::nullopt;
 }
+
+// ---- a long CompleteMultipartUpload keeps its connection alive ------------------------------
+//
+// S3 answers a Complete that takes a while with "200 OK" at once and then white space every few
+// seconds until the result, so that neither the client nor a proxy times out; a failure after
+// that is an Error XML document in the 200 body (the SDKs look for one). MinIO does the same:
+// the XML declaration, then a space every 10 s.
+
+constexpr std::string_view kXmlDeclaration = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+
+// What a completion running beside its request shares with it (on the request's worker).
+struct PendingCompletion {
+  explicit PendingCompletion(const asio::any_io_executor& executor) : wake(executor) {}
+  asio::steady_timer wake;  // cancelled when the result is in
+  std::optional<Result<storage::ObjectRecord>> result;
+};
+
+// The XML after its declaration line: the rest of a document whose declaration is already out.
+std::string_view after_declaration(std::string_view xml) {
+  if (xml.starts_with("<?xml")) {
+    const auto end = xml.find("?>");
+    if (end != std::string_view::npos) xml.remove_prefix(end + 2);
+  }
+  while (!xml.empty() && (xml.front() == '\n' || xml.front() == '\r')) xml.remove_prefix(1);
+  return xml;
+}
+
+// The response of a Complete, once its result is known: an ordinary response, or the rest of the
+// 200 body that keep-alive white space has already started.
+class CompletionResponse {
+ public:
+  CompletionResponse(Service& s, Request& r) : s_(s), r_(r) {}
+
+  // Runs `completion` to its end. While it runs longer than `keepalive` (0: from the start),
+  // the 200 head and white space go out (a space at least every second). A client that went
+  // away does not stop the completion: it ends either way.
+  asio::awaitable<Result<storage::ObjectRecord>> run(asio::awaitable<Result<storage::ObjectRecord>> completion,
+                                                      std::chrono::milliseconds keepalive) {
+    auto executor = co_await asio::this_coro::executor;
+    auto pending = std::make_shared<PendingCompletion>(executor);
+    asio::co_spawn(executor, std::move(completion),
+                   [pending](const std::exception_ptr& e, Result<storage::ObjectRecord> result) {
+                     pending->result = e ? Result<storage::ObjectRecord>(errc::kInternal) : std::move(result);
+                     pending->wake.cancel();
+                   });
+    const auto period = std::max<std::chrono::milliseconds>(keepalive, std::chrono::seconds(1));
+    if (keepalive.count() == 0) co_await keep_alive();
+    std::chrono::milliseconds wait = keepalive;
+    while (!pending->result) {
+      pending->wake.expires_after(streaming_ ? period : wait);
+      co_await pending->wake.async_wait(asio::as_tuple(asio::use_awaitable));  // cancelled: the result is in
+      if (!pending->result) co_await keep_alive();
+    }
+    co_return std::move(*pending->result);
+  }
+
+  asio::awaitable<void> error(Error e) {
+    if (!streaming_) co_return co_await s_.send_error(r_, std::move(e));
+    log::info("request {}: CompleteMultipartUpload failed after its 200 head: {}", r_.head.request_id, code_name(e.code));
+    co_await rest(error_body(e, r_.resource(), r_.head.request_id, ""));
+  }
+
+  asio::awaitable<void> xml(std::string body) {
+    if (!streaming_) co_return co_await s_.send_xml(r_, 200, std::move(body));
+    co_await rest(std::move(body));
+  }
+
+ private:
+  asio::awaitable<void> keep_alive() {
+    if (client_gone_) co_return;
+    Result<void> sent;
+    if (!streaming_) {
+      streaming_ = true;
+      http::Response head = s_.response(r_, 200);
+      head.add("Content-Type", "application/xml");
+      head.content_length.reset();  // chunked: the length is not known yet
+      sent = co_await r_.exchange.write_head(std::move(head));
+      std::string first(kXmlDeclaration);
+      first += ' ';
+      if (sent) sent = co_await r_.exchange.write_body(std::as_bytes(std::span(first.data(), first.size())));
+    } else {
+      sent = co_await r_.exchange.write_body(std::as_bytes(std::span(" ", 1)));
+    }
+    if (!sent) client_gone_ = true;
+  }
+
+  asio::awaitable<void> rest(std::string document) {
+    const std::string_view body = after_declaration(document);
+    if (!client_gone_) {
+      auto sent = co_await r_.exchange.write_body(std::as_bytes(std::span(body.data(), body.size())));
+      if (!sent) client_gone_ = true;
+    }
+    // (After a failed write the exchange is closing; finish() just ends it.)
+    co_await r_.exchange.finish();
+  }
+
+  Service& s_;
+  Request& r_;
+  bool streaming_ = false;
+  bool client_gone_ = false;
+};
 
 }  // namespace
 
@@ -355,15 +463,19 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     }
     return chosen;
   };
-  auto completed = co_await s.store().complete_upload(upload.upload_id, plan, std::get<storage::WriteCondition>(condition));
+  // The plan refers to this frame's locals: run() returns only once the completion has ended.
+  CompletionResponse respond(s, r);
+  auto completed = co_await respond.run(
+      s.store().complete_upload(upload.upload_id, plan, std::get<storage::WriteCondition>(condition)),
+      s.config().multipart.complete_keepalive);
   if (!completed) {
-    if (plan_error) co_return co_await s.send_error(r, std::move(*plan_error));
+    if (plan_error) co_return co_await respond.error(std::move(*plan_error));
     if (completed.error() == errc::kNotFound) {
-      co_return co_await s.send_error(r, std::get<storage::WriteCondition>(condition).if_match
-                                             ? Error(Code::kNoSuchKey).with("Key", r.key)
-                                             : Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
+      co_return co_await respond.error(std::get<storage::WriteCondition>(condition).if_match
+                                           ? Error(Code::kNoSuchKey).with("Key", r.key)
+                                           : Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
     }
-    co_return co_await s.send_error(r, from_errc(completed.error()));
+    co_return co_await respond.error(from_errc(completed.error()));
   }
   XmlWriter xml("CompleteMultipartUploadResult");
   xml.element("Location", "/" + bucket->name + "/" + r.key);
@@ -372,7 +484,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   xml.element("ETag", quoted(completed->etag));
   for (const auto& c : stored_checksums(completed->checksums)) xml.element(c.xml, c.value);
   if (completed->checksums.type) xml.element("ChecksumType", *completed->checksums.type);
-  co_await s.send_xml(r, 200, xml.finish());
+  co_await respond.xml(xml.finish());
 }
 
 asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {

@@ -121,5 +121,94 @@ class AbandonedUploads(unittest.TestCase):
             server.cleanup()
 
 
+class CompleteKeepAlive(unittest.TestCase):
+    """[multipart] complete_keepalive = 0: every Complete answers 200 and white space before its
+    result, as a Complete that runs long does; its outcome comes in the body."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = s3.hots3_server(extra_config='\n[multipart]\ncomplete_keepalive = 0\n').start()
+        cls.port = cls.server.port
+        cls.s3 = client(cls.port)
+        cls.s3.create_bucket(Bucket="keepalive")
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            assert cls.server.stop() == 0
+        finally:
+            cls.server.cleanup()
+
+    def raw(self, method, key, query=(), headers=None, body=b""):
+        req = s3.SignedRequest(method, "/keepalive/" + key, query, headers, body=body, port=self.port)
+        return s3.send(self.port, req.wire())
+
+    def upload(self, key, parts):
+        up = self.s3.create_multipart_upload(Bucket="keepalive", Key=key)["UploadId"]
+        etags = [self.s3.upload_part(Bucket="keepalive", Key=key, UploadId=up, PartNumber=n, Body=body)["ETag"]
+                 for n, body in enumerate(parts, 1)]
+        return up, etags
+
+    @staticmethod
+    def complete_xml(etags):
+        return ("<CompleteMultipartUpload>%s</CompleteMultipartUpload>" % "".join(
+            "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>" % (n, e) for n, e in enumerate(etags, 1))).encode()
+
+    def test_boto3_completes_through_the_white_space(self):
+        parts = [data(5 * MiB, 1), data(1000, 2)]
+        up, etags = self.upload("boto", parts)
+        done = self.s3.complete_multipart_upload(
+            Bucket="keepalive", Key="boto", UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, 1)]})
+        self.assertTrue(done["ETag"].endswith('-2"'), done)
+        self.assertEqual(done["Key"], "boto")
+        self.assertEqual(self.s3.get_object(Bucket="keepalive", Key="boto")["Body"].read(), b"".join(parts))
+        # boto3's managed transfer (upload_fileobj) completes the same way.
+        import io
+        body = data(12 * MiB, 3)
+        self.s3.upload_fileobj(io.BytesIO(body), "keepalive", "managed")
+        self.assertEqual(self.s3.get_object(Bucket="keepalive", Key="managed")["Body"].read(), body)
+
+    def test_the_wire_shows_200_then_white_space_then_the_result(self):
+        up, etags = self.upload("wire", [data(5 * MiB, 4), data(10, 5)])
+        r = self.raw("POST", "wire", [("uploadId", up)], body=self.complete_xml(etags))
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header("transfer-encoding"), "chunked")
+        self.assertTrue(r.body.startswith(b'<?xml version="1.0" encoding="UTF-8"?>\n '), r.body[:80])
+        result = r.body[r.body.index(b"?>") + 2:].lstrip()
+        self.assertTrue(result.startswith(b"<CompleteMultipartUploadResult"), r.body)
+        self.assertIn(b"-2&quot;</ETag>", result)
+
+    def test_a_late_failure_is_an_error_document_in_the_200_body(self):
+        self.s3.put_object(Bucket="keepalive", Key="taken", Body=b"first")
+        up, etags = self.upload("taken", [data(5 * MiB, 6), data(10, 7)])
+        # If-None-Match: * is decided in the commit transaction, after the 200 went out.
+        r = self.raw("POST", "taken", [("uploadId", up)], headers={"If-None-Match": "*"}, body=self.complete_xml(etags))
+        self.assertEqual(r.status, 200)
+        self.assertTrue(r.body.startswith(b'<?xml version="1.0" encoding="UTF-8"?>\n '), r.body[:80])
+        self.assertIn(b"<Error><Code>PreconditionFailed</Code>", r.body)
+        self.assertEqual(r.body.count(b"<?xml"), 1, r.body)
+        # So is a part list the plan rejects (a wrong ETag).
+        r = self.raw("POST", "taken", [("uploadId", up)], body=self.complete_xml(['"%s"' % ("0" * 32), etags[1]]))
+        self.assertEqual(r.status, 200)
+        self.assertIn(b"<Error><Code>InvalidPart</Code>", r.body)
+        # boto3 sees an error in a 200 Complete body as the error it is.
+        with self.assertRaises(ClientError) as e:
+            self.s3.complete_multipart_upload(
+                Bucket="keepalive", Key="taken", UploadId=up, IfNoneMatch="*",
+                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": t} for n, t in enumerate(etags, 1)]})
+        self.assertEqual(e.exception.response["Error"]["Code"], "PreconditionFailed")
+        self.assertEqual(self.s3.get_object(Bucket="keepalive", Key="taken")["Body"].read(), b"first")
+        # The upload is still there, and completes without the condition.
+        self.s3.complete_multipart_upload(
+            Bucket="keepalive", Key="taken", UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": t} for n, t in enumerate(etags, 1)]})
+        self.assertEqual(self.s3.head_object(Bucket="keepalive", Key="taken")["ContentLength"], 5 * MiB + 10)
+        # Errors found before the completion starts are ordinary error responses.
+        r = self.raw("POST", "taken", [("uploadId", "nope")], body=self.complete_xml(etags))
+        self.assertEqual(r.status, 404)
+        self.assertIn(b"<Code>NoSuchUpload</Code>", r.body)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
