@@ -86,6 +86,13 @@ constexpr std::array kTable = {
     Entry{Code::kSlowDown, "SlowDown", 503, "Please reduce your request rate."},
     Entry{Code::kXAmzContentSHA256Mismatch, "XAmzContentSHA256Mismatch", 400,
           "The provided 'x-amz-content-sha256' header does not match what was computed."},
+    // S3 Express One Zone (RenameObject, appends); after the others so that kTable[14] stays put.
+    Entry{Code::kIdempotencyParameterMismatch, "IdempotencyParameterMismatch", 400,
+          "Parameters on this idempotent request are inconsistent with parameters used in previous request(s)."},
+    Entry{Code::kInvalidWriteOffset, "InvalidWriteOffset", 400,
+          "The write offset value that you specified does not match the current object size."},
+    Entry{Code::kTooManyParts, "TooManyParts", 400,
+          "You have attempted to add more parts than the maximum of 10000 that are allowed for this object."},
 };
 
 constexpr std::size_t kInternalErrorAt = [] {

@@ -61,6 +61,10 @@ enum class Code : std::uint8_t {
   kSignatureDoesNotMatch,
   kSlowDown,
   kXAmzContentSHA256Mismatch,
+  // S3 Express One Zone (RenameObject, appends).
+  kIdempotencyParameterMismatch,
+  kInvalidWriteOffset,
+  kTooManyParts,
 };
 
 struct Error {

@@ -66,7 +66,8 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-// Does one entity tag of a list ("a", W/"b", *) match?
+}  // namespace
+
 bool etag_matches(std::string_view list, std::string_view etag) {
   std::size_t at = 0;
   while (at <= list.size()) {
@@ -78,8 +79,6 @@ bool etag_matches(std::string_view list, std::string_view etag) {
   }
   return false;
 }
-
-}  // namespace
 
 std::optional<Error> validate_key(std::string_view key) {
   if (key.size() > kKeyBytesMax) return Error(Code::kKeyTooLong).with("Size", std::to_string(key.size())).with("MaxSizeAllowed", "1024");

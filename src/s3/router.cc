@@ -517,7 +517,7 @@ constexpr Route kRoutes[] = {
     {Method::kGet, Target::kObject, "acl", object_subresource},
     {Method::kPut, Target::kObject, "acl", object_subresource},  // the owner-only ACL it has
     {Method::kGet, Target::kObject, "tagging", object_subresource},
-    // RenameObject (S3 Express), PUT /bucket/key?renameObject: its row goes here (wip/mp).
+    {Method::kPut, Target::kObject, "renameObject", rename_object},  // S3 Express
     {Method::kPost, Target::kObject, "uploads", create_multipart_upload},
     {Method::kPut, Target::kObject, "uploadId", upload_part},  // and UploadPartCopy
     {Method::kPost, Target::kObject, "uploadId", complete_multipart_upload},

@@ -136,4 +136,7 @@ asio::awaitable<void> abort_multipart_upload(Service& s, Request& r);
 asio::awaitable<void> list_parts(Service& s, Request& r);
 asio::awaitable<void> list_multipart_uploads(Service& s, Request& r);
 
+// S3 Express One Zone (handlers_express.cc).
+asio::awaitable<void> rename_object(Service& s, Request& r);  // PUT /bucket/key?renameObject
+
 }  // namespace hots3::s3

@@ -44,6 +44,9 @@ std::variant<storage::WriteCondition, Error> write_condition(const Request& r);
 // x-amz-copy-source-if-* forms instead (which never answer 304).
 std::optional<Error> read_conditions(const Request& r, const storage::ObjectRecord& object, bool copy_source);
 
+// Does one entity tag of a list ("a", W/"b", *) match `etag`?
+bool etag_matches(std::string_view list, std::string_view etag);
+
 std::string quoted(std::string_view etag);
 std::string unquoted(std::string_view etag);
 

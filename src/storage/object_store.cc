@@ -379,7 +379,7 @@ class StoreImpl final : public ObjectStore {
   }
 
   asio::awaitable<Result<ObjectRecord>> rename_object(std::int64_t bucket_id, std::string from, std::string to,
-                                                      bool if_none_match_any) override {
+                                                      RenameCheck check) override {
     ObjectRecord moved;
     ExtentList freed;
     std::int64_t replaced = 0;
@@ -387,12 +387,13 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(auto source, t.find_object(bucket_id, from));
       if (!source) return errc::kNotFound;
       if (from == to) {
+        if (check) H3_TRY(check(*source, source));
         moved = std::move(*source);
         return {};
       }
       H3_TRY(auto target, t.find_object(bucket_id, to));
+      if (check) H3_TRY(check(*source, target));
       if (target) {
-        if (if_none_match_any) return errc::kPreconditionFailed;
         H3_TRY(freed, t.delete_object(target->id));
         replaced = target->id;
       }

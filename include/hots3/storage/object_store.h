@@ -183,11 +183,13 @@ class ObjectStore {
   // `etag`. Errors: kNotFound, kPreconditionFailed.
   virtual boost::asio::awaitable<Result<ObjectRecord>> replace_metadata(
       std::int64_t bucket_id, std::string key, std::string etag, ObjectSpec spec) = 0;
-  // Moves an object to a new key in one transaction (no data is copied).
-  // Errors: kNotFound (no source), kPreconditionFailed (destination exists and
-  // `if_none_match_any`).
-  virtual boost::asio::awaitable<Result<ObjectRecord>> rename_object(
-      std::int64_t bucket_id, std::string from, std::string to, bool if_none_match_any) = 0;
+  // What a rename requires of its source and of the object it replaces (if any), decided inside
+  // the rename's transaction; an error refuses the rename with that error. Empty: no condition.
+  using RenameCheck = std::function<Result<void>(const ObjectRecord& source, const std::optional<ObjectRecord>& target)>;
+  // Moves an object to a new key in one transaction (no data is copied), replacing what the key
+  // held. Errors: kNotFound (no source), and whatever `check` returns.
+  virtual boost::asio::awaitable<Result<ObjectRecord>> rename_object(std::int64_t bucket_id, std::string from,
+                                                                     std::string to, RenameCheck check) = 0;
   // One page of keys (on a reader thread; the worker waits without blocking).
   virtual boost::asio::awaitable<Result<ListPage>> list_objects(std::int64_t bucket_id, ListQuery query) = 0;
 

@@ -419,12 +419,24 @@ TEST_P(StoreTest, RenameMovesWithoutCopying) {
   ASSERT_TRUE(put("from", data).has_value());
   ASSERT_TRUE(put("taken", test::pattern_bytes(10, 1)).has_value());
   const std::uint64_t before = used();
-  EXPECT_EQ(run(store_->rename_object(bucket_.id, "from", "taken", true)).error(), errc::kPreconditionFailed);
-  EXPECT_TRUE(run(store_->rename_object(bucket_.id, "from", "to", true)).has_value());
+  // The check sees both objects inside the transaction (If-None-Match: * on the destination).
+  auto no_overwrite = [](const ObjectRecord& source, const std::optional<ObjectRecord>& target) -> Result<void> {
+    EXPECT_EQ(source.key, "from");
+    if (target) return errc::kPreconditionFailed;
+    return {};
+  };
+  EXPECT_EQ(run(store_->rename_object(bucket_.id, "from", "taken", no_overwrite)).error(), errc::kPreconditionFailed);
+  EXPECT_TRUE(get("taken").value() == test::pattern_bytes(10, 1));
+  EXPECT_TRUE(run(store_->rename_object(bucket_.id, "from", "to", no_overwrite)).has_value());
   EXPECT_EQ(used(), before);
   EXPECT_EQ(get("from").error(), errc::kNotFound);
   EXPECT_TRUE(get("to").value() == data);
-  EXPECT_EQ(run(store_->rename_object(bucket_.id, "nothing", "x", false)).error(), errc::kNotFound);
+  EXPECT_EQ(run(store_->rename_object(bucket_.id, "nothing", "x", {})).error(), errc::kNotFound);
+  // Replacing a destination frees its space (once no reader needs it).
+  EXPECT_TRUE(run(store_->rename_object(bucket_.id, "to", "taken", {})).has_value());
+  EXPECT_EQ(used(), before);
+  EXPECT_TRUE(get("taken").value() == data);
+  EXPECT_EQ(get("to").error(), errc::kNotFound);
 }
 
 // HEAD and GET answer from the metadata cache: every acknowledged change must be visible to
@@ -452,7 +464,7 @@ TEST_P(StoreTest, EveryAcknowledgedChangeIsVisibleToTheNextLookup) {
   EXPECT_EQ(replaced->user_metadata, spec.user_metadata);
 
   EXPECT_EQ(head_etag("d", 1), "none");
-  ASSERT_TRUE(run(store_->rename_object(bucket_.id, "c", "d", false)).has_value());
+  ASSERT_TRUE(run(store_->rename_object(bucket_.id, "c", "d", {})).has_value());
   EXPECT_EQ(head_etag("c", 1), "none");
   EXPECT_EQ(head_etag("d", 1), second.etag);
   EXPECT_TRUE(get("d").value() == test::pattern_bytes(200, 2));
