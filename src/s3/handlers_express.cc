@@ -1,10 +1,15 @@
 // What S3 Express One Zone offers beyond the S3 standard, for the checkpoint path: RenameObject
-// (an atomic rename in one metadata transaction, instead of copy + delete).
+// (an atomic rename in one metadata transaction, instead of copy + delete) and appends
+// (PutObject with x-amz-write-offset-bytes, for shards and logs written in pieces).
 
+#include <cctype>
+#include <charconv>
 #include <list>
 #include <mutex>
 #include <unordered_map>
 
+#include "body.h"
+#include "hots3/common/digest.h"
 #include "service.h"
 #include "shared.h"
 #include "time_format.h"
@@ -109,6 +114,38 @@ ClientTokens& client_tokens() {
   return tokens;
 }
 
+// The full-object CRC an append can extend (CRCs continue over appended bytes; SHAs and
+// composite checksums cannot).
+std::optional<std::pair<auth::ChecksumAlgorithm, std::uint64_t>> extendable_crc(const storage::ChecksumSet& c) {
+  if (c.type.value_or("") != "FULL_OBJECT") return std::nullopt;
+  std::optional<std::pair<auth::ChecksumAlgorithm, std::string>> found;
+  if (c.crc32) found.emplace(auth::ChecksumAlgorithm::kCrc32, *c.crc32);
+  if (c.crc32c) found.emplace(auth::ChecksumAlgorithm::kCrc32c, *c.crc32c);
+  if (c.crc64nvme) found.emplace(auth::ChecksumAlgorithm::kCrc64Nvme, *c.crc64nvme);
+  if (!found) return std::nullopt;
+  auto raw = auth::base64_decode(found->second);
+  if (!raw || raw->empty() || raw->size() > 8) return std::nullopt;
+  std::uint64_t value = 0;
+  for (const char b : *raw) value = (value << 8) | static_cast<unsigned char>(b);  // big-endian
+  return std::pair{found->first, value};
+}
+
+// The algorithm of the checksum an object keeps (appends must use the same one).
+std::optional<auth::ChecksumAlgorithm> stored_algorithm(const storage::ChecksumSet& c) {
+  if (c.crc32) return auth::ChecksumAlgorithm::kCrc32;
+  if (c.crc32c) return auth::ChecksumAlgorithm::kCrc32c;
+  if (c.crc64nvme) return auth::ChecksumAlgorithm::kCrc64Nvme;
+  if (c.sha1) return auth::ChecksumAlgorithm::kSha1;
+  if (c.sha256) return auth::ChecksumAlgorithm::kSha256;
+  return std::nullopt;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
 bool valid_client_token(std::string_view token) {
   return !token.empty() && token.size() <= 64 &&
          std::all_of(token.begin(), token.end(), [](char c) { return c >= 33 && c <= 126; });
@@ -186,6 +223,186 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
   }
   if (token) client_tokens().remember(std::move(token_key), std::move(parameters));
   co_await s.send_empty(r, 200, s.response(r, 200));
+}
+
+}  // namespace hots3::s3
+
+namespace hots3::s3 {
+
+// ---- PutObject with x-amz-write-offset-bytes (append) ----------------------------------------
+//
+// S3 Express semantics: the offset must be the object's current size (0 creates an object that
+// does not exist); each append adds a part (10,000 at most); the object keeps its metadata, and a
+// request may not set user metadata on an existing object. hots3 keeps the data it extends where
+// it is (the new version re-uses the old version's extents; an inline object is rewritten, it is
+// a few KiB), so an append costs what it writes. Two appends at one offset: one wins, the other
+// gets InvalidWriteOffset. The ETag of an appended object is opaque, in the multipart form
+// "<md5 of the previous ETag and the new data's MD5>-<parts>" (not the MD5 of the data, which
+// clients must then not expect); a full-object CRC (CRC32, CRC32C, CRC64NVME) is carried on over
+// the new bytes, other checksums end with the first append.
+
+asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecord bucket) {
+  const std::string_view text = *r.header("x-amz-write-offset-bytes");
+  std::uint64_t offset = 0;
+  if (auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), offset);
+      ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
+    co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "x-amz-write-offset-bytes must be a non-negative integer.")
+                                           .with("ArgumentName", "x-amz-write-offset-bytes")
+                                           .with("ArgumentValue", std::string(text)));
+  }
+  auto spec = object_spec(r, s.config());
+  if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
+  auto condition = write_condition(r);
+  if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
+  const storage::WriteCondition& when = std::get<storage::WriteCondition>(condition);
+  auto requested = read_checksum_request(r);
+  if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
+  ChecksumRequest wanted = std::get<ChecksumRequest>(std::move(requested));
+
+  // The version appended to. An inline one is read now: its bytes go into the new version.
+  auto head = s.store().head(bucket.id, r.key);
+  if (!head) co_return co_await s.send_error(r, from_errc(head.error()));
+  std::optional<storage::ObjectRecord> base = std::move(*head);
+  std::unique_ptr<storage::ObjectReader> base_reader;
+  if (base && base->inline_data) {
+    auto opened = co_await s.store().open_reader(bucket.id, r.key);
+    if (!opened && opened.error() != errc::kNotFound) co_return co_await s.send_error(r, from_errc(opened.error()));
+    base.reset();
+    if (opened) {
+      base = (*opened)->object();
+      if (base->inline_data) base_reader = std::move(*opened);
+    }
+  }
+  const bool inline_base = base_reader != nullptr;
+  const std::uint64_t base_size = base ? base->size_bytes : 0;
+
+  if (offset != base_size) {
+    co_return co_await s.send_error(r, Error(Code::kInvalidWriteOffset)
+                                           .with("WriteOffsetBytes", std::to_string(offset))
+                                           .with("ObjectSize", std::to_string(base_size)));
+  }
+  if (when.if_none_match_any && base) co_return co_await s.send_error(r, Error(Code::kPreconditionFailed).with("Condition", "If-None-Match"));
+  if (when.if_match) {
+    if (!base) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
+    if (!etag_matches(*when.if_match, base->etag)) co_return co_await s.send_error(r, Error(Code::kPreconditionFailed).with("Condition", "If-Match"));
+  }
+  storage::ObjectSpec object = std::get<storage::ObjectSpec>(std::move(spec));
+  if (base && !object.user_metadata.empty()) {
+    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Cannot specify both a write offset value and user-defined object metadata for existing objects."));
+  }
+  const std::uint32_t parts = !base ? 0 : base->parts_count == 0 ? 2 : base->parts_count + 1;
+  if (parts > kPartNumberMax) co_return co_await s.send_error(r, Code::kTooManyParts);
+  const auto extendable = base ? extendable_crc(base->checksums) : std::nullopt;
+  if (base) {
+    const auto kept = stored_algorithm(base->checksums);
+    if (wanted.algorithm && kept && *wanted.algorithm != *kept) {
+      co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
+                                                                          lower(auth::checksum_name(*kept)) + ", actual checksum Type: " +
+                                                                          lower(auth::checksum_name(*wanted.algorithm)) + "."));
+    }
+    if (!wanted.algorithm && extendable) wanted.algorithm = extendable->first;
+  }
+
+  // The new data (after the inline base's bytes, which are rewritten with it).
+  const bool md5_in_body = wanted.content_md5.has_value() && (inline_base || !s.store().etag_is_md5());
+  Body body(r, std::move(wanted), true, md5_in_body);
+  const auto declared = body.declared_length();
+  const std::string empty_body = "Request body cannot be empty when 'write offset' is specified.";
+  if (declared && *declared == 0) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
+  const std::uint64_t max_bytes = s.config().single_put_max_bytes;
+  if (!declared && !r.head.chunked) co_return co_await s.send_error(r, Code::kMissingContentLength);
+  if (declared && *declared > max_bytes) {
+    co_return co_await s.send_error(r, Error(Code::kEntityTooLarge).with("ProposedSize", std::to_string(*declared)).with("MaxSizeAllowed", std::to_string(max_bytes)));
+  }
+  std::optional<std::uint64_t> reserve = declared;
+  if (reserve && inline_base) *reserve += base_size;
+  // Data after kept extents is never inline; a new object or a rewritten inline one may be.
+  auto created = co_await s.store().create_writer(reserve, base && !inline_base);
+  if (!created) co_return co_await s.send_error(r, from_errc(created.error()));
+  std::unique_ptr<storage::ObjectWriter> writer = std::move(*created);
+  if (inline_base) {
+    for (;;) {
+      auto piece = co_await base_reader->next();
+      if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
+      if (piece->empty()) break;
+      if (auto w = co_await writer->write(*piece); !w) co_return co_await s.send_error(r, from_errc(w.error()));
+    }
+    base_reader.reset();
+  }
+  std::uint64_t crc = extendable ? extendable->second : 0;  // carried on over the new bytes
+  for (;;) {
+    auto piece = co_await body.next();
+    if (!piece) co_return co_await s.send_error(r, body.error());
+    if (piece->empty()) break;
+    if (body.payload_bytes() > max_bytes) co_return co_await s.send_error(r, Code::kEntityTooLarge);
+    if (extendable) {
+      switch (extendable->first) {
+        case auth::ChecksumAlgorithm::kCrc32: crc = auth::crc32(*piece, static_cast<std::uint32_t>(crc)); break;
+        case auth::ChecksumAlgorithm::kCrc32c: crc = auth::crc32c(*piece, static_cast<std::uint32_t>(crc)); break;
+        default: crc = auth::crc64nvme(*piece, crc); break;
+      }
+    }
+    if (auto w = co_await writer->write(*piece); !w) co_return co_await s.send_error(r, from_errc(w.error()));
+  }
+  if (body.payload_bytes() == 0) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
+  if (auto f = co_await writer->finish(); !f) co_return co_await s.send_error(r, from_errc(f.error()));
+  std::optional<std::array<std::uint8_t, 16>> md5;
+  if (!md5_in_body && s.store().etag_is_md5()) md5 = writer->md5();
+  if (auto e = body.verify(md5)) co_return co_await s.send_error(r, std::move(*e));
+
+  std::vector<storage::ObjectPartRecord> new_parts;
+  const std::optional<std::string> part_checksum =
+      body.checksum() ? std::optional<std::string>(body.checksum()->second) : std::nullopt;
+  if (!base) {
+    if (const auto& c = body.checksum()) {
+      set_checksum(object.checksums, c->first, c->second);
+      object.checksums.type = "FULL_OBJECT";
+    }
+  } else {
+    object = storage::ObjectSpec{};
+    object.headers = base->headers;
+    object.user_metadata = base->user_metadata;
+    if (extendable) {
+      std::string raw;
+      const std::size_t width = extendable->first == auth::ChecksumAlgorithm::kCrc64Nvme ? 8 : 4;
+      for (std::size_t i = width; i-- > 0;) raw += static_cast<char>((crc >> (8 * i)) & 0xff);
+      set_checksum(object.checksums, extendable->first, auth::base64_encode(raw));
+      object.checksums.type = "FULL_OBJECT";
+    }
+    // ETag: chained from the previous one, so that every version has its own.
+    Digest etag(Digest::Algorithm::kMd5);
+    const std::string_view previous = std::string_view(base->etag).substr(0, base->etag.find('-'));
+    std::string previous_raw;
+    if (previous.size() == 32 && previous.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
+      for (std::size_t k = 0; k < 32; k += 2) previous_raw += static_cast<char>(std::stoi(std::string(previous.substr(k, 2)), nullptr, 16));
+    } else {
+      previous_raw = base->etag;
+    }
+    etag.update(previous_raw);
+    const auto& data_md5 = writer->md5();
+    etag.update(std::string_view(reinterpret_cast<const char*>(data_md5.data()), data_md5.size()));
+    std::array<std::uint8_t, 32> digest{};
+    etag.finish(digest);
+    object.etag = storage::to_hex(std::span(digest).first(16)) + "-" + std::to_string(parts);
+    if (base->parts_count == 0) new_parts.push_back({1, 0, base_size, std::nullopt});
+    new_parts.push_back({parts, base_size, body.payload_bytes(), part_checksum});
+  }
+  auto committed = co_await s.store().append_object(std::move(writer), bucket, r.key, base ? base->id : 0, inline_base,
+                                                    std::move(object), std::move(new_parts));
+  if (!committed) {
+    // Another write of the key came first: the offset is no longer its size.
+    if (committed.error() == errc::kPreconditionFailed) {
+      co_return co_await s.send_error(r, Error(Code::kInvalidWriteOffset).with("WriteOffsetBytes", std::to_string(offset)));
+    }
+    if (committed.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
+    co_return co_await s.send_error(r, from_errc(committed.error()));
+  }
+  http::Response response = s.response(r, 200);
+  response.add("ETag", quoted(committed->etag));
+  response.add("x-amz-object-size", std::to_string(committed->size_bytes));
+  for (const auto& c : stored_checksums(committed->checksums)) response.add(c.header, c.value);
+  if (committed->checksums.type) response.add("x-amz-checksum-type", *committed->checksums.type);
+  co_await s.send_empty(r, 200, std::move(response));
 }
 
 }  // namespace hots3::s3

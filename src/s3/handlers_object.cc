@@ -288,9 +288,7 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
-  if (r.header("x-amz-write-offset-bytes")) {
-    co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Appends (x-amz-write-offset-bytes) are not supported yet."));
-  }
+  if (r.header("x-amz-write-offset-bytes")) co_return co_await append_object(s, r, std::move(*bucket));
   auto spec = object_spec(r, s.config());
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
   auto condition = write_condition(r);

@@ -138,5 +138,7 @@ asio::awaitable<void> list_multipart_uploads(Service& s, Request& r);
 
 // S3 Express One Zone (handlers_express.cc).
 asio::awaitable<void> rename_object(Service& s, Request& r);  // PUT /bucket/key?renameObject
+// PutObject with x-amz-write-offset-bytes (put_object hands it over once the bucket is known).
+asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecord bucket);
 
 }  // namespace hots3::s3

@@ -378,6 +378,30 @@ class WriteTxnImpl final : public WriteTxn {
     return {};
   }
 
+  Result<void> move_object_data(std::int64_t from_object_id, std::int64_t to_object_id) override {
+    for (const char* sql : {"UPDATE extents SET owner_id = ?2 WHERE owner_id = ?1",
+                            "UPDATE object_parts SET object_id = ?2 WHERE object_id = ?1"}) {
+      auto q = c_.query(sql);
+      q.bind(1, from_object_id).bind(2, to_object_id);
+      H3_TRY(q.run());
+    }
+    return {};
+  }
+
+  Result<void> insert_object_parts(std::int64_t object_id, const std::vector<ObjectPartRecord>& parts) override {
+    for (const ObjectPartRecord& p : parts) {
+      auto q = c_.query("INSERT INTO object_parts(object_id, part_number, offset, size, checksum) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5)");
+      q.bind(1, object_id)
+          .bind(2, static_cast<std::int64_t>(p.part_number))
+          .bind(3, p.offset_bytes)
+          .bind(4, p.size_bytes)
+          .bind_optional(5, p.checksum);
+      H3_TRY(q.run());
+    }
+    return {};
+  }
+
   Result<void> insert_upload(const UploadRecord& u) override {
     auto q = c_.query("INSERT INTO uploads(" H3_UPLOAD_COLUMNS
                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
@@ -470,16 +494,7 @@ class WriteTxnImpl final : public WriteTxn {
       H3_TRY(q.run());
     }
     H3_TRY(insert_object(object, {}));
-    for (const ObjectPartRecord& p : part_table) {
-      auto q = c_.query("INSERT INTO object_parts(object_id, part_number, offset, size, checksum) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5)");
-      q.bind(1, object.id)
-          .bind(2, static_cast<std::int64_t>(p.part_number))
-          .bind(3, p.offset_bytes)
-          .bind(4, p.size_bytes)
-          .bind_optional(5, p.checksum);
-      H3_TRY(q.run());
-    }
+    H3_TRY(insert_object_parts(object.id, part_table));
     return freed;
   }
 

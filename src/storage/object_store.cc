@@ -346,6 +346,52 @@ class StoreImpl final : public ObjectStore {
     co_return object;
   }
 
+  asio::awaitable<Result<ObjectRecord>> append_object(std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket,
+                                                      std::string key, std::int64_t base_version, bool writer_has_base,
+                                                      ObjectSpec spec, std::vector<ObjectPartRecord> new_parts) override {
+    H3_ASSERT(spec.etag.has_value() || base_version == 0, "an append without an ETag");
+    detail::WrittenData data = detail::written_data(*writer);
+    ObjectRecord object;
+    object.bucket_id = bucket.id;
+    object.key = std::move(key);
+    object.etag = spec.etag ? *spec.etag : to_hex(data.md5);
+    object.created_ms = object.accessed_ms = now_ms();
+    object.headers = std::move(spec.headers);
+    object.user_metadata = std::move(spec.user_metadata);
+    object.checksums = std::move(spec.checksums);
+    object.inline_data = data.inline_data;
+    ExtentList freed;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto b, t.find_bucket(bucket.name));
+      if (!b || b->id != bucket.id) return errc::kNotFound;
+      H3_TRY(auto current, t.find_object(bucket.id, object.key));
+      if ((current ? current->id : 0) != base_version) return errc::kPreconditionFailed;
+      object.id = t.next_id();
+      std::uint64_t kept_bytes = 0;
+      object.parts_count = static_cast<std::uint32_t>(new_parts.size());
+      if (current) {
+        // An inline base has no extents, and its data is in the writer; it keeps its part table.
+        H3_ASSERT(writer_has_base == current->inline_data.has_value(), "append: base data both kept and rewritten");
+        if (!writer_has_base) kept_bytes = current->size_bytes;
+        H3_TRY(t.move_object_data(current->id, object.id));
+        object.parts_count += current->parts_count;
+        H3_TRY(freed, t.delete_object(current->id));
+      }
+      object.size_bytes = kept_bytes + data.size_bytes;
+      std::vector<ExtentRecord> extents = data.extents;
+      H3_ASSERT(!object.inline_data || kept_bytes == 0, "inline data after extents");
+      for (ExtentRecord& e : extents) e.logical_offset_bytes += kept_bytes;
+      H3_TRY(t.insert_object(object, extents));
+      return t.insert_object_parts(object.id, new_parts);
+    }));
+    detail::mark_committed(*writer);
+    core_.metadata->invalidate(bucket.id, object.key);
+    // Whatever the base version still held (nothing, but for its inline row) goes the usual way.
+    if (!freed.empty()) core_.retirement->retire(std::move(freed), base_version);
+    object.inline_data.reset();
+    co_return object;
+  }
+
   asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(std::int64_t bucket_id, std::string key) override {
     std::optional<ObjectRecord> deleted;
     ExtentList freed;

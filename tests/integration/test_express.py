@@ -3,14 +3,16 @@ RenameObject (PUT /bucket/key?renameObject, x-amz-rename-source, conditions on b
 x-amz-client-token) and appends (PutObject with x-amz-write-offset-bytes). boto3 1.43 (the
 image's python3), the AWS CLI v1, and raw HTTP for the headers SDKs do not send."""
 
+import base64
 import datetime
 import hashlib
-import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import unittest
+import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import harness  # noqa: E402
@@ -43,6 +45,44 @@ def code(e):
     return e.exception.response["Error"]["Code"]
 
 
+def _table(poly, width):
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table.append(c)
+    return table, (1 << width) - 1
+
+
+_CRC64NVME = _table(0x9A6C9329AC4BC9B5, 64)
+_CRC32C = _table(0x82F63B78, 32)
+
+
+def _crc(spec, data):
+    table, mask = spec
+    c = mask
+    for b in data:
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ mask
+
+
+def b64(value, width):
+    return base64.b64encode(value.to_bytes(width, "big")).decode()
+
+
+def crc64nvme(data):
+    return b64(_crc(_CRC64NVME, data), 8)
+
+
+def crc32c(data):
+    return b64(_crc(_CRC32C, data), 4)
+
+
+def crc32(data):
+    return b64(zlib.crc32(data), 4)
+
+
 class ExpressTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -56,6 +96,13 @@ class ExpressTest(unittest.TestCase):
     def tearDownClass(cls):
         try:
             assert cls.server.stop() == 0
+            # Renames and appends (the losers of races included) leak no space.
+            logged = re.search(r"device space in use: (\d+) bytes \((\d+) waiting", cls.server.read_stderr())
+            check = subprocess.run([harness.find_binary("HOTS3_BIN", "hots3"), "check", "--data",
+                                    os.path.join(cls.server.dir, "data")], capture_output=True, text=True, timeout=300)
+            assert check.returncode == 0, check.stdout + check.stderr
+            referenced = int(re.search(r"referenced .*?\((\d+) bytes\)", check.stdout).group(1))
+            assert (int(logged.group(1)), int(logged.group(2))) == (referenced, 0), (logged.group(0), check.stdout)
         finally:
             cls.server.cleanup()
 
@@ -249,6 +296,132 @@ class ExpressTest(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(self.body("cli"), b"cli")
         self.assertTrue(self.missing("cli.tmp"))
+
+    # ---- appends (PutObject with x-amz-write-offset-bytes) --------------------------------------
+
+    def append(self, key, body, offset, headers=None):
+        h = {"x-amz-write-offset-bytes": str(offset)}
+        h.update(headers or {})
+        return self.raw("PUT", key, headers=h, body=body)
+
+    def test_crc64_vectors(self):  # the test's own CRCs, against the standard check values
+        self.assertEqual(_crc(_CRC64NVME, b"123456789"), 0xAE8B14860A799888)
+        self.assertEqual(_crc(_CRC32C, b"123456789"), 0xE3069283)
+
+    def test_boto3_appends_build_the_object_in_parts(self):
+        pieces = [data(5 * MiB + 7, 20), data(MiB, 21), data(10, 22), data(3 * MiB + 1, 23)]
+        offset = 0
+        for n, piece in enumerate(pieces):
+            r = self.s3.put_object(Bucket="express", Key="shard.log", Body=piece, WriteOffsetBytes=offset)
+            offset += len(piece)
+            self.assertEqual(int(r["ResponseMetadata"]["HTTPHeaders"]["x-amz-object-size"]), offset)
+            if n > 0:
+                self.assertTrue(r["ETag"].endswith('-%d"' % (n + 1)), r["ETag"])
+        whole = b"".join(pieces)
+        got = self.s3.get_object(Bucket="express", Key="shard.log")
+        self.assertEqual(got["Body"].read(), whole)
+        self.assertEqual(got["ContentLength"], len(whole))
+        # Every append is a part, readable on its own.
+        head = self.s3.head_object(Bucket="express", Key="shard.log", PartNumber=3)
+        self.assertEqual(head["PartsCount"], 4)
+        self.assertEqual(head["ContentLength"], 10)
+        part = self.s3.get_object(Bucket="express", Key="shard.log", PartNumber=2)["Body"].read()
+        self.assertEqual(part, pieces[1])
+        # boto3 sent CRC32 checksums: the object keeps the CRC32 of all of it.
+        head = self.s3.head_object(Bucket="express", Key="shard.log", ChecksumMode="ENABLED")
+        self.assertEqual(head.get("ChecksumCRC32"), crc32(whole))
+        self.assertEqual(head.get("ChecksumType"), "FULL_OBJECT")
+        # ETags differ from version to version.
+        before = head["ETag"]
+        self.s3.put_object(Bucket="express", Key="shard.log", Body=b"x", WriteOffsetBytes=len(whole))
+        self.assertNotEqual(self.s3.head_object(Bucket="express", Key="shard.log")["ETag"], before)
+
+    def test_offset_must_be_the_size(self):
+        with self.assertRaises(ClientError) as e:
+            self.s3.put_object(Bucket="express", Key="absent.log", Body=b"x", WriteOffsetBytes=5)
+        self.assertEqual(code(e), "InvalidWriteOffset")
+        self.assertTrue(self.missing("absent.log"))
+        self.s3.put_object(Bucket="express", Key="sized.log", Body=b"12345")
+        for wrong in (0, 4, 6):
+            r = self.append("sized.log", b"more", wrong)
+            self.assertEqual(r.status, 400, wrong)
+            self.assertIn(b"<Code>InvalidWriteOffset</Code>", r.body)
+        self.assertEqual(self.append("sized.log", b"more", 5).status, 200)
+        self.assertEqual(self.body("sized.log"), b"12345more")
+        r = self.append("sized.log", b"x", "-1")
+        self.assertEqual(r.status, 400)
+        self.assertIn(b"<Code>InvalidArgument</Code>", r.body)
+
+    def test_appends_refuse_what_s3_express_refuses(self):
+        self.s3.put_object(Bucket="express", Key="meta.log", Body=b"abc", Metadata={"k": "v"})
+        r = self.append("meta.log", b"def", 3, {"x-amz-meta-other": "x"})
+        self.assertEqual(r.status, 400)
+        self.assertIn(b"<Code>InvalidRequest</Code>", r.body)
+        r = self.append("meta.log", b"", 3)
+        self.assertEqual(r.status, 400)
+        self.assertIn(b"Request body cannot be empty", r.body)
+        r = self.append("meta.log", b"def", 3, {"If-None-Match": "*"})
+        self.assertEqual(r.status, 412)
+        r = self.append("meta.log", b"def", 3, {"If-Match": '"0123"'})
+        self.assertEqual(r.status, 412)
+        # The object was stored with a CRC32 (boto3's default): another algorithm is refused.
+        r = self.append("meta.log", b"def", 3, {"x-amz-checksum-crc32c": crc32c(b"def")})
+        self.assertEqual(r.status, 400)
+        self.assertIn(b"Checksum Type mismatch occurred, expected checksum Type: crc32, actual checksum Type: crc32c",
+                      r.body)
+        r = self.append("meta.log", b"def", 3, {"x-amz-checksum-crc32": crc32(b"xyz")})
+        self.assertEqual(r.status, 400)
+        self.assertIn(b"<Code>BadDigest</Code>", r.body)
+        etag = self.s3.head_object(Bucket="express", Key="meta.log")["ETag"]
+        r = self.append("meta.log", b"def", 3, {"If-Match": etag, "x-amz-checksum-crc32": crc32(b"def")})
+        self.assertEqual(r.status, 200, r.body)
+        got = self.s3.get_object(Bucket="express", Key="meta.log")
+        self.assertEqual(got["Body"].read(), b"abcdef")
+        self.assertEqual(got["Metadata"], {"k": "v"})  # the object keeps its metadata
+        # Offset 0 creates an object that does not exist, with metadata if asked.
+        r = self.append("fresh.log", b"first", 0, {"x-amz-meta-a": "b"})
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header("x-amz-object-size"), "5")
+        self.assertEqual(r.header("etag"), '"%s"' % hashlib.md5(b"first").hexdigest())
+        self.assertEqual(self.s3.head_object(Bucket="express", Key="fresh.log")["Metadata"], {"a": "b"})
+
+    def test_the_full_object_crc64nvme_is_carried_on(self):
+        # Raw PUTs without a checksum: hots3 keeps a CRC64NVME of its own; appends extend it,
+        # for small (inline) objects and large ones alike.
+        for key, first in (("crc-small", data(300, 30)), ("crc-large", data(200000, 31))):
+            self.assertEqual(self.raw("PUT", key, body=first).status, 200)
+            whole = first
+            for n in range(3):
+                piece = data(1000 * (n + 1), 32 + n)
+                r = self.append(key, piece, len(whole))
+                self.assertEqual(r.status, 200, r.body)
+                whole += piece
+                self.assertEqual(r.header("x-amz-checksum-crc64nvme"), crc64nvme(whole))
+            head = self.s3.head_object(Bucket="express", Key=key, ChecksumMode="ENABLED")
+            self.assertEqual(head["ChecksumCRC64NVME"], crc64nvme(whole))
+            self.assertEqual(self.body(key), whole)
+
+    def test_concurrent_appends_at_one_offset_have_one_winner(self):
+        for key, first in (("race-small.log", b"s" * 100), ("race-large.log", data(300000, 40))):
+            self.s3.put_object(Bucket="express", Key=key, Body=first)
+            for round_number in range(3):
+                size = len(self.body(key))
+                results = {}
+
+                def go(n):
+                    results[n] = self.append(key, data(70000, 100 * round_number + n), size).status
+
+                threads = [threading.Thread(target=go, args=(n,)) for n in range(4)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                winners = [n for n, status in results.items() if status == 200]
+                self.assertEqual(len(winners), 1, results)
+                self.assertEqual(sorted(results.values()), [200, 400, 400, 400], results)
+                got = self.body(key)
+                self.assertEqual(len(got), size + 70000)
+                self.assertEqual(got[size:], data(70000, 100 * round_number + winners[0]))
 
 
 if __name__ == "__main__":

@@ -264,6 +264,12 @@ class WriteTxn {
   virtual Result<void> update_object_metadata(const ObjectRecord& object) = 0;
   // Renames an object (same bucket or another) without touching its data.
   virtual Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id, std::string_view key) = 0;
+  // Gives version `from_object_id`'s data to version `to_object_id`: its extents (with their
+  // logical offsets and block checksums) and its part table move over unchanged, so an append
+  // keeps the data it extends without copying it. delete_object(from) then frees nothing.
+  virtual Result<void> move_object_data(std::int64_t from_object_id, std::int64_t to_object_id) = 0;
+  // Adds rows to an object's part table (GET/HEAD ?partNumber=N).
+  virtual Result<void> insert_object_parts(std::int64_t object_id, const std::vector<ObjectPartRecord>& parts) = 0;
 
   virtual Result<void> insert_upload(const UploadRecord& upload) = 0;
   virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;

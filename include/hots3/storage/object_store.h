@@ -176,6 +176,20 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<ObjectRecord>> commit_object(
       std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket, std::string key, ObjectSpec spec,
       WriteCondition condition) = 0;
+  // Appends a finished writer's data to version `base_version` of (bucket, key) (S3 Express's
+  // PutObject with x-amz-write-offset-bytes): the new version keeps the base version's extents
+  // and part table, without copying its data, followed by the writer's data; `new_parts` are
+  // added to its part table, and spec.etag (required) is its ETag. `writer_has_base`: the
+  // caller wrote the base version's data (an inline object) into the writer first, so nothing
+  // is kept. `base_version` 0: the key must not exist; the writer's data becomes the object.
+  // A concurrent write of the key since the caller looked wins: the append is refused.
+  // Errors: kPreconditionFailed (the current version is not `base_version`), kNotFound (the
+  // bucket went away).
+  virtual boost::asio::awaitable<Result<ObjectRecord>> append_object(std::unique_ptr<ObjectWriter> writer,
+                                                                     const BucketRecord& bucket, std::string key,
+                                                                     std::int64_t base_version, bool writer_has_base,
+                                                                     ObjectSpec spec,
+                                                                     std::vector<ObjectPartRecord> new_parts) = 0;
   // Deletes the current version; returns it (nullopt if there was none).
   virtual boost::asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(
       std::int64_t bucket_id, std::string key) = 0;

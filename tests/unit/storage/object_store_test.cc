@@ -439,6 +439,82 @@ TEST_P(StoreTest, RenameMovesWithoutCopying) {
   EXPECT_EQ(get("to").error(), errc::kNotFound);
 }
 
+// S3 Express appends: the new version keeps the extents it extends (no data copied), a reader
+// of the old version still reads exactly it, and a stale base version loses (issue 5).
+TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
+  auto append = [&](const std::string& key, const Bytes& piece, std::int64_t base, bool has_base,
+                    std::vector<ObjectPartRecord> parts) {
+    return run([&, key, base, has_base, parts]() -> asio::awaitable<Result<ObjectRecord>> {
+      H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{piece.size()}, !has_base));
+      H3_CO_TRY(co_await w->write(piece));
+      H3_CO_TRY(co_await w->finish());
+      ObjectSpec spec;
+      spec.etag = "appended-" + std::to_string(parts.size());
+      co_return co_await store_->append_object(std::move(w), bucket_, key, base, has_base, spec, parts);
+    }());
+  };
+  const Bytes first = test::pattern_bytes(5 * kMiB + 3, 60);
+  auto base = put("log", first).value();
+  const std::uint64_t used_first = used();
+  const Bytes second = test::pattern_bytes(kMiB + 5, 61);
+  std::unique_ptr<ObjectReader> old_reader;
+  run([&]() -> asio::awaitable<void> {
+    old_reader = (co_await store_->open_reader(bucket_.id, "log")).value();
+  }());
+  auto appended = append("log", second, base.id, false,
+                         {{1, 0, first.size(), std::nullopt}, {2, first.size(), second.size(), std::nullopt}});
+  ASSERT_TRUE(appended.has_value()) << appended.error().message();
+  EXPECT_EQ(appended->size_bytes, first.size() + second.size());
+  EXPECT_EQ(appended->parts_count, 2U);
+  EXPECT_EQ(used(), used_first + kMiB + 4096);  // only the new data took space
+  Bytes whole = first;
+  whole.insert(whole.end(), second.begin(), second.end());
+  EXPECT_TRUE(get("log").value() == whole);
+  auto tail = get("log", std::pair{std::uint64_t{first.size() - 2}, std::uint64_t{10}}).value();
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), whole.begin() + static_cast<std::ptrdiff_t>(first.size() - 2)));
+  const auto table = store_->object_parts(appended->id).value();
+  ASSERT_EQ(table.size(), 2U);
+  EXPECT_EQ(table[1].offset_bytes, first.size());
+  run([&]() -> asio::awaitable<void> {  // the reader of the base version reads exactly it
+    Bytes got;
+    for (;;) {
+      auto piece = (co_await old_reader->next()).value();
+      if (piece.empty()) break;
+      got.insert(got.end(), piece.begin(), piece.end());
+    }
+    EXPECT_TRUE(got == first);
+    old_reader.reset();
+  }());
+  // A second append to the version that was replaced loses, and its data's space is back.
+  EXPECT_EQ(append("log", second, base.id, false, {{3, 0, 1, std::nullopt}}).error(), errc::kPreconditionFailed);
+  EXPECT_EQ(used(), used_first + kMiB + 4096);
+  // Appending again keeps the part table; base 0 creates a key that does not exist, only.
+  auto third = append("log", Bytes(10, std::byte{7}), appended->id, false, {{3, whole.size(), 10, std::nullopt}});
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->parts_count, 3U);
+  EXPECT_EQ(store_->object_parts(third->id).value().size(), 3U);
+  EXPECT_EQ(get("log").value().size(), whole.size() + 10);
+  EXPECT_EQ(append("log", Bytes(10), 0, false, {}).error(), errc::kPreconditionFailed);
+  auto created = append("new", Bytes(5000, std::byte{1}), 0, false, {});
+  ASSERT_TRUE(created.has_value());
+  EXPECT_EQ(created->parts_count, 0U);
+  // An inline base: the caller rewrote it into the writer; the result may be inline again.
+  auto small = put("small", test::pattern_bytes(100, 62)).value();
+  Bytes both = test::pattern_bytes(100, 62);
+  const Bytes more = test::pattern_bytes(50, 63);
+  both.insert(both.end(), more.begin(), more.end());
+  auto grown = append("small", both, small.id, true, {{1, 0, 100, std::nullopt}, {2, 100, 50, std::nullopt}});
+  ASSERT_TRUE(grown.has_value());
+  EXPECT_EQ(grown->size_bytes, 150U);
+  EXPECT_TRUE(get("small").value() == both);
+  EXPECT_TRUE(store_->head(bucket_.id, "small").value()->inline_data.has_value());
+  EXPECT_EQ(store_->object_parts(grown->id).value().size(), 2U);
+  // Deleting the appended object frees all of it.
+  EXPECT_TRUE(run(store_->delete_object(bucket_.id, "log")).has_value());
+  EXPECT_TRUE(run(store_->delete_object(bucket_.id, "new")).has_value());
+  EXPECT_EQ(used(), used_first - (5 * kMiB + 4096));
+}
+
 // HEAD and GET answer from the metadata cache: every acknowledged change must be visible to
 // the next lookup, from any worker, including the change from "no such key".
 TEST_P(StoreTest, EveryAcknowledgedChangeIsVisibleToTheNextLookup) {
