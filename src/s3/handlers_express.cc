@@ -225,10 +225,6 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
   co_await s.send_empty(r, 200, s.response(r, 200));
 }
 
-}  // namespace hots3::s3
-
-namespace hots3::s3 {
-
 // ---- PutObject with x-amz-write-offset-bytes (append) ----------------------------------------
 //
 // S3 Express semantics: the offset must be the object's current size (0 creates an object that
