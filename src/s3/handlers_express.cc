@@ -301,7 +301,7 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
 
   // The new data (after the inline base's bytes, which are rewritten with it).
   const bool md5_in_body = wanted.content_md5.has_value() && (inline_base || !s.store().etag_is_md5());
-  Body body(r, std::move(wanted), true, md5_in_body);
+  Body body(r, std::move(wanted), DefaultCrc64::kWhenNoneAsked, md5_in_body);
   const auto declared = body.declared_length();
   const std::string empty_body = "Request body cannot be empty when 'write offset' is specified.";
   if (declared && *declared == 0) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
