@@ -134,7 +134,7 @@ class RoutingTest(ServerTest):
         ("GET", "/main", "website"), ("GET", "/main", "versions"), ("GET", "/main", "metadataTable"),
         ("POST", "/main", "metadataTable"), ("DELETE", "/main", "acl"),
         ("PUT", "/main/victim", "retention"), ("PUT", "/main/victim", "legal-hold"), ("PUT", "/main/victim", "tagging"),
-        ("PUT", "/main/victim", "renameObject"), ("DELETE", "/main/victim", "tagging"),
+        ("DELETE", "/main/victim", "tagging"),
         ("DELETE", "/main/victim", "retention"), ("POST", "/main/victim", "restore"), ("POST", "/main/victim", "select"),
         ("GET", "/main/victim", "attributes"), ("GET", "/main/victim", "torrent"), ("GET", "/main/victim", "retention"),
         ("HEAD", "/main/victim", "acl"),
