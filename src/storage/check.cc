@@ -5,13 +5,17 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 
 #include "hots3/storage/buffer_pool.h"
 #include "hots3/storage/checksum.h"
-#include "hots3/storage/extent_allocator.h"
 #include "hots3/storage/format.h"
 #include "sqlite.h"
+#include "store_lock.h"
 
 namespace hots3::storage {
 namespace {
@@ -25,7 +29,7 @@ struct Owner {
   std::vector<ExtentRecord> extents;
 };
 
-void check_layout(const Owner& owner, std::uint64_t device_end, CheckReport& report) {
+void check_layout(const Owner& owner, CheckReport& report) {
   std::uint64_t expect = 0;
   for (const ExtentRecord& e : owner.extents) {
     if (e.logical_offset_bytes != expect) {
@@ -33,10 +37,6 @@ void check_layout(const Owner& owner, std::uint64_t device_end, CheckReport& rep
                                             expect, e.logical_offset_bytes));
     }
     expect = e.logical_offset_bytes + e.length_bytes;
-    if (e.device.end_bytes() > device_end || e.device.offset_bytes < kDataStartBytes) {
-      report.problems.push_back(fmt::format("{}: extent {}+{} outside the data area", owner.what, e.device.offset_bytes,
-                                            e.device.length_bytes));
-    }
     if (e.length_bytes > e.device.length_bytes) {
       report.problems.push_back(fmt::format("{}: extent holds {} bytes in {} allocated", owner.what, e.length_bytes,
                                             e.device.length_bytes));
@@ -53,8 +53,17 @@ void check_layout(const Owner& owner, std::uint64_t device_end, CheckReport& rep
 
 asio::awaitable<void> verify_data(Device& device, BufferPool& pool, const std::vector<Owner>& owners, CheckReport& report) {
   IoBuffer buffer = co_await pool.acquire();
+  const auto& geometry = device.geometry();
+  const std::uint64_t align = geometry.block_size_bytes;
+  const std::uint64_t device_end = geometry.size_bytes - geometry.size_bytes % align;
   for (const Owner& owner : owners) {
     for (const ExtentRecord& e : owner.extents) {
+      // Reported already; reading them would be I/O outside the device (an assertion).
+      if (e.device.offset_bytes % align != 0 || e.device.length_bytes % align != 0 ||
+          e.device.offset_bytes < kDataStartBytes || e.device.end_bytes() > device_end ||
+          e.device.end_bytes() < e.device.offset_bytes || e.length_bytes > e.device.length_bytes) {
+        continue;
+      }
       for (std::uint64_t at = 0; at < e.length_bytes; at += buffer.size()) {
         const std::uint64_t want = std::min<std::uint64_t>(buffer.size(), e.device.length_bytes - at);
         const std::span<std::byte> target(buffer.data(), static_cast<std::size_t>(want));
@@ -87,11 +96,24 @@ CheckReport check_store(const StoreOptions& options) {
   device_options.path = options.device_path.empty() ? (fs::path(options.data_dir) / "device.img").string() : options.device_path;
   device_options.engine = options.engine;
   if (!fs::exists(device_options.path)) throw std::runtime_error("no device at " + device_options.path);
+  // Shared: a running server (exclusive) refuses us, and no server can start while we read.
+  const detail::StoreLock lock(options.data_dir, detail::StoreLock::Kind::kShared);
   auto device = open_device(device_options);
-  auto catalog = Catalog::open({catalog_path});
+  // Read-only and without the Catalog: check never migrates, recovers or otherwise writes
+  // what it is asked to judge.
+  detail::Connection db(catalog_path, detail::Connection::Mode::kReadOnly, false);
   const auto& geometry = device->geometry();
-  const std::uint64_t device_end = geometry.size_bytes - geometry.size_bytes % geometry.block_size_bytes;
+  const std::uint64_t block = geometry.block_size_bytes;
+  const std::uint64_t device_end = geometry.size_bytes - geometry.size_bytes % block;
   report.device_bytes = device_end - kDataStartBytes;
+  auto problem = [&report](std::string text) { report.problems.push_back(std::move(text)); };
+
+  {
+    auto q = db.query("PRAGMA integrity_check");
+    for (auto row = q.step(); row.value(); row = q.step()) {  // value() throws: a failing catalog aborts check
+      if (q.text(0) != "ok") problem(fmt::format("catalog integrity: {}", q.text(0)));
+    }
+  }
 
   asio::io_context context(1);
   BufferPool& pool = BufferPool::install(context, {options.io_buffer_bytes, 2, geometry.memory_alignment_bytes});
@@ -105,66 +127,172 @@ CheckReport check_store(const StoreOptions& options) {
   };
 
   // Superblock and identity.
+  std::optional<DeviceUuid> catalog_uuid;
+  {
+    auto q = db.query("SELECT value FROM meta WHERE key = 'device_uuid'");
+    if (q.step().value()) {
+      const auto blob = q.blob(0);
+      if (blob.size() == sizeof(DeviceUuid)) {
+        catalog_uuid.emplace();
+        std::memcpy(catalog_uuid->data(), blob.data(), catalog_uuid->size());
+      } else {
+        problem("the catalog's device UUID is malformed");
+      }
+    }
+  }
   run([&]() -> asio::awaitable<void> {
-    IoBuffer block = co_await pool.acquire();
-    auto read = co_await device->read(0, block.bytes().first(kSuperblockBytes));
+    IoBuffer buffer = co_await pool.acquire();
+    auto read = co_await device->read(0, buffer.bytes().first(kSuperblockBytes));
     if (!read) {
-      report.problems.push_back("cannot read the superblock: " + read.error().message());
+      problem("cannot read the superblock: " + read.error().message());
       co_return;
     }
-    auto sb = decode_superblock(block.bytes());
-    auto uuid = catalog->device_uuid();
+    auto sb = decode_superblock(buffer.bytes());
     if (!sb) {
-      report.problems.push_back("the device has no valid hots3 superblock");
-    } else if (!uuid || !*uuid || **uuid != sb->uuid) {
-      report.problems.push_back("the catalog does not belong to this device (UUID " + format_uuid(sb->uuid) + ")");
+      problem("the device has no valid hots3 superblock");
+    } else if (!catalog_uuid || *catalog_uuid != sb->uuid) {
+      problem("the catalog does not belong to this device (device UUID " + format_uuid(sb->uuid) + ", catalog " +
+              (catalog_uuid ? format_uuid(*catalog_uuid) : std::string("none")) + ")");
     }
   }());
 
-  const auto counts = catalog->counts();
-  if (!counts) throw std::runtime_error("catalog: " + counts.error().message());
-  report.buckets = counts->buckets;
-  report.objects = counts->objects;
-  report.uploads = counts->uploads;
-  report.parts = counts->parts;
-  report.extents = counts->extents;
+  auto count = [&db](const char* sql) {
+    auto q = db.query(sql);
+    (void)q.step().value();
+    return q.uint64(0);
+  };
+  report.buckets = count("SELECT count(*) FROM buckets");
+  report.objects = count("SELECT count(*) FROM objects");
+  report.uploads = count("SELECT count(*) FROM uploads");
+  report.parts = count("SELECT count(*) FROM parts");
+  report.extents = count("SELECT count(*) FROM extents");
 
-  // Every extent once: inside the device and not overlapping another.
-  auto all = catalog->all_extents();
-  if (!all) throw std::runtime_error("catalog: " + all.error().message());
-  for (const Extent& e : *all) report.referenced_bytes += e.length_bytes;
-  ExtentAllocator allocator(kDataStartBytes, device_end, geometry.block_size_bytes);
-  if (!allocator.build_from_used(*all)) report.problems.push_back("extents overlap or lie outside the data area");
+  // Rows that lost what they belong to. An extent without an owner is space allocated on the
+  // device that nothing references: leaked until someone deletes the row.
+  {
+    auto q = db.query("SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
+                      "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id "
+                      "WHERE o.id IS NULL AND p.id IS NULL");
+    std::uint64_t leaked = 0;
+    for (auto row = q.step(); row.value(); row = q.step()) {
+      leaked += q.uint64(3);
+      problem(fmt::format("extent {} (device {}+{}) belongs to no object or part (owner id {} is gone)", q.int64(0),
+                          q.uint64(2), q.uint64(3), q.int64(1)));
+    }
+    if (leaked != 0) problem(fmt::format("{} bytes of the device are allocated but unreferenced", leaked));
+  }
+  {
+    auto q = db.query("SELECT p.id, p.upload, p.part_number FROM parts p LEFT JOIN uploads u ON u.id = p.upload "
+                      "WHERE u.id IS NULL");
+    for (auto row = q.step(); row.value(); row = q.step()) {
+      problem(fmt::format("part {} (number {}) belongs to upload {}, which does not exist", q.int64(0), q.int64(2),
+                          q.int64(1)));
+    }
+  }
+  {
+    auto q = db.query("SELECT u.upload_id, u.bucket_id FROM uploads u LEFT JOIN buckets b ON b.id = u.bucket_id "
+                      "WHERE b.id IS NULL");
+    for (auto row = q.step(); row.value(); row = q.step()) {
+      problem(fmt::format("upload {} is in bucket {}, which does not exist", q.text(0), q.int64(1)));
+    }
+  }
+  {
+    auto q = db.query("SELECT i.object_id FROM inline_data i LEFT JOIN objects o ON o.id = i.object_id "
+                      "WHERE o.id IS NULL");
+    for (auto row = q.step(); row.value(); row = q.step()) {
+      problem(fmt::format("inline data of object id {}, which does not exist", q.int64(0)));
+    }
+  }
+  {
+    auto q = db.query("SELECT p.object_id, p.part_number FROM object_parts p LEFT JOIN objects o ON o.id = p.object_id "
+                      "WHERE o.id IS NULL");
+    for (auto row = q.step(); row.value(); row = q.step()) {
+      problem(fmt::format("part boundary {} of object id {}, which does not exist", q.int64(1), q.int64(0)));
+    }
+  }
+
+  // Every extent once: aligned, inside the data area, not overlapping another, and not
+  // allocating more than its data needs.
+  std::map<std::int64_t, std::vector<ExtentRecord>> by_owner;
+  {
+    struct Placed {
+      std::int64_t id, owner;
+      Extent device;
+    };
+    std::vector<Placed> placed;
+    auto q = db.query("SELECT id, owner_id, logical_offset, length, device_offset, device_length, checksums FROM extents "
+                      "ORDER BY owner_id, logical_offset");
+    for (auto row = q.step(); row.value(); row = q.step()) {
+      ExtentRecord e;
+      e.row_id = q.int64(0);
+      e.logical_offset_bytes = q.uint64(2);
+      e.length_bytes = q.uint64(3);
+      e.device = {q.uint64(4), q.uint64(5)};
+      e.checksums = decode_checksums(q.blob(6));
+      report.referenced_bytes += e.device.length_bytes;
+      placed.push_back({e.row_id, q.int64(1), e.device});
+      if (e.device.offset_bytes % block != 0 || e.device.length_bytes % block != 0) {
+        problem(fmt::format("extent {} (device {}+{}) is not aligned to the block size {}", e.row_id,
+                            e.device.offset_bytes, e.device.length_bytes, block));
+      }
+      if (e.device.offset_bytes < kDataStartBytes || e.device.end_bytes() > device_end ||
+          e.device.end_bytes() < e.device.offset_bytes) {
+        problem(fmt::format("extent {} (device {}+{}) lies outside the data area [{}, {})", e.row_id,
+                            e.device.offset_bytes, e.device.length_bytes, kDataStartBytes, device_end));
+      }
+      const std::uint64_t needed = (e.length_bytes + block - 1) / block * block;
+      if (e.device.length_bytes > needed) {
+        problem(fmt::format("extent {} allocates {} bytes for {} bytes of data: {} bytes unreferenced", e.row_id,
+                            e.device.length_bytes, e.length_bytes, e.device.length_bytes - needed));
+      }
+      by_owner[q.int64(1)].push_back(std::move(e));
+    }
+    std::sort(placed.begin(), placed.end(),
+              [](const Placed& a, const Placed& b) { return a.device.offset_bytes < b.device.offset_bytes; });
+    const Placed* furthest = nullptr;  // of the extents so far, the one that ends last
+    for (const Placed& p : placed) {
+      if (furthest != nullptr && p.device.offset_bytes < furthest->device.end_bytes()) {
+        problem(fmt::format("extent {} (owner {}, device {}+{}) overlaps extent {} (owner {}, device {}+{})", p.id, p.owner,
+                            p.device.offset_bytes, p.device.length_bytes, furthest->id, furthest->owner,
+                            furthest->device.offset_bytes, furthest->device.length_bytes));
+      }
+      if (furthest == nullptr || p.device.end_bytes() > furthest->device.end_bytes()) furthest = &p;
+    }
+  }
+  auto take_extents = [&by_owner](std::int64_t owner) {
+    auto it = by_owner.find(owner);
+    if (it == by_owner.end()) return std::vector<ExtentRecord>{};
+    return std::move(it->second);
+  };
 
   // Each object's and part's layout, then its data.
   std::vector<Owner> owners;
-  detail::Connection db(catalog_path, detail::Connection::Mode::kReadOnly, false);
   {
-    auto q = db.query("SELECT o.id, b.name, o.key, o.size, o.is_inline, length(i.data) FROM objects o "
-                      "JOIN buckets b ON b.id = o.bucket_id LEFT JOIN inline_data i ON i.object_id = o.id");
-    for (auto row = q.step(); row.value(); row = q.step()) {  // value() throws: a failing catalog aborts check
+    auto q = db.query("SELECT o.id, coalesce(b.name, '#' || o.bucket_id), o.key, o.size, o.is_inline, length(i.data), "
+                      "b.id IS NULL FROM objects o LEFT JOIN buckets b ON b.id = o.bucket_id "
+                      "LEFT JOIN inline_data i ON i.object_id = o.id");
+    for (auto row = q.step(); row.value(); row = q.step()) {
       const std::string what = fmt::format("object {}/{}", q.text(1), q.text(2));
+      if (q.int64(6) != 0) problem(what + ": its bucket does not exist");
+      auto extents = take_extents(q.int64(0));
       if (q.int64(4) != 0) {
         ++report.inline_objects;
-        if (q.is_null(5) || q.uint64(5) != q.uint64(3)) report.problems.push_back(what + ": inline data missing or of the wrong size");
+        if (q.is_null(5) || q.uint64(5) != q.uint64(3)) problem(what + ": inline data missing or of the wrong size");
+        if (!extents.empty()) problem(what + ": inline, but it also owns extents");
         continue;
       }
-      auto extents = catalog->object_extents(q.int64(0), true);
-      if (!extents) throw std::runtime_error("catalog: " + extents.error().message());
-      owners.push_back({what, q.uint64(3), std::move(*extents)});
+      owners.push_back({what, q.uint64(3), std::move(extents)});
     }
   }
   {
-    auto q = db.query("SELECT p.id, u.key, p.part_number, p.size FROM parts p JOIN uploads u ON u.id = p.upload");
+    auto q = db.query("SELECT p.id, coalesce(u.key, '#' || p.upload), p.part_number, p.size FROM parts p "
+                      "LEFT JOIN uploads u ON u.id = p.upload");
     for (auto row = q.step(); row.value(); row = q.step()) {
-      auto extents = catalog->part_extents(q.int64(0), true);
-      if (!extents) throw std::runtime_error("catalog: " + extents.error().message());
-      owners.push_back({fmt::format("upload of {} part {}", q.text(1), q.int64(2)), q.uint64(3), std::move(*extents)});
+      owners.push_back({fmt::format("upload of {} part {}", q.text(1), q.int64(2)), q.uint64(3), take_extents(q.int64(0))});
     }
   }
-  for (const Owner& owner : owners) check_layout(owner, device_end, report);
+  for (const Owner& owner : owners) check_layout(owner, report);
   run(verify_data(*device, pool, owners, report));
-  catalog->stop();
   return report;
 }
 

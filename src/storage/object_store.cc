@@ -19,6 +19,7 @@
 #include "hots3/common/units.h"
 #include "hots3/storage/format.h"
 #include "store_impl.h"
+#include "store_lock.h"
 
 namespace hots3::storage {
 
@@ -230,6 +231,8 @@ class StoreImpl final : public ObjectStore {
 
   StoreCore& core() { return core_; }
   std::chrono::milliseconds rebuild_time{0};
+  // Held until the store is destroyed (declared first: released last).
+  std::unique_ptr<detail::StoreLock> store_lock;
 
   void attach(asio::io_context& worker) override {
     BufferPool::install(worker, {core_.options.io_buffer_bytes, core_.options.io_buffers_per_worker,
@@ -724,6 +727,8 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options) {
 std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std::shared_ptr<Device> device) {
   namespace fs = std::filesystem;
   fs::create_directories(options.data_dir);
+  // Before anything touches the catalog or the device: a second server would corrupt both.
+  auto lock = std::make_unique<detail::StoreLock>(options.data_dir, detail::StoreLock::Kind::kExclusive);
   StoreCore core;
   core.options = options;
   core.device = std::move(device);
@@ -751,6 +756,7 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std:
   core.metadata = std::make_unique<detail::MetadataCache>(options.metadata_cache_bytes);
   auto store = std::make_unique<StoreImpl>(std::move(core));
   store->rebuild_time = rebuild;
+  store->store_lock = std::move(lock);
   if (auto loaded = store->load_buckets(); !loaded) {
     throw std::runtime_error("catalog: cannot read buckets: " + loaded.error().message());
   }

@@ -1,9 +1,16 @@
 #pragma once
 
 // `hots3 check`: verifies a stopped store — the catalog against the device, and every checksum.
+// It takes the store's lock shared (a running server holds it exclusively: check refuses) and
+// opens the catalog read-only, so it never changes what it judges.
 //
+// - SQLite's own integrity_check;
+// - no row has lost what it belongs to: extents without an object or part (allocated but
+//   unreferenced space), parts without an upload, uploads and objects without a bucket, inline
+//   data or part boundaries without an object;
 // - the superblock is valid and its UUID is the one the catalog records;
-// - no two extents overlap and all lie inside the device's data area;
+// - every extent is block-aligned, lies inside the device's data area, overlaps no other and
+//   allocates no more blocks than its data needs;
 // - every object's extents cover [0, size) without gap or overlap, with one checksum per 4 KiB;
 //   inline objects have exactly their size of inline data; the same for upload parts;
 // - every block of every extent reads back and matches its checksum.
@@ -30,7 +37,7 @@ struct CheckReport {
   [[nodiscard]] bool ok() const noexcept { return problems.empty(); }
 };
 
-// Throws std::runtime_error when the store cannot be opened at all.
+// Throws std::runtime_error when the store cannot be opened at all, or a server holds it.
 CheckReport check_store(const StoreOptions& options);
 
 }  // namespace hots3::storage
