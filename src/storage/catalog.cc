@@ -337,8 +337,9 @@ class WriteTxnImpl final : public WriteTxn {
     q.bind_optional(23, o.checksums.type);
     H3_TRY(q.run());
     if (o.inline_data) {
-      auto d = c_.query("INSERT INTO inline_data(object_id, data) VALUES (?1, ?2)");
+      auto d = c_.query("INSERT INTO inline_data(object_id, data, checksum) VALUES (?1, ?2, ?3)");
       d.bind(1, o.id).bind_blob(2, *o.inline_data);
+      d.bind(3, static_cast<std::int64_t>(block_checksum(std::as_bytes(std::span(*o.inline_data)))));
       H3_TRY(d.run());
     }
     return insert_extents(c_, o.id, extents);
@@ -525,6 +526,31 @@ struct Pending {
 
 }  // namespace
 
+namespace {
+
+// The inline data in column `data` of `q`, checked against its checksum in column data + 1.
+// A mismatch is corruption: logged, and the bytes never leave the catalog.
+Result<std::string> verified_inline_data(const Query& q, int data, std::int64_t object_id) {
+  const auto blob = q.blob(data);
+  const std::uint32_t computed = block_checksum(blob);
+  if (q.is_null(data + 1) || static_cast<std::uint32_t>(q.int64(data + 1)) != computed) {
+    log::error("catalog: the inline data of object id {} fails its checksum (stored {}, computed {:08x}): not sent",
+               object_id, q.is_null(data + 1) ? std::string("none") : fmt::format("{:08x}", q.uint64(data + 1)),
+               computed);
+    return errc::kCorrupt;
+  }
+  return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
+}
+
+// h3_block_checksum(blob): checksum.h's block_checksum, for migrations that fill checksums in.
+void block_checksum_sql(sqlite3_context* context, int, sqlite3_value** argv) {
+  const auto* data = static_cast<const std::byte*>(sqlite3_value_blob(argv[0]));
+  const auto n = static_cast<std::size_t>(sqlite3_value_bytes(argv[0]));
+  sqlite3_result_int64(context, static_cast<sqlite3_int64>(block_checksum({data, n})));
+}
+
+}  // namespace
+
 // ---- Catalog::Impl ---------------------------------------------------------------------------
 
 struct Catalog::Impl {
@@ -633,6 +659,10 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
       "PRAGMA cache_size = -65536;"
       "PRAGMA temp_store = MEMORY;"
       "PRAGMA journal_size_limit = 67108864;");
+  if (sqlite3_create_function_v2(w.handle(), "h3_block_checksum", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+                                 block_checksum_sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    throw std::runtime_error("catalog " + options.path + ": cannot register h3_block_checksum");
+  }
   {
     auto q = w.query("PRAGMA user_version");
     if (auto row = q.step(); !row || !*row) {
@@ -772,7 +802,7 @@ Result<std::optional<ObjectRecord>> Catalog::find_object(std::int64_t bucket_id,
 }
 
 Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t bucket_id, std::string_view key) {
-  auto q = impl_->reader().query("SELECT " H3_OBJECT_COLUMNS_O ", i.data FROM objects o LEFT JOIN inline_data i "
+  auto q = impl_->reader().query("SELECT " H3_OBJECT_COLUMNS_O ", i.data, i.checksum FROM objects o LEFT JOIN inline_data i "
                                  "ON i.object_id = o.id WHERE o.bucket_id = ?1 AND o.key = ?2");
   q.bind(1, bucket_id).bind(2, key);
   H3_TRY(bool row, q.step());
@@ -780,8 +810,7 @@ Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t 
   ObjectRecord o = read_object(q);
   if (o.inline_data) {
     if (q.is_null(23)) return errc::kCorrupt;
-    const auto blob = q.blob(23);
-    o.inline_data->assign(reinterpret_cast<const char*>(blob.data()), blob.size());
+    H3_TRY(*o.inline_data, verified_inline_data(q, 23, o.id));
   }
   return std::optional<ObjectRecord>(std::move(o));
 }
@@ -803,12 +832,12 @@ Result<std::vector<std::uint32_t>> Catalog::extent_checksums(std::int64_t row_id
 }
 
 Result<std::optional<std::string>> Catalog::inline_data(std::int64_t object_id) {
-  auto q = impl_->reader().query("SELECT data FROM inline_data WHERE object_id = ?1");
+  auto q = impl_->reader().query("SELECT data, checksum FROM inline_data WHERE object_id = ?1");
   q.bind(1, object_id);
   H3_TRY(bool row, q.step());
   if (!row) return std::optional<std::string>{};
-  const auto blob = q.blob(0);
-  return std::optional<std::string>(std::string(reinterpret_cast<const char*>(blob.data()), blob.size()));
+  H3_TRY(auto data, verified_inline_data(q, 0, object_id));
+  return std::optional<std::string>(std::move(data));
 }
 
 Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_id) {

@@ -269,7 +269,7 @@ CheckReport check_store(const StoreOptions& options) {
   std::vector<Owner> owners;
   {
     auto q = db.query("SELECT o.id, coalesce(b.name, '#' || o.bucket_id), o.key, o.size, o.is_inline, length(i.data), "
-                      "b.id IS NULL FROM objects o LEFT JOIN buckets b ON b.id = o.bucket_id "
+                      "b.id IS NULL, i.data, i.checksum FROM objects o LEFT JOIN buckets b ON b.id = o.bucket_id "
                       "LEFT JOIN inline_data i ON i.object_id = o.id");
     for (auto row = q.step(); row.value(); row = q.step()) {
       const std::string what = fmt::format("object {}/{}", q.text(1), q.text(2));
@@ -277,7 +277,11 @@ CheckReport check_store(const StoreOptions& options) {
       auto extents = take_extents(q.int64(0));
       if (q.int64(4) != 0) {
         ++report.inline_objects;
-        if (q.is_null(5) || q.uint64(5) != q.uint64(3)) problem(what + ": inline data missing or of the wrong size");
+        if (q.is_null(5) || q.uint64(5) != q.uint64(3)) {
+          problem(what + ": inline data missing or of the wrong size");
+        } else if (q.is_null(8) || static_cast<std::uint32_t>(q.int64(8)) != block_checksum(q.blob(7))) {
+          problem(what + ": inline data checksum mismatch");
+        }
         if (!extents.empty()) problem(what + ": inline, but it also owns extents");
         continue;
       }

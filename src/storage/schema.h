@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 1> kMigrations = {
+inline constexpr std::array<const char*, 2> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -127,6 +127,15 @@ CREATE TABLE tier_queue(
   last_error    TEXT
 );
 CREATE INDEX tier_queue_due ON tier_queue(not_before_ms);
+)sql",
+    // 1 → 2: inline data gets its own checksum (block_checksum of the whole data; reads verify
+    // it as they verify extents' blocks), computed here for the rows that predate it by
+    // h3_block_checksum(), which Catalog::open registers on its writer; and the tiering mover
+    // finds the coldest objects through an index on the last access.
+    R"sql(
+ALTER TABLE inline_data ADD COLUMN checksum INTEGER;  -- NULL only if damaged: reads refuse it
+UPDATE inline_data SET checksum = h3_block_checksum(data);
+CREATE INDEX IF NOT EXISTS objects_accessed ON objects(accessed_ms);
 )sql",
 };
 

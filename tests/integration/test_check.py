@@ -157,6 +157,20 @@ class CheckTest(unittest.TestCase):
             f.write(bytes([byte[0] ^ 0x40]))
         self.assertProblem(r"PROBLEM: object bkt/big: checksum mismatch at byte %d " % (3 * 4096))
 
+    def test_inline_checksum(self):
+        self.sql("UPDATE inline_data SET data = CAST(replace(CAST(data AS TEXT), 'object', 'OBJECT') AS BLOB)")
+        self.assertProblem(r"PROBLEM: object bkt/small: inline data checksum mismatch")
+        # And a server never sends those bytes: an error, and a log line that says why.
+        server = s3.hots3_server(workdir=self.dir, device_size="64MiB")
+        with server:
+            r = s3.send(server.port, s3.SignedRequest("GET", "/bkt/small", port=server.port).wire())
+            self.assertEqual(r.status, 500, r)
+            self.assertNotIn(b"OBJECT", r.body)
+            r = s3.send(server.port, s3.SignedRequest("GET", "/bkt/big", port=server.port).wire())
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body, BIG)
+        self.assertRegex(server.read_stderr(), r"inline data of object id \d+ fails its checksum")
+
     def test_wrong_device(self):
         self.sql("UPDATE meta SET value = zeroblob(16) WHERE key = 'device_uuid'")
         self.assertProblem(r"PROBLEM: the catalog does not belong to this device \(device UUID \S+, catalog "

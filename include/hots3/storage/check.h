@@ -12,7 +12,8 @@
 // - every extent is block-aligned, lies inside the device's data area, overlaps no other and
 //   allocates no more blocks than its data needs;
 // - every object's extents cover [0, size) without gap or overlap, with one checksum per 4 KiB;
-//   inline objects have exactly their size of inline data; the same for upload parts;
+//   inline objects have exactly their size of inline data, matching its checksum; the same
+//   for upload parts;
 // - every block of every extent reads back and matches its checksum.
 
 #include <cstdint>

@@ -7,6 +7,10 @@
 
 #include <thread>
 
+#include <sqlite3.h>
+
+#include "hots3/storage/checksum.h"
+#include "storage/schema.h"
 #include "test_support.h"
 
 namespace hots3::storage {
@@ -50,11 +54,11 @@ class CatalogTest : public ::testing::Test {
 };
 
 TEST_F(CatalogTest, SchemaIsAtTheLatestVersionAndSurvivesReopen) {
-  EXPECT_EQ(catalog_->schema_version(), 1);
+  EXPECT_EQ(catalog_->schema_version(), 2);
   make_bucket("b");
   catalog_.reset();
   catalog_ = Catalog::open({dir_.file("catalog.db")});
-  EXPECT_EQ(catalog_->schema_version(), 1);
+  EXPECT_EQ(catalog_->schema_version(), 2);
   EXPECT_TRUE(catalog_->find_bucket("b").value().has_value());
 }
 
@@ -364,6 +368,77 @@ TEST_F(CatalogTest, ReadersOnManyThreadsSeeCommittedData) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(found.load(), 800);
+}
+
+// Raw SQL on the catalog file, beside the Catalog (another connection, as an old hots3 or a
+// disk fault would be).
+void raw_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+  EXPECT_EQ(rc, SQLITE_OK) << (message != nullptr ? message : "");
+  sqlite3_free(message);
+  sqlite3_close(db);
+}
+
+std::int64_t raw_int(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
+  EXPECT_EQ(sqlite3_step(stmt), SQLITE_ROW) << sql;
+  const std::int64_t v = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return v;
+}
+
+TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {
+  test::TempDir dir;
+  const std::string path = dir.file("catalog.db");
+  // A version-1 catalog as hots3 of that schema left it, with two inline objects.
+  raw_sql(path, std::string(detail::kMigrations[0]) +
+                    "PRAGMA user_version = 1;"
+                    "INSERT INTO buckets(id, name, owner, created_ms) VALUES (1, 'old', 'o', 1);"
+                    "INSERT INTO objects(bucket_id, key, id, size, etag, created_ms, accessed_ms, is_inline) "
+                    "  VALUES (1, 'a', 7, 5, 'e', 1, 1, 1), (1, 'b', 8, 0, 'e', 1, 1, 1);"
+                    "INSERT INTO inline_data(object_id, data) VALUES (7, CAST('hello' AS BLOB)), (8, X'');");
+  auto catalog = Catalog::open({path});
+  EXPECT_EQ(catalog->schema_version(), 2);
+  EXPECT_EQ(catalog->inline_data(7).value(), std::optional<std::string>("hello"));
+  EXPECT_EQ(catalog->inline_data(8).value(), std::optional<std::string>(""));
+  auto object = catalog->find_object_with_data(1, "a").value();
+  ASSERT_TRUE(object && object->inline_data);
+  EXPECT_EQ(*object->inline_data, "hello");
+  catalog.reset();
+  const std::string hello = "hello";
+  EXPECT_EQ(raw_int(path, "SELECT checksum FROM inline_data WHERE object_id = 7"),
+            static_cast<std::int64_t>(block_checksum(std::as_bytes(std::span(hello)))));
+  EXPECT_EQ(raw_int(path, "SELECT checksum FROM inline_data WHERE object_id = 8"),
+            static_cast<std::int64_t>(block_checksum({})));
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'objects_accessed'"), 1);
+}
+
+TEST_F(CatalogTest, InlineDataThatFailsItsChecksumIsNeverReturned) {
+  const auto bucket = make_bucket("b");
+  const auto good = put(bucket, "good", 100);
+  const auto bad = put(bucket, "bad", 100);
+  EXPECT_EQ(raw_int(dir_.file("catalog.db"), "SELECT count(*) FROM inline_data WHERE checksum IS NULL"), 0);
+  // One flipped byte, as bit rot under SQLite's page checks would leave it.
+  raw_sql(dir_.file("catalog.db"),
+          "UPDATE inline_data SET data = CAST(replace(CAST(data AS TEXT), 'xxx', 'xyx') AS BLOB) WHERE object_id = " +
+              std::to_string(bad.id));
+  EXPECT_EQ(catalog_->inline_data(good.id).value(), std::optional<std::string>(std::string(100, 'x')));
+  auto r = catalog_->inline_data(bad.id);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), errc::kCorrupt);
+  auto o = catalog_->find_object_with_data(bucket.id, "bad");
+  ASSERT_FALSE(o);
+  EXPECT_EQ(o.error(), errc::kCorrupt);
+  // A missing checksum is no better than a wrong one.
+  raw_sql(dir_.file("catalog.db"), "UPDATE inline_data SET checksum = NULL WHERE object_id = " + std::to_string(good.id));
+  EXPECT_FALSE(catalog_->inline_data(good.id));
 }
 
 }  // namespace
