@@ -26,6 +26,7 @@ struct ServeFlags {
   std::string log_level;
   std::string access_log;
   int threads = -1;
+  bool force_format = false;
 };
 
 hots3::config::Config build_config(const ServeFlags& flags) {
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024));
   serve->add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical, off");
   serve->add_option("--access-log", flags.access_log, "Access log: a file, '-' for stdout, 'off'");
+  serve->add_flag("--force-format", flags.force_format,
+                  "Let a new catalog take over a device another store formatted (that store's data is lost)");
 
   std::string check_config, check_data, check_device;
   CLI::App* check = app.add_subcommand("check", "Verify a stopped store: catalog against device, and every checksum");
@@ -88,7 +91,7 @@ int main(int argc, char** argv) {
 
   try {
     if (serve->parsed()) {
-      return hots3::app::serve(build_config(flags), {.port_file = flags.port_file});
+      return hots3::app::serve(build_config(flags), {.port_file = flags.port_file, .force_format = flags.force_format});
     }
     if (check->parsed()) {
       hots3::config::Config config;

@@ -74,7 +74,9 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // Declared in the order that makes destruction safe: the server's sockets and timers go
   // before the workers' io_contexts, and those (with any coroutine they still hold) before the
   // handler and the store.
-  auto store = storage::ObjectStore::open(store_options(config));
+  storage::StoreOptions opened = store_options(config);
+  opened.force_format = options.force_format;
+  auto store = storage::ObjectStore::open(opened);
   auto handler = s3::make_handler(*store, config.s3, users.users);
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);

@@ -648,7 +648,7 @@ class StoreImpl final : public ObjectStore {
 };
 
 // Reads or writes the superblock and checks that device and catalog belong together.
-void check_identity(Device& device, Catalog& catalog) {
+void check_identity(Device& device, Catalog& catalog, const std::string& catalog_path, bool force_format) {
   AlignedBlock block(kSuperblockBytes);
   if (auto r = run_blocking(device, [&]() -> asio::awaitable<Result<void>> { co_return co_await device.read(0, block.span()); });
       !r) {
@@ -658,7 +658,14 @@ void check_identity(Device& device, Catalog& catalog) {
   if (!catalog_uuid) throw std::runtime_error("catalog: cannot read the device UUID: " + catalog_uuid.error().message());
   const bool blank = std::all_of(block.data, block.data + block.size, [](std::byte b) { return b == std::byte{0}; });
   auto superblock = decode_superblock(block.span());
-  if (blank) {
+  const bool take_over = !blank && superblock && !*catalog_uuid;
+  if (take_over && !force_format) {
+    throw std::runtime_error("device " + device.geometry().path + " belongs to another hots3 store (device UUID " +
+                             format_uuid(superblock->uuid) + ") and catalog " + catalog_path +
+                             " is new (device UUID: none): refusing to take it over; `hots3 serve --force-format` "
+                             "formats it anew, and that store's data is lost");
+  }
+  if (blank || take_over) {
     if (*catalog_uuid) {
       throw std::runtime_error("device " + device.geometry().path + " is empty, but the catalog belongs to device " +
                                format_uuid(**catalog_uuid) + ": refusing to start (wrong --device?)");
@@ -680,6 +687,11 @@ void check_identity(Device& device, Catalog& catalog) {
     if (auto recorded = catalog.write_blocking([&](WriteTxn& t) { return t.set_device_uuid(sb.uuid); }); !recorded) {
       throw std::runtime_error("catalog: cannot record the device UUID: " + recorded.error().message());
     }
+    if (take_over) {
+      log::warn("--force-format: device {} belonged to another store (device UUID {}); formatted anew as UUID {}, "
+                "its old data is gone",
+                device.geometry().path, format_uuid(superblock->uuid), format_uuid(sb.uuid));
+    }
     log::info("formatted device {} ({}, block size {}, UUID {})", device.geometry().path,
               format_size(sb.size_bytes), sb.block_size_bytes, format_uuid(sb.uuid));
     return;
@@ -689,14 +701,7 @@ void check_identity(Device& device, Catalog& catalog) {
                              (superblock.error() == errc::kNotSupported ? "unsupported format version" : "no valid superblock") +
                              "): refusing to overwrite it");
   }
-  if (!*catalog_uuid) {
-    log::warn("catalog is new but device {} (UUID {}) was formatted before: its old data is unreferenced and "
-              "counts as free space",
-              device.geometry().path, format_uuid(superblock->uuid));
-    if (auto recorded = catalog.write_blocking([&](WriteTxn& t) { return t.set_device_uuid(superblock->uuid); }); !recorded) {
-      throw std::runtime_error("catalog: cannot record the device UUID: " + recorded.error().message());
-    }
-  } else if (**catalog_uuid != superblock->uuid) {
+  if (**catalog_uuid != superblock->uuid) {
     throw std::runtime_error("device " + device.geometry().path + " has UUID " + format_uuid(superblock->uuid) +
                              " but the catalog belongs to device " + format_uuid(**catalog_uuid) +
                              ": refusing to start (wrong --device or --data?)");
@@ -732,8 +737,9 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std:
   StoreCore core;
   core.options = options;
   core.device = std::move(device);
-  core.catalog = Catalog::open({(fs::path(options.data_dir) / "catalog.db").string()});
-  check_identity(*core.device, *core.catalog);
+  const std::string catalog_path = (fs::path(options.data_dir) / "catalog.db").string();
+  core.catalog = Catalog::open({catalog_path});
+  check_identity(*core.device, *core.catalog, catalog_path, options.force_format);
 
   const auto& geometry = core.device->geometry();
   const std::uint64_t end = geometry.size_bytes - geometry.size_bytes % geometry.block_size_bytes;

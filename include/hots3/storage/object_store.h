@@ -49,6 +49,9 @@ struct StoreOptions {
   std::size_t stream_depth = 4;               // I/Os in flight per stream
   std::uint64_t extent_row_max_bytes = 16 * 1024 * 1024;  // data per catalog extent row
   bool etag_md5 = true;  // ETag = MD5 of the data (S3's); false: a cheaper unique tag
+  // A new catalog refuses a device another store formatted (its data would silently become
+  // free space); true (serve --force-format) formats it anew with a new UUID instead.
+  bool force_format = false;
 };
 
 // What a write may require of the object it replaces (checked in the commit transaction).

@@ -15,6 +15,7 @@
 #include "hots3/common/digest.h"
 #include "hots3/common/worker_pool.h"
 #include "hots3/storage/fault_device.h"
+#include "hots3/storage/format.h"
 #include "test_support.h"
 
 namespace hots3::storage {
@@ -712,6 +713,50 @@ TEST(StoreIdentity, ACatalogRefusesAnotherDevice) {
   foreign.data_dir = dir.file("c");
   foreign.device_path = dir.file("junk.img");
   EXPECT_THROW(ObjectStore::open(foreign), std::runtime_error);
+}
+
+// The UUID in the superblock of the device file at `path`, or "none".
+std::string device_uuid_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(kSuperblockBytes, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  auto sb = decode_superblock(std::as_bytes(std::span(bytes)));
+  return sb ? format_uuid(sb->uuid) : std::string("none");
+}
+
+TEST(StoreIdentity, ANewCatalogTakesOverAnotherStoresDeviceOnlyWhenForced) {
+  test::TempDir dir;
+  StoreOptions a;
+  a.data_dir = dir.file("a");
+  a.device_size_bytes = 64 * kMiB;
+  ObjectStore::open(a)->shutdown();
+  const std::string device = dir.file("a/device.img");
+  const std::string old_uuid = device_uuid_of(device);
+  ASSERT_NE(old_uuid, "none");
+
+  StoreOptions fresh = a;
+  fresh.data_dir = dir.file("fresh");
+  fresh.device_path = device;
+  try {
+    ObjectStore::open(fresh);
+    FAIL() << "a new catalog took over another store's device";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("belongs to another hots3 store (device UUID " + old_uuid + ")"), std::string::npos) << what;
+    EXPECT_NE(what.find("device UUID: none"), std::string::npos) << what;
+    EXPECT_NE(what.find("--force-format"), std::string::npos) << what;
+  }
+  EXPECT_EQ(device_uuid_of(device), old_uuid);  // refused means untouched
+  ObjectStore::open(a)->shutdown();             // and its own catalog still opens it
+
+  fresh.force_format = true;
+  ObjectStore::open(fresh)->shutdown();
+  const std::string new_uuid = device_uuid_of(device);
+  EXPECT_NE(new_uuid, old_uuid);
+  EXPECT_NE(new_uuid, "none");
+  fresh.force_format = false;
+  ObjectStore::open(fresh)->shutdown();        // the device is this catalog's now
+  EXPECT_THROW(ObjectStore::open(a), std::runtime_error);  // and no longer the old one's
 }
 
 }  // namespace
