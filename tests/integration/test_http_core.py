@@ -779,7 +779,10 @@ class AccessLogTest(unittest.TestCase):
         with open(self.log_path) as f:
             lines = [json.loads(line) for line in f if line.strip()]
         self.assertEqual(len(lines), 2)
-        put, get = lines
+        # A line is written once its response has gone out, by the worker that served it: the
+        # two requests may sit on different workers, so the file need not keep their order.
+        by_method = {line["method"]: line for line in lines}
+        put, get = by_method["PUT"], by_method["GET"]
         self.assertEqual((put["method"], put["target"], put["status"], put["bytes_in"]),
                          ("PUT", "/sink", 200, 123))
         self.assertEqual((get["status"], get["bytes_out"]), (200, 77))
