@@ -243,6 +243,7 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
       offset = parsed.offset;
       length = parsed.length;
     }
+    if (auto e = check_copy_size(length, s.config())) co_return co_await s.send_error(r, std::move(*e));
     reader.set_range(offset, length);
     auto created = co_await s.store().create_writer(length, true);
     if (!created) co_return co_await s.send_error(r, from_errc(created.error()));

@@ -228,6 +228,12 @@ std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(std::
   return std::pair{std::string(s.substr(0, slash)), std::string(s.substr(slash + 1))};
 }
 
+std::optional<Error> check_copy_size(std::uint64_t bytes, const config::S3Config& config) {
+  if (bytes <= config.single_put_max_bytes) return std::nullopt;
+  return Error(Code::kInvalidRequest, "The specified copy source is larger than the maximum allowable size for a copy source: " +
+                                          std::to_string(config.single_put_max_bytes));
+}
+
 void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, std::string value) {
   switch (algorithm) {
     case auth::ChecksumAlgorithm::kCrc32: set.crc32 = std::move(value); break;
@@ -559,11 +565,7 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
   const storage::ObjectRecord& src = reader.object();
   if (auto e = read_conditions(r, src, true)) co_return co_await s.send_error(r, std::move(*e));
   // A copy is bounded as a single PUT is (S3: 5 GiB); larger objects copy with UploadPartCopy.
-  if (src.size_bytes > s.config().single_put_max_bytes) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest,
-                                             "The specified copy source is larger than the maximum allowable size for a copy source: " +
-                                                 std::to_string(s.config().single_put_max_bytes)));
-  }
+  if (auto e = check_copy_size(src.size_bytes, s.config())) co_return co_await s.send_error(r, std::move(*e));
 
   const bool same = (*source_bucket)->id == bucket->id && source_key == r.key;
   storage::ObjectSpec target;

@@ -629,6 +629,16 @@ class SizeLimitTest(ServerTest):
         self.assertIn(b"<Message>The specified copy source is larger than the maximum allowable size for a copy source: %d</Message>"
                       % self.LIMIT, r.body)
         self.assertFalse(self.exists("copy-big-2"))
+        # UploadPartCopy too: the whole source is too large for one part, a range of it is not.
+        up = self.s3.create_multipart_upload(Bucket="main", Key="copy-parts")["UploadId"]
+        r = self.raw("PUT", "/main/copy-parts", query=[("partNumber", "1"), ("uploadId", up)],
+                     headers={"x-amz-copy-source": "/main/copy-big"})
+        self.assertError(r, 400, "InvalidRequest")
+        self.assertIn(b"larger than the maximum allowable size for a copy source: %d" % self.LIMIT, r.body)
+        self.s3.upload_part_copy(Bucket="main", Key="copy-parts", UploadId=up, PartNumber=1,
+                                 CopySource="main/copy-big", CopySourceRange="bytes=0-%d" % (self.LIMIT - 1))
+        self.assertEqual([p["Size"] for p in self.s3.list_parts(Bucket="main", Key="copy-parts", UploadId=up)["Parts"]],
+                         [self.LIMIT])
 
 
 class MetadataLimitTest(ServerTest):
