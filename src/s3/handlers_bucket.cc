@@ -245,7 +245,8 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   if (page->truncated) {
     if (v2) {
       xml.element("NextContinuationToken", auth::base64_encode(page->last));
-    } else {
+    } else if (!p.query.delimiter.empty()) {
+      // S3 sends NextMarker only with a delimiter; without one, the last key is the marker.
       xml.element("NextMarker", text(page->last));
     }
   }

@@ -574,6 +574,19 @@ class ListMaxKeysTest(ServerTest):
         r = self.s3.list_objects_v2(Bucket="main", MaxKeys=1)
         self.assertEqual((r["KeyCount"], r["IsTruncated"]), (1, True))
 
+    def test_v1_next_marker_only_with_a_delimiter(self):
+        r = self.raw("GET", "/main", query=[("max-keys", "1")])
+        self.assertEqual(xml_field(r.body, "IsTruncated"), "true")
+        self.assertNotIn(b"<NextMarker>", r.body)  # the last key is the marker
+        r = self.raw("GET", "/main", query=[("max-keys", "2"), ("delimiter", "/")])
+        self.assertEqual((xml_field(r.body, "IsTruncated"), xml_field(r.body, "NextMarker")), ("true", "b/"))
+        for delimiter in ("", "/"):
+            keys = []
+            for page in self.s3.get_paginator("list_objects").paginate(Bucket="main", Delimiter=delimiter,
+                                                                       PaginationConfig={"PageSize": 1}):
+                keys += [o["Key"] for o in page.get("Contents", [])] + [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+            self.assertEqual(keys, ["a", "b/1", "b/2", "c"] if not delimiter else ["a", "b/", "c"], delimiter)
+
     def test_negative_or_not_a_number(self):
         for list_type in ([("list-type", "2")], []):
             for bad in ("-1", "abc", "1.5", "", "99999999999999999999"):
