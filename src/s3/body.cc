@@ -95,17 +95,16 @@ Body::Body(Request& request, ChecksumRequest checksum, DefaultCrc64 crc64, bool 
       std::uint64_t n = 0;
       auto [p, ec] = std::from_chars(decoded->data(), decoded->data() + decoded->size(), n);
       if (decoded->empty() || ec != std::errc{} || p != decoded->data() + decoded->size()) {
-        // A length the decoder cannot hold the stream to is no length: refuse, never ignore.
-        error_ = Error(Code::kInvalidArgument, "x-amz-decoded-content-length must be a non-negative integer.")
-                     .with("ArgumentName", "x-amz-decoded-content-length")
-                     .with("ArgumentValue", std::string(*decoded));
+        // A length the decoder cannot hold the stream to is no length: refused as S3 refuses it
+        // (MissingContentLength, as for no length at all), never ignored.
+        error_ = Error(Code::kMissingContentLength);
       } else {
         declared_ = n;
       }
     } else {
       // S3 needs the payload's length up front: a stream it could not hold to a length is
       // refused, as S3 answers SDKs that stream a body of unknown length.
-      error_ = Error(Code::kMissingContentLength, "You must provide the x-amz-decoded-content-length HTTP header.");
+      error_ = Error(Code::kMissingContentLength);
     }
     const bool trailer = payload != Payload::kStreamingSigned;
     decoder_.emplace(request.auth.signing, trailer, declared_);

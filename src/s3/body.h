@@ -42,8 +42,8 @@ class Body {
  public:
   // `checksum`: what to verify and compute while reading; `crc64`: the CRC64NVME to compute as
   // well. `md5`: compute MD5 here too (when the store does not).
-  // An aws-chunked body without x-amz-decoded-content-length (MissingContentLength) or with a
-  // malformed one (InvalidArgument) fails at once (failed()).
+  // An aws-chunked body without a valid x-amz-decoded-content-length fails at once (failed()):
+  // MissingContentLength, S3's answer to a missing and to a malformed one alike.
   Body(Request& request, ChecksumRequest checksum, DefaultCrc64 crc64, bool md5);
   ~Body();
   Body(const Body&) = delete;

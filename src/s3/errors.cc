@@ -93,6 +93,7 @@ constexpr std::array kTable = {
           "The write offset value that you specified does not match the current object size."},
     Entry{Code::kTooManyParts, "TooManyParts", 400,
           "You have attempted to add more parts than the maximum of 10000 that are allowed for this object."},
+    Entry{Code::kInvalidPartNumber, "InvalidPartNumber", 416, "The requested partnumber is not satisfiable"},
 };
 
 constexpr std::size_t kInternalErrorAt = [] {

@@ -65,6 +65,7 @@ enum class Code : std::uint8_t {
   kIdempotencyParameterMismatch,
   kInvalidWriteOffset,
   kTooManyParts,
+  kInvalidPartNumber,  // GET/HEAD ?partNumber past the object's parts (416)
 };
 
 struct Error {

@@ -183,7 +183,9 @@ std::variant<ListParameters, Error> list_parameters(const Request& r) {
     long long n = 0;
     auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
     if (ec != std::errc{} || end != v->data() + v->size() || n < 0) {
-      return Error(Code::kInvalidArgument, "Provided max-keys not an integer or within integer range").with("ArgumentName", "max-keys");
+      return Error(Code::kInvalidArgument, "Provided max-keys not an integer or within integer range")
+          .with("ArgumentName", "max-keys")
+          .with("ArgumentValue", *v);
     }
     p.max_keys = static_cast<std::uint32_t>(std::min<long long>(n, 1000));
   }
@@ -221,6 +223,9 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   const bool fetch_owner = !v2 || (r.param("fetch-owner") != nullptr && *r.param("fetch-owner") == "true");
   auto page = co_await s.store().list_objects(bucket->id, p.query);
   if (!page) co_return co_await s.send_error(r, from_errc(page.error()));
+  // max-keys=0 asks for nothing and gets a complete, empty page (S3: IsTruncated false, no
+  // token), whatever the bucket holds; a token past "" would only restart the listing.
+  if (p.max_keys == 0) page->truncated = false;
 
   auto text = [&](std::string_view value) { return p.url_encoding ? auth::uri_encode(value, false) : std::string(value); };
   XmlWriter xml("ListBucketResult");
@@ -240,7 +245,8 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   if (page->truncated) {
     if (v2) {
       xml.element("NextContinuationToken", auth::base64_encode(page->last));
-    } else {
+    } else if (!p.query.delimiter.empty()) {
+      // S3 sends NextMarker only with a delimiter; without one, the last key is the marker.
       xml.element("NextMarker", text(page->last));
     }
   }

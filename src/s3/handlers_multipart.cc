@@ -121,7 +121,7 @@ class CompletionResponse {
   asio::awaitable<void> error(Error e) {
     if (!streaming_) co_return co_await s_.send_error(r_, std::move(e));
     log::info("request {}: CompleteMultipartUpload failed after its 200 head: {}", r_.head.request_id, code_name(e.code));
-    co_await rest(error_body(e, r_.resource(), r_.head.request_id, ""));
+    co_await rest(error_body(e, r_.resource(), r_.head.request_id, s_.host_id()));
   }
 
   asio::awaitable<void> xml(std::string body) {
@@ -243,6 +243,7 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
       offset = parsed.offset;
       length = parsed.length;
     }
+    if (auto e = check_copy_size(length, s.config())) co_return co_await s.send_error(r, std::move(*e));
     reader.set_range(offset, length);
     auto created = co_await s.store().create_writer(length, true);
     if (!created) co_return co_await s.send_error(r, from_errc(created.error()));

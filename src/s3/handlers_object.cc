@@ -171,11 +171,12 @@ std::optional<Error> read_conditions(const Request& r, const storage::ObjectReco
   const auto if_none_match = r.header(prefix + "if-none-match");
   const auto if_unmodified = r.header(prefix + "if-unmodified-since");
   const auto if_modified = r.header(prefix + "if-modified-since");
+  const std::string condition_prefix = copy_source ? "x-amz-copy-source-" : "";
   if (if_match) {
-    if (!etag_matches(*if_match, object.etag)) return Error(Code::kPreconditionFailed).with("Condition", "If-Match");
+    if (!etag_matches(*if_match, object.etag)) return Error(Code::kPreconditionFailed).with("Condition", condition_prefix + "If-Match");
   } else if (if_unmodified) {
     if (auto t = parse_http_date(*if_unmodified); t && modified_s > *t / 1000) {
-      return Error(Code::kPreconditionFailed).with("Condition", "If-Unmodified-Since");
+      return Error(Code::kPreconditionFailed).with("Condition", condition_prefix + "If-Unmodified-Since");
     }
   }
   if (if_none_match) {
@@ -225,6 +226,12 @@ std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(std::
         .with("ArgumentName", "x-amz-copy-source");
   }
   return std::pair{std::string(s.substr(0, slash)), std::string(s.substr(slash + 1))};
+}
+
+std::optional<Error> check_copy_size(std::uint64_t bytes, const config::S3Config& config) {
+  if (bytes <= config.single_put_max_bytes) return std::nullopt;
+  return Error(Code::kInvalidRequest, "The specified copy source is larger than the maximum allowable size for a copy source: " +
+                                          std::to_string(config.single_put_max_bytes));
 }
 
 void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, std::string value) {
@@ -358,17 +365,19 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     std::uint32_t n = 0;
     auto [end, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
     if (ec != std::errc{} || end != pn->data() + pn->size() || n < 1 || n > kPartNumberMax) {
-      co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Part number must be an integer between 1 and 10000, inclusive").with("ArgumentName", "partNumber"));
+      co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Part number must be an integer between 1 and 10000, inclusive")
+                                             .with("ArgumentName", "partNumber")
+                                             .with("ArgumentValue", *pn));
     }
     if (r.header("range")) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Cannot specify both Range header and partNumber query parameter"));
     part_number = n;
     if (object.parts_count == 0) {
-      if (n != 1) co_return co_await s.send_error(r, Error(Code::kInvalidRange, "The requested partnumber is not satisfiable"));
+      if (n != 1) co_return co_await s.send_error(r, Code::kInvalidPartNumber);
     } else {
       auto parts = s.store().object_parts(object.id);
       if (!parts) co_return co_await s.send_error(r, from_errc(parts.error()));
       auto it = std::find_if(parts->begin(), parts->end(), [&](const auto& p) { return p.part_number == n; });
-      if (it == parts->end()) co_return co_await s.send_error(r, Error(Code::kInvalidRange, "The requested partnumber is not satisfiable"));
+      if (it == parts->end()) co_return co_await s.send_error(r, Code::kInvalidPartNumber);
       offset = it->offset_bytes;
       length = it->size_bytes;
       partial = true;
@@ -382,7 +391,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       if (head_only) co_return co_await s.send_empty(r, 416, std::move(head));
       head.add("Content-Type", "application/xml");
       Error e = Error(Code::kInvalidRange).with("RangeRequested", std::string(*range)).with("ActualObjectSize", std::to_string(object.size_bytes));
-      co_await r.exchange.respond(std::move(head), error_body(e, r.resource(), r.head.request_id, ""));
+      co_await r.exchange.respond(std::move(head), error_body(e, r.resource(), r.head.request_id, s.host_id()));
       co_return;
     }
     if (parsed.kind == RangeResult::Kind::kRange) {
@@ -555,6 +564,8 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
   storage::ObjectReader& reader = **opened;
   const storage::ObjectRecord& src = reader.object();
   if (auto e = read_conditions(r, src, true)) co_return co_await s.send_error(r, std::move(*e));
+  // A copy is bounded as a single PUT is (S3: 5 GiB); larger objects copy with UploadPartCopy.
+  if (auto e = check_copy_size(src.size_bytes, s.config())) co_return co_await s.send_error(r, std::move(*e));
 
   const bool same = (*source_bucket)->id == bucket->id && source_key == r.key;
   storage::ObjectSpec target;

@@ -328,7 +328,13 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
   if (!signed_at) return Error(Code::kAuthorizationQueryParametersError, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
   const std::int64_t now = now_ms();
   const std::int64_t skew_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
-  if (*signed_at > now + skew_ms) return Error(Code::kAccessDenied, "Request is not valid yet");
+  if (*signed_at > now + skew_ms) {
+    // S3's words and details (X-Amz-Date in epoch milliseconds, as S3 writes it).
+    return Error(Code::kAccessDenied, "Request is not yet valid")
+        .with("X-Amz-Date", std::to_string(*signed_at))
+        .with("Expires", iso8601(*signed_at + static_cast<std::int64_t>(p.expires_s) * 1000))
+        .with("ServerTime", iso8601(now));
+  }
   if (now > *signed_at + static_cast<std::int64_t>(p.expires_s) * 1000) {
     return Error(Code::kExpiredPresignedRequest)
         .with("X-Amz-Expires", std::to_string(p.expires_s))

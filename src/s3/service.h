@@ -77,6 +77,8 @@ class Service final : public http::Handler {
   // ---- used by the operations ----
   storage::ObjectStore& store() { return store_; }
   const config::S3Config& config() const { return config_; }
+  // This server's x-amz-id-2, the HostId of error bodies.
+  const std::string& host_id() const { return host_id_; }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;

@@ -61,6 +61,10 @@ std::vector<StoredChecksum> stored_checksums(const storage::ChecksumSet& set);
 // "bucket/key" or "/bucket/key" (URL-encoded) → (bucket, key). Errors: InvalidArgument.
 std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(std::string_view header);
 
+// CopyObject and UploadPartCopy copy at most what a single PUT may write (S3: 5 GiB, from
+// single_put_max). Errors: InvalidRequest.
+std::optional<Error> check_copy_size(std::uint64_t bytes, const config::S3Config& config);
+
 void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, std::string value);
 
 class Body;

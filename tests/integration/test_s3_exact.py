@@ -4,10 +4,12 @@ Raw HTTP (hand-signed) for error paths, boto3 for what SDKs send. CTest runs thi
 the image's python3 (boto3 1.43, unittest) and Debian's (boto3 1.26, pytest)."""
 
 import base64
+import datetime
 import hashlib
 import os
 import sys
 import re
+import time
 import unittest
 import zlib
 
@@ -244,8 +246,10 @@ class AuthTest(ServerTest):
 
     def test_aws_chunked_needs_a_valid_decoded_length(self):
         payload = data(1000, 40)
-        for decoded, status, code in ((None, 411, "MissingContentLength"), ("abc", 400, "InvalidArgument"),
-                                      ("-5", 400, "InvalidArgument"), ("0x3e8", 400, "InvalidArgument")):
+        # S3 answers a missing and a malformed length alike.
+        for decoded, status, code in ((None, 411, "MissingContentLength"), ("abc", 411, "MissingContentLength"),
+                                      ("-5", 411, "MissingContentLength"), ("0x3e8", 411, "MissingContentLength"),
+                                      ("", 411, "MissingContentLength")):
             headers = {"content-encoding": "aws-chunked"}
             if decoded is not None:
                 headers["x-amz-decoded-content-length"] = decoded
@@ -487,6 +491,328 @@ class DeleteObjectsTest(ServerTest):
         self.s3.put_object(Bucket="main", Key="d/boto", Body=b"x")
         r = self.s3.delete_objects(Bucket="main", Delete={"Objects": [{"Key": "d/boto"}, {"Key": "d/never"}]})
         self.assertEqual(sorted(d["Key"] for d in r["Deleted"]), ["d/boto", "d/never"])
+
+
+class ObjectReadTest(ServerTest):
+    MiB = 1024 * 1024
+
+    def assertIds(self, r):
+        # Every error body names the request and the host, as the response headers do.
+        self.assertEqual(xml_field(r.body, "RequestId"), r.header("x-amz-request-id"), r.body)
+        self.assertEqual(xml_field(r.body, "HostId"), r.header("x-amz-id-2"), r.body)
+        self.assertTrue(xml_field(r.body, "HostId"), r.body)
+
+    def test_part_numbers(self):
+        self.s3.put_object(Bucket="main", Key="pn-single", Body=b"hello")
+        for bad in ("0", "10001", "abc", "-1", ""):
+            r = self.raw("GET", "/main/pn-single", query=[("partNumber", bad)])
+            self.assertError(r, 400, "InvalidArgument")
+            self.assertEqual(xml_field(r.body, "ArgumentName"), "partNumber", bad)
+            self.assertEqual(xml_field(r.body, "ArgumentValue"), bad)
+            self.assertEqual(self.raw("HEAD", "/main/pn-single", query=[("partNumber", bad)]).status, 400, bad)
+        r = self.raw("GET", "/main/pn-single", query=[("partNumber", "1")])
+        self.assertEqual((r.status, r.body, r.header("x-amz-mp-parts-count")), (200, b"hello", "1"))
+        # A part the object does not have: 416 InvalidPartNumber.
+        r = self.raw("GET", "/main/pn-single", query=[("partNumber", "2")])
+        self.assertError(r, 416, "InvalidPartNumber")
+        self.assertIds(r)
+        self.assertEqual(self.raw("HEAD", "/main/pn-single", query=[("partNumber", "2")]).status, 416)
+        parts = [data(5 * self.MiB, 60), data(100, 61)]
+        up = self.s3.create_multipart_upload(Bucket="main", Key="pn-multi")["UploadId"]
+        etags = [self.s3.upload_part(Bucket="main", Key="pn-multi", UploadId=up, PartNumber=n, Body=b)["ETag"]
+                 for n, b in enumerate(parts, start=1)]
+        self.s3.complete_multipart_upload(Bucket="main", Key="pn-multi", UploadId=up, MultipartUpload={
+            "Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, start=1)]})
+        r = self.raw("GET", "/main/pn-multi", query=[("partNumber", "2")])
+        self.assertEqual((r.status, r.body, r.header("x-amz-mp-parts-count")), (206, parts[1], "2"))
+        for beyond in ("3", "10000"):
+            r = self.raw("GET", "/main/pn-multi", query=[("partNumber", beyond)])
+            self.assertError(r, 416, "InvalidPartNumber")
+            self.assertIn(b"<Message>The requested partnumber is not satisfiable</Message>", r.body)
+        with self.assertRaises(ClientError) as e:
+            self.s3.get_object(Bucket="main", Key="pn-multi", PartNumber=3)
+        self.assertEqual(error_code(e.exception), "InvalidPartNumber")
+
+    def test_version_null_reads_the_object_other_ids_do_not_exist(self):
+        self.s3.put_object(Bucket="main", Key="vn", Body=b"now")
+        for method in ("GET", "HEAD"):
+            self.assertEqual(self.raw(method, "/main/vn", query=[("versionId", "null")]).status, 200, method)
+            r = self.raw(method, "/main/vn", query=[("versionId", "Z3JlYXQ")])
+            self.assertEqual(r.status, 404, method)
+        self.assertError(self.raw("GET", "/main/vn", query=[("versionId", "Z3JlYXQ")]), 404, "NoSuchVersion")
+
+    def test_invalid_range_error_body(self):
+        self.s3.put_object(Bucket="main", Key="short", Body=b"0123456789")
+        r = self.raw("GET", "/main/short", headers={"Range": "bytes=10-20"})
+        self.assertError(r, 416, "InvalidRange")
+        self.assertEqual(r.header("content-range"), "bytes */10")
+        self.assertEqual(xml_field(r.body, "RangeRequested"), "bytes=10-20")
+        self.assertEqual(xml_field(r.body, "ActualObjectSize"), "10")
+        self.assertIds(r)
+
+
+class ListMaxKeysTest(ServerTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for key in ("a", "b/1", "b/2", "c"):
+            cls.s3.put_object(Bucket="main", Key=key, Body=b"x")
+
+    def test_zero_is_an_empty_complete_page(self):
+        for query in ([("list-type", "2")], [("list-type", "2"), ("delimiter", "/")], [], [("delimiter", "/")]):
+            r = self.raw("GET", "/main", query=query + [("max-keys", "0")])
+            self.assertEqual(r.status, 200, r.body)
+            self.assertEqual(xml_field(r.body, "IsTruncated"), "false", query)
+            self.assertEqual(xml_field(r.body, "MaxKeys"), "0")
+            for absent in (b"<Contents>", b"<CommonPrefixes>", b"NextContinuationToken", b"NextMarker"):
+                self.assertNotIn(absent, r.body, query)
+            if query and query[0] == ("list-type", "2"):
+                self.assertEqual(xml_field(r.body, "KeyCount"), "0")
+        r = self.s3.list_objects_v2(Bucket="main", MaxKeys=0)
+        self.assertEqual((r["KeyCount"], r["IsTruncated"], r.get("Contents")), (0, False, None))
+        # One key per page still pages through everything.
+        r = self.s3.list_objects_v2(Bucket="main", MaxKeys=1)
+        self.assertEqual((r["KeyCount"], r["IsTruncated"]), (1, True))
+
+    def test_v1_next_marker_only_with_a_delimiter(self):
+        r = self.raw("GET", "/main", query=[("max-keys", "1")])
+        self.assertEqual(xml_field(r.body, "IsTruncated"), "true")
+        self.assertNotIn(b"<NextMarker>", r.body)  # the last key is the marker
+        r = self.raw("GET", "/main", query=[("max-keys", "2"), ("delimiter", "/")])
+        self.assertEqual((xml_field(r.body, "IsTruncated"), xml_field(r.body, "NextMarker")), ("true", "b/"))
+        for delimiter in ("", "/"):
+            keys = []
+            for page in self.s3.get_paginator("list_objects").paginate(Bucket="main", Delimiter=delimiter,
+                                                                       PaginationConfig={"PageSize": 1}):
+                keys += [o["Key"] for o in page.get("Contents", [])] + [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+            self.assertEqual(keys, ["a", "b/1", "b/2", "c"] if not delimiter else ["a", "b/", "c"], delimiter)
+
+    def test_negative_or_not_a_number(self):
+        for list_type in ([("list-type", "2")], []):
+            for bad in ("-1", "abc", "1.5", "", "99999999999999999999"):
+                r = self.raw("GET", "/main", query=list_type + [("max-keys", bad)])
+                self.assertError(r, 400, "InvalidArgument")
+                self.assertEqual(xml_field(r.body, "ArgumentName"), "max-keys")
+                self.assertEqual(xml_field(r.body, "ArgumentValue"), bad)
+
+
+class SizeLimitTest(ServerTest):
+    """Limits configured small, so that S3's 5 GiB ones can be crossed in a test."""
+
+    LIMIT = 6 * 1024 * 1024
+    extra_config = "\n[s3]\nsingle_put_max = %d\n" % LIMIT
+
+    def test_single_put_limit(self):
+        self.assertEqual(self.raw("PUT", "/main/at-limit", body=data(self.LIMIT, 70)).status, 200)
+        # Refused on the head alone (a client sending "Expect: 100-continue" never sends the body).
+        payload = data(self.LIMIT + 1, 71)
+        req = s3.SignedRequest("PUT", "/main/over-limit", port=self.port, body=payload,
+                               headers={"expect": "100-continue", "content-length": str(len(payload))})
+        r = send(self.port, req, b"")
+        self.assertError(r, 400, "EntityTooLarge")
+        self.assertEqual(xml_field(r.body, "ProposedSize"), str(self.LIMIT + 1))
+        self.assertEqual(xml_field(r.body, "MaxSizeAllowed"), str(self.LIMIT))
+        # The same limit holds for the decoded length of an aws-chunked body.
+        req = s3.SignedRequest("PUT", "/main/over-limit", port=self.port, payload_hash="STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+                               headers={"content-encoding": "aws-chunked", "x-amz-decoded-content-length": str(len(payload)),
+                                        "expect": "100-continue",
+                                        "content-length": str(len(s3.aws_chunked_signed(s3.SignedRequest(
+                                            "PUT", "/", port=self.port), payload)))})
+        r = send(self.port, req, b"")
+        self.assertError(r, 400, "EntityTooLarge")
+        self.assertEqual(xml_field(r.body, "ProposedSize"), str(self.LIMIT + 1))
+        with self.assertRaises(ClientError) as e:
+            self.s3.put_object(Bucket="main", Key="over-limit", Body=payload)
+        self.assertEqual(error_code(e.exception), "EntityTooLarge")
+        self.assertFalse(self.exists("over-limit"))
+
+    def test_copy_source_limit(self):
+        self.s3.put_object(Bucket="main", Key="copy-small", Body=data(self.LIMIT, 73))
+        self.s3.copy_object(Bucket="main", Key="copy-small-2", CopySource="main/copy-small")
+        self.assertEqual(self.s3.head_object(Bucket="main", Key="copy-small-2")["ContentLength"], self.LIMIT)
+        # A multipart object larger than a single PUT may be: too large for CopyObject.
+        up = self.s3.create_multipart_upload(Bucket="main", Key="copy-big")["UploadId"]
+        parts = [data(5 * 1024 * 1024, 74), data(5 * 1024 * 1024, 75)]
+        etags = [self.s3.upload_part(Bucket="main", Key="copy-big", UploadId=up, PartNumber=n, Body=b)["ETag"]
+                 for n, b in enumerate(parts, start=1)]
+        self.s3.complete_multipart_upload(Bucket="main", Key="copy-big", UploadId=up, MultipartUpload={
+            "Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, start=1)]})
+        r = self.raw("PUT", "/main/copy-big-2", headers={"x-amz-copy-source": "/main/copy-big"})
+        self.assertError(r, 400, "InvalidRequest")
+        self.assertIn(b"<Message>The specified copy source is larger than the maximum allowable size for a copy source: %d</Message>"
+                      % self.LIMIT, r.body)
+        self.assertFalse(self.exists("copy-big-2"))
+        # UploadPartCopy too: the whole source is too large for one part, a range of it is not.
+        up = self.s3.create_multipart_upload(Bucket="main", Key="copy-parts")["UploadId"]
+        r = self.raw("PUT", "/main/copy-parts", query=[("partNumber", "1"), ("uploadId", up)],
+                     headers={"x-amz-copy-source": "/main/copy-big"})
+        self.assertError(r, 400, "InvalidRequest")
+        self.assertIn(b"larger than the maximum allowable size for a copy source: %d" % self.LIMIT, r.body)
+        self.s3.upload_part_copy(Bucket="main", Key="copy-parts", UploadId=up, PartNumber=1,
+                                 CopySource="main/copy-big", CopySourceRange="bytes=0-%d" % (self.LIMIT - 1))
+        self.assertEqual([p["Size"] for p in self.s3.list_parts(Bucket="main", Key="copy-parts", UploadId=up)["Parts"]],
+                         [self.LIMIT])
+
+
+class MetadataLimitTest(ServerTest):
+    def test_2048_bytes_of_names_and_values(self):
+        # S3 counts the UTF-8 bytes of each name (without "x-amz-meta-") and value.
+        exact = {"x-amz-meta-k": "v" * 2047}
+        self.assertEqual(self.raw("PUT", "/main/meta-2048", headers=exact, body=b"x").status, 200)
+        self.assertEqual(self.s3.head_object(Bucket="main", Key="meta-2048")["Metadata"], {"k": "v" * 2047})
+        split = {"x-amz-meta-one": "a" * 1000, "x-amz-meta-two": "b" * 1042}
+        self.assertEqual(self.raw("PUT", "/main/meta-split", headers=split, body=b"x").status, 200)
+        for over in ({"x-amz-meta-k": "v" * 2048}, {"x-amz-meta-one": "a" * 1000, "x-amz-meta-two": "b" * 1043}):
+            r = self.raw("PUT", "/main/meta-2049", headers=over, body=b"x")
+            self.assertError(r, 400, "MetadataTooLarge")
+        self.assertFalse(self.exists("meta-2049"))
+
+
+class ChecksumTransferTest(ServerTest):
+    """Each checksum algorithm as a header, an unsigned trailer and a signed trailer."""
+
+    PAYLOAD = data(70000, 80)  # two aws-chunked chunks
+
+    def put(self, mode, key, name, value, tamper_trailer_signature=False):
+        payload = self.PAYLOAD
+        header = "x-amz-checksum-" + name
+        if mode == "header":
+            return self.raw("PUT", "/main/" + key, headers={header: value}, body=payload)
+        headers = {"content-encoding": "aws-chunked", "x-amz-trailer": header,
+                   "x-amz-decoded-content-length": str(len(payload))}
+        if mode == "unsigned-trailer":
+            req = s3.SignedRequest("PUT", "/main/" + key, port=self.port, headers=headers,
+                                   payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+            return send(self.port, req, s3.aws_chunked_unsigned(payload, trailer=(header, value)))
+        req = s3.SignedRequest("PUT", "/main/" + key, port=self.port, headers=headers,
+                               payload_hash="STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER")
+        body = s3.aws_chunked_signed(req, payload, trailer=(header, value))
+        if tamper_trailer_signature:
+            at = body.rindex(b"x-amz-trailer-signature:") + len(b"x-amz-trailer-signature:")
+            body = body[:at] + b"0" * 64 + body[at + 64:]
+        return send(self.port, req, body)
+
+    def test_every_algorithm_in_every_mode(self):
+        for mode in ("header", "unsigned-trailer", "signed-trailer"):
+            for name, checksum in CHECKSUMS.items():
+                key = "ck/%s/%s" % (mode, name)
+                right = checksum(self.PAYLOAD)
+                r = self.put(mode, key, name, right)
+                self.assertEqual(r.status, 200, (mode, name, r.body))
+                self.assertEqual(r.header("x-amz-checksum-" + name), right, (mode, name))
+                for method in ("GET", "HEAD"):
+                    got = self.raw(method, "/main/" + key, headers={"x-amz-checksum-mode": "ENABLED"})
+                    self.assertEqual(got.header("x-amz-checksum-" + name), right, (mode, name, method))
+                    self.assertEqual(got.header("x-amz-checksum-type"), "FULL_OBJECT", (mode, name, method))
+                    # The one checksum asked for; no default CRC64NVME besides it.
+                    stored = [h for h, _ in got.headers if h.lower().startswith("x-amz-checksum-") and h.lower() != "x-amz-checksum-type"]
+                    self.assertEqual(len(stored), 1, (mode, name, got.headers))
+                self.assertEqual(self.raw("GET", "/main/" + key).body, self.PAYLOAD, (mode, name))
+                # A wrong value (the right one of other bytes): BadDigest, nothing stored.
+                wrong_key = key + "-wrong"
+                r = self.put(mode, wrong_key, name, checksum(self.PAYLOAD + b"!"))
+                self.assertError(r, 400, "BadDigest")
+                self.assertFalse(self.exists(wrong_key), (mode, name))
+
+    def test_bad_trailer_signature(self):
+        for name, checksum in CHECKSUMS.items():
+            key = "ck/bad-trailer-signature/" + name
+            r = self.put("signed-trailer", key, name, checksum(self.PAYLOAD), tamper_trailer_signature=True)
+            self.assertError(r, 403, "SignatureDoesNotMatch")
+            self.assertFalse(self.exists(key), name)
+
+
+class PresignedTimeTest(ServerTest):
+    def test_expired_sigv2(self):
+        self.s3.put_object(Bucket="main", Key="p2", Body=b"v2")
+        now = int(time.time())
+        self.assertEqual(harness.request(self.port, "GET", s3.presign_v2("GET", "/main/p2", now + 60)).body, b"v2")
+        r = harness.request(self.port, "GET", s3.presign_v2("GET", "/main/p2", now - 5))
+        self.assertError(r, 403, "AccessDenied")
+        self.assertIn(b"<Message>Request has expired</Message>", r.body)
+
+    def test_sigv4_signed_in_the_future(self):
+        self.s3.put_object(Bucket="main", Key="p4", Body=b"v4")
+        now = datetime.datetime.now(datetime.timezone.utc)
+        # Within the clock-skew window (15 minutes): valid.
+        r = harness.request(self.port, "GET", s3.presign_v4("GET", "/main/p4", self.port, when=now + datetime.timedelta(minutes=5)))
+        self.assertEqual((r.status, r.body), (200, b"v4"))
+        # Beyond it: S3's AccessDenied "Request is not yet valid".
+        when = now + datetime.timedelta(hours=1)
+        r = harness.request(self.port, "GET", s3.presign_v4("GET", "/main/p4", self.port, when=when, expires_s=3600))
+        self.assertError(r, 403, "AccessDenied")
+        self.assertIn(b"<Message>Request is not yet valid</Message>", r.body)
+        self.assertEqual(xml_field(r.body, "X-Amz-Date"), str(int(when.replace(microsecond=0).timestamp()) * 1000))
+
+
+class CopyConditionTest(ServerTest):
+    def test_copy_source_conditions_and_their_precedence(self):
+        put = self.s3.put_object(Bucket="main", Key="cc-src", Body=b"source")
+        etag = put["ETag"]
+        modified = self.raw("HEAD", "/main/cc-src").header("last-modified")
+        past = "Sat, 01 Jan 2000 00:00:00 GMT"
+        p = "x-amz-copy-source-"
+        cases = [
+            ({p + "if-match": etag}, None), ({p + "if-match": '"nope"'}, "x-amz-copy-source-If-Match"),
+            ({p + "if-none-match": '"nope"'}, None), ({p + "if-none-match": etag}, "x-amz-copy-source-If-None-Match"),
+            ({p + "if-modified-since": past}, None), ({p + "if-modified-since": modified}, "x-amz-copy-source-If-Modified-Since"),
+            ({p + "if-unmodified-since": modified}, None), ({p + "if-unmodified-since": past}, "x-amz-copy-source-If-Unmodified-Since"),
+            # As S3 documents: if-match true and if-unmodified-since false copy;
+            ({p + "if-match": etag, p + "if-unmodified-since": past}, None),
+            # if-none-match false and if-modified-since true fail.
+            ({p + "if-none-match": etag, p + "if-modified-since": past}, "x-amz-copy-source-If-None-Match"),
+        ]
+        for n, (headers, failed) in enumerate(cases):
+            key = "cc-dst-%d" % n
+            r = self.raw("PUT", "/main/" + key, headers=dict(headers, **{"x-amz-copy-source": "/main/cc-src"}))
+            if failed is None:
+                self.assertEqual(r.status, 200, (headers, r.body))
+                self.assertEqual(self.s3.get_object(Bucket="main", Key=key)["Body"].read(), b"source")
+            else:
+                self.assertError(r, 412, "PreconditionFailed")
+                self.assertEqual(xml_field(r.body, "Condition"), failed, headers)
+                self.assertFalse(self.exists(key), headers)
+        with self.assertRaises(ClientError) as e:
+            self.s3.copy_object(Bucket="main", Key="cc-boto", CopySource="main/cc-src", CopySourceIfNoneMatch=etag)
+        self.assertEqual(error_code(e.exception), "PreconditionFailed")
+
+
+class ContentHeadersTest(ServerTest):
+    STORED = {"content-type": "text/csv", "content-encoding": "gzip", "expires": "Thu, 01 Dec 2033 16:00:00 GMT",
+              "cache-control": "max-age=60", "content-disposition": "attachment; filename=\"a.csv\"",
+              "content-language": "de"}
+
+    def test_round_trip(self):
+        self.assertEqual(self.raw("PUT", "/main/ch", headers=self.STORED, body=b"\x1f\x8b").status, 200)
+        for method in ("GET", "HEAD"):
+            r = self.raw(method, "/main/ch")
+            self.assertEqual({h: r.header(h) for h in self.STORED}, self.STORED, method)
+        got = self.s3.get_object(Bucket="main", Key="ch")
+        self.assertEqual(got["ContentEncoding"], "gzip")
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"]["expires"], self.STORED["expires"])
+
+    def test_response_overrides(self):
+        self.assertEqual(self.raw("PUT", "/main/ch-ov", headers=self.STORED, body=b"x").status, 200)
+        overrides = {"response-content-type": ("content-type", "image/png"),
+                     "response-content-language": ("content-language", "fr"),
+                     "response-expires": ("expires", "Sun, 01 Jan 2034 00:00:00 GMT"),
+                     "response-cache-control": ("cache-control", "no-store"),
+                     "response-content-disposition": ("content-disposition", "inline"),
+                     "response-content-encoding": ("content-encoding", "identity")}
+        query = [(param, value) for param, (_, value) in overrides.items()]
+        for method in ("GET", "HEAD"):
+            r = self.raw(method, "/main/ch-ov", query=query)
+            self.assertEqual(r.status, 200, method)
+            self.assertEqual({h: r.header(h) for h, _ in overrides.values()}, dict(overrides.values()), method)
+        # One override leaves the other stored headers as they are.
+        r = self.raw("GET", "/main/ch-ov", query=[("response-content-type", "image/gif")])
+        self.assertEqual((r.header("content-type"), r.header("content-encoding"), r.header("expires")),
+                         ("image/gif", "gzip", self.STORED["expires"]))
+        got = self.s3.get_object(Bucket="main", Key="ch-ov", ResponseContentEncoding="br",
+                                 ResponseExpires=datetime.datetime(2035, 1, 2, tzinfo=datetime.timezone.utc))
+        self.assertEqual(got["ContentEncoding"], "br")
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"]["expires"], "Tue, 02 Jan 2035 00:00:00 GMT")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
