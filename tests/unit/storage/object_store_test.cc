@@ -10,6 +10,9 @@
 #include <future>
 #include <map>
 #include <random>
+#include <set>
+#include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "hots3/common/digest.h"
@@ -198,6 +201,195 @@ TEST_P(StoreTest, SlowReaderOfAnOverwrittenKeyGetsExactlyTheOldBytes) {
   EXPECT_EQ(used(), used_one);
   EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
   EXPECT_TRUE(get("k").value() == test::pattern_bytes(6 * kMiB, 211));
+}
+
+// Issue 3, made deterministic: a commit of the key becomes durable while the store has not yet
+// invalidated its metadata cache (the committing worker is held), so a reader on another worker
+// finds the replaced version in the cache and then loads its rows, which that commit took. It
+// must read what the key holds now: the new version whole, or nothing after a delete.
+TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState) {
+  enum class Change { kOverwrite, kAppend, kDelete };
+  for (const Change change : {Change::kOverwrite, Change::kAppend, Change::kDelete}) {
+    const std::string key = "k" + std::to_string(static_cast<int>(change));
+    const Bytes old_value = test::pattern_bytes(3 * kMiB + 5, 70);
+    const auto old_version = put(key, old_value).value();
+    // The metadata cache now holds the old version; its layout is not loaded yet.
+    ASSERT_EQ(store_->head(bucket_.id, key).value().value().id, old_version.id);
+    const Bytes piece = test::pattern_bytes(kMiB + 7, 71);
+    Bytes new_value = piece;
+    if (change == Change::kAppend) new_value.insert(new_value.begin(), old_value.begin(), old_value.end());
+
+    std::promise<void> gate;
+    std::shared_future<void> held = gate.get_future().share();
+    asio::io_context& committer = *workers_->contexts()[1];
+    const std::uint64_t commits_before = store_->stats().catalog_commits;
+    auto changed = std::async(std::launch::async, [&]() -> Result<void> {
+      return run([&]() -> asio::awaitable<Result<void>> {
+        std::unique_ptr<ObjectWriter> w;
+        if (change != Change::kDelete) {
+          H3_CO_TRY(w, co_await store_->create_writer(std::uint64_t{piece.size()}, change == Change::kAppend));
+          H3_CO_TRY(co_await w->write(piece));
+          H3_CO_TRY(co_await w->finish());
+        }
+        // Runs once this coroutine waits for its commit, and holds the worker until released:
+        // the commit's completion (and the invalidation after it) waits behind it.
+        asio::post(committer, [held] { held.wait(); });
+        if (change == Change::kOverwrite) {
+          H3_CO_TRY(co_await store_->commit_object(std::move(w), bucket_, key, {}, {}));
+        } else if (change == Change::kAppend) {
+          ObjectSpec spec;
+          spec.etag = "appended";
+          H3_CO_TRY(co_await store_->append_object(std::move(w), bucket_, key, old_version.id, false, spec, {}));
+        } else {
+          H3_CO_TRY(co_await store_->delete_object(bucket_.id, key));
+        }
+        co_return Result<void>{};
+      }(), 1);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (store_->stats().catalog_commits == commits_before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GT(store_->stats().catalog_commits, commits_before);
+    // The change is durable; the cache still says "old version".
+    EXPECT_EQ(store_->head(bucket_.id, key).value().value().id, old_version.id);
+    auto got = get(key);
+    gate.set_value();
+    ASSERT_TRUE(changed.get().has_value());
+    if (change == Change::kDelete) {
+      ASSERT_FALSE(got.has_value());
+      EXPECT_EQ(got.error(), errc::kNotFound);
+    } else {
+      ASSERT_TRUE(got.has_value()) << got.error().message();
+      EXPECT_EQ(got->size(), new_value.size());
+      EXPECT_TRUE(*got == new_value);
+    }
+    EXPECT_TRUE(get(key) == got);
+  }
+}
+
+// Issue 3: open_reader finds the version (often in the metadata cache) and then loads its
+// extent rows in a second read; a commit of the key in between (overwrite, append, delete,
+// rename) takes those rows. A reader must then see the key's next state, never an empty or
+// partial layout. One thread changes one key every way it can while others open and read it:
+// every read is "no such key" or a whole version that was written, byte for byte.
+TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
+  close();
+  options_.extent_row_max_bytes = 256 * 1024;  // several extent rows per object
+  open();
+  std::mutex mutex;
+  std::set<std::string> versions;  // MD5 of every value the key may hold, noted before its commit
+  auto note = [&](const Bytes& value) {
+    std::lock_guard lock(mutex);
+    versions.insert(md5_hex(value));
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<int> whole_reads{0}, opens{0}, absent{0}, failures{0};
+  auto whole_reader = [&](int worker) {
+    while (!stop) {
+      auto got = run(get_async("hot", std::nullopt), worker);
+      if (!got) {
+        if (got.error() == errc::kNotFound) {
+          ++absent;
+        } else {
+          ++failures;
+          ADD_FAILURE() << "read failed: " << got.error().message();
+        }
+        continue;
+      }
+      std::lock_guard lock(mutex);
+      if (versions.count(md5_hex(*got)) == 0) {
+        ++failures;
+        ADD_FAILURE() << "read " << got->size() << " bytes that no version of the key held";
+      }
+      ++whole_reads;
+    }
+  };
+  // Opens as fast as it can (the race is between the lookup and the layout load) and reads the
+  // last bytes, which only a complete layout has.
+  auto quick_reader = [&](int worker) {
+    while (!stop) {
+      auto r = run([&]() -> asio::awaitable<Result<std::size_t>> {
+        H3_CO_TRY(auto reader, co_await store_->open_reader(bucket_.id, "hot"));
+        const std::uint64_t size = reader->object().size_bytes;
+        reader->set_range(size - 3, 3);
+        std::size_t n = 0;
+        for (;;) {
+          H3_CO_TRY(auto piece, co_await reader->next());
+          if (piece.empty()) break;
+          n += piece.size();
+        }
+        co_return n;
+      }(), worker);
+      ++opens;
+      if (!r && r.error() == errc::kNotFound) continue;
+      if (!r || *r != 3) {
+        ++failures;
+        ADD_FAILURE() << "ranged read of the last bytes: " << (r ? std::to_string(*r) + " bytes" : r.error().message());
+      }
+    }
+  };
+  std::vector<std::future<void>> readers;
+  readers.push_back(std::async(std::launch::async, whole_reader, 0));
+  readers.push_back(std::async(std::launch::async, whole_reader, 1));
+  readers.push_back(std::async(std::launch::async, quick_reader, 0));
+  readers.push_back(std::async(std::launch::async, quick_reader, 1));
+
+  std::optional<Bytes> current;  // what the key holds (this thread is its only writer)
+  std::uint64_t allocated = 0;   // device bytes it holds: every writer's data rounds up to a block
+  auto blocks = [](std::size_t n) { return std::uint64_t{(n + 4095) / 4096 * 4096}; };
+  std::mt19937 random(3);
+  for (std::uint32_t i = 0; i < 240; ++i) {
+    const std::size_t size = std::uniform_int_distribution<std::size_t>(5000, 1300 * 1024)(random);
+    const int change = current ? static_cast<int>(i % 6) : 0;
+    if (change <= 1) {  // overwrite (or create)
+      Bytes value = test::pattern_bytes(size, 1000 + i);
+      note(value);
+      ASSERT_TRUE(put("hot", value, change == 0).has_value());
+      allocated = blocks(value.size());
+      current = std::move(value);
+    } else if (change == 2) {  // append: the new version takes over the base version's rows
+      const Bytes piece = test::pattern_bytes(size / 4 + 1, 5000 + i);
+      Bytes whole = *current;
+      whole.insert(whole.end(), piece.begin(), piece.end());
+      note(whole);
+      const std::int64_t base = store_->head(bucket_.id, "hot").value().value().id;
+      auto appended = run([&]() -> asio::awaitable<Result<ObjectRecord>> {
+        H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{piece.size()}, true));
+        H3_CO_TRY(co_await w->write(piece));
+        H3_CO_TRY(co_await w->finish());
+        ObjectSpec spec;
+        spec.etag = "appended-" + std::to_string(i);
+        co_return co_await store_->append_object(std::move(w), bucket_, "hot", base, false, spec, {});
+      }(), 1);
+      ASSERT_TRUE(appended.has_value()) << appended.error().message();
+      allocated += blocks(piece.size());
+      current = std::move(whole);
+    } else if (change == 3) {  // rename away and back: the version keeps its rows
+      ASSERT_TRUE(run(store_->rename_object(bucket_.id, "hot", "aside", {})).has_value());
+      ASSERT_TRUE(run(store_->rename_object(bucket_.id, "aside", "hot", {})).has_value());
+    } else if (change == 4) {
+      ASSERT_TRUE(run(store_->delete_object(bucket_.id, "hot")).value().has_value());
+      current.reset();
+      allocated = 0;
+    } else {  // a small (inline) version replaces a large one
+      Bytes value = test::pattern_bytes(size % 3000 + 100, 9000 + i);
+      note(value);
+      ASSERT_TRUE(put("hot", value).has_value());
+      allocated = 0;  // inline: in the catalog
+      current = std::move(value);
+    }
+  }
+  stop = true;
+  for (auto& r : readers) r.get();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(whole_reads.load(), 0);
+  EXPECT_GT(opens.load(), 0);
+  // Nothing leaked either: only the last version holds space.
+  EXPECT_EQ(used(), allocated);
+  EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
+  std::cout << "[          ] " << whole_reads << " whole reads, " << opens << " quick opens, " << absent
+            << " found no key\n";
 }
 
 TEST_P(StoreTest, DeleteFreesSpaceAndForgetsTheKey) {
