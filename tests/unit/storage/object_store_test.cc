@@ -2,6 +2,9 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,6 +20,7 @@
 
 #include "hots3/common/digest.h"
 #include "hots3/common/worker_pool.h"
+#include "hots3/storage/buffer_pool.h"
 #include "hots3/storage/fault_device.h"
 #include "hots3/storage/format.h"
 #include "test_support.h"
@@ -390,6 +394,39 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
   EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
   std::cout << "[          ] " << whole_reads << " whole reads, " << opens << " quick opens, " << absent
             << " found no key\n";
+}
+
+// A reader dropped while its read-ahead is in flight (a client that went away) must not give
+// the pool a buffer the device is still reading into: the next stream to take that buffer would
+// see its bytes change under it. Every free buffer is taken and marked right after the drop;
+// none may change once the abandoned reads complete.
+TEST_P(StoreTest, ADroppedReaderKeepsItsInFlightBuffersFromOtherStreams) {
+  const Bytes data = test::pattern_bytes(12 * kMiB, 21);
+  ASSERT_TRUE(put("ahead", data).has_value());
+  run([&]() -> asio::awaitable<void> {
+    auto executor = co_await asio::this_coro::executor;
+    BufferPool* pool = BufferPool::of(static_cast<asio::io_context&>(asio::query(executor, asio::execution::context)));
+    EXPECT_NE(pool, nullptr);
+    if (pool == nullptr) co_return;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto reader = (co_await store_->open_reader(bucket_.id, "ahead")).value();
+      EXPECT_FALSE((co_await reader->next()).value().empty());  // and the next reads are started
+      reader.reset();
+      std::vector<IoBuffer> taken;
+      while (auto buffer = pool->try_acquire()) {
+        std::memset(buffer->data(), 0xA5, buffer->size());
+        taken.push_back(std::move(*buffer));
+      }
+      // Let whatever was in flight complete.
+      asio::steady_timer timer(executor, std::chrono::milliseconds(100));
+      co_await timer.async_wait(asio::use_awaitable);
+      for (const IoBuffer& buffer : taken) {
+        const auto bytes = buffer.bytes();
+        EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0xA5}; }))
+            << "a read of the dropped reader wrote into a buffer another stream held";
+      }
+    }
+  }());
 }
 
 TEST_P(StoreTest, DeleteFreesSpaceAndForgetsTheKey) {
