@@ -801,9 +801,10 @@ Result<std::optional<ObjectRecord>> Catalog::find_object(std::int64_t bucket_id,
   return find_object_on(impl_->reader(), bucket_id, key);
 }
 
-Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t bucket_id, std::string_view key) {
-  auto q = impl_->reader().query("SELECT " H3_OBJECT_COLUMNS_O ", i.data, i.checksum FROM objects o LEFT JOIN inline_data i "
-                                 "ON i.object_id = o.id WHERE o.bucket_id = ?1 AND o.key = ?2");
+namespace {
+Result<std::optional<ObjectRecord>> find_object_with_data_on(Connection& c, std::int64_t bucket_id, std::string_view key) {
+  auto q = c.query("SELECT " H3_OBJECT_COLUMNS_O ", i.data, i.checksum FROM objects o LEFT JOIN inline_data i "
+                   "ON i.object_id = o.id WHERE o.bucket_id = ?1 AND o.key = ?2");
   q.bind(1, bucket_id).bind(2, key);
   H3_TRY(bool row, q.step());
   if (!row) return std::optional<ObjectRecord>{};
@@ -813,6 +814,32 @@ Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t 
     H3_TRY(*o.inline_data, verified_inline_data(q, 23, o.id));
   }
   return std::optional<ObjectRecord>(std::move(o));
+}
+}  // namespace
+
+Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t bucket_id, std::string_view key) {
+  return find_object_with_data_on(impl_->reader(), bucket_id, key);
+}
+
+Result<std::optional<Catalog::ObjectLayout>> Catalog::find_object_layout(std::int64_t bucket_id, std::string_view key,
+                                                                         std::uint64_t checksums_size_max) {
+  Connection& c = impl_->reader();
+  // One read transaction: both statements see the same snapshot of the WAL.
+  H3_TRY(c.exec("BEGIN"));
+  auto read = [&]() -> Result<std::optional<ObjectLayout>> {
+    H3_TRY(auto object, find_object_with_data_on(c, bucket_id, key));
+    if (!object) return std::optional<ObjectLayout>{};
+    ObjectLayout layout;
+    if (!object->inline_data) {
+      H3_TRY(layout.extents, read_extents(c, object->id, object->size_bytes <= checksums_size_max));
+    }
+    layout.object = std::move(*object);
+    return std::optional<ObjectLayout>(std::move(layout));
+  };
+  auto result = read();
+  // A read transaction changes nothing: ending it cannot lose anything, whatever the result.
+  if (auto ended = c.exec(result ? "COMMIT" : "ROLLBACK"); !ended && result) return ended.error();
+  return result;
 }
 
 Result<std::vector<ExtentRecord>> Catalog::object_extents(std::int64_t object_id, bool with_checksums) {

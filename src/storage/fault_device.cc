@@ -68,9 +68,10 @@ asio::awaitable<Result<void>> FaultDevice::flush() {
   co_await asio::post(asio::use_awaitable);
   std::lock_guard lock(mutex_);
   if (fail_flushes_) co_return errc::kIoError;
+  ++flushes_;
+  if (ignore_flushes_) co_return Result<void>{};
   for (const PendingWrite& w : pending_) apply(w.offset, w.data);
   pending_.clear();
-  ++flushes_;
   co_return Result<void>{};
 }
 
@@ -85,6 +86,14 @@ void FaultDevice::crash(Crash mode, std::uint32_t seed) {
         const std::uint64_t sectors = w.data.size() / kSector;
         const std::uint64_t kept = std::uniform_int_distribution<std::uint64_t>(0, sectors)(random);
         apply(w.offset, std::span(w.data).first(kept * kSector));
+        break;
+      }
+      case Crash::kScatterUnflushed: {
+        for (std::uint64_t at = 0; at < w.data.size(); at += kSector) {
+          if (std::bernoulli_distribution(0.5)(random)) {
+            apply(w.offset + at, std::span(w.data).subspan(at, std::min<std::uint64_t>(kSector, w.data.size() - at)));
+          }
+        }
         break;
       }
     }
@@ -102,6 +111,11 @@ void FaultDevice::fail_flushes(bool fail) {
   fail_flushes_ = fail;
 }
 
+void FaultDevice::ignore_flushes(bool ignore) {
+  std::lock_guard lock(mutex_);
+  ignore_flushes_ = ignore;
+}
+
 void FaultDevice::flip_bit(std::uint64_t offset, unsigned bit) {
   std::lock_guard lock(mutex_);
   const auto mask = static_cast<std::byte>(1U << (bit % 8));
@@ -117,6 +131,7 @@ void FaultDevice::clear_faults() {
   std::lock_guard lock(mutex_);
   failing_.clear();
   fail_flushes_ = false;
+  ignore_flushes_ = false;
 }
 
 std::uint64_t FaultDevice::writes() const {

@@ -47,6 +47,10 @@ struct ReadState {
 struct SegmentResult {
   bool done = false;
   error_code error;
+  // The device read's target. Owned here, shared with the read in flight, so that a reader
+  // destroyed early (client gone, an error further on) cannot return it to the pool while the
+  // device may still write into it: another stream would get it and see its bytes change.
+  IoBuffer buffer;
 };
 
 // One piece of the range, in delivery order.
@@ -54,14 +58,13 @@ struct Segment {
   std::uint64_t begin = 0;  // logical
   std::uint64_t end = 0;
   CacheRef cached;
-  IoBuffer buffer;
   std::size_t skip = 0;  // bytes of the buffer/cache block before `begin`
   std::shared_ptr<SegmentResult> result;
 
   std::span<const std::byte> bytes() const {
     const std::size_t n = static_cast<std::size_t>(end - begin);
     if (cached) return cached.bytes().subspan(skip, n);
-    return std::span<const std::byte>(buffer.data() + skip, n);
+    return std::span<const std::byte>(result->buffer.data() + skip, n);
   }
 };
 
@@ -210,7 +213,7 @@ class ReaderImpl final : public ObjectReader {
       segment.end = std::min(segment.end, end_);
       segment.skip = static_cast<std::size_t>(relative - read_begin);
       const std::span<std::byte> target(buffer.data(), static_cast<std::size_t>(device_length));
-      segment.buffer = std::move(buffer);
+      segment.result->buffer = std::move(buffer);
       pipeline_->started();
       asio::co_spawn(pipeline_->executor(),
                      read_one(st_, pipeline_, segment.result, r, read_begin, target, cacheable), asio::detached);
@@ -234,39 +237,84 @@ class ReaderImpl final : public ObjectReader {
 
 }  // namespace
 
+namespace {
+
+// Whether `rows` (in logical order) cover [0, size) exactly, without gap or overlap.
+bool rows_cover(const std::vector<ExtentRecord>& rows, std::uint64_t size_bytes) {
+  std::uint64_t at = 0;
+  for (const ExtentRecord& row : rows) {
+    if (row.logical_offset_bytes != at) return false;
+    at += row.length_bytes;
+  }
+  return at == size_bytes;
+}
+
+// Whether the version `object` can be read here; its data is checked for completeness later.
+error_code readable(const ObjectRecord& object) {
+  if (object.tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
+  if (object.inline_data && object.inline_data->size() != object.size_bytes) return errc::kCorrupt;
+  return {};
+}
+
+}  // namespace
+
 asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core, BufferPool& pool,
                                                                     std::int64_t bucket_id, std::string key) {
   // The epoch is entered before the lookup: whatever version the lookup finds stays readable.
   auto st = std::make_shared<ReadState>(core);
   H3_CO_TRY(st->record, lookup_object(core, bucket_id, key));
   if (!st->record) co_return errc::kNotFound;
-  const ObjectRecord& object = st->object();
-  if (object.tier_state == TierState::kUpstreamOnly) co_return errc::kUnavailable;
-  if (object.inline_data) {
-    if (object.inline_data->size() != object.size_bytes) co_return errc::kCorrupt;
-  } else if (auto cached = core.layouts->find(object.id)) {
-    st->shared_rows = std::move(cached);
-  } else {
-    // Up to 4 GiB the layout is kept, with every checksum, and shared; beyond, checksums are
-    // loaded per row on first use. A layout of more than a few rows is more than an index
-    // lookup: it is read on a catalog reader thread, not on this worker.
-    const bool keep = object.size_bytes <= kLayoutCacheObjectMax;
-    const std::int64_t id = object.id;
-    auto load = [catalog = core.catalog.get(), id, keep] { return catalog->object_extents(id, keep); };
-    // (Not a conditional expression: GCC 12 miscompiles co_await inside one.)
-    Result<std::vector<ExtentRecord>> rows = errc::kNotFound;
-    if (object.size_bytes <= kWorkerLayoutMax) {
-      rows = load();
+  if (auto ec = readable(*st->record)) co_return ec;
+  if (!st->record->inline_data) {
+    if (auto cached = core.layouts->find(st->record->id)) {
+      st->shared_rows = std::move(cached);  // only complete layouts are cached
     } else {
-      auto read = on_catalog_reader(core, load);
-      rows = co_await std::move(read);
-    }
-    if (!rows) co_return rows.error();
-    if (keep) {
-      st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(*rows));
-      core.layouts->insert(id, st->shared_rows);
-    } else {
-      st->own_rows = std::move(*rows);
+      // Up to 4 GiB the layout is kept, with every checksum, and shared; beyond, checksums are
+      // loaded per row on first use. A layout of more than a few rows is more than an index
+      // lookup: it is read on a catalog reader thread, not on this worker.
+      const std::uint64_t size = st->record->size_bytes;
+      const std::int64_t id = st->record->id;
+      auto load = [catalog = core.catalog.get(), id, keep = size <= kLayoutCacheObjectMax] {
+        return catalog->object_extents(id, keep);
+      };
+      // (Not a conditional expression: GCC 12 miscompiles co_await inside one.)
+      Result<std::vector<ExtentRecord>> rows = errc::kNotFound;
+      if (size <= kWorkerLayoutMax) {
+        rows = load();
+      } else {
+        auto read = on_catalog_reader(core, load);
+        rows = co_await std::move(read);
+      }
+      if (!rows) co_return rows.error();
+      if (!rows_cover(*rows, size)) {
+        // The version was overwritten, appended to or deleted after the lookup found it, and
+        // that commit took its rows (its space stays: the epoch holds it, but the catalog no
+        // longer says where it is). Read the key's current version and its rows again, in one
+        // read transaction this time, so that they belong together. The epoch entered above
+        // predates whatever this finds, so that version stays readable too.
+        auto consistent = [catalog = core.catalog.get(), bucket_id, key] {
+          return catalog->find_object_layout(bucket_id, key, kLayoutCacheObjectMax);
+        };
+        auto read = on_catalog_reader(core, consistent);
+        H3_CO_TRY(auto layout, co_await std::move(read));
+        if (!layout) co_return errc::kNotFound;
+        st->record = std::make_shared<const ObjectRecord>(std::move(layout->object));
+        if (auto ec = readable(*st->record)) co_return ec;
+        rows = std::move(layout->extents);
+        if (!st->record->inline_data && !rows_cover(*rows, st->record->size_bytes)) {
+          log::error("catalog: the extents of object {} (version {}) do not cover its {} bytes: run `hots3 check`",
+                     st->record->key, st->record->id, st->record->size_bytes);
+          co_return errc::kCorrupt;
+        }
+      }
+      if (!st->record->inline_data) {
+        if (st->record->size_bytes <= kLayoutCacheObjectMax) {
+          st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(*rows));
+          core.layouts->insert(st->record->id, st->shared_rows);
+        } else {
+          st->own_rows = std::move(*rows);
+        }
+      }
     }
   }
   auto executor = co_await asio::this_coro::executor;

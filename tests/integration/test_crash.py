@@ -8,7 +8,14 @@ upload is listed with exactly its acknowledged parts (a part upload in flight: t
 the new one) unless its Abort or Complete was acknowledged or in flight, and a Complete in flight
 either happened entirely (object there, upload gone) or not at all. At the end, `hots3 check`
 finds the catalog and the device consistent with every checksum valid, and the space the server
-had in use is exactly what the catalog references: nothing leaked."""
+had in use is exactly what the catalog references: nothing leaked.
+
+After every restart, once the verification has resolved what each key and upload holds, the space
+the server reports in use (its exact figure at a clean stop, and the one it rebuilds from the
+catalog at the next start) must equal what this test computes from those objects alone: each
+written piece of data rounded up to 4 KiB blocks, as the allocator hands them out (a PUT's body,
+each part of a multipart object or open upload), and nothing for objects stored inline (4 KiB or
+less). A leak or a double free after a kill -9 shows as a difference."""
 
 import hashlib
 import os
@@ -31,6 +38,19 @@ WRITERS = 6
 MULTIPART_WRITERS = 3
 ROUNDS = 3
 MiB = 1024 * 1024
+BLOCK = 4096
+INLINE_MAX = 4096  # storage.inline_max's default: such objects live in the catalog
+
+# sha256 of content -> device bytes the object holding it takes.
+ALLOCATION = {}
+
+
+def blocks(size):
+    return (size + BLOCK - 1) // BLOCK * BLOCK
+
+
+def put_allocation(size):
+    return 0 if size <= INLINE_MAX else blocks(size)
 
 
 def payload(tag, size):
@@ -58,6 +78,7 @@ class Worker(threading.Thread):
 
     def put(self, key, body):
         self.in_flight[key] = hashlib.sha256(body).hexdigest()
+        ALLOCATION[self.in_flight[key]] = put_allocation(len(body))
         r = self.request("PUT", key, body=body)
         if r.status == 200:
             self.acked[key] = self.in_flight.pop(key)
@@ -82,6 +103,7 @@ class Worker(threading.Thread):
         xml = "<CompleteMultipartUpload>%s</CompleteMultipartUpload>" % "".join(
             "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>" % (n, e) for n, e in enumerate(etags, 1))
         self.in_flight[key] = hashlib.sha256(b"".join(parts)).hexdigest()
+        ALLOCATION[self.in_flight[key]] = sum(blocks(len(p)) for p in parts)  # parts keep their extents
         r = self.request("POST", key, query=[("uploadId", upload)], body=xml.encode())
         if r.status == 200 and b"<Error>" not in r.body:
             self.acked[key] = self.in_flight.pop(key)
@@ -117,9 +139,13 @@ class Upload:
         self.complete_sha = None
 
 
-def part_body(tag, number):
+def part_size(number):
     # Every part but the last may be no smaller than 5 MiB; part 3 is the small last one.
-    return payload(tag, 5 * MiB + 1000 * number if number < 3 else 70000)
+    return 5 * MiB + 1000 * number if number < 3 else 70000
+
+
+def part_body(tag, number):
+    return payload(tag, part_size(number))
 
 
 class MultipartWorker(Worker):
@@ -157,6 +183,7 @@ class MultipartWorker(Worker):
         xml = "<CompleteMultipartUpload>%s</CompleteMultipartUpload>" % "".join(
             "<Part><PartNumber>%d</PartNumber><ETag>\"%s\"</ETag></Part>" % (n, u.parts[n][0]) for n in numbers)
         u.complete_sha = hashlib.sha256(b"".join(part_body(u.parts[n][1], n) for n in numbers)).hexdigest()
+        ALLOCATION[u.complete_sha] = sum(blocks(part_size(n)) for n in numbers)
         u.closing = "complete"
         self.in_flight[u.key] = u.complete_sha
         r = self.request("POST", u.key, query=[("uploadId", u.id)], body=xml.encode())
@@ -210,6 +237,10 @@ class CrashTest(unittest.TestCase):
                 port = server.port
                 self.verify_uploads(port, uploads, creating, expected, round_number)
                 self.verify(port, expected, round_number)
+                if round_number > 0:
+                    # Everything is resolved now: the space in use must be what it holds.
+                    server = self.check_space(server, workdir, expected, uploads, round_number)
+                    port = server.port
                 if round_number == 0:
                     req = s3.SignedRequest("PUT", "/crash", port=port)
                     self.assertEqual(s3.send(port, req.wire()).status, 200)
@@ -261,10 +292,39 @@ class CrashTest(unittest.TestCase):
         referenced = int(re.search(r"referenced .*?\((\d+) bytes\)", check.stdout).group(1))
         self.assertEqual(int(logged.group(2)), 0)
         self.assertEqual(int(logged.group(1)), referenced, "space in use is not what the catalog references")
+        self.assertEqual(referenced, self.space_needed(expected, uploads), "space in use is not what the live "
+                         "objects need")
         self.assertIn("uploads %d with" % sum(1 for per in uploads for u in per.values() if not u.closed),
                       check.stdout)
         server.cleanup()
         subprocess.run(["rm", "-rf", workdir])
+
+    @staticmethod
+    def space_needed(expected, uploads):
+        """Device bytes the resolved objects and the open uploads' parts take."""
+        want = sum(ALLOCATION[sha] for states in expected.values() for sha in states if sha is not None)
+        return want + sum(blocks(part_size(n)) for per in uploads for u in per.values() if not u.closed
+                          for n in u.parts)
+
+    def check_space(self, server, workdir, expected, uploads, round_number):
+        """Stops `server` cleanly and compares the space it had in use, and the space the next
+        server rebuilds from the catalog, with what the live objects and open uploads need.
+        Returns the next server, started."""
+        want = self.space_needed(expected, uploads)
+        where = "round %d: " % round_number
+        self.assertEqual(server.stop(), 0, server.read_stderr()[-2000:])
+        stopped = re.search(r"device space in use: (\d+) bytes \((\d+) waiting", server.read_stderr())
+        self.assertIsNotNone(stopped, server.read_stderr()[-2000:])
+        server.cleanup()
+        self.assertEqual(int(stopped.group(2)), 0, where + "space still waiting for readers at the stop")
+        self.assertEqual(int(stopped.group(1)), want, where + "space in use after the restart is not what the "
+                         "live objects need (%d bytes)" % want)
+        server = s3.hots3_server(device_size="2GiB", workdir=workdir).start()
+        started = re.search(r"used \((\d+) bytes\), free space rebuilt", server.read_stderr())
+        self.assertIsNotNone(started, server.read_stderr()[-2000:])
+        self.assertEqual(int(started.group(1)), want, where + "space rebuilt from the catalog at start")
+        sys.stderr.write("%sspace in use %d bytes, as the live objects need\n" % (where, want))
+        return server
 
     def verify_uploads(self, port, uploads, creating, expected, round_number):
         """Every upload is where the acknowledged operations put it. Resolves what was in flight,

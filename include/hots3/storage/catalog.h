@@ -190,6 +190,16 @@ class Catalog {
   // The same with the inline data (small objects) filled in, in one statement: a small GET
   // costs one read transaction.
   Result<std::optional<ObjectRecord>> find_object_with_data(std::int64_t bucket_id, std::string_view key);
+  // The current version of (bucket, key) with its inline data and its extents (with their
+  // checksums if its size is at most `checksums_size_max`), all read in one read transaction.
+  // Reading the object and then its extents in two transactions can find a version whose rows
+  // a concurrent overwrite, append or delete removes in between; this cannot. nullopt: no key.
+  struct ObjectLayout {
+    ObjectRecord object;
+    std::vector<ExtentRecord> extents;  // logical order; empty for inline objects
+  };
+  Result<std::optional<ObjectLayout>> find_object_layout(std::int64_t bucket_id, std::string_view key,
+                                                         std::uint64_t checksums_size_max);
   // The extents of an object in logical order; their checksums only if asked for (a large
   // object's checksums are large: readers load them per extent with extent_checksums).
   Result<std::vector<ExtentRecord>> object_extents(std::int64_t object_id, bool with_checksums = false);

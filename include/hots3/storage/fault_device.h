@@ -29,6 +29,8 @@ class FaultDevice final : public Device {
   enum class Crash {
     kLoseUnflushed,  // every write since the last flush is gone
     kTearUnflushed,  // each unflushed write keeps a random prefix of whole 4 KiB sectors
+    kScatterUnflushed,  // each sector of each unflushed write independently made it or not:
+                        // later sectors of a write may be on the medium and earlier ones not
     kKeepUnflushed,  // the write cache happened to reach the medium
   };
   // What the medium holds after a power cut now; the device stays usable (as after a reboot).
@@ -37,6 +39,9 @@ class FaultDevice final : public Device {
   // Reads and writes touching [offset, offset + length) fail with EIO from now on.
   void fail_range(std::uint64_t offset_bytes, std::uint64_t length_bytes);
   void fail_flushes(bool fail);
+  // A write cache that ignores flushes (or a device that lies about them): flush() succeeds
+  // but makes nothing durable, so a crash() can take data the store was told is stable.
+  void ignore_flushes(bool ignore);
   // Flips one bit of the stored data (durable and pending copies alike).
   void flip_bit(std::uint64_t offset_bytes, unsigned bit);
   void clear_faults();
@@ -58,6 +63,7 @@ class FaultDevice final : public Device {
   std::vector<PendingWrite> pending_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> failing_;
   bool fail_flushes_ = false;
+  bool ignore_flushes_ = false;
   std::uint64_t writes_ = 0;
   std::uint64_t flushes_ = 0;
 };
