@@ -49,10 +49,12 @@ if [ "${QUICK:-0}" = 1 ]; then
   DURATION=${DURATION:-2s} WARMUP=${WARMUP:-1s} LARGE=${LARGE:-16MiB} LARGE_OBJECTS=${LARGE_OBJECTS:-8}
   SCALES=${SCALES:-"1000 10000"} STREAM_SIZE=${STREAM_SIZE:-16MiB} STREAM_OBJECTS=${STREAM_OBJECTS:-4}
   CKPT_ENV=(WRITERS=2 SHARD=64MiB PART=8MiB ROUNDS=1 READERS=2)
+  LG_TIMEOUT=${LG_TIMEOUT:-60}
 else
   DURATION=${DURATION:-10s} WARMUP=${WARMUP:-2s} LARGE=${LARGE:-64MiB} LARGE_OBJECTS=${LARGE_OBJECTS:-32}
   SCALES=${SCALES:-"1000 100000 1000000"} STREAM_SIZE=${STREAM_SIZE:-1GiB} STREAM_OBJECTS=${STREAM_OBJECTS:-4}
   CKPT_ENV=()
+  LG_TIMEOUT=${LG_TIMEOUT:-900}
 fi
 export DURATION
 LARGE_C=${LARGE_C:-8}
@@ -80,13 +82,20 @@ export BENCH_ROWS=$WORK/rows.jsonl
 export BENCH_DEVICE=${BENCH_DEVICE:-$WORK/device.img}
 ERRORS=0
 
-# lg NAME ARGS...: one hots3-loadgen run, its JSON in $WORK/lg-NAME.json, its table on stdout;
-# a run with errors is reported (its figures are not valid) and counted in ERRORS.
+# lg NAME ARGS...: one hots3-loadgen run, its JSON in $WORK/lg-NAME.json, its table in
+# $WORK/lg-NAME.out. A run with errors, or one that fails or outlives LG_TIMEOUT (seconds,
+# default 600: a server that stops answering must not stall the whole bench), is reported and
+# counted in ERRORS; its figures read as nan (and so miss their goal).
 lg() {
-  local name=$1
+  local name=$1 rc=0
   shift
-  "$LOADGEN" --json "$WORK/lg-$name.json" "$@" > "$WORK/lg-$name.out" 2>&1 ||
-    { echo "loadgen $name failed: $(cat "$WORK/lg-$name.out")" >&2; exit 1; }
+  timeout "${LG_TIMEOUT:-600}" "$LOADGEN" --json "$WORK/lg-$name.json" "$@" > "$WORK/lg-$name.out" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "ERROR: loadgen $name $([ "$rc" = 124 ] && echo "timed out after ${LG_TIMEOUT:-600} s" || echo "failed ($rc)"): $(tail -3 "$WORK/lg-$name.out")"
+    rm -f "$WORK/lg-$name.json"
+    ERRORS=$((ERRORS + 1))
+    return 0
+  fi
   local errors
   errors=$(python3 -c 'import json, sys; print(sum(o["errors"] for o in json.load(open(sys.argv[1]))["ops"].values()))' "$WORK/lg-$name.json")
   if [ "$errors" != 0 ]; then
@@ -94,7 +103,9 @@ lg() {
     ERRORS=$((ERRORS + 1))
   fi
 }
-lgv() { json_get "$WORK/lg-$1.json" "$2"; }  # lgv NAME ops.GET.mb_per_s
+lgv() {  # lgv NAME ops.GET.mb_per_s: a figure of a loadgen run, nan when the run failed
+  if [ -s "$WORK/lg-$1.json" ]; then json_get "$WORK/lg-$1.json" "$2"; else echo nan; fi
+}
 
 echo "== hots3 bench: $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), QUICK=${QUICK:-0}"
 bench/machine.sh "$(dirname "$BENCH_DEVICE")"
@@ -196,7 +207,7 @@ for n in $SCALES; do
     --duration "$DURATION" --warmup "$WARMUP"
   lg "listd-$n" "${SCALE_ARGS[@]}" --workload list --no-prepare --list-root --delimiter / --max-keys 1000 \
     --objects "$n" -c 4 --duration "$DURATION" --warmup "$WARMUP"
-  echo "   $n objects: filled in $(grep -o 'prepared .*' "$WORK/lg-fill-$n.out")"
+  echo "   $n objects: $(grep -o 'prepared .*' "$WORK/lg-fill-$n.out" || echo 'fill FAILED')"
 done
 stop_hots3
 relaunch_hots3
@@ -226,6 +237,7 @@ stop_hots3
 start_hots3 "$HOTS3" "$THREADS" "$(hots3_storage $(( STREAM_OBJECTS * $(bytes "$STREAM_SIZE") + 2 * GiB)) 0)"
 lg streams --endpoint "$HOTS3_URL" --bucket streams --workload get --size "$STREAM_SIZE" --objects "$STREAM_OBJECTS" \
   -c "$STREAMS" --ops "$STREAMS" --duration 3600s --server-pid "$HOTS3_PID"
+[ -s "$WORK/lg-streams.json" ] || echo "   (the streaming GETs did not finish: peak RSS unknown)"
 stop_hots3
 
 echo
@@ -255,7 +267,7 @@ row_info "start-up, $largest objects: exec to ready, s" "$STARTUP_READY" "s"
 row_info "RSS, $IDLE_CONNECTIONS idle connections, MiB" "$IDLE_RSS" "MiB ($IDLE_ALIVE still open)"
 row_info "  RSS per idle connection, KiB" "$IDLE_PER" "KiB"
 row_max "peak RSS, $STREAMS streaming $STREAM_SIZE GETs, MiB" \
-  "$(python3 -c "print($(lgv streams server_peak_rss_bytes) / 2**20)")" 256 "MiB (cache off)"
+  "$(python3 -c "print(float('$(lgv streams server_peak_rss_bytes)') / 2**20)")" 256 "MiB (cache off)"
 row_info "  ($STREAMS streaming GETs, MB/s)" "$(lgv streams ops.GET.mb_per_s)" "MB/s"
 
 # ---- peers --------------------------------------------------------------------------------------
