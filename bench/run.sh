@@ -276,6 +276,7 @@ for peer in ${PEERS:-}; do
   echo "-- peer: $peer (bench/peers/$peer.sh)"
   # shellcheck disable=SC1090
   . "bench/peers/$peer.sh"
+  trap 'peer_stop; bench_cleanup' EXIT
   if ! peer_start; then
     echo "   $peer could not be started; see the log above"
     continue
