@@ -14,7 +14,8 @@
 # Standalone: bench/peers/radosgw.sh [check]   starts it, PUTs and GETs one object with
 #   hots3-loadgen (BUILD, default build/release), stops it; or, without "check", waits for
 #   Ctrl-C so that it can be driven by hand.
-# env: RGW_OSD_SIZE (sparse size of the OSD's file, default 24GiB), RGW_OSD_MEMORY (1GiB)
+# env: RGW_OSD_SIZE (sparse size of the OSD's file, default 24GiB), RGW_OSD_MEMORY (1GiB),
+#      RGW_CONF_EXTRA (lines appended to ceph.conf, e.g. "[osd]\ndebug_ms = 1")
 
 RGW_ACCESS_KEY=RGWBENCHACCESSKEY001
 RGW_SECRET_KEY=rgw-bench-secret-key-0123456789abcdef
@@ -45,7 +46,7 @@ peer_start() {
   cat > "$d/ceph.conf" <<CONF
 [global]
 fsid = $fsid
-mon_host = 127.0.0.1:$mon_port
+mon_host = [v1:127.0.0.1:$mon_port]
 ms_bind_msgr2 = false
 ms_bind_ipv4 = true
 ms_bind_ipv6 = false
@@ -82,10 +83,11 @@ bluestore_block_path = __LOOP__
 rgw_frontends = beast endpoint=127.0.0.1:$rgw_port
 rgw_data = $d/rgw
 rgw_dns_name = 127.0.0.1
+${RGW_CONF_EXTRA:-}
 CONF
   local conf=(-c "$d/ceph.conf")
   {
-    monmaptool --create --add a "127.0.0.1:$mon_port" --fsid "$fsid" "$d/monmap" &&
+    monmaptool --create --addv a "[v1:127.0.0.1:$mon_port]" --fsid "$fsid" "$d/monmap" &&
       ceph-mon "${conf[@]}" --mkfs -i a --monmap "$d/monmap"
   } > "$d/log/setup.log" 2>&1 || { echo "radosgw: ceph-mon --mkfs failed: $(tail -5 "$d/log/setup.log")" >&2; peer_stop; return 1; }
   ceph-mon "${conf[@]}" -f -i a > "$d/log/mon.out" 2>&1 &
@@ -146,6 +148,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   . bench/lib.sh
   bench_init radosgw
   trap 'peer_stop; bench_cleanup' EXIT
+  trap 'exit 1' INT TERM
   peer_start || exit 1
   if [ "${1:-}" = check ]; then
     LOADGEN=${BUILD:-build/release}/bench/hots3-loadgen
