@@ -31,7 +31,9 @@
 #        BENCH_TMPDIR   where the work directory and device file go (default /var/tmp)
 #        THREADS (server workers and nginx workers, default: cores) DURATION (10s) PEERS
 #        RESULTS, SCALES ("1000 100000 1000000"), LARGE (64MiB), LARGE_OBJECTS (32),
-#        LARGE_C (8), SMALL_C (64), SCALE_C (16), SCALE_SIZE (1KiB), STREAM_SIZE (1GiB)
+#        LARGE_C (8), SMALL_C (64), SCALE_C (16), SCALE_SIZE (1KiB), STREAM_SIZE (1GiB),
+#        LG_TIMEOUT (seconds one loadgen run may take: 900, QUICK 60), STREAM_TIMEOUT (600)
+# Takes about 20 minutes (QUICK=1: about 3); PEERS=radosgw adds about 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -55,6 +57,7 @@ else
   SCALES=${SCALES:-"1000 100000 1000000"} STREAM_SIZE=${STREAM_SIZE:-1GiB} STREAM_OBJECTS=${STREAM_OBJECTS:-4}
   CKPT_ENV=()
   LG_TIMEOUT=${LG_TIMEOUT:-900}
+  STREAM_TIMEOUT=${STREAM_TIMEOUT:-600}
 fi
 export DURATION
 LARGE_C=${LARGE_C:-8}
@@ -235,7 +238,7 @@ read -r IDLE_RSS IDLE_PER IDLE_ALIVE <<<"$IDLE"
 stop_hots3
 # 256 concurrent streaming GETs of STREAM_SIZE objects, block cache off: one GET per client.
 start_hots3 "$HOTS3" "$THREADS" "$(hots3_storage $(( STREAM_OBJECTS * $(bytes "$STREAM_SIZE") + 2 * GiB)) 0)"
-lg streams --endpoint "$HOTS3_URL" --bucket streams --workload get --size "$STREAM_SIZE" --objects "$STREAM_OBJECTS" \
+LG_TIMEOUT=${STREAM_TIMEOUT:-$LG_TIMEOUT} lg streams --endpoint "$HOTS3_URL" --bucket streams --workload get --size "$STREAM_SIZE" --objects "$STREAM_OBJECTS" \
   -c "$STREAMS" --ops "$STREAMS" --duration 3600s --server-pid "$HOTS3_PID"
 [ -s "$WORK/lg-streams.json" ] || echo "   (the streaming GETs did not finish: peak RSS unknown)"
 stop_hots3
