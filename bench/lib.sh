@@ -229,6 +229,13 @@ row_max() {
   [ "$verdict" = PASS ] || MISSED=$((MISSED + 1))
   row_json "$1" "$2" "$3" "$4" "<=" "$3" "$verdict"
 }
+# row_ratio LABEL HOTS3 OTHER OTHER_NAME: hots3 beside another server, the ratio, no goal.
+row_ratio() {
+  local r
+  r=$(python3 -c 'import sys; h, o = map(float, sys.argv[1:]); print("%6.0f%%" % (100 * h / o) if o > 0 else "   n/a")' "$2" "$3")
+  printf '%-46s %12.1f %12.1f %-22s %s\n' "$1" "$2" "$3" "$4" "$r"
+  row_json "$1" "$2" "$3" "$4" "" "" "info"
+}
 # row_info LABEL VALUE UNIT: a figure with no goal (shown, never judged).
 row_info() {
   printf '%-46s %12.3f %12s %-22s\n' "$1" "$2" "" "$3"

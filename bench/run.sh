@@ -296,11 +296,13 @@ for peer in ${PEERS:-}; do
   peer_stop
   echo
   table_head
-  row "GET $LARGE x$LARGE_C cold, MB/s, vs $peer" "$(lgv large-get-cold ops.GET.mb_per_s)" \
-    "$(lgv "$peer-large-get" ops.GET.mb_per_s)" "$peer" 100
-  row "PUT $LARGE x$LARGE_C, MB/s, vs $peer" "$(lgv large-put ops.PUT.mb_per_s)" "$(lgv "$peer-large-put" ops.PUT.mb_per_s)" "$peer" 100
-  row "GET 4 KiB x$SMALL_C, req/s, vs $peer" "$H_SMALL_GET" "$(lgv "$peer-small-get" ops.GET.ops_per_s)" "$peer" 100
-  row "PUT 4 KiB x$SMALL_C, req/s, vs $peer" "$(lgv small-put ops.PUT.ops_per_s)" "$(lgv "$peer-small-put" ops.PUT.ops_per_s)" "$peer" 100
+  row_ratio "GET $LARGE x$LARGE_C, MB/s, vs $peer" "$(lgv large-get-cold ops.GET.mb_per_s)" \
+    "$(lgv "$peer-large-get" ops.GET.mb_per_s)" "$peer"
+  row_ratio "PUT $LARGE x$LARGE_C, MB/s, vs $peer" "$(lgv large-put ops.PUT.mb_per_s)" \
+    "$(lgv "$peer-large-put" ops.PUT.mb_per_s)" "$peer"
+  row_ratio "GET 4 KiB x$SMALL_C, req/s, vs $peer" "$H_SMALL_GET" "$(lgv "$peer-small-get" ops.GET.ops_per_s)" "$peer"
+  row_ratio "PUT 4 KiB x$SMALL_C, req/s, vs $peer" "$(lgv small-put ops.PUT.ops_per_s)" \
+    "$(lgv "$peer-small-put" ops.PUT.ops_per_s)" "$peer"
 done
 
 # ---- the whole table, and JSON ------------------------------------------------------------------
