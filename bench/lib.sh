@@ -78,11 +78,27 @@ CONF
   exit 1
 }
 
-# start_hots3 HOTS3_BINARY WORKERS [extra TOML lines]: a fresh hots3 on $WORK/hots3 with the
-# bench user; sets HOTS3_URL and HOTS3_PID and exports the bench credentials as AWS_*.
+# BENCH_DEVICE (optional): the device file or block device that fio and hots3 both use, so
+# that the limits and hots3 are measured on the same bytes of the same disk. A block device is
+# overwritten (fio writes to it; hots3 formats it). Unset: fio uses $WORK/fio.dat and hots3
+# its default DATA/device.img, both on the file system of $WORK.
+bench_device_reset() {  # the device as new: a file is removed, a block device's start zeroed
+  [ -n "${BENCH_DEVICE:-}" ] || return 0
+  if [ -b "$BENCH_DEVICE" ]; then
+    dd if=/dev/zero of="$BENCH_DEVICE" bs=1M count=4 oflag=direct status=none
+  else
+    rm -f "$BENCH_DEVICE"
+  fi
+}
+fio_file() { echo "${BENCH_DEVICE:-$WORK/fio.dat}"; }
+
+# start_hots3 HOTS3_BINARY WORKERS [extra TOML lines]: a fresh hots3 (new data directory, new
+# device) with the bench user; sets HOTS3_URL and HOTS3_PID and exports the bench credentials
+# as AWS_*. relaunch_hots3 starts it again on the same data with the same configuration.
 start_hots3() {
   local bin=$1 threads=$2 extra=${3:-}
   rm -rf "$WORK/hots3" && mkdir -p "$WORK/hots3"
+  bench_device_reset
   cat > "$WORK/hots3/hots3.toml" <<CONF
 [http]
 threads = $threads
@@ -96,17 +112,32 @@ secret_key = "$BENCH_SECRET_KEY"
 admin = true
 $extra
 CONF
-  "$bin" serve --config "$WORK/hots3/hots3.toml" --data "$WORK/hots3/data" --listen 127.0.0.1:0 \
-    --port-file "$WORK/hots3/port" > "$WORK/hots3/log" 2>&1 &
+  HOTS3_BIN=$bin
+  relaunch_hots3
+}
+# relaunch_hots3: sets HOTS3_START_S (exec to port file) and HOTS3_READY_S (exec to the first
+# 200 of /health/ready).
+relaunch_hots3() {
+  rm -f "$WORK/hots3/port"
+  local t0 now
+  t0=$(date +%s.%N)
+  "$HOTS3_BIN" serve --config "$WORK/hots3/hots3.toml" --data "$WORK/hots3/data" --listen 127.0.0.1:0 \
+    ${BENCH_DEVICE:+--device "$BENCH_DEVICE"} --port-file "$WORK/hots3/port" >> "$WORK/hots3/log" 2>&1 &
   HOTS3_PID=$!
   PIDS+=("$HOTS3_PID")
-  local _
-  for _ in $(seq 600); do
-    [ -s "$WORK/hots3/port" ] && break
+  while [ ! -s "$WORK/hots3/port" ]; do
     kill -0 "$HOTS3_PID" 2>/dev/null || { echo "hots3 did not start: $(cat "$WORK/hots3/log")" >&2; exit 1; }
-    sleep 0.05
+    sleep 0.01
   done
+  now=$(date +%s.%N)
+  HOTS3_START_S=$(python3 -c "print($now - $t0)")
   HOTS3_URL="http://127.0.0.1:$(cat "$WORK/hots3/port")"
+  until curl -sf -o /dev/null "$HOTS3_URL/health/ready"; do
+    kill -0 "$HOTS3_PID" 2>/dev/null || { echo "hots3 died: $(cat "$WORK/hots3/log")" >&2; exit 1; }
+    sleep 0.01
+  done
+  now=$(date +%s.%N)
+  HOTS3_READY_S=$(python3 -c "print($now - $t0)")
   export AWS_ACCESS_KEY_ID=$BENCH_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$BENCH_SECRET_KEY AWS_DEFAULT_REGION=us-east-1
 }
 stop_hots3() {
@@ -114,13 +145,53 @@ stop_hots3() {
   wait "$HOTS3_PID" 2>/dev/null || true
 }
 
-# fio_mbs read|write FIO-ARGS...: MB/s of one fio job on $WORK/fio.dat.
-fio_mbs() {
-  local kind=$1
-  shift
-  fio --output-format=json --name=bench --filename="$WORK/fio.dat" "$@" > "$WORK/fio.json" 2>/dev/null
-  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["jobs"][0][sys.argv[2]]["bw_bytes"] / 1e6)' \
-    "$WORK/fio.json" "$kind"
+# fio_mbs read|write FIO-ARGS...: MB/s of one fio job on $(fio_file); fio_iops likewise, I/Os per
+# second. Each run's JSON is kept as $WORK/fio-N.json.
+FIO_RUNS=0
+fio_run() {
+  local kind=$1 what=$2
+  shift 2
+  FIO_RUNS=$((FIO_RUNS + 1))
+  fio --output-format=json --name=bench --filename="$(fio_file)" "$@" > "$WORK/fio-$FIO_RUNS.json" 2>"$WORK/fio.err" ||
+    { echo "fio $*: $(cat "$WORK/fio.err")" >&2; exit 1; }
+  python3 -c 'import json, sys
+job = json.load(open(sys.argv[1]))["jobs"][0][sys.argv[2]]
+print(job["bw_bytes"] / 1e6 if sys.argv[3] == "mbs" else job["iops"])' "$WORK/fio-$FIO_RUNS.json" "$kind" "$what"
+}
+fio_mbs() { fio_run "$1" mbs "${@:2}"; }
+fio_iops() { fio_run "$1" iops "${@:2}"; }
+fio_done() { [ -b "$(fio_file)" ] || rm -f "$(fio_file)"; }
+
+# wrk_run NAME CONNECTIONS URL [LUA_SCRIPT]: one wrk run of $DURATION with $WRK_THREADS threads
+# (default 2); prints "requests_per_s response_megabytes_per_s errors" (socket errors plus
+# non-2xx/3xx responses; wrk's own output kept in $WORK/wrk-NAME.out).
+wrk_run() {
+  local name=$1 c=$2 url=$3 script=${4:-}
+  local out="$WORK/wrk-$name.out"
+  wrk -t"${WRK_THREADS:-2}" -c"$c" -d"${DURATION:-10s}" --timeout 60s ${script:+-s "$script"} "$url" > "$out" 2>&1 || true
+  python3 - "$out" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+rps = re.search(r"Requests/sec:\s+([\d.]+)", t)
+m = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", t)
+if not rps or not m:
+    sys.exit("wrk failed:\n" + t)
+mbs = float(m.group(1)) * {"B": 1e-6, "KB": 1024 / 1e6, "MB": 1024**2 / 1e6, "GB": 1024**3 / 1e6}[m.group(2)]
+errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", t))
+bad = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
+print(rps.group(1), mbs, errors + (int(bad.group(1)) if bad else 0))
+PY
+}
+# wrk_put_lua: a wrk script that PUTs the bytes of the file $BODY_FILE (set it when running wrk).
+wrk_put_lua() {
+  cat > "$WORK/put.lua" <<'LUA'
+wrk.method = "PUT"
+local f = assert(io.open(os.getenv("BODY_FILE"), "rb"))
+wrk.body = f:read("*all")
+f:close()
+wrk.headers["Content-Type"] = "application/octet-stream"
+LUA
+  echo "$WORK/put.lua"
 }
 
 # json_get FILE EXPR: a value out of a loadgen --json file ("ops.PUT.mb_per_s", "read_gb_per_s").
@@ -139,12 +210,54 @@ table_head() {
   printf '%-46s %12s %12s %-22s %7s  %s\n' "figure" "hots3" "limit" "(limit is)" "ratio" "goal"
 }
 # row LABEL HOTS3 LIMIT LIMIT_NAME GOAL_PERCENT: prints the row; counts a missed goal in MISSED.
+# With BENCH_ROWS set (a file), also appends the row there as one JSON line.
 MISSED=0
 row() {
   local verdict
   verdict=$(python3 -c 'import sys; h, l, g = map(float, sys.argv[1:])
 r = 100 * h / l if l > 0 else 0
-print("%6.0f%%  >= %g%% %s" % (r, g, "ok" if r >= g else "MISSED"))' "$2" "$3" "$5")
+print("%6.0f%%  >= %g%% %s" % (r, g, "PASS" if r >= g else "MISSED"))' "$2" "$3" "$5")
   printf '%-46s %12.1f %12.1f %-22s %s\n' "$1" "$2" "$3" "$4" "$verdict"
   case "$verdict" in *MISSED) MISSED=$((MISSED + 1)) ;; esac
+  row_json "$1" "$2" "$3" "$4" ">=" "$5%" "${verdict##* }"
+}
+# row_max LABEL VALUE BOUND UNIT: a figure that must stay at or under BOUND (peak RSS, ...).
+row_max() {
+  local verdict=PASS
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$2" "$3" || verdict=MISSED
+  printf '%-46s %12.1f %12.1f %-22s %7s  <= %s %s\n' "$1" "$2" "$3" "$4" "" "$3" "$verdict"
+  [ "$verdict" = PASS ] || MISSED=$((MISSED + 1))
+  row_json "$1" "$2" "$3" "$4" "<=" "$3" "$verdict"
+}
+# row_ratio LABEL HOTS3 OTHER OTHER_NAME: hots3 beside another server, the ratio, no goal.
+row_ratio() {
+  local r
+  r=$(python3 -c 'import sys; h, o = map(float, sys.argv[1:]); print("%6.0f%%" % (100 * h / o) if o > 0 else "   n/a")' "$2" "$3")
+  printf '%-46s %12.1f %12.1f %-22s %s\n' "$1" "$2" "$3" "$4" "$r"
+  row_json "$1" "$2" "$3" "$4" "" "" "info"
+}
+# row_info LABEL VALUE UNIT: a figure with no goal (shown, never judged).
+row_info() {
+  printf '%-46s %12.3f %12s %-22s\n' "$1" "$2" "" "$3"
+  row_json "$1" "$2" "" "$3" "" "" "info"
+}
+# row_flat LABEL SMALL LARGE PERCENT: LARGE within PERCENT% of SMALL (latency at 10^3 vs 10^6).
+row_flat() {
+  local verdict
+  verdict=$(python3 -c 'import sys; a, b, g = map(float, sys.argv[1:])
+r = 100 * b / a if a > 0 else 0
+print("%6.0f%%  <= %g%% %s" % (r, 100 + g, "PASS" if r <= 100 + g else "MISSED"))' "$2" "$3" "$4")
+  printf '%-46s %12.3f %12.3f %-22s %s\n' "$1" "$3" "$2" "(at the smallest size)" "$verdict"
+  case "$verdict" in *MISSED) MISSED=$((MISSED + 1)) ;; esac
+  row_json "$1" "$3" "$2" "the smallest size" "<=" "$((100 + $4))%" "${verdict##* }"
+}
+row_json() {  # label value limit limit_name goal_kind goal verdict
+  [ -n "${BENCH_ROWS:-}" ] || return 0
+  python3 -c 'import json, sys
+label, value, limit, limit_name, kind, goal, verdict = sys.argv[2:]
+num = lambda x: float(x) if x else None
+print(json.dumps({"figure": label, "hots3": num(value), "limit": num(limit), "limit_is": limit_name,
+                  "ratio_percent": 100 * float(value) / float(limit) if limit and float(limit) > 0 else None,
+                  "goal": (kind + " " + goal) if kind else None, "verdict": verdict}))' \
+    "$BENCH_ROWS" "$@" >> "$BENCH_ROWS"
 }

@@ -3,6 +3,7 @@
 #
 #   packaging/setup.sh run    install what is needed, build, start hots3 with its defaults
 #   packaging/setup.sh test   install what is needed, build (release + ASan/UBSan), run every test
+#   packaging/setup.sh bench  install what is needed, build release, run bench/run.sh (quiet machine!)
 #
 # Both install their own dependencies (apt-get; npm for the JavaScript clients), so a bare
 # machine or a CI runner needs nothing else. .ci/run calls "packaging/setup.sh test".
@@ -33,6 +34,11 @@ BUILD_PACKAGES=(
 # of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse).
 TEST_PACKAGES=(
   curl python3-boto3 python3-pytest awscli s3cmd rclone s3fs
+)
+
+# What bench/run.sh measures against (fio, nginx with wrk) and, for PEERS=radosgw, a one-node Ceph.
+BENCH_PACKAGES=(
+  curl fio wrk nginx ceph-mon ceph-mgr ceph-osd radosgw ceph-common
 )
 
 # What `run` needs beyond the build: the AWS CLI, for the `aws --endpoint-url ... s3 ls` that the
@@ -136,8 +142,14 @@ case "$MODE" in
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]
     ;;
+  bench)
+    install_packages "${BUILD_PACKAGES[@]}" "${BENCH_PACKAGES[@]}"
+    # The tests stay on: bench/http/run.sh drives tests/hots3-http-test-server.
+    configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_BUILD_TESTS=ON -DH3_BUILD_BENCH=ON
+    exec "$ROOT/bench/run.sh" build/release
+    ;;
   *)
-    echo "usage: $0 run|test" >&2
+    echo "usage: $0 run|test|bench" >&2
     exit 64
     ;;
 esac

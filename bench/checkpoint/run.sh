@@ -53,7 +53,7 @@ echo "  load: $READERS readers x $READ ranges; $(nproc) cores, $THREADS server w
 # ---- the limits -------------------------------------------------------------------------------
 FIO_W=$(fio_mbs write --rw=write --bs=1M --size="$TOTAL_BYTES" --iodepth="$DEPTH" --direct=1 --ioengine=io_uring --end_fsync=1)
 FIO_R=$(fio_mbs read --rw=read --bs=1M --size="$TOTAL_BYTES" --iodepth="$READERS" --direct=1 --ioengine=io_uring)
-rm -f "$WORK/fio.dat"
+fio_done
 
 start_nginx "$THREADS"
 "$LOADGEN" --plain --endpoint "$NGINX_URL" --bucket dav --prefix ckpt/ --workload put --overwrite \

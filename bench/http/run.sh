@@ -24,30 +24,16 @@ LARGE_BYTES=$((64 * 1024 * 1024))
 SMALL_GOAL_PERCENT=80
 LARGE_GOAL_PERCENT=90
 SERVER=$BUILD/tests/hots3-http-test-server
-missing=()
-command -v wrk >/dev/null || missing+=(wrk)
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "needs ${missing[*]}: sudo apt-get install -y wrk nginx" >&2
-  exit 1
-fi
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+need wrk nginx curl
 if [ ! -x "$SERVER" ]; then
   echo "no $SERVER: build it with the tests on, e.g. 'packaging/setup.sh test', or" >&2
   echo "  cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_BUILD_TESTS=ON &&" >&2
   echo "  cmake --build $BUILD --target hots3-http-test-server" >&2
   exit 1
 fi
-
-WORK=$(mktemp -d /tmp/hots3-bench-http.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+bench_init http
 
 # The same bytes the test server produces: the repeating pattern 0123456789abcdef.
 mkdir -p "$WORK/www/bytes"
@@ -59,32 +45,8 @@ for n in map(int, sys.argv[2:]):
         f.write((b"0123456789abcdef" * (n // 16 + 1))[:n])
 PY
 
-NGINX_PORT=$(free_port)
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes $THREADS;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log warn;
-user root;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  tcp_nodelay on;
-  keepalive_requests 1000000;
-  keepalive_timeout 60s;
-  open_file_cache max=100 inactive=60s;
-  default_type application/octet-stream;
-  server {
-    listen 127.0.0.1:$NGINX_PORT reuseport;
-    root $WORK/www;
-  }
-}
-CONF
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-"$NGINX" -c "$WORK/nginx.conf" -p "$WORK" &
-PIDS+=($!)
+start_nginx "$THREADS"
+NGINX_PORT=${NGINX_URL##*:}
 
 cat > "$WORK/hots3.toml" <<CONF
 [http]

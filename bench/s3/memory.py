@@ -5,7 +5,7 @@ from /proc after each phase, with the block cache off (every byte streamed throu
 buffers) and on (256 MiB). While the PUT is half sent, the device file's allocated size shows
 that the data goes to the device while the body is still arriving.
 
-usage: bench/s3/memory.py [BUILD_DIR]     (standard library only; needs ~16 GiB free in /var/tmp)
+usage: bench/s3/memory.py [BUILD_DIR]  (default build/release; standard library only; needs ~16 GiB free in /var/tmp)
 """
 
 import hashlib
@@ -128,7 +128,7 @@ def run(build, cache):
 
 
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
     print("hots3 memory while streaming (%d cores, %s)" % (os.cpu_count(), time.strftime("%Y-%m-%d")))
     print("%-10s %10s %16s %16s %22s" % ("cache", "idle RSS", "PUT 5 GiB peak", "GET 10 GiB peak",
                                           "on device at half PUT"))

@@ -9,12 +9,12 @@
 #   a hot 64 MiB object read again and again       fio buffered (page cache) vs the block cache
 #   HEAD/GET p50/p99, listing, start-up            10^3 vs SCALE_MAX objects (metadata cache off)
 #
-# usage: bench/storage/run.sh [BUILD_DIR]
+# usage: bench/storage/run.sh [BUILD_DIR]      (default build/release)
 #   env: REPEAT (3), SECONDS_EACH (10), SCALE_MAX (1000000), BENCH_TMPDIR (/var/tmp)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-BUILD=${1:-build}
+BUILD=${1:-build/release}
 REPEAT=${REPEAT:-3}
 SECONDS_EACH=${SECONDS_EACH:-10}
 SCALE_MAX=${SCALE_MAX:-1000000}
