@@ -134,15 +134,17 @@ class ReaderImpl final : public ObjectReader {
       delivered_ = end_;
       co_return piece;
     }
-    H3_CO_TRY(co_await plan());
+    H3_CO_TRY(co_await plan(Wait::kIfIdle));
     H3_ASSERT(!queue_.empty());
     while (!queue_.front().result->done) co_await pipeline_->wait_any();
     current_ = std::move(queue_.front());
     queue_.pop_front();
     if (current_.result->error) co_return current_.result->error;
     delivered_ = current_.end;
-    // Keep the device busy while the caller sends this piece.
-    H3_CO_TRY(co_await plan());
+    // Keep the device busy while the caller sends this piece, with buffers that are free now:
+    // waiting for one here, holding the piece's own, is hold-and-wait. With as many streams
+    // as buffers, every stream would hold one and wait for another, and none would move.
+    H3_CO_TRY(co_await plan(Wait::kNever));
     co_return current_.bytes();
   }
 
@@ -155,8 +157,13 @@ class ReaderImpl final : public ObjectReader {
     return row_hint_;
   }
 
+  enum class Wait {
+    kIfIdle,  // wait for a buffer when nothing is queued (REQUIRES: the reader holds no buffer)
+    kNever,
+  };
+
   // Starts segments until stream_depth are queued (or no buffer is free).
-  asio::awaitable<Result<void>> plan() {
+  asio::awaitable<Result<void>> plan(Wait wait) {
     const std::size_t depth = st_->core.options.stream_depth;
     while (planned_ < end_ && queue_.size() < depth) {
       const std::size_t r = row_at(planned_);
@@ -181,7 +188,7 @@ class ReaderImpl final : public ObjectReader {
       // From the device: whole chunks (cached afterwards) unless the request covers only part
       // of one chunk (small random reads read just their 4 KiB blocks).
       IoBuffer buffer;
-      if (queue_.empty()) {
+      if (queue_.empty() && wait == Wait::kIfIdle) {
         buffer = co_await pool_.acquire();
       } else if (auto spare = pool_.try_acquire()) {
         buffer = std::move(*spare);

@@ -1,7 +1,9 @@
 #include "hots3/storage/object_store.h"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -400,6 +402,42 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
 // the pool a buffer the device is still reading into: the next stream to take that buffer would
 // see its bytes change under it. Every free buffer is taken and marked right after the drop;
 // none may change once the abandoned reads complete.
+// More streams on one worker than its pool has buffers, each holding the piece it was handed
+// while its consumer sends it (here: yields to the others) before it asks for the next, as a
+// GET does. Every stream must finish with its bytes: a reader that waited for a buffer while
+// holding one deadlocked all of them once every buffer was some stream's current piece.
+TEST_P(StoreTest, MoreStreamsThanBuffersAllFinish) {
+  const Bytes data = test::pattern_bytes(6 * kMiB + 5, 22);
+  ASSERT_TRUE(put("many", data).has_value());
+  const std::size_t streams = 3 * options_.io_buffers_per_worker;
+  auto& context = *workers_->contexts()[0];
+  std::atomic<std::size_t> finished{0};
+  std::atomic<std::size_t> intact{0};
+  std::promise<void> all_done;
+  for (std::size_t i = 0; i < streams; ++i) {
+    asio::co_spawn(
+        context,
+        [&]() -> asio::awaitable<void> {
+          Bytes out;
+          if (auto reader = co_await store_->open_reader(bucket_.id, "many")) {
+            for (;;) {
+              auto piece = co_await (*reader)->next();
+              if (!piece || piece->empty()) break;
+              out.insert(out.end(), piece->begin(), piece->end());
+              co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);  // "sending"
+            }
+          }
+          if (out == data) ++intact;
+          if (++finished == streams) all_done.set_value();
+        },
+        asio::detached);
+  }
+  // Not a timing assertion: a deadlock never finishes, a working reader finishes in seconds.
+  ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << finished.load() << " of " << streams << " streams finished; the others wait for buffers forever";
+  EXPECT_EQ(intact.load(), streams);
+}
+
 TEST_P(StoreTest, ADroppedReaderKeepsItsInFlightBuffersFromOtherStreams) {
   const Bytes data = test::pattern_bytes(12 * kMiB, 21);
   ASSERT_TRUE(put("ahead", data).has_value());
