@@ -84,22 +84,9 @@ for n in sys.argv[2:]:
 PY
 done
 
-# wrk prints "Requests/sec: N" and "Transfer/sec: N{B,KB,MB,GB}", and only when there were any,
-# "Socket errors: connect N, read N, write N, timeout N" and "Non-2xx or 3xx responses: N".
 ERRORS=0
-run_wrk() {  # name url -> "requests_per_s megabytes_per_s" (wrk's output kept in $WORK)
-  local out="$WORK/wrk-$1.out"
-  wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 60s "$2" > "$out" 2>&1 || true
-  python3 - "$out" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
-m = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", text)
-if not rps or not m:
-    sys.exit("wrk failed:\n" + text)
-scale = {"B": 1e-6, "KB": 1024 / 1e6, "MB": 1024**2 / 1e6, "GB": 1024**3 / 1e6}[m.group(2)]
-print(rps.group(1), float(m.group(1)) * scale)
-PY
+run_wrk() {  # name url -> "requests_per_s megabytes_per_s errors" (wrk_run of lib.sh)
+  wrk_run "$1" "$CONNECTIONS" "$2"
 }
 check_errors() {  # name: one ERROR line per wrk error report of that run
   local line
@@ -122,16 +109,16 @@ verdict() {  # label ratio goal_percent
 echo "HTTP core vs nginx: $THREADS worker(s) each, wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION, $(nproc) cores"
 printf '%-28s %14s %14s %8s\n' "workload" "hots3" "nginx" "ratio"
 result=$(run_wrk hots3-small "http://127.0.0.1:$HOTS3_PORT/bytes/$SMALL_BYTES")
-read -r h_rps _ <<<"$result"
+read -r h_rps _ _ <<<"$result"
 result=$(run_wrk nginx-small "http://127.0.0.1:$NGINX_PORT/bytes/$SMALL_BYTES")
-read -r n_rps _ <<<"$result"
+read -r n_rps _ _ <<<"$result"
 small_ratio=$(python3 -c "print($h_rps / $n_rps)")
 printf '%-28s %14.0f %14.0f %7.0f%%\n' "${SMALL_BYTES} B response, req/s" "$h_rps" "$n_rps" \
   "$(python3 -c "print($small_ratio * 100)")"
 result=$(run_wrk hots3-large "http://127.0.0.1:$HOTS3_PORT/bytes/$LARGE_BYTES")
-read -r _ h_mbs <<<"$result"
+read -r _ h_mbs _ <<<"$result"
 result=$(run_wrk nginx-large "http://127.0.0.1:$NGINX_PORT/bytes/$LARGE_BYTES")
-read -r _ n_mbs <<<"$result"
+read -r _ n_mbs _ <<<"$result"
 large_ratio=$(python3 -c "print($h_mbs / $n_mbs)")
 printf '%-28s %14.0f %14.0f %7.0f%%\n' "64 MiB response, MB/s" "$h_mbs" "$n_mbs" \
   "$(python3 -c "print($large_ratio * 100)")"
