@@ -7,6 +7,8 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 #include <stdexcept>
@@ -170,7 +172,37 @@ asio::awaitable<void> Server::Impl::accept_loop(std::shared_ptr<detail::Shared> 
     }
     shared.connections_active.fetch_add(1, std::memory_order_relaxed);
     shared.connections_total.fetch_add(1, std::memory_order_relaxed);
-    detail::start_connection(keep_alive, worker, std::move(socket));
+    // SO_REUSEPORT spreads connections by a hash of their addresses, not by load: 8 clients
+    // often land 6 and 2 (or 7 and 1) on two workers, and the busy worker's hashing and I/O
+    // then bound them all while the other idles. So the connection goes to the least loaded
+    // worker (this one on a tie), whose io_context takes it over from here.
+    Worker* target = &worker;
+    {
+      // Two workers accepting at once must not both count the same load as the lowest.
+      std::lock_guard lock(shared.balance_mutex);
+      for (auto& other : shared.workers) {
+        if (other->load.load(std::memory_order_relaxed) < target->load.load(std::memory_order_relaxed)) {
+          target = other.get();
+        }
+      }
+      target->load.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (target == &worker) {
+      detail::start_connection(keep_alive, worker, std::move(socket));
+      continue;
+    }
+    // A socket that cannot move starts closed on the target and ends at once, giving back the
+    // counts taken above.
+    boost::system::error_code move_error;
+    const auto protocol = socket.local_endpoint(move_error).protocol();
+    const int fd = move_error ? -1 : socket.release(move_error);
+    asio::post(target->context, [keep_alive, target, protocol, fd] {
+      tcp::socket moved(target->context);
+      boost::system::error_code assign_error;
+      if (fd >= 0) moved.assign(protocol, fd, assign_error);
+      if (fd >= 0 && assign_error) ::close(fd);
+      detail::start_connection(keep_alive, *target, std::move(moved));
+    });
   }
 }
 

@@ -480,8 +480,9 @@ void Session<Stream>::log_access() {
 // handshake included); shutdown() waits for the count to reach zero.
 class ActiveGuard {
  public:
-  explicit ActiveGuard(Shared& shared) : shared_(shared) {}
+  ActiveGuard(Shared& shared, Worker& worker) : shared_(shared), worker_(worker) {}
   ~ActiveGuard() {
+    worker_.load.fetch_sub(1, std::memory_order_relaxed);
     if (shared_.connections_active.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(shared_.mutex);
       shared_.all_closed.notify_all();
@@ -494,12 +495,13 @@ class ActiveGuard {
 
  private:
   Shared& shared_;
+  Worker& worker_;
 };
 
 // TLS detection, handshake, then the session.
 asio::awaitable<void> run_connection(std::shared_ptr<Shared> keep_alive, Worker& worker,
                                      tcp::socket socket) {
-  ActiveGuard active(*keep_alive);
+  ActiveGuard active(*keep_alive, worker);
   error_code ec;
   const auto endpoint = socket.remote_endpoint(ec);
   std::string remote = ec ? "-" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());

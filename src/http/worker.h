@@ -48,6 +48,7 @@ struct Shared {
   std::atomic<std::uint64_t> connections_total{0};
   std::atomic<std::uint64_t> connections_rejected{0};
   std::atomic<std::uint64_t> requests_total{0};
+  std::mutex balance_mutex;  // a new connection's choice of worker (see Worker::load)
 
   // shutdown() waits here for connections_active to reach zero, or for stop_now().
   std::mutex mutex;
@@ -75,6 +76,9 @@ struct Worker {
 
   // Connections of this worker (intrusive list; Connection links and unlinks itself).
   Connection* connections = nullptr;
+  // Connections assigned to this worker and not yet ended (read by the other workers' accept
+  // loops, which hand each new connection to the least loaded worker).
+  std::atomic<std::uint32_t> load{0};
 
   // Request ids: a per-worker random seed mixed with a counter.
   std::uint64_t id_seed = 0;

@@ -12,6 +12,7 @@ its own test); unset, both run.
 Timeouts are set short in the test configuration; the assertions leave wide margins because
 CI machines are shared and noisy."""
 
+import collections
 import hashlib
 import json
 import os
@@ -630,6 +631,25 @@ class TestServerOnlyTest(unittest.TestCase):
 
     def conn(self):
         return harness.connect(self.port)
+
+    def test_connections_are_spread_evenly_over_the_workers(self):
+        # SO_REUSEPORT alone spreads connections by a hash of their addresses (8 often land 6
+        # and 2); each new connection goes to the least loaded of the two workers instead.
+        with harness.ServerProcess(self.binary, config=TEST_SERVER_CONFIG) as server:
+            socks = []
+            try:
+                for _ in range(8):
+                    socks.append(harness.connect(server.port))
+                threads = []
+                for s in socks:
+                    send_request(s, "GET", "/thread")
+                    resp = harness.Reader(s).read_response()
+                    self.assertEqual(resp.status, 200)
+                    threads.append(resp.body)
+                self.assertEqual(sorted(collections.Counter(threads).values()), [4, 4])
+            finally:
+                for s in socks:
+                    s.close()
 
     def test_broken_chunked_framing_is_a_client_error(self):
         with self.conn() as s:

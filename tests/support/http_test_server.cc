@@ -21,6 +21,9 @@
 #include <boost/crc.hpp>
 
 #include <charconv>
+#include <functional>
+#include <string>
+#include <thread>
 
 #include "hots3/common/logging.h"
 #include "hots3/common/worker_pool.h"
@@ -62,6 +65,10 @@ class TestHandler final : public hots3::http::Handler {
                                  std::chrono::milliseconds(number_after(target, "/slow/")));
         co_await timer.async_wait(asio::use_awaitable);
         co_await exchange.respond(Response(200), "done\n");
+        co_return;
+      }
+      if (target == "/thread") {  // which worker thread serves this connection
+        co_await exchange.respond(Response(200), std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
         co_return;
       }
       if (target == "/fail") throw std::runtime_error("handler failure requested by /fail");
