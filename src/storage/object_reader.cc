@@ -281,45 +281,67 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
       // lookup: it is read on a catalog reader thread, not on this worker.
       const std::uint64_t size = st->record->size_bytes;
       const std::int64_t id = st->record->id;
-      auto load = [catalog = core.catalog.get(), id, keep = size <= kLayoutCacheObjectMax] {
-        return catalog->object_extents(id, keep);
+      // A complete layout that is kept goes into the cache where it was loaded, and a load
+      // looks there first: many readers opening one object at once (a dataset's first epoch,
+      // 256 streams of one 1 GiB shard) queue behind each other on the catalog readers, and
+      // only the first loads it; the others share its copy (1 MiB of checksums per GiB) instead
+      // of holding one each.
+      struct Loaded {
+        std::shared_ptr<const LayoutCache::Layout> shared;
+        std::vector<ExtentRecord> rows;  // when not shared
+      };
+      auto load = [catalog = core.catalog.get(), layouts = core.layouts.get(), id, size,
+                   keep = size <= kLayoutCacheObjectMax]() -> Result<Loaded> {
+        if (keep) {
+          if (auto first = layouts->find(id)) return Loaded{std::move(first), {}};
+        }
+        H3_TRY(auto rows, catalog->object_extents(id, keep));
+        if (!keep || !rows_cover(rows, size)) return Loaded{nullptr, std::move(rows)};
+        auto shared = std::make_shared<const LayoutCache::Layout>(std::move(rows));
+        layouts->insert(id, shared);
+        return Loaded{std::move(shared), {}};
       };
       // (Not a conditional expression: GCC 12 miscompiles co_await inside one.)
-      Result<std::vector<ExtentRecord>> rows = errc::kNotFound;
+      Result<Loaded> loaded = errc::kNotFound;
       if (size <= kWorkerLayoutMax) {
-        rows = load();
+        loaded = load();
       } else {
         auto read = on_catalog_reader(core, load);
-        rows = co_await std::move(read);
+        loaded = co_await std::move(read);
       }
-      if (!rows) co_return rows.error();
-      if (!rows_cover(*rows, size)) {
-        // The version was overwritten, appended to or deleted after the lookup found it, and
-        // that commit took its rows (its space stays: the epoch holds it, but the catalog no
-        // longer says where it is). Read the key's current version and its rows again, in one
-        // read transaction this time, so that they belong together. The epoch entered above
-        // predates whatever this finds, so that version stays readable too.
-        auto consistent = [catalog = core.catalog.get(), bucket_id, key] {
-          return catalog->find_object_layout(bucket_id, key, kLayoutCacheObjectMax);
-        };
-        auto read = on_catalog_reader(core, consistent);
-        H3_CO_TRY(auto layout, co_await std::move(read));
-        if (!layout) co_return errc::kNotFound;
-        st->record = std::make_shared<const ObjectRecord>(std::move(layout->object));
-        if (auto ec = readable(*st->record)) co_return ec;
-        rows = std::move(layout->extents);
-        if (!st->record->inline_data && !rows_cover(*rows, st->record->size_bytes)) {
-          log::error("catalog: the extents of object {} (version {}) do not cover its {} bytes: run `hots3 check`",
-                     st->record->key, st->record->id, st->record->size_bytes);
-          co_return errc::kCorrupt;
+      if (!loaded) co_return loaded.error();
+      if (loaded->shared) {
+        st->shared_rows = std::move(loaded->shared);
+      } else {
+        std::vector<ExtentRecord> rows = std::move(loaded->rows);
+        if (!rows_cover(rows, size)) {
+          // The version was overwritten, appended to or deleted after the lookup found it, and
+          // that commit took its rows (its space stays: the epoch holds it, but the catalog no
+          // longer says where it is). Read the key's current version and its rows again, in one
+          // read transaction this time, so that they belong together. The epoch entered above
+          // predates whatever this finds, so that version stays readable too.
+          auto consistent = [catalog = core.catalog.get(), bucket_id, key] {
+            return catalog->find_object_layout(bucket_id, key, kLayoutCacheObjectMax);
+          };
+          auto read = on_catalog_reader(core, consistent);
+          H3_CO_TRY(auto layout, co_await std::move(read));
+          if (!layout) co_return errc::kNotFound;
+          st->record = std::make_shared<const ObjectRecord>(std::move(layout->object));
+          if (auto ec = readable(*st->record)) co_return ec;
+          rows = std::move(layout->extents);
+          if (!st->record->inline_data && !rows_cover(rows, st->record->size_bytes)) {
+            log::error("catalog: the extents of object {} (version {}) do not cover its {} bytes: run `hots3 check`",
+                       st->record->key, st->record->id, st->record->size_bytes);
+            co_return errc::kCorrupt;
+          }
         }
-      }
-      if (!st->record->inline_data) {
-        if (st->record->size_bytes <= kLayoutCacheObjectMax) {
-          st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(*rows));
-          core.layouts->insert(st->record->id, st->shared_rows);
-        } else {
-          st->own_rows = std::move(*rows);
+        if (!st->record->inline_data) {
+          if (st->record->size_bytes <= kLayoutCacheObjectMax) {
+            st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(rows));
+            core.layouts->insert(st->record->id, st->shared_rows);
+          } else {
+            st->own_rows = std::move(rows);
+          }
         }
       }
     }
