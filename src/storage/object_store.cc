@@ -66,68 +66,6 @@ asio::awaitable<void> Pipeline::wait_below(unsigned limit) {
   while (inflight_ >= limit) co_await wait_any();
 }
 
-// ---- Retirement ------------------------------------------------------------------------------
-
-std::uint64_t Retirement::enter() {
-  std::lock_guard lock(mutex_);
-  ++readers_[current_];
-  return current_;
-}
-
-void Retirement::leave(std::uint64_t epoch) {
-  std::lock_guard lock(mutex_);
-  auto it = readers_.find(epoch);
-  H3_ASSERT(it != readers_.end());
-  if (--it->second == 0) readers_.erase(it);
-  collect();
-}
-
-namespace {
-void erase_cached(BlockCache& cache, const ExtentList& extents, std::int64_t version) {
-  if (version == 0 || !cache.enabled()) return;
-  for (const Extent& e : extents) {
-    for (std::uint64_t at = 0; at < e.length_bytes; at += BlockCache::kBlockBytes) {
-      cache.erase({version, e.offset_bytes + at});
-    }
-  }
-}
-}  // namespace
-
-void Retirement::retire(ExtentList extents, std::int64_t version) {
-  erase_cached(cache_, extents, version);
-  std::lock_guard lock(mutex_);
-  std::uint64_t bytes = 0;
-  for (const Extent& e : extents) bytes += e.length_bytes;
-  pending_bytes_ += bytes;
-  retired_.push_back({current_, std::move(extents), version});
-  ++current_;  // readers from now on cannot see the retired version
-  collect();
-}
-
-void Retirement::release_now(const ExtentList& extents) { allocator_.release(extents); }
-
-void Retirement::collect() {
-  const std::uint64_t oldest = readers_.empty() ? UINT64_MAX : readers_.begin()->first;
-  while (!retired_.empty() && retired_.front().epoch < oldest) {
-    Retired& r = retired_.front();
-    // Readers of the version may have cached blocks after retire(): drop them for good now.
-    erase_cached(cache_, r.extents, r.version);
-    for (const Extent& e : r.extents) pending_bytes_ -= e.length_bytes;
-    allocator_.release(r.extents);
-    retired_.pop_front();
-  }
-}
-
-std::uint64_t Retirement::pending_bytes() const {
-  std::lock_guard lock(mutex_);
-  return pending_bytes_;
-}
-
-bool Retirement::is_retired(std::int64_t version) const {
-  std::lock_guard lock(mutex_);
-  return std::any_of(retired_.begin(), retired_.end(), [&](const Retired& r) { return r.version == version; });
-}
-
 // ---- LayoutCache -----------------------------------------------------------------------------
 
 std::uint64_t LayoutCache::cost(const Layout& layout) {
