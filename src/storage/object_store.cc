@@ -66,37 +66,6 @@ asio::awaitable<void> Pipeline::wait_below(unsigned limit) {
   while (inflight_ >= limit) co_await wait_any();
 }
 
-// ---- LayoutCache -----------------------------------------------------------------------------
-
-std::uint64_t LayoutCache::cost(const Layout& layout) {
-  std::uint64_t bytes = 64;
-  for (const ExtentRecord& e : layout) bytes += sizeof(ExtentRecord) + e.checksums.size() * sizeof(std::uint32_t);
-  return bytes;
-}
-
-std::shared_ptr<const LayoutCache::Layout> LayoutCache::find(std::int64_t version) {
-  std::lock_guard lock(mutex_);
-  auto it = index_.find(version);
-  if (it == index_.end()) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->layout;
-}
-
-void LayoutCache::insert(std::int64_t version, std::shared_ptr<const Layout> layout) {
-  const std::uint64_t bytes = cost(*layout);
-  if (bytes > capacity_bytes_ / 4) return;  // one huge object must not flush all the others
-  std::lock_guard lock(mutex_);
-  if (index_.count(version) != 0) return;
-  lru_.push_front({version, std::move(layout), bytes});
-  index_.emplace(version, lru_.begin());
-  bytes_ += bytes;
-  while (bytes_ > capacity_bytes_ && !lru_.empty()) {
-    bytes_ -= lru_.back().bytes;
-    index_.erase(lru_.back().version);
-    lru_.pop_back();
-  }
-}
-
 }  // namespace detail
 
 namespace {
