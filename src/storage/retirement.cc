@@ -53,8 +53,9 @@ void Retirement::leave(Ticket ticket) {
   if (before != 1) return;
   // No lost wake-up. All operations here are in one total order S (seq_cst). A collect() that
   // looks at our counter after our subtract in S sees it. One that looked before (and so found
-  // it non-zero, and may have stopped there) did so after its own flip of phase_ and after the
-  // increment of pending_versions_ for what it waits for: both precede our subtract in S, so
+  // it non-zero, and may have stopped there) did so after the flip of phase_ that closed our
+  // parity and after the increment of pending_versions_ for what it waits for (made by it or
+  // before it under mutex_, which orders them in S too): both precede our subtract in S, so
   // our loads below see them or later values, and we collect ourselves. A later value of
   // phase_ equal to our parity again means a later flip, whose collect() saw our parity empty;
   // the flip away from it after that follows our load in S, and so does every later look at
