@@ -8,6 +8,8 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <array>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <list>
@@ -49,48 +51,98 @@ class Pipeline {
   std::function<void()> waiter_;
 };
 
-// Epoch-based reclamation of device space. Readers enter an epoch before they look an object
-// up and leave when they are done; space retired in epoch E is freed once every reader that
-// entered at or before E has left. So a reader that found a version keeps its extents readable
-// however often the key is overwritten meanwhile, and nothing freed can be read by mistake.
+// Epoch-based reclamation of device space, SRCU-style (as Linux's sleepable RCU). Readers
+// enter before they look an object up and leave when they are done; space retired while some
+// reader might still use it is freed only once every such reader has left. So a reader that
+// found a version keeps its extents readable however often the key is overwritten meanwhile,
+// and nothing freed can be read by mistake.
+//
+// Readers count themselves in one of two phase parities, in a counter slot picked by their
+// thread (a cache line of its own): enter is a load of the phase and one atomic add, leave one
+// atomic subtract, both on a line other threads rarely write — no lock, no allocation, so the
+// read path of every worker scales. The mutex is taken by retire() and by a leave() that
+// empties its slot's count of a closed phase while space waits; never by any other enter or
+// leave. Nothing ever blocks waiting for readers: space comes back on the leave() that lets it.
+//
+// Why it is safe: a reader that found a version entered before it looked, and its lookup
+// happened before the change that unreferenced the version (else it would have seen the
+// change), which happens before retire(). So every look at the reader's counter made after
+// retire() sees it until it leaves. Space is freed once both parities have been seen empty
+// after its retire(), whichever parity such a reader counted in.
+//
+// Why it is not starved: a busy parity need not ever be empty by itself, so the reclaimer
+// flips the current phase (once the other parity is empty): new readers count in the other
+// parity and the old one drains as its readers leave. Space retired in the current phase
+// waits in open_ until a flip, then in closing_ until the closed parity has drained: two
+// generations of readers at most. A flip is only needed while something waits.
 class Retirement {
  public:
+  static constexpr std::size_t kSlots = 64;
+  struct alignas(64) Slot {
+    std::array<std::atomic<std::uint64_t>, 2> readers{};  // by phase parity
+  };
+  struct Ticket {
+    Slot* slot;
+    unsigned phase;  // parity: 0 or 1
+  };
+
   Retirement(ExtentAllocator& allocator, BlockCache& cache) : allocator_(allocator), cache_(cache) {}
 
-  std::uint64_t enter();
-  void leave(std::uint64_t epoch);
+  // Lock-free; the ticket goes back to leave(), from any thread, exactly once.
+  Ticket enter() noexcept;
+  // May free space that this reader was the last to hold (then it takes the mutex).
+  void leave(Ticket ticket);
   // `version`'s cache entries are dropped now; `extents` go back to the allocator once no
-  // earlier reader remains. REQUIRES: the transaction that unreferenced them is durable.
+  // reader that entered before this call remains (at once if none). REQUIRES: the transaction
+  // that unreferenced them is durable and the metadata cache no longer hands the version out.
   void retire(ExtentList extents, std::int64_t version);
   // Space no reader can be using: never committed (aborted writes), or multipart parts (never
   // read). Free at once.
   void release_now(const ExtentList& extents);
 
-  [[nodiscard]] std::uint64_t pending_bytes() const;
+  // Bytes retired and not yet freed.
+  [[nodiscard]] std::uint64_t pending_bytes() const noexcept { return pending_bytes_.load(); }
+  // Whether `version` has been retired and not yet freed. One atomic load when nothing waits
+  // (the common case), else a lookup in one of several small sharded sets.
   [[nodiscard]] bool is_retired(std::int64_t version) const;
 
  private:
   struct Retired {
-    std::uint64_t epoch;
     ExtentList extents;
     std::int64_t version;
+    std::uint64_t bytes;
   };
-  void collect();  // REQUIRES: mutex_ held
+  struct alignas(64) VersionShard {
+    std::mutex mutex;
+    std::unordered_map<std::int64_t, unsigned> versions;  // version → times retired, pending
+  };
+  static constexpr std::size_t kVersionShards = 16;
+  VersionShard& version_shard(std::int64_t version) const noexcept;
+  // Whether no reader counts in `parity` (as seen now; readers may enter it later).
+  [[nodiscard]] bool drained(unsigned parity) const noexcept;
+  // Moves retired space along as far as the readers allow (flipping the phase if that helps)
+  // and returns what may be freed now. REQUIRES: mutex_ held.
+  std::vector<Retired> collect();
+  // Frees collected space; called without mutex_ (a cache erase per block can take a while).
+  void reclaim(std::vector<Retired> batch);
 
   ExtentAllocator& allocator_;
   BlockCache& cache_;
-  mutable std::mutex mutex_;
-  std::uint64_t current_ = 1;
-  std::map<std::uint64_t, std::uint64_t> readers_;  // epoch → readers in it
-  std::deque<Retired> retired_;
-  std::uint64_t pending_bytes_ = 0;
+  std::array<Slot, kSlots> slots_{};
+  std::atomic<unsigned> phase_{0};  // where readers enter; stored only under mutex_
+  std::mutex mutex_;                // the reclaimer's state below
+  std::vector<Retired> open_;       // retired since the last flip
+  std::vector<Retired> closing_;    // retired before it: free once the closed parity drains
+  std::atomic<std::uint64_t> pending_bytes_{0};
+  std::atomic<std::uint64_t> pending_versions_{0};  // entries of open_ and closing_, and being freed
+  mutable std::array<VersionShard, kVersionShards> versions_;
 };
 
 // Holds an epoch for as long as it lives (a reader's shared state).
 class EpochGuard {
  public:
-  explicit EpochGuard(Retirement& r) : retirement_(r), epoch_(r.enter()) {}
-  ~EpochGuard() { retirement_.leave(epoch_); }
+  explicit EpochGuard(Retirement& r) : retirement_(r), ticket_(r.enter()) {}
+  ~EpochGuard() { retirement_.leave(ticket_); }
   EpochGuard(const EpochGuard&) = delete;
   EpochGuard& operator=(const EpochGuard&) = delete;
   EpochGuard(EpochGuard&&) = delete;
@@ -98,13 +150,17 @@ class EpochGuard {
 
  private:
   Retirement& retirement_;
-  std::uint64_t epoch_;
+  Retirement::Ticket ticket_;
 };
 
 // Object layouts (extents with their checksums) by version, so that repeated ranged reads of an
 // object (training reads shards in 8 MiB ranges) do not reload them from the catalog. Layouts
 // are immutable once built; versions are never reused, so nothing needs invalidating — old
-// ones simply age out. Bounded by the bytes of checksums held.
+// ones simply age out. Bounded by the bytes of checksums held (all shards together).
+//
+// Split into shards by version, each with its own mutex and LRU, so that workers reading
+// different objects never contend; a hit locks one shard. An insertion over the budget evicts
+// the least recently used layouts of its own shard first, then of the others.
 class LayoutCache {
  public:
   using Layout = std::vector<ExtentRecord>;
@@ -113,6 +169,7 @@ class LayoutCache {
   std::shared_ptr<const Layout> find(std::int64_t version);
   void insert(std::int64_t version, std::shared_ptr<const Layout> layout);
   static std::uint64_t cost(const Layout& layout);
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_.load(); }
 
  private:
   struct Item {
@@ -120,11 +177,17 @@ class LayoutCache {
     std::shared_ptr<const Layout> layout;
     std::uint64_t bytes;
   };
-  std::mutex mutex_;
-  std::list<Item> lru_;  // most recent first
-  std::unordered_map<std::int64_t, std::list<Item>::iterator> index_;
-  std::uint64_t bytes_ = 0;
-  std::uint64_t capacity_bytes_;
+  struct alignas(64) Shard {
+    std::mutex mutex;
+    std::list<Item> lru;  // most recent first
+    std::unordered_map<std::int64_t, std::list<Item>::iterator> index;
+  };
+  static constexpr std::size_t kShards = 16;
+  static std::size_t shard_index(std::int64_t version) noexcept;
+
+  const std::uint64_t capacity_bytes_;
+  std::atomic<std::uint64_t> bytes_{0};
+  std::array<Shard, kShards> shards_;
 };
 
 class MetadataCache;

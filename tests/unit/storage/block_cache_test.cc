@@ -47,12 +47,18 @@ TEST(BlockCache, AScanLargerThanTheCacheDoesNotFlushTheHotSet) {
     }
   }
   // One pass over 4x the cache of other data.
+  const BlockCache::Stats before_scan = cache.stats();
   for (std::uint64_t i = 0; i < 1024; ++i) {
     if (!cache.lookup({2, i * kBlock})) cache.insert({2, i * kBlock}, block_of(2));
   }
+  const BlockCache::Stats after_scan = cache.stats();
+  EXPECT_EQ(after_scan.misses - before_scan.misses, 1024U);
+  EXPECT_GT(after_scan.evictions, before_scan.evictions) << "the scan did not fill the cache";
   int hits = 0;
   for (std::uint64_t i = 0; i < 128; ++i) hits += cache.lookup({1, i * kBlock}) ? 1 : 0;
   EXPECT_GE(hits, 120) << "the scan flushed the hot set";
+  // The counters (what the metrics report) agree.
+  EXPECT_EQ(cache.stats().hits - after_scan.hits, static_cast<std::uint64_t>(hits));
 }
 
 TEST(BlockCache, BlocksReadAgainAfterProbationArePromoted) {
