@@ -172,14 +172,19 @@ class WriterImpl final : public ObjectWriter {
     if (cursor_extent_ < extents.size() && cursor_used_ < extents[cursor_extent_].length_bytes) return {};
     if (declared_) return errc::kTooLarge;  // cannot happen: the declared size was reserved
     H3_ASSERT(cursor_extent_ == extents.size(), "the cursor is at the end of the reservation");
-    if (!extents.empty() && core_.allocator->allocate_at(extents.back().end_bytes(), kGrowBytes)) {
+    // A step of kGrowBytes, or what is left when less is free: a nearly full device still takes
+    // a streamed object that fits.
+    const std::uint64_t free_blocks = core_.allocator->free_bytes() / kChecksumBlockBytes;
+    const std::uint64_t step = std::min(kGrowBytes, free_blocks * kChecksumBlockBytes);
+    if (step == 0) return errc::kNoSpace;
+    if (!extents.empty() && core_.allocator->allocate_at(extents.back().end_bytes(), step)) {
       // Grown in place: the cursor steps back onto the last extent's new tail.
       cursor_extent_ = extents.size() - 1;
       cursor_used_ = extents.back().length_bytes;
-      extents.back().length_bytes += kGrowBytes;
+      extents.back().length_bytes += step;
       return {};
     }
-    H3_TRY(auto more, core_.allocator->allocate(kGrowBytes, ExtentAllocator::Placement::kLargest));
+    H3_TRY(auto more, core_.allocator->allocate(step, ExtentAllocator::Placement::kLargest));
     extents.insert(extents.end(), more.begin(), more.end());
     return {};
   }

@@ -476,7 +476,7 @@ TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLe
         std::lock_guard lock(mutex);
         versions.insert(md5_hex(value));
       }
-      // Sizes declared: a stream of unknown size reserves 64 MiB at a time, more than this device.
+      // Sizes declared: a stream of unknown size reserves up to 64 MiB at a time, the whole device.
       auto stored = run(put_async(key, std::move(value), true), worker);
       if (!stored && stored.error() == errc::kNoSpace) {
         ++full;  // readers may hold a few old versions: a full device refuses, it never waits
@@ -608,6 +608,27 @@ TEST_P(StoreTest, AFullDeviceRefusesTheWriterAndKeepsEverythingElse) {
   EXPECT_TRUE(get("keep").value() == keep);
   // The space is usable again.
   EXPECT_TRUE(put("fits", test::pattern_bytes(100 * kMiB, 8)).has_value());
+}
+
+// A stream of unknown size grows its reservation 64 MiB at a time; on a nearly full device it
+// takes what is left, so an object that fits is stored.
+TEST_P(StoreTest, AStreamOfUnknownSizeFitsIntoTheLastFreeSpace) {
+  const Bytes big = test::pattern_bytes(200 * kMiB, 11);
+  ASSERT_TRUE(put("big", big).has_value());
+  ASSERT_LT(store_->stats().free_bytes, 64 * kMiB);
+  const std::uint64_t before = used();
+  const Bytes small = test::pattern_bytes(100 * 1000, 12);  // larger than an inline object
+  const Bytes medium = test::pattern_bytes(20 * kMiB + 5, 13);
+  const auto blocks = [](std::size_t n) { return (n + kChecksumBlockBytes - 1) / kChecksumBlockBytes * kChecksumBlockBytes; };
+  ASSERT_TRUE(put("small", small, false).has_value());
+  ASSERT_TRUE(put("medium", medium, false).has_value());
+  EXPECT_TRUE(get("small").value() == small);
+  EXPECT_TRUE(get("medium").value() == medium);
+  // Only the bytes written stay reserved.
+  EXPECT_EQ(used(), before + blocks(small.size()) + blocks(medium.size()));
+  // More than is left still fails cleanly.
+  EXPECT_EQ(put("too-big", test::pattern_bytes(60 * kMiB, 14), false).error(), errc::kNoSpace);
+  EXPECT_EQ(used(), before + blocks(small.size()) + blocks(medium.size()));
 }
 
 TEST_P(StoreTest, ConditionalWrites) {
