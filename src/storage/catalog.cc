@@ -268,7 +268,7 @@ void configure_reader(Connection& c) {
   c.exec_or_throw(
       "PRAGMA query_only = ON;"
       "PRAGMA cache_size = -16384;"       // 16 MiB per reader
-      "PRAGMA mmap_size = 268435456;"     // point lookups straight from the page cache
+      "PRAGMA mmap_size = 2147418112;"    // point lookups straight from the page cache (SQLite caps it at 2 GiB)
       "PRAGMA temp_store = MEMORY;");
 }
 

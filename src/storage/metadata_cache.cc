@@ -17,13 +17,21 @@ MetadataCache::Shard& MetadataCache::shard_of(const std::string& id) {
   return shards_[std::hash<std::string>{}(id) % kShards];
 }
 
+namespace {
+// False for an inline object read without its bytes (by HEAD).
+bool complete(const std::shared_ptr<const ObjectRecord>& record) {
+  return !record || !record->inline_data || record->inline_data->size() == record->size_bytes;
+}
+}  // namespace
+
 std::variant<std::shared_ptr<const ObjectRecord>, MetadataCache::Miss> MetadataCache::find(std::int64_t bucket_id,
-                                                                                         std::string_view key) {
+                                                                                         std::string_view key,
+                                                                                         bool with_data) {
   const std::string id = id_of(bucket_id, key);
   Shard& s = shard_of(id);
   std::lock_guard lock(s.mutex);
   auto it = s.index.find(id);
-  if (it == s.index.end()) return Miss{s.generation};
+  if (it == s.index.end() || (with_data && !complete(it->second->record))) return Miss{s.generation};
   s.lru.splice(s.lru.begin(), s.lru, it->second);
   return it->second->record;
 }
@@ -41,7 +49,14 @@ void MetadataCache::insert(std::int64_t bucket_id, std::string_view key, std::sh
   Shard& s = shard_of(id);
   std::lock_guard lock(s.mutex);
   // A change of any key of this shard since find(): what was read may be stale; do not keep it.
-  if (s.generation != miss.generation || s.index.count(id) != 0) return;
+  if (s.generation != miss.generation) return;
+  if (auto it = s.index.find(id); it != s.index.end()) {
+    if (complete(it->second->record) || !complete(record)) return;
+    s.bytes -= it->second->bytes;
+    auto entry = it->second;
+    s.index.erase(it);
+    s.lru.erase(entry);
+  }
   s.lru.push_front({std::move(id), std::move(record), bytes});
   s.index.emplace(s.lru.front().key, s.lru.begin());
   s.bytes += bytes;
@@ -70,10 +85,11 @@ void MetadataCache::invalidate(std::int64_t bucket_id, std::string_view key) {
 namespace hots3::storage::detail {
 
 Result<std::shared_ptr<const ObjectRecord>> lookup_object(StoreCore& core, std::int64_t bucket_id,
-                                                          std::string_view key) {
-  auto found = core.metadata->find(bucket_id, key);
+                                                          std::string_view key, bool with_data) {
+  auto found = core.metadata->find(bucket_id, key, with_data);
   if (auto* hit = std::get_if<std::shared_ptr<const ObjectRecord>>(&found)) return std::move(*hit);
-  H3_TRY(auto row, core.catalog->find_object_with_data(bucket_id, key));
+  H3_TRY(auto row, with_data ? core.catalog->find_object_with_data(bucket_id, key)
+                             : core.catalog->find_object(bucket_id, key));
   std::shared_ptr<const ObjectRecord> record;
   if (row) record = std::make_shared<const ObjectRecord>(std::move(*row));
   core.metadata->insert(bucket_id, key, record, std::get<MetadataCache::Miss>(found));

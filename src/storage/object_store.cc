@@ -202,7 +202,7 @@ class StoreImpl final : public ObjectStore {
   }
 
   Result<std::optional<ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) override {
-    H3_TRY(auto record, detail::lookup_object(core_, bucket_id, key));
+    H3_TRY(auto record, detail::lookup_object(core_, bucket_id, key, /*with_data=*/false));
     if (!record) return std::optional<ObjectRecord>{};
     ObjectRecord copy = *record;
     if (copy.inline_data) copy.inline_data.emplace();  // HEAD: "inline", without the bytes

@@ -221,9 +221,12 @@ boost::asio::awaitable<std::invoke_result_t<F>> on_catalog_reader(StoreCore& cor
                                boost::asio::use_awaitable);
 }
 
-// The current version of (bucket, key) with its inline data: from the metadata cache, or read
-// from the catalog and cached. nullptr when there is none.
-Result<std::shared_ptr<const ObjectRecord>> lookup_object(StoreCore& core, std::int64_t bucket_id, std::string_view key);
+// The current version of (bucket, key): from the metadata cache, or read from the catalog and
+// cached. With `with_data`, an inline object comes with its bytes; without (HEAD), its
+// inline_data may be empty: HEAD of an inline object reads no inline data, which is most of
+// the catalog's bytes when objects are small. nullptr when there is none.
+Result<std::shared_ptr<const ObjectRecord>> lookup_object(StoreCore& core, std::int64_t bucket_id, std::string_view key,
+                                                          bool with_data = true);
 
 // The writer implementation (object_writer.cc) and its accessors for the store.
 // Errors: kNoSpace when a declared size cannot be reserved. Without `inline_allowed` the data
@@ -264,9 +267,12 @@ class MetadataCache {
   struct Miss {
     std::uint64_t generation;  // pass back to insert()
   };
-  // The cached record, or what insert() needs after the caller read the catalog.
-  std::variant<std::shared_ptr<const ObjectRecord>, Miss> find(std::int64_t bucket_id, std::string_view key);
-  // Caches `record` (nullptr: "no such key") unless the key changed since find().
+  // The cached record, or what insert() needs after the caller read the catalog. With
+  // `with_data`, a record of an inline object cached without its bytes is a miss.
+  std::variant<std::shared_ptr<const ObjectRecord>, Miss> find(std::int64_t bucket_id, std::string_view key,
+                                                               bool with_data);
+  // Caches `record` (nullptr: "no such key") unless the key changed since find(); replaces a
+  // record cached without its inline bytes by one with them.
   void insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record, Miss miss);
   // After a durable change of the key.
   void invalidate(std::int64_t bucket_id, std::string_view key);
