@@ -10,6 +10,8 @@
 //              --data), in 1000-key "directories" d0000/, d0001/, ...: the start-up time (free
 //              space rebuilt from the catalog), HEAD and GET p50/p99 of random keys, listing one
 //              directory (1000 keys) and the root with delimiter "/" (one seek per directory)
+//   complete   one multipart upload of COUNT parts of SIZE bytes (written by CONCURRENCY writers),
+//              then the time of its CompleteMultipartUpload (metadata only: no data is copied)
 //
 // Output: one line "name value unit" per figure (and a JSON line with --json).
 
@@ -239,6 +241,39 @@ class Bench {
     report("smallput_writes_per_commit", static_cast<double>(stats.catalog_writes) / std::max<double>(1, static_cast<double>(stats.catalog_commits)), "");
   }
 
+  void complete() {
+    const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
+    const auto data = payload(size);
+    const auto parts = static_cast<std::uint32_t>(args_.count);
+    auto upload = run(0, store_->create_upload(bucket_, "multipart", "bench", {}, std::nullopt, std::nullopt)).value();
+    std::atomic<std::uint32_t> next{1};
+    const auto start = Clock::now();
+    parallel(args_.concurrency, [&](unsigned) -> asio::awaitable<int> {
+      for (std::uint32_t n = next++; n <= parts; n = next++) {
+        auto w = (co_await store_->create_writer(data.size(), /*for_part=*/true)).value();
+        if (!co_await w->write(data) || !co_await w->finish()) throw std::runtime_error("part write failed");
+        auto part = co_await store_->commit_part(std::move(w), upload.upload_id, n, {});
+        if (!part) throw std::runtime_error("commit_part: " + part.error().message());
+      }
+      co_return 0;
+    });
+    report("complete_parts_per_s", parts / since(start), "parts/s");
+    const auto completing = Clock::now();
+    auto object = run(0, store_->complete_upload(
+                             upload.upload_id,
+                             [&](const UploadRecord&, const std::vector<PartRecord>& all) -> Result<ObjectStore::CompletionPlan> {
+                               ObjectStore::CompletionPlan plan;
+                               plan.parts = all;
+                               plan.spec.etag = fmt::format("00000000000000000000000000000000-{}", all.size());
+                               return plan;
+                             },
+                             {}));
+    const double seconds = since(completing);
+    if (!object || object->parts_count != parts) throw std::runtime_error("complete failed");
+    report("complete_parts", parts, "parts");
+    report("complete_ms", seconds * 1e3, "ms");
+  }
+
   void hotread() {
     const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
     const auto data = payload(size);
@@ -356,7 +391,7 @@ class Bench {
 int main(int argc, char** argv) {
   CLI::App app{"hots3 storage engine benchmark"};
   Args a;
-  app.add_option("mode", a.mode, "seqwrite|seqread|randread|smallput|hotread|scale")->required();
+  app.add_option("mode", a.mode, "seqwrite|seqread|randread|smallput|hotread|scale|complete")->required();
   app.add_option("--data", a.data_dir);
   app.add_option("--device", a.device);
   app.add_option("--device-size", a.device_size_text);
@@ -386,6 +421,7 @@ int main(int argc, char** argv) {
     else if (a.mode == "smallput") bench.smallput();
     else if (a.mode == "hotread") bench.hotread();
     else if (a.mode == "scale") bench.scale();
+    else if (a.mode == "complete") bench.complete();
     else throw std::runtime_error("unknown mode " + a.mode);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "storage_bench: %s\n", e.what());

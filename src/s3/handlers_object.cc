@@ -374,14 +374,13 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     if (object.parts_count == 0) {
       if (n != 1) co_return co_await s.send_error(r, Code::kInvalidPartNumber);
     } else {
-      auto parts = s.store().object_parts(object.id);
-      if (!parts) co_return co_await s.send_error(r, from_errc(parts.error()));
-      auto it = std::find_if(parts->begin(), parts->end(), [&](const auto& p) { return p.part_number == n; });
-      if (it == parts->end()) co_return co_await s.send_error(r, Code::kInvalidPartNumber);
-      offset = it->offset_bytes;
-      length = it->size_bytes;
+      auto part = s.store().object_part(object.id, n);
+      if (!part) co_return co_await s.send_error(r, from_errc(part.error()));
+      if (!*part) co_return co_await s.send_error(r, Code::kInvalidPartNumber);
+      offset = (*part)->offset_bytes;
+      length = (*part)->size_bytes;
       partial = true;
-      part_checksum = it->checksum;
+      part_checksum = (*part)->checksum;
     }
   } else if (auto range = r.header("range")) {
     const RangeResult parsed = parse_range(*range, object.size_bytes);

@@ -477,9 +477,10 @@ class WriteTxnImpl final : public WriteTxn {
       kept.push_back(part.id);
     }
     // Parts the client did not list are dropped with the upload.
+    std::sort(kept.begin(), kept.end());
     H3_TRY(auto all, parts(upload_row));
     for (const PartRecord& p : all) {
-      if (std::find(kept.begin(), kept.end(), p.id) == kept.end()) {
+      if (!std::binary_search(kept.begin(), kept.end(), p.id)) {
         H3_TRY(auto gone, delete_extents(c_, p.id));
         freed.insert(freed.end(), gone.begin(), gone.end());
       }
@@ -878,6 +879,16 @@ Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_
     out.push_back({static_cast<std::uint32_t>(q.int64(0)), q.uint64(1), q.uint64(2), q.optional_text(3)});
   }
   return out;
+}
+
+Result<std::optional<ObjectPartRecord>> Catalog::object_part(std::int64_t object_id, std::uint32_t part_number) {
+  auto q = impl_->reader().query(
+      "SELECT part_number, offset, size, checksum FROM object_parts WHERE object_id = ?1 AND part_number = ?2");
+  q.bind(1, object_id).bind(2, static_cast<std::int64_t>(part_number));
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<ObjectPartRecord>{};
+  return std::optional<ObjectPartRecord>(
+      ObjectPartRecord{static_cast<std::uint32_t>(q.int64(0)), q.uint64(1), q.uint64(2), q.optional_text(3)});
 }
 
 Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& query) {

@@ -506,8 +506,16 @@ class StoreImpl final : public ObjectStore {
     return core_.catalog->object_parts(object_id);
   }
 
+  Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id, std::uint32_t part_number) override {
+    return core_.catalog->object_part(object_id, part_number);
+  }
+
   asio::awaitable<Result<std::size_t>> abort_uploads_older_than(std::chrono::milliseconds age) override {
-    H3_CO_TRY(auto old, core_.catalog->uploads_older_than(now_ms() - static_cast<std::int64_t>(age.count()), 1000));
+    // Up to 1000 rows: more than an index lookup, so on a catalog reader, not on this worker.
+    auto read = detail::on_catalog_reader(core_, [c = core_.catalog.get(), before = now_ms() - static_cast<std::int64_t>(age.count())] {
+      return c->uploads_older_than(before, 1000);
+    });
+    H3_CO_TRY(auto old, co_await std::move(read));
     std::size_t aborted = 0;
     for (const UploadRecord& u : old) {
       auto r = co_await abort_upload(u.upload_id);

@@ -206,6 +206,8 @@ class Catalog {
   Result<std::vector<std::uint32_t>> extent_checksums(std::int64_t row_id);
   Result<std::optional<std::string>> inline_data(std::int64_t object_id);
   Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id);
+  // One part of a completed multipart object (an index lookup), or nullopt.
+  Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id, std::uint32_t part_number);
   // A page costs what it returns: a delimiter listing skips each common prefix with one seek.
   Result<ListPage> list_objects(std::int64_t bucket_id, const ListQuery& query);
   Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id);

@@ -241,6 +241,8 @@ class ObjectStore {
                                                                       UploadListQuery query) = 0;
   // Part boundaries of a completed multipart object.
   virtual Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id) = 0;
+  // One of them (an index lookup: GET/HEAD with partNumber), or nullopt.
+  virtual Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id, std::uint32_t part_number) = 0;
   // Aborts uploads created before `age` ago; returns how many.
   virtual boost::asio::awaitable<Result<std::size_t>> abort_uploads_older_than(std::chrono::milliseconds age) = 0;
 

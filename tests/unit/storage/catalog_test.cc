@@ -317,6 +317,9 @@ TEST_F(CatalogTest, MultipartUploadsPartsAndCompletion) {
   EXPECT_EQ(extents[1].checksums, (std::vector<std::uint32_t>{2, 2}));
   EXPECT_FALSE(catalog_->find_upload("up1").value().has_value());
   EXPECT_EQ(catalog_->object_parts(o.id).value().size(), 2U);
+  EXPECT_EQ(catalog_->object_part(o.id, 2).value().value().part_number, 2U);
+  EXPECT_EQ(catalog_->object_part(o.id, 2).value()->offset_bytes, catalog_->object_parts(o.id).value()[1].offset_bytes);
+  EXPECT_FALSE(catalog_->object_part(o.id, 3).value().has_value());
   EXPECT_EQ(catalog_->counts().value().parts, 0U);
 }
 
