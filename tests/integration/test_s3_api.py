@@ -190,13 +190,33 @@ class S3Test(unittest.TestCase):
             ({"If-None-Match": etag, "If-Modified-Since": past}, 304),
             ({"If-None-Match": '"nope"', "If-Modified-Since": future}, 200),
         ]
-        for headers, status in cases:
-            r = self.raw("GET", "/main/cond", headers=headers)
-            self.assertEqual(r.status, status, headers)
-            if status == 304:
-                self.assertEqual(r.body, b"")
-                self.assertEqual(r.header("etag"), etag)
+        for method in ("GET", "HEAD"):  # HeadObject honours the same conditions
+            for headers, status in cases:
+                r = self.raw(method, "/main/cond", headers=headers)
+                self.assertEqual(r.status, status, (method, headers))
+                # Every response carries S3's request ids, successes as well as errors.
+                self.assertTrue(r.header("x-amz-request-id"), (method, headers))
+                self.assertTrue(r.header("x-amz-id-2"), (method, headers))
+                if status == 304 or method == "HEAD":
+                    self.assertEqual(r.body, b"")
+                if status == 304:
+                    self.assertEqual(r.header("etag"), etag)
         del last
+
+    def test_request_ids_on_successful_responses(self):
+        self.s3.put_object(Bucket="main", Key="ids", Body=b"x")
+        for name, call in [
+            ("put", lambda: self.s3.put_object(Bucket="main", Key="ids", Body=b"y")),
+            ("get", lambda: self.s3.get_object(Bucket="main", Key="ids")),
+            ("head", lambda: self.s3.head_object(Bucket="main", Key="ids")),
+            ("list", lambda: self.s3.list_objects_v2(Bucket="main", Prefix="ids")),
+            ("copy", lambda: self.s3.copy_object(Bucket="main", Key="ids2", CopySource="main/ids")),
+            ("buckets", lambda: self.s3.list_buckets()),
+            ("delete", lambda: self.s3.delete_object(Bucket="main", Key="ids2")),
+        ]:
+            headers = call()["ResponseMetadata"]["HTTPHeaders"]
+            self.assertRegex(headers.get("x-amz-request-id", ""), r"^[0-9A-F]{16}$", name)
+            self.assertTrue(headers.get("x-amz-id-2"), name)
 
     def test_response_overrides(self):
         self.s3.put_object(Bucket="main", Key="ov", Body=b"x", ContentType="text/plain")

@@ -290,6 +290,16 @@ class RegionCheckTest(ServerTest):
         # boto3 configured for another region learns the right one from <Region> and retries.
         self.assertEqual(client(self.port, region="us-west-2").list_objects_v2(Bucket="main")["KeyCount"], 0)
 
+    def test_a_bucket_for_another_region_is_refused(self):
+        # S3's regional endpoints: a LocationConstraint that is not theirs is an error.
+        with self.assertRaises(ClientError) as e:
+            self.s3.create_bucket(Bucket="elsewhere", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        self.assertEqual(e.exception.response["Error"]["Code"], "IllegalLocationConstraintException")
+        self.assertEqual(e.exception.response["ResponseMetadata"]["HTTPStatusCode"], 400)
+        self.s3.create_bucket(Bucket="here", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        self.assertEqual(self.s3.get_bucket_location(Bucket="here")["LocationConstraint"], "eu-west-1")
+        self.assertNotIn("elsewhere", [b["Name"] for b in self.s3.list_buckets()["Buckets"]])
+
 
 class MultipartChecksumTest(ServerTest):
     """The checksum of a multipart object: FULL_OBJECT (one CRC of the whole object, combined

@@ -224,7 +224,7 @@ def send(port, wire, timeout_s=30):
             s.shutdown(socket.SHUT_WR)
         except OSError:
             pass
-        return harness.Reader(s).read_response()
+        return harness.Reader(s).read_response(head_request=wire.startswith(b"HEAD "))
 
 
 def self_signed_certificate(directory):
