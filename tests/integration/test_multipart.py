@@ -4,12 +4,15 @@ aborted uploads give their space back, and a long CompleteMultipartUpload keeps 
 alive (200, whitespace, then the result or an Error body), as S3 does. boto3 (the image's
 python3: boto3 1.43) and raw HTTP."""
 
+import datetime
+import hashlib
 import os
 import re
 import subprocess
 import sys
 import time
 import unittest
+import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import harness  # noqa: E402
@@ -31,7 +34,6 @@ def client(port):
 
 
 def data(n, seed=0):
-    import hashlib
     return (hashlib.sha256(b"%d" % seed).digest() * (n // 32 + 1))[:n]
 
 
@@ -209,6 +211,102 @@ class CompleteKeepAlive(unittest.TestCase):
         r = self.raw("POST", "taken", [("uploadId", "nope")], body=self.complete_xml(etags))
         self.assertEqual(r.status, 404)
         self.assertIn(b"<Code>NoSuchUpload</Code>", r.body)
+
+
+
+# ---- the multipart API as AWS documents it: part numbers, UploadPartCopy, listings, If-Match ----
+
+S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+def parse_xml(body):
+    """The root of an S3 XML document, its namespace dropped from every tag."""
+    root = ET.fromstring(body.lstrip())
+    for e in root.iter():
+        if e.tag.startswith(S3_NS):
+            e.tag = e.tag[len(S3_NS):]
+    return root
+
+
+def md5_etag(*pieces):
+    return '"%s"' % hashlib.md5(b"".join(pieces)).hexdigest()
+
+
+def composite_etag(*parts):
+    return '"%s-%d"' % (hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest(), len(parts))
+
+
+class MultipartApi(unittest.TestCase):
+    """One hots3 for the class (default [multipart] settings), bucket "mpu"."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = s3.hots3_server().start()
+        cls.port = cls.server.port
+        cls.s3 = client(cls.port)
+        cls.s3.create_bucket(Bucket="mpu")
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            assert cls.server.stop() == 0
+        finally:
+            cls.server.cleanup()
+
+    def raw(self, method, path, query=(), headers=None, body=b""):
+        req = s3.SignedRequest(method, path, query, headers, body=body, port=self.port)
+        return s3.send(self.port, req.wire())
+
+    def assertError(self, r, status, code):
+        root = parse_xml(r.body) if r.body.strip() else None
+        got = root.findtext("Code") if root is not None else None
+        self.assertEqual((r.status, got), (status, code), r.body)
+        return root
+
+    def assertClientError(self, e, status, code):
+        self.assertEqual((e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"]),
+                         (status, code), e.response)
+
+    def part_numbers(self, key, up):
+        return [p["PartNumber"] for p in self.s3.list_parts(Bucket="mpu", Key=key, UploadId=up).get("Parts", [])]
+
+    def complete(self, key, up, etags, **kw):
+        return self.s3.complete_multipart_upload(
+            Bucket="mpu", Key=key, UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in etags]}, **kw)
+
+    # ---- UploadPart: part numbers 1..10000 -----------------------------------------------------
+
+    def test_part_numbers_outside_1_to_10000_are_invalid_argument(self):
+        up = self.s3.create_multipart_upload(Bucket="mpu", Key="pn")["UploadId"]
+        for number in ("0", "10001"):
+            r = self.raw("PUT", "/mpu/pn", [("partNumber", number), ("uploadId", up)], body=b"part")
+            root = self.assertError(r, 400, "InvalidArgument")
+            self.assertEqual(root.findtext("ArgumentName"), "partNumber", r.body)
+        # The bounds themselves are parts.
+        for number, body in ((1, b"first"), (10000, b"last")):
+            r = self.raw("PUT", "/mpu/pn", [("partNumber", str(number)), ("uploadId", up)], body=body)
+            self.assertEqual(r.status, 200, r.body)
+            self.assertEqual(r.header("etag"), md5_etag(body))
+        self.assertEqual(self.part_numbers("pn", up), [1, 10000])
+        # boto3 gets the same error.
+        with self.assertRaises(ClientError) as e:
+            self.s3.upload_part(Bucket="mpu", Key="pn", UploadId=up, PartNumber=10001, Body=b"x")
+        self.assertClientError(e.exception, 400, "InvalidArgument")
+        # UploadPartCopy checks the part number too.
+        self.s3.put_object(Bucket="mpu", Key="pn-src", Body=b"source")
+        for number in ("0", "10001"):
+            r = self.raw("PUT", "/mpu/pn", [("partNumber", number), ("uploadId", up)],
+                         headers={"x-amz-copy-source": "/mpu/pn-src"})
+            self.assertError(r, 400, "InvalidArgument")
+        self.assertEqual(self.part_numbers("pn", up), [1, 10000])
+        # A part 10000 completes (parts 1 and 10000: the first is not the last, so 5 MiB).
+        first = data(5 * MiB, 40)
+        e1 = self.s3.upload_part(Bucket="mpu", Key="pn", UploadId=up, PartNumber=1, Body=first)["ETag"]
+        e2 = self.s3.upload_part(Bucket="mpu", Key="pn", UploadId=up, PartNumber=10000, Body=b"last")["ETag"]
+        done = self.complete("pn", up, [(1, e1), (10000, e2)])
+        self.assertEqual(done["ETag"], composite_etag(first, b"last"))
+        self.assertEqual(self.s3.get_object(Bucket="mpu", Key="pn")["Body"].read(), first + b"last")
 
 
 if __name__ == "__main__":
