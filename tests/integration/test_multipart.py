@@ -308,6 +308,104 @@ class MultipartApi(unittest.TestCase):
         self.assertEqual(done["ETag"], composite_etag(first, b"last"))
         self.assertEqual(self.s3.get_object(Bucket="mpu", Key="pn")["Body"].read(), first + b"last")
 
+    # ---- UploadPartCopy: copy-source conditions and ranges -------------------------------------
+
+    def test_upload_part_copy_conditions(self):
+        put = self.s3.put_object(Bucket="mpu", Key="upc-src", Body=b"copy source bytes")
+        etag = put["ETag"]
+        modified = self.s3.head_object(Bucket="mpu", Key="upc-src")["LastModified"]
+        past = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+        up = self.s3.create_multipart_upload(Bucket="mpu", Key="upc")["UploadId"]
+        cases = [
+            ({"CopySourceIfMatch": etag}, None),
+            ({"CopySourceIfMatch": '"%s"' % ("0" * 32)}, "x-amz-copy-source-If-Match"),
+            ({"CopySourceIfNoneMatch": '"%s"' % ("0" * 32)}, None),
+            ({"CopySourceIfNoneMatch": etag}, "x-amz-copy-source-If-None-Match"),
+            ({"CopySourceIfModifiedSince": past}, None),
+            ({"CopySourceIfModifiedSince": modified}, "x-amz-copy-source-If-Modified-Since"),
+            ({"CopySourceIfUnmodifiedSince": modified}, None),
+            ({"CopySourceIfUnmodifiedSince": past}, "x-amz-copy-source-If-Unmodified-Since"),
+            # As S3 documents for the copy conditions: if-match true and if-unmodified-since
+            # false copy; if-none-match false and if-modified-since true fail.
+            ({"CopySourceIfMatch": etag, "CopySourceIfUnmodifiedSince": past}, None),
+            ({"CopySourceIfNoneMatch": etag, "CopySourceIfModifiedSince": past}, "x-amz-copy-source-If-None-Match"),
+        ]
+        copied = []
+        for n, (conditions, failed) in enumerate(cases, 1):
+            if failed is None:
+                r = self.s3.upload_part_copy(Bucket="mpu", Key="upc", UploadId=up, PartNumber=n,
+                                             CopySource="mpu/upc-src", **conditions)
+                self.assertEqual(r["CopyPartResult"]["ETag"], etag, conditions)
+                copied.append(n)
+            else:
+                with self.assertRaises(ClientError) as e:
+                    self.s3.upload_part_copy(Bucket="mpu", Key="upc", UploadId=up, PartNumber=n,
+                                             CopySource="mpu/upc-src", **conditions)
+                self.assertClientError(e.exception, 412, "PreconditionFailed")
+                self.assertEqual(e.exception.response["Error"].get("Condition"), failed, conditions)
+        # The failed copies left no part.
+        self.assertEqual(self.part_numbers("upc", up), copied)
+        # The same over the wire: 412 with a PreconditionFailed body.
+        r = self.raw("PUT", "/mpu/upc", [("partNumber", "20"), ("uploadId", up)],
+                     headers={"x-amz-copy-source": "/mpu/upc-src", "x-amz-copy-source-if-match": '"nope"'})
+        self.assertError(r, 412, "PreconditionFailed")
+        self.assertEqual(self.part_numbers("upc", up), copied)
+        self.s3.abort_multipart_upload(Bucket="mpu", Key="upc", UploadId=up)
+
+    def test_upload_part_copy_ranges(self):
+        source = data(6 * MiB, 41)
+        self.s3.put_object(Bucket="mpu", Key="range-src", Body=source)
+        up = self.s3.create_multipart_upload(Bucket="mpu", Key="ranged")["UploadId"]
+        first = self.s3.upload_part_copy(Bucket="mpu", Key="ranged", UploadId=up, PartNumber=1,
+                                         CopySource="mpu/range-src", CopySourceRange="bytes=0-%d" % (5 * MiB - 1))
+        self.assertEqual(first["CopyPartResult"]["ETag"], md5_etag(source[:5 * MiB]))
+        second = self.s3.upload_part_copy(Bucket="mpu", Key="ranged", UploadId=up, PartNumber=2,
+                                          CopySource="mpu/range-src", CopySourceRange="bytes=100-1099")
+        self.assertEqual(second["CopyPartResult"]["ETag"], md5_etag(source[100:1100]))
+        # The last byte alone.
+        third = self.s3.upload_part_copy(Bucket="mpu", Key="ranged", UploadId=up, PartNumber=3,
+                                         CopySource="mpu/range-src",
+                                         CopySourceRange="bytes=%d-%d" % (6 * MiB - 1, 6 * MiB - 1))
+        self.assertEqual(third["CopyPartResult"]["ETag"], md5_etag(source[-1:]))
+        parts = self.s3.list_parts(Bucket="mpu", Key="ranged", UploadId=up)["Parts"]
+        self.assertEqual([(p["PartNumber"], p["Size"], p["ETag"]) for p in parts],
+                         [(1, 5 * MiB, md5_etag(source[:5 * MiB])), (2, 1000, md5_etag(source[100:1100])),
+                          (3, 1, md5_etag(source[-1:]))])
+        # Not of the form bytes=first-last, or starting after the object: InvalidArgument, no part.
+        for bad in ("bytes=-100", "items=0-1", "bytes=0-1,3-4", "bytes=%d-%d" % (6 * MiB, 6 * MiB + 10)):
+            r = self.raw("PUT", "/mpu/ranged", [("partNumber", "4"), ("uploadId", up)],
+                         headers={"x-amz-copy-source": "/mpu/range-src", "x-amz-copy-source-range": bad})
+            root = self.assertError(r, 400, "InvalidArgument")
+            self.assertEqual(root.findtext("ArgumentName"), "x-amz-copy-source-range", bad)
+        self.assertEqual(self.part_numbers("ranged", up), [1, 2, 3])
+        # Parts 1 and 3 (part 2, not the last, would be too small).
+        done = self.complete("ranged", up, [(1, first["CopyPartResult"]["ETag"]), (3, third["CopyPartResult"]["ETag"])])
+        self.assertEqual(done["ETag"], composite_etag(source[:5 * MiB], source[-1:]))
+        self.assertEqual(self.s3.get_object(Bucket="mpu", Key="ranged")["Body"].read(), source[:5 * MiB] + source[-1:])
+
+    def copy_range(self, up, source_size, copy_range):
+        self.s3.put_object(Bucket="mpu", Key="bad-range-src", Body=data(source_size, 42))
+        return self.raw("PUT", "/mpu/bad-range", [("partNumber", "1"), ("uploadId", up)],
+                        headers={"x-amz-copy-source": "/mpu/bad-range-src", "x-amz-copy-source-range": copy_range})
+
+    @unittest.expectedFailure  # server bug: an open-ended range copies to the end of the source
+    def test_upload_part_copy_refuses_an_open_ended_range(self):
+        # AWS: the range "must use the form bytes=first-last"; bytes=first- is InvalidArgument.
+        up = self.s3.create_multipart_upload(Bucket="mpu", Key="bad-range")["UploadId"]
+        r = self.copy_range(up, 5000, "bytes=100-")
+        self.assertError(r, 400, "InvalidArgument")
+        self.assertEqual(self.part_numbers("bad-range", up), [])
+
+    @unittest.expectedFailure  # server bug: a range ending past the source is cut to the source
+    def test_upload_part_copy_refuses_a_range_past_the_end(self):
+        # AWS: 400 InvalidArgument "Range specified is not valid for source object of size: N"
+        # (UploadPartCopy does not clamp the last byte the way GET does).
+        up = self.s3.create_multipart_upload(Bucket="mpu", Key="bad-range")["UploadId"]
+        for copy_range in ("bytes=0-5000", "bytes=4000-6000"):
+            r = self.copy_range(up, 5000, copy_range)
+            self.assertError(r, 400, "InvalidArgument")
+        self.assertEqual(self.part_numbers("bad-range", up), [])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
