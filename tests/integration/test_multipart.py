@@ -406,6 +406,166 @@ class MultipartApi(unittest.TestCase):
             self.assertError(r, 400, "InvalidArgument")
         self.assertEqual(self.part_numbers("bad-range", up), [])
 
+    # ---- ListMultipartUploads over HTTP: delimiter, markers, max-uploads ------------------------
+
+    def list_uploads(self, bucket, **params):
+        query = [(k.replace("_", "-"), str(v)) for k, v in params.items()]
+        r = self.raw("GET", "/" + bucket, [("uploads", "")] + query)
+        self.assertEqual(r.status, 200, r.body)
+        root = parse_xml(r.body)
+        self.assertEqual(root.tag, "ListMultipartUploadsResult", r.body)
+        return root
+
+    @staticmethod
+    def uploads_of(root):
+        return [(u.findtext("Key"), u.findtext("UploadId")) for u in root.findall("Upload")]
+
+    @staticmethod
+    def prefixes_of(root):
+        return [p.findtext("Prefix") for p in root.findall("CommonPrefixes")]
+
+    def make_uploads(self, bucket, keys):
+        self.s3.create_bucket(Bucket=bucket)
+        return [(k, self.s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"]) for k in keys]
+
+    def test_list_multipart_uploads_delimiter_and_prefix(self):
+        made = self.make_uploads("lmu-delim", ["a/1", "a/2", "b", "c/x/1", "c/y", "d"])
+        ids = dict(made)
+        root = self.list_uploads("lmu-delim", delimiter="/")
+        self.assertEqual(self.uploads_of(root), [("b", ids["b"]), ("d", ids["d"])])
+        self.assertEqual(self.prefixes_of(root), ["a/", "c/"])
+        self.assertEqual((root.findtext("Delimiter"), root.findtext("Prefix"), root.findtext("IsTruncated"),
+                          root.findtext("MaxUploads")), ("/", "", "false", "1000"))
+        root = self.list_uploads("lmu-delim", prefix="c/", delimiter="/")
+        self.assertEqual(self.uploads_of(root), [("c/y", ids["c/y"])])
+        self.assertEqual(self.prefixes_of(root), ["c/x/"])
+        self.assertEqual(root.findtext("Prefix"), "c/")
+        root = self.list_uploads("lmu-delim", prefix="a/")
+        self.assertEqual(self.uploads_of(root), [("a/1", ids["a/1"]), ("a/2", ids["a/2"])])
+        self.assertEqual(self.prefixes_of(root), [])
+        # boto3 reads the same.
+        got = self.s3.list_multipart_uploads(Bucket="lmu-delim", Delimiter="/")
+        self.assertEqual([u["Key"] for u in got["Uploads"]], ["b", "d"])
+        self.assertEqual([p["Prefix"] for p in got["CommonPrefixes"]], ["a/", "c/"])
+
+    def test_list_multipart_uploads_pagination(self):
+        made = self.make_uploads("lmu-page", ["k1", "k2", "k2", "k2", "k3", "k4"])
+        full = self.list_uploads("lmu-page")
+        listed = self.uploads_of(full)
+        self.assertEqual(sorted(listed), sorted(made))
+        self.assertEqual([k for k, _ in listed], ["k1", "k2", "k2", "k2", "k3", "k4"])
+        self.assertEqual(full.findtext("IsTruncated"), "false")
+        # max-uploads=2: pages of two, each naming its last upload as the next markers.
+        pages, key_marker, id_marker = [], "", ""
+        while True:
+            params = {"max_uploads": 2}
+            if key_marker:
+                params.update(key_marker=key_marker, upload_id_marker=id_marker)
+            root = self.list_uploads("lmu-page", **params)
+            page = self.uploads_of(root)
+            pages.append(page)
+            self.assertEqual(root.findtext("MaxUploads"), "2")
+            self.assertEqual(root.findtext("KeyMarker"), key_marker)
+            self.assertEqual(root.findtext("UploadIdMarker"), id_marker)
+            self.assertLessEqual(len(page), 2)
+            if root.findtext("IsTruncated") == "false":
+                break
+            self.assertEqual(root.findtext("IsTruncated"), "true")
+            self.assertEqual(len(page), 2)
+            key_marker, id_marker = root.findtext("NextKeyMarker"), root.findtext("NextUploadIdMarker")
+            self.assertEqual((key_marker, id_marker), page[-1])
+            self.assertLess(len(pages), 10)
+        self.assertEqual([len(p) for p in pages], [2, 2, 2])
+        self.assertEqual([u for p in pages for u in p], listed)
+        # key-marker alone: only keys after it (none of its own uploads).
+        root = self.list_uploads("lmu-page", key_marker="k2")
+        self.assertEqual(self.uploads_of(root), listed[4:])
+        # key-marker with upload-id-marker: that key's uploads after the one named.
+        root = self.list_uploads("lmu-page", key_marker="k2", upload_id_marker=listed[1][1])
+        self.assertEqual(self.uploads_of(root), listed[2:])
+        self.assertEqual((root.findtext("KeyMarker"), root.findtext("UploadIdMarker")), ("k2", listed[1][1]))
+        # max-uploads=1 with a delimiter counts common prefixes as entries.
+        self.s3.create_multipart_upload(Bucket="lmu-page", Key="p/1")
+        self.s3.create_multipart_upload(Bucket="lmu-page", Key="p/2")
+        root = self.list_uploads("lmu-page", delimiter="/", key_marker="k4", max_uploads=1)
+        self.assertEqual((self.uploads_of(root), self.prefixes_of(root)), ([], ["p/"]))
+        self.assertEqual(root.findtext("IsTruncated"), "false")
+        root = self.list_uploads("lmu-page", delimiter="/", key_marker="k3", max_uploads=1)
+        self.assertEqual((self.uploads_of(root), self.prefixes_of(root)), ([listed[5]], []))
+        self.assertEqual((root.findtext("IsTruncated"), root.findtext("NextKeyMarker"),
+                          root.findtext("NextUploadIdMarker")), ("true", "k4", listed[5][1]))
+        # boto3's paginator walks the same pages.
+        paginator = self.s3.get_paginator("list_multipart_uploads")
+        walked = [(u["Key"], u["UploadId"]) for page in paginator.paginate(Bucket="lmu-page", Prefix="k",
+                                                                            PaginationConfig={"PageSize": 2})
+                  for u in page.get("Uploads", [])]
+        self.assertEqual(walked, listed)
+
+    @unittest.expectedFailure  # server bug: one key's uploads are listed in upload-id order
+    def test_list_multipart_uploads_orders_one_keys_uploads_by_initiation(self):
+        # AWS: "uploads are sorted in ascending order within each key by the upload initiation
+        # time". Uploads are created until their ids' order is not their creation order, so that
+        # an order by upload id cannot pass by chance.
+        self.s3.create_bucket(Bucket="lmu-order")
+        created = []
+        while len(created) < 3 or created == sorted(created):
+            created.append(self.s3.create_multipart_upload(Bucket="lmu-order", Key="same")["UploadId"])
+            time.sleep(0.01)
+            self.assertLess(len(created), 30)
+        root = self.list_uploads("lmu-order")
+        self.assertEqual([u for _, u in self.uploads_of(root)], created)
+
+    # ---- ListParts pagination ------------------------------------------------------------------
+
+    def test_list_parts_pagination(self):
+        up = self.s3.create_multipart_upload(Bucket="mpu", Key="lp")["UploadId"]
+        numbers = [1, 2, 3, 5, 8]
+        etags = {n: self.s3.upload_part(Bucket="mpu", Key="lp", UploadId=up, PartNumber=n,
+                                        Body=b"part %d" % n)["ETag"] for n in numbers}
+
+        def page(**params):
+            query = [("uploadId", up)] + [(k.replace("_", "-"), str(v)) for k, v in params.items()]
+            r = self.raw("GET", "/mpu/lp", query)
+            self.assertEqual(r.status, 200, r.body)
+            root = parse_xml(r.body)
+            self.assertEqual(root.tag, "ListPartsResult")
+            return root
+
+        def parts(root):
+            return [int(p.findtext("PartNumber")) for p in root.findall("Part")]
+
+        root = page(max_parts=2)
+        self.assertEqual(parts(root), [1, 2])
+        self.assertEqual((root.findtext("PartNumberMarker"), root.findtext("NextPartNumberMarker"),
+                          root.findtext("MaxParts"), root.findtext("IsTruncated")), ("0", "2", "2", "true"))
+        root = page(max_parts=2, part_number_marker=2)
+        self.assertEqual(parts(root), [3, 5])
+        self.assertEqual((root.findtext("PartNumberMarker"), root.findtext("NextPartNumberMarker"),
+                          root.findtext("IsTruncated")), ("2", "5", "true"))
+        root = page(max_parts=2, part_number_marker=5)
+        self.assertEqual(parts(root), [8])
+        self.assertEqual(root.findtext("IsTruncated"), "false")
+        # A marker between part numbers, and one after the last part.
+        self.assertEqual(parts(page(part_number_marker=4)), [5, 8])
+        root = page(part_number_marker=8)
+        self.assertEqual((parts(root), root.findtext("IsTruncated")), ([], "false"))
+        # Exactly max-parts parts left: not truncated.
+        root = page(max_parts=5)
+        self.assertEqual((parts(root), root.findtext("IsTruncated")), (numbers, "false"))
+        # Each part with its ETag and size.
+        root = page()
+        self.assertEqual([(int(p.findtext("PartNumber")), p.findtext("ETag"), int(p.findtext("Size")))
+                          for p in root.findall("Part")],
+                         [(n, etags[n], len(b"part %d" % n)) for n in numbers])
+        # boto3: MaxParts, PartNumberMarker, and the paginator.
+        got = self.s3.list_parts(Bucket="mpu", Key="lp", UploadId=up, MaxParts=3, PartNumberMarker=1)
+        self.assertEqual([p["PartNumber"] for p in got["Parts"]], [2, 3, 5])
+        self.assertEqual((got["IsTruncated"], got["NextPartNumberMarker"], got["MaxParts"]), (True, 5, 3))
+        walked = [p["PartNumber"] for pg in self.s3.get_paginator("list_parts").paginate(
+            Bucket="mpu", Key="lp", UploadId=up, PaginationConfig={"PageSize": 2}) for p in pg["Parts"]]
+        self.assertEqual(walked, numbers)
+        self.s3.abort_multipart_upload(Bucket="mpu", Key="lp", UploadId=up)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
