@@ -566,6 +566,66 @@ class MultipartApi(unittest.TestCase):
         self.assertEqual(walked, numbers)
         self.s3.abort_multipart_upload(Bucket="mpu", Key="lp", UploadId=up)
 
+    # ---- CompleteMultipartUpload with If-Match -------------------------------------------------
+
+    def upload_two_parts(self, key, seed):
+        up = self.s3.create_multipart_upload(Bucket="mpu", Key=key)["UploadId"]
+        bodies = [data(5 * MiB, seed), data(100, seed + 1)]
+        etags = [(n, self.s3.upload_part(Bucket="mpu", Key=key, UploadId=up, PartNumber=n, Body=b)["ETag"])
+                 for n, b in enumerate(bodies, 1)]
+        return up, bodies, etags
+
+    @staticmethod
+    def complete_xml(etags):
+        return ("<CompleteMultipartUpload>%s</CompleteMultipartUpload>" % "".join(
+            "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>" % (n, e) for n, e in etags)).encode()
+
+    def test_complete_with_if_match(self):
+        old = self.s3.put_object(Bucket="mpu", Key="cim", Body=b"old")["ETag"]
+        wrong = '"%s"' % ("0" * 32)
+        # A wrong ETag: 412 PreconditionFailed, the object unchanged.
+        up, bodies, etags = self.upload_two_parts("cim", 50)
+        with self.assertRaises(ClientError) as e:
+            self.complete("cim", up, etags, IfMatch=wrong)
+        self.assertClientError(e.exception, 412, "PreconditionFailed")
+        self.assertEqual(self.s3.get_object(Bucket="mpu", Key="cim")["Body"].read(), b"old")
+        up, bodies, etags = self.upload_two_parts("cim", 52)
+        r = self.raw("POST", "/mpu/cim", [("uploadId", up)], headers={"If-Match": wrong}, body=self.complete_xml(etags))
+        self.assertError(r, 412, "PreconditionFailed")
+        self.assertEqual(self.s3.get_object(Bucket="mpu", Key="cim")["Body"].read(), b"old")
+        # The object's ETag: 200, the object replaced.
+        up, bodies, etags = self.upload_two_parts("cim", 54)
+        done = self.complete("cim", up, etags, IfMatch=old)
+        self.assertEqual(done["ResponseMetadata"]["HTTPStatusCode"], 200)
+        self.assertEqual(done["ETag"], composite_etag(*bodies))
+        self.assertEqual(self.s3.get_object(Bucket="mpu", Key="cim")["Body"].read(), b"".join(bodies))
+        # Over the wire, against the new ETag.
+        up, bodies, etags = self.upload_two_parts("cim", 56)
+        r = self.raw("POST", "/mpu/cim", [("uploadId", up)], headers={"If-Match": done["ETag"]},
+                     body=self.complete_xml(etags))
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(parse_xml(r.body).findtext("ETag"), composite_etag(*bodies))
+        self.assertEqual(self.s3.get_object(Bucket="mpu", Key="cim")["Body"].read(), b"".join(bodies))
+        # The ETag the key had before is no match any more.
+        up, _, etags = self.upload_two_parts("cim", 58)
+        with self.assertRaises(ClientError) as e:
+            self.complete("cim", up, etags, IfMatch=old)
+        self.assertClientError(e.exception, 412, "PreconditionFailed")
+        self.assertEqual(self.s3.get_object(Bucket="mpu", Key="cim")["Body"].read(), b"".join(bodies))
+
+    def test_complete_with_if_match_on_a_missing_key(self):
+        # AWS (conditional writes): If-Match where no object has the key is 404 NoSuchKey.
+        up, _, etags = self.upload_two_parts("cim-missing", 60)
+        with self.assertRaises(ClientError) as e:
+            self.complete("cim-missing", up, etags, IfMatch='"%s"' % ("0" * 32))
+        self.assertClientError(e.exception, 404, "NoSuchKey")
+        up, _, etags = self.upload_two_parts("cim-missing", 62)
+        r = self.raw("POST", "/mpu/cim-missing", [("uploadId", up)], headers={"If-Match": '"abc"'},
+                     body=self.complete_xml(etags))
+        self.assertError(r, 404, "NoSuchKey")
+        r = self.raw("HEAD", "/mpu/cim-missing")
+        self.assertEqual(r.status, 404)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
