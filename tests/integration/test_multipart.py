@@ -1,8 +1,10 @@
 """Multipart uploads on the checkpoint path, against a real hots3 process: abandoned uploads
 are removed after [multipart] abort_after and their space is free at once, replaced parts and
 aborted uploads give their space back, and a long CompleteMultipartUpload keeps its connection
-alive (200, whitespace, then the result or an Error body), as S3 does. boto3 (the image's
-python3: boto3 1.43) and raw HTTP."""
+alive (200, whitespace, then the result or an Error body), as S3 does. The API as AWS documents
+it: part numbers 1..10000, UploadPartCopy's conditions and ranges, ListMultipartUploads and
+ListParts pagination, Complete with If-Match, re-uploaded parts. boto3 (the image's python3:
+boto3 1.43) and raw HTTP."""
 
 import datetime
 import hashlib
@@ -625,6 +627,48 @@ class MultipartApi(unittest.TestCase):
         self.assertError(r, 404, "NoSuchKey")
         r = self.raw("HEAD", "/mpu/cim-missing")
         self.assertEqual(r.status, 404)
+
+
+class ReplacedParts(unittest.TestCase):
+    """Re-uploading a part number replaces the part: its ETag, size and bytes, and its space."""
+
+    def test_a_re_uploaded_part_replaces_the_old_one(self):
+        server = s3.hots3_server().start()
+        try:
+            c = client(server.port)
+            c.create_bucket(Bucket="rep")
+            up = c.create_multipart_upload(Bucket="rep", Key="k")["UploadId"]
+            old1, new1 = data(5 * MiB, 70), data(6 * MiB, 71)
+            old2, new2 = data(2 * MiB, 72), data(MiB, 73)
+            old_etag = c.upload_part(Bucket="rep", Key="k", UploadId=up, PartNumber=1, Body=old1)["ETag"]
+            c.upload_part(Bucket="rep", Key="k", UploadId=up, PartNumber=2, Body=old2)
+            self.assertEqual(c.upload_part(Bucket="rep", Key="k", UploadId=up, PartNumber=1, Body=new1)["ETag"],
+                             md5_etag(new1))
+            # The part is replaced again, by UploadPartCopy this time.
+            c.put_object(Bucket="rep", Key="src", Body=new2)
+            copied = c.upload_part_copy(Bucket="rep", Key="k", UploadId=up, PartNumber=2, CopySource="rep/src")
+            self.assertEqual(copied["CopyPartResult"]["ETag"], md5_etag(new2))
+            c.delete_object(Bucket="rep", Key="src")
+            parts = c.list_parts(Bucket="rep", Key="k", UploadId=up)["Parts"]
+            self.assertEqual([(p["PartNumber"], p["ETag"], p["Size"]) for p in parts],
+                             [(1, md5_etag(new1), 6 * MiB), (2, md5_etag(new2), MiB)])
+            # The replaced part is gone: its ETag is no part of the upload.
+            with self.assertRaises(ClientError) as e:
+                c.complete_multipart_upload(Bucket="rep", Key="k", UploadId=up, MultipartUpload={"Parts": [
+                    {"PartNumber": 1, "ETag": old_etag}, {"PartNumber": 2, "ETag": md5_etag(new2)}]})
+            self.assertEqual(e.exception.response["Error"]["Code"], "InvalidPart")
+            done = c.complete_multipart_upload(Bucket="rep", Key="k", UploadId=up, MultipartUpload={"Parts": [
+                {"PartNumber": 1, "ETag": md5_etag(new1)}, {"PartNumber": 2, "ETag": md5_etag(new2)}]})
+            self.assertEqual(done["ETag"], composite_etag(new1, new2))
+            got = c.get_object(Bucket="rep", Key="k")
+            self.assertEqual(got["Body"].read(), new1 + new2)
+            self.assertEqual(got["ContentLength"], 7 * MiB)
+            # The replaced parts' space is free: in use is the object alone, all of it referenced.
+            referenced, _ = stop_and_check(self, server)
+            self.assertEqual(referenced, 7 * MiB)
+        finally:
+            server.kill()
+            server.cleanup()
 
 
 if __name__ == "__main__":
