@@ -107,7 +107,7 @@ for count in 1000 "$SCALE_MAX"; do
   while read -r name value _; do SCALE[$name,$count]=$value; done < "$WORK/scale-$count.out"
 done
 printf '%-28s %12s %12s\n' figure 1000 "$SCALE_MAX"
-for name in startup_ms head_p50_us head_p99_us get_p50_us get_p99_us list_directory_ms list_root_ms fill_puts_per_s; do
+for name in startup_ms startup_rebuild_ms head_p50_us head_p99_us get_p50_us get_p99_us list_directory_ms list_root_ms fill_puts_per_s; do
   printf '%-28s %12s %12s\n' "$name" "${SCALE[$name,1000]:-}" "${SCALE[$name,$SCALE_MAX]:-}"
 done
 echo "(list_root: one common prefix per directory: 1 at 10^3, $(( (SCALE_MAX + 999) / 1000 )) at $SCALE_MAX)"

@@ -235,13 +235,34 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     std::uint64_t offset = 0;
     std::uint64_t length = reader.object().size_bytes;
     if (auto range = r.header("x-amz-copy-source-range")) {
-      const RangeResult parsed = parse_range(*range, reader.object().size_bytes);
-      // UploadPartCopy takes "bytes=first-last" only, within the object.
-      if (parsed.kind != RangeResult::Kind::kRange || range->find("=-") != std::string_view::npos) {
-        co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy").with("ArgumentName", "x-amz-copy-source-range"));
+      // UploadPartCopy takes "bytes=first-last" only (no suffix, no open end), within the object:
+      // S3 refuses a range past the source's end rather than cutting it short as GET does.
+      const std::uint64_t size = reader.object().size_bytes;
+      std::uint64_t first = 0;
+      std::uint64_t last = 0;
+      const std::string_view text = *range;
+      const std::size_t dash = text.find('-');
+      const auto parse_offset = [](std::string_view digits, std::uint64_t& out) {
+        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+        return !digits.empty() && ec == std::errc{} && end == digits.data() + digits.size();
+      };
+      if (!text.starts_with("bytes=") || dash == std::string_view::npos || !parse_offset(text.substr(6, dash - 6), first) ||
+          !parse_offset(text.substr(dash + 1), last) || first > last) {
+        Error malformed = Error(Code::kInvalidArgument,
+                                "The x-amz-copy-source-range value must be of the form bytes=first-last where first "
+                                "and last are the zero-based offsets of the first and last bytes to copy")
+                              .with("ArgumentName", "x-amz-copy-source-range")
+                              .with("ArgumentValue", std::string(text));
+        co_return co_await s.send_error(r, std::move(malformed));
       }
-      offset = parsed.offset;
-      length = parsed.length;
+      if (last >= size) {
+        Error outside = Error(Code::kInvalidArgument, "Range specified is not valid for source object of size: " + std::to_string(size))
+                            .with("ArgumentName", "x-amz-copy-source-range")
+                            .with("ArgumentValue", std::string(text));
+        co_return co_await s.send_error(r, std::move(outside));
+      }
+      offset = first;
+      length = last - first + 1;
     }
     if (auto e = check_copy_size(length, s.config())) co_return co_await s.send_error(r, std::move(*e));
     reader.set_range(offset, length);

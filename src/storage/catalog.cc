@@ -920,6 +920,7 @@ Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& 
     for (;;) {
       H3_TRY(bool row, q.step());
       if (!row) break;
+      ++page.rows_read;
       const std::string_view key = q.text(0);
       if (!query.delimiter.empty()) {
         const auto pos = key.find(query.delimiter, query.prefix.size());
@@ -993,8 +994,17 @@ Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const Uploa
   Connection& c = impl_->reader();
   UploadListPage page;
   const std::string upper = upper_bound_of(query.prefix);
+  // One key's uploads in the order they were initiated (S3's order): by row id, which grows
+  // with each CreateMultipartUpload.
+  std::int64_t marker_row = 0;
+  if (!query.key_marker.empty() && !query.upload_id_marker.empty()) {
+    H3_TRY(auto marker, find_upload_on(c, query.upload_id_marker));
+    // An upload-id marker that is gone (completed or aborted since): that key's uploads are
+    // listed again rather than lost.
+    if (marker && marker->key == query.key_marker) marker_row = marker->id;
+  }
   auto q = c.query("SELECT " H3_UPLOAD_COLUMNS " FROM uploads WHERE bucket_id = ?1 AND key >= ?2 "
-                   "AND key < ?3 ORDER BY key, upload_id");
+                   "AND key < ?3 ORDER BY key, id");
   q.bind(1, bucket_id).bind(2, std::string_view(query.prefix)).bind(3, std::string_view(upper));
   for (;;) {
     H3_TRY(bool row, q.step());
@@ -1003,7 +1013,7 @@ Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const Uploa
     // Markers: after (key_marker, upload_id_marker); with no upload-id marker, after the key.
     if (!query.key_marker.empty()) {
       if (u.key < query.key_marker) continue;
-      if (u.key == query.key_marker && (query.upload_id_marker.empty() || u.upload_id <= query.upload_id_marker)) continue;
+      if (u.key == query.key_marker && (query.upload_id_marker.empty() || u.id <= marker_row)) continue;
     }
     if (!query.delimiter.empty()) {
       const auto pos = u.key.find(query.delimiter, query.prefix.size());

@@ -140,6 +140,7 @@ struct ListPage {
   std::vector<std::string> common_prefixes;
   bool truncated = false;
   std::string last;  // the last key or prefix returned: the next page starts after it
+  std::uint64_t rows_read = 0;  // catalog rows the listing stepped over (what the page cost)
 };
 
 struct UploadListQuery {

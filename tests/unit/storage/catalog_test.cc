@@ -3,6 +3,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -216,6 +217,37 @@ TEST_F(ListingTest, DelimiterRollsUpCommonPrefixes) {
   page = catalog_->list_objects(bucket_.id, q).value();
   EXPECT_EQ(keys(page), (std::vector<std::string>{"a/1", "a/2"}));
   EXPECT_EQ(page.common_prefixes, (std::vector<std::string>{"a/b/"}));
+}
+
+// A delimiter listing costs what it returns: one seek past each common prefix, however many
+// keys are under it (a listing that stepped over every key would read 20,000 rows here).
+TEST_F(ListingTest, EachCommonPrefixCostsOneRow) {
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+    for (int dir = 0; dir < 20; ++dir) {
+      for (int i = 0; i < 1000; ++i) {
+        ObjectRecord o;
+        o.id = t.next_id();
+        o.bucket_id = bucket_.id;
+        o.key = fmt::format("big/d{:02}/k{:04}", dir, i);
+        o.size_bytes = 1;
+        o.inline_data = "x";
+        H3_TRY(t.insert_object(o, {}));
+      }
+    }
+    return {};
+  }));
+  ListQuery query;
+  query.prefix = "big/";
+  query.delimiter = "/";
+  auto page = catalog_->list_objects(bucket_.id, query).value();
+  EXPECT_EQ(page.common_prefixes.size(), 20U);
+  EXPECT_EQ(page.common_prefixes.front(), "big/d00/");
+  EXPECT_LE(page.rows_read, 20U);
+  // A page of one directory reads its 1000 keys and no more.
+  query.prefix = "big/d07/";
+  page = catalog_->list_objects(bucket_.id, query).value();
+  EXPECT_EQ(page.objects.size(), 1000U);
+  EXPECT_LE(page.rows_read, 1001U);
 }
 
 TEST_F(ListingTest, MultiCharacterDelimiter) {
