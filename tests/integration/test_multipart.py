@@ -126,16 +126,18 @@ class AbandonedUploads(unittest.TestCase):
             server.cleanup()
 
 
-class CompleteKeepAlive(unittest.TestCase):
-    """[multipart] complete_keepalive = 0: every Complete answers 200 and white space before its
-    result, as a Complete that runs long does; its outcome comes in the body."""
+class ServerTest(unittest.TestCase):
+    """One hots3 for the class, with `extra_config`, and its bucket `bucket`."""
+
+    extra_config = ""
+    bucket = None
 
     @classmethod
     def setUpClass(cls):
-        cls.server = s3.hots3_server(extra_config='\n[multipart]\ncomplete_keepalive = 0\n').start()
+        cls.server = s3.hots3_server(extra_config=cls.extra_config).start()
         cls.port = cls.server.port
         cls.s3 = client(cls.port)
-        cls.s3.create_bucket(Bucket="keepalive")
+        cls.s3.create_bucket(Bucket=cls.bucket)
 
     @classmethod
     def tearDownClass(cls):
@@ -143,6 +145,14 @@ class CompleteKeepAlive(unittest.TestCase):
             assert cls.server.stop() == 0
         finally:
             cls.server.cleanup()
+
+
+class CompleteKeepAlive(ServerTest):
+    """[multipart] complete_keepalive = 0: every Complete answers 200 and white space before its
+    result, as a Complete that runs long does; its outcome comes in the body."""
+
+    extra_config = '\n[multipart]\ncomplete_keepalive = 0\n'
+    bucket = "keepalive"
 
     def raw(self, method, key, query=(), headers=None, body=b""):
         req = s3.SignedRequest(method, "/keepalive/" + key, query, headers, body=body, port=self.port)
@@ -238,22 +248,10 @@ def composite_etag(*parts):
     return '"%s-%d"' % (hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest(), len(parts))
 
 
-class MultipartApi(unittest.TestCase):
+class MultipartApi(ServerTest):
     """One hots3 for the class (default [multipart] settings), bucket "mpu"."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.server = s3.hots3_server().start()
-        cls.port = cls.server.port
-        cls.s3 = client(cls.port)
-        cls.s3.create_bucket(Bucket="mpu")
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            assert cls.server.stop() == 0
-        finally:
-            cls.server.cleanup()
+    bucket = "mpu"
 
     def raw(self, method, path, query=(), headers=None, body=b""):
         req = s3.SignedRequest(method, path, query, headers, body=body, port=self.port)
