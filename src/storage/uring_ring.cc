@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <system_error>
 
@@ -131,6 +132,12 @@ void UringRing::arm() {
                      });
 }
 
+namespace {
+std::atomic<UringRing::CompletionFault> completion_fault{nullptr};
+}  // namespace
+
+void UringRing::inject_completion_fault(CompletionFault fault) noexcept { completion_fault.store(fault); }
+
 void UringRing::on_completions() {
   std::uint64_t counter = 0;
   // Resets the eventfd; a CQE posted after this read signals it again, so none is missed.
@@ -141,8 +148,9 @@ void UringRing::on_completions() {
     if (count == 0) break;
     // Copy out before advancing: completing an operation may submit new ones.
     std::array<std::pair<Op*, int>, 64> done{};
+    const CompletionFault fault = completion_fault.load(std::memory_order_relaxed);
     for (unsigned i = 0; i < count; ++i) {
-      done[i] = {static_cast<Op*>(io_uring_cqe_get_data(cqes[i])), cqes[i]->res};
+      done[i] = {static_cast<Op*>(io_uring_cqe_get_data(cqes[i])), fault ? fault(cqes[i]->res) : cqes[i]->res};
     }
     io_uring_cq_advance(&ring_, count);
     inflight_ -= count;

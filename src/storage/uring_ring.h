@@ -78,6 +78,11 @@ class UringRing final : public boost::asio::execution_context::service {
 
   [[nodiscard]] unsigned inflight() const noexcept { return inflight_; }
 
+  // Tests only: every ring passes each completion's result through `fault` before its operation
+  // sees it, to inject -EAGAIN, short transfers and end-of-device. nullptr (the default): off.
+  using CompletionFault = int (*)(int result);
+  static void inject_completion_fault(CompletionFault fault) noexcept;
+
  private:
   void start_submitting(Op* op, io_uring_sqe* sqe);
   void schedule_submit();

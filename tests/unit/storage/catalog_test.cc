@@ -455,6 +455,29 @@ TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {
   EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'objects_accessed'"), 1);
 }
 
+TEST(CatalogMigration, ACatalogOfANewerSchemaIsRefusedAndTheJournalIsWal) {
+  test::TempDir dir;
+  const std::string path = dir.file("catalog.db");
+  Catalog::open({path}).reset();
+  // WAL is a property of the file: a plain connection sees it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  // A catalog written by a later hots3 is never opened (or migrated down) by this one.
+  raw_sql(path, "PRAGMA user_version = 99;");
+  try {
+    Catalog::open({path});
+    FAIL() << "a catalog of schema version 99 was opened";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version 99, newer than this hots3"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CatalogTest, InlineDataThatFailsItsChecksumIsNeverReturned) {
   const auto bucket = make_bucket("b");
   const auto good = put(bucket, "good", 100);

@@ -7,10 +7,13 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "hots3/storage/buffer_pool.h"
 #include "hots3/storage/fault_device.h"
+#include "storage/uring_ring.h"
 #include "test_support.h"
 
 namespace hots3::storage {
@@ -111,6 +114,60 @@ TEST_P(DeviceTest, ManyOperationsInFlight) {
   }
   context_.run();
   std::free(memory);
+}
+
+// The io_uring completion checklist on the real ring: a completion that is -EAGAIN is
+// submitted again, a short transfer goes again for the rest, and end-of-device is an error.
+std::atomic<int> fault_calls{0};
+std::atomic<int> fault_eagains{0};
+std::atomic<int> fault_shorts{0};
+
+int eagain_and_short(int result) {
+  if (fault_calls++ % 3 == 0) {
+    ++fault_eagains;
+    return -EAGAIN;
+  }
+  if (result > 4096) {
+    ++fault_shorts;
+    return 4096;  // as if only the first 4 KiB had been transferred
+  }
+  return result;
+}
+
+int end_of_device(int result) { return result > 0 ? 0 : result; }
+
+struct FaultGuard {
+  explicit FaultGuard(detail::UringRing::CompletionFault f) { detail::UringRing::inject_completion_fault(f); }
+  ~FaultGuard() { detail::UringRing::inject_completion_fault(nullptr); }
+  FaultGuard(const FaultGuard&) = delete;
+  FaultGuard& operator=(const FaultGuard&) = delete;
+  FaultGuard(FaultGuard&&) = delete;
+  FaultGuard& operator=(FaultGuard&&) = delete;
+};
+
+TEST_P(DeviceTest, EagainAndShortTransfersAreResubmittedAndEndOfDeviceFails) {
+  if (GetParam() != Kind::kUring) GTEST_SKIP() << "the io_uring completion path";
+  {
+    FaultGuard guard(eagain_and_short);
+    run_on(context_, [&]() -> asio::awaitable<void> {
+      IoBuffer out = co_await pool_->acquire();
+      IoBuffer in = co_await pool_->acquire();
+      const auto data = test::pattern_bytes(out.size(), 7);
+      std::memcpy(out.data(), data.data(), data.size());
+      EXPECT_TRUE((co_await device_->write(5 * 1024 * 1024, out.bytes())).has_value());
+      EXPECT_TRUE((co_await device_->flush()).has_value());
+      EXPECT_TRUE((co_await device_->read(5 * 1024 * 1024, in.bytes())).has_value());
+      EXPECT_EQ(std::memcmp(in.data(), data.data(), data.size()), 0);
+    }(), true);
+  }
+  EXPECT_GT(fault_eagains.load(), 2);
+  EXPECT_GT(fault_shorts.load(), 200);  // 1 MiB written and read 4 KiB at a time
+  FaultGuard guard(end_of_device);
+  run_on(context_, [&]() -> asio::awaitable<void> {
+    IoBuffer in = co_await pool_->acquire();
+    auto read = co_await device_->read(0, in.bytes());
+    EXPECT_FALSE(read.has_value());
+  }(), true);
 }
 
 TEST_P(DeviceTest, MisalignedIoIsAProgrammerError) {
