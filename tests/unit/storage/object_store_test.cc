@@ -239,8 +239,11 @@ TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState
           H3_CO_TRY(co_await w->finish());
         }
         // Runs once this coroutine waits for its commit, and holds the worker until released:
-        // the commit's completion (and the invalidation after it) waits behind it.
-        asio::post(committer, [held] { held.wait(); });
+        // the commit's completion (and the invalidation after it) waits behind it. Posted from
+        // another thread: a handler a worker posts to itself waits in that thread's private
+        // queue until the running handler returns, and a commit that completes before then
+        // (a busy machine) would be queued ahead of it.
+        std::thread([&committer, held] { asio::post(committer, [held] { held.wait(); }); }).join();
         if (change == Change::kOverwrite) {
           H3_CO_TRY(co_await store_->commit_object(std::move(w), bucket_, key, {}, {}));
         } else if (change == Change::kAppend) {
