@@ -28,27 +28,29 @@ std::runtime_error system_failure(const std::string& what, const std::string& pa
   return std::runtime_error(what + " " + path + ": " + std::strerror(errno));
 }
 
-// Direct-I/O alignment of an open file (Linux 6.1+ reports it through statx STATX_DIOALIGN).
+// Direct-I/O alignment of an open file: statx STATX_DIOALIGN (Linux 6.1+), and for a block
+// device also its logical sector size (BLKSSZGET), the stricter of the two; before 6.1 the
+// sector size alone. Our I/O unit is at least 4 KiB whatever the device accepts: checksums
+// are per 4 KiB.
 void read_dio_alignment(int fd, DeviceGeometry& geometry) {
+  std::uint32_t offset_align = 0;
+  std::uint32_t memory_align = 0;
   struct statx st {};
   if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &st) == 0 && (st.stx_mask & STATX_DIOALIGN) != 0 &&
       st.stx_dio_mem_align != 0 && st.stx_dio_offset_align != 0) {
-    geometry.memory_alignment_bytes = st.stx_dio_mem_align;
-    // Our I/O unit is at least 4 KiB whatever the device accepts: checksums are per 4 KiB.
-    geometry.block_size_bytes = std::max<std::uint32_t>(st.stx_dio_offset_align, 4096);
-    return;
+    offset_align = st.stx_dio_offset_align;
+    memory_align = st.stx_dio_mem_align;
   }
   if (geometry.block_device) {
     int logical = 0;
     if (::ioctl(fd, BLKSSZGET, &logical) == 0 && logical > 0) {
-      geometry.memory_alignment_bytes = static_cast<std::uint32_t>(logical);
-      geometry.block_size_bytes = std::max<std::uint32_t>(static_cast<std::uint32_t>(logical), 4096);
-      return;
+      offset_align = std::max(offset_align, static_cast<std::uint32_t>(logical));
+      if (memory_align == 0) memory_align = static_cast<std::uint32_t>(logical);
     }
   }
-  // Conservative default: page alignment for both.
-  geometry.memory_alignment_bytes = 4096;
-  geometry.block_size_bytes = 4096;
+  // Neither known: page alignment for both (conservative).
+  geometry.memory_alignment_bytes = memory_align != 0 ? memory_align : 4096;
+  geometry.block_size_bytes = std::max<std::uint32_t>(offset_align, 4096);
 }
 
 // A size for a new device file: 64 GiB, or half of the file system's free space if less.
