@@ -44,6 +44,7 @@ constexpr std::array kTable = {
     Entry{Code::kInvalidArgument, "InvalidArgument", 400, "Invalid Argument"},
     Entry{Code::kInvalidBucketName, "InvalidBucketName", 400, "The specified bucket is not valid."},
     Entry{Code::kInvalidDigest, "InvalidDigest", 400, "The Content-MD5 you specified is not valid."},
+    Entry{Code::kInvalidLocationConstraint, "InvalidLocationConstraint", 400, "The specified location-constraint is not valid"},
     Entry{Code::kInvalidPart, "InvalidPart", 400,
           "One or more of the specified parts could not be found. The part may not have been uploaded, or the "
           "specified entity tag may not match the part's entity tag."},

@@ -32,6 +32,7 @@ enum class Code : std::uint8_t {
   kInvalidArgument,
   kInvalidBucketName,
   kInvalidDigest,
+  kInvalidLocationConstraint,
   kInvalidPart,
   kInvalidPartOrder,
   kInvalidRange,

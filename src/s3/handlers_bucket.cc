@@ -98,9 +98,11 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
   if (auto ownership = r.header("x-amz-object-ownership"); ownership && *ownership != "BucketOwnerEnforced") {
     co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Only BucketOwnerEnforced object ownership is supported."));
   }
-  // Optional CreateBucketConfiguration. With `region_check` a LocationConstraint must name this
-  // endpoint's region, as S3's regional endpoints require; without it any is accepted (clients
-  // configured for another region sign for it too, and the data lives here either way).
+  // Optional CreateBucketConfiguration. With `region_check` the LocationConstraint must name this
+  // endpoint's region, as S3's regional endpoints require (none, or none given, is us-east-1;
+  // "EU" is eu-west-1); without it any is accepted (clients configured for another region sign
+  // for it too, and the data lives here either way).
+  std::optional<std::string> location;
   if (r.head.has_body()) {
     auto checksums = read_checksum_request(r);
     if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
@@ -111,19 +113,22 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
     if (!text->empty()) {
       auto doc = XmlDocument::parse(*text);
       if (!doc || doc->root().name() != "CreateBucketConfiguration") co_return co_await s.send_error(r, Code::kMalformedXML);
-      if (auto location = doc->root().child("LocationConstraint"); location && s.config().region_check) {
-        const std::string wanted(location->text());
-        const std::string here = s.config().region == "us-east-1" ? "" : s.config().region;
-        if (wanted != here) {
-          // Built before the co_await: GCC 12 destroys temporaries that live across one twice.
-          Error illegal = Error(Code::kIllegalLocationConstraint,
-                                "The " + (wanted.empty() ? std::string("unspecified") : wanted) +
-                                    " location constraint is incompatible for the region specific endpoint this "
-                                    "request was sent to.")
-                              .with("LocationConstraint", wanted);
-          co_return co_await s.send_error(r, std::move(illegal));
-        }
-      }
+      if (auto element = doc->root().child("LocationConstraint")) location = element->text();
+    }
+  }
+  if (s.config().region_check) {
+    const std::string& here = s.config().region;
+    const std::string wanted = location.value_or("");
+    if (wanted == "us-east-1" && here == "us-east-1") co_return co_await s.send_error(r, Code::kInvalidLocationConstraint);
+    const std::string region = wanted.empty() ? "us-east-1" : wanted == "EU" ? "eu-west-1" : wanted;
+    if (region != here) {
+      // Built before the co_await: GCC 12 destroys temporaries that live across one twice.
+      Error illegal = Error(Code::kIllegalLocationConstraint,
+                            "The " + (wanted.empty() ? std::string("unspecified") : wanted) +
+                                " location constraint is incompatible for the region specific endpoint this "
+                                "request was sent to.")
+                          .with("LocationConstraint", wanted);
+      co_return co_await s.send_error(r, std::move(illegal));
     }
   }
   auto created = co_await s.store().create_bucket(r.bucket, r.auth.user->name);

@@ -1001,7 +1001,7 @@ Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const Uploa
     H3_TRY(auto marker, find_upload_on(c, query.upload_id_marker));
     // An upload-id marker that is gone (completed or aborted since): that key's uploads are
     // listed again rather than lost.
-    if (marker && marker->key == query.key_marker) marker_row = marker->id;
+    if (marker && marker->bucket_id == bucket_id && marker->key == query.key_marker) marker_row = marker->id;
   }
   auto q = c.query("SELECT " H3_UPLOAD_COLUMNS " FROM uploads WHERE bucket_id = ?1 AND key >= ?2 "
                    "AND key < ?3 ORDER BY key, id");

@@ -172,10 +172,11 @@ class WriterImpl final : public ObjectWriter {
     if (cursor_extent_ < extents.size() && cursor_used_ < extents[cursor_extent_].length_bytes) return {};
     if (declared_) return errc::kTooLarge;  // cannot happen: the declared size was reserved
     H3_ASSERT(cursor_extent_ == extents.size(), "the cursor is at the end of the reservation");
-    // A step of kGrowBytes, or what is left when less is free: a nearly full device still takes
-    // a streamed object that fits.
-    const std::uint64_t free_blocks = core_.allocator->free_bytes() / kChecksumBlockBytes;
-    const std::uint64_t step = std::min(kGrowBytes, free_blocks * kChecksumBlockBytes);
+    // A step of kGrowBytes; when less than that is free, one I/O buffer at a time (or what is
+    // left), so that a nearly full device still takes a streamed object that fits without one
+    // stream holding all the free space while it runs.
+    const std::uint64_t free_bytes = core_.allocator->free_bytes() / kChecksumBlockBytes * kChecksumBlockBytes;
+    const std::uint64_t step = free_bytes >= kGrowBytes ? kGrowBytes : std::min<std::uint64_t>(free_bytes, pool_.buffer_bytes());
     if (step == 0) return errc::kNoSpace;
     if (!extents.empty() && core_.allocator->allocate_at(extents.back().end_bytes(), step)) {
       // Grown in place: the cursor steps back onto the last extent's new tail.

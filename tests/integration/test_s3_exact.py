@@ -299,6 +299,11 @@ class RegionCheckTest(ServerTest):
         self.s3.create_bucket(Bucket="here", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         self.assertEqual(self.s3.get_bucket_location(Bucket="here")["LocationConstraint"], "eu-west-1")
         self.assertNotIn("elsewhere", [b["Name"] for b in self.s3.list_buckets()["Buckets"]])
+        # No constraint means us-east-1, not this endpoint's region; "EU" is eu-west-1.
+        r = self.raw("PUT", "/no-constraint", region="eu-west-1")
+        self.assertError(r, 400, "IllegalLocationConstraintException")
+        self.assertIn(b"The unspecified location constraint is incompatible", r.body)
+        self.s3.create_bucket(Bucket="legacy-eu", CreateBucketConfiguration={"LocationConstraint": "EU"})
 
 
 class MultipartChecksumTest(ServerTest):

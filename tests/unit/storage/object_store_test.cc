@@ -629,6 +629,23 @@ TEST_P(StoreTest, AStreamOfUnknownSizeFitsIntoTheLastFreeSpace) {
   EXPECT_TRUE(get("medium").value() == medium);
   // Only the bytes written stay reserved.
   EXPECT_EQ(used(), before + blocks(small.size()) + blocks(medium.size()));
+  // A stream under way holds no more than it needs: a declared PUT of most of what is left
+  // still fits beside it.
+  const std::uint64_t left = store_->stats().free_bytes;
+  const Bytes head_of_stream = test::pattern_bytes(100 * 1000, 15);
+  const Bytes beside = test::pattern_bytes(static_cast<std::size_t>(left - 8 * kMiB), 16);
+  auto streamed = run([&]() -> asio::awaitable<Result<ObjectRecord>> {
+    H3_CO_TRY(auto writer, co_await store_->create_writer(std::nullopt));
+    H3_CO_TRY(co_await writer->write(head_of_stream));
+    auto declared = co_await put_async("beside", beside, true);
+    EXPECT_TRUE(declared.has_value()) << declared.error().message();
+    H3_CO_TRY(co_await writer->finish());
+    co_return co_await store_->commit_object(std::move(writer), bucket_, "streamed", {}, {});
+  }());
+  ASSERT_TRUE(streamed.has_value()) << streamed.error().message();
+  EXPECT_TRUE(get("streamed").value() == head_of_stream);
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "beside")).value().has_value());
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "streamed")).value().has_value());
   // More than is left still fails cleanly.
   EXPECT_EQ(put("too-big", test::pattern_bytes(60 * kMiB, 14), false).error(), errc::kNoSpace);
   EXPECT_EQ(used(), before + blocks(small.size()) + blocks(medium.size()));
