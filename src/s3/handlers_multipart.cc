@@ -238,27 +238,21 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
       // UploadPartCopy takes "bytes=first-last" only (no suffix, no open end), within the object:
       // S3 refuses a range past the source's end rather than cutting it short as GET does.
       const std::uint64_t size = reader.object().size_bytes;
-      std::uint64_t first = 0;
-      std::uint64_t last = 0;
-      const std::string_view text = *range;
-      const std::size_t dash = text.find('-');
-      const auto parse_offset = [](std::string_view digits, std::uint64_t& out) {
-        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
-        return !digits.empty() && ec == std::errc{} && end == digits.data() + digits.size();
-      };
-      if (!text.starts_with("bytes=") || dash == std::string_view::npos || !parse_offset(text.substr(6, dash - 6), first) ||
-          !parse_offset(text.substr(dash + 1), last) || first > last) {
+      const auto parsed = parse_byte_range(*range);
+      if (!parsed || !parsed->first || !parsed->last) {
         Error malformed = Error(Code::kInvalidArgument,
                                 "The x-amz-copy-source-range value must be of the form bytes=first-last where first "
                                 "and last are the zero-based offsets of the first and last bytes to copy")
                               .with("ArgumentName", "x-amz-copy-source-range")
-                              .with("ArgumentValue", std::string(text));
+                              .with("ArgumentValue", std::string(*range));
         co_return co_await s.send_error(r, std::move(malformed));
       }
+      const std::uint64_t first = *parsed->first;
+      const std::uint64_t last = *parsed->last;
       if (last >= size) {
         Error outside = Error(Code::kInvalidArgument, "Range specified is not valid for source object of size: " + std::to_string(size))
                             .with("ArgumentName", "x-amz-copy-source-range")
-                            .with("ArgumentValue", std::string(text));
+                            .with("ArgumentValue", std::string(*range));
         co_return co_await s.send_error(r, std::move(outside));
       }
       offset = first;

@@ -19,39 +19,44 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-RangeResult parse_range(std::string_view header, std::uint64_t size) {
-  RangeResult whole;
+std::optional<ByteRange> parse_byte_range(std::string_view header) {
   header = trim(header);
-  if (!header.starts_with("bytes=")) return whole;
+  if (!header.starts_with("bytes=")) return std::nullopt;
   const std::string_view spec = trim(header.substr(6));
-  if (spec.find(',') != std::string_view::npos) return whole;  // several ranges: S3 sends it all
+  if (spec.find(',') != std::string_view::npos) return std::nullopt;  // several ranges
   const auto dash = spec.find('-');
-  if (dash == std::string_view::npos) return whole;
+  if (dash == std::string_view::npos) return std::nullopt;
   const std::string_view first = trim(spec.substr(0, dash));
   const std::string_view last = trim(spec.substr(dash + 1));
-  RangeResult r;
-  if (first.empty()) {
+  ByteRange range;
+  std::uint64_t value = 0;
+  if (!first.empty()) {
+    if (!number(first, value)) return std::nullopt;
+    range.first = value;
+  }
+  if (!last.empty()) {
+    if (!number(last, value)) return std::nullopt;
+    range.last = value;
+  }
+  if (!range.last && !range.first) return std::nullopt;               // "bytes=-"
+  if (range.first && range.last && *range.last < *range.first) return std::nullopt;  // "bytes=5-2"
+  return range;
+}
+
+RangeResult parse_range(std::string_view header, std::uint64_t size) {
+  // Like S3, a range that does not parse is ignored: the whole object is sent.
+  const auto range = parse_byte_range(header);
+  if (!range) return {};
+  if (!range->first) {
     // Suffix: the last n bytes.
-    std::uint64_t n = 0;
-    if (!number(last, n)) return whole;
-    if (n == 0 || size == 0) return {RangeResult::Kind::kUnsatisfiable, 0, 0};
-    n = std::min(n, size);
+    const std::uint64_t n = std::min(*range->last, size);
+    if (n == 0) return {RangeResult::Kind::kUnsatisfiable, 0, 0};
     return {RangeResult::Kind::kRange, size - n, n};
   }
-  std::uint64_t a = 0;
-  if (!number(first, a)) return whole;
-  std::uint64_t b = 0;
-  if (last.empty()) {
-    b = size == 0 ? 0 : size - 1;
-  } else if (!number(last, b) || b < a) {
-    return whole;  // "bytes=5-2" is syntactically invalid: ignored
-  }
+  const std::uint64_t a = *range->first;
   if (a >= size) return {RangeResult::Kind::kUnsatisfiable, 0, 0};
-  b = std::min(b, size - 1);
-  r.kind = RangeResult::Kind::kRange;
-  r.offset = a;
-  r.length = b - a + 1;
-  return r;
+  const std::uint64_t b = std::min(range->last.value_or(size - 1), size - 1);
+  return {RangeResult::Kind::kRange, a, b - a + 1};
 }
 
 }  // namespace hots3::s3

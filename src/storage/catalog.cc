@@ -183,6 +183,12 @@ PartRecord read_part(const Query& q) {
   return p;
 }
 
+#define H3_OBJECT_PART_COLUMNS "part_number, offset, size, checksum"
+
+ObjectPartRecord read_object_part(const Query& q) {
+  return {static_cast<std::uint32_t>(q.int64(0)), q.uint64(1), q.uint64(2), q.optional_text(3)};
+}
+
 Result<std::vector<ExtentRecord>> read_extents(Connection& c, std::int64_t owner_id, bool with_checksums) {
   auto q = c.query(with_checksums
                        ? "SELECT id, logical_offset, length, device_offset, device_length, checksums FROM extents "
@@ -870,25 +876,24 @@ Result<std::optional<std::string>> Catalog::inline_data(std::int64_t object_id) 
 
 Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_id) {
   auto q = impl_->reader().query(
-      "SELECT part_number, offset, size, checksum FROM object_parts WHERE object_id = ?1 ORDER BY part_number");
+      "SELECT " H3_OBJECT_PART_COLUMNS " FROM object_parts WHERE object_id = ?1 ORDER BY part_number");
   q.bind(1, object_id);
   std::vector<ObjectPartRecord> out;
   for (;;) {
     H3_TRY(bool row, q.step());
     if (!row) break;
-    out.push_back({static_cast<std::uint32_t>(q.int64(0)), q.uint64(1), q.uint64(2), q.optional_text(3)});
+    out.push_back(read_object_part(q));
   }
   return out;
 }
 
 Result<std::optional<ObjectPartRecord>> Catalog::object_part(std::int64_t object_id, std::uint32_t part_number) {
   auto q = impl_->reader().query(
-      "SELECT part_number, offset, size, checksum FROM object_parts WHERE object_id = ?1 AND part_number = ?2");
+      "SELECT " H3_OBJECT_PART_COLUMNS " FROM object_parts WHERE object_id = ?1 AND part_number = ?2");
   q.bind(1, object_id).bind(2, static_cast<std::int64_t>(part_number));
   H3_TRY(bool row, q.step());
   if (!row) return std::optional<ObjectPartRecord>{};
-  return std::optional<ObjectPartRecord>(
-      ObjectPartRecord{static_cast<std::uint32_t>(q.int64(0)), q.uint64(1), q.uint64(2), q.optional_text(3)});
+  return std::optional<ObjectPartRecord>(read_object_part(q));
 }
 
 Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& query) {

@@ -10,14 +10,13 @@
 
 #include <array>
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <list>
-#include <map>
 #include <mutex>
 #include <type_traits>
 #include <variant>
 #include <unordered_map>
+#include <vector>
 
 #include "hots3/storage/block_cache.h"
 #include "hots3/storage/buffer_pool.h"

@@ -39,6 +39,26 @@ TEST(Errors, FromErrc) {
   EXPECT_EQ(from_errc(error_code(EIO, boost::system::generic_category())).code, Code::kInternalError);
 }
 
+// The syntax UploadPartCopy checks: which bounds a range names, before any object size.
+TEST(Range, Syntax) {
+  auto both = parse_byte_range("bytes=3-18446744073709551615");
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->first, std::optional<std::uint64_t>(3));
+  EXPECT_EQ(both->last, std::optional<std::uint64_t>(UINT64_MAX));
+  auto open = parse_byte_range(" bytes= 7- ");
+  ASSERT_TRUE(open);
+  EXPECT_EQ(open->first, std::optional<std::uint64_t>(7));
+  EXPECT_FALSE(open->last);
+  auto suffix = parse_byte_range("bytes=-5");
+  ASSERT_TRUE(suffix);
+  EXPECT_FALSE(suffix->first);
+  EXPECT_EQ(suffix->last, std::optional<std::uint64_t>(5));
+  for (const char* bad : {"bytes=-", "bytes=5-2", "bytes=0-1,4-5", "items=0-1", "bytes=a-1", "bytes=1",
+                          "bytes=18446744073709551616-"}) {
+    EXPECT_FALSE(parse_byte_range(bad)) << bad;
+  }
+}
+
 TEST(Range, Forms) {
   using K = RangeResult::Kind;
   auto r = parse_range("bytes=0-9", 100);

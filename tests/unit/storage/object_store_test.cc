@@ -278,6 +278,46 @@ TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState
   }
 }
 
+// The MD5 of every value a key may hold (noted before its commit), and the check of a read
+// against them: "no such key", or a whole version, byte for byte.
+class KnownVersions {
+ public:
+  void note(const Bytes& value) {
+    std::lock_guard lock(mutex_);
+    md5s_.insert(md5_hex(value));
+  }
+  [[nodiscard]] bool holds(const Bytes& value) {
+    std::lock_guard lock(mutex_);
+    return md5s_.count(md5_hex(value)) != 0;
+  }
+  // True for a whole known version; counts "no such key" as absent and anything else as a
+  // failure (reported).
+  bool check(const Result<Bytes>& got, const std::string& key) {
+    if (!got) {
+      if (got.error() == errc::kNotFound) {
+        ++absent;
+      } else {
+        ++failures;
+        ADD_FAILURE() << "read of " << key << " failed: " << got.error().message();
+      }
+      return false;
+    }
+    if (!holds(*got)) {
+      ++failures;
+      ADD_FAILURE() << "read " << got->size() << " bytes that no version of " << key << " held";
+      return false;
+    }
+    return true;
+  }
+
+  std::atomic<int> absent{0};
+  std::atomic<int> failures{0};
+
+ private:
+  std::mutex mutex_;
+  std::set<std::string> md5s_;
+};
+
 // Issue 3: open_reader finds the version (often in the metadata cache) and then loads its
 // extent rows in a second read; a commit of the key in between (overwrite, append, delete,
 // rename) takes those rows. A reader must then see the key's next state, never an empty or
@@ -287,32 +327,12 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
   close();
   options_.extent_row_max_bytes = 256 * 1024;  // several extent rows per object
   open();
-  std::mutex mutex;
-  std::set<std::string> versions;  // MD5 of every value the key may hold, noted before its commit
-  auto note = [&](const Bytes& value) {
-    std::lock_guard lock(mutex);
-    versions.insert(md5_hex(value));
-  };
+  KnownVersions versions;
   std::atomic<bool> stop{false};
-  std::atomic<int> whole_reads{0}, opens{0}, absent{0}, failures{0};
+  std::atomic<int> whole_reads{0}, opens{0};
   auto whole_reader = [&](int worker) {
     while (!stop) {
-      auto got = run(get_async("hot", std::nullopt), worker);
-      if (!got) {
-        if (got.error() == errc::kNotFound) {
-          ++absent;
-        } else {
-          ++failures;
-          ADD_FAILURE() << "read failed: " << got.error().message();
-        }
-        continue;
-      }
-      std::lock_guard lock(mutex);
-      if (versions.count(md5_hex(*got)) == 0) {
-        ++failures;
-        ADD_FAILURE() << "read " << got->size() << " bytes that no version of the key held";
-      }
-      ++whole_reads;
+      if (versions.check(run(get_async("hot", std::nullopt), worker), "hot")) ++whole_reads;
     }
   };
   // Opens as fast as it can (the race is between the lookup and the layout load) and reads the
@@ -334,7 +354,7 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
       ++opens;
       if (!r && r.error() == errc::kNotFound) continue;
       if (!r || *r != 3) {
-        ++failures;
+        ++versions.failures;
         ADD_FAILURE() << "ranged read of the last bytes: " << (r ? std::to_string(*r) + " bytes" : r.error().message());
       }
     }
@@ -354,7 +374,7 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
     const int change = current ? static_cast<int>(i % 6) : 0;
     if (change <= 1) {  // overwrite (or create)
       Bytes value = test::pattern_bytes(size, 1000 + i);
-      note(value);
+      versions.note(value);
       ASSERT_TRUE(put("hot", value, change == 0).has_value());
       allocated = blocks(value.size());
       current = std::move(value);
@@ -362,7 +382,7 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
       const Bytes piece = test::pattern_bytes(size / 4 + 1, 5000 + i);
       Bytes whole = *current;
       whole.insert(whole.end(), piece.begin(), piece.end());
-      note(whole);
+      versions.note(whole);
       const std::int64_t base = store_->head(bucket_.id, "hot").value().value().id;
       auto appended = run([&]() -> asio::awaitable<Result<ObjectRecord>> {
         H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{piece.size()}, true));
@@ -384,7 +404,7 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
       allocated = 0;
     } else {  // a small (inline) version replaces a large one
       Bytes value = test::pattern_bytes(size % 3000 + 100, 9000 + i);
-      note(value);
+      versions.note(value);
       ASSERT_TRUE(put("hot", value).has_value());
       allocated = 0;  // inline: in the catalog
       current = std::move(value);
@@ -392,13 +412,13 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
   }
   stop = true;
   for (auto& r : readers) r.get();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(versions.failures.load(), 0);
   EXPECT_GT(whole_reads.load(), 0);
   EXPECT_GT(opens.load(), 0);
   // Nothing leaked either: only the last version holds space.
   EXPECT_EQ(used(), allocated);
   EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
-  std::cout << "[          ] " << whole_reads << " whole reads, " << opens << " quick opens, " << absent
+  std::cout << "[          ] " << whole_reads << " whole reads, " << opens << " quick opens, " << versions.absent
             << " found no key\n";
 }
 
@@ -420,10 +440,9 @@ TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLe
   open();
   const std::uint64_t baseline = used();
   const std::array<std::string, 3> keys{"s0", "s1", "s2"};
-  std::mutex mutex;
-  std::set<std::string> versions;  // MD5 of every value a key may hold, noted before its commit
+  KnownVersions versions;
   std::atomic<bool> stop{false};
-  std::atomic<int> reads{0}, absent{0}, failures{0}, writes{0}, deletes{0}, full{0};
+  std::atomic<int> reads{0}, writes{0}, deletes{0}, full{0};
   std::atomic<std::uint64_t> written_bytes{0};
   // Reads the key piece by piece, pausing between pieces so that writers on the other worker
   // replace and delete it meanwhile.
@@ -444,22 +463,7 @@ TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLe
     std::mt19937 random(seed);
     while (!stop) {
       const std::string& key = keys[random() % keys.size()];
-      auto got = run(paced_get(key), worker);
-      if (!got) {
-        if (got.error() == errc::kNotFound) {
-          ++absent;
-        } else {
-          ++failures;
-          ADD_FAILURE() << "read failed: " << got.error().message();
-        }
-        continue;
-      }
-      std::lock_guard lock(mutex);
-      if (versions.count(md5_hex(*got)) == 0) {
-        ++failures;
-        ADD_FAILURE() << "read " << got->size() << " bytes that no version of " << key << " held";
-      }
-      ++reads;
+      if (versions.check(run(paced_get(key), worker), key)) ++reads;
     }
   };
   std::atomic<std::uint32_t> seeds{1};
@@ -475,10 +479,7 @@ TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLe
       }
       const std::size_t size = std::uniform_int_distribution<std::size_t>(8 * 1024, 1536 * 1024)(random);
       Bytes value = test::pattern_bytes(size, seeds++);
-      {
-        std::lock_guard lock(mutex);
-        versions.insert(md5_hex(value));
-      }
+      versions.note(value);
       // Sizes declared: a stream of unknown size reserves up to 64 MiB at a time, the whole device.
       auto stored = run(put_async(key, std::move(value), true), worker);
       if (!stored && stored.error() == errc::kNoSpace) {
@@ -498,21 +499,20 @@ TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLe
   stop = true;
   for (auto& r : readers) r.get();
 
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(versions.failures.load(), 0);
   EXPECT_GT(reads.load(), 0);
   EXPECT_GT(written_bytes.load(), 4 * options_.device_size_bytes) << "space was not reused";
   EXPECT_LT(full.load(), writes.load()) << "the device was full most of the time";
   for (const std::string& key : keys) {
     auto got = get(key);
     if (got) {
-      std::lock_guard lock(mutex);
-      EXPECT_EQ(versions.count(md5_hex(*got)), 1U);
+      EXPECT_TRUE(versions.holds(*got)) << key;
     }
     EXPECT_TRUE(run(store_->delete_object(bucket_.id, key)).has_value());
   }
   EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
   EXPECT_EQ(used(), baseline);
-  std::cout << "[          ] " << reads << " reads, " << absent << " found no key, " << writes << " writes ("
+  std::cout << "[          ] " << reads << " reads, " << versions.absent << " found no key, " << writes << " writes ("
             << written_bytes / kMiB << " MiB), " << deletes << " deletes, " << full << " refused for space\n";
 }
 
