@@ -7,9 +7,14 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -21,6 +26,7 @@
 #include "hots3/storage/checksum.h"
 #include "schema.h"
 #include "sqlite.h"
+#include "wal_vfs.h"
 
 namespace hots3::storage {
 
@@ -29,6 +35,14 @@ using detail::Connection;
 using detail::Query;
 
 namespace {
+
+// Checkpoints (copying the WAL back into the database) run on the syncer's connection, beside
+// the writer, each time the WAL has grown by kCheckpointFrames (SQLite's own default period).
+// Under a steady stream of commits such a checkpoint never catches up with the last commit, and
+// SQLite starts the WAL over only after one has; so at kWriterCheckpointFrames (64 MiB of 4 KiB
+// pages) the writer checkpoints the remainder itself, and the WAL starts over.
+constexpr int kCheckpointFrames = 1000;
+constexpr int kWriterCheckpointFrames = 16 * kCheckpointFrames;
 
 // ---- encodings ---------------------------------------------------------------------------
 
@@ -563,6 +577,7 @@ void block_checksum_sql(sqlite3_context* context, int, sqlite3_value** argv) {
 struct Catalog::Impl {
   CatalogOptions options;
   std::unique_ptr<Connection> writer;
+  std::unique_ptr<Connection> checkpointer;  // the syncer's: checkpoints run beside the writer
   int schema_version = 0;
   std::int64_t next_id = 1;
 
@@ -573,6 +588,21 @@ struct Catalog::Impl {
   std::thread writer_thread;
   std::atomic<std::uint64_t> writes{0};
   std::atomic<std::uint64_t> commits{0};
+
+  // Committed writes waiting for the WAL to reach the disk (see run_syncer).
+  struct Unsynced {
+    std::function<void(error_code)> done;
+    error_code result;
+  };
+  std::mutex sync_mutex;
+  std::condition_variable sync_ready;
+  std::vector<Unsynced> unsynced;
+  bool sync_stopping = false;
+  std::thread syncer_thread;
+  int wal_fd = -1;
+  std::atomic<bool> wal_sync_failed{false};
+  std::atomic<int> wal_frames{0};  // in the WAL after the last commit
+  int checkpointed_frames = 0;       // the syncer's: wal_frames at its last checkpoint
 
   std::mutex readers_mutex;
   std::unordered_map<std::thread::id, std::unique_ptr<Connection>> readers;
@@ -591,6 +621,9 @@ struct Catalog::Impl {
 
   void run_writer();
   void run_batch(std::deque<Pending>& batch);
+  void run_syncer();
+  error_code sync_wal();
+  void checkpoint(Connection& c);
 };
 
 void Catalog::Impl::run_writer() {
@@ -615,7 +648,10 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
   Connection& w = *writer;
   std::vector<error_code> results(batch.size());
   error_code commit_error;
-  if (auto begun = w.query("BEGIN IMMEDIATE").run(); !begun) {
+  if (wal_sync_failed.load(std::memory_order_relaxed)) {
+    // The disk lost committed writes once: nothing more is promised durable.
+    commit_error = errc::kIoError;
+  } else if (auto begun = w.query("BEGIN IMMEDIATE").run(); !begun) {
     commit_error = begun.error();
   } else {
     WriteTxnImpl txn(w, next_id);
@@ -634,16 +670,102 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
         (void)w.query("RELEASE w").run();
       }
     }
-    if (auto committed = w.query("COMMIT").run(); !committed) {
+    Result<void> committed;
+    {
+      const detail::DeferWalFlush flushed_by_the_syncer;
+      committed = w.query("COMMIT").run();
+    }
+    if (!committed) {
       commit_error = committed.error();
       (void)w.exec("ROLLBACK");  // the transaction may already be gone; both are fine
     }
   }
   writes.fetch_add(batch.size(), std::memory_order_relaxed);
   commits.fetch_add(1, std::memory_order_relaxed);
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    batch[i].done(commit_error ? commit_error : results[i]);
+  if (commit_error) {
+    for (auto& pending : batch) pending.done(commit_error);
+    return;
   }
+  {
+    std::lock_guard lock(sync_mutex);
+    for (std::size_t i = 0; i < batch.size(); ++i) unsynced.push_back({std::move(batch[i].done), results[i]});
+  }
+  sync_ready.notify_one();
+  if (wal_frames.load(std::memory_order_relaxed) >= kWriterCheckpointFrames) checkpoint(w);
+}
+
+void Catalog::Impl::checkpoint(Connection& c) {
+  // PASSIVE: copies what no reader still needs and never waits; SQLITE_BUSY means another
+  // checkpoint is running. Outside DeferWalFlush, so the WAL is flushed before it is copied.
+  int log_frames = 0;
+  int copied = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(c.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, &log_frames, &copied);
+  if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+    log::warn("catalog: checkpoint failed: {}", sqlite3_errmsg(c.handle()));
+  }
+}
+
+// The second half of group commit. The writer's COMMIT leaves the transaction in the WAL in
+// the page cache (DeferWalFlush); this thread makes the WAL durable with one fdatasync for every
+// commit made since the last, and only then answers the writes. The writer meanwhile runs the next
+// batch, so the disk's flush latency and the writeback's CPU overlap the next transaction
+// instead of stalling it. Readers can see a committed write before it is answered, as a GET
+// racing a PUT can on S3; nothing acts on a write (frees space, acknowledges) before this.
+void Catalog::Impl::run_syncer() {
+  std::vector<Unsynced> todo;
+  for (;;) {
+    {
+      std::unique_lock lock(sync_mutex);
+      sync_ready.wait(lock, [this] { return sync_stopping || !unsynced.empty(); });
+      if (unsynced.empty()) return;  // stopping, and every commit has been answered
+      todo.swap(unsynced);
+    }
+    const error_code synced = sync_wal();
+    for (auto& u : todo) u.done(synced ? synced : u.result);
+    todo.clear();
+    const int frames = wal_frames.load(std::memory_order_relaxed);
+    if (frames < checkpointed_frames) checkpointed_frames = 0;  // the WAL started over
+    if (!synced && frames >= checkpointed_frames + kCheckpointFrames) {
+      checkpoint(*checkpointer);
+      checkpointed_frames = frames;
+    }
+  }
+}
+
+error_code Catalog::Impl::sync_wal() {
+  if (wal_sync_failed.load(std::memory_order_relaxed)) return errc::kIoError;
+  const std::string wal = options.path + "-wal";
+  if (wal_fd < 0) {
+    // SQLite made the WAL when the writer opened the database, and keeps it (truncating it at
+    // most) while the writer is open. Its directory entry is flushed once, as SQLite itself
+    // does on a new journal's first sync.
+    wal_fd = ::open(wal.c_str(), O_RDONLY | O_CLOEXEC);
+    if (wal_fd < 0) {
+      log::error("catalog: cannot open {} to flush it: {}", wal, std::strerror(errno));
+      return errc::kIoError;
+    }
+    const auto slash = options.path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : options.path.substr(0, slash == 0 ? 1 : slash);
+    if (const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
+      (void)::fsync(d);
+      ::close(d);
+    }
+  }
+  if (struct stat st{}; ::fstat(wal_fd, &st) == 0 && st.st_nlink == 0) {
+    // SQLite removed the WAL (only ever after folding all of it into the database): flush the
+    // one it writes now.
+    ::close(wal_fd);
+    wal_fd = -1;
+    return sync_wal();
+  }
+  if (::fdatasync(wal_fd) != 0) {
+    // After a failed flush the kernel may have dropped the dirty pages: which commits survived
+    // is unknown. Refuse every later write rather than acknowledge one that may be lost.
+    wal_sync_failed.store(true, std::memory_order_relaxed);
+    log::error("catalog: flushing {} failed: {}; writes are refused from now on", wal, std::strerror(errno));
+    return errc::kIoError;
+  }
+  return {};
 }
 
 Catalog::Catalog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -655,10 +777,12 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
   std::call_once(configured, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->writer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, true);
+  impl->writer =
+      std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, true, detail::wal_batching_vfs());
   Connection& w = *impl->writer;
-  // WAL: readers never wait for the writer. synchronous=FULL: a commit is on stable storage when
-  // COMMIT returns (NORMAL could lose the last commits on power loss).
+  // WAL: readers never wait for the writer. synchronous=FULL: every commit syncs the WAL; the
+  // writer's COMMIT runs under DeferWalFlush, where that sync only hands the commit's frames to
+  // the kernel, and run_syncer flushes them before any write is answered.
   w.exec_or_throw(
       "PRAGMA journal_mode = WAL;"
       "PRAGMA synchronous = FULL;"
@@ -666,6 +790,14 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
       "PRAGMA cache_size = -65536;"
       "PRAGMA temp_store = MEMORY;"
       "PRAGMA journal_size_limit = 67108864;");
+  // Checkpoints are ours (see kCheckpointFrames): this hook replaces SQLite's automatic one.
+  sqlite3_wal_hook(
+      w.handle(),
+      [](void* self, sqlite3*, const char*, int frames) {
+        static_cast<Impl*>(self)->wal_frames.store(frames, std::memory_order_relaxed);
+        return SQLITE_OK;
+      },
+      impl.get());
   if (sqlite3_create_function_v2(w.handle(), "h3_block_checksum", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
                                  block_checksum_sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
     throw std::runtime_error("catalog " + options.path + ": cannot register h3_block_checksum");
@@ -697,10 +829,15 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
     if (auto row = q.step(); !row || !*row) throw std::runtime_error("catalog " + options.path + ": cannot read ids");
     impl->next_id = q.int64(0) + 1;
   }
+  impl->checkpointer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, false);
   Impl* raw = impl.get();
   impl->writer_thread = std::thread([raw] {
     pthread_setname_np(pthread_self(), "h3-catalog");
     raw->run_writer();
+  });
+  impl->syncer_thread = std::thread([raw] {
+    pthread_setname_np(pthread_self(), "h3-catalog-sync");
+    raw->run_syncer();
   });
   return std::unique_ptr<Catalog>(new Catalog(std::move(impl)));
 }
@@ -718,6 +855,13 @@ void Catalog::stop() {
   }
   impl_->queue_ready.notify_all();
   impl_->writer_thread.join();
+  {
+    std::lock_guard lock(impl_->sync_mutex);
+    impl_->sync_stopping = true;
+  }
+  impl_->sync_ready.notify_all();
+  impl_->syncer_thread.join();
+  if (impl_->wal_fd >= 0) ::close(impl_->wal_fd);
   // Fold the WAL back into the database and truncate it: a clean close leaves one file.
   if (auto r = impl_->writer->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !r) {
     log::warn("catalog: final checkpoint failed: {}", r.error().message());

@@ -99,11 +99,11 @@ std::optional<std::string> Query::optional_text(int column) const {
   return std::string(text(column));
 }
 
-Connection::Connection(const std::string& path, Mode mode, bool create) {
+Connection::Connection(const std::string& path, Mode mode, bool create, const char* vfs) {
   int flags = SQLITE_OPEN_NOMUTEX;  // one thread at a time per connection (our own rule)
   flags |= mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
   if (create && mode == Mode::kReadWrite) flags |= SQLITE_OPEN_CREATE;
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, vfs);
   if (rc != SQLITE_OK) {
     std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);

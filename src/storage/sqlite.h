@@ -65,8 +65,9 @@ class Query {
 class Connection {
  public:
   enum class Mode { kReadWrite, kReadOnly };
-  // Throws std::runtime_error (start-up and tools only).
-  Connection(const std::string& path, Mode mode, bool create);
+  // Throws std::runtime_error (start-up and tools only). `vfs`: a registered VFS's name, or
+  // nullptr for the default.
+  Connection(const std::string& path, Mode mode, bool create, const char* vfs = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

@@ -2,13 +2,14 @@
 
 // The catalog: buckets, objects, their extents and block checksums, multipart uploads and
 // parts, and tiering state, in SQLite (WAL, synchronous=FULL, prepared statements only). The
-// schema and its migrations are in src/storage/schema.cc.
+// schema and its migrations are in src/storage/schema.h.
 //
 // Reads run on the calling thread, each thread with its own read-only connection (WAL readers
 // never wait for the writer). Writes go to one writer thread that runs every write queued
-// while it was busy in one transaction with one fsync (group commit), each write inside its
-// own savepoint so that one failing write does not undo the others. A write completes only
-// once its transaction is durable.
+// while it was busy in one transaction (group commit), each write inside its own savepoint so
+// that one failing write does not undo the others. A syncer thread beside it flushes the WAL
+// once for all the transactions committed since its last flush, and runs the checkpoints. A
+// write completes only once its transaction is durable.
 //
 // Keys compare as bytes (SQLite's BINARY collation over UTF-8), the order S3 lists them in.
 
