@@ -56,6 +56,7 @@ storage::StoreOptions store_options(const config::Config& config) {
   }
   o.inline_max_bytes = c.inline_max_bytes;
   o.cache_bytes = c.effective_cache_bytes();
+  o.metadata_cache_bytes = c.effective_metadata_cache_bytes();
   o.io_buffer_bytes = static_cast<std::size_t>(c.io_buffer_bytes);
   o.io_buffers_per_worker = static_cast<std::size_t>(c.io_buffers_per_worker);
   o.stream_depth = static_cast<std::size_t>(c.stream_depth);

@@ -187,17 +187,22 @@ void read_storage(const std::string& path, const toml::table& table, StorageConf
     r.fail(*table.get("io_engine"), "io_engine", "must be \"auto\", \"io_uring\" or \"posix\"");
   }
   r.size("inline_max", storage.inline_max_bytes, 0, 64 * kKiB);
-  if (const toml::node* cache = table.get("cache_size"); cache != nullptr && cache->is_string() &&
-                                                         cache->as_string()->get() == "auto") {
-    std::string ignored;
-    r.string("cache_size", ignored);
-    storage.cache_bytes.reset();
-  } else {
-    std::uint64_t bytes = storage.cache_bytes.value_or(0);
-    const bool present = table.contains("cache_size");
-    r.size("cache_size", bytes, 0, 16 * kTiB);
-    if (present) storage.cache_bytes = bytes;
-  }
+  // A cache size: "auto" (unset), or a size (0 = off).
+  const auto cache_size = [&](const char* name, std::optional<std::uint64_t>& out) {
+    if (const toml::node* cache = table.get(name);
+        cache != nullptr && cache->is_string() && cache->as_string()->get() == "auto") {
+      std::string ignored;
+      r.string(name, ignored);
+      out.reset();
+    } else {
+      std::uint64_t bytes = out.value_or(0);
+      const bool present = table.contains(name);
+      r.size(name, bytes, 0, 16 * kTiB);
+      if (present) out = bytes;
+    }
+  };
+  cache_size("cache_size", storage.cache_bytes);
+  cache_size("metadata_cache_size", storage.metadata_cache_bytes);
   r.size("io_buffer_size", storage.io_buffer_bytes, 64 * kKiB, 64 * kMiB);
   if (storage.io_buffer_bytes % (64 * kKiB) != 0) r.fail(*table.get("io_buffer_size"), "io_buffer_size", "must be a multiple of 64 KiB");
   r.integer("io_buffers", storage.io_buffers_per_worker, 2, 65536);
@@ -317,13 +322,21 @@ void read_users(const std::string& path, const toml::array& array, std::vector<U
 
 }  // namespace
 
-std::uint64_t StorageConfig::effective_cache_bytes() const {
-  if (cache_bytes) return *cache_bytes;
+namespace {
+// An eighth of the memory, at most 8 GiB (256 MiB where the memory is unknown).
+std::uint64_t eighth_of_memory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_size = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_size <= 0) return 256 * kMiB;
   const std::uint64_t memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
   return std::min<std::uint64_t>(memory / 8, 8 * kGiB);
+}
+}  // namespace
+
+std::uint64_t StorageConfig::effective_cache_bytes() const { return cache_bytes ? *cache_bytes : eighth_of_memory(); }
+
+std::uint64_t StorageConfig::effective_metadata_cache_bytes() const {
+  return metadata_cache_bytes ? *metadata_cache_bytes : eighth_of_memory();
 }
 
 ListenAddress parse_listen(std::string_view text) {

@@ -880,13 +880,16 @@ Catalog::WriterStats Catalog::writer_stats() const noexcept {
   return {impl_->writes.load(), impl_->commits.load()};
 }
 
-asio::awaitable<Result<void>> Catalog::write(WriteFn fn) {
+asio::awaitable<Result<void>> Catalog::write(WriteFn fn, std::function<void()> on_durable) {
   constexpr auto kToken = asio::as_tuple(asio::use_awaitable);
   auto [ec] = co_await asio::async_initiate<decltype(kToken), void(error_code)>(
-      [this, &fn](auto handler) {
+      [this, &fn, &on_durable](auto handler) {
         auto guard = asio::make_work_guard(asio::get_associated_executor(handler));
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        Pending pending{std::move(fn), [shared, guard = std::move(guard)](error_code result) mutable {
+        Pending pending{std::move(fn), [shared, guard = std::move(guard), on_durable = std::move(on_durable)](
+                                           error_code result) mutable {
+                          // The syncer answers commits in order: so run the on_durable actions.
+                          if (!result && on_durable) on_durable();
                           // Resume the writer's coroutine on its own worker.
                           auto executor = guard.get_executor();
                           asio::post(executor, [shared, result, g = std::move(guard)]() mutable { (*shared)(result); });

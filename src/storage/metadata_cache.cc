@@ -31,32 +31,37 @@ std::variant<std::shared_ptr<const ObjectRecord>, MetadataCache::Miss> MetadataC
   Shard& s = shard_of(id);
   std::lock_guard lock(s.mutex);
   auto it = s.index.find(id);
-  if (it == s.index.end() || (with_data && !complete(it->second->record))) return Miss{s.generation};
+  if (it == s.index.end() || (with_data && !complete(it->second->record))) {
+    ++s.misses;
+    return Miss{s.generation};
+  }
+  ++s.hits;
   s.lru.splice(s.lru.begin(), s.lru, it->second);
   return it->second->record;
 }
 
-void MetadataCache::insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record,
-                           Miss miss) {
-  if (capacity_bytes_per_shard_ == 0) return;
-  std::string id = id_of(bucket_id, key);
+std::uint64_t MetadataCache::bytes_of(const std::string& id, const std::shared_ptr<const ObjectRecord>& record) {
   std::uint64_t bytes = 128 + id.size();
   if (record) {
     bytes += sizeof(ObjectRecord) + record->key.size() + record->etag.size() +
              (record->inline_data ? record->inline_data->size() : 0);
     for (const auto& [name, value] : record->user_metadata) bytes += name.size() + value.size() + 64;
   }
-  Shard& s = shard_of(id);
-  std::lock_guard lock(s.mutex);
-  // A change of any key of this shard since find(): what was read may be stale; do not keep it.
-  if (s.generation != miss.generation) return;
+  return bytes;
+}
+
+void MetadataCache::drop(Shard& s, const std::string& id) {
   if (auto it = s.index.find(id); it != s.index.end()) {
-    if (complete(it->second->record) || !complete(record)) return;
     s.bytes -= it->second->bytes;
     auto entry = it->second;
     s.index.erase(it);
     s.lru.erase(entry);
   }
+}
+
+void MetadataCache::store(Shard& s, std::string id, std::shared_ptr<const ObjectRecord> record) {
+  const std::uint64_t bytes = bytes_of(id, record);
+  drop(s, id);
   s.lru.push_front({std::move(id), std::move(record), bytes});
   s.index.emplace(s.lru.front().key, s.lru.begin());
   s.bytes += bytes;
@@ -67,17 +72,46 @@ void MetadataCache::insert(std::int64_t bucket_id, std::string_view key, std::sh
   }
 }
 
+void MetadataCache::insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record,
+                           Miss miss) {
+  if (capacity_bytes_per_shard_ == 0) return;
+  std::string id = id_of(bucket_id, key);
+  Shard& s = shard_of(id);
+  std::lock_guard lock(s.mutex);
+  // A change of any key of this shard since find(): what was read may be stale; do not keep it.
+  if (s.generation != miss.generation) return;
+  if (auto it = s.index.find(id); it != s.index.end() && (complete(it->second->record) || !complete(record))) return;
+  store(s, std::move(id), std::move(record));
+}
+
+void MetadataCache::put(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record) {
+  std::string id = id_of(bucket_id, key);
+  Shard& s = shard_of(id);
+  std::lock_guard lock(s.mutex);
+  ++s.generation;  // a reader's catalog row from before this commit is stale
+  if (capacity_bytes_per_shard_ == 0) return;
+  store(s, std::move(id), std::move(record));
+}
+
 void MetadataCache::invalidate(std::int64_t bucket_id, std::string_view key) {
   const std::string id = id_of(bucket_id, key);
   Shard& s = shard_of(id);
   std::lock_guard lock(s.mutex);
   ++s.generation;
-  if (auto it = s.index.find(id); it != s.index.end()) {
-    s.bytes -= it->second->bytes;
-    auto entry = it->second;
-    s.index.erase(it);
-    s.lru.erase(entry);
+  drop(s, id);
+}
+
+MetadataCache::Stats MetadataCache::stats() {
+  Stats total;
+  for (Shard& s : shards_) {
+    std::lock_guard lock(s.mutex);
+    total.used_bytes += s.bytes;
+    total.entries += s.index.size();
+    total.hits += s.hits;
+    total.misses += s.misses;
   }
+  total.capacity_bytes = capacity_bytes_per_shard_ * kShards;
+  return total;
 }
 
 }  // namespace hots3::storage::detail

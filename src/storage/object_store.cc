@@ -248,9 +248,12 @@ class StoreImpl final : public ObjectStore {
       }
       object.id = t.next_id();
       return t.insert_object(object, data.extents);
+    }, [&] {
+      // Write-through: a dataset is read soon after it is written, and the first epoch's HEADs
+      // and small GETs then need no catalog read.
+      core_.metadata->put(bucket.id, object.key, std::make_shared<const ObjectRecord>(object));
     }));
     detail::mark_committed(*writer);
-    core_.metadata->invalidate(bucket.id, object.key);
     if (replaced != 0) core_.retirement->retire(std::move(freed), replaced);
     object.inline_data.reset();
     co_return object;
@@ -539,6 +542,12 @@ class StoreImpl final : public ObjectStore {
     s.cache_used_bytes = cache.used_bytes;
     s.cache_hits = cache.hits;
     s.cache_misses = cache.misses;
+    const auto metadata = core_.metadata->stats();
+    s.metadata_cache_capacity_bytes = metadata.capacity_bytes;
+    s.metadata_cache_used_bytes = metadata.used_bytes;
+    s.metadata_cache_entries = metadata.entries;
+    s.metadata_cache_hits = metadata.hits;
+    s.metadata_cache_misses = metadata.misses;
     const auto writer = core_.catalog->writer_stats();
     s.catalog_writes = writer.writes;
     s.catalog_commits = writer.commits;

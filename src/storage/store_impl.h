@@ -273,8 +273,20 @@ class MetadataCache {
   // Caches `record` (nullptr: "no such key") unless the key changed since find(); replaces a
   // record cached without its inline bytes by one with them.
   void insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record, Miss miss);
+  // Write-through of a durable new version. Only in commit order (Catalog::write's
+  // on_durable): a later call must never carry an older version.
+  void put(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record);
   // After a durable change of the key.
   void invalidate(std::int64_t bucket_id, std::string_view key);
+
+  struct Stats {
+    std::uint64_t capacity_bytes = 0;
+    std::uint64_t used_bytes = 0;
+    std::uint64_t entries = 0;
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+  };
+  Stats stats();
 
  private:
   struct Entry {
@@ -288,10 +300,16 @@ class MetadataCache {
     std::unordered_map<std::string_view, std::list<Entry>::iterator> index;
     std::uint64_t bytes = 0;
     std::uint64_t generation = 0;
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
   };
   static constexpr std::size_t kShards = 16;
   Shard& shard_of(const std::string& id);
   static std::string id_of(std::int64_t bucket_id, std::string_view key);
+  static std::uint64_t bytes_of(const std::string& id, const std::shared_ptr<const ObjectRecord>& record);
+  // With the shard's mutex held: forgets `id`; caches `record` under it instead.
+  static void drop(Shard& s, const std::string& id);
+  void store(Shard& s, std::string id, std::shared_ptr<const ObjectRecord> record);
 
   std::uint64_t capacity_bytes_per_shard_;
   std::array<Shard, kShards> shards_;

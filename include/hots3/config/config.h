@@ -59,13 +59,15 @@ struct StorageConfig {
   enum class IoEngine { kAuto, kUring, kPosix } io_engine = IoEngine::kAuto;
   std::uint64_t inline_max_bytes = 4096;       // objects up to this size live in the catalog
   std::optional<std::uint64_t> cache_bytes;    // block cache; unset = automatic, 0 = off
+  std::optional<std::uint64_t> metadata_cache_bytes;  // objects' records; unset = automatic, 0 = off
   std::uint64_t io_buffer_bytes = 1024 * 1024;  // one device I/O
   std::uint64_t io_buffers_per_worker = 32;     // bounds the memory of streams
   std::uint64_t stream_depth = 4;               // device I/Os in flight per stream
   bool etag_md5 = true;                         // ETag = MD5 of the data, as S3 does
 
-  // The cache size in effect: the configured one, or an eighth of the memory (at most 8 GiB).
+  // The cache sizes in effect: the configured ones, or an eighth of the memory (at most 8 GiB).
   [[nodiscard]] std::uint64_t effective_cache_bytes() const;
+  [[nodiscard]] std::uint64_t effective_metadata_cache_bytes() const;
 };
 
 // Access of a non-admin user to buckets whose names match `bucket` (a glob: '*' any run of

@@ -47,6 +47,7 @@ struct ChecksumSet {
   std::optional<std::string> sha1;
   std::optional<std::string> sha256;
   std::optional<std::string> type;  // "FULL_OBJECT" or "COMPOSITE"
+  bool operator==(const ChecksumSet&) const = default;
 };
 
 // Headers an object keeps (S3 returns them on GET and HEAD).
@@ -57,6 +58,7 @@ struct ContentHeaders {
   std::optional<std::string> content_language;
   std::optional<std::string> cache_control;
   std::optional<std::string> expires;
+  bool operator==(const ContentHeaders&) const = default;
 };
 
 enum class TierState : std::uint8_t {
@@ -230,8 +232,11 @@ class Catalog {
   using WriteFn = std::function<Result<void>(WriteTxn&)>;
   // Runs `fn` in the next group commit; completes on the caller's executor once the commit is
   // durable (or failed: then the write's own error, or the commit's). `fn` runs on the writer
-  // thread and must not block on anything but the catalog.
-  boost::asio::awaitable<Result<void>> write(WriteFn fn);
+  // thread and must not block on anything but the catalog. `on_durable`, if given, runs once
+  // the write succeeded and is durable, before the caller resumes, on the thread that makes
+  // commits durable: the on_durable of all writes run one at a time, in commit order. It must
+  // be quick and must not touch the catalog.
+  boost::asio::awaitable<Result<void>> write(WriteFn fn, std::function<void()> on_durable = {});
   // The same, blocking the calling thread (start-up, tools, tests). Never on a worker.
   Result<void> write_blocking(WriteFn fn);
 

@@ -80,6 +80,11 @@ struct StoreStats {
   std::uint64_t cache_used_bytes = 0;
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
+  std::uint64_t metadata_cache_capacity_bytes = 0;  // records of hot objects (and small objects' data)
+  std::uint64_t metadata_cache_used_bytes = 0;
+  std::uint64_t metadata_cache_entries = 0;
+  std::uint64_t metadata_cache_hits = 0;
+  std::uint64_t metadata_cache_misses = 0;
   std::uint64_t catalog_writes = 0;
   std::uint64_t catalog_commits = 0;
   std::chrono::milliseconds startup_rebuild{0};

@@ -62,6 +62,7 @@ TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config.storage.io_engine, defaults.storage.io_engine);
   EXPECT_EQ(config.storage.inline_max_bytes, defaults.storage.inline_max_bytes);
   EXPECT_EQ(config.storage.cache_bytes, defaults.storage.cache_bytes);
+  EXPECT_EQ(config.storage.metadata_cache_bytes, defaults.storage.metadata_cache_bytes);
   EXPECT_EQ(config.storage.io_buffer_bytes, defaults.storage.io_buffer_bytes);
   EXPECT_EQ(config.storage.io_buffers_per_worker, defaults.storage.io_buffers_per_worker);
   EXPECT_EQ(config.storage.stream_depth, defaults.storage.stream_depth);
@@ -145,6 +146,22 @@ complete_keepalive = 0
   EXPECT_EQ(config.s3.multipart.abort_after, std::chrono::hours(48));
   EXPECT_EQ(config.s3.multipart.sweep_interval, std::chrono::milliseconds(250));
   EXPECT_EQ(config.s3.multipart.complete_keepalive, std::chrono::milliseconds(0));
+}
+
+TEST_F(ConfigFile, CacheSizesAreAutomaticOrASize) {
+  Config config;
+  EXPECT_GT(config.storage.effective_metadata_cache_bytes(), 0u);
+  EXPECT_LE(config.storage.effective_metadata_cache_bytes(), 8ull << 30);
+  apply_file(config, write("[storage]\ncache_size = \"2GiB\"\nmetadata_cache_size = \"512MiB\"\n"));
+  EXPECT_EQ(config.storage.effective_cache_bytes(), 2ull << 30);
+  EXPECT_EQ(config.storage.effective_metadata_cache_bytes(), 512ull << 20);
+  apply_file(config, write("[storage]\nmetadata_cache_size = 0\n"));
+  EXPECT_EQ(config.storage.effective_metadata_cache_bytes(), 0u);
+  EXPECT_EQ(config.storage.effective_cache_bytes(), 2ull << 30);  // a later file keeps what it does not set
+  apply_file(config, write("[storage]\nmetadata_cache_size = \"auto\"\n"));
+  EXPECT_FALSE(config.storage.metadata_cache_bytes.has_value());
+  EXPECT_NE(error_of("[storage]\nmetadata_cache_size = \"lots\"\n").find("storage.metadata_cache_size:"),
+            std::string::npos);
 }
 
 TEST_F(ConfigFile, UnknownKeysNameTheFileLineAndKey) {
