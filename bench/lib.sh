@@ -90,7 +90,7 @@ bench_device_reset() {  # the device as new: a file is removed, a block device's
     rm -f "$BENCH_DEVICE"
   fi
 }
-fio_file() { echo "${BENCH_DEVICE:-$WORK/fio.dat}"; }
+fio_file() { echo "${FIO_FILE:-${BENCH_DEVICE:-$WORK/fio.dat}}"; }
 
 # start_hots3 HOTS3_BINARY WORKERS [extra TOML lines]: a fresh hots3 (new data directory, new
 # device) with the bench user; sets HOTS3_URL and HOTS3_PID and exports the bench credentials
