@@ -338,13 +338,21 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   auto bucket = co_await s.bucket_for(r, Access::kRead);
   if (!bucket) co_return;
   if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
-  auto opened = co_await s.store().open_reader(bucket->id, r.key);
-  if (!opened) {
-    if (opened.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
-    co_return co_await s.send_error(r, from_errc(opened.error()));
+  // HEAD needs the record only: from the metadata cache, without a small object's bytes (and
+  // without a reader, which would load them).
+  std::unique_ptr<storage::ObjectReader> reader;
+  std::optional<storage::ObjectRecord> record;
+  if (head_only) {
+    auto found = s.store().head(bucket->id, r.key);
+    if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
+    record = std::move(*found);
+  } else {
+    auto opened = co_await s.store().open_reader(bucket->id, r.key);
+    if (!opened && opened.error() != errc::kNotFound) co_return co_await s.send_error(r, from_errc(opened.error()));
+    if (opened) reader = std::move(*opened);
   }
-  storage::ObjectReader& reader = **opened;
-  const storage::ObjectRecord& object = reader.object();
+  if (!reader && !record) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
+  const storage::ObjectRecord& object = reader ? reader->object() : *record;
   if (auto e = read_conditions(r, object, false)) {
     if (e->code == Code::kNotModified) {
       http::Response head = s.response(r, 304);
@@ -443,10 +451,10 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   head.content_length = length;
   if (head_only) co_return co_await s.send_empty(r, head.status, std::move(head));
 
-  reader.set_range(offset, length);
+  reader->set_range(offset, length);
   if (!co_await r.exchange.write_head(std::move(head))) co_return;
   for (;;) {
-    auto piece = co_await reader.next();
+    auto piece = co_await reader->next();
     if (!piece) {
       // The head is out: all that is left is to cut the body short (the client sees an
       // incomplete response, never wrong bytes).
