@@ -120,8 +120,9 @@ echo
 # ---- the limits: fio on the device --------------------------------------------------------
 echo "-- fio on $BENCH_DEVICE"
 FIO_W=$(fio_mbs write --rw=write --bs=1M --size="$DATA_BYTES" --iodepth="$DEPTH" --direct=1 --ioengine=io_uring --end_fsync=1)
-FIO_R=$(fio_mbs read --rw=read --bs=1M --size="$DATA_BYTES" --iodepth="$DEPTH" --direct=1 --ioengine=io_uring \
+FIO_READ=(--rw=read --bs=1M --size="$DATA_BYTES" --iodepth="$DEPTH" --direct=1 --ioengine=io_uring
   --runtime="$(secs "$DURATION")" --time_based)
+FIO_R=$(fio_mbs read "${FIO_READ[@]}")
 FIO_SYNC=$(fio_iops write --rw=write --bs=4k --size=64M --iodepth=1 --direct=1 --fdatasync=1 --ioengine=io_uring \
   --runtime="$(secs "$DURATION")" --time_based)
 fio_done
@@ -161,8 +162,7 @@ lg large-get-cold --endpoint "$HOTS3_URL" --bucket large --workload get --size "
 # A file of its own (hots3's device file is in use), or the block device itself (read only).
 FIO_AFTER=$WORK/fio-after.dat
 [ -b "$BENCH_DEVICE" ] && FIO_AFTER=$BENCH_DEVICE
-FIO_R_AFTER=$(FIO_FILE=$FIO_AFTER fio_mbs read --rw=read --bs=1M --size="$DATA_BYTES" --iodepth="$DEPTH" --direct=1 \
-  --ioengine=io_uring --runtime="$(secs "$DURATION")" --time_based)
+FIO_R_AFTER=$(FIO_FILE=$FIO_AFTER fio_mbs read "${FIO_READ[@]}")
 [ -b "$FIO_AFTER" ] || rm -f "$FIO_AFTER"
 FIO_R_BESIDE=$(python3 -c "print(($FIO_R + $FIO_R_AFTER) / 2)")
 echo "   fio read before / after hots3's cold GET: $FIO_R / $FIO_R_AFTER MB/s"

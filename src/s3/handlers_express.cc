@@ -258,7 +258,8 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
   // The version appended to. An inline one is read now: its bytes go into the new version.
   auto head = s.store().head(bucket.id, r.key);
   if (!head) co_return co_await s.send_error(r, from_errc(head.error()));
-  std::optional<storage::ObjectRecord> base = std::move(*head);
+  std::optional<storage::ObjectRecord> base;
+  if (*head) base = **head;
   std::unique_ptr<storage::ObjectReader> base_reader;
   if (base && base->inline_data) {
     auto opened = co_await s.store().open_reader(bucket.id, r.key);

@@ -341,7 +341,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   // HEAD needs the record only: from the metadata cache, without a small object's bytes (and
   // without a reader, which would load them).
   std::unique_ptr<storage::ObjectReader> reader;
-  std::optional<storage::ObjectRecord> record;
+  std::shared_ptr<const storage::ObjectRecord> record;
   if (head_only) {
     auto found = s.store().head(bucket->id, r.key);
     if (!found) co_return co_await s.send_error(r, from_errc(found.error()));

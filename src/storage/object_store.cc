@@ -201,12 +201,8 @@ class StoreImpl final : public ObjectStore {
     co_return Result<void>{};
   }
 
-  Result<std::optional<ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) override {
-    H3_TRY(auto record, detail::lookup_object(core_, bucket_id, key, /*with_data=*/false));
-    if (!record) return std::optional<ObjectRecord>{};
-    ObjectRecord copy = *record;
-    if (copy.inline_data) copy.inline_data.emplace();  // HEAD: "inline", without the bytes
-    return std::optional<ObjectRecord>(std::move(copy));
+  Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) override {
+    return detail::lookup_object(core_, bucket_id, key, /*with_data=*/false);
   }
 
   asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(std::int64_t bucket_id, std::string key) override {

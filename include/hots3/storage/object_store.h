@@ -168,8 +168,10 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<void>> delete_bucket(std::string name) = 0;
 
   // ---- objects ----
-  // The current version's metadata (an index lookup on the calling worker).
-  virtual Result<std::optional<ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) = 0;
+  // The current version's metadata (an index lookup on the calling worker, or none: from the
+  // metadata cache, shared, not copied); nullptr when there is none. An inline object has
+  // inline_data set, its bytes loaded or not: a reader gives them.
+  virtual Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) = 0;
   // Pins and opens the current version. Errors: kNotFound.
   virtual boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(
       std::int64_t bucket_id, std::string key) = 0;

@@ -3,11 +3,13 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include <sqlite3.h>
@@ -135,8 +137,18 @@ TEST_F(CatalogTest, InlineDataIsStoredApart) {
 
 TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
   auto b = make_bucket("b");
-  // Many concurrent writes, some failing: each succeeds or fails on its own.
+  // Many concurrent writes, some failing: each succeeds or fails on its own. A first write holds
+  // the writer thread until all of them are queued, so that how they are grouped does not
+  // depend on how the machine schedules this thread against the writer.
   asio::io_context context(1);
+  std::promise<void> all_queued;
+  std::shared_future<void> queued = all_queued.get_future().share();
+  asio::co_spawn(context, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE((co_await catalog_->write([queued](WriteTxn&) -> Result<void> {
+      queued.wait();
+      return {};
+    })).has_value());
+  }, asio::detached);
   int ok = 0;
   int failed = 0;
   for (int i = 0; i < 200; ++i) {
@@ -160,6 +172,7 @@ TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
       }
     }, asio::detached);
   }
+  asio::post(context, [&] { all_queued.set_value(); });  // after every write above has started
   context.run();
   EXPECT_EQ(ok, 150);
   EXPECT_EQ(failed, 50);

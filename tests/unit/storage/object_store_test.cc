@@ -143,7 +143,7 @@ TEST_P(StoreTest, RoundTripsAtEverySizeBoundary) {
       EXPECT_EQ(put_result->size_bytes, size);
       EXPECT_EQ(put_result->etag, md5_hex(data)) << key;
       auto head = store_->head(bucket_.id, key).value();
-      ASSERT_TRUE(head.has_value());
+      ASSERT_TRUE(head != nullptr);
       EXPECT_EQ(head->size_bytes, size);
       EXPECT_EQ(head->inline_data.has_value(), size <= options_.inline_max_bytes) << key;
       auto got = get(key);
@@ -224,7 +224,7 @@ TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState
     const Bytes old_value = test::pattern_bytes(3 * kMiB + 5, 70);
     const auto old_version = put(key, old_value).value();
     // The metadata cache now holds the old version; its layout is not loaded yet.
-    ASSERT_EQ(store_->head(bucket_.id, key).value().value().id, old_version.id);
+    ASSERT_EQ(store_->head(bucket_.id, key).value()->id, old_version.id);
     const Bytes piece = test::pattern_bytes(kMiB + 7, 71);
     Bytes new_value = piece;
     if (change == Change::kAppend) new_value.insert(new_value.begin(), old_value.begin(), old_value.end());
@@ -266,14 +266,14 @@ TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState
     ASSERT_GT(store_->stats().catalog_commits, commits_before);
     if (change == Change::kOverwrite) {
       // Counted at the commit, cached once the flush after it is done: wait for that.
-      while (store_->head(bucket_.id, key).value().value().id == old_version.id &&
+      while (store_->head(bucket_.id, key).value()->id == old_version.id &&
              std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
-      EXPECT_NE(store_->head(bucket_.id, key).value().value().id, old_version.id);
+      EXPECT_NE(store_->head(bucket_.id, key).value()->id, old_version.id);
     } else {
       // The change is durable; the cache still says "old version".
-      EXPECT_EQ(store_->head(bucket_.id, key).value().value().id, old_version.id);
+      EXPECT_EQ(store_->head(bucket_.id, key).value()->id, old_version.id);
     }
     auto got = get(key);
     gate.set_value();
@@ -395,7 +395,7 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
       Bytes whole = *current;
       whole.insert(whole.end(), piece.begin(), piece.end());
       versions.note(whole);
-      const std::int64_t base = store_->head(bucket_.id, "hot").value().value().id;
+      const std::int64_t base = store_->head(bucket_.id, "hot").value()->id;
       auto appended = run([&]() -> asio::awaitable<Result<ObjectRecord>> {
         H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{piece.size()}, true));
         H3_CO_TRY(co_await w->write(piece));
@@ -972,7 +972,7 @@ TEST_P(StoreTest, EveryAcknowledgedChangeIsVisibleToTheNextLookup) {
   spec.user_metadata = {{"color", "blue"}};
   ASSERT_TRUE(run(store_->replace_metadata(bucket_.id, "c", second.etag, spec)).has_value());
   auto replaced = store_->head(bucket_.id, "c").value();
-  ASSERT_TRUE(replaced.has_value());
+  ASSERT_TRUE(replaced != nullptr);
   EXPECT_EQ(replaced->user_metadata, spec.user_metadata);
 
   EXPECT_EQ(head_etag("d", 1), "none");
@@ -1051,7 +1051,7 @@ TEST_P(StoreTest, WrittenObjectsAreReadBackFromTheMetadataCache) {
   open();
   for (const auto& [key, c] : cached) {
     const auto stored = store_->head(bucket_.id, key).value();
-    ASSERT_TRUE(stored.has_value()) << key;
+    ASSERT_TRUE(stored != nullptr) << key;
     EXPECT_EQ(c.id, stored->id) << key;
     EXPECT_EQ(c.etag, stored->etag) << key;
     EXPECT_EQ(c.size_bytes, stored->size_bytes) << key;
@@ -1105,7 +1105,7 @@ class FaultStoreTest : public StoreTest {};
 TEST_P(FaultStoreTest, BitRotIsAnErrorNeverData) {
   const Bytes data = test::pattern_bytes(2 * kMiB, 40);
   ASSERT_TRUE(put("rot", data).has_value());
-  const auto head = store_->head(bucket_.id, "rot").value().value();
+  const auto head = *store_->head(bucket_.id, "rot").value();
   // Find the object's device offset through the catalog and flip one bit in its second block.
   close();
   {
@@ -1201,7 +1201,7 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
     }
     // An acknowledged append: its version holds the base's blocks and its own.
     const Bytes tail = test::pattern_bytes(100000, round * 100 + 50);
-    const auto base = store_->head(bucket_.id, "acked-2").value().value();
+    const auto base = *store_->head(bucket_.id, "acked-2").value();
     auto append = [&](const Bytes& piece, std::int64_t base_id, bool commit) {
       return run([&, base_id, commit]() -> asio::awaitable<Result<void>> {
         H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{piece.size()}, true));
@@ -1239,7 +1239,7 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
         EXPECT_TRUE((co_await w->finish()).has_value()) << key;
       }
     }());
-    ASSERT_TRUE(append(test::pattern_bytes(kMiB, 998), store_->head(bucket_.id, "acked-2").value().value().id, false)
+    ASSERT_TRUE(append(test::pattern_bytes(kMiB, 998), store_->head(bucket_.id, "acked-2").value()->id, false)
                     .has_value());
     ASSERT_TRUE(part(2, kMiB, false).has_value());
     // And half-written, never flushed.
@@ -1256,7 +1256,7 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
       EXPECT_TRUE(*got == data) << key;
     }
     EXPECT_EQ(get("new-key").error(), errc::kNotFound);
-    const auto parts = run(store_->list_parts(store_->find_upload(upload.upload_id).value().value().id, 0, 100)).value();
+    const auto parts = run(store_->list_parts(store_->find_upload(upload.upload_id).value()->id, 0, 100)).value();
     ASSERT_EQ(parts.size(), 1U);
     EXPECT_EQ(parts[0].size_bytes, 2 * kMiB + 1);
     EXPECT_EQ(used(), expected_used);
@@ -1281,7 +1281,7 @@ TEST_P(FaultStoreTest, ReadErrorsReachTheReaderAndNothingElse) {
   ASSERT_TRUE(put("bad", bad).has_value());
   ASSERT_TRUE(put("good", good).has_value());
   ASSERT_TRUE(put("small", small).has_value());
-  const auto id = store_->head(bucket_.id, "bad").value().value().id;
+  const auto id = store_->head(bucket_.id, "bad").value()->id;
   close();
   std::uint64_t failing_at = 0;
   {
