@@ -144,10 +144,13 @@ TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
   std::promise<void> all_queued;
   std::shared_future<void> queued = all_queued.get_future().share();
   asio::co_spawn(context, [&]() -> asio::awaitable<void> {
-    EXPECT_TRUE((co_await catalog_->write([queued](WriteTxn&) -> Result<void> {
+    // A named closure: GCC 12 destroys a closure that is a temporary in a co_await expression
+    // twice, which for this copy of the future released its shared state one time too many.
+    Catalog::WriteFn hold = [queued](WriteTxn&) -> Result<void> {
       queued.wait();
       return {};
-    })).has_value());
+    };
+    EXPECT_TRUE((co_await catalog_->write(std::move(hold))).has_value());
   }, asio::detached);
   int ok = 0;
   int failed = 0;
