@@ -667,20 +667,27 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
       Result<void> r = batch[i].fn(txn);
       if (r) {
         if (auto rel = w.query("RELEASE w").run(); !rel) results[i] = rel.error();
+      } else if (sqlite3_get_autocommit(w.handle()) != 0) {
+        // SQLite rolled the whole transaction back (disk full, I/O error): the writes before
+        // this one went with it, and the next SAVEPOINT would start a new transaction.
+        commit_error = r.error();
+        break;
       } else {
         results[i] = r.error();
         (void)w.query("ROLLBACK TO w").run();  // cannot fail: the savepoint exists
         (void)w.query("RELEASE w").run();
       }
     }
-    Result<void> committed;
-    {
-      const detail::DeferWalFlush flushed_by_the_syncer;
-      committed = w.query("COMMIT").run();
-    }
-    if (!committed) {
-      commit_error = committed.error();
-      (void)w.exec("ROLLBACK");  // the transaction may already be gone; both are fine
+    if (!commit_error) {
+      Result<void> committed;
+      {
+        const detail::DeferWalFlush flushed_by_the_syncer;
+        committed = w.query("COMMIT").run();
+      }
+      if (!committed) {
+        commit_error = committed.error();
+        (void)w.exec("ROLLBACK");  // the transaction may already be gone; both are fine
+      }
     }
   }
   writes.fetch_add(batch.size(), std::memory_order_relaxed);

@@ -7,9 +7,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+
 #include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <thread>
 
 #include <sqlite3.h>
@@ -185,6 +190,63 @@ TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
   // Group commit: far fewer commits than writes.
   const auto stats = catalog_->writer_stats();
   EXPECT_LT(stats.commits, stats.writes / 4) << stats.commits << " commits for " << stats.writes << " writes";
+}
+
+TEST_F(CatalogTest, AWriteThatLosesTheWholeTransactionFailsItsBatch) {
+  // A write whose statement fails so that SQLite rolls the whole transaction back (here: the
+  // WAL cannot grow when the page cache spills a 96 MiB row into it) takes the writes before it
+  // in the batch with it, and the batch must end there. Before the fix, the next write's
+  // SAVEPOINT began a new transaction and its RELEASE committed it, outside group commit: that
+  // write was answered with the batch's error, yet it was in the catalog.
+  auto b = make_bucket("b");
+  const std::string wal = dir_.file("catalog.db") + "-wal";
+  struct rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+  asio::io_context context(1);
+  std::promise<void> all_queued;
+  std::shared_future<void> queued = all_queued.get_future().share();
+  std::map<std::string, bool> answered_ok;
+  const auto object = [&](WriteTxn& t, const std::string& key, std::size_t size) {
+    ObjectRecord o;
+    o.id = t.next_id();
+    o.bucket_id = b.id;
+    o.key = key;
+    o.size_bytes = size;
+    o.inline_data = std::string(size, 'x');
+    return t.insert_object(o, {});
+  };
+  const auto spawn = [&](std::string key, std::size_t size, bool hold) {
+    asio::co_spawn(context, [&, key, size, hold]() -> asio::awaitable<void> {
+      Catalog::WriteFn fn = [&, key, size, hold](WriteTxn& t) -> Result<void> {  // named: see above
+        if (hold) queued.wait();
+        return object(t, key, size);
+      };
+      answered_ok[key] = (co_await catalog_->write(std::move(fn))).has_value();
+    }, asio::detached);
+  };
+  spawn("before", 10, true);  // holds the writer until the others are queued
+  spawn("huge", 96 << 20, false);
+  spawn("after", 10, false);
+  asio::post(context, [&] {
+    struct stat st{};
+    ASSERT_EQ(::stat(wal.c_str(), &st), 0);
+    struct rlimit limit = old_limit;
+    limit.rlim_cur = static_cast<rlim_t>(st.st_size) + (8 << 20);
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+    all_queued.set_value();
+  });
+  context.run();
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(answered_ok.at("huge"));
+  for (const auto& [key, ok] : answered_ok) {
+    const bool present = catalog_->find_object(b.id, key).value().has_value();
+    EXPECT_EQ(present, ok) << key << (ok ? " was answered OK but is not in the catalog" : " failed but is there");
+  }
+  // The catalog goes on: the next write commits.
+  EXPECT_EQ(put(b, "next").key, "next");
+  EXPECT_TRUE(catalog_->find_object(b.id, "next").value().has_value());
 }
 
 class ListingTest : public CatalogTest {
