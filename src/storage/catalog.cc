@@ -310,9 +310,20 @@ class WriteTxnImpl final : public WriteTxn {
     return q.run();
   }
 
-  Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override { return find_bucket_on(c_, name); }
+  // Every PUT asks whether its bucket still exists; a batch's writes mostly go to one bucket,
+  // so the last answer is kept until the transaction changes buckets or a write is rolled back
+  // (one SELECT per batch instead of one per write).
+  Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {
+    if (last_bucket_ && last_bucket_->first == name) return last_bucket_->second;
+    H3_TRY(auto found, find_bucket_on(c_, name));
+    last_bucket_.emplace(std::string(name), found);
+    return found;
+  }
+  // After a ROLLBACK TO: what the rolled-back write saw may be gone.
+  void forget() { last_bucket_.reset(); }
 
   Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner, std::int64_t created_ms) override {
+    forget();
     H3_TRY(auto existing, find_bucket_on(c_, name));
     if (existing) return errc::kAlreadyExists;
     auto q = c_.query("INSERT INTO buckets(name, owner, created_ms) VALUES (?1, ?2, ?3)");
@@ -322,6 +333,7 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<void> delete_bucket(std::int64_t bucket_id) override {
+    forget();
     {
       auto q = c_.query(
           "SELECT EXISTS(SELECT 1 FROM objects WHERE bucket_id = ?1) OR "
@@ -542,6 +554,7 @@ class WriteTxnImpl final : public WriteTxn {
  private:
   Connection& c_;
   std::int64_t& next_id_;
+  std::optional<std::pair<std::string, std::optional<BucketRecord>>> last_bucket_;
 };
 
 struct Pending {
@@ -685,6 +698,7 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
         results[i] = r.error();
         (void)w.query("ROLLBACK TO w").run();  // cannot fail: the savepoint exists
         (void)w.query("RELEASE w").run();
+        txn.forget();
       }
     }
     if (!commit_error) {

@@ -192,6 +192,64 @@ TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
   EXPECT_LT(stats.commits, stats.writes / 4) << stats.commits << " commits for " << stats.writes << " writes";
 }
 
+// Runs `writes` in one batch (the first holds the writer until all are queued); their results.
+std::vector<Result<void>> run_in_one_batch(Catalog& catalog, std::vector<Catalog::WriteFn> writes) {
+  asio::io_context context(1);
+  std::promise<void> all_queued;
+  std::shared_future<void> queued = all_queued.get_future().share();
+  std::vector<Result<void>> results(writes.size(), errc::kNotFound);
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    asio::co_spawn(context, [&, i]() -> asio::awaitable<void> {
+      Catalog::WriteFn fn = [&, i](WriteTxn& t) -> Result<void> {  // named: see above
+        if (i == 0) queued.wait();
+        return writes[i](t);
+      };
+      results[i] = co_await catalog.write(std::move(fn));
+    }, asio::detached);
+  }
+  asio::post(context, [&] { all_queued.set_value(); });
+  context.run();
+  return results;
+}
+
+TEST_F(CatalogTest, WritesOfABatchSeeTheBucketsItsEarlierWritesLeft) {
+  auto b = make_bucket("b");
+  const auto exists = [](WriteTxn& t, const char* name) -> Result<bool> {
+    H3_TRY(auto found, t.find_bucket(name));
+    return found.has_value();
+  };
+  std::vector<bool> seen;
+  auto results = run_in_one_batch(*catalog_, {
+      [&](WriteTxn& t) -> Result<void> {  // sees b
+        H3_TRY(bool there, exists(t, "b"));
+        seen.push_back(there);
+        return {};
+      },
+      [&](WriteTxn& t) -> Result<void> { return t.delete_bucket(b.id); },
+      [&](WriteTxn& t) -> Result<void> {  // b is gone
+        H3_TRY(bool there, exists(t, "b"));
+        seen.push_back(there);
+        return {};
+      },
+      [&](WriteTxn& t) -> Result<void> {  // makes c, sees it, then fails: rolled back
+        H3_TRY(t.create_bucket("c", "owner", 1));
+        H3_TRY(bool there, exists(t, "c"));
+        seen.push_back(there);
+        return errc::kPreconditionFailed;
+      },
+      [&](WriteTxn& t) -> Result<void> {  // c is gone
+        H3_TRY(bool there, exists(t, "c"));
+        seen.push_back(there);
+        return {};
+      },
+  });
+  EXPECT_TRUE(results[0] && results[1] && results[2] && results[4]);
+  EXPECT_FALSE(results[3]);
+  EXPECT_EQ(seen, (std::vector<bool>{true, false, true, false}));
+  EXPECT_FALSE(catalog_->find_bucket("b").value().has_value());
+  EXPECT_FALSE(catalog_->find_bucket("c").value().has_value());
+}
+
 TEST_F(CatalogTest, AWriteThatLosesTheWholeTransactionFailsItsBatch) {
   // A write whose statement fails so that SQLite rolls the whole transaction back (here: the
   // WAL cannot grow when the page cache spills a 96 MiB row into it) takes the writes before it
