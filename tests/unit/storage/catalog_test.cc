@@ -13,8 +13,8 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <future>
-#include <map>
 #include <thread>
 
 #include <sqlite3.h>
@@ -140,76 +140,68 @@ TEST_F(CatalogTest, InlineDataIsStoredApart) {
   EXPECT_EQ(catalog_->inline_data(o.id).value().value(), std::string(100, 'x'));
 }
 
-TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
-  auto b = make_bucket("b");
-  // Many concurrent writes, some failing: each succeeds or fails on its own. A first write holds
-  // the writer thread until all of them are queued, so that how they are grouped does not
-  // depend on how the machine schedules this thread against the writer.
-  asio::io_context context(1);
-  std::promise<void> all_queued;
-  std::shared_future<void> queued = all_queued.get_future().share();
-  asio::co_spawn(context, [&]() -> asio::awaitable<void> {
-    // A named closure: GCC 12 destroys a closure that is a temporary in a co_await expression
-    // twice, which for this copy of the future released its shared state one time too many.
-    Catalog::WriteFn hold = [queued](WriteTxn&) -> Result<void> {
-      queued.wait();
-      return {};
-    };
-    EXPECT_TRUE((co_await catalog_->write(std::move(hold))).has_value());
-  }, asio::detached);
-  int ok = 0;
-  int failed = 0;
-  for (int i = 0; i < 200; ++i) {
-    asio::co_spawn(context, [&, i]() -> asio::awaitable<void> {
-      auto r = co_await catalog_->write([&, i](WriteTxn& t) -> Result<void> {
-        ObjectRecord o;
-        o.id = t.next_id();
-        o.bucket_id = b.id;
-        o.key = "k" + std::to_string(i);
-        o.inline_data = "x";
-        o.size_bytes = 1;
-        H3_TRY(t.insert_object(o, {}));
-        if (i % 4 == 0) return errc::kPreconditionFailed;  // after a change: must be rolled back
-        return {};
-      });
-      if (r) {
-        ++ok;
-      } else {
-        EXPECT_EQ(r.error(), errc::kPreconditionFailed);
-        ++failed;
-      }
-    }, asio::detached);
-  }
-  asio::post(context, [&] { all_queued.set_value(); });  // after every write above has started
-  context.run();
-  EXPECT_EQ(ok, 150);
-  EXPECT_EQ(failed, 50);
-  EXPECT_EQ(catalog_->counts().value().objects, 150U);
-  EXPECT_FALSE(catalog_->find_object(b.id, "k0").value().has_value());
-  EXPECT_TRUE(catalog_->find_object(b.id, "k1").value().has_value());
-  // Group commit: far fewer commits than writes.
-  const auto stats = catalog_->writer_stats();
-  EXPECT_LT(stats.commits, stats.writes / 4) << stats.commits << " commits for " << stats.writes << " writes";
-}
-
-// Runs `writes` in one batch (the first holds the writer until all are queued); their results.
-std::vector<Result<void>> run_in_one_batch(Catalog& catalog, std::vector<Catalog::WriteFn> writes) {
+// Runs `writes` in one group commit, in order, and returns their results. The first holds the
+// writer thread until all of them are queued, so that how they are grouped does not depend on
+// how the machine schedules this thread against the writer; `before_release` runs just before
+// it lets go.
+std::vector<Result<void>> run_in_one_batch(Catalog& catalog, std::vector<Catalog::WriteFn> writes,
+                                           const std::function<void()>& before_release = {}) {
   asio::io_context context(1);
   std::promise<void> all_queued;
   std::shared_future<void> queued = all_queued.get_future().share();
   std::vector<Result<void>> results(writes.size(), errc::kNotFound);
   for (std::size_t i = 0; i < writes.size(); ++i) {
     asio::co_spawn(context, [&, i]() -> asio::awaitable<void> {
-      Catalog::WriteFn fn = [&, i](WriteTxn& t) -> Result<void> {  // named: see above
+      // A named closure: GCC 12 destroys a closure that is a temporary in a co_await expression
+      // twice (one that held a copy of `queued` released its shared state once too often).
+      Catalog::WriteFn fn = [&, i](WriteTxn& t) -> Result<void> {
         if (i == 0) queued.wait();
         return writes[i](t);
       };
       results[i] = co_await catalog.write(std::move(fn));
     }, asio::detached);
   }
-  asio::post(context, [&] { all_queued.set_value(); });
+  asio::post(context, [&] {  // after every write above has been queued
+    if (before_release) before_release();
+    all_queued.set_value();
+  });
   context.run();
   return results;
+}
+
+TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
+  auto b = make_bucket("b");
+  // Many writes in one batch, some failing after a change: each succeeds or fails on its own.
+  std::vector<Catalog::WriteFn> writes;
+  for (int i = 0; i < 200; ++i) {
+    writes.emplace_back([&, i](WriteTxn& t) -> Result<void> {
+      ObjectRecord o;
+      o.id = t.next_id();
+      o.bucket_id = b.id;
+      o.key = "k" + std::to_string(i);
+      o.inline_data = "x";
+      o.size_bytes = 1;
+      H3_TRY(t.insert_object(o, {}));
+      if (i % 4 == 0) return errc::kPreconditionFailed;  // after a change: must be rolled back
+      return {};
+    });
+  }
+  const auto results = run_in_one_batch(*catalog_, std::move(writes));
+  int ok = 0;
+  for (const auto& r : results) {
+    if (r) {
+      ++ok;
+    } else {
+      EXPECT_EQ(r.error(), errc::kPreconditionFailed);
+    }
+  }
+  EXPECT_EQ(ok, 150);
+  EXPECT_EQ(catalog_->counts().value().objects, 150U);
+  EXPECT_FALSE(catalog_->find_object(b.id, "k0").value().has_value());
+  EXPECT_TRUE(catalog_->find_object(b.id, "k1").value().has_value());
+  // Group commit: far fewer commits than writes.
+  const auto stats = catalog_->writer_stats();
+  EXPECT_LT(stats.commits, stats.writes / 4) << stats.commits << " commits for " << stats.writes << " writes";
 }
 
 TEST_F(CatalogTest, WritesOfABatchSeeTheBucketsItsEarlierWritesLeft) {
@@ -257,48 +249,36 @@ TEST_F(CatalogTest, AWriteThatLosesTheWholeTransactionFailsItsBatch) {
   // SAVEPOINT began a new transaction and its RELEASE committed it, outside group commit: that
   // write was answered with the batch's error, yet it was in the catalog.
   auto b = make_bucket("b");
-  const std::string wal = dir_.file("catalog.db") + "-wal";
+  const std::vector<std::pair<std::string, std::size_t>> objects = {{"before", 10}, {"huge", 96 << 20}, {"after", 10}};
+  std::vector<Catalog::WriteFn> writes;
+  for (const auto& [key, size] : objects) {
+    writes.emplace_back([&, key = key, size = size](WriteTxn& t) -> Result<void> {
+      ObjectRecord o;
+      o.id = t.next_id();
+      o.bucket_id = b.id;
+      o.key = key;
+      o.size_bytes = size;
+      o.inline_data = std::string(size, 'x');
+      return t.insert_object(o, {});
+    });
+  }
   struct rlimit old_limit{};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
   auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
-  asio::io_context context(1);
-  std::promise<void> all_queued;
-  std::shared_future<void> queued = all_queued.get_future().share();
-  std::map<std::string, bool> answered_ok;
-  const auto object = [&](WriteTxn& t, const std::string& key, std::size_t size) {
-    ObjectRecord o;
-    o.id = t.next_id();
-    o.bucket_id = b.id;
-    o.key = key;
-    o.size_bytes = size;
-    o.inline_data = std::string(size, 'x');
-    return t.insert_object(o, {});
-  };
-  const auto spawn = [&](std::string key, std::size_t size, bool hold) {
-    asio::co_spawn(context, [&, key, size, hold]() -> asio::awaitable<void> {
-      Catalog::WriteFn fn = [&, key, size, hold](WriteTxn& t) -> Result<void> {  // named: see above
-        if (hold) queued.wait();
-        return object(t, key, size);
-      };
-      answered_ok[key] = (co_await catalog_->write(std::move(fn))).has_value();
-    }, asio::detached);
-  };
-  spawn("before", 10, true);  // holds the writer until the others are queued
-  spawn("huge", 96 << 20, false);
-  spawn("after", 10, false);
-  asio::post(context, [&] {
+  const std::string wal = dir_.file("catalog.db") + "-wal";
+  const auto results = run_in_one_batch(*catalog_, std::move(writes), [&] {
     struct stat st{};
     ASSERT_EQ(::stat(wal.c_str(), &st), 0);
     struct rlimit limit = old_limit;
     limit.rlim_cur = static_cast<rlim_t>(st.st_size) + (8 << 20);
     ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
-    all_queued.set_value();
   });
-  context.run();
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
   std::signal(SIGXFSZ, old_handler);
-  EXPECT_FALSE(answered_ok.at("huge"));
-  for (const auto& [key, ok] : answered_ok) {
+  EXPECT_FALSE(results[1]);
+  for (std::size_t i = 0; i < objects.size(); ++i) {
+    const std::string& key = objects[i].first;
+    const bool ok = results[i].has_value();
     const bool present = catalog_->find_object(b.id, key).value().has_value();
     EXPECT_EQ(present, ok) << key << (ok ? " was answered OK but is not in the catalog" : " failed but is there");
   }
