@@ -43,8 +43,8 @@ namespace {
 // a tenth of the small-put rate on 2 cores, with 4,000 nothing measurable. Under a steady stream
 // of commits such a checkpoint never catches up with the last commit, and SQLite starts the WAL
 // over only after one has; so at kWriterCheckpointFrames (64 MiB of 4 KiB pages) the writer
-// checkpoints the remainder itself (little: the checkpointer has copied the rest), and the WAL starts
-// over.
+// checkpoints the remainder itself (little: the checkpointer has copied the rest), and the WAL
+// starts over.
 constexpr int kCheckpointFrames = 4000;
 constexpr int kWriterCheckpointFrames = 16000;
 
@@ -319,7 +319,7 @@ class WriteTxnImpl final : public WriteTxn {
     last_bucket_.emplace(std::string(name), found);
     return found;
   }
-  // After a ROLLBACK TO: what the rolled-back write saw may be gone.
+  // After a change of buckets or a ROLLBACK TO: what the last lookup saw may be gone.
   void forget() { last_bucket_.reset(); }
 
   Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner, std::int64_t created_ms) override {

@@ -249,7 +249,8 @@ TEST_F(CatalogTest, AWriteThatLosesTheWholeTransactionFailsItsBatch) {
   // SAVEPOINT began a new transaction and its RELEASE committed it, outside group commit: that
   // write was answered with the batch's error, yet it was in the catalog.
   auto b = make_bucket("b");
-  const std::vector<std::pair<std::string, std::size_t>> objects = {{"before", 10}, {"huge", 96 << 20}, {"after", 10}};
+  const std::vector<std::pair<std::string, std::size_t>> objects = {
+      {"before", 10}, {"huge", 96 << 20}, {"after", 10}};
   std::vector<Catalog::WriteFn> writes;
   for (const auto& [key, size] : objects) {
     writes.emplace_back([&, key = key, size = size](WriteTxn& t) -> Result<void> {
