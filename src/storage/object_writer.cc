@@ -118,7 +118,17 @@ class WriterImpl final : public ObjectWriter {
     std::array<std::uint8_t, 32> digest{};
     if (core_.options.etag_md5) {
       // Device mode: every buffer has been hashed (the pipeline is empty).
-      if (inline_mode_) md5_->update(std::as_bytes(std::span(inline_.data(), inline_.size())));
+      if (inline_mode_ && !inline_.empty()) {
+        // Small objects' bytes go through the lanes too: the puts a worker finishes in one turn
+        // of its loop share a pass (one MD5 of 4 KiB alone took a third of the workers' time
+        // with 64 writers of 4 KiB objects).
+        auto held = std::make_shared<std::string>(std::move(inline_));
+        pipeline_->started();
+        lanes_.submit(md5_, std::as_bytes(std::span(held->data(), held->size())), held,
+                      [pipeline = pipeline_] { pipeline->finished({}); });
+        co_await pipeline_->wait_below(1);
+        inline_ = std::move(*held);
+      }
       const auto md5 = md5_->finish();
       std::copy(md5.begin(), md5.end(), digest.begin());
     } else {

@@ -700,18 +700,20 @@ TEST_P(StoreTest, RacingCreateOnlyWritersHaveOneWinner) {
 }
 
 // Streams on one worker share the MD5 lanes: each ETag must still be the MD5 of its own bytes,
-// whatever the sizes (streams finish at different buffers) and however writes interleave.
+// whatever the sizes (streams finish at different buffers; small objects pass through the lanes
+// whole when they finish) and however writes interleave.
 TEST_P(StoreTest, ConcurrentWritersOnOneWorkerEachGetTheirOwnMd5) {
   std::vector<Bytes> data;
   std::vector<std::future<Result<ObjectRecord>>> results;
   for (std::uint32_t i = 0; i < 10; ++i) data.push_back(test::pattern_bytes(static_cast<std::size_t>(i) * kMiB + 1000 * i + 1, i));
-  for (std::uint32_t i = 0; i < 10; ++i) {
+  for (std::uint32_t i = 0; i < 10; ++i) data.push_back(test::pattern_bytes(options_.inline_max_bytes / (i + 1) - i, 100 + i));
+  for (std::uint32_t i = 0; i < data.size(); ++i) {
     results.push_back(std::async(std::launch::async, [&, i] {
       // Two of unknown size (each grows its reservation by 64 MiB at a time).
       return run(put_async("md5/" + std::to_string(i), data[i], i % 5 != 0), 0);
     }));
   }
-  for (std::uint32_t i = 0; i < 10; ++i) {
+  for (std::uint32_t i = 0; i < data.size(); ++i) {
     auto r = results[i].get();
     ASSERT_TRUE(r.has_value()) << i << ": " << r.error().message();
     EXPECT_EQ(r->etag, md5_hex(data[i])) << i;
