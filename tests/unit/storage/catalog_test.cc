@@ -14,6 +14,7 @@
 #include <csignal>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <future>
 #include <thread>
 
@@ -210,36 +211,76 @@ TEST_F(CatalogTest, WritesOfABatchSeeTheBucketsItsEarlierWritesLeft) {
     H3_TRY(auto found, t.find_bucket(name));
     return found.has_value();
   };
-  std::vector<bool> seen;
+  // What each write saw on its last run (the fourth one's failure makes the batch run again).
+  std::vector<std::optional<bool>> seen(5);
   auto results = run_in_one_batch(*catalog_, {
       [&](WriteTxn& t) -> Result<void> {  // sees b
-        H3_TRY(bool there, exists(t, "b"));
-        seen.push_back(there);
+        H3_TRY(seen[0], exists(t, "b"));
         return {};
       },
       [&](WriteTxn& t) -> Result<void> { return t.delete_bucket(b.id); },
       [&](WriteTxn& t) -> Result<void> {  // b is gone
-        H3_TRY(bool there, exists(t, "b"));
-        seen.push_back(there);
+        H3_TRY(seen[2], exists(t, "b"));
         return {};
       },
       [&](WriteTxn& t) -> Result<void> {  // makes c, sees it, then fails: rolled back
         H3_TRY(t.create_bucket("c", "owner", 1));
-        H3_TRY(bool there, exists(t, "c"));
-        seen.push_back(there);
+        H3_TRY(seen[3], exists(t, "c"));
         return errc::kPreconditionFailed;
       },
       [&](WriteTxn& t) -> Result<void> {  // c is gone
-        H3_TRY(bool there, exists(t, "c"));
-        seen.push_back(there);
+        H3_TRY(seen[4], exists(t, "c"));
         return {};
       },
   });
   EXPECT_TRUE(results[0] && results[1] && results[2] && results[4]);
   EXPECT_FALSE(results[3]);
-  EXPECT_EQ(seen, (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(seen, (std::vector<std::optional<bool>>{true, std::nullopt, false, true, false}));
   EXPECT_FALSE(catalog_->find_bucket("b").value().has_value());
   EXPECT_FALSE(catalog_->find_bucket("c").value().has_value());
+}
+
+TEST_F(CatalogTest, ABatchRunsAgainOnlyWhenAWriteFailsAfterAChange) {
+  // Writes run without savepoints: one that fails before it changes anything costs its
+  // neighbours nothing; one that fails after a change makes the batch run again from the start,
+  // each write in a savepoint of its own, so that only that write is undone.
+  auto b = make_bucket("b");
+  const auto insert = [&](WriteTxn& t, const std::string& key) -> Result<void> {
+    ObjectRecord o;
+    o.id = t.next_id();
+    o.bucket_id = b.id;
+    o.key = key;
+    o.inline_data = "x";
+    o.size_bytes = 1;
+    return t.insert_object(o, {});
+  };
+  for (const bool fail_after_change : {false, true}) {
+    SCOPED_TRACE(fail_after_change ? "fails after a change" : "fails before any change");
+    const std::string round = fail_after_change ? "late/" : "early/";
+    std::vector<int> runs(3, 0);
+    auto results = run_in_one_batch(*catalog_, {
+        [&](WriteTxn& t) -> Result<void> {
+          ++runs[0];
+          return insert(t, round + "first");
+        },
+        [&](WriteTxn& t) -> Result<void> {
+          ++runs[1];
+          if (fail_after_change) H3_TRY(insert(t, round + "failed"));
+          return errc::kPreconditionFailed;
+        },
+        [&](WriteTxn& t) -> Result<void> {
+          ++runs[2];
+          return insert(t, round + "last");
+        },
+    });
+    EXPECT_TRUE(results[0] && results[2]);
+    ASSERT_FALSE(results[1]);
+    EXPECT_EQ(results[1].error(), errc::kPreconditionFailed);
+    EXPECT_EQ(runs, fail_after_change ? (std::vector<int>{2, 2, 1}) : (std::vector<int>{1, 1, 1}));
+    EXPECT_TRUE(catalog_->find_object(b.id, round + "first").value().has_value());
+    EXPECT_FALSE(catalog_->find_object(b.id, round + "failed").value().has_value());
+    EXPECT_TRUE(catalog_->find_object(b.id, round + "last").value().has_value());
+  }
 }
 
 TEST_F(CatalogTest, AWriteThatLosesTheWholeTransactionFailsItsBatch) {
