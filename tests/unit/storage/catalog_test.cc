@@ -141,32 +141,39 @@ TEST_F(CatalogTest, InlineDataIsStoredApart) {
   EXPECT_EQ(catalog_->inline_data(o.id).value().value(), std::string(100, 'x'));
 }
 
-// Runs `writes` in one group commit, in order, and returns their results. The first holds the
-// writer thread until all of them are queued, so that how they are grouped does not depend on
-// how the machine schedules this thread against the writer; `before_release` runs just before
-// it lets go.
+// Runs `writes` in one group commit, in order, and returns their results. A write of its own
+// holds the writer thread until all of them are queued, so that how they are grouped does not
+// depend on how the machine schedules this thread against the writer (the writer takes what is
+// queued when it starts a batch: a first write that held it would be in a batch alone);
+// `before_release` runs just before it lets go.
 std::vector<Result<void>> run_in_one_batch(Catalog& catalog, std::vector<Catalog::WriteFn> writes,
                                            const std::function<void()>& before_release = {}) {
+  std::promise<void> holding;
+  std::promise<void> release;
+  std::thread holder([&] {
+    const auto released = release.get_future();
+    ASSERT_TRUE(catalog.write_blocking([&](WriteTxn&) -> Result<void> {
+      holding.set_value();
+      released.wait();
+      return {};
+    }));
+  });
+  holding.get_future().wait();  // the writer is inside the holder's batch
   asio::io_context context(1);
-  std::promise<void> all_queued;
-  std::shared_future<void> queued = all_queued.get_future().share();
   std::vector<Result<void>> results(writes.size(), errc::kNotFound);
   for (std::size_t i = 0; i < writes.size(); ++i) {
     asio::co_spawn(context, [&, i]() -> asio::awaitable<void> {
-      // A named closure: GCC 12 destroys a closure that is a temporary in a co_await expression
-      // twice (one that held a copy of `queued` released its shared state once too often).
-      Catalog::WriteFn fn = [&, i](WriteTxn& t) -> Result<void> {
-        if (i == 0) queued.wait();
-        return writes[i](t);
-      };
+      // Named: GCC 12 destroys a closure that is a temporary in a co_await expression twice.
+      Catalog::WriteFn fn = writes[i];
       results[i] = co_await catalog.write(std::move(fn));
     }, asio::detached);
   }
   asio::post(context, [&] {  // after every write above has been queued
     if (before_release) before_release();
-    all_queued.set_value();
+    release.set_value();
   });
   context.run();
+  holder.join();
   return results;
 }
 
