@@ -234,10 +234,10 @@ class Catalog {
   // durable (or failed: then the write's own error, or the commit's). `fn` runs on the writer
   // thread and must not block on anything but the catalog. It may run more than once, from
   // the start, after its batch was rolled back (when a write of the batch failed after it had
-  // changed something): outside the catalog it may only assign its results. `on_durable`, if given, runs once
-  // the write succeeded and is durable, before the caller resumes, on the thread that makes
-  // commits durable: the on_durable of all writes run one at a time, in commit order. It must
-  // be quick and must not touch the catalog.
+  // changed something): outside the catalog it may only assign its results. `on_durable`, if
+  // given, runs once the write succeeded and is durable, before the caller resumes, on the
+  // thread that makes commits durable: the on_durable of all writes run one at a time, in
+  // commit order. It must be quick and must not touch the catalog.
   boost::asio::awaitable<Result<void>> write(WriteFn fn, std::function<void()> on_durable = {});
   // The same, blocking the calling thread (start-up, tools, tests). Never on a worker.
   Result<void> write_blocking(WriteFn fn);
