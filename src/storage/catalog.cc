@@ -558,22 +558,13 @@ class WriteTxnImpl final : public WriteTxn {
   std::optional<std::pair<std::string, std::optional<BucketRecord>>> last_bucket_;
 };
 
-struct Pending {
-  Catalog::WriteFn fn;
-  std::function<void(error_code)> done;
-};
-
 // The coroutines that the syncer resumes after one flush, one post per worker rather than one
 // per write: a post from a foreign thread may wake the worker's event loop (a futex, an
 // epoll_ctl), and with 64 writers of 4 KiB objects a flush answers about 47 writes.
 class ResumeBatch {
  public:
-  // The batch of the calling thread while one is open (the syncer's), else null.
-  static ResumeBatch* current() noexcept { return t_current; }
-
-  ResumeBatch() { t_current = this; }
+  ResumeBatch() = default;
   ~ResumeBatch() {
-    t_current = nullptr;
     for (auto& [executor, fns] : groups_) {
       asio::post(executor, [fns = std::move(fns)] {
         for (const auto& fn : fns) fn();
@@ -592,8 +583,13 @@ class ResumeBatch {
   }
 
  private:
-  static inline thread_local ResumeBatch* t_current = nullptr;
   std::vector<std::pair<asio::any_io_executor, std::vector<std::function<void()>>>> groups_;
+};
+
+// `done` gets the syncer's batch of resumptions, or null where a write is answered alone.
+struct Pending {
+  Catalog::WriteFn fn;
+  std::function<void(error_code, ResumeBatch*)> done;
 };
 
 }  // namespace
@@ -642,7 +638,7 @@ struct Catalog::Impl {
 
   // Committed writes waiting for the WAL to reach the disk (see run_syncer).
   struct Unsynced {
-    std::function<void(error_code)> done;
+    std::function<void(error_code, ResumeBatch*)> done;
     error_code result;
   };
   std::mutex sync_mutex;
@@ -724,8 +720,9 @@ bool Catalog::Impl::run_writes(std::deque<Pending>& batch, std::vector<error_cod
     const sqlite3_int64 changes_before = sqlite3_total_changes64(w.handle());
     Result<void> r = batch[i].fn(txn);
     if (r) {
-      if (!savepoints) continue;
-      if (auto rel = w.query("RELEASE w").run(); !rel) results[i] = rel.error();
+      if (savepoints) {
+        if (auto rel = w.query("RELEASE w").run(); !rel) results[i] = rel.error();
+      }
       continue;
     }
     if (sqlite3_get_autocommit(w.handle()) != 0) {
@@ -748,8 +745,8 @@ bool Catalog::Impl::run_writes(std::deque<Pending>& batch, std::vector<error_cod
 }
 
 void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
-  // Transaction control through prepared statements: parsing "SAVEPOINT w" for every write
-  // cost more than many of the writes themselves.
+  // Transaction control through prepared statements: parsing BEGIN, COMMIT and the savepoints
+  // of a replay for every batch cost more than many of the writes themselves.
   Connection& w = *writer;
   std::vector<error_code> results(batch.size());
   error_code commit_error;
@@ -785,7 +782,7 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
   writes.fetch_add(batch.size(), std::memory_order_relaxed);
   commits.fetch_add(1, std::memory_order_relaxed);
   if (commit_error) {
-    for (auto& pending : batch) pending.done(commit_error);
+    for (auto& pending : batch) pending.done(commit_error, nullptr);
     return;
   }
   {
@@ -824,8 +821,8 @@ void Catalog::Impl::run_syncer() {
     }
     const error_code synced = sync_wal();
     {
-      const ResumeBatch resumed;
-      for (auto& u : todo) u.done(synced ? synced : u.result);
+      ResumeBatch resumed;
+      for (auto& u : todo) u.done(synced ? synced : u.result, &resumed);
     }
     todo.clear();
     const int frames = wal_frames.load(std::memory_order_relaxed);
@@ -1022,13 +1019,13 @@ asio::awaitable<Result<void>> Catalog::write(WriteFn fn, std::function<void()> o
         auto guard = asio::make_work_guard(asio::get_associated_executor(handler));
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
         Pending pending{std::move(fn), [shared, guard = std::move(guard), on_durable = std::move(on_durable)](
-                                           error_code result) mutable {
+                                           error_code result, ResumeBatch* batch) mutable {
                           // The syncer answers commits in order: so run the on_durable actions.
                           if (!result && on_durable) on_durable();
                           // Resume the writer's coroutine on its own worker.
                           auto executor = guard.get_executor();
                           auto resume = [shared, result, g = std::move(guard)]() mutable { (*shared)(result); };
-                          if (auto* batch = ResumeBatch::current()) {
+                          if (batch != nullptr) {
                             batch->add(executor, std::move(resume));
                           } else {
                             asio::post(executor, std::move(resume));
@@ -1052,7 +1049,7 @@ Result<void> Catalog::write_blocking(WriteFn fn) {
   {
     std::lock_guard lock(impl_->queue_mutex);
     H3_ASSERT(!impl_->stopping, "catalog write after stop()");
-    impl_->queue.push_back({std::move(fn), [&promise](error_code ec) { promise.set_value(ec); }});
+    impl_->queue.push_back({std::move(fn), [&promise](error_code ec, ResumeBatch*) { promise.set_value(ec); }});
   }
   impl_->queue_ready.notify_one();
   const error_code ec = future.get();
