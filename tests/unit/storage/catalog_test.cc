@@ -295,45 +295,62 @@ TEST_F(CatalogTest, AWriteThatLosesTheWholeTransactionFailsItsBatch) {
   // WAL cannot grow when the page cache spills a 96 MiB row into it) takes the writes before it
   // in the batch with it, and the batch must end there. Before the fix, the next write's
   // SAVEPOINT began a new transaction and its RELEASE committed it, outside group commit: that
-  // write was answered with the batch's error, yet it was in the catalog.
+  // write was answered with the batch's error, yet it was in the catalog. In the second round a
+  // write that fails after a change comes first, so the transaction is lost in the batch's
+  // second run, the one with savepoints.
   auto b = make_bucket("b");
-  const std::vector<std::pair<std::string, std::size_t>> objects = {
-      {"before", 10}, {"huge", 96 << 20}, {"after", 10}};
-  std::vector<Catalog::WriteFn> writes;
-  for (const auto& [key, size] : objects) {
-    writes.emplace_back([&, key = key, size = size](WriteTxn& t) -> Result<void> {
-      ObjectRecord o;
-      o.id = t.next_id();
-      o.bucket_id = b.id;
-      o.key = key;
-      o.size_bytes = size;
-      o.inline_data = std::string(size, 'x');
-      return t.insert_object(o, {});
+  for (const bool replayed : {false, true}) {
+    SCOPED_TRACE(replayed ? "lost in the run again with savepoints" : "lost in the first run");
+    const std::string round = replayed ? "replayed/" : "first/";
+    struct Object {
+      std::string key;
+      std::size_t size;
+      bool fails_after_change;
+    };
+    std::vector<Object> objects = {{round + "before", 10, false}};
+    if (replayed) objects.push_back({round + "failing", 10, true});
+    objects.push_back({round + "huge", 96 << 20, false});
+    objects.push_back({round + "after", 10, false});
+    std::vector<Catalog::WriteFn> writes;
+    for (const Object& object : objects) {
+      writes.emplace_back([&, object](WriteTxn& t) -> Result<void> {
+        ObjectRecord o;
+        o.id = t.next_id();
+        o.bucket_id = b.id;
+        o.key = object.key;
+        o.size_bytes = object.size;
+        o.inline_data = std::string(object.size, 'x');
+        H3_TRY(t.insert_object(o, {}));
+        if (object.fails_after_change) return errc::kPreconditionFailed;
+        return {};
+      });
+    }
+    struct rlimit old_limit{};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+    const std::string wal = dir_.file("catalog.db") + "-wal";
+    const auto results = run_in_one_batch(*catalog_, std::move(writes), [&] {
+      struct stat st{};
+      ASSERT_EQ(::stat(wal.c_str(), &st), 0);
+      struct rlimit limit = old_limit;
+      limit.rlim_cur = static_cast<rlim_t>(st.st_size) + (8 << 20);
+      ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
     });
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+    std::signal(SIGXFSZ, old_handler);
+    for (std::size_t i = 0; i < objects.size(); ++i) {
+      const std::string& key = objects[i].key;
+      const bool ok = results[i].has_value();
+      if (objects[i].size > (1 << 20) || objects[i].fails_after_change) {
+        EXPECT_FALSE(ok) << key;
+      }
+      const bool present = catalog_->find_object(b.id, key).value().has_value();
+      EXPECT_EQ(present, ok) << key << (ok ? " was answered OK but is not in the catalog" : " failed but is there");
+    }
+    // The catalog goes on: the next write commits.
+    EXPECT_EQ(put(b, round + "next").key, round + "next");
+    EXPECT_TRUE(catalog_->find_object(b.id, round + "next").value().has_value());
   }
-  struct rlimit old_limit{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
-  const std::string wal = dir_.file("catalog.db") + "-wal";
-  const auto results = run_in_one_batch(*catalog_, std::move(writes), [&] {
-    struct stat st{};
-    ASSERT_EQ(::stat(wal.c_str(), &st), 0);
-    struct rlimit limit = old_limit;
-    limit.rlim_cur = static_cast<rlim_t>(st.st_size) + (8 << 20);
-    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
-  });
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  std::signal(SIGXFSZ, old_handler);
-  EXPECT_FALSE(results[1]);
-  for (std::size_t i = 0; i < objects.size(); ++i) {
-    const std::string& key = objects[i].first;
-    const bool ok = results[i].has_value();
-    const bool present = catalog_->find_object(b.id, key).value().has_value();
-    EXPECT_EQ(present, ok) << key << (ok ? " was answered OK but is not in the catalog" : " failed but is there");
-  }
-  // The catalog goes on: the next write commits.
-  EXPECT_EQ(put(b, "next").key, "next");
-  EXPECT_TRUE(catalog_->find_object(b.id, "next").value().has_value());
 }
 
 class ListingTest : public CatalogTest {
