@@ -32,11 +32,19 @@ UringRing::UringRing(asio::execution_context& context, unsigned entries, unsigne
       context_(static_cast<asio::io_context&>(context)),
       inflight_max_(inflight_max) {
   H3_ASSERT(inflight_max_ > 0 && inflight_max_ <= entries);
+  // COOP_TASKRUN: a completion does not interrupt a running worker with an IPI to post its CQE;
+  // the kernel posts it the next time the worker enters it (epoll_wait, io_uring_enter), which
+  // it does before it could look at the CQE anyway. A worker asleep in epoll_wait is woken as
+  // before. Kernels before 5.19 refuse the flag.
   io_uring_params params{};
-  params.flags = IORING_SETUP_CLAMP;
-  if (const int rc = io_uring_queue_init_params(entries, &ring_, &params); rc < 0) {
-    throw std::system_error(-rc, std::generic_category(), "io_uring_setup");
+  params.flags = IORING_SETUP_CLAMP | IORING_SETUP_COOP_TASKRUN;
+  int rc = io_uring_queue_init_params(entries, &ring_, &params);
+  if (rc == -EINVAL) {
+    params = io_uring_params{};
+    params.flags = IORING_SETUP_CLAMP;
+    rc = io_uring_queue_init_params(entries, &ring_, &params);
   }
+  if (rc < 0) throw std::system_error(-rc, std::generic_category(), "io_uring_setup");
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd_ < 0 || io_uring_register_eventfd(&ring_, event_fd_) < 0) {
     const int error = errno;
@@ -91,19 +99,24 @@ void UringRing::start_submitting(Op* op, io_uring_sqe* sqe) {
   op->prepare(sqe, *this);
   io_uring_sqe_set_data(sqe, op);
   ++inflight_;
-  schedule_submit();
+  if (completing_) {
+    submit_pending_ = true;  // on_completions submits them together when it is done
+  } else {
+    submit_now();
+  }
   arm();
 }
 
 void UringRing::schedule_submit() {
   if (submit_scheduled_) return;
   submit_scheduled_ = true;
-  // One io_uring_submit per turn of the event loop for everything prepared during the turn.
-  asio::post(context_, [this] { submit_now(); });
+  asio::post(context_, [this] {
+    submit_scheduled_ = false;
+    submit_now();
+  });
 }
 
 void UringRing::submit_now() {
-  submit_scheduled_ = false;
   if (shut_down_) return;
   for (;;) {
     const int rc = io_uring_submit(&ring_);
@@ -143,6 +156,7 @@ void UringRing::on_completions() {
   // Resets the eventfd; a CQE posted after this read signals it again, so none is missed.
   [[maybe_unused]] const auto n = ::read(event_fd_, &counter, sizeof counter);
   std::array<io_uring_cqe*, 64> cqes{};
+  completing_ = true;
   for (;;) {
     const unsigned count = io_uring_peek_batch_cqe(&ring_, cqes.data(), cqes.size());
     if (count == 0) break;
@@ -165,6 +179,11 @@ void UringRing::on_completions() {
     Op* op = waiting_.front();
     waiting_.pop_front();
     submit(op);
+  }
+  completing_ = false;
+  if (submit_pending_) {
+    submit_pending_ = false;
+    submit_now();
   }
   arm();
 }

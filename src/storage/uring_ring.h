@@ -5,7 +5,11 @@
 // The ring is an Asio service of the worker's io_context, so it lives and dies with it. Its
 // completions are signalled through an eventfd (io_uring_register_eventfd) that the io_context
 // waits on; the waiting handler drains every CQE and completes the operations on the worker.
-// Submissions made during one turn of the event loop go to the kernel in one io_uring_submit.
+// An operation goes to the kernel as soon as it is submitted, as fio's does: held back to the
+// end of the event loop's turn, 32 random 4 KiB readers left the disk a quarter of its queue
+// idle while the worker finished the turn (74% of fio's IOPS, 87% without). Only what the
+// completions of one drain submit (resubmitted short transfers, queued operations, handlers
+// that start I/O) goes in one io_uring_submit at its end.
 //
 // In-flight operations are capped (well below the ring size); further operations queue and are
 // submitted as earlier ones complete: waiters queue, never spin. On shutdown the ring waits for
@@ -77,6 +81,8 @@ class UringRing final : public boost::asio::execution_context::service {
   [[nodiscard]] int fixed_index(const void* address, std::size_t length) const noexcept;
 
   [[nodiscard]] unsigned inflight() const noexcept { return inflight_; }
+  // SQEs prepared but not yet handed to the kernel.
+  [[nodiscard]] unsigned unsubmitted() const noexcept { return io_uring_sq_ready(&ring_); }
 
   // Tests only: every ring passes each completion's result through `fault` before its operation
   // sees it, to inject -EAGAIN, short transfers and end-of-device. nullptr (the default): off.
@@ -95,7 +101,9 @@ class UringRing final : public boost::asio::execution_context::service {
   int event_fd_ = -1;
   std::optional<boost::asio::posix::stream_descriptor> event_;
   bool armed_ = false;
-  bool submit_scheduled_ = false;
+  bool submit_scheduled_ = false;  // a retry of a refused io_uring_submit is posted
+  bool completing_ = false;        // on_completions is draining the CQ
+  bool submit_pending_ = false;    // SQEs prepared while completing_
   bool shut_down_ = false;
   unsigned inflight_ = 0;
   unsigned inflight_max_;
