@@ -206,20 +206,34 @@ class Bench {
       if (!run(0, put("rand", data))) throw std::runtime_error("put failed");
     }
     std::atomic<std::uint64_t> ops{0};
+    std::vector<std::vector<float>> latencies_us(args_.concurrency);
     const auto deadline = Clock::now() + std::chrono::duration<double>(args_.seconds);
     const auto start = Clock::now();
     parallel(args_.concurrency, [&](unsigned c) -> asio::awaitable<int> {
       std::mt19937_64 random(c);
       const std::uint64_t blocks = size / bs;
-      while (Clock::now() < deadline) {
+      auto& mine = latencies_us[c];
+      for (auto t = Clock::now(); t < deadline;) {
         const std::uint64_t offset = (random() % blocks) * bs;
         auto r = co_await read("rand", offset, bs, nullptr);
         if (!r) throw std::runtime_error("read: " + r.error().message());
         ++ops;
+        const auto done = Clock::now();
+        mine.push_back(std::chrono::duration<float, std::micro>(done - t).count());
+        t = done;
       }
       co_return 0;
     });
-    report("randread_" + args_.bs_text + "_IOPS", static_cast<double>(ops.load()) / since(start), "IOPS");
+    const double rate = static_cast<double>(ops.load()) / since(start);
+    std::vector<float> all;
+    for (const auto& l : latencies_us) all.insert(all.end(), l.begin(), l.end());
+    std::sort(all.begin(), all.end());
+    const std::string name = "randread_" + args_.bs_text;
+    report(name + "_IOPS", rate, "IOPS");
+    if (!all.empty()) {
+      report(name + "_p50_us", all[all.size() / 2], "us");
+      report(name + "_p99_us", all[all.size() * 99 / 100], "us");
+    }
   }
 
   void smallput() {
