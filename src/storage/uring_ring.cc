@@ -156,7 +156,23 @@ void UringRing::on_completions() {
   // Resets the eventfd; a CQE posted after this read signals it again, so none is missed.
   [[maybe_unused]] const auto n = ::read(event_fd_, &counter, sizeof counter);
   std::array<io_uring_cqe*, 64> cqes{};
-  completing_ = true;
+  // What the completions submit goes to the kernel in one io_uring_submit when the drain ends,
+  // however it ends (a handler that throws leaves the worker's loop running).
+  struct Drain {
+    UringRing& ring;
+    explicit Drain(UringRing& r) : ring(r) { ring.completing_ = true; }
+    ~Drain() {
+      ring.completing_ = false;
+      if (ring.submit_pending_) {
+        ring.submit_pending_ = false;
+        ring.submit_now();
+      }
+    }
+    Drain(const Drain&) = delete;
+    Drain& operator=(const Drain&) = delete;
+    Drain(Drain&&) = delete;
+    Drain& operator=(Drain&&) = delete;
+  } drain(*this);
   for (;;) {
     const unsigned count = io_uring_peek_batch_cqe(&ring_, cqes.data(), cqes.size());
     if (count == 0) break;
@@ -179,11 +195,6 @@ void UringRing::on_completions() {
     Op* op = waiting_.front();
     waiting_.pop_front();
     submit(op);
-  }
-  completing_ = false;
-  if (submit_pending_) {
-    submit_pending_ = false;
-    submit_now();
   }
   arm();
 }
