@@ -99,11 +99,7 @@ void UringRing::start_submitting(Op* op, io_uring_sqe* sqe) {
   op->prepare(sqe, *this);
   io_uring_sqe_set_data(sqe, op);
   ++inflight_;
-  if (completing_) {
-    submit_pending_ = true;  // on_completions submits them together when it is done
-  } else {
-    submit_now();
-  }
+  if (!completing_) submit_now();  // else on_completions submits them together at its end
   arm();
 }
 
@@ -163,10 +159,7 @@ void UringRing::on_completions() {
     explicit Drain(UringRing& r) : ring(r) { ring.completing_ = true; }
     ~Drain() {
       ring.completing_ = false;
-      if (ring.submit_pending_) {
-        ring.submit_pending_ = false;
-        ring.submit_now();
-      }
+      if (ring.unsubmitted() > 0) ring.submit_now();
     }
     Drain(const Drain&) = delete;
     Drain& operator=(const Drain&) = delete;

@@ -102,8 +102,7 @@ class UringRing final : public boost::asio::execution_context::service {
   std::optional<boost::asio::posix::stream_descriptor> event_;
   bool armed_ = false;
   bool submit_scheduled_ = false;  // a retry of a refused io_uring_submit is posted
-  bool completing_ = false;        // on_completions is draining the CQ
-  bool submit_pending_ = false;    // SQEs prepared while completing_
+  bool completing_ = false;        // draining the CQ: submissions wait for the drain to end
   bool shut_down_ = false;
   unsigned inflight_ = 0;
   unsigned inflight_max_;
