@@ -68,6 +68,14 @@ constexpr std::size_t kReadBytes = 1 << 20;  // as fio bs=1M
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+double us_since(Clock::time_point t) { return since(t) * 1e6; }
+
+// The p-quantile of `v` (sorted in place). REQUIRES: !v.empty()
+double percentile(std::vector<double>& v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
 std::vector<std::byte> payload(std::size_t n) {
   std::vector<std::byte> out(n);
   std::mt19937_64 random(42);
@@ -206,33 +214,31 @@ class Bench {
       if (!run(0, put("rand", data))) throw std::runtime_error("put failed");
     }
     std::atomic<std::uint64_t> ops{0};
-    std::vector<std::vector<float>> latencies_us(args_.concurrency);
+    std::vector<std::vector<double>> latencies_us(args_.concurrency);
     const auto deadline = Clock::now() + std::chrono::duration<double>(args_.seconds);
     const auto start = Clock::now();
     parallel(args_.concurrency, [&](unsigned c) -> asio::awaitable<int> {
       std::mt19937_64 random(c);
       const std::uint64_t blocks = size / bs;
       auto& mine = latencies_us[c];
-      for (auto t = Clock::now(); t < deadline;) {
+      while (Clock::now() < deadline) {
         const std::uint64_t offset = (random() % blocks) * bs;
+        const auto t = Clock::now();
         auto r = co_await read("rand", offset, bs, nullptr);
         if (!r) throw std::runtime_error("read: " + r.error().message());
         ++ops;
-        const auto done = Clock::now();
-        mine.push_back(std::chrono::duration<float, std::micro>(done - t).count());
-        t = done;
+        mine.push_back(us_since(t));
       }
       co_return 0;
     });
     const double rate = static_cast<double>(ops.load()) / since(start);
-    std::vector<float> all;
+    std::vector<double> all;
     for (const auto& l : latencies_us) all.insert(all.end(), l.begin(), l.end());
-    std::sort(all.begin(), all.end());
     const std::string name = "randread_" + args_.bs_text;
     report(name + "_IOPS", rate, "IOPS");
     if (!all.empty()) {
-      report(name + "_p50_us", all[all.size() / 2], "us");
-      report(name + "_p99_us", all[all.size() * 99 / 100], "us");
+      report(name + "_p50_us", percentile(all, 0.5), "us");
+      report(name + "_p99_us", percentile(all, 0.99), "us");
     }
   }
 
@@ -352,19 +358,15 @@ class Bench {
       const std::string key = key_of(random() % args_.count);
       t = Clock::now();
       if (!store_->head(bucket_.id, key).value()) throw std::runtime_error("missing " + key);
-      head_us.push_back(since(t) * 1e6);
+      head_us.push_back(us_since(t));
       t = Clock::now();
       run(0, read(key, 0, 0, nullptr)).value();
-      get_us.push_back(since(t) * 1e6);
+      get_us.push_back(us_since(t));
     }
-    auto pct = [](std::vector<double> v, double p) {
-      std::sort(v.begin(), v.end());
-      return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
-    };
-    report("head_p50_us", pct(head_us, 0.5), "us");
-    report("head_p99_us", pct(head_us, 0.99), "us");
-    report("get_p50_us", pct(get_us, 0.5), "us");
-    report("get_p99_us", pct(get_us, 0.99), "us");
+    report("head_p50_us", percentile(head_us, 0.5), "us");
+    report("head_p99_us", percentile(head_us, 0.99), "us");
+    report("get_p50_us", percentile(get_us, 0.5), "us");
+    report("get_p99_us", percentile(get_us, 0.99), "us");
 
     // One directory in the middle, then the root (one common prefix per directory).
     const auto list_ms = [&](ListQuery q, std::size_t want) {
