@@ -7,7 +7,7 @@
 #   random reads 4 KiB and 64 KiB, depth 32        fio io_uring direct   vs 32 ranged readers
 #   durable 4 KiB puts                             fio fdatasync per write vs 64 writers (inline)
 #   a hot 64 MiB object read again and again       fio buffered (page cache) vs the block cache
-#   HEAD/GET p50/p99, listing, start-up            10^3 vs SCALE_MAX objects (metadata cache off)
+#   HEAD/GET p50/p99, listing, start-up            10^3 vs SCALE_MAX objects, cold and warm
 #
 # usage: bench/storage/run.sh [BUILD_DIR]      (default build/release)
 #   env: REPEAT (3), SECONDS_EACH (10), SCALE_MAX (1000000), BENCH_TMPDIR (/var/tmp)
@@ -43,6 +43,7 @@ hots3_run() {
   local figure=$1
   shift
   "$BENCH" "$@" --data "$WORK/hots3" > "$WORK/bench.out"
+  cp "$WORK/bench.out" "$WORK/last-$figure.out"  # for the latencies printed after the table
   awk -v f="$figure" '$1 == f { print $2 }' "$WORK/bench.out"
 }
 
@@ -95,19 +96,46 @@ compare "hot 64 MiB object vs page cache, MB/s" ">= 85%" "$HOT_FIO" \
 echo "hots3 storage engine vs fio on the same file system: $(nproc) cores, median of $REPEAT, $(date +%F)"
 printf '%-44s %10s %10s %8s   %s\n' workload hots3 fio ratio goal
 printf '%s\n' "${ROWS[@]}"
+echo "latencies in the last round of each, µs:"
+for figure in randread_4KiB_IOPS randread_64KiB_IOPS smallput_ops; do
+  awk '$1 ~ /_p[0-9]+_us$/ { printf "  %-28s %10s\n", $1, $2 }' "$WORK/last-$figure.out"
+done
 
 # ---- scale: the same figures with 10^3 and SCALE_MAX objects (8 KiB, on the device) ----------
+# HEAD/GET of random keys just after a start, then of the same keys again (warm_), with the
+# metadata cache off (every record through SQLite) and then on (cached_warm_: records from the
+# cache, 1 GiB here; the server's default is an eighth of memory). Block cache off: every GET
+# reads its 8 KiB from the device, so beside them fio reads 8 KiB at random, at depth 1, from the
+# same device file over the span the objects occupy (8 MB at 10^3, 8 GB at 10^6): the device's own
+# latency at each size.
 echo
-echo "scale (8 KiB objects in 1000-key directories; HEAD/GET through the catalog, metadata cache off):"
+echo "scale (8 KiB objects in 1000-key directories; HEAD/GET through the catalog, cached_: metadata cache on):"
 declare -A SCALE
 for count in 1000 "$SCALE_MAX"; do
   rm -rf "$WORK/hots3"
-  "$BENCH" scale --data "$WORK/hots3" --count "$count" --size 8KiB --device-size 16GiB --metadata-cache 0 \
-    > "$WORK/scale-$count.out"
-  while read -r name value _; do SCALE[$name,$count]=$value; done < "$WORK/scale-$count.out"
+  for cache in 0 1GiB; do
+    prefix=$([ "$cache" = 0 ] && echo "" || echo cached_)
+    "$BENCH" scale --data "$WORK/hots3" --count "$count" --size 8KiB --device-size 16GiB --metadata-cache "$cache" \
+      > "$WORK/scale-$count.out"
+    while read -r name value _; do SCALE[$prefix$name,$count]=$value; done < "$WORK/scale-$count.out"
+  done
+  span=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT max(device_offset + device_length) FROM extents").fetchone()[0])' "$WORK/hots3/catalog.db")
+  fio --output-format=json --name=lat --filename="$WORK/hots3/device.img" --readonly --rw=randread --bs=8k \
+    --iodepth=1 --direct=1 --ioengine=psync --size="$span" --time_based --runtime="$T" > "$WORK/fio-lat.json" 2>/dev/null
+  read -r p50 p99 < <(python3 - "$WORK/fio-lat.json" <<'PY'
+import json, sys
+clat = json.load(open(sys.argv[1]))["jobs"][0]["read"]["clat_ns"]["percentile"]
+print(clat["50.000000"] / 1e3, clat["99.000000"] / 1e3)
+PY
+)
+  SCALE[fio_read_8k_p50_us,$count]=$p50
+  SCALE[fio_read_8k_p99_us,$count]=$p99
 done
 printf '%-28s %12s %12s\n' figure 1000 "$SCALE_MAX"
-for name in startup_ms startup_rebuild_ms head_p50_us head_p99_us get_p50_us get_p99_us list_directory_ms list_root_ms fill_puts_per_s; do
+for name in startup_ms startup_rebuild_ms head_p50_us head_p99_us warm_head_p50_us warm_head_p99_us \
+  cached_warm_head_p50_us cached_warm_head_p99_us get_p50_us get_p99_us warm_get_p50_us warm_get_p99_us \
+  cached_warm_get_p50_us cached_warm_get_p99_us fio_read_8k_p50_us fio_read_8k_p99_us list_directory_ms \
+  list_root_ms fill_puts_per_s; do
   printf '%-28s %12s %12s\n' "$name" "${SCALE[$name,1000]:-}" "${SCALE[$name,$SCALE_MAX]:-}"
 done
 echo "(list_root: one common prefix per directory: 1 at 10^3, $(( (SCALE_MAX + 999) / 1000 )) at $SCALE_MAX)"
