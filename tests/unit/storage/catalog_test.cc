@@ -65,11 +65,11 @@ class CatalogTest : public ::testing::Test {
 };
 
 TEST_F(CatalogTest, SchemaIsAtTheLatestVersionAndSurvivesReopen) {
-  EXPECT_EQ(catalog_->schema_version(), 2);
+  EXPECT_EQ(catalog_->schema_version(), 3);
   make_bucket("b");
   catalog_.reset();
   catalog_ = Catalog::open({dir_.file("catalog.db")});
-  EXPECT_EQ(catalog_->schema_version(), 2);
+  EXPECT_EQ(catalog_->schema_version(), 3);
   EXPECT_TRUE(catalog_->find_bucket("b").value().has_value());
 }
 
@@ -700,7 +700,7 @@ TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {
                     "  VALUES (1, 'a', 7, 5, 'e', 1, 1, 1), (1, 'b', 8, 0, 'e', 1, 1, 1);"
                     "INSERT INTO inline_data(object_id, data) VALUES (7, CAST('hello' AS BLOB)), (8, X'');");
   auto catalog = Catalog::open({path});
-  EXPECT_EQ(catalog->schema_version(), 2);
+  EXPECT_EQ(catalog->schema_version(), 3);
   EXPECT_EQ(catalog->inline_data(7).value(), std::optional<std::string>("hello"));
   EXPECT_EQ(catalog->inline_data(8).value(), std::optional<std::string>(""));
   auto object = catalog->find_object_with_data(1, "a").value();
@@ -713,6 +713,77 @@ TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {
   EXPECT_EQ(raw_int(path, "SELECT checksum FROM inline_data WHERE object_id = 8"),
             static_cast<std::int64_t>(block_checksum({})));
   EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'objects_accessed'"), 1);
+}
+
+TEST(CatalogMigration, Version2ObjectsMoveToATableInVersionOrderWithEverything) {
+  test::TempDir dir;
+  const std::string path = dir.file("catalog.db");
+  // A version-2 catalog as hots3 of that schema left it: objects keyed by (bucket, key), one
+  // of them with every optional column, one with extents and parts.
+  raw_sql(path, std::string(detail::kMigrations[0]) +
+                    // migration 1 on an empty catalog (its UPDATE needs the writer's function)
+                    "ALTER TABLE inline_data ADD COLUMN checksum INTEGER;"
+                    "CREATE INDEX objects_accessed ON objects(accessed_ms);"
+                    "PRAGMA user_version = 2;"
+                    "INSERT INTO buckets(id, name, owner, created_ms) VALUES (1, 'old', 'o', 1);"
+                    "INSERT INTO objects(bucket_id, key, id, size, etag, parts_count, created_ms, accessed_ms, "
+                    "  tier_state, is_inline, content_type, content_encoding, content_disposition, content_language, "
+                    "  cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type) "
+                    "  VALUES (1, 'z', 7, 5, 'e7', 0, 11, 12, 1, 1, 'text/plain', 'gzip', 'inline', 'en', 'no-cache', "
+                    "    'soon', CAST('k' || char(0) || 'v' || char(0) AS BLOB), 'c1', 'c2', 'c3', 's1', 's2', 'FULL_OBJECT'),"
+                    "  (1, 'a', 9, 8192, 'e9-2', 2, 21, 22, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+                    "    NULL, NULL, NULL, NULL);"
+                    "INSERT INTO inline_data(object_id, data, checksum) VALUES (7, CAST('hello' AS BLOB), 1);"
+                    "INSERT INTO extents(owner_id, logical_offset, length, device_offset, device_length, checksums) "
+                    "  VALUES (9, 0, 8192, 65536, 8192, X'0000000000000000');"
+                    "INSERT INTO object_parts(object_id, part_number, offset, size) VALUES (9, 1, 0, 4096), (9, 2, 4096, 4096);");
+  auto catalog = Catalog::open({path});
+  EXPECT_EQ(catalog->schema_version(), 3);
+  auto z = catalog->find_object(1, "z").value();
+  ASSERT_TRUE(z.has_value());
+  EXPECT_EQ(z->id, 7);
+  EXPECT_EQ(z->size_bytes, 5u);
+  EXPECT_EQ(z->etag, "e7");
+  EXPECT_EQ(z->created_ms, 11);
+  EXPECT_EQ(z->accessed_ms, 12);
+  EXPECT_EQ(z->tier_state, TierState::kLocalAndUpstream);
+  EXPECT_EQ(z->headers.content_type, "text/plain");
+  EXPECT_EQ(z->headers.content_encoding, "gzip");
+  EXPECT_EQ(z->headers.content_disposition, "inline");
+  EXPECT_EQ(z->headers.content_language, "en");
+  EXPECT_EQ(z->headers.cache_control, "no-cache");
+  EXPECT_EQ(z->headers.expires, "soon");
+  EXPECT_EQ(z->user_metadata, (Metadata{{"k", "v"}}));
+  EXPECT_EQ(z->checksums.crc32, "c1");
+  EXPECT_EQ(z->checksums.crc32c, "c2");
+  EXPECT_EQ(z->checksums.crc64nvme, "c3");
+  EXPECT_EQ(z->checksums.sha1, "s1");
+  EXPECT_EQ(z->checksums.sha256, "s2");
+  EXPECT_EQ(z->checksums.type, "FULL_OBJECT");
+  auto a = catalog->find_object(1, "a").value();
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->id, 9);
+  EXPECT_EQ(a->parts_count, 2u);
+  EXPECT_FALSE(a->inline_data.has_value());
+  EXPECT_EQ(catalog->object_extents(9, false).value().size(), 1u);
+  EXPECT_EQ(catalog->object_parts(9).value().size(), 2u);
+  // Listed in key order, and the key is still unique.
+  auto page = catalog->list_objects(1, {}).value();
+  ASSERT_EQ(page.objects.size(), 2u);
+  EXPECT_EQ(page.objects[0].key, "a");
+  EXPECT_EQ(page.objects[1].key, "z");
+  EXPECT_FALSE(catalog->write_blocking([](WriteTxn& t) -> Result<void> {
+    ObjectRecord o;
+    o.bucket_id = 1;
+    o.key = "a";
+    o.id = t.next_id();
+    o.etag = "dup";
+    return t.insert_object(o, {});
+  }));
+  catalog.reset();
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'objects%'"), 3);  // table and two indexes
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM pragma_index_list('objects') WHERE name = 'objects_key' AND \"unique\""), 1);
+  EXPECT_EQ(raw_int(path, "SELECT rowid FROM objects WHERE key = 'a'"), 9);
 }
 
 TEST(CatalogMigration, ACatalogOfANewerSchemaIsRefusedAndTheJournalIsWal) {
