@@ -114,7 +114,7 @@ declare -A SCALE
 for count in 1000 "$SCALE_MAX"; do
   rm -rf "$WORK/hots3"
   for cache in 0 1GiB; do
-    prefix=$([ "$cache" = 0 ] && echo "" || echo cached_)
+    prefix=; [ "$cache" = 0 ] || prefix=cached_
     "$BENCH" scale --data "$WORK/hots3" --count "$count" --size 8KiB --device-size 16GiB --metadata-cache "$cache" \
       > "$WORK/scale-$count.out"
     while read -r name value _; do SCALE[$prefix$name,$count]=$value; done < "$WORK/scale-$count.out"

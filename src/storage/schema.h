@@ -143,10 +143,10 @@ CREATE INDEX IF NOT EXISTS objects_accessed ON objects(accessed_ms);
     // puts; now a commit's rows share the last leaf and only the narrow key index is balanced
     // (WAL pages per durable 4 KiB put 3.2 -> 2.7), and the separate index on id is gone.
     R"sql(
-CREATE TABLE objects_v3(
-  id                  INTEGER PRIMARY KEY,  -- version id; owns extents
+CREATE TABLE objects_v3(  -- the columns of objects, in its order
   bucket_id           INTEGER NOT NULL,
   key                 TEXT NOT NULL,
+  id                  INTEGER PRIMARY KEY,  -- version id; owns extents
   size                INTEGER NOT NULL,
   etag                TEXT NOT NULL,
   parts_count         INTEGER NOT NULL DEFAULT 0,
@@ -168,11 +168,7 @@ CREATE TABLE objects_v3(
   sha256              TEXT,
   checksum_type       TEXT
 );
-INSERT INTO objects_v3
-  SELECT id, bucket_id, key, size, etag, parts_count, created_ms, accessed_ms, tier_state, is_inline,
-         content_type, content_encoding, content_disposition, content_language, cache_control, expires,
-         user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type
-  FROM objects ORDER BY id;
+INSERT INTO objects_v3 SELECT * FROM objects ORDER BY id;
 DROP TABLE objects;
 ALTER TABLE objects_v3 RENAME TO objects;
 -- Listings are range scans of this index in S3's order (BINARY collation = byte order of UTF-8).
