@@ -268,7 +268,15 @@ class Bench {
     report("smallput_p50_us", percentile(all, 0.5), "us");
     report("smallput_p99_us", percentile(all, 0.99), "us");
     report("smallput_p999_us", percentile(all, 0.999), "us");
-    report("smallput_writes_per_commit", static_cast<double>(stats.catalog_writes) / std::max<double>(1, static_cast<double>(stats.catalog_commits)), "");
+    const auto& writer = stats.catalog_writer;
+    report("smallput_writes_per_commit", static_cast<double>(writer.writes) / std::max<double>(1, static_cast<double>(writer.commits)), "");
+    // The writer's stops to let the WAL start over, and how many of them the checkpointer had
+    // not closed in on (each a longer stop: see catalog.cc).
+    report("smallput_writer_checkpoints", static_cast<double>(writer.writer_checkpoints), "");
+    report("smallput_writer_checkpoints_at_limit", static_cast<double>(writer.writer_checkpoints_at_limit), "");
+    report("smallput_writer_checkpoint_mean_us",
+           static_cast<double>(writer.writer_checkpoint_ns) / 1000.0 / std::max<double>(1, static_cast<double>(writer.writer_checkpoints)),
+           "us");
   }
 
   void complete() {

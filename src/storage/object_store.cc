@@ -547,9 +547,7 @@ class StoreImpl final : public ObjectStore {
     s.metadata_cache_entries = metadata.entries;
     s.metadata_cache_hits = metadata.hits;
     s.metadata_cache_misses = metadata.misses;
-    const auto writer = core_.catalog->writer_stats();
-    s.catalog_writes = writer.writes;
-    s.catalog_commits = writer.commits;
+    s.catalog_writer = core_.catalog->writer_stats();
     s.startup_rebuild = rebuild_time;
     return s;
   }

@@ -245,6 +245,10 @@ class Catalog {
   struct WriterStats {
     std::uint64_t writes = 0;
     std::uint64_t commits = 0;  // fsyncs; writes / commits is the group-commit factor
+    // The writer's own checkpoints, after which the WAL starts over: the writer stops for each.
+    std::uint64_t writer_checkpoints = 0;
+    std::uint64_t writer_checkpoints_at_limit = 0;  // the checkpointer had not closed in on it
+    std::uint64_t writer_checkpoint_ns = 0;         // the writer's time in them
   };
   [[nodiscard]] WriterStats writer_stats() const noexcept;
 

@@ -85,8 +85,7 @@ struct StoreStats {
   std::uint64_t metadata_cache_entries = 0;
   std::uint64_t metadata_cache_hits = 0;
   std::uint64_t metadata_cache_misses = 0;
-  std::uint64_t catalog_writes = 0;
-  std::uint64_t catalog_commits = 0;
+  Catalog::WriterStats catalog_writer;
   std::chrono::milliseconds startup_rebuild{0};
 };
 

@@ -615,7 +615,8 @@ TEST_F(CatalogTest, EveryAnsweredWriteIsInTheFileForAnotherConnection) {
 }
 
 // Checkpoints run beside the writer and cannot catch up with a steady stream of commits; the
-// writer then finishes one itself so that the WAL starts over instead of growing.
+// writer then finishes one itself so that the WAL starts over instead of growing, once the
+// checkpointer has closed in on the last commit and left it little to copy.
 TEST_F(CatalogTest, TheWalStaysBoundedUnderASteadyStreamOfWrites) {
   auto b = make_bucket("b");
   const std::string wal = dir_.file("catalog.db") + "-wal";
@@ -639,6 +640,9 @@ TEST_F(CatalogTest, TheWalStaysBoundedUnderASteadyStreamOfWrites) {
   for (auto& t : writers) t.join();
   writing = false;
   watcher.join();
+  const auto stats = catalog_->writer_stats();
+  EXPECT_GE(stats.writer_checkpoints, 1u);
+  EXPECT_LT(stats.writer_checkpoints_at_limit, stats.writer_checkpoints) << "the checkpointer never closed in";
   EXPECT_GT(largest.load(), 1u << 20);  // it was in use
   EXPECT_LT(largest.load(), 80u << 20) << "the WAL grew to " << largest.load() << " bytes";
   catalog_.reset();

@@ -232,7 +232,7 @@ TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState
     std::promise<void> gate;
     std::shared_future<void> held = gate.get_future().share();
     asio::io_context& committer = *workers_->contexts()[1];
-    const std::uint64_t commits_before = store_->stats().catalog_commits;
+    const std::uint64_t commits_before = store_->stats().catalog_writer.commits;
     auto changed = std::async(std::launch::async, [&]() -> Result<void> {
       return run([&]() -> asio::awaitable<Result<void>> {
         std::unique_ptr<ObjectWriter> w;
@@ -260,10 +260,10 @@ TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState
       }(), 1);
     });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (store_->stats().catalog_commits == commits_before && std::chrono::steady_clock::now() < deadline) {
+    while (store_->stats().catalog_writer.commits == commits_before && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    ASSERT_GT(store_->stats().catalog_commits, commits_before);
+    ASSERT_GT(store_->stats().catalog_writer.commits, commits_before);
     if (change == Change::kOverwrite) {
       // Counted at the commit, cached once the flush after it is done: wait for that.
       while (store_->head(bucket_.id, key).value()->id == old_version.id &&
