@@ -359,9 +359,21 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<void> insert_object(const ObjectRecord& o, const std::vector<ExtentRecord>& extents) override {
-    auto q = c_.query("INSERT INTO objects(" H3_OBJECT_COLUMNS
-                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                      "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)");
+    H3_TRY(insert_object_rows(o, extents, /*if_absent=*/false));
+    return {};
+  }
+
+  Result<bool> insert_object_if_absent(const ObjectRecord& o, const std::vector<ExtentRecord>& extents) override {
+    return insert_object_rows(o, extents, /*if_absent=*/true);
+  }
+
+  Result<bool> insert_object_rows(const ObjectRecord& o, const std::vector<ExtentRecord>& extents, bool if_absent) {
+#define H3_INSERT_OBJECT                                                                           \
+  "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                         \
+  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, " \
+  "?20, ?21, ?22, ?23)"
+    auto q = c_.query(if_absent ? H3_INSERT_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING" : H3_INSERT_OBJECT);
+#undef H3_INSERT_OBJECT
     q.bind(1, o.bucket_id)
         .bind(2, std::string_view(o.key))
         .bind(3, o.id)
@@ -377,13 +389,15 @@ class WriteTxnImpl final : public WriteTxn {
     bind_checksums(q, 18, o.checksums);
     q.bind_optional(23, o.checksums.type);
     H3_TRY(q.run());
+    if (if_absent && c_.changes() == 0) return false;
     if (o.inline_data) {
       auto d = c_.query("INSERT INTO inline_data(object_id, data, checksum) VALUES (?1, ?2, ?3)");
       d.bind(1, o.id).bind_blob(2, *o.inline_data);
       d.bind(3, static_cast<std::int64_t>(block_checksum(std::as_bytes(std::span(*o.inline_data)))));
       H3_TRY(d.run());
     }
-    return insert_extents(c_, o.id, extents);
+    H3_TRY(insert_extents(c_, o.id, extents));
+    return true;
   }
 
   Result<ExtentList> delete_object(std::int64_t object_id) override {

@@ -283,6 +283,10 @@ class WriteTxn {
   // Inserts `object` (its id must come from next_id()) with its extents or inline data.
   // REQUIRES: no object with the same key (delete_object first).
   virtual Result<void> insert_object(const ObjectRecord& object, const std::vector<ExtentRecord>& extents) = 0;
+  // The same where the key may have an object: then nothing is written and the result is false.
+  // A put of a new key needs no lookup before its insert.
+  virtual Result<bool> insert_object_if_absent(const ObjectRecord& object,
+                                               const std::vector<ExtentRecord>& extents) = 0;
   // Removes the object row, its extents, inline data and part table; returns the device
   // extents it held (free them once the commit is durable and no reader uses them).
   virtual Result<ExtentList> delete_object(std::int64_t object_id) = 0;

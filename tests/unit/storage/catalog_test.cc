@@ -247,6 +247,42 @@ TEST_F(CatalogTest, WritesOfABatchSeeTheBucketsItsEarlierWritesLeft) {
   EXPECT_FALSE(catalog_->find_bucket("c").value().has_value());
 }
 
+TEST_F(CatalogTest, AnInsertIfAbsentWritesNothingWhereTheKeyHasAnObject) {
+  auto b = make_bucket("b");
+  const ObjectRecord first = put(b, "k", 7);
+  const auto insert_if_absent = [&](const std::string& key, const std::string& data,
+                                    std::vector<ExtentRecord> extents) {
+    bool inserted = false;
+    EXPECT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+      ObjectRecord o;
+      o.id = t.next_id();
+      o.bucket_id = b.id;
+      o.key = key;
+      o.size_bytes = extents.empty() ? data.size() : extents.front().length_bytes;
+      o.etag = "etag-" + data;
+      if (extents.empty()) o.inline_data = data;
+      H3_TRY(inserted, t.insert_object_if_absent(o, extents));
+      return {};
+    }));
+    return inserted;
+  };
+  // Neither the row nor its inline data nor its extents: the key keeps its object as it was.
+  EXPECT_FALSE(insert_if_absent("k", "other", {}));
+  EXPECT_FALSE(insert_if_absent("k", "", {ExtentRecord{0, 0, 4096, Extent{1 << 20, 4096}, {0}}}));
+  auto o = catalog_->find_object_with_data(b.id, "k").value();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->id, first.id);
+  EXPECT_EQ(o->etag, "etag-k");
+  EXPECT_EQ(o->inline_data, std::string(7, 'x'));
+  EXPECT_EQ(catalog_->counts().value().extents, 0u);
+  // A new key is inserted with its data.
+  EXPECT_TRUE(insert_if_absent("new", "abc", {}));
+  o = catalog_->find_object_with_data(b.id, "new").value();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->inline_data, "abc");
+  EXPECT_EQ(catalog_->counts().value().objects, 2u);
+}
+
 TEST_F(CatalogTest, ABatchRunsAgainOnlyWhenAWriteFailsAfterAChange) {
   // Writes run without savepoints: one that fails before it changes anything costs its
   // neighbours nothing; one that fails after a change makes the batch run again from the start,
