@@ -112,6 +112,12 @@ std::string upper_bound_of(const std::string& prefix) {
   "is_inline, content_type, content_encoding, content_disposition, content_language, "    \
   "cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type"
 
+// An object's row, the values bound as ?1..?23 in H3_OBJECT_COLUMNS' order (insert_object_rows).
+#define H3_INSERT_OBJECT                                                                           \
+  "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                         \
+  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, " \
+  "?20, ?21, ?22, ?23)"
+
 // The same columns qualified for a join with the objects table as "o".
 #define H3_OBJECT_COLUMNS_O                                                                          \
   "o.bucket_id, o.key, o.id, o.size, o.etag, o.parts_count, o.created_ms, o.accessed_ms, "          \
@@ -368,12 +374,7 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<bool> insert_object_rows(const ObjectRecord& o, const std::vector<ExtentRecord>& extents, bool if_absent) {
-#define H3_INSERT_OBJECT                                                                           \
-  "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                         \
-  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, " \
-  "?20, ?21, ?22, ?23)"
     auto q = c_.query(if_absent ? H3_INSERT_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING" : H3_INSERT_OBJECT);
-#undef H3_INSERT_OBJECT
     q.bind(1, o.bucket_id)
         .bind(2, std::string_view(o.key))
         .bind(3, o.id)
@@ -836,9 +837,8 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
 int Catalog::Impl::checkpoint(Connection& c) {
   // PASSIVE: copies what no reader still needs and never waits; SQLITE_BUSY means another
   // checkpoint is running. Outside DeferWalFlush, so the WAL is flushed before it is copied.
-  int log_frames = 0;
   int copied = 0;
-  const int rc = sqlite3_wal_checkpoint_v2(c.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, &log_frames, &copied);
+  const int rc = sqlite3_wal_checkpoint_v2(c.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied);
   if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
     log::warn("catalog: checkpoint failed: {}", sqlite3_errmsg(c.handle()));
   }
@@ -910,7 +910,8 @@ void Catalog::Impl::run_checkpointer() {
       // An early flush that durability does not depend on: a failure is the next full
       // checkpoint's to report.
       if (db != nullptr && db->pMethods != nullptr) (void)db->pMethods->xSync(db, SQLITE_SYNC_NORMAL | SQLITE_SYNC_DATAONLY);
-      // Frames committed while this one copied and flushed (fewer than copied: the WAL started over).
+      // In the WAL now, commits made while this one copied and flushed included; fewer than it
+      // copied: the WAL has started over since.
       const int frames = wal_frames.load(std::memory_order_relaxed);
       if (copied <= before || frames < copied || frames < kCloseInFrames ||
           wal_restart_ready.load(std::memory_order_relaxed)) {
