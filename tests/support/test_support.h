@@ -6,9 +6,11 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <string>
+#include <thread>
 
 namespace hots3::test {
 
@@ -76,6 +78,19 @@ inline void run_on(boost::asio::io_context& context, boost::asio::awaitable<void
     context.run();
   }
   future.get();
+}
+
+// Polls `done` every millisecond until it holds or `limit` has passed; returns whether it held.
+// For what a background thread does in its own time (at idle priority, say): a test waits for
+// it rather than sleeping for a time that a busy machine may not honour.
+template <typename Predicate>
+bool wait_until(Predicate done, std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 // Deterministic test data: byte i of stream `seed`.

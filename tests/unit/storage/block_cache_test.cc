@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "test_support.h"
+
 namespace hots3::storage {
 namespace {
 
@@ -108,9 +110,7 @@ TEST(BlockCache, ConcurrentReadersAndWriters) {
 TEST(BlockCache, PrefaultsInTheBackground) {
   BlockCache cache(128 * kBlock);
   // The prefaulter runs at idle priority: on a busy machine it may wait a while for a core.
-  for (int i = 0; i < 6000 && cache.stats().prefaulted_bytes < 128 * kBlock; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_TRUE(test::wait_until([&] { return cache.stats().prefaulted_bytes >= 128 * kBlock; }));
   EXPECT_EQ(cache.stats().prefaulted_bytes, 128 * kBlock);
 }
 

@@ -260,18 +260,10 @@ TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState
         co_return Result<void>{};
       }(), 1);
     });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (store_->stats().catalog_writer.commits == commits_before && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ASSERT_GT(store_->stats().catalog_writer.commits, commits_before);
+    ASSERT_TRUE(test::wait_until([&] { return store_->stats().catalog_writer.commits > commits_before; }));
     if (change == Change::kOverwrite) {
       // Counted at the commit, cached once the flush after it is done: wait for that.
-      while (store_->head(bucket_.id, key).value()->id == old_version.id &&
-             std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      EXPECT_NE(store_->head(bucket_.id, key).value()->id, old_version.id);
+      EXPECT_TRUE(test::wait_until([&] { return store_->head(bucket_.id, key).value()->id != old_version.id; }));
     } else {
       // The change is durable; the cache still says "old version".
       EXPECT_EQ(store_->head(bucket_.id, key).value()->id, old_version.id);
@@ -729,11 +721,7 @@ TEST_P(StoreTest, RepeatedReadsComeFromTheCache) {
   ASSERT_TRUE(put("hot", data).has_value());
   // Blocks are cached only into prefaulted memory. The prefaulter runs at idle priority, so on a
   // busy machine it can take seconds: wait until it has room for the object twice over.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (store_->stats().cache_prefaulted_bytes < 2 * data.size() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GE(store_->stats().cache_prefaulted_bytes, 2 * data.size());
+  ASSERT_TRUE(test::wait_until([&] { return store_->stats().cache_prefaulted_bytes >= 2 * data.size(); }));
   ASSERT_TRUE(get("hot").value() == data);
   const auto cold = store_->stats();
   ASSERT_TRUE(get("hot").value() == data);
