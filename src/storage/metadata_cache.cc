@@ -1,5 +1,8 @@
+#include "metadata_cache.h"
+
 #include <functional>
 
+#include "hots3/common/assert.h"
 #include "store_impl.h"
 
 namespace hots3::storage::detail {
@@ -13,9 +16,7 @@ std::string MetadataCache::id_of(std::int64_t bucket_id, std::string_view key) {
   return id;
 }
 
-MetadataCache::Shard& MetadataCache::shard_of(const std::string& id) {
-  return shards_[std::hash<std::string>{}(id) % kShards];
-}
+std::size_t MetadataCache::hash_of(std::string_view id) noexcept { return std::hash<std::string_view>{}(id); }
 
 namespace {
 // False for an inline object read without its bytes (by HEAD).
@@ -28,9 +29,10 @@ std::variant<std::shared_ptr<const ObjectRecord>, MetadataCache::Miss> MetadataC
                                                                                          std::string_view key,
                                                                                          bool with_data) {
   const std::string id = id_of(bucket_id, key);
-  Shard& s = shard_of(id);
+  const std::size_t hash = hash_of(id);
+  Shard& s = shard_of(hash);
   std::lock_guard lock(s.mutex);
-  auto it = s.index.find(id);
+  auto it = s.index.find(Key{id, hash});
   if (it == s.index.end() || (with_data && !complete(it->second->record))) {
     ++s.misses;
     return Miss{s.generation};
@@ -50,55 +52,76 @@ std::uint64_t MetadataCache::bytes_of(const std::string& id, const std::shared_p
   return bytes;
 }
 
-void MetadataCache::drop(Shard& s, const std::string& id) {
-  if (auto it = s.index.find(id); it != s.index.end()) {
-    s.bytes -= it->second->bytes;
-    auto entry = it->second;
+void MetadataCache::store(Shard& s, Lru& incoming) {
+  const Entry& fresh = incoming.front();
+  if (auto it = s.index.find(Key{fresh.key, fresh.hash}); it != s.index.end()) {
+    const Lru::iterator old = it->second;
+    s.bytes -= old->bytes;
     s.index.erase(it);
-    s.lru.erase(entry);
+    incoming.splice(incoming.end(), s.lru, old);
   }
-}
-
-void MetadataCache::store(Shard& s, std::string id, std::shared_ptr<const ObjectRecord> record) {
-  const std::uint64_t bytes = bytes_of(id, record);
-  drop(s, id);
-  s.lru.push_front({std::move(id), std::move(record), bytes});
-  s.index.emplace(s.lru.front().key, s.lru.begin());
-  s.bytes += bytes;
+  s.lru.splice(s.lru.begin(), incoming, incoming.begin());
+  s.index.emplace(Key{s.lru.front().key, s.lru.front().hash}, s.lru.begin());
+  s.bytes += s.lru.front().bytes;
   while (s.bytes > capacity_bytes_per_shard_ && !s.lru.empty()) {
-    s.bytes -= s.lru.back().bytes;
-    s.index.erase(s.lru.back().key);
-    s.lru.pop_back();
+    const Lru::iterator last = std::prev(s.lru.end());
+    s.bytes -= last->bytes;
+    s.index.erase(Key{last->key, last->hash});
+    incoming.splice(incoming.end(), s.lru, last);
   }
 }
 
 void MetadataCache::insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record,
                            Miss miss) {
   if (capacity_bytes_per_shard_ == 0) return;
+  Lru incoming;  // declared before the lock: what it displaces is freed after the unlock
   std::string id = id_of(bucket_id, key);
-  Shard& s = shard_of(id);
+  const std::size_t hash = hash_of(id);
+  const std::uint64_t bytes = bytes_of(id, record);
+  incoming.push_back({std::move(id), hash, std::move(record), bytes});
+  Shard& s = shard_of(hash);
   std::lock_guard lock(s.mutex);
   // A change of any key of this shard since find(): what was read may be stale; do not keep it.
   if (s.generation != miss.generation) return;
-  if (auto it = s.index.find(id); it != s.index.end() && (complete(it->second->record) || !complete(record))) return;
-  store(s, std::move(id), std::move(record));
+  const Entry& fresh = incoming.front();
+  if (auto it = s.index.find(Key{fresh.key, hash});
+      it != s.index.end() && (complete(it->second->record) || !complete(fresh.record))) {
+    return;
+  }
+  store(s, incoming);
 }
 
-void MetadataCache::put(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record) {
+MetadataCache::Update MetadataCache::prepare(std::int64_t bucket_id, std::string_view key,
+                                             std::shared_ptr<const ObjectRecord> record) {
+  Update update;
   std::string id = id_of(bucket_id, key);
-  Shard& s = shard_of(id);
+  const std::size_t hash = hash_of(id);
+  const std::uint64_t bytes = bytes_of(id, record);
+  update.entries.push_back({std::move(id), hash, std::move(record), bytes});
+  return update;
+}
+
+void MetadataCache::put(Update& update) {
+  H3_ASSERT(update.entries.size() == 1, "MetadataCache::put of an Update not fresh from prepare()");
+  Shard& s = shard_of(update.entries.front().hash);
   std::lock_guard lock(s.mutex);
   ++s.generation;  // a reader's catalog row from before this commit is stale
   if (capacity_bytes_per_shard_ == 0) return;
-  store(s, std::move(id), std::move(record));
+  store(s, update.entries);
 }
 
 void MetadataCache::invalidate(std::int64_t bucket_id, std::string_view key) {
+  Lru dropped;  // declared before the lock: freed after the unlock
   const std::string id = id_of(bucket_id, key);
-  Shard& s = shard_of(id);
+  const std::size_t hash = hash_of(id);
+  Shard& s = shard_of(hash);
   std::lock_guard lock(s.mutex);
   ++s.generation;
-  drop(s, id);
+  if (auto it = s.index.find(Key{id, hash}); it != s.index.end()) {
+    s.bytes -= it->second->bytes;
+    dropped.splice(dropped.end(), s.lru, it->second);
+    s.index.erase(it);
+  }
 }
 
 MetadataCache::Stats MetadataCache::stats() {

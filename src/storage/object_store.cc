@@ -18,6 +18,7 @@
 #include "hots3/common/logging.h"
 #include "hots3/common/units.h"
 #include "hots3/storage/format.h"
+#include "metadata_cache.h"
 #include "store_impl.h"
 #include "store_lock.h"
 
@@ -230,13 +231,23 @@ class StoreImpl final : public ObjectStore {
     object.headers = std::move(spec.headers);
     object.user_metadata = std::move(spec.user_metadata);
     object.checksums = std::move(spec.checksums);
+    // Write-through of the record once it is durable: HEADs after a PUT need no catalog read.
+    // Not of a small object's data (the record says "inline, bytes not loaded"; its first GET
+    // reads them): copying every small PUT's bytes into a growing cache cost a third of the
+    // 4 KiB PUT rate on 2 cores, most of it the kernel clearing fresh pages. The record and its
+    // cache entry are made here, on the worker, and what the entry displaces is freed here: the
+    // syncer, which answers a flush's writes only after their write-throughs, just links it in
+    // (its CPU per write for them 3.0 -> 1.1 µs, 64 writers of 4 KiB objects).
+    const auto cached = std::make_shared<ObjectRecord>(object);
+    if (data.inline_data) cached->inline_data.emplace();
+    auto cache_update = detail::MetadataCache::prepare(bucket.id, object.key, cached);
     object.inline_data = data.inline_data;
     ExtentList freed;
     std::int64_t replaced = 0;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(auto b, t.find_bucket(bucket.name));
       if (!b || b->id != bucket.id) return errc::kNotFound;
-      object.id = t.next_id();
+      object.id = cached->id = t.next_id();
       if (!condition.if_match) {
         // A new key (checkpoints, datasets) is inserted without a lookup first; the insert's own
         // uniqueness check finds an object already there. 64 writers of 4 KiB objects: the
@@ -252,14 +263,7 @@ class StoreImpl final : public ObjectStore {
         replaced = current->id;
       }
       return t.insert_object(object, data.extents);
-    }, [&] {
-      // Write-through of the record: HEADs after a PUT need no catalog read. Not of a small
-      // object's data (the record says "inline, bytes not loaded"; its first GET reads them):
-      // copying every small PUT's bytes into a growing cache cost a third of the 4 KiB PUT rate
-      // on 2 cores, most of it the kernel clearing fresh pages.
-      if (object.inline_data) object.inline_data.emplace();
-      core_.metadata->put(bucket.id, object.key, std::make_shared<const ObjectRecord>(object));
-    }));
+    }, [&] { core_.metadata->put(cache_update); }));
     detail::mark_committed(*writer);
     if (replaced != 0) core_.retirement->retire(std::move(freed), replaced);
     object.inline_data.reset();

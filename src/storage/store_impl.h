@@ -14,7 +14,6 @@
 #include <list>
 #include <mutex>
 #include <type_traits>
-#include <variant>
 #include <unordered_map>
 #include <vector>
 
@@ -248,71 +247,5 @@ void mark_committed(ObjectWriter& writer);
 // The reader implementation (object_reader.cc).
 boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core, BufferPool& pool,
                                                                            std::int64_t bucket_id, std::string key);
-
-}  // namespace hots3::storage::detail
-
-namespace hots3::storage::detail {
-
-// Object metadata (with inline data) by (bucket, key), so that HEAD and GET of hot objects
-// need no SQLite read transaction (each costs file-lock system calls and a shared-memory mutex
-// that every worker contends for). Exact, not eventually consistent: every change goes
-// through this store, which invalidates after the change is durable and before its client is
-// answered; a lookup that raced a change does not insert what it read (the shard's generation
-// moved on meanwhile). Bounded by bytes, LRU per shard.
-class MetadataCache {
- public:
-  explicit MetadataCache(std::uint64_t capacity_bytes);
-
-  struct Miss {
-    std::uint64_t generation;  // pass back to insert()
-  };
-  // The cached record, or what insert() needs after the caller read the catalog. With
-  // `with_data`, a record of an inline object cached without its bytes is a miss.
-  std::variant<std::shared_ptr<const ObjectRecord>, Miss> find(std::int64_t bucket_id, std::string_view key,
-                                                               bool with_data);
-  // Caches `record` (nullptr: "no such key") unless the key changed since find(); replaces a
-  // record cached without its inline bytes by one with them.
-  void insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record, Miss miss);
-  // Write-through of a durable new version. Only in commit order (Catalog::write's
-  // on_durable): a later call must never carry an older version.
-  void put(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record);
-  // After a durable change of the key.
-  void invalidate(std::int64_t bucket_id, std::string_view key);
-
-  struct Stats {
-    std::uint64_t capacity_bytes = 0;
-    std::uint64_t used_bytes = 0;
-    std::uint64_t entries = 0;
-    std::uint64_t hits = 0;
-    std::uint64_t misses = 0;
-  };
-  Stats stats();
-
- private:
-  struct Entry {
-    std::string key;  // bucket id + '/' + object key
-    std::shared_ptr<const ObjectRecord> record;
-    std::uint64_t bytes;
-  };
-  struct Shard {
-    std::mutex mutex;
-    std::list<Entry> lru;  // most recent first
-    std::unordered_map<std::string_view, std::list<Entry>::iterator> index;
-    std::uint64_t bytes = 0;
-    std::uint64_t generation = 0;
-    std::uint64_t hits = 0;
-    std::uint64_t misses = 0;
-  };
-  static constexpr std::size_t kShards = 16;
-  Shard& shard_of(const std::string& id);
-  static std::string id_of(std::int64_t bucket_id, std::string_view key);
-  static std::uint64_t bytes_of(const std::string& id, const std::shared_ptr<const ObjectRecord>& record);
-  // With the shard's mutex held: forgets `id`; caches `record` under it instead.
-  static void drop(Shard& s, const std::string& id);
-  void store(Shard& s, std::string id, std::shared_ptr<const ObjectRecord> record);
-
-  std::uint64_t capacity_bytes_per_shard_;
-  std::array<Shard, kShards> shards_;
-};
 
 }  // namespace hots3::storage::detail

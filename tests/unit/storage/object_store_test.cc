@@ -1062,6 +1062,45 @@ TEST_P(StoreTest, WrittenObjectsAreReadBackFromTheMetadataCache) {
   EXPECT_TRUE(get("race").value() == race);
 }
 
+// The metadata cache stays within its bytes while written keys go through it: the least
+// recently used records leave, each key's latest version is what a HEAD sees, and a deleted
+// key is gone from it.
+TEST_P(StoreTest, TheMetadataCacheKeepsToItsSizeAndToTheLatestVersions) {
+  close();
+  options_.metadata_cache_bytes = 64 * 1024;  // 4 KiB a shard: a few records each
+  open();
+  constexpr int kKeys = 400;
+  std::map<std::string, ObjectRecord> latest;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string key = "k" + std::to_string(i);
+      latest[key] = put(key, test::pattern_bytes(static_cast<std::size_t>(10 + round), static_cast<std::uint32_t>(i))).value();
+    }
+  }
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "k7")).has_value());
+  latest.erase("k7");
+  StoreStats stats = store_->stats();
+  EXPECT_LE(stats.metadata_cache_used_bytes, stats.metadata_cache_capacity_bytes);
+  EXPECT_GT(stats.metadata_cache_entries, 0u);
+  EXPECT_LT(stats.metadata_cache_entries, static_cast<std::uint64_t>(kKeys)) << "nothing was evicted";
+
+  // The most recent writes are cached; the first ones were evicted and come from the catalog.
+  const auto before = store_->stats();
+  EXPECT_EQ(store_->head(bucket_.id, "k399").value()->id, latest["k399"].id);
+  EXPECT_EQ(store_->stats().metadata_cache_hits, before.metadata_cache_hits + 1);
+  EXPECT_EQ(store_->head(bucket_.id, "k0").value()->id, latest["k0"].id);
+  EXPECT_EQ(store_->stats().metadata_cache_misses, before.metadata_cache_misses + 1);
+  for (const auto& [key, record] : latest) {
+    const auto head = store_->head(bucket_.id, key).value();
+    ASSERT_TRUE(head != nullptr) << key;
+    EXPECT_EQ(head->id, record.id) << key;
+    EXPECT_EQ(head->size_bytes, 11u) << key;
+  }
+  EXPECT_EQ(store_->head(bucket_.id, "k7").value(), nullptr);
+  stats = store_->stats();
+  EXPECT_LE(stats.metadata_cache_used_bytes, stats.metadata_cache_capacity_bytes);
+}
+
 TEST_P(StoreTest, ListsThroughTheReaderThread) {
   for (const char* key : {"p/1", "p/2", "q"}) ASSERT_TRUE(put(key, test::pattern_bytes(5, 1)).has_value());
   ListQuery q;
