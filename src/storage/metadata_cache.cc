@@ -52,62 +52,60 @@ std::uint64_t MetadataCache::bytes_of(const std::string& id, const std::shared_p
   return bytes;
 }
 
-void MetadataCache::store(Shard& s, Lru& incoming) {
-  const Entry& fresh = incoming.front();
-  if (auto it = s.index.find(Key{fresh.key, fresh.hash}); it != s.index.end()) {
-    const Lru::iterator old = it->second;
-    s.bytes -= old->bytes;
-    s.index.erase(it);
-    incoming.splice(incoming.end(), s.lru, old);
-  }
+MetadataCache::Lru MetadataCache::entry_of(std::int64_t bucket_id, std::string_view key,
+                                           std::shared_ptr<const ObjectRecord> record) {
+  std::string id = id_of(bucket_id, key);
+  const std::size_t hash = hash_of(id);
+  const std::uint64_t bytes = bytes_of(id, record);
+  Lru entry;
+  entry.push_back({std::move(id), hash, std::move(record), bytes});
+  return entry;
+}
+
+void MetadataCache::unlink(Shard& s, Lru::iterator entry, Lru& into) {
+  s.bytes -= entry->bytes;
+  s.index.erase(Key{entry->key, entry->hash});
+  into.splice(into.end(), s.lru, entry);
+}
+
+void MetadataCache::store(Shard& s, Lru& incoming, Index::iterator existing) {
+  if (existing != s.index.end()) unlink(s, existing->second, incoming);
   s.lru.splice(s.lru.begin(), incoming, incoming.begin());
   s.index.emplace(Key{s.lru.front().key, s.lru.front().hash}, s.lru.begin());
   s.bytes += s.lru.front().bytes;
-  while (s.bytes > capacity_bytes_per_shard_ && !s.lru.empty()) {
-    const Lru::iterator last = std::prev(s.lru.end());
-    s.bytes -= last->bytes;
-    s.index.erase(Key{last->key, last->hash});
-    incoming.splice(incoming.end(), s.lru, last);
-  }
+  while (s.bytes > capacity_bytes_per_shard_ && !s.lru.empty()) unlink(s, std::prev(s.lru.end()), incoming);
 }
 
 void MetadataCache::insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record,
                            Miss miss) {
   if (capacity_bytes_per_shard_ == 0) return;
-  Lru incoming;  // declared before the lock: what it displaces is freed after the unlock
-  std::string id = id_of(bucket_id, key);
-  const std::size_t hash = hash_of(id);
-  const std::uint64_t bytes = bytes_of(id, record);
-  incoming.push_back({std::move(id), hash, std::move(record), bytes});
-  Shard& s = shard_of(hash);
+  // Declared before the lock: what it displaces is freed after the unlock.
+  Lru incoming = entry_of(bucket_id, key, std::move(record));
+  const Entry& fresh = incoming.front();
+  Shard& s = shard_of(fresh.hash);
   std::lock_guard lock(s.mutex);
   // A change of any key of this shard since find(): what was read may be stale; do not keep it.
   if (s.generation != miss.generation) return;
-  const Entry& fresh = incoming.front();
-  if (auto it = s.index.find(Key{fresh.key, hash});
-      it != s.index.end() && (complete(it->second->record) || !complete(fresh.record))) {
-    return;
-  }
-  store(s, incoming);
+  const auto it = s.index.find(Key{fresh.key, fresh.hash});
+  if (it != s.index.end() && (complete(it->second->record) || !complete(fresh.record))) return;
+  store(s, incoming, it);
 }
 
 MetadataCache::Update MetadataCache::prepare(std::int64_t bucket_id, std::string_view key,
                                              std::shared_ptr<const ObjectRecord> record) {
   Update update;
-  std::string id = id_of(bucket_id, key);
-  const std::size_t hash = hash_of(id);
-  const std::uint64_t bytes = bytes_of(id, record);
-  update.entries.push_back({std::move(id), hash, std::move(record), bytes});
+  update.entries = entry_of(bucket_id, key, std::move(record));
   return update;
 }
 
 void MetadataCache::put(Update& update) {
   H3_ASSERT(update.entries.size() == 1, "MetadataCache::put of an Update not fresh from prepare()");
-  Shard& s = shard_of(update.entries.front().hash);
+  const Entry& fresh = update.entries.front();
+  Shard& s = shard_of(fresh.hash);
   std::lock_guard lock(s.mutex);
   ++s.generation;  // a reader's catalog row from before this commit is stale
   if (capacity_bytes_per_shard_ == 0) return;
-  store(s, update.entries);
+  store(s, update.entries, s.index.find(Key{fresh.key, fresh.hash}));
 }
 
 void MetadataCache::invalidate(std::int64_t bucket_id, std::string_view key) {
@@ -117,11 +115,7 @@ void MetadataCache::invalidate(std::int64_t bucket_id, std::string_view key) {
   Shard& s = shard_of(hash);
   std::lock_guard lock(s.mutex);
   ++s.generation;
-  if (auto it = s.index.find(Key{id, hash}); it != s.index.end()) {
-    s.bytes -= it->second->bytes;
-    dropped.splice(dropped.end(), s.lru, it->second);
-    s.index.erase(it);
-  }
+  if (const auto it = s.index.find(Key{id, hash}); it != s.index.end()) unlink(s, it->second, dropped);
 }
 
 MetadataCache::Stats MetadataCache::stats() {

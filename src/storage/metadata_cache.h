@@ -51,10 +51,6 @@ class MetadataCache {
   // it displaced (the key's older record, entries evicted for room) in the Update: they are
   // freed where the Update is destroyed, the writer's thread again.
   class Update {
-   public:
-    Update() = default;
-
-   private:
     friend class MetadataCache;
     Lru entries;  // before put(): the new entry; after: what it displaced
   };
@@ -92,10 +88,11 @@ class MetadataCache {
   struct KeyEq {
     bool operator()(const Key& a, const Key& b) const noexcept { return a.hash == b.hash && a.id == b.id; }
   };
+  using Index = boost::unordered_flat_map<Key, Lru::iterator, KeyHash, KeyEq>;
   struct Shard {
     std::mutex mutex;
     Lru lru;  // most recent first
-    boost::unordered_flat_map<Key, Lru::iterator, KeyHash, KeyEq> index;
+    Index index;
     std::uint64_t bytes = 0;
     std::uint64_t generation = 0;
     std::uint64_t hits = 0;
@@ -105,10 +102,14 @@ class MetadataCache {
   static std::string id_of(std::int64_t bucket_id, std::string_view key);
   static std::size_t hash_of(std::string_view id) noexcept;
   static std::uint64_t bytes_of(const std::string& id, const std::shared_ptr<const ObjectRecord>& record);
+  // A list of one entry, ready to be spliced into a shard.
+  static Lru entry_of(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record);
   Shard& shard_of(std::size_t hash) noexcept { return shards_[hash % kShards]; }
-  // With the shard's mutex held: links the one entry of `incoming` in as the most recent,
-  // replacing the key's entry if there is one, and moves what it displaced into `incoming`.
-  void store(Shard& s, Lru& incoming);
+  // With the shard's mutex held. unlink: moves `entry` out of the shard to the end of `into`.
+  // store: links the one entry of `incoming` in as the most recent, in place of `existing`
+  // (the key's index slot, or end()), and moves what it displaced into `incoming`.
+  static void unlink(Shard& s, Lru::iterator entry, Lru& into);
+  void store(Shard& s, Lru& incoming, Index::iterator existing);
 
   std::uint64_t capacity_bytes_per_shard_;
   std::array<Shard, kShards> shards_;

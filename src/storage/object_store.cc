@@ -221,7 +221,7 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<ObjectRecord>> commit_object(std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket,
                                                       std::string key, ObjectSpec spec, WriteCondition condition) override {
-    const detail::WrittenData data = detail::written_data(*writer);
+    detail::WrittenData data = detail::written_data(*writer);
     ObjectRecord object;
     object.bucket_id = bucket.id;
     object.key = std::move(key);
@@ -241,7 +241,7 @@ class StoreImpl final : public ObjectStore {
     const auto cached = std::make_shared<ObjectRecord>(object);
     if (data.inline_data) cached->inline_data.emplace();
     auto cache_update = detail::MetadataCache::prepare(bucket.id, object.key, cached);
-    object.inline_data = data.inline_data;
+    object.inline_data = std::move(data.inline_data);
     ExtentList freed;
     std::int64_t replaced = 0;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
