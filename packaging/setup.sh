@@ -25,7 +25,7 @@ as_root() {
 BUILD_PACKAGES=(
   cmake g++ ninja-build ccache pkg-config git
   libboost1.81-dev liburing-dev libsqlite3-dev libxml2-dev libssl-dev libxxhash-dev libisal-dev
-  libfmt-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
+  libmimalloc-dev libfmt-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 openssl ca-certificates
 )
