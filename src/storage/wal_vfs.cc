@@ -15,13 +15,15 @@ namespace {
 constexpr int kBufferBytes = 4 << 20;  // a 512-write batch's frames fit
 
 thread_local bool t_defer_flush = false;
+thread_local std::vector<std::int64_t>* t_database_writes = nullptr;
 
 // The default VFS's file follows this header in the same allocation (szOsFile covers both).
 struct File {
   sqlite3_file base;
   sqlite3_file* real;
   bool is_wal;
-  char* buffer;              // is_wal only: frames not yet written
+  bool is_main_db;
+  char* buffer;              // is_wal only, from the first write: frames not yet written
   sqlite3_int64 buffer_at;   // the file offset of buffer[0]
   int buffered;
 };
@@ -60,7 +62,15 @@ int x_read(sqlite3_file* p, void* out, int n, sqlite3_int64 at) {
 
 int x_write(sqlite3_file* p, const void* data, int n, sqlite3_int64 at) {
   File* f = file_of(p);
-  if (!f->is_wal) return f->real->pMethods->xWrite(f->real, data, n, at);
+  if (!f->is_wal) {
+    if (f->is_main_db && t_database_writes != nullptr) t_database_writes->push_back(at);
+    return f->real->pMethods->xWrite(f->real, data, n, at);
+  }
+  if (f->buffer == nullptr) {
+    // On the first write: connections that only read the log (the checkpointer's) need none.
+    f->buffer = static_cast<char*>(std::malloc(kBufferBytes));
+    if (f->buffer == nullptr) return SQLITE_IOERR_NOMEM;
+  }
   if (f->buffered != 0 && at == f->buffer_at + f->buffered && n <= kBufferBytes - f->buffered) {
     std::memcpy(f->buffer + f->buffered, data, static_cast<std::size_t>(n));
     f->buffered += n;
@@ -131,6 +141,7 @@ int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* p, int flags, 
   File* f = file_of(p);
   f->real = reinterpret_cast<sqlite3_file*>(f + 1);
   f->is_wal = (flags & SQLITE_OPEN_WAL) != 0;
+  f->is_main_db = (flags & SQLITE_OPEN_MAIN_DB) != 0;
   f->buffer = nullptr;
   f->buffer_at = 0;
   f->buffered = 0;
@@ -144,14 +155,6 @@ int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* p, int flags, 
     f->real->pMethods->xClose(f->real);
     p->pMethods = nullptr;
     return SQLITE_CANTOPEN;
-  }
-  if (f->is_wal) {
-    f->buffer = static_cast<char*>(std::malloc(kBufferBytes));
-    if (f->buffer == nullptr) {
-      f->real->pMethods->xClose(f->real);
-      p->pMethods = nullptr;
-      return SQLITE_NOMEM;
-    }
   }
   p->pMethods = &kMethods;
   return SQLITE_OK;
@@ -214,5 +217,8 @@ const char* wal_batching_vfs() {
 
 DeferWalFlush::DeferWalFlush() { t_defer_flush = true; }
 DeferWalFlush::~DeferWalFlush() { t_defer_flush = false; }
+
+RecordDatabaseWrites::RecordDatabaseWrites(std::vector<std::int64_t>& out) { t_database_writes = &out; }
+RecordDatabaseWrites::~RecordDatabaseWrites() { t_database_writes = nullptr; }
 
 }  // namespace hots3::storage::detail
