@@ -870,7 +870,12 @@ void Catalog::Impl::run_syncer() {
   for (;;) {
     {
       std::unique_lock lock(sync_mutex);
-      while (unsynced.empty() && !sync_stopping && !unwritten_chunks.empty()) write_back_chunk(lock);
+      // One chunk after every flush, so that a stream of commits that never lets this thread
+      // wait cannot hold the writeback back, and more while no commit waits.
+      while (!unwritten_chunks.empty()) {
+        write_back_chunk(lock);
+        if (!unsynced.empty() || sync_stopping) break;
+      }
       sync_ready.wait(lock, [this] { return sync_stopping || !unsynced.empty() || !unwritten_chunks.empty(); });
       if (unsynced.empty()) {
         if (sync_stopping) return;  // every commit has been answered
@@ -884,11 +889,6 @@ void Catalog::Impl::run_syncer() {
       for (auto& u : todo) u.done(synced ? synced : u.result, &resumed);
     }
     todo.clear();
-    {
-      // Under a stream of commits that never lets this thread wait.
-      std::unique_lock lock(sync_mutex);
-      if (!unwritten_chunks.empty()) write_back_chunk(lock);
-    }
     const int frames = wal_frames.load(std::memory_order_relaxed);
     if (frames < checkpointed_frames) checkpointed_frames = 0;  // the WAL started over
     if (!synced && frames >= checkpointed_frames + kCheckpointFrames) {
@@ -927,7 +927,7 @@ void Catalog::Impl::write_back_chunk(std::unique_lock<std::mutex>& sync_lock) {
 // flushes: the writer's flush waits only for little more than the frames it copies itself.
 // Closing in on the last commit first, this thread leaves it fewer than kWriterCopyFrames.
 void Catalog::Impl::run_checkpointer() {
-  std::vector<std::int64_t> written;  // database offsets
+  std::vector<std::int64_t> written;  // database offsets, then their chunks
   for (;;) {
     {
       std::unique_lock lock(checkpoint_mutex);
@@ -948,9 +948,14 @@ void Catalog::Impl::run_checkpointer() {
         copied = checkpoint(*checkpointer);
       }
       if (!written.empty()) {
+        // A few chunks from thousands of page writes, before taking the lock that every
+        // commit's hand-over to the syncer takes too.
+        for (std::int64_t& at : written) at /= kWritebackChunk;
+        std::sort(written.begin(), written.end());
+        written.erase(std::unique(written.begin(), written.end()), written.end());
         {
           std::lock_guard lock(sync_mutex);
-          for (const std::int64_t at : written) unwritten_chunks.insert(at / kWritebackChunk);
+          unwritten_chunks.insert(written.begin(), written.end());
         }
         sync_ready.notify_one();
       }

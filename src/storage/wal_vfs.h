@@ -4,9 +4,9 @@
 // default (unix) VFS except for the write-ahead log, whose frames it gathers in memory and
 // hands to the kernel in one pwrite when SQLite syncs, reads, sizes or truncates the log
 // (SQLite writes a frame as two pwrites, header and page: at 64 writes per commit that was
-// most of the writer's time). What
-// SQLite reads back is always in the file first, and nothing is published to readers before
-// the sync that follows a commit's last frame, so readers never miss a frame.
+// most of the writer's time). What SQLite reads back is always in the file first, and nothing
+// is published to readers before the sync that follows a commit's last frame, so readers never
+// miss a frame.
 //
 // Within a DeferWalFlush scope the sync of the log only hands the frames to the kernel: the
 // caller takes over making them durable (Catalog's syncer does one fdatasync for several

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -23,6 +24,7 @@
 
 #include "hots3/storage/checksum.h"
 #include "storage/schema.h"
+#include "storage/wal_vfs.h"
 #include "test_support.h"
 
 namespace hots3::storage {
@@ -740,6 +742,46 @@ std::int64_t raw_int(const std::string& path, const std::string& sql) {
   sqlite3_finalize(stmt);
   sqlite3_close(db);
   return v;
+}
+
+// What a checkpoint wrote into the database is what the syncer writes back between its flushes
+// (catalog.cc): a RecordDatabaseWrites scope gets the offset of every page the checkpoint copies,
+// and nothing of the log's own writes or of writes after the scope.
+TEST(WalVfs, RecordDatabaseWritesGetsTheCheckpointsPagesAndNotTheLogs) {
+  test::TempDir dir;
+  const std::string path = dir.file("recorded.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, detail::wal_batching_vfs()),
+            SQLITE_OK);
+  const auto exec = [db](const char* sql) { ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql; };
+  exec("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x BLOB);");
+  std::vector<std::int64_t> written;
+  {
+    const detail::RecordDatabaseWrites record(written);
+    exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) "
+         "INSERT INTO t SELECT randomblob(1500) FROM n");
+  }
+  EXPECT_TRUE(written.empty()) << "a commit writes the log, not the database";
+  int copied = 0;
+  {
+    const detail::RecordDatabaseWrites record(written);
+    ASSERT_EQ(sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied), SQLITE_OK);
+  }
+  ASSERT_GT(copied, 100);
+  const auto page_size = static_cast<std::int64_t>(raw_int(path, "PRAGMA page_size"));
+  const auto file_size = static_cast<std::int64_t>(std::filesystem::file_size(path));
+  ASSERT_GT(written.size(), 100u);
+  EXPECT_LE(written.size(), static_cast<std::size_t>(copied)) << "a page at most once, however many frames it had";
+  for (const std::int64_t at : written) {
+    EXPECT_EQ(at % page_size, 0) << at;
+    EXPECT_LT(at, file_size) << at;
+  }
+  EXPECT_NE(std::find(written.begin(), written.end(), 0), written.end()) << "page 1, which every commit changes";
+  const std::size_t recorded = written.size();
+  exec("INSERT INTO t VALUES (randomblob(1500))");
+  ASSERT_EQ(sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(written.size(), recorded) << "recorded after the scope ended";
+  sqlite3_close(db);
 }
 
 TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {
