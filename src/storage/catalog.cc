@@ -870,8 +870,7 @@ void Catalog::Impl::run_syncer() {
   for (;;) {
     {
       std::unique_lock lock(sync_mutex);
-      // One chunk after every flush, so that a stream of commits that never lets this thread
-      // wait cannot hold the writeback back, and more while no commit waits.
+      // At least one chunk even when a commit waits: a stream of commits must not starve it.
       while (!unwritten_chunks.empty()) {
         write_back_chunk(lock);
         if (!unsynced.empty() || sync_stopping) break;
