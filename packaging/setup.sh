@@ -2,6 +2,7 @@
 # The README's two commands, for a fresh Debian bookworm machine:
 #
 #   packaging/setup.sh run    install what is needed, build, start hots3 with its defaults
+#                             (further arguments go to `hots3 serve`: --listen 127.0.0.1:9001)
 #   packaging/setup.sh test   install what is needed, build (release + ASan/UBSan), run every test
 #   packaging/setup.sh bench  install what is needed, build release, run bench/run.sh (quiet machine!)
 #
@@ -48,6 +49,9 @@ RUN_PACKAGES=(
 )
 
 install_packages() {
+  if [ "$STOP" = configure ]; then
+    return
+  fi
   local missing=()
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -66,6 +70,10 @@ install_packages() {
 # the build (node-linux-<arch>, the official binaries), used only by the tests.
 NODE_BIN=
 install_node() {
+  if [ "$STOP" = configure ]; then
+    NODE_BIN=$(command -v node || command -v nodejs || echo node)
+    return
+  fi
   command -v npm >/dev/null || install_packages nodejs npm
   NODE_BIN=$(command -v node || command -v nodejs)
   local major
@@ -86,16 +94,61 @@ install_node() {
   npm ci --no-audit --no-fund --silent --prefix "$ROOT/s3-compat-tests"
 }
 
-# configure_and_build DIR [cmake args...]
-configure_and_build() {
+# Every build directory is configured with all the options it depends on, stated here in full,
+# each time: whatever ran before (another of these commands, an interrupted build, a by-hand
+# cmake with other options), a command leaves its directory configured exactly as on a fresh
+# clone. run, test and bench share build/release with one configuration; run builds only the
+# server from it, so switching between them never rebuilds what is already built.
+RELEASE_DIR=$ROOT/build/release
+RELEASE_BUILD_OPTIONS=(
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_WERROR=ON -DH3_BUILD_TESTS=ON -DH3_BUILD_BENCH=ON
+  -DH3_SANITIZE= -DH3_MIMALLOC=ON
+)
+ASAN_DIR=$ROOT/build/asan
+ASAN_BUILD_OPTIONS=(
+  -DCMAKE_BUILD_TYPE=Debug -DH3_WERROR=ON -DH3_BUILD_TESTS=ON -DH3_BUILD_BENCH=OFF
+  "-DH3_SANITIZE=address,undefined" -DH3_MIMALLOC=OFF
+)
+
+# H3_SETUP_STOP=configure: configure the build directories as the command would, print what it
+# would do next, and stop (no installs, no builds). packaging/setup_test.py drives the commands
+# in this mode on a copy of the repository to check that their order does not matter.
+STOP=${H3_SETUP_STOP:-}
+case "$STOP" in
+  ""|configure) ;;
+  *) echo "H3_SETUP_STOP must be empty or 'configure', not '$STOP'" >&2; exit 64 ;;
+esac
+would() { printf 'would run:'; printf ' %q' "$@"; printf '\n'; }
+
+# configure DIR [cmake args...]
+configure() {
   local dir=$1
   shift
-  log "Building in $dir"
+  # A directory configured for another generator (a by-hand `cmake -B build/release` with
+  # Makefiles) cannot be reconfigured for Ninja: start it anew.
+  if [ -f "$dir/CMakeCache.txt" ] && ! grep -qx 'CMAKE_GENERATOR:INTERNAL=Ninja' "$dir/CMakeCache.txt"; then
+    log "$dir was configured for another generator: configuring it anew"
+    rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+  fi
+  log "Configuring $dir"
+  cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+}
+
+# build DIR [targets...]
+build() {
+  local dir=$1
+  shift
+  local targets=()
+  [ $# -eq 0 ] || targets=(--target "$@")
+  if [ "$STOP" = configure ]; then
+    would cmake --build "$dir" -j "$JOBS" "${targets[@]}"
+    return
+  fi
+  log "Building in $dir${*:+ (${*})}"
   export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.cache/ccache}
   export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-  cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null
   local start=$SECONDS
-  cmake --build "$dir" -j "$JOBS"
+  cmake --build "$dir" -j "$JOBS" "${targets[@]}"
   log "Built $dir in $((SECONDS - start)) s"
 }
 
@@ -120,23 +173,64 @@ run_ctest() {
   [ "$status" -eq 0 ] || [ "$failed" -gt 0 ] || FAILED=$((FAILED + 1))
 }
 
+# The port `run` will listen on, from its --listen argument (default 127.0.0.1:9000), if it is
+# taken: said before the build, with the way out, rather than after it.
+check_port() {
+  local listen=127.0.0.1:9000 previous=
+  for arg in "$@"; do
+    case "$arg" in
+      --listen=*) listen=${arg#--listen=} ;;
+      --config|--config=*) return ;;  # the file may choose the address
+    esac
+    [ "$previous" = --listen ] && listen=$arg
+    previous=$arg
+  done
+  local host=${listen%:*} port=${listen##*:}
+  host=${host#[}
+  host=${host%]}
+  [ -n "$host" ] || host=127.0.0.1
+  [ "$host" != 0.0.0.0 ] || host=127.0.0.1
+  [ "$host" != "::" ] || host=::1
+  [ "$port" != 0 ] || return 0
+  if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+    echo "Port $port on $host is already taken by another program (another hots3 still running?)." >&2
+    echo "Stop it, or start hots3 on another port:  packaging/setup.sh run --listen 127.0.0.1:$((port + 1))" >&2
+    exit 1
+  fi
+}
+
 case "$MODE" in
   run)
+    shift
+    check_port "$@"
+    if [ -d "$ROOT/data" ]; then
+      log "Reusing ./data: its objects and its development credentials (./data/credentials) stay; remove ./data to start afresh"
+    fi
     install_packages "${BUILD_PACKAGES[@]}" "${RUN_PACKAGES[@]}"
-    configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_BUILD_TESTS=OFF -DH3_BUILD_BENCH=OFF
+    configure "$RELEASE_DIR" "${RELEASE_BUILD_OPTIONS[@]}"
+    build "$RELEASE_DIR" hots3
+    if [ "$STOP" = configure ]; then
+      would "$RELEASE_DIR/src/hots3" serve --data "$ROOT/data" "$@"
+      exit 0
+    fi
     log "Starting hots3 (data in ./data; Ctrl-C to stop)"
-    exec "$ROOT/build/release/src/hots3" serve --data "$ROOT/data"
+    exec "$RELEASE_DIR/src/hots3" serve --data "$ROOT/data" "$@"
     ;;
   test)
     install_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
     install_node
-    configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_WERROR=ON \
-      -DNODE_EXECUTABLE="$NODE_BIN"
-    configure_and_build "$ROOT/build/asan" -DCMAKE_BUILD_TYPE=Debug -DH3_WERROR=ON \
-      -DH3_SANITIZE=address,undefined -DH3_BUILD_BENCH=OFF -DNODE_EXECUTABLE="$NODE_BIN"
-    run_ctest "$ROOT/build/release" '.*'
+    configure "$RELEASE_DIR" "${RELEASE_BUILD_OPTIONS[@]}" -DNODE_EXECUTABLE="$NODE_BIN"
+    configure "$ASAN_DIR" "${ASAN_BUILD_OPTIONS[@]}" -DNODE_EXECUTABLE="$NODE_BIN"
+    build "$RELEASE_DIR"
+    build "$ASAN_DIR"
+    if [ "$STOP" = configure ]; then
+      would ctest --test-dir "$RELEASE_DIR" -L '.*'
+      would ctest --test-dir "$ASAN_DIR" -L 'unit|integration'
+      exit 0
+    fi
+    run_ctest "$RELEASE_DIR" '.*'
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      run_ctest "$ROOT/build/asan" 'unit|integration'
+      run_ctest "$ASAN_DIR" 'unit|integration'
     echo
     echo "release and sanitizer runs together:"
     echo "$PASSED passed, $FAILED failed"
@@ -144,12 +238,17 @@ case "$MODE" in
     ;;
   bench)
     install_packages "${BUILD_PACKAGES[@]}" "${BENCH_PACKAGES[@]}"
-    # The tests stay on: bench/http/run.sh drives tests/hots3-http-test-server.
-    configure_and_build "$ROOT/build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_BUILD_TESTS=ON -DH3_BUILD_BENCH=ON
+    configure "$RELEASE_DIR" "${RELEASE_BUILD_OPTIONS[@]}"
+    # Everything, tests included: bench/http/run.sh drives tests/hots3-http-test-server.
+    build "$RELEASE_DIR"
+    if [ "$STOP" = configure ]; then
+      would "$ROOT/bench/run.sh" build/release
+      exit 0
+    fi
     exec "$ROOT/bench/run.sh" build/release
     ;;
   *)
-    echo "usage: $0 run|test|bench" >&2
+    echo "usage: $0 run [hots3 serve options] | test | bench" >&2
     exit 64
     ;;
 esac

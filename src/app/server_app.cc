@@ -18,24 +18,34 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What a start with an existing data directory found there, for the banner ("" for a new one).
+std::string reused_store(const config::Config& config, storage::ObjectStore& store) {
+  const auto buckets = store.list_buckets();
+  const auto stats = store.stats();
+  return fmt::format("Reusing the store in {} ({} bucket(s), {} in use); remove the directory to start afresh.\n",
+                     config.storage.data_dir, buckets ? buckets->size() : 0, format_size(stats.used_bytes));
+}
+
 void print_banner(const config::Config& config, const config::ResolvedUsers& users,
-                  std::uint16_t port) {
+                  std::uint16_t port, const std::string& reused) {
   const bool tls = config.http.tls.enabled();
   const std::string host = config.http.listen.host.find(':') != std::string::npos
                                ? "[" + config.http.listen.host + "]"
                                : config.http.listen.host;
   const std::string endpoint = fmt::format("{}://{}:{}", tls ? "https" : "http", host, port);
   log::info("hots3 {} listening on {}", kVersion, endpoint);
+  if (!reused.empty()) log::info("{}", std::string_view(reused).substr(0, reused.size() - 1));
   if (!users.generated) return;
   // The development key pair goes to stdout so that a newcomer can paste it.
   std::printf(
-      "\nhots3 %s is running at %s\n"
-      "Development credentials (kept in %s):\n"
+      "\nhots3 %s is running at %s\n%s"
+      "Development credentials (%s %s):\n"
       "  export AWS_ACCESS_KEY_ID=%s\n"
       "  export AWS_SECRET_ACCESS_KEY=%s\n"
       "  export AWS_DEFAULT_REGION=us-east-1\n"
       "  aws --endpoint-url %s s3 ls\n\n",
-      kVersion, endpoint.c_str(), users.credentials_path.c_str(),
+      kVersion, endpoint.c_str(), reused.c_str(),
+      users.reused ? "the same as before, from" : "new, kept in", users.credentials_path.c_str(),
       users.users.front().access_key.c_str(), users.users.front().secret_key.c_str(),
       endpoint.c_str());
   std::fflush(stdout);
@@ -77,7 +87,9 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // handler and the store.
   storage::StoreOptions opened = store_options(config);
   opened.force_format = options.force_format;
+  const bool existing_store = fs::exists(opened.catalog_path());
   auto store = storage::ObjectStore::open(opened);
+  const std::string reused = existing_store ? reused_store(config, *store) : std::string();
   auto handler = s3::make_handler(*store, config.s3, users.users);
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);
@@ -93,7 +105,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
   if (!options.port_file.empty()) {
     write_file_atomically(options.port_file, std::to_string(server.port()) + "\n");
   }
-  print_banner(config, users, server.port());
+  print_banner(config, users, server.port(), reused);
 
   // Stop in order: HTTP (requests in flight finish within the grace period), the store (queued
   // catalog writes are committed, the catalog closed), then the workers.

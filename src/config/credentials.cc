@@ -97,6 +97,7 @@ ResolvedUsers resolve_users(const Config& config) {
   result.generated = true;
   if (std::filesystem::exists(result.credentials_path)) {
     result.users.push_back(load_credentials(result.credentials_path));
+    result.reused = true;
   } else {
     result.users.push_back(create_credentials(result.credentials_path));
   }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <random>
 #include <stdexcept>
+#include <system_error>
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
@@ -98,11 +99,31 @@ asio::ip::address resolve_host(const std::string& host) {
   return address;
 }
 
+// SO_REUSEPORT lets another process of the same user bind the same port and share its
+// connections with us (a second hots3 left running, serving other data): the workers' sockets
+// would bind without complaint. A probe without SO_REUSEPORT binds only where nobody listens.
+void ensure_port_free(const tcp::endpoint& endpoint, const config::ListenAddress& listen) {
+  if (endpoint.port() == 0) return;
+  asio::io_context context;
+  tcp::acceptor probe(context);
+  boost::system::error_code ec;
+  probe.open(endpoint.protocol(), ec);
+  if (!ec) probe.set_option(asio::socket_base::reuse_address(true), ec);  // TIME_WAIT is no owner
+  if (!ec) probe.bind(endpoint, ec);
+  if (ec == boost::system::errc::address_in_use) {
+    throw std::system_error(ec, "cannot listen on " + listen.host + ":" + std::to_string(endpoint.port()) +
+                                    ": the port is in use by another program; stop it, or choose another port "
+                                    "with --listen ADDRESS:PORT (or http.listen in the configuration file)");
+  }
+  // Any other failure is reported by the real bind, with the same words as ever.
+}
+
 }  // namespace
 
 void Server::Impl::open_acceptors() {
   const auto& listen = shared.config.listen;
   tcp::endpoint endpoint(resolve_host(listen.host), listen.port);
+  ensure_port_free(endpoint, listen);
   for (auto& worker : workers) {
     auto& acceptor = worker->acceptor.emplace(worker->context);
     boost::system::error_code ec;
@@ -119,8 +140,7 @@ void Server::Impl::open_acceptors() {
     if (!ec) acceptor.bind(endpoint, ec);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      throw std::runtime_error("cannot listen on " + listen.host + ":" +
-                               std::to_string(endpoint.port()) + ": " + ec.message());
+      throw std::system_error(ec, "cannot listen on " + listen.host + ":" + std::to_string(endpoint.port()));
     }
     // With port 0 the first bind picks the port; the other workers join it.
     endpoint.port(acceptor.local_endpoint().port());

@@ -90,7 +90,7 @@ asio::awaitable<void> verify_data(Device& device, BufferPool& pool, const std::v
 
 CheckReport check_store(const StoreOptions& options) {
   CheckReport report;
-  const std::string catalog_path = (fs::path(options.data_dir) / "catalog.db").string();
+  const std::string catalog_path = options.catalog_path();
   if (!fs::exists(catalog_path)) throw std::runtime_error("no catalog at " + catalog_path);
   DeviceOptions device_options;
   device_options.path = options.device_path.empty() ? (fs::path(options.data_dir) / "device.img").string() : options.device_path;

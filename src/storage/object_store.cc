@@ -652,6 +652,10 @@ void check_identity(Device& device, Catalog& catalog, const std::string& catalog
 
 }  // namespace
 
+std::string StoreOptions::catalog_path() const {
+  return (std::filesystem::path(data_dir) / "catalog.db").string();
+}
+
 std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options) {
   namespace fs = std::filesystem;
   fs::create_directories(options.data_dir);
@@ -670,7 +674,7 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std:
   StoreCore core;
   core.options = options;
   core.device = std::move(device);
-  const std::string catalog_path = (fs::path(options.data_dir) / "catalog.db").string();
+  const std::string catalog_path = options.catalog_path();
   core.catalog = Catalog::open({catalog_path});
   check_identity(*core.device, *core.catalog, catalog_path, options.force_format);
 

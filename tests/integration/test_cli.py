@@ -4,6 +4,7 @@ key pair, the port file, and a clean exit on SIGTERM / SIGINT."""
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,45 @@ class ServeTest(unittest.TestCase):
             self.assertEqual(keys[0], keys[1])
             mode = os.stat(os.path.join(d, "data", "credentials")).st_mode & 0o777
             self.assertEqual(mode, 0o600)
+
+    def test_a_second_start_says_it_reuses_the_store_and_its_credentials(self):
+        with tempfile.TemporaryDirectory() as d:
+            outputs = []
+            for _ in range(2):
+                server = harness.ServerProcess(HOTS3, ["serve", "--data", os.path.join(d, "data")],
+                                               workdir=d)
+                with server:
+                    if not outputs:
+                        r = s3.send(server.port, s3.SignedRequest(
+                            "PUT", "/kept", port=server.port, **self.dev_keys(d)).wire())
+                        self.assertEqual(r.status, 200, r)
+                outputs.append(server.read_stdout())
+            self.assertIn("Development credentials (new, kept in", outputs[0])
+            self.assertNotIn("Reusing", outputs[0])
+            self.assertIn("Development credentials (the same as before, from", outputs[1])
+            self.assertIn("Reusing the store in %s (1 bucket(s)" % os.path.join(d, "data"),
+                          outputs[1])
+
+    @staticmethod
+    def dev_keys(d):
+        with open(os.path.join(d, "data", "credentials")) as f:
+            text = f.read()
+        return {"access": re.search(r'access_key = "(\S+)"', text).group(1),
+                "secret": re.search(r'secret_key = "(\S+)"', text).group(1)}
+
+    def test_a_port_taken_by_another_server_is_refused_with_the_way_out(self):
+        # Another process listening with SO_REUSEPORT, as a second hots3 does: binding beside it
+        # would succeed and split the connections between two servers of different data.
+        with tempfile.TemporaryDirectory() as d, socket.socket() as other:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+            port = other.getsockname()[1]
+            r = run("serve", "--data", os.path.join(d, "data"), "--listen", "127.0.0.1:%d" % port)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("cannot listen on 127.0.0.1:%d: the port is in use by another program" % port,
+                          r.stderr)
+            self.assertIn("--listen ADDRESS:PORT", r.stderr)
 
     def test_environment_credentials_are_not_printed(self):
         with tempfile.TemporaryDirectory() as d:

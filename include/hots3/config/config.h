@@ -140,6 +140,7 @@ namespace hots3::config {
 struct ResolvedUsers {
   std::vector<UserConfig> users;
   bool generated = false;     // a development key pair from <data_dir>/credentials
+  bool reused = false;        // ... made by an earlier start, read back from that file
   std::string credentials_path;
 };
 ResolvedUsers resolve_users(const Config& config);

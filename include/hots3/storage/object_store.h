@@ -52,6 +52,10 @@ struct StoreOptions {
   // A new catalog refuses a device another store formatted (its data would silently become
   // free space); true (serve --force-format) formats it anew with a new UUID instead.
   bool force_format = false;
+
+  // The catalog's database file in `data_dir`: its presence is what makes a data directory an
+  // existing store.
+  [[nodiscard]] std::string catalog_path() const;
 };
 
 // What a write may require of the object it replaces (checked in the commit transaction).

@@ -255,7 +255,9 @@ TEST_F(Credentials, GeneratedOncePerDataDirectory) {
   EXPECT_EQ(first.users[0].access_key.size(), 20U);
   EXPECT_EQ(first.users[0].secret_key.size(), 40U);
   EXPECT_EQ(fs::status(first.credentials_path).permissions() & fs::perms::group_all, fs::perms::none);
+  EXPECT_FALSE(first.reused);
   const ResolvedUsers second = resolve_users(config);
+  EXPECT_TRUE(second.reused);
   EXPECT_EQ(second.users[0].access_key, first.users[0].access_key);
   EXPECT_EQ(second.users[0].secret_key, first.users[0].secret_key);
 }
