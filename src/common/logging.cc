@@ -165,6 +165,12 @@ void access(std::string_view line) noexcept {
   }
 }
 
+std::string escaped(std::string_view text) {
+  std::string out;
+  append_json_escaped(out, text);
+  return out;
+}
+
 void append_json_escaped(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   for (const char c : text) {

@@ -247,6 +247,7 @@ void read_s3(const std::string& path, const toml::table& table, S3Config& s3) {
   r.size("single_put_max", s3.single_put_max_bytes, 1, 5 * kTiB);
   r.size("metadata_max", s3.metadata_max_bytes, 1, 64 * kKiB);
   r.boolean("region_check", s3.region_check);
+  r.boolean("sigv2", s3.sigv2);
   r.done();
   if (s3.region.empty()) r.fail(table, "region", "must not be empty");
 }
@@ -257,6 +258,8 @@ void read_multipart(const std::string& path, const toml::table& table, Multipart
   r.duration("abort_after", multipart.abort_after, milliseconds(0), 10 * kYear);
   r.duration("sweep_interval", multipart.sweep_interval, milliseconds(100), kYear);
   r.duration("complete_keepalive", multipart.complete_keepalive, milliseconds(0), kTimeoutMax);
+  r.integer("open_uploads_max_per_bucket", multipart.open_uploads_max_per_bucket, 1, 100'000'000);
+  r.integer("open_uploads_max_per_user", multipart.open_uploads_max_per_user, 1, 100'000'000);
   r.done();
 }
 
@@ -273,6 +276,7 @@ std::vector<Grant> read_grants(const std::string& path, const toml::array& array
     std::string access;
     r.string("bucket", grant.bucket);
     r.string("access", access);
+    r.string("owner", grant.owner);
     r.done();
     if (grant.bucket.empty()) r.fail(*table, "bucket", "missing");
     if (access == "read") {
@@ -306,6 +310,16 @@ void read_users(const std::string& path, const toml::array& array, std::vector<U
     r.string("secret_key", user.secret_key);
     r.boolean("admin", user.admin);
     if (const toml::array* grants = r.array("grants")) user.grants = read_grants(path, *grants);
+    if (const toml::array* patterns = r.array("create_buckets")) {
+      for (const toml::node& pattern : *patterns) {
+        const auto* text = pattern.as_string();
+        if (text == nullptr || text->get().empty()) {
+          throw ConfigError(fmt::format("{}:{}: users.create_buckets: each entry is a bucket name pattern (\"team-*\")",
+                                        path, pattern.source().begin.line));
+        }
+        user.create_buckets.push_back(text->get());
+      }
+    }
     r.done();
     if (user.name.empty()) r.fail(*table, "name", "missing");
     if (user.access_key.size() < 3 || user.access_key.size() > 128) {

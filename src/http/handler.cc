@@ -1,5 +1,7 @@
 #include "hots3/http/handler.h"
 
+#include "wire.h"
+
 #include <boost/asio/awaitable.hpp>
 
 namespace hots3::http {
@@ -25,6 +27,12 @@ boost::asio::awaitable<Result<void>> Exchange::respond(Response response, std::s
   H3_CO_TRY(co_await write_head(std::move(response)));
   H3_CO_TRY(co_await write_body(std::as_bytes(std::span(body))));
   co_return co_await finish();
+}
+
+std::string loggable_target(std::string_view target) {
+  std::string out;
+  detail::append_redacted_target(out, target);
+  return out;
 }
 
 Response Handler::protocol_error(ProtocolError error, std::string_view /*request_id*/,

@@ -25,6 +25,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "request_parser.h"
 #include "wire.h"
 #include "worker.h"
 
@@ -39,7 +40,7 @@ constexpr auto kTuple = asio::as_tuple(use_awaitable);
 const boost::system::error_category& kBeastHttpCategory =
     bhttp::make_error_code(bhttp::error::end_of_stream).category();
 
-using Parser = bhttp::request_parser<bhttp::buffer_body>;
+using Parser = RequestParser;
 using TlsStream = asio::ssl::stream<tcp::socket>;
 
 // Unread request bodies up to this size are read and dropped so the connection can be kept;
@@ -176,8 +177,7 @@ asio::awaitable<void> Session<Stream>::loop() {
     started_ = Clock::now();
     arm(config_.header_timeout);
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(config_.header_bytes_max));
-    parser_->body_limit(boost::none);  // the handler decides what body size it accepts
+    limit_request_parser(*parser_, config_.header_bytes_max);
     auto [ec, n] = co_await bhttp::async_read_header(stream_, buffer_, *parser_, kTuple);
     disarm();
     if (ec) {
@@ -197,6 +197,10 @@ asio::awaitable<void> Session<Stream>::loop() {
     if (parser_->get().version() != 10 && parser_->get().version() != 11) {
       co_await answer_protocol_error(ProtocolError::kUnsupportedVersion);
       break;
+    }
+    if (!body_framing_clear(parser_->get())) {
+      co_await answer_protocol_error(ProtocolError::kBadRequest);
+      break;  // where the body ends is unknown: nothing after it can be read as a request
     }
     co_await serve();
   }
@@ -258,13 +262,13 @@ asio::awaitable<void> Session<Stream>::serve() {
       co_await worker_.shared.handler.handle(*this);
     } catch (const std::exception& e) {
       log::error("request {} {} {}: handler failed: {}", head_.request_id, head_.method_string,
-                 head_.target, e.what());
+                 loggable_target(head_.target), e.what());
       failed = true;
     }
     if (!response_started_) {
       if (!failed) {
         log::error("request {} {} {}: handler returned without a response", head_.request_id,
-                   head_.method_string, head_.target);
+                   head_.method_string, loggable_target(head_.target));
       }
       std::string body;
       Response response = worker_.shared.handler.protocol_error(ProtocolError::kInternalError,

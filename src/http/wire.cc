@@ -88,14 +88,37 @@ void format_request_id(std::uint64_t seed, std::uint64_t counter, char (&out)[16
 
 namespace {
 
-bool contains_signature(std::string_view name) {
-  constexpr std::string_view kWord = "signature";
-  if (name.size() < kWord.size()) return false;
-  for (std::size_t i = 0; i + kWord.size() <= name.size(); ++i) {
-    if (iequals(name.substr(i, kWord.size()), kWord)) return true;
-  }
-  return false;
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
+
+// Whether a query parameter carries a secret: a signature (X-Amz-Signature, SigV2's Signature)
+// or a session token. Judged on the decoded name, as the server reads it, so that an encoded
+// spelling ("X-Amz-Sig%6Eature") cannot slip a signature past the redaction.
+bool is_secret_parameter(std::string_view raw_name) {
+  std::string name;
+  name.reserve(raw_name.size());
+  for (std::size_t i = 0; i < raw_name.size(); ++i) {
+    const char c = raw_name[i];
+    if (c == '%' && i + 2 < raw_name.size()) {
+      const int high = hex_digit(raw_name[i + 1]);
+      const int low = hex_digit(raw_name[i + 2]);
+      if (high >= 0 && low >= 0) {
+        name += static_cast<char>(high * 16 + low);
+        i += 2;
+        continue;
+      }
+    }
+    name += c;
+  }
+  for (char& c : name) c = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  return name.find("signature") != std::string::npos || name == "x-amz-security-token";
+}
+
+}  // namespace
 
 void append_redacted_target(std::string& out, std::string_view target) {
   const auto question = target.find('?');
@@ -114,7 +137,7 @@ void append_redacted_target(std::string& out, std::string_view target) {
     first = false;
     const auto eq = param.find('=');
     const std::string_view name = param.substr(0, eq);
-    if (eq != std::string_view::npos && contains_signature(name)) {
+    if (eq != std::string_view::npos && is_secret_parameter(name)) {
       log::append_json_escaped(out, name);
       out += "=REDACTED";
     } else {
@@ -122,8 +145,6 @@ void append_redacted_target(std::string& out, std::string_view target) {
     }
   }
 }
-
-}  // namespace
 
 std::string format_access_line(const RequestHead& head, unsigned status, std::uint64_t in_bytes,
                                std::uint64_t out_bytes, std::int64_t duration_us) {

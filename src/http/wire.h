@@ -28,8 +28,12 @@ std::size_t format_chunk_line(std::size_t size_bytes, char* out) noexcept;
 // 16 upper-case hex digits, unique per (seed, counter), into `out`.
 void format_request_id(std::uint64_t seed, std::uint64_t counter, char (&out)[16]) noexcept;
 
-// One JSON line for the access log. Query parameters whose name contains "signature" (any
-// case) are logged as "REDACTED": presigned URLs must not leak from logs.
+// `target` JSON-escaped, with the values of the query parameters that carry secrets (a name
+// containing "signature", X-Amz-Security-Token; any case, judged after percent-decoding)
+// replaced by "REDACTED": presigned URLs must not leak from logs.
+void append_redacted_target(std::string& out, std::string_view target);
+
+// One JSON line for the access log, its target redacted as above.
 std::string format_access_line(const RequestHead& head, unsigned status, std::uint64_t in_bytes,
                                std::uint64_t out_bytes, std::int64_t duration_us);
 

@@ -242,6 +242,10 @@ asio::awaitable<std::optional<std::string>> Body::read_all(std::size_t max) {
     }
     out.append(reinterpret_cast<const char*>(piece->data()), piece->size());
   }
+  if (auto e = verify(std::nullopt)) {
+    fail(std::move(*e));
+    co_return std::nullopt;
+  }
   co_return out;
 }
 

@@ -75,7 +75,9 @@ class Body {
   // The CRC64NVME (base64) when DefaultCrc64::kAlways added one; set after verify().
   [[nodiscard]] const std::optional<std::string>& crc64nvme() const noexcept { return crc64nvme_; }
 
-  // Reads the whole payload into memory (small XML bodies). Errors: EntityTooLarge over `max`.
+  // Reads the whole payload into memory (small XML bodies) and verifies it as verify() does:
+  // nothing a client vouched for goes unchecked. Errors: EntityTooLarge over `max`, and those of
+  // verify().
   asio::awaitable<std::optional<std::string>> read_all(std::size_t max);
 
  private:

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "body.h"
+#include "request_xml.h"
 #include "hots3/common/digest.h"
 #include "service.h"
 #include "shared.h"
@@ -109,12 +110,9 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
     Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
     auto text = co_await body.read_all(64 * 1024);
     if (!text) co_return co_await s.send_error(r, body.error());
-    if (auto e = body.verify(std::nullopt)) co_return co_await s.send_error(r, std::move(*e));
-    if (!text->empty()) {
-      auto doc = XmlDocument::parse(*text);
-      if (!doc || doc->root().name() != "CreateBucketConfiguration") co_return co_await s.send_error(r, Code::kMalformedXML);
-      if (auto element = doc->root().child("LocationConstraint")) location = element->text();
-    }
+    auto parsed = parse_create_bucket_configuration(*text);
+    if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
+    location = std::get<std::optional<std::string>>(std::move(parsed));
   }
   if (s.config().region_check) {
     const std::string& here = s.config().region;
@@ -131,15 +129,23 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
       co_return co_await s.send_error(r, std::move(illegal));
     }
   }
+  auto mine = [&s, &r] {
+    auto existing = s.store().find_bucket(r.bucket);
+    return existing && *existing && (*existing)->owner == r.auth.user->name;
+  };
+  // The owner re-creating its bucket gets 200 below, as ever (rclone does it before every
+  // upload); anyone else without the permission is refused before the store is asked.
+  if (!s.may_create_bucket(*r.auth.user, r.bucket) && !mine()) {
+    co_return co_await s.send_error(r, Error(Code::kAccessDenied, "You may not create a bucket of this name."));
+  }
   auto created = co_await s.store().create_bucket(r.bucket, r.auth.user->name);
   if (!created) {
     if (created.error() == errc::kAlreadyExists) {
-      auto existing = s.store().find_bucket(r.bucket);
-      const bool mine = existing && *existing && (*existing)->owner == r.auth.user->name;
       // S3 answers the owner's re-creation with 200 in us-east-1 "for legacy compatibility"
       // (rclone creates the bucket before every upload), BucketAlreadyOwnedByYou elsewhere.
-      if (!mine || s.config().region != "us-east-1") {
-        co_return co_await s.send_error(r, Error(mine ? Code::kBucketAlreadyOwnedByYou : Code::kBucketAlreadyExists).with("BucketName", r.bucket));
+      const bool owned = mine();
+      if (!owned || s.config().region != "us-east-1") {
+        co_return co_await s.send_error(r, Error(owned ? Code::kBucketAlreadyOwnedByYou : Code::kBucketAlreadyExists).with("BucketName", r.bucket));
       }
     } else {
       co_return co_await s.send_error(r, from_errc(created.error()));

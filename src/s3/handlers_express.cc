@@ -4,9 +4,6 @@
 
 #include <cctype>
 #include <charconv>
-#include <list>
-#include <mutex>
-#include <unordered_map>
 
 #include "body.h"
 #include "hots3/common/digest.h"
@@ -68,50 +65,6 @@ std::optional<Error> check(const Conditions& c, const std::optional<storage::Obj
     return failed("If-Modified-Since");
   }
   return std::nullopt;
-}
-
-// ---- x-amz-client-token -------------------------------------------------------------------
-//
-// A rename retried with the same token and the same parameters succeeds without doing anything
-// again (its source is gone by then); with other parameters it fails. Tokens of successful
-// renames are remembered in memory, a bounded number of them (a restart forgets them: a retry
-// after a restart fails with NoSuchKey, as a rename without a token does).
-
-class ClientTokens {
- public:
-  enum class Seen : std::uint8_t { kNew, kSame, kDifferent };
-
-  Seen find(const std::string& token, const std::string& parameters) {
-    std::lock_guard lock(mutex_);
-    auto it = index_.find(token);
-    if (it == index_.end()) return Seen::kNew;
-    return it->second->second == parameters ? Seen::kSame : Seen::kDifferent;
-  }
-
-  void remember(std::string token, std::string parameters) {
-    std::lock_guard lock(mutex_);
-    if (auto it = index_.find(token); it != index_.end()) {
-      order_.erase(it->second);
-      index_.erase(it);
-    }
-    order_.emplace_front(token, std::move(parameters));
-    index_.emplace(std::move(token), order_.begin());
-    if (order_.size() > kTokensMax) {
-      index_.erase(order_.back().first);
-      order_.pop_back();
-    }
-  }
-
- private:
-  static constexpr std::size_t kTokensMax = 100'000;
-  std::mutex mutex_;
-  std::list<std::pair<std::string, std::string>> order_;  // newest first
-  std::unordered_map<std::string, std::list<std::pair<std::string, std::string>>::iterator> index_;
-};
-
-ClientTokens& client_tokens() {
-  static ClientTokens tokens;
-  return tokens;
 }
 
 // The full-object CRC an append can extend (CRCs continue over appended bytes; SHAs and
@@ -190,9 +143,9 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
 
   // What a retry with the same token must repeat exactly: the object names and every condition.
   std::string parameters;
-  std::string token_key;
+  std::string token_scope;
   if (token) {
-    token_key = std::to_string(reinterpret_cast<std::uintptr_t>(&s.store())) + '/' + std::to_string(bucket->id) + '/' + *token;
+    token_scope = r.auth.user->name + '/' + std::to_string(bucket->id);
     parameters = source_key + '\0' + r.key;
     for (std::string_view h : {"if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
                                "x-amz-rename-source-if-match", "x-amz-rename-source-if-none-match",
@@ -200,7 +153,7 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
       parameters += '\0';
       parameters += r.header(h).value_or("-");
     }
-    switch (client_tokens().find(token_key, parameters)) {
+    switch (s.client_tokens().find(token_scope, *token, parameters)) {
       case ClientTokens::Seen::kSame: co_return co_await s.send_empty(r, 200, s.response(r, 200));
       case ClientTokens::Seen::kDifferent: co_return co_await s.send_error(r, Code::kIdempotencyParameterMismatch);
       case ClientTokens::Seen::kNew: break;
@@ -221,7 +174,7 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
     if (renamed.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
     co_return co_await s.send_error(r, from_errc(renamed.error()));
   }
-  if (token) client_tokens().remember(std::move(token_key), std::move(parameters));
+  if (token) s.client_tokens().remember(token_scope, *token, parameters);
   co_await s.send_empty(r, 200, s.response(r, 200));
 }
 

@@ -6,12 +6,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cstring>
 
 #include "body.h"
+#include "request_xml.h"
 #include "hots3/common/digest.h"
 #include "hots3/common/logging.h"
 #include "range.h"
@@ -190,6 +192,20 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
     }
     type = std::string(*t);
   }
+  // Counted before creating, not in the creating transaction (which would hold up every commit
+  // behind the count): concurrent creates may pass a cap by as many as race it.
+  const auto& limits = s.config().multipart;
+  auto open = co_await s.store().count_uploads(
+      bucket->id, r.auth.user->name, std::max(limits.open_uploads_max_per_bucket, limits.open_uploads_max_per_user));
+  if (!open) co_return co_await s.send_error(r, from_errc(open.error()));
+  if (open->in_bucket >= limits.open_uploads_max_per_bucket || open->of_owner >= limits.open_uploads_max_per_user) {
+    const bool bucket_full = open->in_bucket >= limits.open_uploads_max_per_bucket;
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidRequest,
+                 fmt::format("Too many multipart uploads in progress {} (at most {}): complete or abort some first.",
+                             bucket_full ? "in this bucket" : "for this user",
+                             bucket_full ? limits.open_uploads_max_per_bucket : limits.open_uploads_max_per_user)));
+  }
   auto upload = co_await s.store().create_upload(*bucket, r.key, r.auth.user->name,
                                                  std::get<storage::ObjectSpec>(std::move(spec)), algorithm, type);
   if (!upload) co_return co_await s.send_error(r, from_errc(upload.error()));
@@ -333,36 +349,9 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   Body body(r, ChecksumRequest{}, DefaultCrc64::kNo, false);
   auto text = co_await body.read_all(4 * 1024 * 1024);
   if (!text) co_return co_await s.send_error(r, body.error());
-  if (auto e = body.verify(std::nullopt)) co_return co_await s.send_error(r, std::move(*e));
-  auto doc = XmlDocument::parse(*text);
-  if (!doc || doc->root().name() != "CompleteMultipartUpload") co_return co_await s.send_error(r, Code::kMalformedXML);
-
-  struct Listed {
-    std::uint32_t number;
-    std::string etag;
-    std::vector<std::pair<auth::ChecksumAlgorithm, std::string>> checksums;  // <ChecksumCRC32> ...
-  };
-  std::vector<Listed> listed;
-  for (const XmlElement& part : doc->root().children()) {
-    if (part.name() != "Part") continue;
-    auto number = part.child("PartNumber");
-    auto etag = part.child("ETag");
-    if (!number || !etag) co_return co_await s.send_error(r, Code::kMalformedXML);
-    const std::string n = number->text();
-    std::uint32_t value = 0;
-    auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
-    if (ec != std::errc{} || end != n.data() + n.size()) co_return co_await s.send_error(r, Code::kMalformedXML);
-    Listed entry{value, unquoted(etag->text()), {}};
-    for (const XmlElement& field : part.children()) {
-      const std::string_view name = field.name();
-      if (!name.starts_with("Checksum") || name == "ChecksumType") continue;
-      auto checksum_algorithm = auth::parse_checksum_algorithm(name.substr(8));
-      if (!checksum_algorithm) co_return co_await s.send_error(r, Code::kMalformedXML);
-      entry.checksums.emplace_back(*checksum_algorithm, field.text());
-    }
-    listed.push_back(std::move(entry));
-  }
-  if (listed.empty()) co_return co_await s.send_error(r, Error(Code::kMalformedXML, "The XML you provided was not well-formed or did not validate against our published schema: no parts"));
+  auto parsed = parse_complete_request(*text);
+  if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
+  const std::vector<ListedPart> listed = std::get<std::vector<ListedPart>>(std::move(parsed));
 
   const std::optional<auth::ChecksumAlgorithm> algorithm =
       upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm) : std::nullopt;
@@ -397,7 +386,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
       }
     }
     for (std::size_t i = 0; i < listed.size(); ++i) {
-      const Listed& want = listed[i];
+      const ListedPart& want = listed[i];
       // `parts` come ordered by number: a search, not a scan (10,000 parts stay cheap).
       auto it = std::lower_bound(parts.begin(), parts.end(), want.number,
                                  [](const auto& p, std::uint32_t number) { return p.part_number < number; });

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "body.h"
+#include "request_xml.h"
 #include "hots3/common/logging.h"
 #include "range.h"
 #include "service.h"
@@ -83,6 +84,9 @@ bool etag_matches(std::string_view list, std::string_view etag) {
 std::optional<Error> validate_key(std::string_view key) {
   if (key.size() > kKeyBytesMax) return Error(Code::kKeyTooLong).with("Size", std::to_string(key.size())).with("MaxSizeAllowed", "1024");
   if (!valid_utf8(key)) return Error(Code::kInvalidArgument, "Object key is not valid UTF-8.");
+  // NUL ends a C string: a key holding one would be cut short wherever a library takes one, and
+  // no XML 1.0 document can carry it, even as a character reference.
+  if (key.find('\0') != std::string_view::npos) return Error(Code::kInvalidArgument, "Object key must not contain NUL.");
   return std::nullopt;
 }
 
@@ -458,7 +462,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     if (!piece) {
       // The head is out: all that is left is to cut the body short (the client sees an
       // incomplete response, never wrong bytes).
-      log::error("request {}: GET {}/{} failed after {} bytes: {}", r.head.request_id, r.bucket, r.key, offset,
+      log::error("request {}: GET {}/{} failed after {} bytes: {}", r.head.request_id, r.bucket, log::escaped(r.key), offset,
                  piece.error().message());
       break;
     }
@@ -495,26 +499,11 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, md5);
   auto text = co_await body.read_all(2 * 1024 * 1024);
   if (!text) co_return co_await s.send_error(r, body.error());
-  if (auto e = body.verify(std::nullopt)) co_return co_await s.send_error(r, std::move(*e));
-  auto doc = XmlDocument::parse(*text);
-  if (!doc || doc->root().name() != "Delete") co_return co_await s.send_error(r, Code::kMalformedXML);
-  bool quiet = false;
-  std::vector<std::pair<std::string, std::optional<std::string>>> keys;
-  for (const XmlElement& e : doc->root().children()) {
-    if (e.name() == "Quiet") {
-      if (e.text() != "true" && e.text() != "false") co_return co_await s.send_error(r, Code::kMalformedXML);
-      quiet = e.text() == "true";
-    } else if (e.name() == "Object") {
-      auto key = e.child("Key");
-      if (!key) co_return co_await s.send_error(r, Code::kMalformedXML);
-      std::optional<std::string> version;
-      if (auto v = e.child("VersionId")) version = v->text();
-      keys.emplace_back(key->text(), std::move(version));
-    }
-  }
-  if (keys.empty() || keys.size() > 1000) co_return co_await s.send_error(r, Code::kMalformedXML);
+  auto parsed = parse_delete_request(*text);
+  if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
+  const DeleteRequest& request = std::get<DeleteRequest>(parsed);
   XmlWriter xml("DeleteResult");
-  for (const auto& [key, version] : keys) {
+  for (const auto& [key, version] : request.objects) {
     std::optional<Error> failed = validate_key(key);
     if (!failed && version && *version != "null") failed = Error(Code::kNoSuchVersion);  // hots3 keeps none
     if (!failed && key.empty()) failed = Error(Code::kInvalidArgument, "The key is empty.");
@@ -529,7 +518,7 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
       xml.element("Code", code_name(failed->code));
       xml.element("Message", failed->message.empty() ? default_message(failed->code) : std::string_view(failed->message));
       xml.close();
-    } else if (!quiet) {
+    } else if (!request.quiet) {
       xml.open("Deleted");
       xml.element("Key", key);
       if (version) xml.element("VersionId", *version);
@@ -642,20 +631,14 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
       bool owner_only = false;
       if (auto acl = r.header("x-amz-acl")) owner_only = (*acl == "private" || *acl == "bucket-owner-full-control");
       if (r.head.has_body()) {
-        Body body(r, {}, DefaultCrc64::kNo, false);
+        auto checksums = read_checksum_request(r);
+        if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
+        Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
         auto text = co_await body.read_all(64 * 1024);
         if (!text) co_return co_await s.send_error(r, body.error());
-        auto doc = XmlDocument::parse(*text);
-        if (!doc) co_return co_await s.send_error(r, Code::kMalformedXML);
-        owner_only = true;
-        if (auto list = doc->root().child("AccessControlList")) {
-          for (const XmlElement& grant : list->children()) {
-            auto permission = grant.child("Permission");
-            auto grantee = grant.child("Grantee");
-            auto id = grantee ? grantee->child("ID") : std::nullopt;
-            if (!permission || permission->text() != "FULL_CONTROL" || !id || id->text() != owner_id(bucket->owner)) owner_only = false;
-          }
-        }
+        auto parsed = acl_is_owner_full_control(*text, owner_id(bucket->owner));
+        if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
+        owner_only = std::get<bool>(parsed);
       }
       if (owner_only) co_return co_await s.send_empty(r, 200, s.response(r, 200));
       co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Only the owner-full-control ACL is supported."));

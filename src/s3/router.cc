@@ -40,6 +40,18 @@ bool glob_match(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
+// The name of a query parameter given more than once, if any.
+std::optional<std::string> repeated_parameter(const std::vector<auth::QueryParameter>& query) {
+  if (query.size() < 2) return std::nullopt;
+  std::vector<std::string_view> names;
+  names.reserve(query.size());
+  for (const auto& p : query) names.emplace_back(p.name);
+  std::sort(names.begin(), names.end());
+  const auto twice = std::adjacent_find(names.begin(), names.end());
+  if (twice == names.end()) return std::nullopt;
+  return std::string(*twice);
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>((c >= 'A' && c <= 'Z') ? c + 32 : c);
@@ -62,18 +74,28 @@ Service::Service(storage::ObjectStore& store, const config::S3Config& config, st
   host_id_ = auth::base64_encode(id);
 }
 
-auth::SigningKey Service::signing_key(const config::UserConfig& user, const auth::SigningScope& scope) {
+std::optional<auth::SigningKey> Service::verified_signing_key(const config::UserConfig& user,
+                                                              const auth::SigningScope& scope,
+                                                              std::string_view string_to_sign,
+                                                              std::string_view signature) {
   std::string id = user.access_key;
   id += '/';
   id += scope.to_string();
+  std::optional<auth::SigningKey> key;
   {
     std::lock_guard lock(keys_mutex_);
-    if (auto it = signing_keys_.find(id); it != signing_keys_.end()) return it->second;
+    if (auto it = signing_keys_.find(id); it != signing_keys_.end()) key = it->second;
   }
-  const auth::SigningKey key = auth::signing_key(user.secret_key, scope);
-  std::lock_guard lock(keys_mutex_);
-  if (signing_keys_.size() >= 4096) signing_keys_.clear();  // days and regions pass; stay bounded
-  signing_keys_.emplace(std::move(id), key);
+  const bool cached = key.has_value();
+  if (!cached) key = auth::signing_key(user.secret_key, scope);
+  if (!auth::signatures_equal(auth::sign(*key, string_to_sign), signature)) return std::nullopt;
+  // Only a key that verified a signature is kept: anyone who knows an access key id (every
+  // presigned URL shows one) could otherwise fill the cache with scopes of their choosing.
+  if (!cached) {
+    std::lock_guard lock(keys_mutex_);
+    if (signing_keys_.size() >= 4096) signing_keys_.clear();  // days and regions pass; stay bounded
+    signing_keys_.emplace(std::move(id), *key);
+  }
   return key;
 }
 
@@ -155,6 +177,12 @@ std::optional<Error> Service::locate(Request& r) {
   if (!path || !query) return Error(Code::kInvalidURI);
   r.path = std::move(*path);
   r.query = std::move(*query);
+  if (auto repeated = repeated_parameter(r.query)) {
+    // SigV4 signs every value of a repeated parameter, sorted; an operation reads the first. The
+    // same signature would then cover both orders, and a reordering would change what it does.
+    return Error(Code::kInvalidArgument, "The query parameter " + repeated->substr(0, 256) + " appears more than once.")
+        .with("ArgumentName", repeated->substr(0, 256));
+  }
 
   // Virtual-hosted style: "<bucket>.<domain>[:port]".
   if (!config_.domain.empty()) {
@@ -189,7 +217,7 @@ std::optional<Error> Service::authenticate(Request& r) {
     return Error(Code::kAuthorizationHeaderMalformed, "Unsupported authorization type");
   }
   if (r.has_param("X-Amz-Algorithm") || r.has_param("X-Amz-Signature")) return authenticate_v4_query(r);
-  if (r.has_param("AWSAccessKeyId") && r.has_param("Signature")) return authenticate_v2_query(r);
+  if (r.has_param("AWSAccessKeyId") || r.has_param("Signature")) return authenticate_v2_query(r);
   return Error(Code::kAccessDenied, "Anonymous requests are not allowed.");
 }
 
@@ -216,10 +244,19 @@ std::optional<Error> Service::payload_mode(Request& r, std::string_view value) {
 
 namespace {
 
+// S3's SignatureDoesNotMatch details: what the server signed, for the client to compare. The
+// canonical request holds the signed headers, up to the whole header section: echoed in full
+// (and again as hex bytes, three characters a byte) a small request would draw a reply many
+// times its size. Each text is sent whole only up to kEchoBytesMax, its bytes form only up to
+// kEchoHexBytesMax; real requests stay well within both.
+constexpr std::size_t kEchoBytesMax = 8 * 1024;
+constexpr std::size_t kEchoHexBytesMax = 1024;
+
 Error signature_mismatch(std::string_view access_key, const std::string& string_to_sign, std::string_view provided,
-               const std::string& canonical_request) {
+                         const std::string& canonical_request) {
   auto bytes = [](const std::string& s) {
     std::string out;
+    out.reserve(s.size() * 3);
     for (std::size_t i = 0; i < s.size(); ++i) {
       if (i != 0) out += ' ';
       out += fmt::format("{:02x}", static_cast<unsigned char>(s[i]));
@@ -227,21 +264,39 @@ Error signature_mismatch(std::string_view access_key, const std::string& string_
     return out;
   };
   Error e(Code::kSignatureDoesNotMatch);
-  e.with("AWSAccessKeyId", std::string(access_key))
-      .with("StringToSign", string_to_sign)
-      .with("SignatureProvided", std::string(provided))
-      .with("StringToSignBytes", bytes(string_to_sign));
-  if (!canonical_request.empty()) {
-    e.with("CanonicalRequest", canonical_request).with("CanonicalRequestBytes", bytes(canonical_request));
+  e.with("AWSAccessKeyId", std::string(access_key.substr(0, kEchoBytesMax)))
+      .with("StringToSign", string_to_sign.substr(0, kEchoBytesMax))
+      .with("SignatureProvided", std::string(provided.substr(0, kEchoBytesMax)));
+  if (string_to_sign.size() <= kEchoHexBytesMax) e.with("StringToSignBytes", bytes(string_to_sign));
+  if (!canonical_request.empty() && canonical_request.size() <= kEchoBytesMax) {
+    e.with("CanonicalRequest", canonical_request);
+    if (canonical_request.size() <= kEchoHexBytesMax) e.with("CanonicalRequestBytes", bytes(canonical_request));
   }
   return e;
 }
 
-// SigV4 signs the Host header always (S3 refuses a signature that leaves it out: it would be
-// good for any endpoint the request is replayed against).
-std::optional<Error> host_not_signed(const std::vector<std::string>& signed_headers) {
-  if (std::find(signed_headers.begin(), signed_headers.end(), "host") != signed_headers.end()) return std::nullopt;
-  return Error(Code::kAccessDenied, "There were headers present in the request which were not signed").with("HeadersNotSigned", "host");
+// SigV4 must sign the Host header (a signature without it would be good for any endpoint the
+// request is replayed against) and every x-amz-* header the request carries: S3's rule, because
+// those headers decide what a request does. An unsigned one could be added by anyone holding a
+// presigned URL or replaying a request within the clock skew, and would be acted on as the
+// signer's: x-amz-copy-source turns a PUT into a copy of whatever the signer may read,
+// x-amz-write-offset-bytes into an append, x-amz-rename-source into a rename.
+std::optional<Error> unsigned_headers(const Request& r, const std::vector<std::string>& signed_headers) {
+  auto is_signed = [&](std::string_view lower_name) {
+    return std::find(signed_headers.begin(), signed_headers.end(), lower_name) != signed_headers.end();
+  };
+  std::string missing;
+  if (!is_signed("host")) missing = "host";
+  for (const auto& h : r.head.headers) {
+    if (h.name.size() < 6 || !http::iequals(h.name.substr(0, 6), "x-amz-")) continue;
+    const std::string name = lower(h.name);
+    if (is_signed(name) || missing.find(name) != std::string::npos) continue;
+    if (!missing.empty()) missing += ',';
+    missing += name;
+  }
+  if (missing.empty()) return std::nullopt;
+  return Error(Code::kAccessDenied, "There were headers present in the request which were not signed")
+      .with("HeadersNotSigned", missing.substr(0, kEchoBytesMax));
 }
 
 }  // namespace
@@ -261,7 +316,7 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
                                                           "' is wrong; expecting '" + config_.region + "'")
         .with("Region", config_.region);
   }
-  if (auto e = host_not_signed(a.signed_headers)) return e;
+  if (auto e = unsigned_headers(r, a.signed_headers)) return e;
   auto amz_date = r.header("x-amz-date");
   if (!amz_date) return Error(Code::kAccessDenied, "AWS authentication requires a valid Date or x-amz-date header");
   const auto signed_at = parse_amz_date(*amz_date);
@@ -300,13 +355,11 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
   };
   const std::string canonical = auth::canonical_request(input);
   const std::string to_sign = auth::string_to_sign(*amz_date, a.scope, canonical);
-  const auth::SigningKey key = signing_key(*user, a.scope);
-  if (!auth::signatures_equal(auth::sign(key, to_sign), a.signature)) {
-    return signature_mismatch(a.access_key, to_sign, a.signature, canonical);
-  }
+  auto key = verified_signing_key(*user, a.scope, to_sign, a.signature);
+  if (!key) return signature_mismatch(a.access_key, to_sign, a.signature, canonical);
   r.auth.user = user;
   if (r.auth.payload == Payload::kStreamingSigned || r.auth.payload == Payload::kStreamingSignedTrailer) {
-    r.auth.signing = auth::AwsChunkedDecoder::Signing{key, std::string(*amz_date), a.scope, a.signature};
+    r.auth.signing = auth::AwsChunkedDecoder::Signing{*key, std::string(*amz_date), a.scope, a.signature};
   }
   return std::nullopt;
 }
@@ -317,13 +370,18 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
   auto& p = std::get<auth::PresignedV4>(parsed);
   const config::UserConfig* user = user_for(p.authorization.access_key);
   if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
+  if (p.authorization.scope.service != "s3") {
+    return Error(Code::kAuthorizationQueryParametersError, "Error parsing the X-Amz-Credential parameter; incorrect service \"" +
+                                                               p.authorization.scope.service +
+                                                               "\". This endpoint belongs to \"s3\".");
+  }
   if (config_.region_check && p.authorization.scope.region != config_.region) {
     return Error(Code::kAuthorizationQueryParametersError, "Error parsing the X-Amz-Credential parameter; the region '" +
                                                                p.authorization.scope.region + "' is wrong; expecting '" +
                                                                config_.region + "'")
         .with("Region", config_.region);
   }
-  if (auto e = host_not_signed(p.authorization.signed_headers)) return e;
+  if (auto e = unsigned_headers(r, p.authorization.signed_headers)) return e;
   const auto signed_at = parse_amz_date(p.amz_date);
   if (!signed_at) return Error(Code::kAuthorizationQueryParametersError, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
   const std::int64_t now = now_ms();
@@ -344,6 +402,12 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
   const std::string* hash_param = r.param("X-Amz-Content-Sha256");
   const std::string payload_hash = hash_param != nullptr ? *hash_param : "UNSIGNED-PAYLOAD";
   if (auto e = payload_mode(r, payload_hash)) return e;
+  if (r.auth.payload != Payload::kSha256 && r.auth.payload != Payload::kUnsigned) {
+    // An aws-chunked stream is signed chunk by chunk from the seed signature of an Authorization
+    // header; a URL signed once cannot vouch for chunks (S3 takes none on presigned requests).
+    return Error(Code::kInvalidRequest, "Presigned requests do not take aws-chunked payloads: "
+                                        "sign UNSIGNED-PAYLOAD or the payload's SHA-256.");
+  }
   const auth::CanonicalInput input{
       .method = r.head.method_string,
       .path = r.path,
@@ -361,8 +425,7 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
   };
   const std::string canonical = auth::canonical_request(input);
   const std::string to_sign = auth::string_to_sign(p.amz_date, p.authorization.scope, canonical);
-  const auth::SigningKey key = signing_key(*user, p.authorization.scope);
-  if (!auth::signatures_equal(auth::sign(key, to_sign), p.authorization.signature)) {
+  if (!verified_signing_key(*user, p.authorization.scope, to_sign, p.authorization.signature)) {
     return signature_mismatch(p.authorization.access_key, to_sign, p.authorization.signature, canonical);
   }
   r.auth.user = user;
@@ -370,18 +433,37 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
 }
 
 std::optional<Error> Service::authenticate_v2_query(Request& r) {
-  const std::string& access_key = *r.param("AWSAccessKeyId");
-  const std::string& expires = *r.param("Expires");
-  const std::string& signature = *r.param("Signature");
+  if (!config_.sigv2) {
+    return Error(Code::kInvalidRequest,
+                 "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.");
+  }
+  const std::string* access_key_param = r.param("AWSAccessKeyId");
+  const std::string* expires_param = r.param("Expires");
+  const std::string* signature_param = r.param("Signature");
+  if (access_key_param == nullptr || expires_param == nullptr || signature_param == nullptr) {
+    return Error(Code::kAccessDenied, "Query-string authentication requires the Signature, Expires and AWSAccessKeyId parameters");
+  }
+  const std::string& access_key = *access_key_param;
+  const std::string& expires = *expires_param;
+  const std::string& signature = *signature_param;
   const config::UserConfig* user = user_for(access_key);
   if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", access_key);
   std::int64_t expires_s = 0;
   if (auto [p, ec] = std::from_chars(expires.data(), expires.data() + expires.size(), expires_s);
-      ec != std::errc{} || p != expires.data() + expires.size()) {
-    return Error(Code::kAccessDenied, "Invalid date (should be seconds since epoch): " + expires);
+      ec != std::errc{} || p != expires.data() + expires.size() || expires_s < 0) {
+    return Error(Code::kAccessDenied, "Invalid date (should be seconds since epoch): " + expires.substr(0, 64));
   }
-  if (now_ms() > expires_s * 1000) {
+  // Compared in seconds: a client-chosen Expires times 1000 could overflow.
+  const std::int64_t now_s = now_ms() / 1000;
+  if (now_s > expires_s) {
     return Error(Code::kExpiredPresignedRequest).with("Expires", http_date(expires_s * 1000)).with("ServerTime", http_date(now_ms()));
+  }
+  if (expires_s - now_s > auth::kPresignedLifetimeSecondsMax) {
+    // The lifetime SigV4 URLs have at most (X-Amz-Expires); without it a leaked URL would be
+    // good for ever.
+    return Error(Code::kAccessDenied, "Expires must be at most 604800 seconds (7 days) from now")
+        .with("Expires", http_date(expires_s * 1000))
+        .with("ServerTime", http_date(now_ms()));
   }
   // CanonicalizedAmzHeaders: x-amz-* headers, lower-cased, sorted, "name:value\n".
   std::vector<std::pair<std::string, std::string>> amz;
@@ -417,8 +499,15 @@ bool Service::allowed(const config::UserConfig& user, const storage::BucketRecor
   if (user.admin || bucket.owner == user.name) return true;
   if (access == Access::kOwner) return false;
   return std::any_of(user.grants.begin(), user.grants.end(), [&](const config::Grant& g) {
-    return glob_match(g.bucket, bucket.name) && (access == Access::kRead ? g.read : g.write);
+    return glob_match(g.bucket, bucket.name) && (g.owner.empty() || g.owner == bucket.owner) &&
+           (access == Access::kRead ? g.read : g.write);
   });
+}
+
+bool Service::may_create_bucket(const config::UserConfig& user, std::string_view name) const {
+  if (user.admin) return true;
+  return std::any_of(user.create_buckets.begin(), user.create_buckets.end(),
+                     [&](const std::string& pattern) { return glob_match(pattern, name); });
 }
 
 asio::awaitable<std::optional<storage::BucketRecord>> Service::bucket_for(Request& r, Access access) {
@@ -444,7 +533,8 @@ asio::awaitable<void> Service::handle(http::Exchange& exchange) {
   Request r(exchange);
   if (auto e = locate(r)) co_return co_await send_error(r, std::move(*e));
   if (auto e = authenticate(r)) {
-    log::debug("request {}: {} {}: authentication failed: {}", r.head.request_id, r.head.method_string, r.head.target,
+    log::debug("request {}: {} {}: authentication failed: {}", r.head.request_id, r.head.method_string,
+               http::loggable_target(r.head.target),
                code_name(e->code));
     co_return co_await send_error(r, std::move(*e));
   }

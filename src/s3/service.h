@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "client_tokens.h"
 #include "errors.h"
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
@@ -79,6 +80,8 @@ class Service final : public http::Handler {
   const config::S3Config& config() const { return config_; }
   // This server's x-amz-id-2, the HostId of error bodies.
   const std::string& host_id() const { return host_id_; }
+  // The x-amz-client-token of renames that succeeded.
+  ClientTokens& client_tokens() { return client_tokens_; }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
@@ -92,6 +95,8 @@ class Service final : public http::Handler {
   // The bucket, if it exists and the caller may do `access` in it; sends the error otherwise.
   asio::awaitable<std::optional<storage::BucketRecord>> bucket_for(Request& r, Access access);
   bool allowed(const config::UserConfig& user, const storage::BucketRecord& bucket, Access access) const;
+  // Whether `user` may create a bucket of this name (admins, and the user's create_buckets).
+  bool may_create_bucket(const config::UserConfig& user, std::string_view name) const;
 
  private:
   std::optional<Error> locate(Request& r);
@@ -101,9 +106,11 @@ class Service final : public http::Handler {
   std::optional<Error> authenticate_v2_query(Request& r);
   std::optional<Error> payload_mode(Request& r, std::string_view content_sha256);
   const config::UserConfig* user_for(std::string_view access_key) const;
-  // The SigV4 signing key of a user for a scope. Derived once per user, day and region (four
+  // The SigV4 signing key of a user for a scope, if `signature` is the signature of
+  // `string_to_sign` under it; nullopt otherwise. Derived once per user, day and region (four
   // HMACs, several microseconds) and then cached: every request of the day reuses it.
-  auth::SigningKey signing_key(const config::UserConfig& user, const auth::SigningScope& scope);
+  std::optional<auth::SigningKey> verified_signing_key(const config::UserConfig& user, const auth::SigningScope& scope,
+                                                       std::string_view string_to_sign, std::string_view signature);
   asio::awaitable<void> dispatch(Request& r);
 
   storage::ObjectStore& store_;
@@ -111,6 +118,7 @@ class Service final : public http::Handler {
   std::vector<config::UserConfig> users_;
   std::unordered_map<std::string, const config::UserConfig*> by_access_key_;
   std::string host_id_;  // x-amz-id-2
+  ClientTokens client_tokens_;
   std::mutex keys_mutex_;
   std::unordered_map<std::string, auth::SigningKey> signing_keys_;  // "access/date/region/service"
 };

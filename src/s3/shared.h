@@ -25,7 +25,7 @@ void write_owner(XmlWriter& xml, std::string_view user);
 std::string owner_full_control_acl(std::string_view owner);
 bool valid_bucket_name(std::string_view name);
 
-// Keys: UTF-8, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.
+// Keys: UTF-8 without NUL, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.
 std::optional<Error> validate_key(std::string_view key);
 
 // ?versionId on an object read: hots3 keeps no versions, so "null" (the version of every object

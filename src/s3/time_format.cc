@@ -21,9 +21,18 @@ std::tm utc(std::int64_t ms) {
   return tm;
 }
 
+// Digits only: from_chars alone would take a sign ("-1"), and a date that parses in more than
+// one spelling is a signed field a client could vary.
 bool number(std::string_view text, int& out) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) return false;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return ec == std::errc{} && p == text.data() + text.size();
+}
+
+int days_in_month(int year, int month) {  // month 0..11
+  constexpr std::array<int, 12> kDaysInMonth = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  return month == 1 && leap ? 29 : kDaysInMonth[static_cast<std::size_t>(month)];
 }
 
 int month_of(std::string_view name) {
@@ -34,7 +43,8 @@ int month_of(std::string_view name) {
 }
 
 std::optional<std::int64_t> to_ms(int year, int month, int day, int hour, int minute, int second) {
-  if (month < 0 || month > 11 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60 || year < 1970) {
+  if (month < 0 || month > 11 || day < 1 || day > days_in_month(year, month) || hour > 23 || minute > 59 ||
+      second > 60 || year < 1970) {
     return std::nullopt;
   }
   std::tm tm{};

@@ -14,7 +14,71 @@ namespace {
 
 const xmlChar* x(const std::string& s) { return reinterpret_cast<const xmlChar*>(s.c_str()); }
 
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// The length of the UTF-8 sequence at `text[i]` if it is well-formed and a character XML 1.0
+// can carry (no surrogates, no U+FFFE / U+FFFF); 0 otherwise.
+std::size_t xml_character(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  std::size_t length = 0;
+  std::uint32_t code = 0;
+  if (lead < 0x80) return 1;  // ASCII: control characters are the caller's concern
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2, code = lead & 0x1Fu;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3, code = lead & 0x0Fu;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4, code = lead & 0x07u;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xC0u) != 0x80u) return 0;
+    code = (code << 6) | (byte(i + k) & 0x3Fu);
+  }
+  const std::uint32_t smallest = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
+  if (code < smallest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF) || code == 0xFFFE || code == 0xFFFF) {
+    return 0;
+  }
+  return length;
+}
+
 }  // namespace
+
+void append_xml_escaped(std::string& out, std::string_view text) {
+  out.reserve(out.size() + text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    switch (c) {
+      case '&': out += "&amp;"; ++i; continue;
+      case '<': out += "&lt;"; ++i; continue;
+      case '>': out += "&gt;"; ++i; continue;
+      case '"': out += "&quot;"; ++i; continue;
+      case '\r': out += "&#13;"; ++i; continue;  // a literal CR would be read back as LF
+      case '\t':
+      case '\n': out += c; ++i; continue;
+      default: break;
+    }
+    if (static_cast<unsigned char>(c) < 0x20) {
+      // XML 1.0 has no way to carry C0 control characters, not even as character references
+      // ("&#1;" is not well-formed): a listing must parse whatever keys the bucket holds. With
+      // encoding-type=url a client gets such keys exactly.
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    const std::size_t length = xml_character(text, i);
+    if (length == 0) {
+      out += kReplacement;
+      ++i;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
+  }
+}
 
 struct XmlWriter::Impl {
   xmlBufferPtr buffer = nullptr;
@@ -53,17 +117,20 @@ void XmlWriter::open(std::string_view name) {
 
 void XmlWriter::attribute(std::string_view name, std::string_view value) {
   impl_->scratch_name.assign(name);
-  impl_->scratch_text.assign(value);
-  xmlTextWriterWriteAttribute(impl_->writer, x(impl_->scratch_name), x(impl_->scratch_text));
+  impl_->scratch_text.clear();
+  append_xml_escaped(impl_->scratch_text, value);
+  xmlTextWriterStartAttribute(impl_->writer, x(impl_->scratch_name));
+  write_raw(impl_->scratch_text);
+  xmlTextWriterEndAttribute(impl_->writer);
 }
 
 void XmlWriter::close() { xmlTextWriterEndElement(impl_->writer); }
 
 void XmlWriter::element(std::string_view name, std::string_view text) {
-  impl_->scratch_name.assign(name);
-  impl_->scratch_text.assign(text);
-  // WriteElement escapes &, <, > (and quotes in attributes).
-  xmlTextWriterWriteElement(impl_->writer, x(impl_->scratch_name), x(impl_->scratch_text));
+  open(name);
+  this->text(text);
+  // Closed with its end tag even when empty (<Prefix></Prefix>, as S3 writes it).
+  xmlTextWriterFullEndElement(impl_->writer);
 }
 
 void XmlWriter::element(std::string_view name, std::uint64_t number) { element(name, std::to_string(number)); }
@@ -73,8 +140,17 @@ void XmlWriter::element(std::string_view name, bool value) {
 }
 
 void XmlWriter::text(std::string_view text) {
-  impl_->scratch_text.assign(text);
-  xmlTextWriterWriteString(impl_->writer, x(impl_->scratch_text));
+  // Escaped here, with the text's own length: libxml2's writer takes C strings, which would end
+  // at a NUL, and passes characters XML cannot carry through as they are.
+  impl_->scratch_text.clear();
+  append_xml_escaped(impl_->scratch_text, text);
+  write_raw(impl_->scratch_text);
+}
+
+void XmlWriter::write_raw(std::string_view escaped) {
+  H3_ASSERT(escaped.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()));
+  xmlTextWriterWriteRawLen(impl_->writer, reinterpret_cast<const xmlChar*>(escaped.data()),
+                           static_cast<int>(escaped.size()));
 }
 
 std::string XmlWriter::finish() {

@@ -16,6 +16,13 @@ namespace hots3::s3 {
 
 inline constexpr std::string_view kS3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/";
 
+// Appends `text` as XML character data or an attribute value: markup characters and quotes
+// escaped, and everything XML 1.0 cannot carry (C0 control characters but tab, line
+// feed and carriage return, malformed UTF-8, U+FFFE, U+FFFF) replaced by U+FFFD, so that every
+// document written is well-formed whatever a key holds.
+void append_xml_escaped(std::string& out, std::string_view text);
+
+// Element and attribute text goes through append_xml_escaped.
 class XmlWriter {
  public:
   // Starts the document and its root element (in S3's namespace unless told otherwise).
@@ -42,6 +49,8 @@ class XmlWriter {
   std::string finish();
 
  private:
+  void write_raw(std::string_view escaped);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1424,51 +1424,78 @@ Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const Uploa
   UploadListPage page;
   const std::string upper = upper_bound_of(query.prefix);
   // One key's uploads in the order they were initiated (S3's order): by row id, which grows
-  // with each CreateMultipartUpload.
-  std::int64_t marker_row = 0;
-  if (!query.key_marker.empty() && !query.upload_id_marker.empty()) {
-    H3_TRY(auto marker, find_upload_on(c, query.upload_id_marker));
-    // An upload-id marker that is gone (completed or aborted since): that key's uploads are
-    // listed again rather than lost.
-    if (marker && marker->bucket_id == bucket_id && marker->key == query.key_marker) marker_row = marker->id;
-  }
-  auto q = c.query("SELECT " H3_UPLOAD_COLUMNS " FROM uploads WHERE bucket_id = ?1 AND key >= ?2 "
-                   "AND key < ?3 ORDER BY key, id");
-  q.bind(1, bucket_id).bind(2, std::string_view(query.prefix)).bind(3, std::string_view(upper));
-  for (;;) {
-    H3_TRY(bool row, q.step());
-    if (!row) break;
-    UploadRecord u = read_upload(q);
-    // Markers: after (key_marker, upload_id_marker); with no upload-id marker, after the key.
-    if (!query.key_marker.empty()) {
-      if (u.key < query.key_marker) continue;
-      if (u.key == query.key_marker && (query.upload_id_marker.empty() || u.id <= marker_row)) continue;
+  // with each CreateMultipartUpload. The scan starts after (key, id) = (from, after_id); it is
+  // resumed with a seek past every common prefix, like the objects' listing: a page costs what
+  // it returns, not the bucket's number of uploads.
+  std::string from = query.prefix;
+  std::int64_t after_id = -1;  // -1: from `from` inclusive; else after this id of `from`
+  if (!query.key_marker.empty() && query.key_marker >= from) {
+    from = query.key_marker;
+    after_id = std::numeric_limits<std::int64_t>::max();  // after every upload of the marker key
+    if (!query.upload_id_marker.empty()) {
+      H3_TRY(auto marker, find_upload_on(c, query.upload_id_marker));
+      // An upload-id marker that is gone (completed or aborted since): that key's uploads are
+      // listed again rather than lost.
+      after_id = marker && marker->bucket_id == bucket_id && marker->key == query.key_marker ? marker->id : 0;
     }
-    if (!query.delimiter.empty()) {
-      const auto pos = u.key.find(query.delimiter, query.prefix.size());
-      if (pos != std::string::npos) {
-        std::string common = u.key.substr(0, pos + query.delimiter.size());
-        if (!page.common_prefixes.empty() && page.common_prefixes.back() == common) continue;
-        if (!query.key_marker.empty() && common <= query.key_marker) continue;
-        if (page.uploads.size() + page.common_prefixes.size() == query.max_uploads) {
-          page.truncated = true;
+  }
+  const std::size_t want = query.max_uploads;
+  auto emitted = [&] { return page.uploads.size() + page.common_prefixes.size(); };
+  for (bool more = want > 0; more;) {
+    auto q = c.query("SELECT " H3_UPLOAD_COLUMNS " FROM uploads WHERE bucket_id = ?1 AND key < ?3 AND "
+                     "(key > ?2 OR (key = ?2 AND id > ?4)) ORDER BY key, id LIMIT ?5");
+    q.bind(1, bucket_id).bind(2, std::string_view(from)).bind(3, std::string_view(upper)).bind(4, after_id);
+    q.bind(5, static_cast<std::int64_t>(want - emitted() + 1));
+    more = false;
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      UploadRecord u = read_upload(q);
+      ++page.rows_read;
+      if (!query.delimiter.empty()) {
+        const auto pos = u.key.find(query.delimiter, query.prefix.size());
+        if (pos != std::string::npos) {
+          std::string common = u.key.substr(0, pos + query.delimiter.size());
+          // Seek past everything under this prefix: one index search, however many uploads.
+          from = upper_bound_of(common);
+          after_id = -1;
+          more = true;
+          // A prefix at or before the marker was returned on an earlier page.
+          if (!query.key_marker.empty() && common <= query.key_marker) break;
+          if (emitted() == want) {
+            page.truncated = true;
+            more = false;
+            break;
+          }
+          page.next_key_marker = common;
+          page.next_upload_id_marker.clear();
+          page.common_prefixes.push_back(std::move(common));
           break;
         }
-        page.common_prefixes.push_back(common);
-        page.next_key_marker = common;
-        page.next_upload_id_marker.clear();
-        continue;
       }
+      if (emitted() == want) {
+        page.truncated = true;
+        more = false;
+        break;
+      }
+      from = u.key;
+      after_id = u.id;
+      page.next_key_marker = u.key;
+      page.next_upload_id_marker = u.upload_id;
+      page.uploads.push_back(std::move(u));
+      more = true;  // the run may have ended at LIMIT: fetch the next run
     }
-    if (page.uploads.size() + page.common_prefixes.size() == query.max_uploads) {
-      page.truncated = true;
-      break;
-    }
-    page.next_key_marker = u.key;
-    page.next_upload_id_marker = u.upload_id;
-    page.uploads.push_back(std::move(u));
   }
   return page;
+}
+
+Result<Catalog::UploadCounts> Catalog::count_uploads(std::int64_t bucket_id, std::string_view owner, std::uint64_t limit) {
+  auto q = impl_->reader().query(
+      "SELECT (SELECT count(*) FROM (SELECT 1 FROM uploads WHERE bucket_id = ?1 LIMIT ?3)), "
+      "(SELECT count(*) FROM (SELECT 1 FROM uploads WHERE owner = ?2 LIMIT ?3))");
+  q.bind(1, bucket_id).bind(2, owner).bind(3, static_cast<std::int64_t>(limit));
+  H3_TRY(q.step());
+  return UploadCounts{q.uint64(0), q.uint64(1)};
 }
 
 Result<std::vector<UploadRecord>> Catalog::uploads_older_than(std::int64_t created_before_ms, std::size_t limit) {

@@ -411,6 +411,14 @@ class StoreImpl final : public ObjectStore {
     return core_.catalog->find_upload(upload_id);
   }
 
+  asio::awaitable<Result<Catalog::UploadCounts>> count_uploads(std::int64_t bucket_id, std::string owner,
+                                                               std::uint64_t limit) override {
+    auto read = detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, o = std::move(owner), limit] {
+      return c->count_uploads(bucket_id, o, limit);
+    });
+    co_return co_await std::move(read);
+  }
+
   asio::awaitable<Result<PartRecord>> commit_part(std::unique_ptr<ObjectWriter> writer, std::string upload_id,
                                                   std::uint32_t part_number, ChecksumSet checksums) override {
     detail::WrittenData data = detail::written_data(*writer);

@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 3> kMigrations = {
+inline constexpr std::array<const char*, 4> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -174,6 +174,14 @@ ALTER TABLE objects_v3 RENAME TO objects;
 -- Listings are range scans of this index in S3's order (BINARY collation = byte order of UTF-8).
 CREATE UNIQUE INDEX objects_key ON objects(bucket_id, key);
 CREATE INDEX objects_accessed ON objects(accessed_ms);
+)sql",
+    // 3 → 4: uploads are listed in S3's order (key, then initiation, which is the id) by seeks
+    // in an index of that order, not by reading a bucket's every upload row; and counted per
+    // owner (the cap on a user's open uploads) through an index of their own.
+    R"sql(
+DROP INDEX uploads_key;
+CREATE INDEX uploads_listing ON uploads(bucket_id, key, id);
+CREATE INDEX uploads_owner ON uploads(owner);
 )sql",
 };
 

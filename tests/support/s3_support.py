@@ -39,11 +39,13 @@ name = "reader"
 access_key = "HOTS3READERACCESSKEY"
 secret_key = "reader-secret-key-0123456789"
 grants = [{{ bucket = "shared-*", access = "read" }}]
+create_buckets = ["readers-*"]
 [[users]]
 name = "writer"
 access_key = "HOTS3WRITERACCESSKEY"
 secret_key = "writer-secret-key-0123456789"
 grants = [{{ bucket = "shared-*", access = "readwrite" }}]
+create_buckets = ["lifecycle-*"]
 """
 
 
@@ -92,10 +94,12 @@ class SignedRequest:
     """A SigV4-signed request built by hand. `path` is the decoded path ("/bucket/key")."""
 
     def __init__(self, method, path, query=(), headers=None, payload_hash=None, body=b"",
-                 access=ACCESS_KEY, secret=SECRET_KEY, when=None, port=None, region=REGION, unsigned=()):
-        """`unsigned`: names of headers sent but left out of SignedHeaders."""
+                 access=ACCESS_KEY, secret=SECRET_KEY, when=None, port=None, region=REGION, unsigned=(),
+                 amz_date=None):
+        """`unsigned`: names of headers sent but left out of SignedHeaders. `amz_date`: the
+        x-amz-date to send and sign instead of `when`'s (malformed ones, say)."""
         when = when or datetime.datetime.now(datetime.timezone.utc)
-        self.amz_date = when.strftime("%Y%m%dT%H%M%SZ")
+        self.amz_date = amz_date or when.strftime("%Y%m%dT%H%M%SZ")
         self.date = when.strftime("%Y%m%d")
         self.scope = "%s/%s/s3/aws4_request" % (self.date, region)
         self.method = method
@@ -152,33 +156,36 @@ class SignedRequest:
 
 
 def presign_v4(method, path, port, expires_s=60, when=None, region=REGION, signed=("host",),
-               headers=None, secret=SECRET_KEY):
+               headers=None, secret=SECRET_KEY, access=ACCESS_KEY, service="s3", content_sha256=None):
     """A SigV4 presigned target ("/path?X-Amz-..."), signed at `when` for the headers in
-    `signed` (their values from `headers`, host from `port`)."""
+    `signed` (their values from `headers`, host from `port`). `content_sha256` goes into the
+    query as X-Amz-Content-Sha256 (js-v3 puts it there); else UNSIGNED-PAYLOAD is signed."""
     when = when or datetime.datetime.now(datetime.timezone.utc)
     amz_date = when.strftime("%Y%m%dT%H%M%SZ")
-    scope = "%s/%s/s3/aws4_request" % (when.strftime("%Y%m%d"), region)
+    scope = "%s/%s/%s/aws4_request" % (when.strftime("%Y%m%d"), region, service)
     values = {"host": "127.0.0.1:%d" % port}
     values.update({k.lower(): v for k, v in (headers or {}).items()})
-    query = [("X-Amz-Algorithm", "AWS4-HMAC-SHA256"), ("X-Amz-Credential", "%s/%s" % (ACCESS_KEY, scope)),
+    query = [("X-Amz-Algorithm", "AWS4-HMAC-SHA256"), ("X-Amz-Credential", "%s/%s" % (access, scope)),
              ("X-Amz-Date", amz_date), ("X-Amz-Expires", str(expires_s)),
              ("X-Amz-SignedHeaders", ";".join(sorted(signed)))]
+    if content_sha256 is not None:
+        query.append(("X-Amz-Content-Sha256", content_sha256))
     canonical = "\n".join([method, uri_encode(path, True), canonical_query(query),
                            "".join("%s:%s\n" % (h, values[h]) for h in sorted(signed)),
-                           ";".join(sorted(signed)), "UNSIGNED-PAYLOAD"])
+                           ";".join(sorted(signed)), content_sha256 or "UNSIGNED-PAYLOAD"])
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    signature = hmac.new(signing_key(secret, when.strftime("%Y%m%d"), region), to_sign.encode(),
+    signature = hmac.new(signing_key(secret, when.strftime("%Y%m%d"), region, service), to_sign.encode(),
                          hashlib.sha256).hexdigest()
     query.append(("X-Amz-Signature", signature))
     return uri_encode(path, True) + "?" + "&".join("%s=%s" % (uri_encode(k, False), uri_encode(v, False))
                                                      for k, v in query)
 
 
-def presign_v2(method, path, expires_at_s, secret=SECRET_KEY):
+def presign_v2(method, path, expires_at_s, secret=SECRET_KEY, access=ACCESS_KEY):
     """A SigV2 presigned target ("/bucket/key?AWSAccessKeyId=...&Expires=...&Signature=...")."""
     to_sign = "%s\n\n\n%d\n%s" % (method, expires_at_s, uri_encode(path, True))
     signature = base64.b64encode(hmac.new(secret.encode(), to_sign.encode(), hashlib.sha1).digest()).decode()
-    return "%s?AWSAccessKeyId=%s&Expires=%d&Signature=%s" % (uri_encode(path, True), ACCESS_KEY, expires_at_s,
+    return "%s?AWSAccessKeyId=%s&Expires=%d&Signature=%s" % (uri_encode(path, True), access, expires_at_s,
                                                               uri_encode(signature, False))
 
 

@@ -71,9 +71,11 @@ struct StorageConfig {
 };
 
 // Access of a non-admin user to buckets whose names match `bucket` (a glob: '*' any run of
-// characters, '?' one character).
+// characters, '?' one character) and, when `owner` is set, that this user owns: a grant on
+// "shared-*" owned by "platform" gives nothing in a "shared-x" someone else created.
 struct Grant {
   std::string bucket;
+  std::string owner;  // "" = whoever owns the bucket
   bool read = false;
   bool write = false;
 };
@@ -86,6 +88,10 @@ struct UserConfig {
   // and what their grants allow in others'.
   bool admin = false;
   std::vector<Grant> grants;
+  // The names of the buckets a non-admin user may create (globs as in grants); none by default.
+  // A bucket belongs to whoever creates it, so creating one is a permission of its own: a user
+  // free to create any name could take one that others' grants name before its owner does.
+  std::vector<std::string> create_buckets;
 };
 
 // Multipart uploads (TOML table [multipart]; the checkpoint path).
@@ -98,6 +104,10 @@ struct MultipartConfig {
   // every `complete_keepalive` (at least every second) until its result, as S3 does, so that
   // clients do not time out. A failure after that is an Error XML body in the 200 response.
   milliseconds complete_keepalive{10'000};
+  // Open (neither completed nor aborted) uploads a bucket, and a user, may have: each costs a
+  // catalog row until it ends, and one client could otherwise create them without end.
+  std::uint64_t open_uploads_max_per_bucket = 100'000;
+  std::uint64_t open_uploads_max_per_user = 20'000;
 };
 
 struct S3Config {
@@ -108,6 +118,8 @@ struct S3Config {
   std::uint64_t metadata_max_bytes = 2048;  // x-amz-meta-* names and values together (S3: 2 KiB)
   // SigV4 credential scopes must name `region` (S3: AuthorizationHeaderMalformed); off: any.
   bool region_check = false;
+  // SigV2 presigned URLs (AWSAccessKeyId, Expires, Signature) are accepted; false: InvalidRequest.
+  bool sigv2 = true;
   MultipartConfig multipart;  // read from the top-level [multipart] table
 };
 

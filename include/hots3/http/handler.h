@@ -31,6 +31,11 @@ struct HeaderView {
 // Case-insensitive ASCII comparison, as HTTP header names compare.
 bool iequals(std::string_view a, std::string_view b) noexcept;
 
+// A request target as log lines may show it: JSON-escaped (no control character can forge a
+// line), with the values of parameters that carry secrets (signatures, session tokens) replaced
+// by "REDACTED", as in the access log.
+std::string loggable_target(std::string_view target);
+
 // The request line and headers. Views point into the connection's parser and stay valid until
 // the handler returns.
 struct RequestHead {

@@ -160,6 +160,7 @@ struct UploadListPage {
   bool truncated = false;
   std::string next_key_marker;
   std::string next_upload_id_marker;
+  std::uint64_t rows_read = 0;  // upload rows the page read (what it costs)
 };
 
 class WriteTxn;
@@ -219,6 +220,13 @@ class Catalog {
                                              std::uint32_t max_parts);
   Result<std::vector<ExtentRecord>> part_extents(std::int64_t part_id, bool with_checksums = false);
   Result<UploadListPage> list_uploads(std::int64_t bucket_id, const UploadListQuery& query);
+  // Open uploads in a bucket and of an owner, each counted up to `limit` (enough to enforce a cap
+  // of `limit`, without reading further).
+  struct UploadCounts {
+    std::uint64_t in_bucket = 0;
+    std::uint64_t of_owner = 0;
+  };
+  Result<UploadCounts> count_uploads(std::int64_t bucket_id, std::string_view owner, std::uint64_t limit);
   // Uploads created before `created_before_ms` (abandoned-upload cleanup).
   Result<std::vector<UploadRecord>> uploads_older_than(std::int64_t created_before_ms, std::size_t limit);
   // Every extent any object or part references (start-up rebuild of the free space, check).

@@ -225,6 +225,10 @@ class ObjectStore {
       const BucketRecord& bucket, std::string key, std::string owner, ObjectSpec spec,
       std::optional<std::string> checksum_algorithm, std::optional<std::string> checksum_type) = 0;
   virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;
+  // Open uploads in the bucket and of the owner, each counted up to `limit` (on a reader thread).
+  virtual boost::asio::awaitable<Result<Catalog::UploadCounts>> count_uploads(std::int64_t bucket_id,
+                                                                              std::string owner,
+                                                                              std::uint64_t limit) = 0;
   // Commits a finished writer's data as part `part_number` of the upload, replacing an earlier
   // part with that number. Errors: kNotFound (no such upload).
   virtual boost::asio::awaitable<Result<PartRecord>> commit_part(

@@ -18,6 +18,7 @@ namespace hots3::s3::auth {
 namespace {
 
 constexpr std::string_view kUpperHex = "0123456789ABCDEF";
+constexpr std::size_t kCredentialFieldBytesMax = 128;
 constexpr std::string_view kLowerHex = "0123456789abcdef";
 
 // The SigV4 unreserved set: A-Z a-z 0-9 - _ . ~ (RFC 3986), nothing else.
@@ -117,6 +118,13 @@ std::optional<std::string> parse_credential(std::string_view credential, Authori
   }
   if (parts[4] != "aws4_request") {
     return "the Credential must end with 'aws4_request', not '" + std::string(parts[4]) + "'";
+  }
+  // Regions and services are short names; a scope is part of every cached signing key's name,
+  // so a client-chosen one of any length would be memory the client chooses to pin.
+  if (parts[0].size() > kCredentialFieldBytesMax || parts[2].size() > kCredentialFieldBytesMax ||
+      parts[3].size() > kCredentialFieldBytesMax) {
+    return "the Credential's access key, region and service must each be at most " +
+           std::to_string(kCredentialFieldBytesMax) + " bytes";
   }
   out.access_key = std::string(parts[0]);
   out.scope = SigningScope{std::string(parts[1]), std::string(parts[2]), std::string(parts[3])};
@@ -372,13 +380,12 @@ std::variant<PresignedV4, ParseError> parse_presigned_v4(const std::vector<Query
   }
   out.amz_date = date;
   // At most 7 digits before converting, so the parse cannot overflow.
-  constexpr std::uint64_t kMaxExpiresS = 604800;  // 7 days, S3's limit
   if (!all_digits(expires) || expires.size() > 7) {
     return error("X-Amz-Expires must be a number of seconds from 1 to 604800");
   }
   std::uint64_t seconds = 0;
   std::from_chars(expires.data(), expires.data() + expires.size(), seconds);
-  if (seconds < 1 || seconds > kMaxExpiresS)
+  if (seconds < 1 || seconds > static_cast<std::uint64_t>(kPresignedLifetimeSecondsMax))
     return error("X-Amz-Expires must be a number of seconds from 1 to 604800");
   out.expires_s = seconds;
   return out;

@@ -97,6 +97,13 @@ TEST(TimeFormat, RoundTrips) {
   EXPECT_EQ(parse_amz_date("19941106T084937Z"), t);
   EXPECT_FALSE(parse_amz_date("19941106T084937").has_value());
   EXPECT_FALSE(parse_amz_date("19941306T084937Z").has_value());
+  // A signed field has one spelling: no signs in the numbers, no days a month does not have.
+  EXPECT_FALSE(parse_amz_date("20261127T0809-1Z").has_value());
+  EXPECT_FALSE(parse_amz_date("20261127T08+901Z").has_value());
+  EXPECT_FALSE(parse_amz_date("20260230T080901Z").has_value());
+  EXPECT_FALSE(parse_amz_date("20250229T080901Z").has_value());
+  EXPECT_TRUE(parse_amz_date("20240229T080901Z").has_value());
+  EXPECT_FALSE(parse_http_date("Sun, -6 Nov 1994 08:49:37 GMT").has_value());
 }
 
 TEST(Xml, WriterEscapesAndReaderIgnoresNamespaces) {
@@ -109,6 +116,22 @@ TEST(Xml, WriterEscapesAndReaderIgnoresNamespaces) {
   EXPECT_NE(out.find("<Root xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"), std::string::npos) << out;
   EXPECT_NE(out.find("<Text>&lt;&amp;&gt;&quot;</Text>"), std::string::npos) << out;
   EXPECT_NE(out.find("<Flag>true</Flag><Literal>STANDARD</Literal>"), std::string::npos) << out;
+
+  // Whatever a key holds, the document is well-formed: what XML 1.0 cannot carry (C0 controls,
+  // malformed UTF-8, U+FFFF) becomes U+FFFD; CR survives as a reference; nothing ends at a NUL.
+  XmlWriter hostile("ListBucketResult");
+  const std::string key = std::string("a") + '\0' + "b\x01" "c\rd\te\xff" "f\xef\xbf\xbf" "g\xc3\xa9";
+  hostile.element("Key", key);
+  hostile.element("After", "end");
+  const std::string document = hostile.finish();
+  const std::string fffd = "\xef\xbf\xbd";
+  EXPECT_NE(document.find("<Key>a" + fffd + "b" + fffd + "c&#13;d\te" + fffd + "f" + fffd + fffd + fffd + "g\xc3\xa9</Key>"),
+            std::string::npos)
+      << document;
+  auto reread = XmlDocument::parse(document);
+  ASSERT_TRUE(reread.has_value()) << document;
+  EXPECT_EQ(reread->root().child("After")->text(), "end");
+  EXPECT_EQ(reread->root().child("Key")->text(), "a" + fffd + "b" + fffd + "c\rd\te" + fffd + "f" + fffd + fffd + fffd + "g\xc3\xa9");
 
   for (const char* text : {"<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Object><Key>a&amp;b</Key></Object></Delete>",
                            "<Delete><Object><Key>a&#38;b</Key></Object></Delete>"}) {

@@ -67,12 +67,14 @@ class CatalogTest : public ::testing::Test {
   std::unique_ptr<Catalog> catalog_;
 };
 
+constexpr int kLatestSchema = static_cast<int>(detail::kMigrations.size());
+
 TEST_F(CatalogTest, SchemaIsAtTheLatestVersionAndSurvivesReopen) {
-  EXPECT_EQ(catalog_->schema_version(), 3);
+  EXPECT_EQ(catalog_->schema_version(), kLatestSchema);
   make_bucket("b");
   catalog_.reset();
   catalog_ = Catalog::open({dir_.file("catalog.db")});
-  EXPECT_EQ(catalog_->schema_version(), 3);
+  EXPECT_EQ(catalog_->schema_version(), kLatestSchema);
   EXPECT_TRUE(catalog_->find_bucket("b").value().has_value());
 }
 
@@ -612,6 +614,44 @@ TEST_F(CatalogTest, ListUploadsWithPrefixDelimiterAndMarkers) {
   EXPECT_EQ(page.next_upload_id_marker, "u2");
 }
 
+// A page of uploads costs what it returns, however many uploads the bucket holds: a common
+// prefix is stepped over with one seek, and a marker is sought, not scanned to.
+TEST_F(CatalogTest, ListUploadsReadsWhatThePageReturnsNotTheBucket) {
+  auto b = make_bucket("b");
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+    for (int i = 0; i < 5000; ++i) {
+      UploadRecord u;
+      u.id = t.next_id();
+      u.upload_id = fmt::format("u{}", i);
+      u.bucket_id = b.id;
+      u.key = fmt::format("dir-{}/shard-{:05}", i % 2, i);
+      u.owner = i % 3 == 0 ? "alice" : "bob";
+      H3_TRY(t.insert_upload(u));
+    }
+    return {};
+  }));
+  UploadListQuery q;
+  q.delimiter = "/";
+  auto page = catalog_->list_uploads(b.id, q).value();
+  EXPECT_EQ(page.common_prefixes, (std::vector<std::string>{"dir-0/", "dir-1/"}));
+  EXPECT_LE(page.rows_read, 2U);
+  UploadListQuery m;
+  m.key_marker = "dir-1/shard-04000";
+  m.max_uploads = 10;
+  page = catalog_->list_uploads(b.id, m).value();
+  ASSERT_EQ(page.uploads.size(), 10U);
+  EXPECT_EQ(page.uploads[0].key, "dir-1/shard-04001");
+  EXPECT_TRUE(page.truncated);
+  EXPECT_LE(page.rows_read, 11U);
+  // The caps on open uploads count up to their limit and no further.
+  auto counts = catalog_->count_uploads(b.id, "alice", 100000).value();
+  EXPECT_EQ(counts.in_bucket, 5000U);
+  EXPECT_EQ(counts.of_owner, 1667U);
+  counts = catalog_->count_uploads(b.id, "bob", 100).value();
+  EXPECT_EQ(counts.in_bucket, 100U);
+  EXPECT_EQ(counts.of_owner, 100U);
+}
+
 TEST_F(CatalogTest, ReadersOnManyThreadsSeeCommittedData) {
   auto b = make_bucket("b");
   put(b, "k", 3);
@@ -795,7 +835,7 @@ TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {
                     "  VALUES (1, 'a', 7, 5, 'e', 1, 1, 1), (1, 'b', 8, 0, 'e', 1, 1, 1);"
                     "INSERT INTO inline_data(object_id, data) VALUES (7, CAST('hello' AS BLOB)), (8, X'');");
   auto catalog = Catalog::open({path});
-  EXPECT_EQ(catalog->schema_version(), 3);
+  EXPECT_EQ(catalog->schema_version(), kLatestSchema);
   EXPECT_EQ(catalog->inline_data(7).value(), std::optional<std::string>("hello"));
   EXPECT_EQ(catalog->inline_data(8).value(), std::optional<std::string>(""));
   auto object = catalog->find_object_with_data(1, "a").value();
@@ -833,7 +873,7 @@ TEST(CatalogMigration, Version2ObjectsMoveToATableInVersionOrderWithEverything) 
                     "  VALUES (9, 0, 8192, 65536, 8192, X'0000000000000000');"
                     "INSERT INTO object_parts(object_id, part_number, offset, size) VALUES (9, 1, 0, 4096), (9, 2, 4096, 4096);");
   auto catalog = Catalog::open({path});
-  EXPECT_EQ(catalog->schema_version(), 3);
+  EXPECT_EQ(catalog->schema_version(), kLatestSchema);
   auto z = catalog->find_object(1, "z").value();
   ASSERT_TRUE(z.has_value());
   EXPECT_EQ(z->id, 7);
@@ -878,6 +918,9 @@ TEST(CatalogMigration, Version2ObjectsMoveToATableInVersionOrderWithEverything) 
   catalog.reset();
   EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'objects%'"), 3);  // table and two indexes
   EXPECT_EQ(raw_int(path, "SELECT count(*) FROM pragma_index_list('objects') WHERE name = 'objects_key' AND \"unique\""), 1);
+  // Version 4: uploads are listed and counted through indexes of their own.
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN ('uploads_listing', 'uploads_owner')"), 2);
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'uploads_key'"), 0);
   EXPECT_EQ(raw_int(path, "SELECT rowid FROM objects WHERE key = 'a'"), 9);
 }
 

@@ -24,6 +24,8 @@ namespace hots3::s3::auth {
 inline constexpr std::string_view kEmptySha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 inline constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
+// The longest a presigned URL may be valid (S3: 7 days), SigV4's X-Amz-Expires and SigV2's Expires.
+inline constexpr std::int64_t kPresignedLifetimeSecondsMax = 604800;
 
 // ---- primitives ---------------------------------------------------------------------------
 using SigningKey = std::array<std::uint8_t, 32>;
@@ -62,8 +64,9 @@ struct ParseError {
 
 // "AWS4-HMAC-SHA256 Credential=AK/20261121/us-east-1/s3/aws4_request, SignedHeaders=a;b,
 // Signature=hex" with ", " or a bare "," between the parts (s3cmd, minio-go), in any order, the
-// part names in any case. Each part exactly once; anything else is a ParseError whose message
-// says what is wrong ("The authorization header is malformed; missing Signature.").
+// part names in any case. Each part exactly once; the credential's access key, region and service
+// at most 128 bytes each; anything else is a ParseError whose message says what is wrong ("The
+// authorization header is malformed; missing Signature.").
 struct Authorization {
   std::string access_key;
   SigningScope scope;

@@ -1,0 +1,26 @@
+#include "request_parser.h"
+
+#include <string_view>
+
+#include "hots3/http/handler.h"
+
+namespace hots3::http::detail {
+
+namespace bhttp = boost::beast::http;
+
+void limit_request_parser(RequestParser& parser, std::uint64_t header_bytes_max) {
+  parser.header_limit(static_cast<std::uint32_t>(header_bytes_max));
+  parser.body_limit(boost::none);
+}
+
+bool body_framing_clear(const RequestParser::value_type& message) {
+  const auto codings = message.count(bhttp::field::transfer_encoding);
+  if (codings == 0) return true;
+  if (codings > 1 || message.version() < 11 || message.count(bhttp::field::content_length) > 0) return false;
+  std::string_view value = message[bhttp::field::transfer_encoding];
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  return iequals(value, "chunked");
+}
+
+}  // namespace hots3::http::detail

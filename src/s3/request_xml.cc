@@ -1,0 +1,85 @@
+#include "request_xml.h"
+
+#include <charconv>
+
+#include "shared.h"
+#include "xml.h"
+
+namespace hots3::s3 {
+
+std::variant<DeleteRequest, Error> parse_delete_request(std::string_view body) {
+  auto doc = XmlDocument::parse(body);
+  if (!doc || doc->root().name() != "Delete") return Error(Code::kMalformedXML);
+  DeleteRequest request;
+  for (const XmlElement& e : doc->root().children()) {
+    if (e.name() == "Quiet") {
+      const std::string text = e.text();
+      if (text != "true" && text != "false") return Error(Code::kMalformedXML);
+      request.quiet = text == "true";
+    } else if (e.name() == "Object") {
+      auto key = e.child("Key");
+      if (!key) return Error(Code::kMalformedXML);
+      DeleteRequest::Object object{key->text(), std::nullopt};
+      if (auto v = e.child("VersionId")) object.version_id = v->text();
+      request.objects.push_back(std::move(object));
+      if (request.objects.size() > 1000) return Error(Code::kMalformedXML);
+    }
+  }
+  if (request.objects.empty()) return Error(Code::kMalformedXML);
+  return request;
+}
+
+std::variant<std::vector<ListedPart>, Error> parse_complete_request(std::string_view body) {
+  auto doc = XmlDocument::parse(body);
+  if (!doc || doc->root().name() != "CompleteMultipartUpload") return Error(Code::kMalformedXML);
+  std::vector<ListedPart> listed;
+  for (const XmlElement& part : doc->root().children()) {
+    if (part.name() != "Part") continue;
+    auto number = part.child("PartNumber");
+    auto etag = part.child("ETag");
+    if (!number || !etag) return Error(Code::kMalformedXML);
+    const std::string n = number->text();
+    std::uint32_t value = 0;
+    auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
+    if (ec != std::errc{} || end != n.data() + n.size()) return Error(Code::kMalformedXML);
+    ListedPart entry{value, unquoted(etag->text()), {}};
+    for (const XmlElement& field : part.children()) {
+      const std::string_view name = field.name();
+      if (!name.starts_with("Checksum") || name == "ChecksumType") continue;
+      auto algorithm = auth::parse_checksum_algorithm(name.substr(8));
+      if (!algorithm) return Error(Code::kMalformedXML);
+      entry.checksums.emplace_back(*algorithm, field.text());
+    }
+    listed.push_back(std::move(entry));
+  }
+  if (listed.empty()) {
+    return Error(Code::kMalformedXML,
+                 "The XML you provided was not well-formed or did not validate against our published schema: no parts");
+  }
+  return listed;
+}
+
+std::variant<std::optional<std::string>, Error> parse_create_bucket_configuration(std::string_view body) {
+  if (body.empty()) return std::optional<std::string>();
+  auto doc = XmlDocument::parse(body);
+  if (!doc || doc->root().name() != "CreateBucketConfiguration") return Error(Code::kMalformedXML);
+  if (auto element = doc->root().child("LocationConstraint")) return std::optional<std::string>(element->text());
+  return std::optional<std::string>();
+}
+
+std::variant<bool, Error> acl_is_owner_full_control(std::string_view body, std::string_view owner_id) {
+  auto doc = XmlDocument::parse(body);
+  if (!doc) return Error(Code::kMalformedXML);
+  bool owner_only = true;
+  if (auto list = doc->root().child("AccessControlList")) {
+    for (const XmlElement& grant : list->children()) {
+      auto permission = grant.child("Permission");
+      auto grantee = grant.child("Grantee");
+      auto id = grantee ? grantee->child("ID") : std::nullopt;
+      if (!permission || permission->text() != "FULL_CONTROL" || !id || id->text() != owner_id) owner_only = false;
+    }
+  }
+  return owner_only;
+}
+
+}  // namespace hots3::s3

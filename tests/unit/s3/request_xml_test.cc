@@ -1,0 +1,74 @@
+#include "s3/request_xml.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace hots3::s3 {
+namespace {
+
+TEST(RequestXml, DeleteTakesOneToAThousandObjects) {
+  auto parsed = parse_delete_request(
+      "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"
+      "<Object><Key>a&amp;b</Key></Object><Object><Key>c</Key><VersionId>null</VersionId></Object></Delete>");
+  ASSERT_TRUE(std::holds_alternative<DeleteRequest>(parsed));
+  const auto& request = std::get<DeleteRequest>(parsed);
+  EXPECT_TRUE(request.quiet);
+  ASSERT_EQ(request.objects.size(), 2U);
+  EXPECT_EQ(request.objects[0].key, "a&b");
+  EXPECT_FALSE(request.objects[0].version_id.has_value());
+  EXPECT_EQ(request.objects[1].version_id, "null");
+
+  for (const std::string body : {"<Delete></Delete>", "<Delete><Quiet>yes</Quiet><Object><Key>a</Key></Object></Delete>",
+                                 "<Delete><Object><VersionId>x</VersionId></Object></Delete>", "<Remove/>", "not xml"}) {
+    auto refused = parse_delete_request(body);
+    ASSERT_TRUE(std::holds_alternative<Error>(refused)) << body;
+    EXPECT_EQ(std::get<Error>(refused).code, Code::kMalformedXML) << body;
+  }
+  std::string many = "<Delete>";
+  for (int i = 0; i < 1001; ++i) many += "<Object><Key>k</Key></Object>";
+  EXPECT_TRUE(std::holds_alternative<Error>(parse_delete_request(many + "</Delete>")));
+}
+
+TEST(RequestXml, CompleteListsPartsAsSent) {
+  auto parsed = parse_complete_request(
+      "<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>\"e2\"</ETag>"
+      "<ChecksumCRC32>AAAAAA==</ChecksumCRC32><ChecksumType>COMPOSITE</ChecksumType></Part>"
+      "<Part><ETag>e1</ETag><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>");
+  ASSERT_TRUE(std::holds_alternative<std::vector<ListedPart>>(parsed));
+  const auto& parts = std::get<std::vector<ListedPart>>(parsed);
+  ASSERT_EQ(parts.size(), 2U);
+  EXPECT_EQ(parts[0].number, 2U);
+  EXPECT_EQ(parts[0].etag, "e2");
+  ASSERT_EQ(parts[0].checksums.size(), 1U);
+  EXPECT_EQ(parts[0].checksums[0].first, auth::ChecksumAlgorithm::kCrc32);
+  EXPECT_EQ(parts[1].number, 1U);  // the order is the client's: the completion judges it
+
+  for (const char* body :
+       {"<CompleteMultipartUpload/>", "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Part><PartNumber>-1</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Part><PartNumber>99999999999</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>",
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>e</ETag><ChecksumMD5>x</ChecksumMD5></Part>"
+        "</CompleteMultipartUpload>"}) {
+    auto refused = parse_complete_request(body);
+    ASSERT_TRUE(std::holds_alternative<Error>(refused)) << body;
+    EXPECT_EQ(std::get<Error>(refused).code, Code::kMalformedXML) << body;
+  }
+}
+
+TEST(RequestXml, BucketConfigurationAndAcl) {
+  EXPECT_EQ(std::get<std::optional<std::string>>(parse_create_bucket_configuration("")), std::nullopt);
+  EXPECT_EQ(std::get<std::optional<std::string>>(parse_create_bucket_configuration(
+                "<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>")),
+            "eu-west-1");
+  EXPECT_TRUE(std::holds_alternative<Error>(parse_create_bucket_configuration("<Bucket/>")));
+  const std::string owner_only =
+      "<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>me</ID></Grantee>"
+      "<Permission>FULL_CONTROL</Permission></Grant></AccessControlList></AccessControlPolicy>";
+  EXPECT_TRUE(std::get<bool>(acl_is_owner_full_control(owner_only, "me")));
+  EXPECT_FALSE(std::get<bool>(acl_is_owner_full_control(owner_only, "you")));
+  EXPECT_TRUE(std::holds_alternative<Error>(acl_is_owner_full_control("<Acl", "me")));
+}
+
+}  // namespace
+}  // namespace hots3::s3
