@@ -3,7 +3,9 @@
 #
 #   packaging/setup.sh run    install what is needed, build, start hots3 with its defaults
 #                             (further arguments go to `hots3 serve`: --listen 127.0.0.1:9001)
-#   packaging/setup.sh test   install what is needed, build (release + ASan/UBSan), run every test
+#   packaging/setup.sh test   install what is needed, build (release + ASan/UBSan), run every test,
+#                             and fuzz every parser for 30 s each (clang, libFuzzer)
+#   packaging/setup.sh fuzz   the fuzzing alone, for H3_FUZZ_SECONDS each (H3_FUZZ_SECONDS=1800)
 #   packaging/setup.sh bench  install what is needed, build release, run bench/run.sh (quiet machine!)
 #
 # Both install their own dependencies (apt-get; npm for the JavaScript clients), so a bare
@@ -35,6 +37,10 @@ BUILD_PACKAGES=(
 # of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse).
 TEST_PACKAGES=(
   curl python3-boto3 python3-pytest awscli s3cmd rclone s3fs
+)
+# The fuzz harnesses: clang with libFuzzer (its runtime is in libclang-rt-14-dev).
+FUZZ_PACKAGES=(
+  clang libclang-rt-14-dev python3
 )
 
 # What bench/run.sh measures against (fio, nginx with wrk) and, for PEERS=radosgw, a one-node Ceph.
@@ -102,13 +108,25 @@ install_node() {
 RELEASE_DIR=$ROOT/build/release
 RELEASE_BUILD_OPTIONS=(
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_WERROR=ON -DH3_BUILD_TESTS=ON -DH3_BUILD_BENCH=ON
-  -DH3_SANITIZE= -DH3_MIMALLOC=ON
+  -DH3_SANITIZE= -DH3_MIMALLOC=ON -DH3_FUZZ=OFF
 )
 ASAN_DIR=$ROOT/build/asan
 ASAN_BUILD_OPTIONS=(
   -DCMAKE_BUILD_TYPE=Debug -DH3_WERROR=ON -DH3_BUILD_TESTS=ON -DH3_BUILD_BENCH=OFF
-  "-DH3_SANITIZE=address,undefined" -DH3_MIMALLOC=OFF
+  "-DH3_SANITIZE=address,undefined" -DH3_MIMALLOC=OFF -DH3_FUZZ=OFF
 )
+FUZZ_DIR=$ROOT/build/fuzz
+FUZZ_BUILD_OPTIONS=(
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DH3_WERROR=ON -DH3_BUILD_TESTS=OFF -DH3_BUILD_BENCH=OFF
+  "-DH3_SANITIZE=address,undefined" -DH3_MIMALLOC=OFF -DH3_FUZZ=ON
+)
+# clang by its full path, as CMake records it: another spelling would look like another compiler
+# and make CMake start the directory anew.
+configure_fuzz() {
+  configure "$FUZZ_DIR" "${FUZZ_BUILD_OPTIONS[@]}" -DCMAKE_CXX_COMPILER="$(command -v clang++ || echo clang++)"
+}
+# Seconds each fuzz harness runs: a short round in every test run, longer by hand.
+FUZZ_SECONDS=${H3_FUZZ_SECONDS:-30}
 
 # H3_SETUP_STOP=configure: configure the build directories as the command would, print what it
 # would do next, and stop (no installs, no builds). packaging/setup_test.py drives the commands
@@ -199,6 +217,13 @@ check_port() {
   fi
 }
 
+# Every fuzz harness for FUZZ_SECONDS, two at a time; a crash fails its test and leaves the
+# input in build/fuzz/tests/fuzz/crashes/ (tests/fuzz/README.md says what to do with it).
+fuzz() {
+  log "Fuzzing, $FUZZ_SECONDS s per harness"
+  H3_FUZZ_SECONDS=$FUZZ_SECONDS run_ctest "$FUZZ_DIR" fuzz
+}
+
 case "$MODE" in
   run)
     shift
@@ -217,22 +242,38 @@ case "$MODE" in
     exec "$RELEASE_DIR/src/hots3" serve --data "$ROOT/data" "$@"
     ;;
   test)
-    install_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+    install_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"
     install_node
     configure "$RELEASE_DIR" "${RELEASE_BUILD_OPTIONS[@]}" -DNODE_EXECUTABLE="$NODE_BIN"
     configure "$ASAN_DIR" "${ASAN_BUILD_OPTIONS[@]}" -DNODE_EXECUTABLE="$NODE_BIN"
+    configure_fuzz
     build "$RELEASE_DIR"
     build "$ASAN_DIR"
+    build "$FUZZ_DIR" hots3-fuzzers
     if [ "$STOP" = configure ]; then
       would ctest --test-dir "$RELEASE_DIR" -L '.*'
       would ctest --test-dir "$ASAN_DIR" -L 'unit|integration'
+      would ctest --test-dir "$FUZZ_DIR" -L fuzz
       exit 0
     fi
     run_ctest "$RELEASE_DIR" '.*'
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_ctest "$ASAN_DIR" 'unit|integration'
+    fuzz
     echo
-    echo "release and sanitizer runs together:"
+    echo "release, sanitizer and fuzz runs together:"
+    echo "$PASSED passed, $FAILED failed"
+    [ "$FAILED" -eq 0 ]
+    ;;
+  fuzz)
+    install_packages "${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"
+    configure_fuzz
+    build "$FUZZ_DIR" hots3-fuzzers
+    if [ "$STOP" = configure ]; then
+      would ctest --test-dir "$FUZZ_DIR" -L fuzz
+      exit 0
+    fi
+    fuzz
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]
     ;;
@@ -248,7 +289,7 @@ case "$MODE" in
     exec "$ROOT/bench/run.sh" build/release
     ;;
   *)
-    echo "usage: $0 run [hots3 serve options] | test | bench" >&2
+    echo "usage: $0 run [hots3 serve options] | test | fuzz | bench" >&2
     exit 64
     ;;
 esac

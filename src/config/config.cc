@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -382,9 +384,17 @@ ListenAddress parse_listen(std::string_view text) {
 }
 
 void apply_file(Config& config, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot be opened for reading", path));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ConfigError(fmt::format("{}: cannot be read", path));
+  apply_text(config, text, path);
+}
+
+void apply_text(Config& config, std::string_view text, const std::string& path) {
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source();
     if (where.begin.line == 0) throw ConfigError(fmt::format("{}: {}", path, e.description()));

@@ -109,6 +109,7 @@ class Session final : public Connection, public Exchange {
 
  private:
   asio::awaitable<void> loop();
+  asio::awaitable<error_code> read_head();
   asio::awaitable<void> serve();
   asio::awaitable<void> answer_protocol_error(ProtocolError error);
   asio::awaitable<Result<void>> send(std::span<const asio::const_buffer> buffers);
@@ -178,7 +179,7 @@ asio::awaitable<void> Session<Stream>::loop() {
     arm(config_.header_timeout);
     parser_.emplace();
     limit_request_parser(*parser_, config_.header_bytes_max);
-    auto [ec, n] = co_await bhttp::async_read_header(stream_, buffer_, *parser_, kTuple);
+    const error_code ec = co_await read_head();
     disarm();
     if (ec) {
       const bool parse_error = ec.category() == kBeastHttpCategory &&
@@ -209,6 +210,22 @@ asio::awaitable<void> Session<Stream>::loop() {
   error_code ignored;  // the peer may have gone already
   lowest(stream_).shutdown(tcp::socket::shutdown_both, ignored);
   lowest(stream_).close(ignored);
+}
+
+template <class Stream>
+asio::awaitable<error_code> Session<Stream>::read_head() {
+  std::uint64_t head_bytes = 0;
+  for (;;) {
+    error_code put_ec;
+    const auto data = buffer_.data();
+    buffer_.consume(put_head(*parser_, std::string_view(static_cast<const char*>(data.data()), data.size()),
+                             head_bytes, config_.header_bytes_max, put_ec));
+    if (put_ec != bhttp::error::need_more) co_return put_ec;  // complete ({}), or refused
+    auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(kReadChunkBytes), kTuple);
+    if (ec == asio::error::eof) co_return bhttp::error::partial_message;  // gone mid-head
+    if (ec) co_return ec;
+    buffer_.commit(n);
+  }
 }
 
 template <class Stream>

@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <charconv>
 #include <random>
+#include <span>
 #include <variant>
 
 #include "hots3/common/logging.h"
@@ -50,6 +53,41 @@ std::optional<std::string> repeated_parameter(const std::vector<auth::QueryParam
   const auto twice = std::adjacent_find(names.begin(), names.end());
   if (twice == names.end()) return std::nullopt;
   return std::string(*twice);
+}
+
+// The name of a header given more than once among those S3 reads as one value (Authorization,
+// Host, Range, Expect, Content-*, If-*, X-Amz-*), if any. Others (Via, Accept, ...) may repeat.
+std::optional<std::string_view> repeated_header(std::span<const http::HeaderView> headers) {
+  auto starts = [](std::string_view name, std::string_view prefix) {
+    return name.size() >= prefix.size() && http::iequals(name.substr(0, prefix.size()), prefix);
+  };
+  std::array<std::string_view, 32> small{};
+  std::vector<std::string_view> large;
+  std::size_t count = 0;
+  for (const auto& h : headers) {
+    const std::string_view name = h.name;
+    if (!(starts(name, "x-amz-") || starts(name, "content-") || starts(name, "if-") || http::iequals(name, "authorization") ||
+          http::iequals(name, "host") || http::iequals(name, "range") || http::iequals(name, "expect"))) {
+      continue;
+    }
+    if (count < small.size()) {
+      small[count] = name;
+    } else {
+      if (large.empty()) large.assign(small.begin(), small.end());
+      large.push_back(name);
+    }
+    ++count;
+  }
+  std::span<std::string_view> names = large.empty() ? std::span(small.data(), count) : std::span(large);
+  auto less = [](std::string_view a, std::string_view b) {
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+      return std::tolower(static_cast<unsigned char>(x)) < std::tolower(static_cast<unsigned char>(y));
+    });
+  };
+  std::sort(names.begin(), names.end(), less);
+  const auto twice = std::adjacent_find(names.begin(), names.end(), http::iequals);
+  if (twice == names.end()) return std::nullopt;
+  return *twice;
 }
 
 std::string lower(std::string_view s) {
@@ -177,6 +215,12 @@ std::optional<Error> Service::locate(Request& r) {
   if (!path || !query) return Error(Code::kInvalidURI);
   r.path = std::move(*path);
   r.query = std::move(*query);
+  if (auto repeated = repeated_header(r.head.headers)) {
+    // The same for headers: SigV4 signs a repeated header's values joined, an operation reads
+    // the first (and two Authorization headers could be read differently by a proxy in front).
+    return Error(Code::kInvalidArgument, "The header " + std::string(repeated->substr(0, 256)) + " appears more than once.")
+        .with("ArgumentName", std::string(repeated->substr(0, 256)));
+  }
   if (auto repeated = repeated_parameter(r.query)) {
     // SigV4 signs every value of a repeated parameter, sorted; an operation reads the first. The
     // same signature would then cover both orders, and a reordering would change what it does.

@@ -18,8 +18,8 @@ import unittest
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # The cache entries that decide what a build directory builds and how.
-OPTIONS = ("CMAKE_BUILD_TYPE", "CMAKE_GENERATOR", "H3_BUILD_BENCH", "H3_BUILD_TESTS", "H3_MIMALLOC",
-           "H3_SANITIZE", "H3_WERROR")
+OPTIONS = ("CMAKE_BUILD_TYPE", "CMAKE_CXX_COMPILER", "CMAKE_GENERATOR", "H3_BUILD_BENCH", "H3_BUILD_TESTS",
+           "H3_FUZZ", "H3_MIMALLOC", "H3_SANITIZE", "H3_WERROR")
 
 
 def copy_of_repository(dest):
@@ -63,7 +63,7 @@ class SetupCommands(unittest.TestCase):
         cls.fresh = os.path.join(cls.tmp, "fresh")
         copy_of_repository(cls.fresh)
         cls.run_setup(cls.fresh, "test")
-        cls.reference = {d: cache(os.path.join(cls.fresh, "build", d)) for d in ("release", "asan")}
+        cls.reference = {d: cache(os.path.join(cls.fresh, "build", d)) for d in ("release", "asan", "fuzz")}
         cls.reference_tests = listed_tests(os.path.join(cls.fresh, "build", "release"))
 
     @classmethod
@@ -85,7 +85,7 @@ class SetupCommands(unittest.TestCase):
         copy_of_repository(root)
         return root
 
-    def assert_like_a_fresh_clone(self, root, dirs=("release", "asan")):
+    def assert_like_a_fresh_clone(self, root, dirs=("release", "asan", "fuzz")):
         for d in dirs:
             self.assertEqual(cache(os.path.join(root, "build", d)), self.reference[d], d)
         if "release" in dirs:
@@ -100,6 +100,8 @@ class SetupCommands(unittest.TestCase):
         self.assertEqual(release["H3_SANITIZE"], "")
         self.assertEqual(asan["H3_SANITIZE"], "address,undefined")
         self.assertEqual(asan["CMAKE_BUILD_TYPE"], "Debug")
+        self.assertEqual(self.reference["fuzz"]["H3_FUZZ"], "ON")
+        self.assertEqual(release["H3_FUZZ"], "OFF")
         self.assertGreater(self.reference_tests, 10)
 
     def test_run_then_test_then_test_then_run(self):

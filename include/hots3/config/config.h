@@ -136,6 +136,8 @@ struct Config {
 // parsed, an unknown section or key, or a value of the wrong type or out of range; the message
 // has the form "<path>:<line>: <key>: <problem>".
 void apply_file(Config& config, const std::string& path);
+// The same for TOML text; `path` names it in messages.
+void apply_text(Config& config, std::string_view text, const std::string& path);
 
 // Parses "host:port", "[v6]:port" or ":port" (host 127.0.0.1). Throws ConfigError.
 ListenAddress parse_listen(std::string_view text);
