@@ -505,8 +505,9 @@ std::optional<Error> Service::authenticate_v2_query(Request& r) {
   if (expires_s - now_s > auth::kPresignedLifetimeSecondsMax) {
     // The lifetime SigV4 URLs have at most (X-Amz-Expires); without it a leaked URL would be
     // good for ever.
+    // (Expires is echoed as sent: in milliseconds it could overflow.)
     return Error(Code::kAccessDenied, "Expires must be at most 604800 seconds (7 days) from now")
-        .with("Expires", http_date(expires_s * 1000))
+        .with("Expires", expires.substr(0, 32))
         .with("ServerTime", http_date(now_ms()));
   }
   // CanonicalizedAmzHeaders: x-amz-* headers, lower-cased, sorted, "name:value\n".

@@ -70,46 +70,37 @@ class ServeTest(unittest.TestCase):
             self.assertIn("stopped", server.read_stderr())
 
     def test_development_keys_are_printed_and_kept_across_restarts(self):
+        # The second start says that it reuses the store and its credentials.
         with tempfile.TemporaryDirectory() as d:
-            keys = []
+            keys, outputs = [], []
             for _ in range(2):
                 server = harness.ServerProcess(HOTS3, ["serve", "--data", os.path.join(d, "data")],
                                                workdir=d)
                 with server:
-                    pass
+                    if not keys:
+                        access, secret = self.dev_keys(d)
+                        r = s3.send(server.port, s3.SignedRequest("PUT", "/kept", port=server.port,
+                                                                  access=access, secret=secret).wire())
+                        self.assertEqual(r.status, 200, r)
                 out = server.read_stdout()
                 m = re.search(r"AWS_ACCESS_KEY_ID=(\S+)\n.*AWS_SECRET_ACCESS_KEY=(\S+)", out, re.S)
                 self.assertIsNotNone(m, out)
                 self.assertIn("aws --endpoint-url http://127.0.0.1:%d s3 ls" % server.port, out)
                 keys.append(m.groups())
+                outputs.append(out)
             self.assertEqual(keys[0], keys[1])
             mode = os.stat(os.path.join(d, "data", "credentials")).st_mode & 0o777
             self.assertEqual(mode, 0o600)
-
-    def test_a_second_start_says_it_reuses_the_store_and_its_credentials(self):
-        with tempfile.TemporaryDirectory() as d:
-            outputs = []
-            for _ in range(2):
-                server = harness.ServerProcess(HOTS3, ["serve", "--data", os.path.join(d, "data")],
-                                               workdir=d)
-                with server:
-                    if not outputs:
-                        r = s3.send(server.port, s3.SignedRequest(
-                            "PUT", "/kept", port=server.port, **self.dev_keys(d)).wire())
-                        self.assertEqual(r.status, 200, r)
-                outputs.append(server.read_stdout())
             self.assertIn("Development credentials (new, kept in", outputs[0])
             self.assertNotIn("Reusing", outputs[0])
             self.assertIn("Development credentials (the same as before, from", outputs[1])
-            self.assertIn("Reusing the store in %s (1 bucket(s)" % os.path.join(d, "data"),
-                          outputs[1])
+            self.assertIn("Reusing the store in %s (1 bucket(s)" % os.path.join(d, "data"), outputs[1])
 
     @staticmethod
     def dev_keys(d):
         with open(os.path.join(d, "data", "credentials")) as f:
             text = f.read()
-        return {"access": re.search(r'access_key = "(\S+)"', text).group(1),
-                "secret": re.search(r'secret_key = "(\S+)"', text).group(1)}
+        return (re.search(r'access_key = "(\S+)"', text).group(1), re.search(r'secret_key = "(\S+)"', text).group(1))
 
     def test_a_port_taken_by_another_server_is_refused_with_the_way_out(self):
         # Another process listening with SO_REUSEPORT, as a second hots3 does: binding beside it

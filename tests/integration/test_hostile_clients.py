@@ -59,31 +59,20 @@ def read_until_closed(sock, timeout_s):
         return None
 
 
-class HostileClients(unittest.TestCase):
+class HostileClients(s3.ServerTestCase):
+    # Under AddressSanitizer freed memory waits in a quarantine before it is reused; a small one
+    # keeps the memory measurement about hots3, not the sanitizer.
+    server_options = {"http_config": HTTP, "device_size": "1GiB",
+                      "env": {"ASAN_OPTIONS": ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                                                     "quarantine_size_mb=8"]))}}
+
     @classmethod
     def setUpClass(cls):
-        # Under AddressSanitizer freed memory waits in a quarantine before it is reused; a small
-        # one keeps the memory measurement about hots3, not the sanitizer.
-        asan = os.environ.get("ASAN_OPTIONS", "")
-        cls.server = s3.hots3_server(http_config=HTTP, device_size="1GiB",
-                                     env={"ASAN_OPTIONS": (asan + ":" if asan else "") + "quarantine_size_mb=8"})
-        cls.server.start()
-        cls.port = cls.server.port
+        super().setUpClass()
         assert cls.signed("PUT", "/hostile").status == 200
         assert cls.signed("PUT", "/hostile/kept", body=b"kept").status == 200
         upload = cls.signed("POST", "/hostile/mpu", [("uploads", "")])
         cls.upload_id = re.search(rb"<UploadId>([^<]+)</UploadId>", upload.body).group(1).decode()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            assert cls.server.stop() == 0
-        finally:
-            cls.server.cleanup()
-
-    @classmethod
-    def signed(cls, method, path, query=(), headers=None, body=b"", **kw):
-        return s3.send(cls.port, s3.SignedRequest(method, path, query, headers, body=body, port=cls.port, **kw).wire())
 
     def keys(self):
         r = self.signed("GET", "/hostile", [("list-type", "2")])

@@ -52,29 +52,16 @@ def raw_request(port, method, target, headers=None, body=b""):
     return s3.send(port, head.encode() + b"\r\n" + body)
 
 
-class SecurityTest(unittest.TestCase):
-    extra_config = EXTRA_USERS
+class SecurityTest(s3.ServerTestCase):
+    server_config = EXTRA_USERS
+    server_options = {"args": ("--log-level", "debug")}
 
     @classmethod
     def setUpClass(cls):
-        cls.server = s3.hots3_server(cls.extra_config, args=("--log-level", "debug")).start()
-        cls.port = cls.server.port
+        super().setUpClass()
         for bucket in ("main", "shared-drop", "owned-by-admin"):
             assert cls.signed("PUT", "/" + bucket).status == 200
         assert cls.signed("PUT", "/main/secret", body=b"the admin's private bytes").status == 200
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            assert cls.server.stop() == 0
-        finally:
-            cls.server.cleanup()
-
-    @classmethod
-    def signed(cls, method, path, query=(), headers=None, body=b"", user=None, **kw):
-        keys = user or {}
-        req = s3.SignedRequest(method, path, query, headers, body=body, port=cls.port, **keys, **kw)
-        return s3.send(cls.port, req.wire())
 
     def assertError(self, r, status, code):
         self.assertEqual((r.status, xml_code(r.body)), (status, code), r.body[:2000])
@@ -137,7 +124,7 @@ class SecurityTest(unittest.TestCase):
 
     def test_client_tokens_belong_to_their_user(self):
         self.signed("PUT", "/shared-drop/a", body=b"a")
-        self.signed("PUT", "/shared-drop/c", body=b"c", user=WRITER)
+        self.signed("PUT", "/shared-drop/c", body=b"c", **WRITER)
         token = {"x-amz-client-token": "same-token"}
         r = self.signed("PUT", "/shared-drop/b", query=[("renameObject", "")],
                         headers=dict(token, **{"x-amz-rename-source": "/shared-drop/a"}))
@@ -145,7 +132,7 @@ class SecurityTest(unittest.TestCase):
         # Another user's rename with the same token is a rename of its own, not a retry of the
         # admin's (neither IdempotencyParameterMismatch nor a 200 that renames nothing).
         r = self.signed("PUT", "/shared-drop/d", query=[("renameObject", "")],
-                        headers=dict(token, **{"x-amz-rename-source": "/shared-drop/c"}), user=WRITER)
+                        headers=dict(token, **{"x-amz-rename-source": "/shared-drop/c"}), **WRITER)
         self.assertEqual(r.status, 200, r.body)
         self.assertTrue(self.exists("/shared-drop/d"))
         self.assertFalse(self.exists("/shared-drop/c"))
@@ -245,21 +232,21 @@ class SecurityTest(unittest.TestCase):
     # ---- who may create and own a bucket ------------------------------------------------------
 
     def test_bucket_creation_is_a_permission(self):
-        self.assertError(self.signed("PUT", "/shared-taken", user=READER), 403, "AccessDenied")
+        self.assertError(self.signed("PUT", "/shared-taken", **READER), 403, "AccessDenied")
         self.assertEqual(self.signed("HEAD", "/shared-taken").status, 404)
-        self.assertEqual(self.signed("PUT", "/readers-own", user=READER).status, 200)
-        self.assertEqual(self.signed("PUT", "/readers-own", user=READER).status, 200)  # its owner, again
+        self.assertEqual(self.signed("PUT", "/readers-own", **READER).status, 200)
+        self.assertEqual(self.signed("PUT", "/readers-own", **READER).status, 200)  # its owner, again
 
     def test_grants_that_name_an_owner_give_nothing_in_a_bucket_someone_else_took(self):
         # mallory may create owned-* names and takes one before the admin does.
-        self.assertEqual(self.signed("PUT", "/owned-taken", user=MALLORY).status, 200)
-        r = self.signed("PUT", "/owned-taken/carols-data", body=b"secret", user=CAROL)
+        self.assertEqual(self.signed("PUT", "/owned-taken", **MALLORY).status, 200)
+        r = self.signed("PUT", "/owned-taken/carols-data", body=b"secret", **CAROL)
         self.assertError(r, 403, "AccessDenied")
         # In the admin's owned-* bucket carol's grant holds; in a drop-* bucket (no owner named)
         # it holds whoever owns it.
-        self.assertEqual(self.signed("PUT", "/owned-by-admin/carols-data", body=b"x", user=CAROL).status, 200)
-        self.assertEqual(self.signed("PUT", "/drop-mallory", user=MALLORY).status, 200)
-        self.assertEqual(self.signed("PUT", "/drop-mallory/x", body=b"x", user=CAROL).status, 200)
+        self.assertEqual(self.signed("PUT", "/owned-by-admin/carols-data", body=b"x", **CAROL).status, 200)
+        self.assertEqual(self.signed("PUT", "/drop-mallory", **MALLORY).status, 200)
+        self.assertEqual(self.signed("PUT", "/drop-mallory/x", body=b"x", **CAROL).status, 200)
 
     # ---- signed fields have one spelling ------------------------------------------------------
 
@@ -310,25 +297,24 @@ class LimitsTest(unittest.TestCase):
     def test_open_uploads_are_capped_per_user_and_per_bucket(self):
         config = EXTRA_USERS + "[multipart]\nopen_uploads_max_per_user = 3\nopen_uploads_max_per_bucket = 5\n"
         with s3.hots3_server(config) as server:
-            def signed(method, path, query=(), user=None):
-                req = s3.SignedRequest(method, path, query, port=server.port, **(user or {}))
-                return s3.send(server.port, req.wire())
+            def signed(method, path, query=(), **keys):
+                return s3.send(server.port, s3.SignedRequest(method, path, query, port=server.port, **keys).wire())
 
-            self.assertEqual(signed("PUT", "/drop-x", user=MALLORY).status, 200)
+            self.assertEqual(signed("PUT", "/drop-x", **MALLORY).status, 200)
             for i in range(3):
-                self.assertEqual(signed("POST", "/drop-x/k%d" % i, [("uploads", "")], user=MALLORY).status, 200)
-            r = signed("POST", "/drop-x/k3", [("uploads", "")], user=MALLORY)
+                self.assertEqual(signed("POST", "/drop-x/k%d" % i, [("uploads", "")], **MALLORY).status, 200)
+            r = signed("POST", "/drop-x/k3", [("uploads", "")], **MALLORY)
             self.assertEqual((r.status, xml_code(r.body)), (400, "InvalidRequest"), r.body)
             self.assertIn(b"for this user", r.body)
             for i in range(2):
-                self.assertEqual(signed("POST", "/drop-x/c%d" % i, [("uploads", "")], user=CAROL).status, 200)
-            r = signed("POST", "/drop-x/c2", [("uploads", "")], user=CAROL)
+                self.assertEqual(signed("POST", "/drop-x/c%d" % i, [("uploads", "")], **CAROL).status, 200)
+            r = signed("POST", "/drop-x/c2", [("uploads", "")], **CAROL)
             self.assertIn(b"in this bucket", r.body)
             # Ending one makes room again.
             page = signed("GET", "/drop-x", [("uploads", "")]).body
             upload = re.search(rb"<Key>k0</Key><UploadId>([^<]+)</UploadId>", page).group(1).decode()
-            self.assertEqual(signed("DELETE", "/drop-x/k0", [("uploadId", upload)], user=MALLORY).status, 204)
-            self.assertEqual(signed("POST", "/drop-x/k3", [("uploads", "")], user=MALLORY).status, 200)
+            self.assertEqual(signed("DELETE", "/drop-x/k0", [("uploadId", upload)], **MALLORY).status, 204)
+            self.assertEqual(signed("POST", "/drop-x/k3", [("uploads", "")], **MALLORY).status, 200)
 
     def test_sigv2_can_be_turned_off(self):
         with s3.hots3_server("[s3]\nsigv2 = false\n") as server:

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import unittest
 import urllib.parse
 
 import harness
@@ -64,6 +65,33 @@ def hots3_server(extra_config="", device_size="4GiB", cache_size="64MiB", args=(
                                    config=config, workdir=workdir, **server_args)
     server.owned_dir = owned
     return server
+
+
+class ServerTestCase(unittest.TestCase):
+    """Tests that share one hots3 (started before the first, stopped after the last, which must
+    exit 0). `server_config`: more configuration (TOML, after the test users); `server_options`:
+    keyword arguments of hots3_server."""
+
+    server_config = ""
+    server_options = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = hots3_server(cls.server_config, **cls.server_options).start()
+        cls.port = cls.server.port
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            assert cls.server.stop() == 0
+        finally:
+            cls.server.cleanup()
+
+    @classmethod
+    def signed(cls, method, path, query=(), headers=None, body=b"", **keys):
+        """A hand-signed request on a fresh connection (`keys`: SignedRequest's, e.g. access and
+        secret); returns the harness Response."""
+        return send(cls.port, SignedRequest(method, path, query, headers, body=body, port=cls.port, **keys).wire())
 
 
 def _hmac(key, msg):
