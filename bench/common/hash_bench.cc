@@ -4,14 +4,13 @@
 //
 //   build/bench/hots3-hash-bench [--benchmark_filter=...]
 
-#include <benchmark/benchmark.h>
-
-#include <random>
-#include <vector>
-
 #include "hots3/common/digest.h"
 #include "hots3/common/md5.h"
 #include "hots3/s3/auth/checksum.h"
+
+#include <benchmark/benchmark.h>
+#include <random>
+#include <vector>
 
 namespace {
 

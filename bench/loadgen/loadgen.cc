@@ -18,7 +18,11 @@
 // Reports ops/s, MB/s, latency percentiles, errors, the generator's own CPU time and, with
 // --server-pid, the server's CPU seconds per GB moved and its peak RSS; as a table and JSON.
 
-#include <sys/resource.h>
+#include "s3_client.h"
+
+#include "hots3/common/digest.h"
+#include "hots3/common/units.h"
+#include "hots3/s3/auth/checksum.h"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -42,13 +46,9 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
-
-#include "hots3/common/digest.h"
-#include "hots3/common/units.h"
-#include "hots3/s3/auth/checksum.h"
-#include "s3_client.h"
 
 namespace hots3::bench {
 namespace {
@@ -98,7 +98,8 @@ struct Options {
 };
 
 enum Op : std::uint8_t { kPut, kGet, kRange, kHead, kList, kDelete, kMultipart, kPart, kOpCount };
-constexpr std::array<std::string_view, kOpCount> kOpNames = {"PUT", "GET", "GET-RANGE", "HEAD", "LIST", "DELETE", "MULTIPART", "PART"};
+constexpr std::array<std::string_view, kOpCount> kOpNames = {"PUT",  "GET",    "GET-RANGE", "HEAD",
+                                                             "LIST", "DELETE", "MULTIPART", "PART"};
 
 struct OpStats {
   std::uint64_t ops = 0;
@@ -129,7 +130,8 @@ std::optional<ProcessSample> sample_process(int pid) {
   const auto close = text.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(text.substr(close + 2));
-  std::vector<std::string> f((std::istream_iterator<std::string>(fields)), std::istream_iterator<std::string>());
+  std::vector<std::string> f((std::istream_iterator<std::string>(fields)),
+                             std::istream_iterator<std::string>());
   if (f.size() < 22) return std::nullopt;
   // After the command: state(0) ... utime(11) stime(12) ... rss(21) in pages.
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
@@ -212,7 +214,9 @@ class WaitGroup {
 // The statuses that count as success for a request (up to three).
 struct Expected {
   unsigned a = 200, b = 0, c = 0;
-  [[nodiscard]] bool has(unsigned status) const { return status == a || status == b || status == c; }
+  [[nodiscard]] bool has(unsigned status) const {
+    return status == a || status == b || status == c;
+  }
 };
 
 class LoadGen {
@@ -231,7 +235,9 @@ class LoadGen {
     endpoint_ = *ep;
     credentials_ = {o_.access_key, o_.secret_key, o_.region};
     if (!o_.plain && (credentials_.access_key.empty() || credentials_.secret_key.empty())) {
-      throw std::runtime_error("credentials: --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or --plain)");
+      throw std::runtime_error(
+          "credentials: --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or "
+          "--plain)");
     }
   }
 
@@ -239,8 +245,8 @@ class LoadGen {
     if (!o_.plain) ensure_bucket();
     if (o_.workload == "checkpoint") return checkpoint();
     static const std::map<std::string, bool> kNeedsObjects = {
-        {"put", false}, {"get", true}, {"range", true}, {"head", true}, {"list", true},
-        {"delete", true}, {"mixed", true}, {"multipart", false}};
+        {"put", false}, {"get", true},    {"range", true}, {"head", true},
+        {"list", true}, {"delete", true}, {"mixed", true}, {"multipart", false}};
     auto it = kNeedsObjects.find(o_.workload);
     if (it == kNeedsObjects.end()) throw std::runtime_error("unknown --workload " + o_.workload);
     if (it->second && o_.prepare) prepare_objects();
@@ -272,7 +278,8 @@ class LoadGen {
   template <class Make>
   void run_clients(unsigned n, Make make) {
     std::vector<std::unique_ptr<asio::io_context>> contexts;
-    for (unsigned t = 0; t < std::max(1U, o_.threads); ++t) contexts.push_back(std::make_unique<asio::io_context>(1));
+    for (unsigned t = 0; t < std::max(1U, o_.threads); ++t)
+      contexts.push_back(std::make_unique<asio::io_context>(1));
     std::mutex failed_mutex;
     std::exception_ptr failed;
     for (unsigned i = 0; i < n; ++i) {
@@ -295,7 +302,8 @@ class LoadGen {
                                            std::size_t keep_body = 0) {
     const auto start = Clock::now();
     auto response = co_await c.send(r, keep_body);
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+    const auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
     OpStats& s = st[op];
     std::optional<Response> ok;
     std::string error;
@@ -339,8 +347,10 @@ class LoadGen {
       auto response = co_await c.send(r, 4096);
       if (!response) throw std::runtime_error("create bucket: " + response.error().message());
       // 200 created; 409 BucketAlreadyOwnedByYou is fine too (the bucket is there).
-      if (response->status != 200 && response->body.find("BucketAlreadyOwnedByYou") == std::string::npos) {
-        throw std::runtime_error(fmt::format("create bucket: {} {}", response->status, response->body));
+      if (response->status != 200 &&
+          response->body.find("BucketAlreadyOwnedByYou") == std::string::npos) {
+        throw std::runtime_error(
+            fmt::format("create bucket: {} {}", response->status, response->body));
       }
     });
   }
@@ -353,18 +363,22 @@ class LoadGen {
       Connection c = connection(ex);
       Stats unused;
       for (std::uint64_t i = next++; i < o_.objects; i = next++) {
-        if (!co_await timed(c, unused, kPut, put_request(object_key(i), size_of(i), origin_of(i)), Expected{200, 201, 204}, true)) ++failures;
+        if (!co_await timed(c, unused, kPut, put_request(object_key(i), size_of(i), origin_of(i)),
+                            Expected{200, 201, 204}, true))
+          ++failures;
       }
     });
-    if (failures > 0) throw std::runtime_error(fmt::format("prepare: {} PUTs failed", failures.load()));
+    if (failures > 0)
+      throw std::runtime_error(fmt::format("prepare: {} PUTs failed", failures.load()));
     std::cerr << fmt::format("prepared {} objects in {:.1f} s\n", o_.objects,
                              std::chrono::duration<double>(Clock::now() - start).count());
   }
 
   // A whole multipart upload on `conns` (one part in flight per connection). Returns whether it
   // completed; parts are recorded as kPart, the upload as kMultipart.
-  awaitable<bool> multipart_upload(std::vector<Connection>& conns, Stats& st, const std::string& key,
-                                   std::uint64_t size, std::uint64_t origin, bool record) {
+  awaitable<bool> multipart_upload(std::vector<Connection>& conns, Stats& st,
+                                   const std::string& key, std::uint64_t size, std::uint64_t origin,
+                                   bool record) {
     const auto start = Clock::now();
     Request create;
     create.method = "POST";
@@ -380,18 +394,23 @@ class LoadGen {
       WaitGroup group(co_await asio::this_coro::executor);
       for (auto& c : conns) {
         group.add();
-        asio::co_spawn(co_await asio::this_coro::executor, [&, connection = &c]() -> awaitable<void> {
-          for (std::uint64_t p = next++; p < parts && ok; p = next++) {
-            const std::uint64_t offset = p * part_;
-            Request r = put_request(key, std::min(part_, size - offset), origin + offset);
-            r.query = {{"partNumber", std::to_string(p + 1)}, {"uploadId", upload_id}};
-            r.headers.clear();
-            auto response = co_await timed(*connection, st, kPart, r, Expected{200}, record);
-            if (!response) ok = false;
-            else etags[p] = response->etag;
-          }
-          group.done();
-        }, asio::detached);
+        asio::co_spawn(
+            co_await asio::this_coro::executor,
+            [&, connection = &c]() -> awaitable<void> {
+              for (std::uint64_t p = next++; p < parts && ok; p = next++) {
+                const std::uint64_t offset = p * part_;
+                Request r = put_request(key, std::min(part_, size - offset), origin + offset);
+                r.query = {{"partNumber", std::to_string(p + 1)}, {"uploadId", upload_id}};
+                r.headers.clear();
+                auto response = co_await timed(*connection, st, kPart, r, Expected{200}, record);
+                if (!response)
+                  ok = false;
+                else
+                  etags[p] = response->etag;
+              }
+              group.done();
+            },
+            asio::detached);
       }
       co_await group.wait();
     }
@@ -402,10 +421,12 @@ class LoadGen {
       complete.query = {{"uploadId", upload_id}};
       complete.body = "<CompleteMultipartUpload>";
       for (std::uint64_t p = 0; p < parts; ++p) {
-        complete.body += fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", p + 1, etags[p]);
+        complete.body +=
+            fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", p + 1, etags[p]);
       }
       complete.body += "</CompleteMultipartUpload>";
-      auto done = co_await timed(conns[0], st, kMultipart, complete, Expected{200}, false, 64 * 1024);
+      auto done =
+          co_await timed(conns[0], st, kMultipart, complete, Expected{200}, false, 64 * 1024);
       // A Complete that fails late answers 200 with an error document.
       ok = done && done->body.find("<Error>") == std::string::npos;
     } else if (!upload_id.empty()) {
@@ -420,7 +441,8 @@ class LoadGen {
       ++s.ops;
       s.latency_us.push_back(static_cast<std::uint32_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count()));
-      if (ok) s.bytes += size;
+      if (ok)
+        s.bytes += size;
       else {
         ++s.errors;
         ++s.error_kinds["upload"];
@@ -443,8 +465,11 @@ class LoadGen {
         const auto eq = item.find('=');
         const std::string name = item.substr(0, eq);
         const unsigned weight = static_cast<unsigned>(std::stoul(item.substr(eq + 1)));
-        const Op op = name == "get" ? kGet : name == "head" ? kHead : name == "put" ? kPut : name == "delete" ? kDelete
-                                                                                                              : throw std::runtime_error("--mix: " + name);
+        const Op op = name == "get"      ? kGet
+                      : name == "head"   ? kHead
+                      : name == "put"    ? kPut
+                      : name == "delete" ? kDelete
+                                         : throw std::runtime_error("--mix: " + name);
         mix.emplace_back(op, weight);
         mix_total += weight;
       }
@@ -456,7 +481,8 @@ class LoadGen {
     run_clients(o_.concurrency, [&](unsigned client, asio::any_io_executor ex) -> awaitable<void> {
       Stats& st = per_client[client];
       std::vector<Connection> conns;
-      for (unsigned i = 0; i < (o_.workload == "multipart" ? std::max(1U, o_.part_concurrency) : 1U); ++i) {
+      for (unsigned i = 0;
+           i < (o_.workload == "multipart" ? std::max(1U, o_.part_concurrency) : 1U); ++i) {
         conns.push_back(connection(ex));
       }
       Connection& c = conns[0];
@@ -468,12 +494,18 @@ class LoadGen {
         const bool record = now >= measure_start_;
         if (record && o_.ops > 0 && started_ops++ >= o_.ops) break;
         Op op = kGet;
-        if (o_.workload == "put") op = kPut;
-        else if (o_.workload == "range") op = kRange;
-        else if (o_.workload == "head") op = kHead;
-        else if (o_.workload == "list") op = kList;
-        else if (o_.workload == "delete") op = kDelete;
-        else if (o_.workload == "multipart") op = kMultipart;
+        if (o_.workload == "put")
+          op = kPut;
+        else if (o_.workload == "range")
+          op = kRange;
+        else if (o_.workload == "head")
+          op = kHead;
+        else if (o_.workload == "list")
+          op = kList;
+        else if (o_.workload == "delete")
+          op = kDelete;
+        else if (o_.workload == "multipart")
+          op = kMultipart;
         else if (o_.workload == "mixed") {
           unsigned pick = static_cast<unsigned>(random() % mix_total);
           for (const auto& [m, w] : mix) {
@@ -500,7 +532,8 @@ class LoadGen {
             const std::uint64_t offset = (random() % slots) * range_;
             Request r;
             r.path = path(object_key(i));
-            r.headers.emplace_back("Range", fmt::format("bytes={}-{}", offset, std::min(size, offset + range_) - 1));
+            r.headers.emplace_back(
+                "Range", fmt::format("bytes={}-{}", offset, std::min(size, offset + range_) - 1));
             if (o_.verify) r.verify_against = std::pair{origin_of(i), offset};
             co_await timed(c, st, kRange, r, Expected{206}, record);
             break;
@@ -515,8 +548,11 @@ class LoadGen {
           case kList: {
             Request r;
             r.path = "/" + o_.bucket;
-            const std::string prefix = o_.list_root || o_.dirs == 0 ? o_.prefix : fmt::format("{}d{:04}/", o_.prefix, i % o_.dirs);
-            r.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(o_.max_keys)}};
+            const std::string prefix = o_.list_root || o_.dirs == 0
+                                           ? o_.prefix
+                                           : fmt::format("{}d{:04}/", o_.prefix, i % o_.dirs);
+            r.query = {
+                {"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(o_.max_keys)}};
             if (!o_.delimiter.empty()) r.query.emplace_back("delimiter", o_.delimiter);
             co_await timed(c, st, kList, r, Expected{200}, record);
             break;
@@ -541,19 +577,25 @@ class LoadGen {
           }
           case kPut: {
             // --overwrite: PUT keeps replacing --objects keys (bounded space, as on nginx).
-            const std::uint64_t n = o_.overwrite && o_.objects > 0 ? next_new++ % o_.objects : next_new++;
+            const std::uint64_t n =
+                o_.overwrite && o_.objects > 0 ? next_new++ % o_.objects : next_new++;
             const std::uint64_t size = size_of(n);
-            if (co_await timed(c, st, kPut, put_request(fmt::format("{}new-{:09}", o_.prefix, n), size, origin_of(n)), Expected{200, 201, 204}, record)) {
+            if (co_await timed(
+                    c, st, kPut,
+                    put_request(fmt::format("{}new-{:09}", o_.prefix, n), size, origin_of(n)),
+                    Expected{200, 201, 204}, record)) {
               own.push_back(n);
             }
             break;
           }
           case kMultipart: {
             const std::uint64_t n = next_new++;
-            co_await multipart_upload(conns, st, fmt::format("{}mp-{:09}", o_.prefix, n), size_of(n), origin_of(n), record);
+            co_await multipart_upload(conns, st, fmt::format("{}mp-{:09}", o_.prefix, n),
+                                      size_of(n), origin_of(n), record);
             break;
           }
-          default: break;
+          default:
+            break;
         }
       }
     });
@@ -570,22 +612,26 @@ class LoadGen {
 
   static double pct(std::vector<std::uint32_t>& v, double p) {
     if (v.empty()) return 0;
-    const auto k = static_cast<std::size_t>(std::min<double>(static_cast<double>(v.size()) - 1, std::ceil(p / 100.0 * static_cast<double>(v.size())) - 1));
+    const auto k = static_cast<std::size_t>(
+        std::min<double>(static_cast<double>(v.size()) - 1,
+                         std::ceil(p / 100.0 * static_cast<double>(v.size())) - 1));
     return v[k] / 1000.0;
   }
 
   // Prints the table, writes the JSON; false when any operation failed.
   bool report() {
-    const double seconds = std::max(1e-9, std::chrono::duration<double>(end_ - measure_start_).count());
+    const double seconds =
+        std::max(1e-9, std::chrono::duration<double>(end_ - measure_start_).count());
     std::uint64_t total_bytes = 0;
     std::uint64_t total_errors = 0;
-    fmt::print("workload {}  size {}{}  concurrency {}  threads {}  endpoint {}{}\n", o_.workload, format_size(size_),
-               size_max_ > size_ ? ".." + format_size(size_max_) : "", o_.concurrency, o_.threads, o_.endpoint,
-               o_.plain ? " (plain HTTP)" : "");
-    fmt::print("{:<10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}\n", "op", "ops", "ops/s", "MB/s", "p50 ms",
-               "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors");
-    std::string json = fmt::format(R"({{"workload":"{}","size_bytes":{},"concurrency":{},"threads":{},"seconds":{:.3f},"ops":{{)",
-                                   o_.workload, size_, o_.concurrency, o_.threads, seconds);
+    fmt::print("workload {}  size {}{}  concurrency {}  threads {}  endpoint {}{}\n", o_.workload,
+               format_size(size_), size_max_ > size_ ? ".." + format_size(size_max_) : "",
+               o_.concurrency, o_.threads, o_.endpoint, o_.plain ? " (plain HTTP)" : "");
+    fmt::print("{:<10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}\n", "op", "ops",
+               "ops/s", "MB/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors");
+    std::string json = fmt::format(
+        R"({{"workload":"{}","size_bytes":{},"concurrency":{},"threads":{},"seconds":{:.3f},"ops":{{)",
+        o_.workload, size_, o_.concurrency, o_.threads, seconds);
     bool first = true;
     for (std::size_t k = 0; k < kOpCount; ++k) {
       OpStats& s = stats_[k];
@@ -597,24 +643,30 @@ class LoadGen {
         total_bytes += s.bytes;
       }
       total_errors += s.errors;
-      fmt::print("{:<10} {:>9} {:>10.1f} {:>10.1f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>7}\n", kOpNames[k], s.ops,
-                 ops_s, mbs, pct(s.latency_us, 50), pct(s.latency_us, 90), pct(s.latency_us, 99), pct(s.latency_us, 99.9),
-                 s.latency_us.empty() ? 0.0 : s.latency_us.back() / 1000.0, s.errors);
+      fmt::print(
+          "{:<10} {:>9} {:>10.1f} {:>10.1f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>7}\n",
+          kOpNames[k], s.ops, ops_s, mbs, pct(s.latency_us, 50), pct(s.latency_us, 90),
+          pct(s.latency_us, 99), pct(s.latency_us, 99.9),
+          s.latency_us.empty() ? 0.0 : s.latency_us.back() / 1000.0, s.errors);
       for (const auto& [kind, n] : s.error_kinds) fmt::print("           error {}: {}\n", kind, n);
-      json += fmt::format(R"({}"{}":{{"ops":{},"errors":{},"ops_per_s":{:.2f},"mb_per_s":{:.2f},"p50_ms":{:.3f},"p90_ms":{:.3f},"p99_ms":{:.3f},"p999_ms":{:.3f},"max_ms":{:.3f}}})",
-                          first ? "" : ",", kOpNames[k], s.ops, s.errors, ops_s, mbs, pct(s.latency_us, 50), pct(s.latency_us, 90),
-                          pct(s.latency_us, 99), pct(s.latency_us, 99.9), s.latency_us.empty() ? 0.0 : s.latency_us.back() / 1000.0);
+      json += fmt::format(
+          R"({}"{}":{{"ops":{},"errors":{},"ops_per_s":{:.2f},"mb_per_s":{:.2f},"p50_ms":{:.3f},"p90_ms":{:.3f},"p99_ms":{:.3f},"p999_ms":{:.3f},"max_ms":{:.3f}}})",
+          first ? "" : ",", kOpNames[k], s.ops, s.errors, ops_s, mbs, pct(s.latency_us, 50),
+          pct(s.latency_us, 90), pct(s.latency_us, 99), pct(s.latency_us, 99.9),
+          s.latency_us.empty() ? 0.0 : s.latency_us.back() / 1000.0);
       first = false;
     }
     json += "}";
-    fmt::print("loadgen: cpu {:.2f} s ({:.0f}% of one core)\n", own_cpu_s_, 100 * own_cpu_s_ / seconds);
+    fmt::print("loadgen: cpu {:.2f} s ({:.0f}% of one core)\n", own_cpu_s_,
+               100 * own_cpu_s_ / seconds);
     json += fmt::format(R"(,"loadgen_cpu_s":{:.3f})", own_cpu_s_);
     if (server_watched_) {
       const double gb = static_cast<double>(total_bytes) / 1e9;
-      fmt::print("server: cpu {:.2f} s ({:.2f} s per GB), peak RSS {}\n", server_cpu_s_, gb > 0 ? server_cpu_s_ / gb : 0.0,
-                 format_size(server_peak_rss_));
-      json += fmt::format(R"(,"server_cpu_s":{:.3f},"server_cpu_s_per_gb":{:.4f},"server_peak_rss_bytes":{})", server_cpu_s_,
-                          gb > 0 ? server_cpu_s_ / gb : 0.0, server_peak_rss_);
+      fmt::print("server: cpu {:.2f} s ({:.2f} s per GB), peak RSS {}\n", server_cpu_s_,
+                 gb > 0 ? server_cpu_s_ / gb : 0.0, format_size(server_peak_rss_));
+      json += fmt::format(
+          R"(,"server_cpu_s":{:.3f},"server_cpu_s_per_gb":{:.4f},"server_peak_rss_bytes":{})",
+          server_cpu_s_, gb > 0 ? server_cpu_s_ / gb : 0.0, server_peak_rss_);
     }
     json += "}\n";
     if (!o_.json_path.empty()) std::ofstream(o_.json_path) << json;
@@ -622,8 +674,12 @@ class LoadGen {
   }
 
   // ---- checkpoint --------------------------------------------------------------------------
-  std::string shard_key(unsigned round, unsigned w) const { return fmt::format("{}ckpt-{:04}/shard-{:02}", o_.prefix, round, w); }
-  std::string manifest_key(unsigned round) const { return fmt::format("{}ckpt-{:04}/manifest.json", o_.prefix, round); }
+  std::string shard_key(unsigned round, unsigned w) const {
+    return fmt::format("{}ckpt-{:04}/shard-{:02}", o_.prefix, round, w);
+  }
+  std::string manifest_key(unsigned round) const {
+    return fmt::format("{}ckpt-{:04}/manifest.json", o_.prefix, round);
+  }
 
   int checkpoint() {
     const std::uint64_t shard = parse_size_bytes(o_.shard_text).value();
@@ -641,8 +697,11 @@ class LoadGen {
       const auto start = Clock::now();
       run_clients(o_.writers, [&](unsigned w, asio::any_io_executor ex) -> awaitable<void> {
         std::vector<Connection> conns;
-        for (unsigned i = 0; i < std::max(1U, o_.part_concurrency); ++i) conns.push_back(connection(ex));
-        if (!co_await multipart_upload(conns, per_writer[w], shard_key(round, w), shard, origin_of(w), true)) ++failed;
+        for (unsigned i = 0; i < std::max(1U, o_.part_concurrency); ++i)
+          conns.push_back(connection(ex));
+        if (!co_await multipart_upload(conns, per_writer[w], shard_key(round, w), shard,
+                                       origin_of(w), true))
+          ++failed;
       });
       bool manifest_ok = false;
       bool deleted_ok = true;
@@ -670,12 +729,15 @@ class LoadGen {
           d.path = "/" + o_.bucket;
           d.query = {{"delete", ""}};
           d.body = "<Delete><Quiet>true</Quiet>";
-          for (unsigned w = 0; w < o_.writers; ++w) d.body += "<Object><Key>" + shard_key(round - 1, w) + "</Key></Object>";
+          for (unsigned w = 0; w < o_.writers; ++w)
+            d.body += "<Object><Key>" + shard_key(round - 1, w) + "</Key></Object>";
           d.body += "<Object><Key>" + manifest_key(round - 1) + "</Key></Object></Delete>";
           const auto digest = md5(std::as_bytes(std::span(d.body.data(), d.body.size())));
-          d.headers.emplace_back("Content-MD5", s3::auth::base64_encode(std::as_bytes(std::span(digest))));
+          d.headers.emplace_back("Content-MD5",
+                                 s3::auth::base64_encode(std::as_bytes(std::span(digest))));
           auto response = co_await c.send(d, 64 * 1024);
-          deleted_ok = response && response->status == 200 && response->body.find("<Error>") == std::string::npos;
+          deleted_ok = response && response->status == 200 &&
+                       response->body.find("<Error>") == std::string::npos;
         });
         delete_s = std::chrono::duration<double>(Clock::now() - del_start).count();
       }
@@ -683,11 +745,14 @@ class LoadGen {
       best_write_gbs = std::max(best_write_gbs, gbs);
       const bool round_ok = failed == 0 && manifest_ok && deleted_ok;
       ok = ok && round_ok;
-      fmt::print("checkpoint {}: {} x {} in {:.2f} s to durable = {:.3f} GB/s; manifest {}; previous deleted in {:.3f} s{}\n",
-                 round, o_.writers, format_size(shard), ttd, gbs, manifest_ok ? "ok" : "FAILED", delete_s,
-                 round_ok ? "" : "  FAILED");
-      rounds_json += fmt::format(R"({}{{"round":{},"time_to_durable_s":{:.3f},"gb_per_s":{:.4f},"delete_s":{:.4f},"ok":{}}})",
-                                 round == 0 ? "" : ",", round, ttd, gbs, delete_s, round_ok);
+      fmt::print(
+          "checkpoint {}: {} x {} in {:.2f} s to durable = {:.3f} GB/s; manifest {}; previous "
+          "deleted in {:.3f} s{}\n",
+          round, o_.writers, format_size(shard), ttd, gbs, manifest_ok ? "ok" : "FAILED", delete_s,
+          round_ok ? "" : "  FAILED");
+      rounds_json += fmt::format(
+          R"({}{{"round":{},"time_to_durable_s":{:.3f},"gb_per_s":{:.4f},"delete_s":{:.4f},"ok":{}}})",
+          round == 0 ? "" : ",", round, ttd, gbs, delete_s, round_ok);
     }
     // 3. Loading the last checkpoint: every reader streams its shard in ranged GETs.
     const unsigned last = o_.rounds - 1;
@@ -699,7 +764,8 @@ class LoadGen {
       for (std::uint64_t offset = 0; offset < shard; offset += read_size) {
         Request r;
         r.path = path(shard_key(last, w));
-        r.headers.emplace_back("Range", fmt::format("bytes={}-{}", offset, std::min(shard, offset + read_size) - 1));
+        r.headers.emplace_back(
+            "Range", fmt::format("bytes={}-{}", offset, std::min(shard, offset + read_size) - 1));
         if (o_.verify) r.verify_against = std::pair{origin_of(w), offset};
         co_await timed(c, per_reader[reader], kRange, r, Expected{206}, true);
       }
@@ -709,19 +775,23 @@ class LoadGen {
     for (auto& s : per_reader) reads[kRange].merge(s[kRange]);
     const double read_gbs = static_cast<double>(reads[kRange].bytes) / read_s / 1e9;
     std::sort(reads[kRange].latency_us.begin(), reads[kRange].latency_us.end());
-    fmt::print("load: {} readers, {} ranges, {:.3f} GB/s, range p50 {:.2f} ms p99 {:.2f} ms, errors {}\n", o_.readers,
-               format_size(read_size), read_gbs, pct(reads[kRange].latency_us, 50), pct(reads[kRange].latency_us, 99),
-               reads[kRange].errors);
+    fmt::print(
+        "load: {} readers, {} ranges, {:.3f} GB/s, range p50 {:.2f} ms p99 {:.2f} ms, errors {}\n",
+        o_.readers, format_size(read_size), read_gbs, pct(reads[kRange].latency_us, 50),
+        pct(reads[kRange].latency_us, 99), reads[kRange].errors);
     ok = ok && reads[kRange].errors == 0;
     watch.finish();
     const double own = own_cpu_s() - cpu_before;
     fmt::print("loadgen: cpu {:.2f} s\n", own);
-    std::string json = fmt::format(R"({{"workload":"checkpoint","writers":{},"shard_bytes":{},"part_bytes":{},"part_concurrency":{},"rounds":[{}],"best_write_gb_per_s":{:.4f},"read_gb_per_s":{:.4f},"read_p50_ms":{:.3f},"read_p99_ms":{:.3f},"loadgen_cpu_s":{:.3f})",
-                                   o_.writers, shard, part_, o_.part_concurrency, rounds_json, best_write_gbs, read_gbs,
-                                   pct(reads[kRange].latency_us, 50), pct(reads[kRange].latency_us, 99), own);
+    std::string json = fmt::format(
+        R"({{"workload":"checkpoint","writers":{},"shard_bytes":{},"part_bytes":{},"part_concurrency":{},"rounds":[{}],"best_write_gb_per_s":{:.4f},"read_gb_per_s":{:.4f},"read_p50_ms":{:.3f},"read_p99_ms":{:.3f},"loadgen_cpu_s":{:.3f})",
+        o_.writers, shard, part_, o_.part_concurrency, rounds_json, best_write_gbs, read_gbs,
+        pct(reads[kRange].latency_us, 50), pct(reads[kRange].latency_us, 99), own);
     if (watch.active()) {
-      fmt::print("server: cpu {:.2f} s, peak RSS {}\n", watch.cpu_s(), format_size(watch.peak_rss_bytes()));
-      json += fmt::format(R"(,"server_cpu_s":{:.3f},"server_peak_rss_bytes":{})", watch.cpu_s(), watch.peak_rss_bytes());
+      fmt::print("server: cpu {:.2f} s, peak RSS {}\n", watch.cpu_s(),
+                 format_size(watch.peak_rss_bytes()));
+      json += fmt::format(R"(,"server_cpu_s":{:.3f},"server_peak_rss_bytes":{})", watch.cpu_s(),
+                          watch.peak_rss_bytes());
     }
     json += fmt::format(R"(,"ok":{}}})", ok) + "\n";
     if (!o_.json_path.empty()) std::ofstream(o_.json_path) << json;
@@ -760,36 +830,50 @@ int main(int argc, char** argv) {
   app.add_option("--access-key", o.access_key, "default: $AWS_ACCESS_KEY_ID");
   app.add_option("--secret-key", o.secret_key, "default: $AWS_SECRET_ACCESS_KEY");
   app.add_option("--region", o.region)->capture_default_str();
-  app.add_flag("--plain", o.plain, "unsigned requests to a plain HTTP server (nginx): paths /BUCKET/KEY");
+  app.add_flag("--plain", o.plain,
+               "unsigned requests to a plain HTTP server (nginx): paths /BUCKET/KEY");
   app.add_option("--bucket", o.bucket)->capture_default_str();
   app.add_option("--prefix", o.prefix, "key prefix")->capture_default_str();
-  app.add_option("--workload", o.workload, "put get range head list delete mixed multipart checkpoint")->capture_default_str();
+  app.add_option("--workload", o.workload,
+                 "put get range head list delete mixed multipart checkpoint")
+      ->capture_default_str();
   app.add_option("--size", o.size_text, "object size")->capture_default_str();
-  app.add_option("--size-max", o.size_max_text, "random sizes between --size and this (log-uniform)");
+  app.add_option("--size-max", o.size_max_text,
+                 "random sizes between --size and this (log-uniform)");
   app.add_option("--objects", o.objects, "objects prepared and read")->capture_default_str();
-  app.add_option("--concurrency,-c", o.concurrency, "clients, one connection each")->capture_default_str();
+  app.add_option("--concurrency,-c", o.concurrency, "clients, one connection each")
+      ->capture_default_str();
   app.add_option("--threads", o.threads, "generator threads")->capture_default_str();
   app.add_option("--duration", o.duration_text)->capture_default_str();
-  app.add_option("--ops", o.ops, "stop after this many operations (0: --duration only)")->capture_default_str();
-  app.add_option("--warmup", o.warmup_text, "run this long before measuring")->capture_default_str();
+  app.add_option("--ops", o.ops, "stop after this many operations (0: --duration only)")
+      ->capture_default_str();
+  app.add_option("--warmup", o.warmup_text, "run this long before measuring")
+      ->capture_default_str();
   app.add_option("--range-size", o.range_text)->capture_default_str();
   app.add_option("--part-size", o.part_text)->capture_default_str();
-  app.add_option("--part-concurrency", o.part_concurrency, "parts in flight per upload")->capture_default_str();
+  app.add_option("--part-concurrency", o.part_concurrency, "parts in flight per upload")
+      ->capture_default_str();
   app.add_option("--mix", o.mix, "mixed workload weights")->capture_default_str();
-  app.add_option("--dirs", o.dirs, "spread objects over this many directories d0000/ ...")->capture_default_str();
+  app.add_option("--dirs", o.dirs, "spread objects over this many directories d0000/ ...")
+      ->capture_default_str();
   app.add_option("--delimiter", o.delimiter, "list with this delimiter");
   app.add_option("--max-keys", o.max_keys)->capture_default_str();
   app.add_flag("--list-root", o.list_root, "list the prefix itself, not one directory");
   app.add_flag("--prepare,!--no-prepare", o.prepare, "reuse objects a previous run prepared");
   app.add_flag("--verify", o.verify, "check every byte read");
-  app.add_flag("--overwrite", o.overwrite, "put: replace --objects keys in turn instead of new keys");
+  app.add_flag("--overwrite", o.overwrite,
+               "put: replace --objects keys in turn instead of new keys");
   app.add_option("--server-pid", o.server_pid, "report this process's CPU time and peak RSS");
   app.add_option("--json", o.json_path, "write the figures as JSON here");
-  app.add_option("--payload", o.payload_text, "random bytes bodies are cut from")->capture_default_str();
+  app.add_option("--payload", o.payload_text, "random bytes bodies are cut from")
+      ->capture_default_str();
   app.add_option("--writers", o.writers, "checkpoint: shards saved at once")->capture_default_str();
-  app.add_option("--shard-size", o.shard_text, "checkpoint: bytes per shard")->capture_default_str();
-  app.add_option("--rounds", o.rounds, "checkpoint: checkpoints saved (each deletes the previous)")->capture_default_str();
-  app.add_option("--readers", o.readers, "checkpoint: readers loading it back")->capture_default_str();
+  app.add_option("--shard-size", o.shard_text, "checkpoint: bytes per shard")
+      ->capture_default_str();
+  app.add_option("--rounds", o.rounds, "checkpoint: checkpoints saved (each deletes the previous)")
+      ->capture_default_str();
+  app.add_option("--readers", o.readers, "checkpoint: readers loading it back")
+      ->capture_default_str();
   app.add_option("--read-size", o.read_text, "checkpoint: ranged GET size")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {

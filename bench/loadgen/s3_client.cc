@@ -1,5 +1,7 @@
 #include "s3_client.h"
 
+#include "hots3/s3/auth/sigv4.h"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/connect.hpp>
@@ -19,8 +21,6 @@
 #include <cstring>
 #include <ctime>
 #include <random>
-
-#include "hots3/s3/auth/sigv4.h"
 
 namespace hots3::bench {
 
@@ -67,7 +67,8 @@ std::span<const std::byte> Payload::piece(std::uint64_t origin, std::uint64_t of
   return std::span(bytes_).subspan(at, std::min(max_bytes, bytes_.size() - at));
 }
 
-bool Payload::matches(std::uint64_t origin, std::uint64_t offset, std::span<const std::byte> data) const noexcept {
+bool Payload::matches(std::uint64_t origin, std::uint64_t offset,
+                      std::span<const std::byte> data) const noexcept {
   while (!data.empty()) {
     const auto expected = piece(origin, offset, data.size());
     if (std::memcmp(expected.data(), data.data(), expected.size()) != 0) return false;
@@ -95,7 +96,8 @@ constexpr std::size_t kWriteBytes = 1024 * 1024;
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -141,13 +143,15 @@ class Signer {
     };
     input.signed_headers = &names;
     input.payload_hash = "UNSIGNED-PAYLOAD";
-    const std::string to_sign = s3::auth::string_to_sign(amz_date, scope, s3::auth::canonical_request(input));
+    const std::string to_sign =
+        s3::auth::string_to_sign(amz_date, scope, s3::auth::canonical_request(input));
     std::string signed_list;
     for (const auto& n : names) signed_list += (signed_list.empty() ? "" : ";") + n;
-    headers.emplace_back("Authorization",
-                         fmt::format("{} Credential={}/{}, SignedHeaders={}, Signature={}", s3::auth::kAlgorithm,
-                                     credentials_.access_key, scope.to_string(), signed_list,
-                                     s3::auth::sign(key_, to_sign)));
+    headers.emplace_back(
+        "Authorization",
+        fmt::format("{} Credential={}/{}, SignedHeaders={}, Signature={}", s3::auth::kAlgorithm,
+                    credentials_.access_key, scope.to_string(), signed_list,
+                    s3::auth::sign(key_, to_sign)));
   }
 
  private:
@@ -170,7 +174,8 @@ struct Connection::Impl {
     socket.close(ignored);
     buffer.clear();
     tcp::resolver resolver(socket.get_executor());
-    auto [rec, results] = co_await resolver.async_resolve(endpoint.host, std::to_string(endpoint.port), kTuple);
+    auto [rec, results] =
+        co_await resolver.async_resolve(endpoint.host, std::to_string(endpoint.port), kTuple);
     if (rec) co_return rec;
     auto [ec, ep] = co_await asio::async_connect(socket, results, kTuple);
     if (ec) co_return ec;
@@ -195,7 +200,8 @@ struct Connection::Impl {
     std::string head = fmt::format("{} {} HTTP/1.1\r\n", r.method, target);
     for (const auto& [name, value] : headers) head += fmt::format("{}: {}\r\n", name, value);
     const std::uint64_t length = r.body.empty() ? r.body_bytes : r.body.size();
-    if (length > 0 || r.method == "PUT" || r.method == "POST") head += fmt::format("Content-Length: {}\r\n", length);
+    if (length > 0 || r.method == "PUT" || r.method == "POST")
+      head += fmt::format("Content-Length: {}\r\n", length);
     head += "\r\n";
     return head;
   }
@@ -210,9 +216,12 @@ struct Connection::Impl {
     std::uint64_t sent = 0;
     bool first = true;
     while (sent < r.body_bytes) {
-      const auto piece = payload.piece(r.body_origin, sent, static_cast<std::size_t>(std::min<std::uint64_t>(kWriteBytes, r.body_bytes - sent)));
-      std::array<asio::const_buffer, 2> buffers{asio::buffer(first ? std::string_view(head) : std::string_view()),
-                                                asio::buffer(piece.data(), piece.size())};
+      const auto piece = payload.piece(
+          r.body_origin, sent,
+          static_cast<std::size_t>(std::min<std::uint64_t>(kWriteBytes, r.body_bytes - sent)));
+      std::array<asio::const_buffer, 2> buffers{
+          asio::buffer(first ? std::string_view(head) : std::string_view()),
+          asio::buffer(piece.data(), piece.size())};
       auto [ec, n] = co_await asio::async_write(socket, buffers, kTuple);
       if (ec) co_return ec;
       sent += piece.size();
@@ -228,7 +237,8 @@ struct Connection::Impl {
       out.body.append(reinterpret_cast<const char*>(data.data()), n);
     }
     if (r.verify_against && out.verified) {
-      out.verified = payload.matches(r.verify_against->first, r.verify_against->second + out.body_bytes, data);
+      out.verified =
+          payload.matches(r.verify_against->first, r.verify_against->second + out.body_bytes, data);
     }
     out.body_bytes += data.size();
   }
@@ -242,7 +252,8 @@ struct Connection::Impl {
     if (ec) co_return Failure{ec};
     Response out;
     out.status = parser.get().result_int();
-    if (auto it = parser.get().find("ETag"); it != parser.get().end()) out.etag = std::string(it->value());
+    if (auto it = parser.get().find("ETag"); it != parser.get().end())
+      out.etag = std::string(it->value());
     const bool keep_alive = parser.get().keep_alive();
     const auto length = parser.content_length();
     if (parser.is_done()) {
@@ -251,12 +262,14 @@ struct Connection::Impl {
       // The common case: read the body straight from the socket into the sink (no parser copy).
       std::uint64_t left = *length;
       const auto buffered = buffer.data();
-      const std::size_t from_buffer = static_cast<std::size_t>(std::min<std::uint64_t>(left, buffered.size()));
+      const std::size_t from_buffer =
+          static_cast<std::size_t>(std::min<std::uint64_t>(left, buffered.size()));
       take(r, out, std::span(static_cast<const std::byte*>(buffered.data()), from_buffer), keep);
       buffer.consume(from_buffer);
       left -= from_buffer;
       while (left > 0) {
-        const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(left, sink.size()));
+        const std::size_t want =
+            static_cast<std::size_t>(std::min<std::uint64_t>(left, sink.size()));
         auto [rec, got] = co_await socket.async_read_some(asio::buffer(sink.data(), want), kTuple);
         if (rec) co_return Failure{rec};
         take(r, out, std::span(sink.data(), got), keep);
@@ -288,15 +301,17 @@ struct Connection::Impl {
   bool connected = false;
 };
 
-Connection::Connection(asio::any_io_executor executor, Endpoint endpoint, const Credentials* credentials,
-                       const Payload& payload)
-    : impl_(std::make_unique<Impl>(std::move(executor), std::move(endpoint), credentials, payload)) {}
+Connection::Connection(asio::any_io_executor executor, Endpoint endpoint,
+                       const Credentials* credentials, const Payload& payload)
+    : impl_(
+          std::make_unique<Impl>(std::move(executor), std::move(endpoint), credentials, payload)) {}
 
 Connection::~Connection() = default;
 Connection::Connection(Connection&&) noexcept = default;
 Connection& Connection::operator=(Connection&&) noexcept = default;
 
-asio::awaitable<Result<Response>> Connection::send(const Request& request, std::size_t keep_body_bytes) {
+asio::awaitable<Result<Response>> Connection::send(const Request& request,
+                                                   std::size_t keep_body_bytes) {
   // A kept-alive connection may have been closed by the server while idle: one fresh attempt.
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = impl_->connected;

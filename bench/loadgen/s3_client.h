@@ -8,6 +8,8 @@
 // response bodies are read into a per-connection sink and counted, optionally checked against
 // the payload. Threading: a Connection lives on the io_context it was made with.
 
+#include "hots3/common/result.h"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
@@ -20,8 +22,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include "hots3/common/result.h"
 
 namespace hots3::bench {
 
@@ -51,7 +51,8 @@ class Payload {
   [[nodiscard]] std::span<const std::byte> piece(std::uint64_t origin, std::uint64_t offset,
                                                  std::size_t max_bytes) const noexcept;
   // Whether `data` equals the object's bytes at `offset`.
-  [[nodiscard]] bool matches(std::uint64_t origin, std::uint64_t offset, std::span<const std::byte> data) const noexcept;
+  [[nodiscard]] bool matches(std::uint64_t origin, std::uint64_t offset,
+                             std::span<const std::byte> data) const noexcept;
 
  private:
   std::vector<std::byte> bytes_;
@@ -62,9 +63,9 @@ struct Request {
   std::string path;  // decoded, starting with '/': "/bucket/key"
   std::vector<std::pair<std::string, std::string>> query;    // decoded; "" value = bare name
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Range, ...)
-  std::string body;                   // a small body held in memory (XML), or:
-  std::uint64_t body_bytes = 0;       // a body of this size cut from the payload...
-  std::uint64_t body_origin = 0;      // ...starting at this origin
+  std::string body;               // a small body held in memory (XML), or:
+  std::uint64_t body_bytes = 0;   // a body of this size cut from the payload...
+  std::uint64_t body_origin = 0;  // ...starting at this origin
   // Response body checking: compare the body with the payload at (origin, offset).
   std::optional<std::pair<std::uint64_t, std::uint64_t>> verify_against;
 };
@@ -80,8 +81,8 @@ struct Response {
 class Connection {
  public:
   // `credentials` null: requests go unsigned (a plain HTTP server).
-  Connection(boost::asio::any_io_executor executor, Endpoint endpoint, const Credentials* credentials,
-             const Payload& payload);
+  Connection(boost::asio::any_io_executor executor, Endpoint endpoint,
+             const Credentials* credentials, const Payload& payload);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -90,7 +91,8 @@ class Connection {
 
   // Sends one request and reads the whole response. Connects (again) as needed; a failure of
   // the connection is an error (the caller counts it), an HTTP error status is not.
-  boost::asio::awaitable<Result<Response>> send(const Request& request, std::size_t keep_body_bytes = 0);
+  boost::asio::awaitable<Result<Response>> send(const Request& request,
+                                                std::size_t keep_body_bytes = 0);
 
  private:
   struct Impl;

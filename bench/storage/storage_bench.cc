@@ -17,6 +17,11 @@
 //
 // Output: one line "name value unit" per figure (and a JSON line with --json).
 
+#include "hots3/common/logging.h"
+#include "hots3/common/units.h"
+#include "hots3/common/worker_pool.h"
+#include "hots3/storage/object_store.h"
+
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -32,11 +37,6 @@
 #include <memory>
 #include <random>
 #include <thread>
-
-#include "hots3/common/logging.h"
-#include "hots3/common/units.h"
-#include "hots3/common/worker_pool.h"
-#include "hots3/storage/object_store.h"
 
 namespace {
 
@@ -68,7 +68,9 @@ struct Args {
 constexpr std::size_t kSinkBytes = 8 << 20;
 constexpr std::size_t kReadBytes = 1 << 20;  // as fio bs=1M
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 double us_since(Clock::time_point t) { return since(t) * 1e6; }
 
@@ -105,8 +107,9 @@ class Bench {
     o.device_size_bytes = hots3::parse_size_bytes(args_.device_size_text).value();
     o.cache_bytes = hots3::parse_size_bytes(args_.cache_text).value();
     o.metadata_cache_bytes = hots3::parse_size_bytes(args_.metadata_cache_text).value();
-    o.engine = args_.engine == "posix" ? DeviceOptions::Engine::kPosix
-                                      : args_.engine == "io_uring" ? DeviceOptions::Engine::kUring : DeviceOptions::Engine::kAuto;
+    o.engine = args_.engine == "posix"      ? DeviceOptions::Engine::kPosix
+               : args_.engine == "io_uring" ? DeviceOptions::Engine::kUring
+                                            : DeviceOptions::Engine::kAuto;
     o.etag_md5 = !args_.fast_etag;
     o.stream_depth = args_.depth;
     o.io_buffers_per_worker = std::max<std::size_t>(32, args_.depth * args_.streams + 8);
@@ -154,7 +157,8 @@ class Bench {
   asio::awaitable<Result<ObjectRecord>> put(std::string key, std::span<const std::byte> data) {
     H3_CO_TRY(auto w, co_await store_->create_writer(data.size()));
     for (std::size_t at = 0; at < data.size(); at += 1 << 20) {
-      H3_CO_TRY(co_await w->write(data.subspan(at, std::min<std::size_t>(1 << 20, data.size() - at))));
+      H3_CO_TRY(
+          co_await w->write(data.subspan(at, std::min<std::size_t>(1 << 20, data.size() - at))));
     }
     H3_CO_TRY(co_await w->finish());
     co_return co_await store_->commit_object(std::move(w), bucket_, std::move(key), {}, {});
@@ -162,8 +166,8 @@ class Bench {
 
   // Reads the range; copies each piece into `sink` when given, always to its start (as read(2)
   // into one buffer would: fio's reference does the same).
-  asio::awaitable<Result<std::uint64_t>> read(std::string key, std::uint64_t offset, std::uint64_t length,
-                                              std::byte* sink) {
+  asio::awaitable<Result<std::uint64_t>> read(std::string key, std::uint64_t offset,
+                                              std::uint64_t length, std::byte* sink) {
     H3_CO_TRY(auto r, co_await store_->open_reader(bucket_.id, key));
     if (length != 0) r->set_range(offset, length);
     std::uint64_t total = 0;
@@ -269,13 +273,18 @@ class Bench {
     report("smallput_p99_us", percentile(all, 0.99), "us");
     report("smallput_p999_us", percentile(all, 0.999), "us");
     const auto& writer = stats.catalog_writer;
-    report("smallput_writes_per_commit", static_cast<double>(writer.writes) / std::max<double>(1, static_cast<double>(writer.commits)), "");
+    report("smallput_writes_per_commit",
+           static_cast<double>(writer.writes) /
+               std::max<double>(1, static_cast<double>(writer.commits)),
+           "");
     // The writer's stops to let the WAL start over, and how many of them the checkpointer had
     // not closed in on (each a longer stop: see catalog.cc).
     report("smallput_writer_checkpoints", static_cast<double>(writer.writer_checkpoints), "");
-    report("smallput_writer_checkpoints_at_limit", static_cast<double>(writer.writer_checkpoints_at_limit), "");
+    report("smallput_writer_checkpoints_at_limit",
+           static_cast<double>(writer.writer_checkpoints_at_limit), "");
     report("smallput_writer_checkpoint_mean_us",
-           static_cast<double>(writer.writer_checkpoint_ns) / 1000.0 / std::max<double>(1, static_cast<double>(writer.writer_checkpoints)),
+           static_cast<double>(writer.writer_checkpoint_ns) / 1000.0 /
+               std::max<double>(1, static_cast<double>(writer.writer_checkpoints)),
            "us");
   }
 
@@ -283,13 +292,16 @@ class Bench {
     const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
     const auto data = payload(size);
     const auto parts = static_cast<std::uint32_t>(args_.count);
-    auto upload = run(0, store_->create_upload(bucket_, "multipart", "bench", {}, std::nullopt, std::nullopt)).value();
+    auto upload =
+        run(0, store_->create_upload(bucket_, "multipart", "bench", {}, std::nullopt, std::nullopt))
+            .value();
     std::atomic<std::uint32_t> next{1};
     const auto start = Clock::now();
     parallel(args_.concurrency, [&](unsigned) -> asio::awaitable<int> {
       for (std::uint32_t n = next++; n <= parts; n = next++) {
         auto w = (co_await store_->create_writer(data.size(), /*for_part=*/true)).value();
-        if (!co_await w->write(data) || !co_await w->finish()) throw std::runtime_error("part write failed");
+        if (!co_await w->write(data) || !co_await w->finish())
+          throw std::runtime_error("part write failed");
         auto part = co_await store_->commit_part(std::move(w), upload.upload_id, n, {});
         if (!part) throw std::runtime_error("commit_part: " + part.error().message());
       }
@@ -297,15 +309,17 @@ class Bench {
     });
     report("complete_parts_per_s", parts / since(start), "parts/s");
     const auto completing = Clock::now();
-    auto object = run(0, store_->complete_upload(
-                             upload.upload_id,
-                             [&](const UploadRecord&, const std::vector<PartRecord>& all) -> Result<ObjectStore::CompletionPlan> {
-                               ObjectStore::CompletionPlan plan;
-                               plan.parts = all;
-                               plan.spec.etag = fmt::format("00000000000000000000000000000000-{}", all.size());
-                               return plan;
-                             },
-                             {}));
+    auto object = run(
+        0, store_->complete_upload(
+               upload.upload_id,
+               [&](const UploadRecord&,
+                   const std::vector<PartRecord>& all) -> Result<ObjectStore::CompletionPlan> {
+                 ObjectStore::CompletionPlan plan;
+                 plan.parts = all;
+                 plan.spec.etag = fmt::format("00000000000000000000000000000000-{}", all.size());
+                 return plan;
+               },
+               {}));
     const double seconds = since(completing);
     if (!object || object->parts_count != parts) throw std::runtime_error("complete failed");
     report("complete_parts", parts, "parts");
@@ -327,7 +341,9 @@ class Bench {
     for (int i = 0; i < 600; ++i) {
       run(0, read("hot", 0, 0, sink.get()));
       const auto stats = store_->stats();
-      if (stats.cache_used_bytes >= size && stats.cache_prefaulted_bytes >= stats.cache_capacity_bytes) break;
+      if (stats.cache_used_bytes >= size &&
+          stats.cache_prefaulted_bytes >= stats.cache_capacity_bytes)
+        break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     const auto start = Clock::now();
@@ -339,7 +355,9 @@ class Bench {
   void scale() {
     const std::uint64_t size = hots3::parse_size_bytes(args_.size_text).value();
     const auto data = payload(size);
-    const auto key_of = [](std::uint64_t i) { return fmt::format("d{:04}/{:06}", i / 1000, i % 1000); };
+    const auto key_of = [](std::uint64_t i) {
+      return fmt::format("d{:04}/{:06}", i / 1000, i % 1000);
+    };
     // Fill up to COUNT (a previous run's objects are kept: the last key tells how far it got).
     std::uint64_t have = 0;
     for (std::uint64_t probe = args_.count; probe > 0; probe /= 2) {
@@ -360,7 +378,8 @@ class Bench {
       co_return 0;
     });
     if (args_.count > have) {
-      report("fill_puts_per_s", static_cast<double>(args_.count - have) / since(fill_start), "ops/s");
+      report("fill_puts_per_s", static_cast<double>(args_.count - have) / since(fill_start),
+             "ops/s");
     }
 
     // A restart: the free space is rebuilt from the catalog.
@@ -368,7 +387,8 @@ class Bench {
     auto t = Clock::now();
     open();
     report("startup_ms", since(t) * 1000, "ms");
-    report("startup_rebuild_ms", static_cast<double>(store_->stats().startup_rebuild.count()), "ms");
+    report("startup_rebuild_ms", static_cast<double>(store_->stats().startup_rebuild.count()),
+           "ms");
 
     // HEAD and GET of 20,000 random keys just after the start (the catalog's pages not yet
     // touched by this process), then of the same keys again (warm_: with the metadata cache on,
@@ -400,7 +420,8 @@ class Bench {
       constexpr int kRounds = 20;
       for (int i = 0; i < kRounds; ++i) {
         auto page = run(0, store_->list_objects(bucket_.id, q)).value();
-        if (page.objects.size() + page.common_prefixes.size() != want) throw std::runtime_error("short listing");
+        if (page.objects.size() + page.common_prefixes.size() != want)
+          throw std::runtime_error("short listing");
       }
       return since(at) * 1000 / kRounds;
     };
@@ -409,7 +430,8 @@ class Bench {
     dir.prefix = fmt::format("d{:04}/", directories / 2);
     dir.delimiter = "/";
     dir.max_keys = 1000;
-    report("list_directory_ms", list_ms(dir, std::min<std::uint64_t>(1000, args_.count - directories / 2 * 1000)), "ms");
+    report("list_directory_ms",
+           list_ms(dir, std::min<std::uint64_t>(1000, args_.count - directories / 2 * 1000)), "ms");
     ListQuery root;
     root.delimiter = "/";
     root.max_keys = 1000;
@@ -433,7 +455,8 @@ class Bench {
 int main(int argc, char** argv) {
   CLI::App app{"hots3 storage engine benchmark"};
   Args a;
-  app.add_option("mode", a.mode, "seqwrite|seqread|randread|smallput|hotread|scale|complete")->required();
+  app.add_option("mode", a.mode, "seqwrite|seqread|randread|smallput|hotread|scale|complete")
+      ->required();
   app.add_option("--data", a.data_dir);
   app.add_option("--device", a.device);
   app.add_option("--device-size", a.device_size_text);
@@ -457,14 +480,22 @@ int main(int argc, char** argv) {
   hots3::log::init(log_options);
   try {
     Bench bench(a);
-    if (a.mode == "seqwrite") bench.seqwrite();
-    else if (a.mode == "seqread") bench.seqread();
-    else if (a.mode == "randread") bench.randread();
-    else if (a.mode == "smallput") bench.smallput();
-    else if (a.mode == "hotread") bench.hotread();
-    else if (a.mode == "scale") bench.scale();
-    else if (a.mode == "complete") bench.complete();
-    else throw std::runtime_error("unknown mode " + a.mode);
+    if (a.mode == "seqwrite")
+      bench.seqwrite();
+    else if (a.mode == "seqread")
+      bench.seqread();
+    else if (a.mode == "randread")
+      bench.randread();
+    else if (a.mode == "smallput")
+      bench.smallput();
+    else if (a.mode == "hotread")
+      bench.hotread();
+    else if (a.mode == "scale")
+      bench.scale();
+    else if (a.mode == "complete")
+      bench.complete();
+    else
+      throw std::runtime_error("unknown mode " + a.mode);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "storage_bench: %s\n", e.what());
     return 1;

@@ -1,16 +1,17 @@
 // hots3: the command line. CLI11 parses it; precedence is defaults < --config file <
 // environment < flags.
 
-#include <CLI/CLI.hpp>
-
-#include <cstdio>
-#include <iostream>
+#include "server_app.h"
 
 #include "hots3/common/logging.h"
 #include "hots3/common/units.h"
 #include "hots3/common/version.h"
 #include "hots3/config/config.h"
-#include "server_app.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
 
 namespace {
 
@@ -50,7 +51,8 @@ hots3::config::Config build_config(const ServeFlags& flags) {
   if (!flags.log_level.empty() && !hots3::log::parse_level(flags.log_level, config.log.level)) {
     throw ConfigError("--log-level: '" + flags.log_level + "' is not a log level");
   }
-  if (!flags.access_log.empty()) config.log.access_log_path = flags.access_log == "off" ? "" : flags.access_log;
+  if (!flags.access_log.empty())
+    config.log.access_log_path = flags.access_log == "off" ? "" : flags.access_log;
   return config;
 }
 
@@ -65,20 +67,26 @@ int main(int argc, char** argv) {
   CLI::App* serve = app.add_subcommand("serve", "Run the server (until SIGTERM or SIGINT)");
   serve->add_option("--config", flags.config_path, "TOML configuration file (see conf/hots3.toml)")
       ->check(CLI::ExistingFile);
-  serve->add_option("--listen", flags.listen, "ADDRESS:PORT to listen on (port 0: pick a free one)");
-  serve->add_option("--data", flags.data_dir, "Data directory (catalog, credentials, default device)");
-  serve->add_option("--device", flags.device, "Device: a block device or a file (default DATA/device.img)");
+  serve->add_option("--listen", flags.listen,
+                    "ADDRESS:PORT to listen on (port 0: pick a free one)");
+  serve->add_option("--data", flags.data_dir,
+                    "Data directory (catalog, credentials, default device)");
+  serve->add_option("--device", flags.device,
+                    "Device: a block device or a file (default DATA/device.img)");
   serve->add_option("--device-size", flags.device_size, "Size of a new device file (e.g. 64GiB)");
   serve->add_option("--port-file", flags.port_file, "Write the bound port to this file");
   serve->add_option("--threads", flags.threads, "Worker threads (0: one per core)")
       ->check(CLI::Range(0, 1024));
-  serve->add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical, off");
+  serve->add_option("--log-level", flags.log_level,
+                    "trace, debug, info, warn, error, critical, off");
   serve->add_option("--access-log", flags.access_log, "Access log: a file, '-' for stdout, 'off'");
-  serve->add_flag("--force-format", flags.force_format,
-                  "Let a new catalog take over a device another store formatted (that store's data is lost)");
+  serve->add_flag(
+      "--force-format", flags.force_format,
+      "Let a new catalog take over a device another store formatted (that store's data is lost)");
 
   std::string check_config, check_data, check_device;
-  CLI::App* check = app.add_subcommand("check", "Verify a stopped store: catalog against device, and every checksum");
+  CLI::App* check = app.add_subcommand(
+      "check", "Verify a stopped store: catalog against device, and every checksum");
   check->add_option("--config", check_config, "TOML configuration file")->check(CLI::ExistingFile);
   check->add_option("--data", check_data, "Data directory")->required();
   check->add_option("--device", check_device, "Device (default DATA/device.img)");
@@ -91,7 +99,8 @@ int main(int argc, char** argv) {
 
   try {
     if (serve->parsed()) {
-      return hots3::app::serve(build_config(flags), {.port_file = flags.port_file, .force_format = flags.force_format});
+      return hots3::app::serve(build_config(flags),
+                               {.port_file = flags.port_file, .force_format = flags.force_format});
     }
     if (check->parsed()) {
       hots3::config::Config config;

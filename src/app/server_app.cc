@@ -1,8 +1,6 @@
 #include "server_app.h"
 
-#include <cstdio>
-#include <filesystem>
-#include <optional>
+#include "upload_sweeper.h"
 
 #include "hots3/common/logging.h"
 #include "hots3/common/units.h"
@@ -11,7 +9,10 @@
 #include "hots3/http/server.h"
 #include "hots3/s3/s3.h"
 #include "hots3/storage/check.h"
-#include "upload_sweeper.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
 
 namespace hots3::app {
 namespace {
@@ -22,8 +23,9 @@ namespace fs = std::filesystem;
 std::string reused_store(const config::Config& config, storage::ObjectStore& store) {
   const auto buckets = store.list_buckets();
   const auto stats = store.stats();
-  return fmt::format("Reusing the store in {} ({} bucket(s), {} in use); remove the directory to start afresh.\n",
-                     config.storage.data_dir, buckets ? buckets->size() : 0, format_size(stats.used_bytes));
+  return fmt::format(
+      "Reusing the store in {} ({} bucket(s), {} in use); remove the directory to start afresh.\n",
+      config.storage.data_dir, buckets ? buckets->size() : 0, format_size(stats.used_bytes));
 }
 
 void print_banner(const config::Config& config, const config::ResolvedUsers& users,
@@ -60,9 +62,15 @@ storage::StoreOptions store_options(const config::Config& config) {
   o.device_path = c.device_path;
   o.device_size_bytes = c.device_size_bytes;
   switch (c.io_engine) {
-    case config::StorageConfig::IoEngine::kAuto: o.engine = storage::DeviceOptions::Engine::kAuto; break;
-    case config::StorageConfig::IoEngine::kUring: o.engine = storage::DeviceOptions::Engine::kUring; break;
-    case config::StorageConfig::IoEngine::kPosix: o.engine = storage::DeviceOptions::Engine::kPosix; break;
+    case config::StorageConfig::IoEngine::kAuto:
+      o.engine = storage::DeviceOptions::Engine::kAuto;
+      break;
+    case config::StorageConfig::IoEngine::kUring:
+      o.engine = storage::DeviceOptions::Engine::kUring;
+      break;
+    case config::StorageConfig::IoEngine::kPosix:
+      o.engine = storage::DeviceOptions::Engine::kPosix;
+      break;
   }
   o.inline_max_bytes = c.inline_max_bytes;
   o.cache_bytes = c.effective_cache_bytes();
@@ -126,8 +134,8 @@ int serve(const config::Config& config, const ServeOptions& options) {
   workers.stop();
   // What `hots3 check` calls "referenced" must equal this: anything more is leaked space.
   const auto stats = store->stats();
-  log::info("stopped; device space in use: {} bytes ({} waiting for readers to finish)", stats.used_bytes,
-            stats.pending_free_bytes);
+  log::info("stopped; device space in use: {} bytes ({} waiting for readers to finish)",
+            stats.used_bytes, stats.pending_free_bytes);
   log::shutdown();
   return 0;
 }
@@ -135,16 +143,22 @@ int serve(const config::Config& config, const ServeOptions& options) {
 int check(const config::Config& config) {
   log::init(config.log);
   const auto report = storage::check_store(store_options(config));
-  std::printf("buckets %llu, objects %llu (%llu inline), uploads %llu with %llu parts, %llu extents\n",
-              static_cast<unsigned long long>(report.buckets), static_cast<unsigned long long>(report.objects),
-              static_cast<unsigned long long>(report.inline_objects), static_cast<unsigned long long>(report.uploads),
-              static_cast<unsigned long long>(report.parts), static_cast<unsigned long long>(report.extents));
+  std::printf(
+      "buckets %llu, objects %llu (%llu inline), uploads %llu with %llu parts, %llu extents\n",
+      static_cast<unsigned long long>(report.buckets),
+      static_cast<unsigned long long>(report.objects),
+      static_cast<unsigned long long>(report.inline_objects),
+      static_cast<unsigned long long>(report.uploads),
+      static_cast<unsigned long long>(report.parts),
+      static_cast<unsigned long long>(report.extents));
   std::printf("device data area %s, referenced %s (%llu bytes), %llu blocks verified\n",
-              format_size(report.device_bytes).c_str(), format_size(report.referenced_bytes).c_str(),
+              format_size(report.device_bytes).c_str(),
+              format_size(report.referenced_bytes).c_str(),
               static_cast<unsigned long long>(report.referenced_bytes),
               static_cast<unsigned long long>(report.blocks_verified));
   for (const auto& problem : report.problems) std::printf("PROBLEM: %s\n", problem.c_str());
-  std::printf("%s\n", report.ok() ? "OK: catalog and device are consistent" : "FAILED: problems found");
+  std::printf("%s\n",
+              report.ok() ? "OK: catalog and device are consistent" : "FAILED: problems found");
   log::shutdown();
   return report.ok() ? 0 : 1;
 }

@@ -4,10 +4,10 @@
 // worker threads, and the orderly stop on SIGTERM / SIGINT. The only place that knows every
 // module (STYLE.md, dependency direction).
 
-#include <string>
-
 #include "hots3/config/config.h"
 #include "hots3/storage/object_store.h"
+
+#include <string>
 
 namespace hots3::app {
 
@@ -18,7 +18,7 @@ storage::StoreOptions store_options(const config::Config& config);
 int check(const config::Config& config);
 
 struct ServeOptions {
-  std::string port_file;  // write the bound port here once listening (tests use port 0)
+  std::string port_file;      // write the bound port here once listening (tests use port 0)
   bool force_format = false;  // --force-format (StoreOptions::force_format)
 };
 

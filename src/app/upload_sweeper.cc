@@ -1,5 +1,9 @@
 #include "upload_sweeper.h"
 
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+#include "hots3/storage/object_store.h"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -9,17 +13,14 @@
 
 #include <future>
 
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
-#include "hots3/storage/object_store.h"
-
 namespace hots3::app {
 
 namespace asio = boost::asio;
 
 // Shared by the sweeper and its loop; every member but `finished` is used on the worker only.
 struct UploadSweeper::State {
-  State(storage::ObjectStore& s, asio::io_context& w, std::chrono::milliseconds age, std::chrono::milliseconds every)
+  State(storage::ObjectStore& s, asio::io_context& w, std::chrono::milliseconds age,
+        std::chrono::milliseconds every)
       : store(s), worker(w), abort_after(age), interval(every), timer(w) {}
   storage::ObjectStore& store;
   asio::io_context& worker;
@@ -45,8 +46,8 @@ asio::awaitable<void> sweep_loop(std::shared_ptr<UploadSweeper::State> st) {
     for (;;) {
       auto aborted = co_await st->store.abort_uploads_older_than(st->abort_after);
       if (!aborted) {
-        log::warn("multipart: removing abandoned uploads failed: {} (retried in {} ms)", aborted.error().message(),
-                  st->interval.count());
+        log::warn("multipart: removing abandoned uploads failed: {} (retried in {} ms)",
+                  aborted.error().message(), st->interval.count());
         break;
       }
       total += *aborted;
@@ -54,16 +55,19 @@ asio::awaitable<void> sweep_loop(std::shared_ptr<UploadSweeper::State> st) {
     }
     if (total > 0) {
       const auto stats = st->store.stats();
-      log::info("multipart: aborted {} uploads older than {} ms; device space in use now: {} bytes ({} waiting for "
-                "readers to finish)",
-                total, st->abort_after.count(), stats.used_bytes, stats.pending_free_bytes);
+      log::info(
+          "multipart: aborted {} uploads older than {} ms; device space in use now: {} bytes ({} "
+          "waiting for "
+          "readers to finish)",
+          total, st->abort_after.count(), stats.used_bytes, stats.pending_free_bytes);
     }
   }
 }
 
 }  // namespace
 
-UploadSweeper::UploadSweeper(storage::ObjectStore& store, asio::io_context& worker, std::chrono::milliseconds abort_after,
+UploadSweeper::UploadSweeper(storage::ObjectStore& store, asio::io_context& worker,
+                             std::chrono::milliseconds abort_after,
                              std::chrono::milliseconds interval)
     : state_(std::make_shared<State>(store, worker, abort_after, interval)) {
   H3_ASSERT(abort_after.count() > 0 && interval.count() > 0);

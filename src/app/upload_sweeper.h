@@ -23,8 +23,8 @@ class UploadSweeper {
   // Every `interval`, aborts the uploads created more than `abort_after` ago. Runs on `worker`,
   // one of the store's workers. REQUIRES: abort_after and interval > 0; `store` and `worker`
   // outlive the sweeper.
-  UploadSweeper(storage::ObjectStore& store, boost::asio::io_context& worker, std::chrono::milliseconds abort_after,
-                std::chrono::milliseconds interval);
+  UploadSweeper(storage::ObjectStore& store, boost::asio::io_context& worker,
+                std::chrono::milliseconds abort_after, std::chrono::milliseconds interval);
   ~UploadSweeper();
   UploadSweeper(const UploadSweeper&) = delete;
   UploadSweeper& operator=(const UploadSweeper&) = delete;

@@ -1,10 +1,10 @@
 #include "hots3/common/digest.h"
 
+#include "hots3/common/assert.h"
+
 #include <openssl/evp.h>
 
 #include <algorithm>
-
-#include "hots3/common/assert.h"
 
 namespace hots3 {
 
@@ -21,9 +21,15 @@ struct Digest::Impl {
 
 Digest::Digest(Algorithm algorithm) : impl_(std::make_unique<Impl>()) {
   switch (algorithm) {
-    case Algorithm::kMd5: impl_->md = EVP_md5(); break;
-    case Algorithm::kSha1: impl_->md = EVP_sha1(); break;
-    case Algorithm::kSha256: impl_->md = EVP_sha256(); break;
+    case Algorithm::kMd5:
+      impl_->md = EVP_md5();
+      break;
+    case Algorithm::kSha1:
+      impl_->md = EVP_sha1();
+      break;
+    case Algorithm::kSha256:
+      impl_->md = EVP_sha256();
+      break;
   }
   impl_->ctx = EVP_MD_CTX_new();
   H3_ASSERT(impl_->ctx != nullptr && EVP_DigestInit_ex(impl_->ctx, impl_->md, nullptr) == 1);
@@ -44,7 +50,9 @@ std::size_t Digest::finish(std::span<std::uint8_t, 32> out) {
   return length;
 }
 
-std::size_t Digest::size() const noexcept { return static_cast<std::size_t>(EVP_MD_get_size(impl_->md)); }
+std::size_t Digest::size() const noexcept {
+  return static_cast<std::size_t>(EVP_MD_get_size(impl_->md));
+}
 
 std::array<std::uint8_t, 16> md5(std::span<const std::byte> data) {
   Digest d(Digest::Algorithm::kMd5);

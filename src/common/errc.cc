@@ -15,27 +15,48 @@ class Category final : public boost::system::error_category {
 
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
-      case errc::kOk: return "success";
-      case errc::kNotFound: return "not found";
-      case errc::kAlreadyExists: return "already exists";
-      case errc::kNoSpace: return "no space left on the device";
-      case errc::kChecksumMismatch: return "checksum mismatch";
-      case errc::kMisalignedIo: return "misaligned I/O";
-      case errc::kIoError: return "I/O error";
-      case errc::kShortIo: return "short I/O transfer";
-      case errc::kInvalidArgument: return "invalid argument";
-      case errc::kTimedOut: return "timed out";
-      case errc::kCancelled: return "cancelled";
-      case errc::kClosed: return "connection closed";
-      case errc::kTooLarge: return "too large";
-      case errc::kLimitExceeded: return "limit exceeded";
-      case errc::kCorrupt: return "corrupt data structure";
-      case errc::kBusy: return "busy";
-      case errc::kConflict: return "conflicting concurrent change";
-      case errc::kPreconditionFailed: return "precondition failed";
-      case errc::kNotSupported: return "not supported";
-      case errc::kUnavailable: return "unavailable";
-      case errc::kInternal: return "internal error";
+      case errc::kOk:
+        return "success";
+      case errc::kNotFound:
+        return "not found";
+      case errc::kAlreadyExists:
+        return "already exists";
+      case errc::kNoSpace:
+        return "no space left on the device";
+      case errc::kChecksumMismatch:
+        return "checksum mismatch";
+      case errc::kMisalignedIo:
+        return "misaligned I/O";
+      case errc::kIoError:
+        return "I/O error";
+      case errc::kShortIo:
+        return "short I/O transfer";
+      case errc::kInvalidArgument:
+        return "invalid argument";
+      case errc::kTimedOut:
+        return "timed out";
+      case errc::kCancelled:
+        return "cancelled";
+      case errc::kClosed:
+        return "connection closed";
+      case errc::kTooLarge:
+        return "too large";
+      case errc::kLimitExceeded:
+        return "limit exceeded";
+      case errc::kCorrupt:
+        return "corrupt data structure";
+      case errc::kBusy:
+        return "busy";
+      case errc::kConflict:
+        return "conflicting concurrent change";
+      case errc::kPreconditionFailed:
+        return "precondition failed";
+      case errc::kNotSupported:
+        return "not supported";
+      case errc::kUnavailable:
+        return "unavailable";
+      case errc::kInternal:
+        return "internal error";
     }
     return "unknown hots3 error " + std::to_string(value);
   }

@@ -1,11 +1,11 @@
 #include "hots3/common/md5.h"
 
+#include "hots3/common/assert.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <utility>
-
-#include "hots3/common/assert.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -24,15 +24,20 @@ constexpr std::array<std::uint32_t, 64> kSine = {
     0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
     0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
     0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391};
-constexpr std::array<int, 16> kRotation = {7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21};
+constexpr std::array<int, 16> kRotation = {7, 12, 17, 22, 5, 9,  14, 20,
+                                           4, 11, 16, 23, 6, 10, 15, 21};
 constexpr std::array<std::uint32_t, 4> kInitial = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476};
 
 constexpr std::size_t message_word(std::size_t step) {
   switch (step / 16) {
-    case 0: return step;
-    case 1: return (5 * step + 1) % 16;
-    case 2: return (3 * step + 5) % 16;
-    default: return (7 * step) % 16;
+    case 0:
+      return step;
+    case 1:
+      return (5 * step + 1) % 16;
+    case 2:
+      return (3 * step + 5) % 16;
+    default:
+      return (7 * step) % 16;
   }
 }
 
@@ -54,9 +59,11 @@ template <class V>
     b_ = b_ + ((x << s) | (x >> (32 - s)));
   };
 #pragma GCC unroll 16
-  for (std::size_t i = 0; i < 16; ++i) advance(a, b, c, d, d ^ (b & (c ^ d)), i, m[message_word(i)]);
+  for (std::size_t i = 0; i < 16; ++i)
+    advance(a, b, c, d, d ^ (b & (c ^ d)), i, m[message_word(i)]);
 #pragma GCC unroll 16
-  for (std::size_t i = 16; i < 32; ++i) advance(a, b, c, d, c ^ (d & (b ^ c)), i, m[message_word(i)]);
+  for (std::size_t i = 16; i < 32; ++i)
+    advance(a, b, c, d, c ^ (d & (b ^ c)), i, m[message_word(i)]);
 #pragma GCC unroll 16
   for (std::size_t i = 32; i < 48; ++i) advance(a, b, c, d, b ^ c ^ d, i, m[message_word(i)]);
 #pragma GCC unroll 16
@@ -89,17 +96,20 @@ constexpr std::size_t kLanes = 8;
 using Lanes = std::uint32_t __attribute__((vector_size(4 * kLanes)));
 
 // Message words i of the block at `offset` of each of the eight inputs, one lane each.
-[[gnu::always_inline]] inline void load_words_portable(Lanes (&m)[16], const std::byte* const* input,
-                                                      std::size_t offset) {
+[[gnu::always_inline]] inline void load_words_portable(Lanes (&m)[16],
+                                                       const std::byte* const* input,
+                                                       std::size_t offset) {
   for (std::size_t i = 0; i < 16; ++i) {
-    for (std::size_t lane = 0; lane < kLanes; ++lane) m[i][lane] = load_le32(input[lane] + offset + 4 * i);
+    for (std::size_t lane = 0; lane < kLanes; ++lane)
+      m[i][lane] = load_le32(input[lane] + offset + 4 * i);
   }
 }
 
 // `blocks` 64-byte blocks from each of the eight inputs into the eight states.
 template <class LoadWords>
-[[gnu::always_inline]] inline void compress_lanes(std::uint32_t* const* state, const std::byte* const* input,
-                                                 std::size_t blocks, LoadWords load_words) {
+[[gnu::always_inline]] inline void compress_lanes(std::uint32_t* const* state,
+                                                  const std::byte* const* input, std::size_t blocks,
+                                                  LoadWords load_words) {
   Lanes h[4];
   for (std::size_t i = 0; i < 4; ++i) {
     for (std::size_t lane = 0; lane < kLanes; ++lane) h[i][lane] = state[lane][i];
@@ -118,8 +128,8 @@ template <class LoadWords>
 // The same with eight 32-byte loads and an 8x8 transpose per half block, instead of 128
 // single-word inserts (which cost more than the rounds). Not inlined: an always-inline
 // callee must not need more of the CPU than its caller's template, which has no target.
-[[gnu::target("avx2"), gnu::always_inline]] inline void transpose_half(Lanes* m, const std::byte* const* input,
-                                                                       std::size_t offset) {
+[[gnu::target("avx2"), gnu::always_inline]] inline void transpose_half(
+    Lanes* m, const std::byte* const* input, std::size_t offset) {
   __m256i r[8];
   for (std::size_t lane = 0; lane < kLanes; ++lane) {
     r[lane] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(input[lane] + offset));
@@ -144,29 +154,35 @@ template <class LoadWords>
 }
 
 [[gnu::target("avx2")]] void load_words_avx2(Lanes (&m)[16], const std::byte* const* input,
-                                                                        std::size_t offset) {
+                                             std::size_t offset) {
   transpose_half(m, input, offset);
   transpose_half(m + 8, input, offset + 32);
 }
 
-[[gnu::target("avx2")]] void compress_lanes_avx2(std::uint32_t* const* state, const std::byte* const* input,
+[[gnu::target("avx2")]] void compress_lanes_avx2(std::uint32_t* const* state,
+                                                 const std::byte* const* input,
                                                  std::size_t blocks) {
-  compress_lanes(state, input, blocks, [](Lanes(&m)[16], const std::byte* const* in, std::size_t offset) {
-    load_words_avx2(m, in, offset);
-  });
+  compress_lanes(state, input, blocks,
+                 [](Lanes(&m)[16], const std::byte* const* in, std::size_t offset) {
+                   load_words_avx2(m, in, offset);
+                 });
 }
 // Rotations and the boolean functions become one instruction each (vprold, vpternlogd).
 [[gnu::target("avx2,avx512f,avx512vl")]] void compress_lanes_avx512(std::uint32_t* const* state,
-                                                                   const std::byte* const* input, std::size_t blocks) {
-  compress_lanes(state, input, blocks, [](Lanes(&m)[16], const std::byte* const* in, std::size_t offset) {
-    load_words_avx2(m, in, offset);
-  });
+                                                                    const std::byte* const* input,
+                                                                    std::size_t blocks) {
+  compress_lanes(state, input, blocks,
+                 [](Lanes(&m)[16], const std::byte* const* in, std::size_t offset) {
+                   load_words_avx2(m, in, offset);
+                 });
 }
 #endif
-void compress_lanes_generic(std::uint32_t* const* state, const std::byte* const* input, std::size_t blocks) {
-  compress_lanes(state, input, blocks, [](Lanes(&m)[16], const std::byte* const* in, std::size_t offset) {
-    load_words_portable(m, in, offset);
-  });
+void compress_lanes_generic(std::uint32_t* const* state, const std::byte* const* input,
+                            std::size_t blocks) {
+  compress_lanes(state, input, blocks,
+                 [](Lanes(&m)[16], const std::byte* const* in, std::size_t offset) {
+                   load_words_portable(m, in, offset);
+                 });
 }
 
 using CompressLanes = void (*)(std::uint32_t* const*, const std::byte* const*, std::size_t);
@@ -212,7 +228,8 @@ void compress_jobs(std::span<Job> jobs) {
       inputs[lane] = jobs[idle ? 0 : lane].blocks.data();
     }
     kCompressLanes(states, inputs, blocks);
-    for (std::size_t lane = 0; lane < lanes; ++lane) jobs[lane].blocks = jobs[lane].blocks.subspan(64 * blocks);
+    for (std::size_t lane = 0; lane < lanes; ++lane)
+      jobs[lane].blocks = jobs[lane].blocks.subspan(64 * blocks);
   }
 }
 
@@ -243,7 +260,8 @@ std::span<const std::byte> Md5::take_blocks(std::span<const std::byte> data) {
 
 void Md5::update(std::span<const std::byte> data) { compress_one(state_, take_blocks(data)); }
 
-void Md5::update_many(std::span<Md5* const> streams, std::span<const std::span<const std::byte>> data) {
+void Md5::update_many(std::span<Md5* const> streams,
+                      std::span<const std::span<const std::byte>> data) {
   H3_ASSERT(streams.size() == data.size(), "one input per stream");
   constexpr std::size_t kBatch = 64;
   Job jobs[kBatch];
@@ -263,10 +281,12 @@ std::array<std::uint8_t, 16> Md5::finish() {
   std::memcpy(tail.data(), pending_.data(), pending_bytes_);
   tail[pending_bytes_] = std::byte{0x80};
   const std::size_t padded = pending_bytes_ < 56 ? 64 : 128;
-  for (std::size_t i = 0; i < 8; ++i) tail[padded - 8 + i] = static_cast<std::byte>(bits >> (8 * i));
+  for (std::size_t i = 0; i < 8; ++i)
+    tail[padded - 8 + i] = static_cast<std::byte>(bits >> (8 * i));
   compress_one(state_, std::span(tail).first(padded));
   std::array<std::uint8_t, 16> digest;
-  for (std::size_t i = 0; i < 16; ++i) digest[i] = static_cast<std::uint8_t>(state_[i / 4] >> (8 * (i % 4)));
+  for (std::size_t i = 0; i < 16; ++i)
+    digest[i] = static_cast<std::uint8_t>(state_[i / 4] >> (8 * (i % 4)));
   reset();
   return digest;
 }

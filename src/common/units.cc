@@ -16,11 +16,22 @@ struct Unit {
 
 // Checked in order; the first exact match wins.
 constexpr std::array kSizeUnits = {
-    Unit{"", 1},         Unit{"B", 1},
-    Unit{"k", kKiB},     Unit{"K", kKiB},      Unit{"KiB", kKiB}, Unit{"kB", 1000},
-    Unit{"KB", 1000},    Unit{"M", kMiB},      Unit{"MiB", kMiB}, Unit{"MB", 1000 * 1000},
-    Unit{"G", kGiB},     Unit{"GiB", kGiB},    Unit{"GB", 1000ULL * 1000 * 1000},
-    Unit{"T", kTiB},     Unit{"TiB", kTiB},    Unit{"TB", 1000ULL * 1000 * 1000 * 1000},
+    Unit{"", 1},
+    Unit{"B", 1},
+    Unit{"k", kKiB},
+    Unit{"K", kKiB},
+    Unit{"KiB", kKiB},
+    Unit{"kB", 1000},
+    Unit{"KB", 1000},
+    Unit{"M", kMiB},
+    Unit{"MiB", kMiB},
+    Unit{"MB", 1000 * 1000},
+    Unit{"G", kGiB},
+    Unit{"GiB", kGiB},
+    Unit{"GB", 1000ULL * 1000 * 1000},
+    Unit{"T", kTiB},
+    Unit{"TiB", kTiB},
+    Unit{"TB", 1000ULL * 1000 * 1000 * 1000},
 };
 
 std::string_view trim(std::string_view text) {

@@ -1,13 +1,10 @@
 #include "hots3/common/worker_pool.h"
 
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-
-#include <poll.h>
-#include <pthread.h>
-#include <sys/eventfd.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -17,12 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <poll.h>
+#include <pthread.h>
 #include <span>
 #include <stdexcept>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <thread>
-
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
+#include <unistd.h>
 
 namespace hots3 {
 
@@ -127,16 +126,16 @@ int StopSignals::wait() {
 StopSignals::Watch::Watch(const StopSignals& signals, std::function<void(int)> on_signal)
     : wake_fd_(::eventfd(0, EFD_CLOEXEC)) {
   if (wake_fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
-  thread_ = std::thread([signal_fd = signals.signal_fd_, wake_fd = wake_fd_,
-                         on_signal = std::move(on_signal)] {
-    pthread_setname_np(pthread_self(), "h3-signals");
-    for (;;) {
-      std::array<pollfd, 2> fds{{{signal_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}}};
-      wait_readable(fds);
-      if (fds[1].revents != 0) return;  // the Watch is being destroyed
-      if (const int signal = take_signal(signal_fd); signal != 0) on_signal(signal);
-    }
-  });
+  thread_ = std::thread(
+      [signal_fd = signals.signal_fd_, wake_fd = wake_fd_, on_signal = std::move(on_signal)] {
+        pthread_setname_np(pthread_self(), "h3-signals");
+        for (;;) {
+          std::array<pollfd, 2> fds{{{signal_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}}};
+          wait_readable(fds);
+          if (fds[1].revents != 0) return;  // the Watch is being destroyed
+          if (const int signal = take_signal(signal_fd); signal != 0) on_signal(signal);
+        }
+      });
 }
 
 StopSignals::Watch::~Watch() {
@@ -149,9 +148,12 @@ StopSignals::Watch::~Watch() {
 
 const char* signal_name(int signal) noexcept {
   switch (signal) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal";
   }
 }
 

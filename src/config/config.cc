@@ -1,17 +1,16 @@
 #include "hots3/config/config.h"
 
+#include "hots3/common/units.h"
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
-
-#include <unistd.h>
 
 #include <charconv>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <set>
-
-#include "hots3/common/units.h"
+#include <unistd.h>
 
 namespace hots3::config {
 namespace {
@@ -60,13 +59,16 @@ class TableReader {
       bytes = static_cast<std::uint64_t>(i->get());
     } else if (const auto* s = node->as_string()) {
       auto parsed = parse_size_bytes(s->get());
-      if (!parsed) fail(*node, key, fmt::format("'{}' is not a size (e.g. 4096, \"64KiB\", \"16GiB\")", s->get()));
+      if (!parsed)
+        fail(*node, key,
+             fmt::format("'{}' is not a size (e.g. 4096, \"64KiB\", \"16GiB\")", s->get()));
       bytes = *parsed;
     } else {
       fail(*node, key, "expected a size (e.g. 4096 or \"64KiB\")");
     }
     if (bytes < min || bytes > max) {
-      fail(*node, key, fmt::format("must be between {} and {}", format_size(min), format_size(max)));
+      fail(*node, key,
+           fmt::format("must be between {} and {}", format_size(min), format_size(max)));
     }
     out = bytes;
   }
@@ -83,7 +85,8 @@ class TableReader {
       value = std::chrono::seconds(i->get());
     } else if (const auto* s = node->as_string()) {
       auto parsed = parse_duration(s->get());
-      if (!parsed) fail(*node, key, fmt::format("'{}' is not a duration (e.g. \"250ms\", \"10s\")", s->get()));
+      if (!parsed)
+        fail(*node, key, fmt::format("'{}' is not a duration (e.g. \"250ms\", \"10s\")", s->get()));
       value = *parsed;
     } else {
       fail(*node, key, "expected a duration (e.g. \"10s\")");
@@ -117,9 +120,10 @@ class TableReader {
     }
   }
 
-  [[noreturn]] void fail(const toml::node& node, std::string_view key, std::string_view problem) const {
-    throw ConfigError(fmt::format("{}:{}: {}{}: {}", path_, node.source().begin.line, prefix_,
-                                  key, problem));
+  [[noreturn]] void fail(const toml::node& node, std::string_view key,
+                         std::string_view problem) const {
+    throw ConfigError(
+        fmt::format("{}:{}: {}{}: {}", path_, node.source().begin.line, prefix_, key, problem));
   }
 
   [[nodiscard]] const std::string& prefix() const { return prefix_; }
@@ -206,7 +210,8 @@ void read_storage(const std::string& path, const toml::table& table, StorageConf
   cache_size("cache_size", storage.cache_bytes);
   cache_size("metadata_cache_size", storage.metadata_cache_bytes);
   r.size("io_buffer_size", storage.io_buffer_bytes, 64 * kKiB, 64 * kMiB);
-  if (storage.io_buffer_bytes % (64 * kKiB) != 0) r.fail(*table.get("io_buffer_size"), "io_buffer_size", "must be a multiple of 64 KiB");
+  if (storage.io_buffer_bytes % (64 * kKiB) != 0)
+    r.fail(*table.get("io_buffer_size"), "io_buffer_size", "must be a multiple of 64 KiB");
   r.integer("io_buffers", storage.io_buffers_per_worker, 2, 65536);
   r.integer("stream_depth", storage.stream_depth, 1, 64);
   std::string etag;
@@ -270,8 +275,9 @@ std::vector<Grant> read_grants(const std::string& path, const toml::array& array
   for (const toml::node& node : array) {
     const auto* table = node.as_table();
     if (table == nullptr) {
-      throw ConfigError(fmt::format("{}:{}: users.grants: each grant is a table {{ bucket = \"...\", access = \"read\" }}",
-                                    path, node.source().begin.line));
+      throw ConfigError(fmt::format(
+          "{}:{}: users.grants: each grant is a table {{ bucket = \"...\", access = \"read\" }}",
+          path, node.source().begin.line));
     }
     TableReader r(path, "users.grants.", *table);
     Grant grant;
@@ -316,8 +322,9 @@ void read_users(const std::string& path, const toml::array& array, std::vector<U
       for (const toml::node& pattern : *patterns) {
         const auto* text = pattern.as_string();
         if (text == nullptr || text->get().empty()) {
-          throw ConfigError(fmt::format("{}:{}: users.create_buckets: each entry is a bucket name pattern (\"team-*\")",
-                                        path, pattern.source().begin.line));
+          throw ConfigError(fmt::format(
+              "{}:{}: users.create_buckets: each entry is a bucket name pattern (\"team-*\")", path,
+              pattern.source().begin.line));
         }
         user.create_buckets.push_back(text->get());
       }
@@ -344,12 +351,15 @@ std::uint64_t eighth_of_memory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_size = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_size <= 0) return 256 * kMiB;
-  const std::uint64_t memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+  const std::uint64_t memory =
+      static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
   return std::min<std::uint64_t>(memory / 8, 8 * kGiB);
 }
 }  // namespace
 
-std::uint64_t StorageConfig::effective_cache_bytes() const { return cache_bytes ? *cache_bytes : eighth_of_memory(); }
+std::uint64_t StorageConfig::effective_cache_bytes() const {
+  return cache_bytes ? *cache_bytes : eighth_of_memory();
+}
 
 std::uint64_t StorageConfig::effective_metadata_cache_bytes() const {
   return metadata_cache_bytes ? *metadata_cache_bytes : eighth_of_memory();
@@ -374,7 +384,8 @@ ListenAddress parse_listen(std::string_view text) {
     port_text = text.substr(colon + 1);
   }
   unsigned port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc{} || end != port_text.data() + port_text.size() || port > 65535 ||
       port_text.empty()) {
     throw ConfigError(fmt::format("'{}' has no valid port (0-65535)", text));
@@ -398,8 +409,8 @@ void apply_text(Config& config, std::string_view text, const std::string& path) 
   } catch (const toml::parse_error& e) {
     const auto& where = e.source();
     if (where.begin.line == 0) throw ConfigError(fmt::format("{}: {}", path, e.description()));
-    throw ConfigError(fmt::format("{}:{}:{}: {}", path, where.begin.line, where.begin.column,
-                                  e.description()));
+    throw ConfigError(
+        fmt::format("{}:{}:{}: {}", path, where.begin.line, where.begin.column, e.description()));
   }
   TableReader r(path, "", root);
   if (const toml::table* t = r.table("http")) read_http(path, *t, config.http);

@@ -1,16 +1,16 @@
 // The development key pair: generated once per data directory so that a server started with
 // no configuration at all can be used at once, and kept so that restarts do not break clients.
 
+#include "hots3/config/config.h"
+
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <toml++/toml.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
-
-#include "hots3/config/config.h"
+#include <sys/stat.h>
 
 namespace hots3::config {
 namespace {
@@ -93,7 +93,8 @@ ResolvedUsers resolve_users(const Config& config) {
   }
   if (!result.users.empty()) return result;
 
-  result.credentials_path = (std::filesystem::path(config.storage.data_dir) / "credentials").string();
+  result.credentials_path =
+      (std::filesystem::path(config.storage.data_dir) / "credentials").string();
   result.generated = true;
   if (std::filesystem::exists(result.credentials_path)) {
     result.users.push_back(load_credentials(result.credentials_path));

@@ -39,12 +39,30 @@ Response Handler::protocol_error(ProtocolError error, std::string_view /*request
                                  std::string& body) {
   Response response;
   switch (error) {
-    case ProtocolError::kBadRequest: response.status = 400; body = "bad request\n"; break;
-    case ProtocolError::kHeaderTooLarge: response.status = 431; body = "header too large\n"; break;
-    case ProtocolError::kRequestTimeout: response.status = 408; body = "request timeout\n"; break;
-    case ProtocolError::kTooManyConnections: response.status = 503; body = "too many connections\n"; break;
-    case ProtocolError::kUnsupportedVersion: response.status = 505; body = "HTTP/1.x only\n"; break;
-    case ProtocolError::kInternalError: response.status = 500; body = "internal error\n"; break;
+    case ProtocolError::kBadRequest:
+      response.status = 400;
+      body = "bad request\n";
+      break;
+    case ProtocolError::kHeaderTooLarge:
+      response.status = 431;
+      body = "header too large\n";
+      break;
+    case ProtocolError::kRequestTimeout:
+      response.status = 408;
+      body = "request timeout\n";
+      break;
+    case ProtocolError::kTooManyConnections:
+      response.status = 503;
+      body = "too many connections\n";
+      break;
+    case ProtocolError::kUnsupportedVersion:
+      response.status = 505;
+      body = "HTTP/1.x only\n";
+      break;
+    case ProtocolError::kInternalError:
+      response.status = 500;
+      body = "internal error\n";
+      break;
   }
   response.add("Content-Type", "text/plain");
   return response;

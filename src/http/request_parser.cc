@@ -1,10 +1,10 @@
 #include "request_parser.h"
 
+#include "hots3/http/handler.h"
+
 #include <boost/asio/buffer.hpp>
 
 #include <string_view>
-
-#include "hots3/http/handler.h"
 
 namespace hots3::http::detail {
 
@@ -38,7 +38,8 @@ std::size_t put_head(RequestParser& parser, std::string_view available, std::uin
 bool body_framing_clear(const RequestParser::value_type& message) {
   const auto codings = message.count(bhttp::field::transfer_encoding);
   if (codings == 0) return true;
-  if (codings > 1 || message.version() < 11 || message.count(bhttp::field::content_length) > 0) return false;
+  if (codings > 1 || message.version() < 11 || message.count(bhttp::field::content_length) > 0)
+    return false;
   std::string_view value = message[bhttp::field::transfer_encoding];
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);

@@ -1,5 +1,11 @@
 #include "hots3/http/server.h"
 
+#include "wire.h"
+#include "worker.h"
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -7,17 +13,11 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <random>
 #include <stdexcept>
 #include <system_error>
-
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
-#include "wire.h"
-#include "worker.h"
+#include <unistd.h>
 
 namespace hots3::http {
 
@@ -46,7 +46,8 @@ std::string_view http_date(Worker& worker) noexcept {
   if (now != worker.date_second) {
     std::tm tm{};
     gmtime_r(&now, &tm);
-    const std::size_t n = std::strftime(worker.date, sizeof worker.date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    const std::size_t n =
+        std::strftime(worker.date, sizeof worker.date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
     H3_ASSERT(n > 0);
     worker.date_second = now;
   }
@@ -57,7 +58,9 @@ std::string_view http_date(Worker& worker) noexcept {
 
 struct Server::Impl {
   Impl(const config::HttpConfig& c, Handler& h, std::vector<asio::io_context*> contexts)
-      : shared_ptr(std::make_shared<detail::Shared>(c, h)), shared(*shared_ptr), workers(shared.workers) {
+      : shared_ptr(std::make_shared<detail::Shared>(c, h)),
+        shared(*shared_ptr),
+        workers(shared.workers) {
     H3_ASSERT(!contexts.empty());
     std::random_device random;
     for (unsigned i = 0; i < contexts.size(); ++i) {
@@ -70,15 +73,17 @@ struct Server::Impl {
   // The sweeper checks deadlines a few times per shortest timeout: timeouts cost one
   // comparison per connection and tick, not a timer per operation.
   static Clock::duration sweep_interval(const config::HttpConfig& c) {
-    const auto shortest = std::min({c.header_timeout, c.idle_timeout, c.body_stall_timeout,
-                                    c.send_stall_timeout});
+    const auto shortest =
+        std::min({c.header_timeout, c.idle_timeout, c.body_stall_timeout, c.send_stall_timeout});
     return std::clamp<Clock::duration>(shortest / 8, std::chrono::milliseconds(5),
                                        std::chrono::milliseconds(500));
   }
 
   void open_acceptors();
-  static asio::awaitable<void> accept_loop(std::shared_ptr<detail::Shared> keep_alive, Worker& worker);
-  static asio::awaitable<void> sweep_loop(std::shared_ptr<detail::Shared> keep_alive, Worker& worker);
+  static asio::awaitable<void> accept_loop(std::shared_ptr<detail::Shared> keep_alive,
+                                           Worker& worker);
+  static asio::awaitable<void> sweep_loop(std::shared_ptr<detail::Shared> keep_alive,
+                                          Worker& worker);
   static void reject(Worker& worker, tcp::socket socket);
 
   std::shared_ptr<detail::Shared> shared_ptr;
@@ -111,9 +116,10 @@ void ensure_port_free(const tcp::endpoint& endpoint, const config::ListenAddress
   if (!ec) probe.set_option(asio::socket_base::reuse_address(true), ec);  // TIME_WAIT is no owner
   if (!ec) probe.bind(endpoint, ec);
   if (ec == boost::system::errc::address_in_use) {
-    throw std::system_error(ec, "cannot listen on " + listen.host + ":" + std::to_string(endpoint.port()) +
-                                    ": the port is in use by another program; stop it, or choose another port "
-                                    "with --listen ADDRESS:PORT (or http.listen in the configuration file)");
+    throw std::system_error(
+        ec, "cannot listen on " + listen.host + ":" + std::to_string(endpoint.port()) +
+                ": the port is in use by another program; stop it, or choose another port "
+                "with --listen ADDRESS:PORT (or http.listen in the configuration file)");
   }
   // Any other failure is reported by the real bind, with the same words as ever.
 }
@@ -140,7 +146,8 @@ void Server::Impl::open_acceptors() {
     if (!ec) acceptor.bind(endpoint, ec);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      throw std::system_error(ec, "cannot listen on " + listen.host + ":" + std::to_string(endpoint.port()));
+      throw std::system_error(
+          ec, "cannot listen on " + listen.host + ":" + std::to_string(endpoint.port()));
     }
     // With port 0 the first bind picks the port; the other workers join it.
     endpoint.port(acceptor.local_endpoint().port());
@@ -185,7 +192,8 @@ asio::awaitable<void> Server::Impl::accept_loop(std::shared_ptr<detail::Shared> 
       co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
-    if (shared.connections_active.load(std::memory_order_relaxed) >= shared.config.connections_max) {
+    if (shared.connections_active.load(std::memory_order_relaxed) >=
+        shared.config.connections_max) {
       shared.connections_rejected.fetch_add(1, std::memory_order_relaxed);
       reject(worker, std::move(socket));
       continue;
@@ -201,7 +209,8 @@ asio::awaitable<void> Server::Impl::accept_loop(std::shared_ptr<detail::Shared> 
       // Two workers accepting at once must not both count the same load as the lowest.
       std::lock_guard lock(shared.balance_mutex);
       for (auto& other : shared.workers) {
-        if (other->load.load(std::memory_order_relaxed) < target->load.load(std::memory_order_relaxed)) {
+        if (other->load.load(std::memory_order_relaxed) <
+            target->load.load(std::memory_order_relaxed)) {
           target = other.get();
         }
       }
@@ -271,9 +280,11 @@ void Server::start() {
                         asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
     boost::system::error_code ec;
     context.use_certificate_chain_file(tls.certificate_path, ec);
-    if (ec) throw std::runtime_error("TLS certificate " + tls.certificate_path + ": " + ec.message());
+    if (ec)
+      throw std::runtime_error("TLS certificate " + tls.certificate_path + ": " + ec.message());
     context.use_private_key_file(tls.private_key_path, asio::ssl::context::pem, ec);
-    if (ec) throw std::runtime_error("TLS private key " + tls.private_key_path + ": " + ec.message());
+    if (ec)
+      throw std::runtime_error("TLS private key " + tls.private_key_path + ": " + ec.message());
     impl_->shared.tls = &context;
   }
   impl_->open_acceptors();

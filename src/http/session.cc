@@ -6,6 +6,13 @@
 // Timeouts are deadlines that the worker's sweeper checks; expiring cancels the pending
 // socket operation, so every co_await here has a bound while the peer is involved.
 
+#include "request_parser.h"
+#include "wire.h"
+#include "worker.h"
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -22,12 +29,6 @@
 #include <array>
 #include <cstring>
 #include <exception>
-
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
-#include "request_parser.h"
-#include "wire.h"
-#include "worker.h"
 
 namespace hots3::http::detail {
 namespace {
@@ -51,13 +52,20 @@ constexpr std::size_t kReadChunkBytes = 16 * 1024;
 
 Method to_method(bhttp::verb verb) {
   switch (verb) {
-    case bhttp::verb::get: return Method::kGet;
-    case bhttp::verb::head: return Method::kHead;
-    case bhttp::verb::put: return Method::kPut;
-    case bhttp::verb::post: return Method::kPost;
-    case bhttp::verb::delete_: return Method::kDelete;
-    case bhttp::verb::options: return Method::kOptions;
-    default: return Method::kOther;
+    case bhttp::verb::get:
+      return Method::kGet;
+    case bhttp::verb::head:
+      return Method::kHead;
+    case bhttp::verb::put:
+      return Method::kPut;
+    case bhttp::verb::post:
+      return Method::kPost;
+    case bhttp::verb::delete_:
+      return Method::kDelete;
+    case bhttp::verb::options:
+      return Method::kOptions;
+    default:
+      return Method::kOther;
   }
 }
 
@@ -151,7 +159,7 @@ class Session final : public Connection, public Exchange {
   bool response_started_ = false;
   bool response_finished_ = false;
   bool responding_ = false;  // a response write is in progress
-  bool no_body_ = false;       // HEAD, 1xx, 204, 304
+  bool no_body_ = false;     // HEAD, 1xx, 204, 304
   bool chunked_out_ = false;
   bool head_pending_ = false;  // the head is formatted but not sent yet
   unsigned status_ = 0;
@@ -218,7 +226,8 @@ asio::awaitable<error_code> Session<Stream>::read_head() {
   for (;;) {
     error_code put_ec;
     const auto data = buffer_.data();
-    buffer_.consume(put_head(*parser_, std::string_view(static_cast<const char*>(data.data()), data.size()),
+    buffer_.consume(put_head(*parser_,
+                             std::string_view(static_cast<const char*>(data.data()), data.size()),
                              head_bytes, config_.header_bytes_max, put_ec));
     if (put_ec != bhttp::error::need_more) co_return put_ec;  // complete ({}), or refused
     auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(kReadChunkBytes), kTuple);
@@ -268,8 +277,8 @@ asio::awaitable<void> Session<Stream>::serve() {
   if (!parser_->keep_alive()) closing_ = true;
 
   if (is_health_check()) {
-    const bool ok = head_.target == "/health/live" ||
-                    (worker_.shared.handler.ready() && !worker_.draining);
+    const bool ok =
+        head_.target == "/health/live" || (worker_.shared.handler.ready() && !worker_.draining);
     Response response(ok ? 200U : 503U);
     response.add("Content-Type", "text/plain");
     co_await respond(std::move(response), ok ? "OK\n" : "not ready\n");
@@ -332,7 +341,8 @@ asio::awaitable<Result<std::size_t>> Session<Stream>::read_body(std::span<std::b
   if (!head_.chunked) {
     // Content-Length body: what the head read left in the buffer first, then straight from the
     // socket into the caller's buffer (no intermediate copy).
-    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), body_left_bytes_));
+    const std::size_t want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), body_left_bytes_));
     std::size_t n = 0;
     if (buffer_.size() > 0) {
       n = asio::buffer_copy(asio::buffer(out.data(), want), buffer_.data());
@@ -443,7 +453,8 @@ asio::awaitable<Result<void>> Session<Stream>::write_body(std::span<const std::b
     co_return Result<void>{};
   }
   if (response_length_) {
-    H3_ASSERT(body_sent_bytes_ + data.size() <= *response_length_, "body longer than Content-Length");
+    H3_ASSERT(body_sent_bytes_ + data.size() <= *response_length_,
+              "body longer than Content-Length");
   }
   std::array<asio::const_buffer, 4> buffers;
   std::size_t count = 0;
@@ -525,7 +536,8 @@ asio::awaitable<void> run_connection(std::shared_ptr<Shared> keep_alive, Worker&
   ActiveGuard active(*keep_alive, worker);
   error_code ec;
   const auto endpoint = socket.remote_endpoint(ec);
-  std::string remote = ec ? "-" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  std::string remote =
+      ec ? "-" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
   socket.set_option(tcp::no_delay(true), ec);  // responses are written whole; no Nagle delay
 
   beast::flat_buffer buffer;
@@ -552,8 +564,8 @@ asio::awaitable<void> run_connection(std::shared_ptr<Shared> keep_alive, Worker&
   }
   TlsStream stream(std::move(socket), *worker.shared.tls);
   watched = &stream.next_layer();
-  auto [hs_ec, used] = co_await stream.async_handshake(asio::ssl::stream_base::server,
-                                                      buffer.data(), kTuple);
+  auto [hs_ec, used] =
+      co_await stream.async_handshake(asio::ssl::stream_base::server, buffer.data(), kTuple);
   timer.cancel();
   if (hs_ec) {
     log::debug("TLS handshake with {} failed: {}", remote, hs_ec.message());

@@ -3,12 +3,12 @@
 // Private to src/http: the bytes of HTTP/1.1 response heads, chunk lines, request ids and
 // access-log lines. No I/O; unit-tested in tests/unit/http.
 
+#include "hots3/http/handler.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-#include "hots3/http/handler.h"
 
 namespace hots3::http::detail {
 

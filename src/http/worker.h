@@ -4,6 +4,9 @@
 // connections (session.cc). Everything in a Worker is touched only on that worker's thread,
 // except the atomics in Shared.
 
+#include "hots3/config/config.h"
+#include "hots3/http/handler.h"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -17,9 +20,6 @@
 #include <mutex>
 #include <optional>
 #include <vector>
-
-#include "hots3/config/config.h"
-#include "hots3/http/handler.h"
 
 namespace boost::asio::ssl {
 class context;

@@ -1,28 +1,33 @@
 #include "body.h"
 
+#include "hots3/common/logging.h"
+#include "hots3/storage/object_store.h"
+
 #include <charconv>
 #include <cstring>
 #include <memory>
-
-#include "hots3/common/logging.h"
-#include "hots3/storage/object_store.h"
 
 namespace hots3::s3 {
 namespace {
 
 constexpr std::size_t kReadBytes = 256 * 1024;
 
-constexpr auth::ChecksumAlgorithm kAlgorithms[] = {auth::ChecksumAlgorithm::kCrc32, auth::ChecksumAlgorithm::kCrc32c,
-                                                   auth::ChecksumAlgorithm::kCrc64Nvme, auth::ChecksumAlgorithm::kSha1,
-                                                   auth::ChecksumAlgorithm::kSha256};
+constexpr auth::ChecksumAlgorithm kAlgorithms[] = {
+    auth::ChecksumAlgorithm::kCrc32, auth::ChecksumAlgorithm::kCrc32c,
+    auth::ChecksumAlgorithm::kCrc64Nvme, auth::ChecksumAlgorithm::kSha1,
+    auth::ChecksumAlgorithm::kSha256};
 
 std::size_t raw_length(auth::ChecksumAlgorithm a) {
   switch (a) {
     case auth::ChecksumAlgorithm::kCrc32:
-    case auth::ChecksumAlgorithm::kCrc32c: return 4;
-    case auth::ChecksumAlgorithm::kCrc64Nvme: return 8;
-    case auth::ChecksumAlgorithm::kSha1: return 20;
-    case auth::ChecksumAlgorithm::kSha256: return 32;
+    case auth::ChecksumAlgorithm::kCrc32c:
+      return 4;
+    case auth::ChecksumAlgorithm::kCrc64Nvme:
+      return 8;
+    case auth::ChecksumAlgorithm::kSha1:
+      return 20;
+    case auth::ChecksumAlgorithm::kSha256:
+      return 32;
   }
   return 0;
 }
@@ -47,11 +52,15 @@ std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r) {
   for (const auto algorithm : kAlgorithms) {
     if (auto value = r.header(auth::checksum_header(algorithm))) {
       if (c.algorithm) {
-        return Error(Code::kInvalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.");
+        return Error(
+            Code::kInvalidRequest,
+            "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.");
       }
       auto raw = auth::base64_decode(*value);
       if (!raw || raw->size() != raw_length(algorithm)) {
-        return Error(Code::kInvalidRequest, "Value for " + std::string(auth::checksum_header(algorithm)) + " header is invalid.");
+        return Error(
+            Code::kInvalidRequest,
+            "Value for " + std::string(auth::checksum_header(algorithm)) + " header is invalid.");
       }
       c.algorithm = algorithm;
       c.header_value = std::string(*value);
@@ -64,9 +73,13 @@ std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r) {
     for (const auto algorithm : kAlgorithms) {
       if (name == auth::checksum_header(algorithm)) named = algorithm;
     }
-    if (!named) return Error(Code::kInvalidRequest, "The value specified in the x-amz-trailer header is not supported");
+    if (!named)
+      return Error(Code::kInvalidRequest,
+                   "The value specified in the x-amz-trailer header is not supported");
     if (c.algorithm) {
-      return Error(Code::kInvalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.");
+      return Error(
+          Code::kInvalidRequest,
+          "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.");
     }
     c.algorithm = named;
     c.in_trailer = true;
@@ -74,7 +87,8 @@ std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r) {
   if (!c.algorithm) {
     if (auto sdk = r.header("x-amz-sdk-checksum-algorithm")) {
       c.algorithm = auth::parse_checksum_algorithm(*sdk);
-      if (!c.algorithm) return Error(Code::kInvalidRequest, "Checksum algorithm provided is unsupported.");
+      if (!c.algorithm)
+        return Error(Code::kInvalidRequest, "Checksum algorithm provided is unsupported.");
     }
   }
   if (auto md5 = r.header("content-md5")) {
@@ -88,7 +102,8 @@ std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r) {
 Body::Body(Request& request, ChecksumRequest checksum, DefaultCrc64 crc64, bool md5)
     : request_(request), want_(std::move(checksum)), raw_(take_buffer()) {
   const Payload payload = request.auth.payload;
-  const bool streaming = payload == Payload::kStreamingSigned || payload == Payload::kStreamingSignedTrailer ||
+  const bool streaming = payload == Payload::kStreamingSigned ||
+                         payload == Payload::kStreamingSignedTrailer ||
                          payload == Payload::kStreamingUnsignedTrailer;
   if (streaming) {
     if (auto decoded = request.header("x-amz-decoded-content-length")) {
@@ -136,7 +151,8 @@ asio::awaitable<std::optional<std::span<const std::byte>>> Body::next() {
       const auto piece = pending_[pending_next_++];
       if (piece.empty()) continue;
       payload_bytes_ += piece.size();
-      if (declared_ && payload_bytes_ > *declared_) co_return fail(Error(Code::kIncompleteBody, "The request body is longer than declared."));
+      if (declared_ && payload_bytes_ > *declared_)
+        co_return fail(Error(Code::kIncompleteBody, "The request body is longer than declared."));
       if (sha256_) sha256_->update(piece);
       if (md5_) md5_->update(piece);
       if (checksummer_) checksummer_->update(piece);
@@ -154,7 +170,8 @@ asio::awaitable<std::optional<std::span<const std::byte>>> Body::next() {
     if (*n == 0) {
       http_done_ = true;
       if (decoder_ && !decoder_->finished()) {
-        co_return fail(Error(Code::kIncompleteBody, "The aws-chunked request body terminated unexpectedly"));
+        co_return fail(
+            Error(Code::kIncompleteBody, "The aws-chunked request body terminated unexpectedly"));
       }
       if (declared_ && payload_bytes_ != *declared_) co_return fail(Code::kIncompleteBody);
       continue;
@@ -164,17 +181,24 @@ asio::awaitable<std::optional<std::span<const std::byte>>> Body::next() {
       pending_.push_back(input);
       continue;
     }
-    const auto result = decoder_->feed(input, [this](std::span<const std::byte> piece) { pending_.push_back(piece); });
+    const auto result = decoder_->feed(
+        input, [this](std::span<const std::byte> piece) { pending_.push_back(piece); });
     switch (result) {
-      case auth::AwsChunkedDecoder::Error::kNone: break;
+      case auth::AwsChunkedDecoder::Error::kNone:
+        break;
       case auth::AwsChunkedDecoder::Error::kMalformed:
         co_return fail(Error(Code::kIncompleteBody, "The aws-chunked request body is malformed."));
       case auth::AwsChunkedDecoder::Error::kBadChunkSignature:
-        co_return fail(Error(Code::kSignatureDoesNotMatch, "The chunk signature we calculated does not match the one you provided."));
+        co_return fail(
+            Error(Code::kSignatureDoesNotMatch,
+                  "The chunk signature we calculated does not match the one you provided."));
       case auth::AwsChunkedDecoder::Error::kBadTrailerSignature:
-        co_return fail(Error(Code::kSignatureDoesNotMatch, "The trailer signature we calculated does not match the one you provided."));
+        co_return fail(
+            Error(Code::kSignatureDoesNotMatch,
+                  "The trailer signature we calculated does not match the one you provided."));
       case auth::AwsChunkedDecoder::Error::kTooLarge:
-        co_return fail(Error(Code::kIncompleteBody, "The request body is longer than x-amz-decoded-content-length."));
+        co_return fail(Error(Code::kIncompleteBody,
+                             "The request body is longer than x-amz-decoded-content-length."));
     }
   }
 }
@@ -214,14 +238,18 @@ std::optional<Error> Body::verify(const std::optional<std::array<std::uint8_t, 1
     std::optional<std::string> expected = want_.header_value;
     if (want_.in_trailer) {
       const auto name = auth::checksum_header(*want_.algorithm);
-      for (const auto& [trailer_name, value] : decoder_ ? decoder_->trailers() : std::vector<std::pair<std::string, std::string>>{}) {
+      for (const auto& [trailer_name, value] :
+           decoder_ ? decoder_->trailers() : std::vector<std::pair<std::string, std::string>>{}) {
         if (trailer_name == name) expected = value;
       }
-      if (!expected) return Error(Code::kInvalidRequest, "The trailing " + std::string(name) + " was not received.");
+      if (!expected)
+        return Error(Code::kInvalidRequest,
+                     "The trailing " + std::string(name) + " was not received.");
     }
     if (expected && *expected != computed) {
-      return Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(checksummer_->algorithm())) +
-                                         " you specified did not match the calculated checksum.");
+      return Error(Code::kBadDigest,
+                   "The " + std::string(auth::checksum_name(checksummer_->algorithm())) +
+                       " you specified did not match the calculated checksum.");
     }
     checksum_ = std::pair{checksummer_->algorithm(), computed};
     if (checksummer_->algorithm() == auth::ChecksumAlgorithm::kCrc64Nvme) crc64nvme_ = computed;

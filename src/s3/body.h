@@ -5,16 +5,17 @@
 // the x-amz-content-sha256 digest, chunk and trailer signatures, the declared length, the
 // x-amz-checksum-* value (header or trailer), Content-MD5. Only payload bytes leave it.
 
+#include "service.h"
+
+#include "hots3/common/digest.h"
+#include "hots3/s3/auth/checksum.h"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "hots3/common/digest.h"
-#include "hots3/s3/auth/checksum.h"
-#include "service.h"
 
 namespace hots3::s3 {
 
@@ -69,7 +70,8 @@ class Body {
   [[nodiscard]] std::uint64_t payload_bytes() const noexcept { return payload_bytes_; }
 
   // The checksum to store and return (algorithm, base64 value); set after verify().
-  [[nodiscard]] const std::optional<std::pair<auth::ChecksumAlgorithm, std::string>>& checksum() const noexcept {
+  [[nodiscard]] const std::optional<std::pair<auth::ChecksumAlgorithm, std::string>>& checksum()
+      const noexcept {
     return checksum_;
   }
   // The CRC64NVME (base64) when DefaultCrc64::kAlways added one; set after verify().
@@ -87,11 +89,11 @@ class Body {
   ChecksumRequest want_;
   std::optional<std::uint64_t> declared_;
   std::optional<auth::AwsChunkedDecoder> decoder_;
-  std::optional<Digest> sha256_;       // x-amz-content-sha256 verification
+  std::optional<Digest> sha256_;  // x-amz-content-sha256 verification
   std::optional<Digest> md5_;
   std::optional<auth::Checksummer> checksummer_;
   std::optional<auth::Checksummer> crc64_;  // DefaultCrc64::kAlways, when checksummer_ is another
-  std::vector<std::byte> raw_;         // one read of the HTTP body
+  std::vector<std::byte> raw_;              // one read of the HTTP body
   std::vector<std::span<const std::byte>> pending_;  // decoded pieces of the last read
   std::size_t pending_next_ = 0;
   std::uint64_t payload_bytes_ = 0;

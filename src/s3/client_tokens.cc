@@ -1,10 +1,10 @@
 #include "client_tokens.h"
 
+#include "hots3/common/digest.h"
+
 #include <cstring>
 #include <span>
 #include <string>
-
-#include "hots3/common/digest.h"
 
 namespace hots3::s3 {
 namespace {
@@ -34,7 +34,8 @@ std::size_t ClientTokens::HashOfHash::operator()(const Hash& h) const noexcept {
   return value;
 }
 
-ClientTokens::Seen ClientTokens::find(std::string_view scope, std::string_view token, std::string_view parameters) {
+ClientTokens::Seen ClientTokens::find(std::string_view scope, std::string_view token,
+                                      std::string_view parameters) {
   const Hash key = digest(scope, token);
   const Hash wanted = digest(parameters);
   std::lock_guard lock(mutex_);
@@ -43,7 +44,8 @@ ClientTokens::Seen ClientTokens::find(std::string_view scope, std::string_view t
   return it->second->parameters == wanted ? Seen::kSame : Seen::kDifferent;
 }
 
-void ClientTokens::remember(std::string_view scope, std::string_view token, std::string_view parameters) {
+void ClientTokens::remember(std::string_view scope, std::string_view token,
+                            std::string_view parameters) {
   const Entry entry{digest(scope, token), digest(parameters)};
   std::lock_guard lock(mutex_);
   if (auto it = index_.find(entry.token); it != index_.end()) {

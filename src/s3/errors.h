@@ -3,12 +3,12 @@
 // S3 errors: the code, HTTP status and message S3 returns for every failure, in one table
 // (errors.cc), rendered as S3's XML error body.
 
+#include "hots3/common/result.h"
+
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include "hots3/common/result.h"
 
 namespace hots3::s3 {
 

@@ -1,15 +1,16 @@
 // Service- and bucket-level operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
 // GetBucketLocation, ListObjects (V1 and V2), and the bucket sub-resources hots3 answers.
 
-#include <charconv>
-
 #include "body.h"
 #include "request_xml.h"
-#include "hots3/common/digest.h"
 #include "service.h"
 #include "shared.h"
 #include "time_format.h"
 #include "xml.h"
+
+#include "hots3/common/digest.h"
+
+#include <charconv>
 
 namespace hots3::s3 {
 
@@ -89,15 +90,23 @@ asio::awaitable<void> list_buckets(Service& s, Request& r) {
 }
 
 asio::awaitable<void> create_bucket(Service& s, Request& r) {
-  if (!valid_bucket_name(r.bucket)) co_return co_await s.send_error(r, Error(Code::kInvalidBucketName).with("BucketName", r.bucket));
-  if (auto acl = r.header("x-amz-acl"); acl && *acl != "private" && *acl != "bucket-owner-full-control") {
-    co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Only the private canned ACL is supported."));
+  if (!valid_bucket_name(r.bucket))
+    co_return co_await s.send_error(r,
+                                    Error(Code::kInvalidBucketName).with("BucketName", r.bucket));
+  if (auto acl = r.header("x-amz-acl");
+      acl && *acl != "private" && *acl != "bucket-owner-full-control") {
+    co_return co_await s.send_error(
+        r, Error(Code::kNotImplemented, "Only the private canned ACL is supported."));
   }
-  if (auto lock = r.header("x-amz-bucket-object-lock-enabled"); lock && http::iequals(*lock, "true")) {
-    co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Object Lock is not supported."));
+  if (auto lock = r.header("x-amz-bucket-object-lock-enabled");
+      lock && http::iequals(*lock, "true")) {
+    co_return co_await s.send_error(r,
+                                    Error(Code::kNotImplemented, "Object Lock is not supported."));
   }
-  if (auto ownership = r.header("x-amz-object-ownership"); ownership && *ownership != "BucketOwnerEnforced") {
-    co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Only BucketOwnerEnforced object ownership is supported."));
+  if (auto ownership = r.header("x-amz-object-ownership");
+      ownership && *ownership != "BucketOwnerEnforced") {
+    co_return co_await s.send_error(
+        r, Error(Code::kNotImplemented, "Only BucketOwnerEnforced object ownership is supported."));
   }
   // Optional CreateBucketConfiguration. With `region_check` the LocationConstraint must name this
   // endpoint's region, as S3's regional endpoints require (none, or none given, is us-east-1;
@@ -117,15 +126,17 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
   if (s.config().region_check) {
     const std::string& here = s.config().region;
     const std::string wanted = location.value_or("");
-    if (wanted == "us-east-1" && here == "us-east-1") co_return co_await s.send_error(r, Code::kInvalidLocationConstraint);
+    if (wanted == "us-east-1" && here == "us-east-1")
+      co_return co_await s.send_error(r, Code::kInvalidLocationConstraint);
     const std::string region = wanted.empty() ? "us-east-1" : wanted == "EU" ? "eu-west-1" : wanted;
     if (region != here) {
       // Built before the co_await: GCC 12 destroys temporaries that live across one twice.
-      Error illegal = Error(Code::kIllegalLocationConstraint,
-                            "The " + (wanted.empty() ? std::string("unspecified") : wanted) +
-                                " location constraint is incompatible for the region specific endpoint this "
-                                "request was sent to.")
-                          .with("LocationConstraint", wanted);
+      Error illegal =
+          Error(Code::kIllegalLocationConstraint,
+                "The " + (wanted.empty() ? std::string("unspecified") : wanted) +
+                    " location constraint is incompatible for the region specific endpoint this "
+                    "request was sent to.")
+              .with("LocationConstraint", wanted);
       co_return co_await s.send_error(r, std::move(illegal));
     }
   }
@@ -136,7 +147,8 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
   // The owner re-creating its bucket gets 200 below, as ever (rclone does it before every
   // upload); anyone else without the permission is refused before the store is asked.
   if (!s.may_create_bucket(*r.auth.user, r.bucket) && !mine()) {
-    co_return co_await s.send_error(r, Error(Code::kAccessDenied, "You may not create a bucket of this name."));
+    co_return co_await s.send_error(
+        r, Error(Code::kAccessDenied, "You may not create a bucket of this name."));
   }
   auto created = co_await s.store().create_bucket(r.bucket, r.auth.user->name);
   if (!created) {
@@ -145,7 +157,9 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
       // (rclone creates the bucket before every upload), BucketAlreadyOwnedByYou elsewhere.
       const bool owned = mine();
       if (!owned || s.config().region != "us-east-1") {
-        co_return co_await s.send_error(r, Error(owned ? Code::kBucketAlreadyOwnedByYou : Code::kBucketAlreadyExists).with("BucketName", r.bucket));
+        co_return co_await s.send_error(
+            r, Error(owned ? Code::kBucketAlreadyOwnedByYou : Code::kBucketAlreadyExists)
+                   .with("BucketName", r.bucket));
       }
     } else {
       co_return co_await s.send_error(r, from_errc(created.error()));
@@ -161,8 +175,10 @@ asio::awaitable<void> delete_bucket(Service& s, Request& r) {
   if (!bucket) co_return;
   auto deleted = co_await s.store().delete_bucket(r.bucket);
   if (!deleted) {
-    if (deleted.error() == errc::kConflict) co_return co_await s.send_error(r, Error(Code::kBucketNotEmpty).with("BucketName", r.bucket));
-    if (deleted.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
+    if (deleted.error() == errc::kConflict)
+      co_return co_await s.send_error(r, Error(Code::kBucketNotEmpty).with("BucketName", r.bucket));
+    if (deleted.error() == errc::kNotFound)
+      co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
     co_return co_await s.send_error(r, from_errc(deleted.error()));
   }
   co_await s.send_empty(r, 204, s.response(r, 204));
@@ -201,14 +217,17 @@ std::variant<ListParameters, Error> list_parameters(const Request& r) {
   if (const std::string* v = r.param("prefix")) p.query.prefix = *v;
   if (const std::string* v = r.param("delimiter")) p.query.delimiter = *v;
   if (const std::string* v = r.param("encoding-type")) {
-    if (*v != "url") return Error(Code::kInvalidArgument, "Invalid Encoding Method specified in Request").with("ArgumentName", "encoding-type");
+    if (*v != "url")
+      return Error(Code::kInvalidArgument, "Invalid Encoding Method specified in Request")
+          .with("ArgumentName", "encoding-type");
     p.url_encoding = true;
   }
   if (const std::string* v = r.param("max-keys")) {
     long long n = 0;
     auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
     if (ec != std::errc{} || end != v->data() + v->size() || n < 0) {
-      return Error(Code::kInvalidArgument, "Provided max-keys not an integer or within integer range")
+      return Error(Code::kInvalidArgument,
+                   "Provided max-keys not an integer or within integer range")
           .with("ArgumentName", "max-keys")
           .with("ArgumentValue", *v);
     }
@@ -233,7 +252,9 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
     if (const std::string* token = r.param("continuation-token")) {
       auto decoded = auth::base64_decode(*token);
       if (!decoded || token->empty()) {
-        co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "The continuation token provided is incorrect").with("ArgumentName", "continuation-token"));
+        co_return co_await s.send_error(
+            r, Error(Code::kInvalidArgument, "The continuation token provided is incorrect")
+                   .with("ArgumentName", "continuation-token"));
       }
       continuation = *token;
       p.query.start_after = *decoded;
@@ -245,21 +266,25 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
     marker = *m;
     p.query.start_after = *m;
   }
-  const bool fetch_owner = !v2 || (r.param("fetch-owner") != nullptr && *r.param("fetch-owner") == "true");
+  const bool fetch_owner =
+      !v2 || (r.param("fetch-owner") != nullptr && *r.param("fetch-owner") == "true");
   auto page = co_await s.store().list_objects(bucket->id, p.query);
   if (!page) co_return co_await s.send_error(r, from_errc(page.error()));
   // max-keys=0 asks for nothing and gets a complete, empty page (S3: IsTruncated false, no
   // token), whatever the bucket holds; a token past "" would only restart the listing.
   if (p.max_keys == 0) page->truncated = false;
 
-  auto text = [&](std::string_view value) { return p.url_encoding ? auth::uri_encode(value, false) : std::string(value); };
+  auto text = [&](std::string_view value) {
+    return p.url_encoding ? auth::uri_encode(value, false) : std::string(value);
+  };
   XmlWriter xml("ListBucketResult");
   xml.element("Name", bucket->name);
   xml.element("Prefix", text(p.query.prefix));
   if (v2) {
     if (!continuation.empty()) xml.element("ContinuationToken", continuation);
     if (!start_after.empty()) xml.element("StartAfter", text(start_after));
-    xml.element("KeyCount", static_cast<std::uint64_t>(page->objects.size() + page->common_prefixes.size()));
+    xml.element("KeyCount",
+                static_cast<std::uint64_t>(page->objects.size() + page->common_prefixes.size()));
   } else {
     xml.element("Marker", text(marker));
   }
@@ -306,12 +331,20 @@ asio::awaitable<void> bucket_subresource(Service& s, Request& r) {
     if (r.has_param("acl")) {
       co_return co_await s.send_xml(r, 200, owner_full_control_acl(bucket->owner));
     }
-    if (r.has_param("policy")) co_return co_await s.send_error(r, Error(Code::kNoSuchBucketPolicy).with("BucketName", r.bucket));
-    if (r.has_param("cors")) co_return co_await s.send_error(r, Error(Code::kNoSuchCORSConfiguration).with("BucketName", r.bucket));
-    if (r.has_param("lifecycle")) co_return co_await s.send_error(r, Error(Code::kNoSuchLifecycleConfiguration).with("BucketName", r.bucket));
-    if (r.has_param("tagging")) co_return co_await s.send_error(r, Error(Code::kNoSuchTagSet).with("BucketName", r.bucket));
+    if (r.has_param("policy"))
+      co_return co_await s.send_error(
+          r, Error(Code::kNoSuchBucketPolicy).with("BucketName", r.bucket));
+    if (r.has_param("cors"))
+      co_return co_await s.send_error(
+          r, Error(Code::kNoSuchCORSConfiguration).with("BucketName", r.bucket));
+    if (r.has_param("lifecycle"))
+      co_return co_await s.send_error(
+          r, Error(Code::kNoSuchLifecycleConfiguration).with("BucketName", r.bucket));
+    if (r.has_param("tagging"))
+      co_return co_await s.send_error(r, Error(Code::kNoSuchTagSet).with("BucketName", r.bucket));
     if (r.has_param("encryption")) {
-      co_return co_await s.send_error(r, Error(Code::kServerSideEncryptionConfigurationNotFound).with("BucketName", r.bucket));
+      co_return co_await s.send_error(
+          r, Error(Code::kServerSideEncryptionConfigurationNotFound).with("BucketName", r.bucket));
     }
   }
   if (r.head.method == http::Method::kPut && r.has_param("acl")) {
@@ -321,7 +354,8 @@ asio::awaitable<void> bucket_subresource(Service& s, Request& r) {
       co_return co_await s.send_empty(r, 200, s.response(r, 200));
     }
   }
-  co_await s.send_error(r, Error(Code::kNotImplemented, "This bucket sub-resource is not supported by hots3."));
+  co_await s.send_error(
+      r, Error(Code::kNotImplemented, "This bucket sub-resource is not supported by hots3."));
 }
 
 }  // namespace hots3::s3

@@ -2,14 +2,15 @@
 // (an atomic rename in one metadata transaction, instead of copy + delete) and appends
 // (PutObject with x-amz-write-offset-bytes, for shards and logs written in pieces).
 
-#include <cctype>
-#include <charconv>
-
 #include "body.h"
-#include "hots3/common/digest.h"
 #include "service.h"
 #include "shared.h"
 #include "time_format.h"
+
+#include "hots3/common/digest.h"
+
+#include <cctype>
+#include <charconv>
 
 namespace hots3::s3 {
 namespace {
@@ -50,18 +51,23 @@ Conditions conditions_of(const Request& r, std::string prefix) {
 // nullopt when `object` (nullopt: there is none) satisfies the conditions. If-Match and
 // If-Modified-Since need an object ("renames the object if the destination exists and ..."),
 // If-Unmodified-Since and If-None-Match hold without one.
-std::optional<Error> check(const Conditions& c, const std::optional<storage::ObjectRecord>& object) {
-  auto failed = [&](const char* name) { return Error(Code::kPreconditionFailed).with("Condition", c.prefix + name); };
+std::optional<Error> check(const Conditions& c,
+                           const std::optional<storage::ObjectRecord>& object) {
+  auto failed = [&](const char* name) {
+    return Error(Code::kPreconditionFailed).with("Condition", c.prefix + name);
+  };
   const std::optional<std::int64_t> modified_s =
       object ? std::optional<std::int64_t>(object->created_ms / 1000) : std::nullopt;
   if (c.if_match) {
     if (!object || !etag_matches(*c.if_match, object->etag)) return failed("If-Match");
-  } else if (c.if_unmodified_since_ms && modified_s && *modified_s > *c.if_unmodified_since_ms / 1000) {
+  } else if (c.if_unmodified_since_ms && modified_s &&
+             *modified_s > *c.if_unmodified_since_ms / 1000) {
     return failed("If-Unmodified-Since");
   }
   if (c.if_none_match) {
     if (object && etag_matches(*c.if_none_match, object->etag)) return failed("If-None-Match");
-  } else if (c.if_modified_since_ms && (!modified_s || *modified_s <= *c.if_modified_since_ms / 1000)) {
+  } else if (c.if_modified_since_ms &&
+             (!modified_s || *modified_s <= *c.if_modified_since_ms / 1000)) {
     return failed("If-Modified-Since");
   }
   return std::nullopt;
@@ -69,7 +75,8 @@ std::optional<Error> check(const Conditions& c, const std::optional<storage::Obj
 
 // The full-object CRC an append can extend (CRCs continue over appended bytes; SHAs and
 // composite checksums cannot).
-std::optional<std::pair<auth::ChecksumAlgorithm, std::uint64_t>> extendable_crc(const storage::ChecksumSet& c) {
+std::optional<std::pair<auth::ChecksumAlgorithm, std::uint64_t>> extendable_crc(
+    const storage::ChecksumSet& c) {
   if (c.type.value_or("") != "FULL_OBJECT") return std::nullopt;
   std::optional<std::pair<auth::ChecksumAlgorithm, std::string>> found;
   if (c.crc32) found.emplace(auth::ChecksumAlgorithm::kCrc32, *c.crc32);
@@ -112,7 +119,9 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
   if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
   auto header = r.header("x-amz-rename-source");
   if (!header || header->empty()) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Missing required header for this request: x-amz-rename-source"));
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidRequest,
+                 "Missing required header for this request: x-amz-rename-source"));
   }
   auto source = parse_copy_source(*header);
   if (auto* e = std::get_if<Error>(&source)) {
@@ -120,21 +129,27 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
     for (auto& [name, value] : error.details) {
       if (name == "ArgumentName") value = "x-amz-rename-source";
     }
-    if (error.code == Code::kInvalidArgument) error.message = "Rename Source must mention the bucket and the key: /bucket/key";
+    if (error.code == Code::kInvalidArgument)
+      error.message = "Rename Source must mention the bucket and the key: /bucket/key";
     co_return co_await s.send_error(r, std::move(error));
   }
-  const auto [source_bucket, source_key] = std::get<std::pair<std::string, std::string>>(std::move(source));
+  const auto [source_bucket, source_key] =
+      std::get<std::pair<std::string, std::string>>(std::move(source));
   if (auto e = validate_key(source_key)) co_return co_await s.send_error(r, std::move(*e));
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
   if (source_bucket != bucket->name) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "The source and the destination of a rename must be in the same bucket."));
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidRequest,
+                 "The source and the destination of a rename must be in the same bucket."));
   }
   std::optional<std::string> token;
   if (auto t = r.header("x-amz-client-token")) {
     if (!valid_client_token(*t)) {
-      co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "x-amz-client-token must be 1 to 64 ASCII characters from 33 to 126.")
-                                             .with("ArgumentName", "x-amz-client-token"));
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidArgument,
+                   "x-amz-client-token must be 1 to 64 ASCII characters from 33 to 126.")
+                 .with("ArgumentName", "x-amz-client-token"));
     }
     token = std::string(*t);
   }
@@ -147,22 +162,27 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
   if (token) {
     token_scope = r.auth.user->name + '/' + std::to_string(bucket->id);
     parameters = source_key + '\0' + r.key;
-    for (std::string_view h : {"if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
-                               "x-amz-rename-source-if-match", "x-amz-rename-source-if-none-match",
-                               "x-amz-rename-source-if-modified-since", "x-amz-rename-source-if-unmodified-since"}) {
+    for (std::string_view h :
+         {"if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+          "x-amz-rename-source-if-match", "x-amz-rename-source-if-none-match",
+          "x-amz-rename-source-if-modified-since", "x-amz-rename-source-if-unmodified-since"}) {
       parameters += '\0';
       parameters += r.header(h).value_or("-");
     }
     switch (s.client_tokens().find(token_scope, *token, parameters)) {
-      case ClientTokens::Seen::kSame: co_return co_await s.send_empty(r, 200, s.response(r, 200));
-      case ClientTokens::Seen::kDifferent: co_return co_await s.send_error(r, Code::kIdempotencyParameterMismatch);
-      case ClientTokens::Seen::kNew: break;
+      case ClientTokens::Seen::kSame:
+        co_return co_await s.send_empty(r, 200, s.response(r, 200));
+      case ClientTokens::Seen::kDifferent:
+        co_return co_await s.send_error(r, Code::kIdempotencyParameterMismatch);
+      case ClientTokens::Seen::kNew:
+        break;
     }
   }
 
   // Decided in the rename's transaction: neither object can change between check and rename.
   std::optional<Error> refused;
-  auto decide = [&](const storage::ObjectRecord& from, const std::optional<storage::ObjectRecord>& target) -> Result<void> {
+  auto decide = [&](const storage::ObjectRecord& from,
+                    const std::optional<storage::ObjectRecord>& target) -> Result<void> {
     refused = check(on_source, from);
     if (!refused) refused = check(on_target, target);
     if (refused) return errc::kPreconditionFailed;
@@ -171,7 +191,8 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
   auto renamed = co_await s.store().rename_object(bucket->id, source_key, r.key, decide);
   if (!renamed) {
     if (refused) co_return co_await s.send_error(r, std::move(*refused));
-    if (renamed.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
+    if (renamed.error() == errc::kNotFound)
+      co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
     co_return co_await s.send_error(r, from_errc(renamed.error()));
   }
   if (token) s.client_tokens().remember(token_scope, *token, parameters);
@@ -195,9 +216,10 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
   std::uint64_t offset = 0;
   if (auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), offset);
       ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "x-amz-write-offset-bytes must be a non-negative integer.")
-                                           .with("ArgumentName", "x-amz-write-offset-bytes")
-                                           .with("ArgumentValue", std::string(text)));
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidArgument, "x-amz-write-offset-bytes must be a non-negative integer.")
+               .with("ArgumentName", "x-amz-write-offset-bytes")
+               .with("ArgumentValue", std::string(text)));
   }
   auto spec = object_spec(r, s.config());
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
@@ -216,7 +238,8 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
   std::unique_ptr<storage::ObjectReader> base_reader;
   if (base && base->inline_data) {
     auto opened = co_await s.store().open_reader(bucket.id, r.key);
-    if (!opened && opened.error() != errc::kNotFound) co_return co_await s.send_error(r, from_errc(opened.error()));
+    if (!opened && opened.error() != errc::kNotFound)
+      co_return co_await s.send_error(r, from_errc(opened.error()));
     base.reset();
     if (opened) {
       base = (*opened)->object();
@@ -231,14 +254,20 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
                                            .with("WriteOffsetBytes", std::to_string(offset))
                                            .with("ObjectSize", std::to_string(base_size)));
   }
-  if (when.if_none_match_any && base) co_return co_await s.send_error(r, Error(Code::kPreconditionFailed).with("Condition", "If-None-Match"));
+  if (when.if_none_match_any && base)
+    co_return co_await s.send_error(
+        r, Error(Code::kPreconditionFailed).with("Condition", "If-None-Match"));
   if (when.if_match) {
     if (!base) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
-    if (!etag_matches(*when.if_match, base->etag)) co_return co_await s.send_error(r, Error(Code::kPreconditionFailed).with("Condition", "If-Match"));
+    if (!etag_matches(*when.if_match, base->etag))
+      co_return co_await s.send_error(
+          r, Error(Code::kPreconditionFailed).with("Condition", "If-Match"));
   }
   storage::ObjectSpec object = std::get<storage::ObjectSpec>(std::move(spec));
   if (base && !object.user_metadata.empty()) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Cannot specify both a write offset value and user-defined object metadata for existing objects."));
+    co_return co_await s.send_error(r, Error(Code::kInvalidRequest,
+                                             "Cannot specify both a write offset value and "
+                                             "user-defined object metadata for existing objects."));
   }
   const std::uint32_t parts = !base ? 0 : base->parts_count == 0 ? 2 : base->parts_count + 1;
   if (parts > kPartNumberMax) co_return co_await s.send_error(r, Code::kTooManyParts);
@@ -246,23 +275,29 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
   if (base) {
     const auto kept = stored_algorithm(base->checksums);
     if (wanted.algorithm && kept && *wanted.algorithm != *kept) {
-      co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
-                                                                          lower(auth::checksum_name(*kept)) + ", actual checksum Type: " +
-                                                                          lower(auth::checksum_name(*wanted.algorithm)) + "."));
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidRequest,
+                   "Checksum Type mismatch occurred, expected checksum Type: " +
+                       lower(auth::checksum_name(*kept)) + ", actual checksum Type: " +
+                       lower(auth::checksum_name(*wanted.algorithm)) + "."));
     }
     if (!wanted.algorithm && extendable) wanted.algorithm = extendable->first;
   }
 
   // The new data (after the inline base's bytes, which are rewritten with it).
-  const bool md5_in_body = wanted.content_md5.has_value() && (inline_base || !s.store().etag_is_md5());
+  const bool md5_in_body =
+      wanted.content_md5.has_value() && (inline_base || !s.store().etag_is_md5());
   Body body(r, std::move(wanted), DefaultCrc64::kWhenNoneAsked, md5_in_body);
   const auto declared = body.declared_length();
   const std::string empty_body = "Request body cannot be empty when 'write offset' is specified.";
-  if (declared && *declared == 0) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
+  if (declared && *declared == 0)
+    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
   const std::uint64_t max_bytes = s.config().single_put_max_bytes;
   if (!declared && !r.head.chunked) co_return co_await s.send_error(r, Code::kMissingContentLength);
   if (declared && *declared > max_bytes) {
-    co_return co_await s.send_error(r, Error(Code::kEntityTooLarge).with("ProposedSize", std::to_string(*declared)).with("MaxSizeAllowed", std::to_string(max_bytes)));
+    co_return co_await s.send_error(r, Error(Code::kEntityTooLarge)
+                                           .with("ProposedSize", std::to_string(*declared))
+                                           .with("MaxSizeAllowed", std::to_string(max_bytes)));
   }
   std::optional<std::uint64_t> reserve = declared;
   if (reserve && inline_base) *reserve += base_size;
@@ -275,7 +310,8 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
       auto piece = co_await base_reader->next();
       if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
       if (piece->empty()) break;
-      if (auto w = co_await writer->write(*piece); !w) co_return co_await s.send_error(r, from_errc(w.error()));
+      if (auto w = co_await writer->write(*piece); !w)
+        co_return co_await s.send_error(r, from_errc(w.error()));
     }
     base_reader.reset();
   }
@@ -287,15 +323,24 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
     if (body.payload_bytes() > max_bytes) co_return co_await s.send_error(r, Code::kEntityTooLarge);
     if (extendable) {
       switch (extendable->first) {
-        case auth::ChecksumAlgorithm::kCrc32: crc = auth::crc32(*piece, static_cast<std::uint32_t>(crc)); break;
-        case auth::ChecksumAlgorithm::kCrc32c: crc = auth::crc32c(*piece, static_cast<std::uint32_t>(crc)); break;
-        default: crc = auth::crc64nvme(*piece, crc); break;
+        case auth::ChecksumAlgorithm::kCrc32:
+          crc = auth::crc32(*piece, static_cast<std::uint32_t>(crc));
+          break;
+        case auth::ChecksumAlgorithm::kCrc32c:
+          crc = auth::crc32c(*piece, static_cast<std::uint32_t>(crc));
+          break;
+        default:
+          crc = auth::crc64nvme(*piece, crc);
+          break;
       }
     }
-    if (auto w = co_await writer->write(*piece); !w) co_return co_await s.send_error(r, from_errc(w.error()));
+    if (auto w = co_await writer->write(*piece); !w)
+      co_return co_await s.send_error(r, from_errc(w.error()));
   }
-  if (body.payload_bytes() == 0) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
-  if (auto f = co_await writer->finish(); !f) co_return co_await s.send_error(r, from_errc(f.error()));
+  if (body.payload_bytes() == 0)
+    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
+  if (auto f = co_await writer->finish(); !f)
+    co_return co_await s.send_error(r, from_errc(f.error()));
   std::optional<std::array<std::uint8_t, 16>> md5;
   if (!md5_in_body && s.store().etag_is_md5()) md5 = writer->md5();
   if (auto e = body.verify(md5)) co_return co_await s.send_error(r, std::move(*e));
@@ -323,8 +368,11 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
     Digest etag(Digest::Algorithm::kMd5);
     const std::string_view previous = std::string_view(base->etag).substr(0, base->etag.find('-'));
     std::string previous_raw;
-    if (previous.size() == 32 && previous.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
-      for (std::size_t k = 0; k < 32; k += 2) previous_raw += static_cast<char>(std::stoi(std::string(previous.substr(k, 2)), nullptr, 16));
+    if (previous.size() == 32 &&
+        previous.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
+      for (std::size_t k = 0; k < 32; k += 2)
+        previous_raw +=
+            static_cast<char>(std::stoi(std::string(previous.substr(k, 2)), nullptr, 16));
     } else {
       previous_raw = base->etag;
     }
@@ -337,14 +385,17 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
     if (base->parts_count == 0) new_parts.push_back({1, 0, base_size, std::nullopt});
     new_parts.push_back({parts, base_size, body.payload_bytes(), part_checksum});
   }
-  auto committed = co_await s.store().append_object(std::move(writer), bucket, r.key, base ? base->id : 0, inline_base,
-                                                    std::move(object), std::move(new_parts));
+  auto committed =
+      co_await s.store().append_object(std::move(writer), bucket, r.key, base ? base->id : 0,
+                                       inline_base, std::move(object), std::move(new_parts));
   if (!committed) {
     // Another write of the key came first: the offset is no longer its size.
     if (committed.error() == errc::kPreconditionFailed) {
-      co_return co_await s.send_error(r, Error(Code::kInvalidWriteOffset).with("WriteOffsetBytes", std::to_string(offset)));
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidWriteOffset).with("WriteOffsetBytes", std::to_string(offset)));
     }
-    if (committed.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
+    if (committed.error() == errc::kNotFound)
+      co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
     co_return co_await s.send_error(r, from_errc(committed.error()));
   }
   http::Response response = s.response(r, 200);

@@ -1,6 +1,17 @@
 // Multipart upload operations: CreateMultipartUpload, UploadPart (and UploadPartCopy),
 // CompleteMultipartUpload, AbortMultipartUpload, ListParts, ListMultipartUploads.
 
+#include "body.h"
+#include "range.h"
+#include "request_xml.h"
+#include "service.h"
+#include "shared.h"
+#include "time_format.h"
+#include "xml.h"
+
+#include "hots3/common/digest.h"
+#include "hots3/common/logging.h"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -12,16 +23,6 @@
 #include <charconv>
 #include <cstring>
 
-#include "body.h"
-#include "request_xml.h"
-#include "hots3/common/digest.h"
-#include "hots3/common/logging.h"
-#include "range.h"
-#include "service.h"
-#include "shared.h"
-#include "time_format.h"
-#include "xml.h"
-
 namespace hots3::s3 {
 namespace {
 
@@ -30,37 +31,48 @@ std::optional<std::uint32_t> part_number_of(const Request& r) {
   if (pn == nullptr) return std::nullopt;
   std::uint32_t n = 0;
   auto [end, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
-  if (ec != std::errc{} || end != pn->data() + pn->size() || n < 1 || n > kPartNumberMax) return std::nullopt;
+  if (ec != std::errc{} || end != pn->data() + pn->size() || n < 1 || n > kPartNumberMax)
+    return std::nullopt;
   return n;
 }
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
 Error bad_part_number() {
-  return Error(Code::kInvalidArgument, "Part number must be an integer between 1 and 10000, inclusive").with("ArgumentName", "partNumber");
+  return Error(Code::kInvalidArgument,
+               "Part number must be an integer between 1 and 10000, inclusive")
+      .with("ArgumentName", "partNumber");
 }
 
 // The upload named by ?uploadId, if it belongs to this bucket and key.
-std::variant<storage::UploadRecord, Error> upload_of(Service& s, const Request& r, const storage::BucketRecord& bucket) {
+std::variant<storage::UploadRecord, Error> upload_of(Service& s, const Request& r,
+                                                     const storage::BucketRecord& bucket) {
   const std::string* id = r.param("uploadId");
   if (id == nullptr || id->empty()) return Error(Code::kNoSuchUpload).with("UploadId", "");
   auto upload = s.store().find_upload(*id);
   if (!upload) return from_errc(upload.error());
-  if (!*upload || (*upload)->bucket_id != bucket.id || (*upload)->key != r.key) return Error(Code::kNoSuchUpload).with("UploadId", *id);
+  if (!*upload || (*upload)->bucket_id != bucket.id || (*upload)->key != r.key)
+    return Error(Code::kNoSuchUpload).with("UploadId", *id);
   return std::move(**upload);
 }
 
 std::optional<std::string> part_checksum(const storage::PartRecord& p, auth::ChecksumAlgorithm a) {
   switch (a) {
-    case auth::ChecksumAlgorithm::kCrc32: return p.checksums.crc32;
-    case auth::ChecksumAlgorithm::kCrc32c: return p.checksums.crc32c;
-    case auth::ChecksumAlgorithm::kCrc64Nvme: return p.checksums.crc64nvme;
-    case auth::ChecksumAlgorithm::kSha1: return p.checksums.sha1;
-    case auth::ChecksumAlgorithm::kSha256: return p.checksums.sha256;
+    case auth::ChecksumAlgorithm::kCrc32:
+      return p.checksums.crc32;
+    case auth::ChecksumAlgorithm::kCrc32c:
+      return p.checksums.crc32c;
+    case auth::ChecksumAlgorithm::kCrc64Nvme:
+      return p.checksums.crc64nvme;
+    case auth::ChecksumAlgorithm::kSha1:
+      return p.checksums.sha1;
+    case auth::ChecksumAlgorithm::kSha256:
+      return p.checksums.sha256;
   }
   return std::nullopt;
 }
@@ -100,13 +112,15 @@ class CompletionResponse {
   // Runs `completion` to its end. While it runs longer than `keepalive` (0: from the start),
   // the 200 head and white space go out (a space at least every second). A client that went
   // away does not stop the completion: it ends either way.
-  asio::awaitable<Result<storage::ObjectRecord>> run(asio::awaitable<Result<storage::ObjectRecord>> completion,
-                                                      std::chrono::milliseconds keepalive) {
+  asio::awaitable<Result<storage::ObjectRecord>> run(
+      asio::awaitable<Result<storage::ObjectRecord>> completion,
+      std::chrono::milliseconds keepalive) {
     auto executor = co_await asio::this_coro::executor;
     auto pending = std::make_shared<PendingCompletion>(executor);
     asio::co_spawn(executor, std::move(completion),
                    [pending](const std::exception_ptr& e, Result<storage::ObjectRecord> result) {
-                     pending->result = e ? Result<storage::ObjectRecord>(errc::kInternal) : std::move(result);
+                     pending->result =
+                         e ? Result<storage::ObjectRecord>(errc::kInternal) : std::move(result);
                      pending->wake.cancel();
                    });
     const auto period = std::max<std::chrono::milliseconds>(keepalive, std::chrono::seconds(1));
@@ -114,7 +128,8 @@ class CompletionResponse {
     std::chrono::milliseconds wait = keepalive;
     while (!pending->result) {
       pending->wake.expires_after(streaming_ ? period : wait);
-      co_await pending->wake.async_wait(asio::as_tuple(asio::use_awaitable));  // cancelled: the result is in
+      co_await pending->wake.async_wait(
+          asio::as_tuple(asio::use_awaitable));  // cancelled: the result is in
       if (!pending->result) co_await keep_alive();
     }
     co_return std::move(*pending->result);
@@ -122,7 +137,8 @@ class CompletionResponse {
 
   asio::awaitable<void> error(Error e) {
     if (!streaming_) co_return co_await s_.send_error(r_, std::move(e));
-    log::info("request {}: CompleteMultipartUpload failed after its 200 head: {}", r_.head.request_id, code_name(e.code));
+    log::info("request {}: CompleteMultipartUpload failed after its 200 head: {}",
+              r_.head.request_id, code_name(e.code));
     co_await rest(error_body(e, r_.resource(), r_.head.request_id, s_.host_id()));
   }
 
@@ -143,7 +159,9 @@ class CompletionResponse {
       sent = co_await r_.exchange.write_head(std::move(head));
       std::string first(kXmlDeclaration);
       first += ' ';
-      if (sent) sent = co_await r_.exchange.write_body(std::as_bytes(std::span(first.data(), first.size())));
+      if (sent)
+        sent =
+            co_await r_.exchange.write_body(std::as_bytes(std::span(first.data(), first.size())));
     } else {
       sent = co_await r_.exchange.write_body(std::as_bytes(std::span(" ", 1)));
     }
@@ -153,7 +171,8 @@ class CompletionResponse {
   asio::awaitable<void> rest(std::string document) {
     const std::string_view body = after_declaration(document);
     if (!client_gone_) {
-      auto sent = co_await r_.exchange.write_body(std::as_bytes(std::span(body.data(), body.size())));
+      auto sent =
+          co_await r_.exchange.write_body(std::as_bytes(std::span(body.data(), body.size())));
       if (!sent) client_gone_ = true;
     }
     // (After a failed write the exchange is closing; finish() just ends it.)
@@ -178,17 +197,27 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
   std::optional<std::string> type;
   if (auto a = r.header("x-amz-checksum-algorithm")) {
     auto parsed = auth::parse_checksum_algorithm(*a);
-    if (!parsed) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Checksum algorithm provided is unsupported."));
+    if (!parsed)
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidRequest, "Checksum algorithm provided is unsupported."));
     algorithm = std::string(auth::checksum_name(*parsed));
     // S3's defaults: CRC64NVME is full-object only; the others are composite unless asked.
     type = *parsed == auth::ChecksumAlgorithm::kCrc64Nvme ? "FULL_OBJECT" : "COMPOSITE";
   }
   if (auto t = r.header("x-amz-checksum-type")) {
-    if (*t != "COMPOSITE" && *t != "FULL_OBJECT") co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Value for x-amz-checksum-type header is invalid."));
-    if (!algorithm) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header."));
+    if (*t != "COMPOSITE" && *t != "FULL_OBJECT")
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidRequest, "Value for x-amz-checksum-type header is invalid."));
+    if (!algorithm)
+      co_return co_await s.send_error(r, Error(Code::kInvalidRequest,
+                                               "The x-amz-checksum-type header can only be used "
+                                               "with the x-amz-checksum-algorithm header."));
     const bool sha = *algorithm == "SHA1" || *algorithm == "SHA256";
     if ((*t == "FULL_OBJECT" && sha) || (*t == "COMPOSITE" && *algorithm == "CRC64NVME")) {
-      co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "The " + *algorithm + " checksum algorithm does not support the " + std::string(*t) + " checksum type."));
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidRequest, "The " + *algorithm +
+                                              " checksum algorithm does not support the " +
+                                              std::string(*t) + " checksum type."));
     }
     type = std::string(*t);
   }
@@ -196,18 +225,23 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
   // behind the count): concurrent creates may pass a cap by as many as race it.
   const auto& limits = s.config().multipart;
   auto open = co_await s.store().count_uploads(
-      bucket->id, r.auth.user->name, std::max(limits.open_uploads_max_per_bucket, limits.open_uploads_max_per_user));
+      bucket->id, r.auth.user->name,
+      std::max(limits.open_uploads_max_per_bucket, limits.open_uploads_max_per_user));
   if (!open) co_return co_await s.send_error(r, from_errc(open.error()));
-  if (open->in_bucket >= limits.open_uploads_max_per_bucket || open->of_owner >= limits.open_uploads_max_per_user) {
+  if (open->in_bucket >= limits.open_uploads_max_per_bucket ||
+      open->of_owner >= limits.open_uploads_max_per_user) {
     const bool bucket_full = open->in_bucket >= limits.open_uploads_max_per_bucket;
     co_return co_await s.send_error(
-        r, Error(Code::kInvalidRequest,
-                 fmt::format("Too many multipart uploads in progress {} (at most {}): complete or abort some first.",
-                             bucket_full ? "in this bucket" : "for this user",
-                             bucket_full ? limits.open_uploads_max_per_bucket : limits.open_uploads_max_per_user)));
+        r,
+        Error(Code::kInvalidRequest, fmt::format("Too many multipart uploads in progress {} (at "
+                                                 "most {}): complete or abort some first.",
+                                                 bucket_full ? "in this bucket" : "for this user",
+                                                 bucket_full ? limits.open_uploads_max_per_bucket
+                                                             : limits.open_uploads_max_per_user)));
   }
   auto upload = co_await s.store().create_upload(*bucket, r.key, r.auth.user->name,
-                                                 std::get<storage::ObjectSpec>(std::move(spec)), algorithm, type);
+                                                 std::get<storage::ObjectSpec>(std::move(spec)),
+                                                 algorithm, type);
   if (!upload) co_return co_await s.send_error(r, from_errc(upload.error()));
   http::Response head = s.response(r, 200);
   if (algorithm) head.add("x-amz-checksum-algorithm", *algorithm);
@@ -228,7 +262,8 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
   const storage::UploadRecord& upload = std::get<storage::UploadRecord>(found);
   const std::optional<auth::ChecksumAlgorithm> upload_algorithm =
-      upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm) : std::nullopt;
+      upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm)
+                                : std::nullopt;
 
   std::unique_ptr<storage::ObjectWriter> writer;
   storage::ChecksumSet checksums;
@@ -236,18 +271,24 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     // UploadPartCopy: the part's data comes from an existing object (or a range of it).
     auto source = parse_copy_source(*copy_source);
     if (auto* e = std::get_if<Error>(&source)) co_return co_await s.send_error(r, std::move(*e));
-    const auto& [source_bucket_name, source_key] = std::get<std::pair<std::string, std::string>>(source);
+    const auto& [source_bucket_name, source_key] =
+        std::get<std::pair<std::string, std::string>>(source);
     auto source_bucket = s.store().find_bucket(source_bucket_name);
     if (!source_bucket) co_return co_await s.send_error(r, from_errc(source_bucket.error()));
-    if (!*source_bucket) co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", source_bucket_name));
-    if (!s.allowed(*r.auth.user, **source_bucket, Access::kRead)) co_return co_await s.send_error(r, Code::kAccessDenied);
+    if (!*source_bucket)
+      co_return co_await s.send_error(
+          r, Error(Code::kNoSuchBucket).with("BucketName", source_bucket_name));
+    if (!s.allowed(*r.auth.user, **source_bucket, Access::kRead))
+      co_return co_await s.send_error(r, Code::kAccessDenied);
     auto opened = co_await s.store().open_reader((*source_bucket)->id, source_key);
     if (!opened) {
-      if (opened.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
+      if (opened.error() == errc::kNotFound)
+        co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
       co_return co_await s.send_error(r, from_errc(opened.error()));
     }
     storage::ObjectReader& reader = **opened;
-    if (auto e = read_conditions(r, reader.object(), true)) co_return co_await s.send_error(r, std::move(*e));
+    if (auto e = read_conditions(r, reader.object(), true))
+      co_return co_await s.send_error(r, std::move(*e));
     std::uint64_t offset = 0;
     std::uint64_t length = reader.object().size_bytes;
     if (auto range = r.header("x-amz-copy-source-range")) {
@@ -256,25 +297,30 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
       const std::uint64_t size = reader.object().size_bytes;
       const auto parsed = parse_byte_range(*range);
       if (!parsed || !parsed->first || !parsed->last) {
-        Error malformed = Error(Code::kInvalidArgument,
-                                "The x-amz-copy-source-range value must be of the form bytes=first-last where first "
-                                "and last are the zero-based offsets of the first and last bytes to copy")
-                              .with("ArgumentName", "x-amz-copy-source-range")
-                              .with("ArgumentValue", std::string(*range));
+        Error malformed =
+            Error(Code::kInvalidArgument,
+                  "The x-amz-copy-source-range value must be of the form bytes=first-last where "
+                  "first "
+                  "and last are the zero-based offsets of the first and last bytes to copy")
+                .with("ArgumentName", "x-amz-copy-source-range")
+                .with("ArgumentValue", std::string(*range));
         co_return co_await s.send_error(r, std::move(malformed));
       }
       const std::uint64_t first = *parsed->first;
       const std::uint64_t last = *parsed->last;
       if (last >= size) {
-        Error outside = Error(Code::kInvalidArgument, "Range specified is not valid for source object of size: " + std::to_string(size))
-                            .with("ArgumentName", "x-amz-copy-source-range")
-                            .with("ArgumentValue", std::string(*range));
+        Error outside =
+            Error(Code::kInvalidArgument,
+                  "Range specified is not valid for source object of size: " + std::to_string(size))
+                .with("ArgumentName", "x-amz-copy-source-range")
+                .with("ArgumentValue", std::string(*range));
         co_return co_await s.send_error(r, std::move(outside));
       }
       offset = first;
       length = last - first + 1;
     }
-    if (auto e = check_copy_size(length, s.config())) co_return co_await s.send_error(r, std::move(*e));
+    if (auto e = check_copy_size(length, s.config()))
+      co_return co_await s.send_error(r, std::move(*e));
     reader.set_range(offset, length);
     auto created = co_await s.store().create_writer(length, true);
     if (!created) co_return co_await s.send_error(r, from_errc(created.error()));
@@ -286,18 +332,23 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
       if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
       if (piece->empty()) break;
       checksummer.update(*piece);
-      if (auto w = co_await writer->write(*piece); !w) co_return co_await s.send_error(r, from_errc(w.error()));
+      if (auto w = co_await writer->write(*piece); !w)
+        co_return co_await s.send_error(r, from_errc(w.error()));
     }
-    if (auto f = co_await writer->finish(); !f) co_return co_await s.send_error(r, from_errc(f.error()));
+    if (auto f = co_await writer->finish(); !f)
+      co_return co_await s.send_error(r, from_errc(f.error()));
     set_checksum(checksums, checksummer.algorithm(), checksummer.base64());
   } else {
     auto requested = read_checksum_request(r);
     if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
     ChecksumRequest wanted = std::get<ChecksumRequest>(std::move(requested));
     if (wanted.algorithm && upload_algorithm && *wanted.algorithm != *upload_algorithm) {
-      co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
-                                                                          std::string(auth::checksum_name(*upload_algorithm)) + ", actual checksum Type: " +
-                                                                          std::string(auth::checksum_name(*wanted.algorithm))));
+      co_return co_await s.send_error(
+          r,
+          Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
+                                           std::string(auth::checksum_name(*upload_algorithm)) +
+                                           ", actual checksum Type: " +
+                                           std::string(auth::checksum_name(*wanted.algorithm))));
     }
     if (!wanted.algorithm) wanted.algorithm = upload_algorithm;  // computed for the Complete
     // An upload created without an algorithm gets S3's default, a FULL_OBJECT CRC64NVME: each
@@ -313,9 +364,12 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     if (const auto& c = body.checksum()) set_checksum(checksums, c->first, c->second);
     if (const auto& c = body.crc64nvme()) checksums.crc64nvme = *c;
   }
-  auto part = co_await s.store().commit_part(std::move(writer), upload.upload_id, *number, checksums);
+  auto part =
+      co_await s.store().commit_part(std::move(writer), upload.upload_id, *number, checksums);
   if (!part) {
-    if (part.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
+    if (part.error() == errc::kNotFound)
+      co_return co_await s.send_error(
+          r, Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
     co_return co_await s.send_error(r, from_errc(part.error()));
   }
   http::Response head = s.response(r, 200);
@@ -344,8 +398,10 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
   // A checksum header on Complete is the client's idea of the whole object's checksum
   // (composite "-N" form or not); it is compared below, not computed over this XML body.
-  const std::optional<std::string> claimed_object_checksum = std::get<ChecksumRequest>(requested).header_value;
-  const std::optional<auth::ChecksumAlgorithm> claimed_algorithm = std::get<ChecksumRequest>(requested).algorithm;
+  const std::optional<std::string> claimed_object_checksum =
+      std::get<ChecksumRequest>(requested).header_value;
+  const std::optional<auth::ChecksumAlgorithm> claimed_algorithm =
+      std::get<ChecksumRequest>(requested).algorithm;
   Body body(r, ChecksumRequest{}, DefaultCrc64::kNo, false);
   auto text = co_await body.read_all(4 * 1024 * 1024);
   if (!text) co_return co_await s.send_error(r, body.error());
@@ -354,15 +410,19 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   const std::vector<ListedPart> listed = std::get<std::vector<ListedPart>>(std::move(parsed));
 
   const std::optional<auth::ChecksumAlgorithm> algorithm =
-      upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm) : std::nullopt;
+      upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm)
+                                : std::nullopt;
   const bool composite = upload.checksum_type.value_or("COMPOSITE") == "COMPOSITE";
   // The object's checksum: the upload's algorithm, else S3's default FULL_OBJECT CRC64NVME.
-  const auth::ChecksumAlgorithm object_algorithm = algorithm.value_or(auth::ChecksumAlgorithm::kCrc64Nvme);
+  const auth::ChecksumAlgorithm object_algorithm =
+      algorithm.value_or(auth::ChecksumAlgorithm::kCrc64Nvme);
   const bool full_object = !algorithm || !composite;
   if (claimed_object_checksum && claimed_algorithm && *claimed_algorithm != object_algorithm) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
-                                                                        lower(auth::checksum_name(object_algorithm)) + ", actual checksum Type: " +
-                                                                        lower(auth::checksum_name(*claimed_algorithm))));
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidRequest,
+                 "Checksum Type mismatch occurred, expected checksum Type: " +
+                     lower(auth::checksum_name(object_algorithm)) +
+                     ", actual checksum Type: " + lower(auth::checksum_name(*claimed_algorithm))));
   }
   std::optional<Error> plan_error;
   auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
@@ -388,24 +448,34 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     for (std::size_t i = 0; i < listed.size(); ++i) {
       const ListedPart& want = listed[i];
       // `parts` come ordered by number: a search, not a scan (10,000 parts stay cheap).
-      auto it = std::lower_bound(parts.begin(), parts.end(), want.number,
-                                 [](const auto& p, std::uint32_t number) { return p.part_number < number; });
+      auto it = std::lower_bound(
+          parts.begin(), parts.end(), want.number,
+          [](const auto& p, std::uint32_t number) { return p.part_number < number; });
       if (it != parts.end() && it->part_number != want.number) it = parts.end();
       // A part checksum in the list must be the part's (S3 answers InvalidPart otherwise).
-      const bool checksums_match = it != parts.end() && std::all_of(want.checksums.begin(), want.checksums.end(), [&](const auto& c) {
-        const auto stored = part_checksum(*it, c.first);
-        return !stored || *stored == c.second;
-      });
+      const bool checksums_match =
+          it != parts.end() &&
+          std::all_of(want.checksums.begin(), want.checksums.end(), [&](const auto& c) {
+            const auto stored = part_checksum(*it, c.first);
+            return !stored || *stored == c.second;
+          });
       if (it == parts.end() || it->etag != want.etag || !checksums_match) {
-        plan_error = Error(Code::kInvalidPart).with("UploadId", up.upload_id).with("PartNumber", std::to_string(want.number)).with("ETag", want.etag);
+        plan_error = Error(Code::kInvalidPart)
+                         .with("UploadId", up.upload_id)
+                         .with("PartNumber", std::to_string(want.number))
+                         .with("ETag", want.etag);
         return errc::kInvalidArgument;
       }
       // An upload created with a (composite) checksum algorithm needs each part's checksum.
       if (algorithm && composite &&
-          std::none_of(want.checksums.begin(), want.checksums.end(), [&](const auto& c) { return c.first == *algorithm; })) {
-        plan_error = Error(Code::kInvalidRequest, "The upload was created using a " + lower(auth::checksum_name(*algorithm)) +
-                                                      " checksum. The complete request must include the checksum for each part. "
-                                                      "It was missing for part " + std::to_string(want.number) + " in the request.");
+          std::none_of(want.checksums.begin(), want.checksums.end(),
+                       [&](const auto& c) { return c.first == *algorithm; })) {
+        plan_error =
+            Error(Code::kInvalidRequest,
+                  "The upload was created using a " + lower(auth::checksum_name(*algorithm)) +
+                      " checksum. The complete request must include the checksum for each part. "
+                      "It was missing for part " +
+                      std::to_string(want.number) + " in the request.");
         return errc::kInvalidArgument;
       }
       if (i + 1 < listed.size() && it->size_bytes < kPartBytesMin) {
@@ -426,20 +496,25 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
         auto value = part_checksum(*it, *algorithm);
         auto raw = value ? auth::base64_decode(*value) : std::nullopt;
         if (!raw) {
-          plan_error = Error(Code::kInvalidRequest, "Part " + std::to_string(want.number) + " has no " +
-                                                        std::string(auth::checksum_name(*algorithm)) + " checksum.");
+          plan_error = Error(Code::kInvalidRequest,
+                             "Part " + std::to_string(want.number) + " has no " +
+                                 std::string(auth::checksum_name(*algorithm)) + " checksum.");
           return errc::kInvalidArgument;
         }
         composite_sum->update(std::as_bytes(std::span(raw->data(), raw->size())));
       }
       if (full_crc) {
         const auto value = part_checksum(*it, object_algorithm);
-        const auto part_crc = value ? auth::crc_from_base64(object_algorithm, *value) : std::nullopt;
-        full_crc = part_crc ? std::optional(auth::crc_combine(object_algorithm, *full_crc, *part_crc, it->size_bytes)) : std::nullopt;
+        const auto part_crc =
+            value ? auth::crc_from_base64(object_algorithm, *value) : std::nullopt;
+        full_crc = part_crc ? std::optional(auth::crc_combine(object_algorithm, *full_crc,
+                                                              *part_crc, it->size_bytes))
+                            : std::nullopt;
         if (!full_crc && algorithm) {
           // Every part of an upload with a FULL_OBJECT algorithm has its checksum (upload_part).
-          plan_error = Error(Code::kInvalidRequest, "Part " + std::to_string(want.number) + " has no " +
-                                                        std::string(auth::checksum_name(object_algorithm)) + " checksum.");
+          plan_error = Error(Code::kInvalidRequest,
+                             "Part " + std::to_string(want.number) + " has no " +
+                                 std::string(auth::checksum_name(object_algorithm)) + " checksum.");
           return errc::kInvalidArgument;
         }
       }
@@ -447,13 +522,15 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     }
     std::array<std::uint8_t, 32> digest{};
     etag_md5.finish(digest);
-    chosen.spec.etag = storage::to_hex(std::span(digest).first(16)) + "-" + std::to_string(chosen.parts.size());
+    chosen.spec.etag =
+        storage::to_hex(std::span(digest).first(16)) + "-" + std::to_string(chosen.parts.size());
     if (composite_sum) {
       const std::string value = composite_sum->base64() + "-" + std::to_string(chosen.parts.size());
       if (claimed_object_checksum && unquoted(*claimed_object_checksum) != value &&
           unquoted(*claimed_object_checksum) + "-" + std::to_string(chosen.parts.size()) != value) {
-        plan_error = Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(*algorithm)) +
-                                                 " you specified did not match the calculated checksum.");
+        plan_error =
+            Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(*algorithm)) +
+                                        " you specified did not match the calculated checksum.");
         return errc::kInvalidArgument;
       }
       set_checksum(chosen.spec.checksums, *algorithm, value);
@@ -462,8 +539,9 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     if (full_crc) {
       const std::string value = auth::crc_to_base64(object_algorithm, *full_crc);
       if (claimed_object_checksum && *claimed_object_checksum != value) {
-        plan_error = Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(object_algorithm)) +
-                                                 " you specified did not match the calculated checksum.");
+        plan_error =
+            Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(object_algorithm)) +
+                                        " you specified did not match the calculated checksum.");
         return errc::kInvalidArgument;
       }
       set_checksum(chosen.spec.checksums, object_algorithm, value);
@@ -473,15 +551,17 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   };
   // The plan refers to this frame's locals: run() returns only once the completion has ended.
   CompletionResponse respond(s, r);
-  auto completed = co_await respond.run(
-      s.store().complete_upload(upload.upload_id, plan, std::get<storage::WriteCondition>(condition)),
-      s.config().multipart.complete_keepalive);
+  auto completed =
+      co_await respond.run(s.store().complete_upload(upload.upload_id, plan,
+                                                     std::get<storage::WriteCondition>(condition)),
+                           s.config().multipart.complete_keepalive);
   if (!completed) {
     if (plan_error) co_return co_await respond.error(std::move(*plan_error));
     if (completed.error() == errc::kNotFound) {
-      co_return co_await respond.error(std::get<storage::WriteCondition>(condition).if_match
-                                           ? Error(Code::kNoSuchKey).with("Key", r.key)
-                                           : Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
+      co_return co_await respond.error(
+          std::get<storage::WriteCondition>(condition).if_match
+              ? Error(Code::kNoSuchKey).with("Key", r.key)
+              : Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
     }
     co_return co_await respond.error(from_errc(completed.error()));
   }
@@ -502,7 +582,9 @@ asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
   auto aborted = co_await s.store().abort_upload(std::get<storage::UploadRecord>(found).upload_id);
   if (!aborted) {
-    if (aborted.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchUpload).with("UploadId", *r.param("uploadId")));
+    if (aborted.error() == errc::kNotFound)
+      co_return co_await s.send_error(
+          r, Error(Code::kNoSuchUpload).with("UploadId", *r.param("uploadId")));
     co_return co_await s.send_error(r, from_errc(aborted.error()));
   }
   co_await s.send_empty(r, 204, s.response(r, 204));
@@ -516,12 +598,16 @@ asio::awaitable<void> list_parts(Service& s, Request& r) {
   const storage::UploadRecord& upload = std::get<storage::UploadRecord>(found);
   std::uint32_t max_parts = 1000;
   std::uint32_t marker = 0;
-  for (auto [name, out] : {std::pair{"max-parts", &max_parts}, std::pair{"part-number-marker", &marker}}) {
+  for (auto [name, out] :
+       {std::pair{"max-parts", &max_parts}, std::pair{"part-number-marker", &marker}}) {
     if (const std::string* v = r.param(name)) {
       std::uint32_t n = 0;
       auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
       if (ec != std::errc{} || end != v->data() + v->size()) {
-        co_return co_await s.send_error(r, Error(Code::kInvalidArgument, std::string("Provided ") + name + " not an integer or within integer range").with("ArgumentName", name));
+        co_return co_await s.send_error(
+            r, Error(Code::kInvalidArgument,
+                     std::string("Provided ") + name + " not an integer or within integer range")
+                   .with("ArgumentName", name));
       }
       *out = n;
     }
@@ -542,7 +628,8 @@ asio::awaitable<void> list_parts(Service& s, Request& r) {
   write_owner(xml, bucket->owner);
   xml.element("StorageClass", "STANDARD");
   xml.element("PartNumberMarker", static_cast<std::uint64_t>(marker));
-  if (!parts->empty()) xml.element("NextPartNumberMarker", static_cast<std::uint64_t>(parts->back().part_number));
+  if (!parts->empty())
+    xml.element("NextPartNumberMarker", static_cast<std::uint64_t>(parts->back().part_number));
   xml.element("MaxParts", static_cast<std::uint64_t>(max_parts));
   xml.element("IsTruncated", truncated);
   if (upload.checksum_algorithm) xml.element("ChecksumAlgorithm", *upload.checksum_algorithm);
@@ -569,14 +656,20 @@ asio::awaitable<void> list_multipart_uploads(Service& s, Request& r) {
   if (const std::string* v = r.param("upload-id-marker")) q.upload_id_marker = *v;
   bool url = false;
   if (const std::string* v = r.param("encoding-type")) {
-    if (*v != "url") co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Invalid Encoding Method specified in Request").with("ArgumentName", "encoding-type"));
+    if (*v != "url")
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidArgument, "Invalid Encoding Method specified in Request")
+                 .with("ArgumentName", "encoding-type"));
     url = true;
   }
   if (const std::string* v = r.param("max-uploads")) {
     std::uint32_t n = 0;
     auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
     if (ec != std::errc{} || end != v->data() + v->size()) {
-      co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Provided max-uploads not an integer or within integer range").with("ArgumentName", "max-uploads"));
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidArgument,
+                   "Provided max-uploads not an integer or within integer range")
+                 .with("ArgumentName", "max-uploads"));
     }
     q.max_uploads = std::min<std::uint32_t>(n, 1000);
   }

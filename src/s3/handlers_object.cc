@@ -1,17 +1,18 @@
 // Object operations: PutObject, GetObject/HeadObject, DeleteObject, DeleteObjects, CopyObject,
 // and the object sub-resources (acl, tagging).
 
-#include <charconv>
-#include <cstring>
-
 #include "body.h"
-#include "request_xml.h"
-#include "hots3/common/logging.h"
 #include "range.h"
+#include "request_xml.h"
 #include "service.h"
 #include "shared.h"
 #include "time_format.h"
 #include "xml.h"
+
+#include "hots3/common/logging.h"
+
+#include <charconv>
+#include <cstring>
 
 namespace hots3::s3 {
 
@@ -58,8 +59,8 @@ bool valid_utf8(std::string_view s) {
       cp = (cp << 6) | (cc & 0x3F);
     }
     // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
       return false;
     }
     i += n + 1;
@@ -73,7 +74,8 @@ bool etag_matches(std::string_view list, std::string_view etag) {
   std::size_t at = 0;
   while (at <= list.size()) {
     const auto comma = list.find(',', at);
-    const std::string item = unquoted(list.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at));
+    const std::string item = unquoted(
+        list.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at));
     if (item == "*" || item == etag) return true;
     if (comma == std::string_view::npos) break;
     at = comma + 1;
@@ -82,11 +84,15 @@ bool etag_matches(std::string_view list, std::string_view etag) {
 }
 
 std::optional<Error> validate_key(std::string_view key) {
-  if (key.size() > kKeyBytesMax) return Error(Code::kKeyTooLong).with("Size", std::to_string(key.size())).with("MaxSizeAllowed", "1024");
+  if (key.size() > kKeyBytesMax)
+    return Error(Code::kKeyTooLong)
+        .with("Size", std::to_string(key.size()))
+        .with("MaxSizeAllowed", "1024");
   if (!valid_utf8(key)) return Error(Code::kInvalidArgument, "Object key is not valid UTF-8.");
   // NUL ends a C string: a key holding one would be cut short wherever a library takes one, and
   // no XML 1.0 document can carry it, even as a character reference.
-  if (key.find('\0') != std::string_view::npos) return Error(Code::kInvalidArgument, "Object key must not contain NUL.");
+  if (key.find('\0') != std::string_view::npos)
+    return Error(Code::kInvalidArgument, "Object key must not contain NUL.");
   return std::nullopt;
 }
 
@@ -94,22 +100,29 @@ std::optional<Error> check_version_id(const Request& r) {
   const std::string* version = r.param("versionId");
   if (version == nullptr || *version == "null") return std::nullopt;
   if (version->empty()) {
-    return Error(Code::kInvalidArgument, "Version id cannot be the empty string").with("ArgumentName", "versionId").with("ArgumentValue", "");
+    return Error(Code::kInvalidArgument, "Version id cannot be the empty string")
+        .with("ArgumentName", "versionId")
+        .with("ArgumentValue", "");
   }
   // S3 answers 400 for an id that is not of its own making and 404 for one that is; hots3 makes
   // none, so every id is one it does not have.
   return Error(Code::kNoSuchVersion).with("Key", r.key).with("VersionId", *version);
 }
 
-std::variant<storage::ObjectSpec, Error> object_spec(const Request& r, const config::S3Config& config) {
-  for (std::string_view h : {"x-amz-server-side-encryption", "x-amz-server-side-encryption-customer-algorithm",
-                             "x-amz-server-side-encryption-aws-kms-key-id", "x-amz-tagging", "x-amz-object-lock-mode",
-                             "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold",
-                             "x-amz-website-redirect-location", "x-amz-grant-read", "x-amz-grant-write",
-                             "x-amz-grant-full-control", "x-amz-grant-read-acp", "x-amz-grant-write-acp"}) {
-    if (r.header(h)) return Error(Code::kNotImplemented, "The header " + std::string(h) + " is not supported by hots3.");
+std::variant<storage::ObjectSpec, Error> object_spec(const Request& r,
+                                                     const config::S3Config& config) {
+  for (std::string_view h :
+       {"x-amz-server-side-encryption", "x-amz-server-side-encryption-customer-algorithm",
+        "x-amz-server-side-encryption-aws-kms-key-id", "x-amz-tagging", "x-amz-object-lock-mode",
+        "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold",
+        "x-amz-website-redirect-location", "x-amz-grant-read", "x-amz-grant-write",
+        "x-amz-grant-full-control", "x-amz-grant-read-acp", "x-amz-grant-write-acp"}) {
+    if (r.header(h))
+      return Error(Code::kNotImplemented,
+                   "The header " + std::string(h) + " is not supported by hots3.");
   }
-  if (auto acl = r.header("x-amz-acl"); acl && *acl != "private" && *acl != "bucket-owner-full-control") {
+  if (auto acl = r.header("x-amz-acl");
+      acl && *acl != "private" && *acl != "bucket-owner-full-control") {
     return Error(Code::kNotImplemented, "Only the private canned ACL is supported.");
   }
   if (auto cls = r.header("x-amz-storage-class"); cls && *cls != "STANDARD") {
@@ -130,7 +143,8 @@ std::variant<storage::ObjectSpec, Error> object_spec(const Request& r, const con
     std::size_t at = 0;
     while (at <= enc->size()) {
       const auto comma = enc->find(',', at);
-      std::string_view item = enc->substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+      std::string_view item =
+          enc->substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
       while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
       while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
       if (!item.empty() && !http::iequals(item, "aws-chunked")) {
@@ -153,7 +167,9 @@ std::variant<storage::ObjectSpec, Error> object_spec(const Request& r, const con
     }
   }
   if (metadata_bytes > config.metadata_max_bytes) {
-    return Error(Code::kMetadataTooLarge).with("Size", std::to_string(metadata_bytes)).with("MaxSizeAllowed", std::to_string(config.metadata_max_bytes));
+    return Error(Code::kMetadataTooLarge)
+        .with("Size", std::to_string(metadata_bytes))
+        .with("MaxSizeAllowed", std::to_string(config.metadata_max_bytes));
   }
   return spec;
 }
@@ -161,14 +177,16 @@ std::variant<storage::ObjectSpec, Error> object_spec(const Request& r, const con
 std::variant<storage::WriteCondition, Error> write_condition(const Request& r) {
   storage::WriteCondition c;
   if (auto none = r.header("if-none-match")) {
-    if (unquoted(*none) != "*") return Error(Code::kNotImplemented, "If-None-Match on writes supports only \"*\".");
+    if (unquoted(*none) != "*")
+      return Error(Code::kNotImplemented, "If-None-Match on writes supports only \"*\".");
     c.if_none_match_any = true;
   }
   if (auto match = r.header("if-match")) c.if_match = unquoted(*match);
   return c;
 }
 
-std::optional<Error> read_conditions(const Request& r, const storage::ObjectRecord& object, bool copy_source) {
+std::optional<Error> read_conditions(const Request& r, const storage::ObjectRecord& object,
+                                     bool copy_source) {
   const std::string prefix = copy_source ? "x-amz-copy-source-" : "";
   const std::int64_t modified_s = object.created_ms / 1000;
   const auto if_match = r.header(prefix + "if-match");
@@ -177,20 +195,26 @@ std::optional<Error> read_conditions(const Request& r, const storage::ObjectReco
   const auto if_modified = r.header(prefix + "if-modified-since");
   const std::string condition_prefix = copy_source ? "x-amz-copy-source-" : "";
   if (if_match) {
-    if (!etag_matches(*if_match, object.etag)) return Error(Code::kPreconditionFailed).with("Condition", condition_prefix + "If-Match");
+    if (!etag_matches(*if_match, object.etag))
+      return Error(Code::kPreconditionFailed).with("Condition", condition_prefix + "If-Match");
   } else if (if_unmodified) {
     if (auto t = parse_http_date(*if_unmodified); t && modified_s > *t / 1000) {
-      return Error(Code::kPreconditionFailed).with("Condition", condition_prefix + "If-Unmodified-Since");
+      return Error(Code::kPreconditionFailed)
+          .with("Condition", condition_prefix + "If-Unmodified-Since");
     }
   }
   if (if_none_match) {
     if (etag_matches(*if_none_match, object.etag)) {
-      if (copy_source) return Error(Code::kPreconditionFailed).with("Condition", "x-amz-copy-source-If-None-Match");
+      if (copy_source)
+        return Error(Code::kPreconditionFailed)
+            .with("Condition", "x-amz-copy-source-If-None-Match");
       return Error(Code::kNotModified);
     }
   } else if (if_modified) {
     if (auto t = parse_http_date(*if_modified); t && modified_s <= *t / 1000) {
-      if (copy_source) return Error(Code::kPreconditionFailed).with("Condition", "x-amz-copy-source-If-Modified-Since");
+      if (copy_source)
+        return Error(Code::kPreconditionFailed)
+            .with("Condition", "x-amz-copy-source-If-Modified-Since");
       return Error(Code::kNotModified);
     }
   }
@@ -210,23 +234,28 @@ std::vector<StoredChecksum> stored_checksums(const storage::ChecksumSet& set) {
   return out;
 }
 
-std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(std::string_view header) {
+std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(
+    std::string_view header) {
   std::string_view source = header;
   if (const auto q = source.find('?'); q != std::string_view::npos) {
     const std::string_view version = source.substr(q + 1);
     if (version != "versionId=null" && !version.empty()) {
       // hots3 keeps no versions but the current ("null") one.
-      return Error(Code::kNoSuchVersion).with("VersionId", std::string(version.substr(version.find('=') + 1)));
+      return Error(Code::kNoSuchVersion)
+          .with("VersionId", std::string(version.substr(version.find('=') + 1)));
     }
     source = source.substr(0, q);
   }
   auto decoded = auth::percent_decode(source);
-  if (!decoded) return Error(Code::kInvalidArgument, "Invalid copy source encoding").with("ArgumentName", "x-amz-copy-source");
+  if (!decoded)
+    return Error(Code::kInvalidArgument, "Invalid copy source encoding")
+        .with("ArgumentName", "x-amz-copy-source");
   std::string_view s = *decoded;
   if (!s.empty() && s.front() == '/') s.remove_prefix(1);
   const auto slash = s.find('/');
   if (slash == std::string_view::npos || slash == 0 || slash + 1 == s.size()) {
-    return Error(Code::kInvalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+    return Error(Code::kInvalidArgument,
+                 "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
         .with("ArgumentName", "x-amz-copy-source");
   }
   return std::pair{std::string(s.substr(0, slash)), std::string(s.substr(slash + 1))};
@@ -234,22 +263,35 @@ std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(std::
 
 std::optional<Error> check_copy_size(std::uint64_t bytes, const config::S3Config& config) {
   if (bytes <= config.single_put_max_bytes) return std::nullopt;
-  return Error(Code::kInvalidRequest, "The specified copy source is larger than the maximum allowable size for a copy source: " +
-                                          std::to_string(config.single_put_max_bytes));
+  return Error(
+      Code::kInvalidRequest,
+      "The specified copy source is larger than the maximum allowable size for a copy source: " +
+          std::to_string(config.single_put_max_bytes));
 }
 
 void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, std::string value) {
   switch (algorithm) {
-    case auth::ChecksumAlgorithm::kCrc32: set.crc32 = std::move(value); break;
-    case auth::ChecksumAlgorithm::kCrc32c: set.crc32c = std::move(value); break;
-    case auth::ChecksumAlgorithm::kCrc64Nvme: set.crc64nvme = std::move(value); break;
-    case auth::ChecksumAlgorithm::kSha1: set.sha1 = std::move(value); break;
-    case auth::ChecksumAlgorithm::kSha256: set.sha256 = std::move(value); break;
+    case auth::ChecksumAlgorithm::kCrc32:
+      set.crc32 = std::move(value);
+      break;
+    case auth::ChecksumAlgorithm::kCrc32c:
+      set.crc32c = std::move(value);
+      break;
+    case auth::ChecksumAlgorithm::kCrc64Nvme:
+      set.crc64nvme = std::move(value);
+      break;
+    case auth::ChecksumAlgorithm::kSha1:
+      set.sha1 = std::move(value);
+      break;
+    case auth::ChecksumAlgorithm::kSha256:
+      set.sha256 = std::move(value);
+      break;
   }
 }
 
 // Streams a body into a new writer. Returns the writer (finished) or sends the error.
-asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body, bool for_part,
+asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,
+                                                                bool for_part,
                                                                 std::uint64_t max_bytes) {
   if (body.failed()) {
     co_await s.send_error(r, body.error());
@@ -261,7 +303,9 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
     co_return nullptr;
   }
   if (declared && *declared > max_bytes) {
-    co_await s.send_error(r, Error(Code::kEntityTooLarge).with("ProposedSize", std::to_string(*declared)).with("MaxSizeAllowed", std::to_string(max_bytes)));
+    co_await s.send_error(r, Error(Code::kEntityTooLarge)
+                                 .with("ProposedSize", std::to_string(*declared))
+                                 .with("MaxSizeAllowed", std::to_string(max_bytes)));
     co_return nullptr;
   }
   // Reserved before the body is read: a full device answers before "100 Continue".
@@ -299,15 +343,18 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
-  if (r.header("x-amz-write-offset-bytes")) co_return co_await append_object(s, r, std::move(*bucket));
+  if (r.header("x-amz-write-offset-bytes"))
+    co_return co_await append_object(s, r, std::move(*bucket));
   auto spec = object_spec(r, s.config());
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
   auto condition = write_condition(r);
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
   auto checksums = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
-  const bool md5_here = !s.store().etag_is_md5() && std::get<ChecksumRequest>(checksums).content_md5.has_value();
-  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kWhenNoneAsked, md5_here);
+  const bool md5_here =
+      !s.store().etag_is_md5() && std::get<ChecksumRequest>(checksums).content_md5.has_value();
+  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kWhenNoneAsked,
+            md5_here);
   auto writer = co_await receive(s, r, body, false, s.config().single_put_max_bytes);
   if (!writer) co_return;
   std::optional<std::array<std::uint8_t, 16>> md5;
@@ -318,14 +365,16 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
     set_checksum(object.checksums, c->first, c->second);
     object.checksums.type = "FULL_OBJECT";
   }
-  auto committed = co_await s.store().commit_object(std::move(writer), *bucket, r.key, std::move(object),
-                                                    std::get<storage::WriteCondition>(condition));
+  auto committed =
+      co_await s.store().commit_object(std::move(writer), *bucket, r.key, std::move(object),
+                                       std::get<storage::WriteCondition>(condition));
   if (!committed) {
     if (committed.error() == errc::kNotFound) {
       // If-Match without an object, or the bucket went away meanwhile.
-      co_return co_await s.send_error(r, std::get<storage::WriteCondition>(condition).if_match
-                                             ? Error(Code::kNoSuchKey).with("Key", r.key)
-                                             : Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
+      co_return co_await s.send_error(
+          r, std::get<storage::WriteCondition>(condition).if_match
+                 ? Error(Code::kNoSuchKey).with("Key", r.key)
+                 : Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
     }
     co_return co_await s.send_error(r, from_errc(committed.error()));
   }
@@ -352,10 +401,12 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     record = std::move(*found);
   } else {
     auto opened = co_await s.store().open_reader(bucket->id, r.key);
-    if (!opened && opened.error() != errc::kNotFound) co_return co_await s.send_error(r, from_errc(opened.error()));
+    if (!opened && opened.error() != errc::kNotFound)
+      co_return co_await s.send_error(r, from_errc(opened.error()));
     if (opened) reader = std::move(*opened);
   }
-  if (!reader && !record) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
+  if (!reader && !record)
+    co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
   const storage::ObjectRecord& object = reader ? reader->object() : *record;
   if (auto e = read_conditions(r, object, false)) {
     if (e->code == Code::kNotModified) {
@@ -377,11 +428,16 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     std::uint32_t n = 0;
     auto [end, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
     if (ec != std::errc{} || end != pn->data() + pn->size() || n < 1 || n > kPartNumberMax) {
-      co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Part number must be an integer between 1 and 10000, inclusive")
-                                             .with("ArgumentName", "partNumber")
-                                             .with("ArgumentValue", *pn));
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidArgument,
+                   "Part number must be an integer between 1 and 10000, inclusive")
+                 .with("ArgumentName", "partNumber")
+                 .with("ArgumentValue", *pn));
     }
-    if (r.header("range")) co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Cannot specify both Range header and partNumber query parameter"));
+    if (r.header("range"))
+      co_return co_await s.send_error(
+          r, Error(Code::kInvalidRequest,
+                   "Cannot specify both Range header and partNumber query parameter"));
     part_number = n;
     if (object.parts_count == 0) {
       if (n != 1) co_return co_await s.send_error(r, Code::kInvalidPartNumber);
@@ -401,8 +457,11 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       head.add("Content-Range", "bytes */" + std::to_string(object.size_bytes));
       if (head_only) co_return co_await s.send_empty(r, 416, std::move(head));
       head.add("Content-Type", "application/xml");
-      Error e = Error(Code::kInvalidRange).with("RangeRequested", std::string(*range)).with("ActualObjectSize", std::to_string(object.size_bytes));
-      co_await r.exchange.respond(std::move(head), error_body(e, r.resource(), r.head.request_id, s.host_id()));
+      Error e = Error(Code::kInvalidRange)
+                    .with("RangeRequested", std::string(*range))
+                    .with("ActualObjectSize", std::to_string(object.size_bytes));
+      co_await r.exchange.respond(std::move(head),
+                                  error_body(e, r.resource(), r.head.request_id, s.host_id()));
       co_return;
     }
     if (parsed.kind == RangeResult::Kind::kRange) {
@@ -413,7 +472,8 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   }
 
   http::Response head = s.response(r, partial ? 206 : 200);
-  auto header_or_override = [&](const char* name, const char* param, const std::optional<std::string>& stored) {
+  auto header_or_override = [&](const char* name, const char* param,
+                                const std::optional<std::string>& stored) {
     if (const std::string* v = r.param(param)) {
       head.add(name, *v);
     } else if (stored) {
@@ -421,23 +481,29 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     }
   };
   header_or_override("Content-Type", "response-content-type", object.headers.content_type);
-  header_or_override("Content-Language", "response-content-language", object.headers.content_language);
+  header_or_override("Content-Language", "response-content-language",
+                     object.headers.content_language);
   header_or_override("Expires", "response-expires", object.headers.expires);
   header_or_override("Cache-Control", "response-cache-control", object.headers.cache_control);
-  header_or_override("Content-Disposition", "response-content-disposition", object.headers.content_disposition);
-  header_or_override("Content-Encoding", "response-content-encoding", object.headers.content_encoding);
+  header_or_override("Content-Disposition", "response-content-disposition",
+                     object.headers.content_disposition);
+  header_or_override("Content-Encoding", "response-content-encoding",
+                     object.headers.content_encoding);
   head.add("Last-Modified", http_date(object.created_ms));
   head.add("ETag", quoted(object.etag));
   head.add("Accept-Ranges", "bytes");
   for (const auto& [name, value] : object.user_metadata) head.add("x-amz-meta-" + name, value);
   if (partial && !part_number) {
-    head.add("Content-Range", "bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1) + "/" +
+    head.add("Content-Range", "bytes " + std::to_string(offset) + "-" +
+                                  std::to_string(offset + length - 1) + "/" +
                                   std::to_string(object.size_bytes));
   }
   if (part_number) {
-    head.add("x-amz-mp-parts-count", std::to_string(std::max<std::uint32_t>(object.parts_count, 1)));
+    head.add("x-amz-mp-parts-count",
+             std::to_string(std::max<std::uint32_t>(object.parts_count, 1)));
     if (partial) {
-      head.add("Content-Range", "bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1) + "/" +
+      head.add("Content-Range", "bytes " + std::to_string(offset) + "-" +
+                                    std::to_string(offset + length - 1) + "/" +
                                     std::to_string(object.size_bytes));
     }
   }
@@ -462,8 +528,8 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     if (!piece) {
       // The head is out: all that is left is to cut the body short (the client sees an
       // incomplete response, never wrong bytes).
-      log::error("request {}: GET {}/{} failed after {} bytes: {}", r.head.request_id, r.bucket, log::escaped(r.key), offset,
-                 piece.error().message());
+      log::error("request {}: GET {}/{} failed after {} bytes: {}", r.head.request_id, r.bucket,
+                 log::escaped(r.key), offset, piece.error().message());
       break;
     }
     if (piece->empty()) break;
@@ -493,7 +559,9 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   // as a header or a trailer. x-amz-sdk-checksum-algorithm alone names an algorithm but vouches
   // for nothing.
   if (!wanted.content_md5 && !wanted.header_value && !wanted.in_trailer) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, "Missing required header for this request: Content-MD5 OR x-amz-checksum-*"));
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidRequest,
+                 "Missing required header for this request: Content-MD5 OR x-amz-checksum-*"));
   }
   const bool md5 = wanted.content_md5.has_value();
   Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, md5);
@@ -505,7 +573,8 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   XmlWriter xml("DeleteResult");
   for (const auto& [key, version] : request.objects) {
     std::optional<Error> failed = validate_key(key);
-    if (!failed && version && *version != "null") failed = Error(Code::kNoSuchVersion);  // hots3 keeps none
+    if (!failed && version && *version != "null")
+      failed = Error(Code::kNoSuchVersion);  // hots3 keeps none
     if (!failed && key.empty()) failed = Error(Code::kInvalidArgument, "The key is empty.");
     if (!failed) {
       auto deleted = co_await s.store().delete_object(bucket->id, key);
@@ -516,7 +585,8 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
       xml.element("Key", key);
       if (version) xml.element("VersionId", *version);
       xml.element("Code", code_name(failed->code));
-      xml.element("Message", failed->message.empty() ? default_message(failed->code) : std::string_view(failed->message));
+      xml.element("Message", failed->message.empty() ? default_message(failed->code)
+                                                     : std::string_view(failed->message));
       xml.close();
     } else if (!request.quiet) {
       xml.open("Deleted");
@@ -534,18 +604,23 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
   if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
   auto source = parse_copy_source(*r.header("x-amz-copy-source"));
   if (auto* e = std::get_if<Error>(&source)) co_return co_await s.send_error(r, std::move(*e));
-  const auto [source_bucket_name, source_key] = std::get<std::pair<std::string, std::string>>(source);
+  const auto [source_bucket_name, source_key] =
+      std::get<std::pair<std::string, std::string>>(source);
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
   auto source_bucket = s.store().find_bucket(source_bucket_name);
   if (!source_bucket) co_return co_await s.send_error(r, from_errc(source_bucket.error()));
-  if (!*source_bucket) co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", source_bucket_name));
-  if (!s.allowed(*r.auth.user, **source_bucket, Access::kRead)) co_return co_await s.send_error(r, Code::kAccessDenied);
+  if (!*source_bucket)
+    co_return co_await s.send_error(
+        r, Error(Code::kNoSuchBucket).with("BucketName", source_bucket_name));
+  if (!s.allowed(*r.auth.user, **source_bucket, Access::kRead))
+    co_return co_await s.send_error(r, Code::kAccessDenied);
 
   std::string directive = "COPY";
   if (auto d = r.header("x-amz-metadata-directive")) directive = std::string(*d);
   if (directive != "COPY" && directive != "REPLACE") {
-    co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Unknown metadata directive.").with("ArgumentName", "x-amz-metadata-directive"));
+    co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Unknown metadata directive.")
+                                           .with("ArgumentName", "x-amz-metadata-directive"));
   }
   auto spec = object_spec(r, s.config());
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
@@ -554,14 +629,16 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
 
   auto opened = co_await s.store().open_reader((*source_bucket)->id, source_key);
   if (!opened) {
-    if (opened.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
+    if (opened.error() == errc::kNotFound)
+      co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
     co_return co_await s.send_error(r, from_errc(opened.error()));
   }
   storage::ObjectReader& reader = **opened;
   const storage::ObjectRecord& src = reader.object();
   if (auto e = read_conditions(r, src, true)) co_return co_await s.send_error(r, std::move(*e));
   // A copy is bounded as a single PUT is (S3: 5 GiB); larger objects copy with UploadPartCopy.
-  if (auto e = check_copy_size(src.size_bytes, s.config())) co_return co_await s.send_error(r, std::move(*e));
+  if (auto e = check_copy_size(src.size_bytes, s.config()))
+    co_return co_await s.send_error(r, std::move(*e));
 
   const bool same = (*source_bucket)->id == bucket->id && source_key == r.key;
   storage::ObjectSpec target;
@@ -576,13 +653,15 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
   storage::ObjectRecord result;
   if (same) {
     if (directive != "REPLACE") {
-      co_return co_await s.send_error(
-          r, Error(Code::kInvalidRequest,
-                   "This copy request is illegal because it is trying to copy an object to itself without changing the "
-                   "object's metadata, storage class, website redirect location or encryption attributes."));
+      co_return co_await s.send_error(r, Error(Code::kInvalidRequest,
+                                               "This copy request is illegal because it is trying "
+                                               "to copy an object to itself without changing the "
+                                               "object's metadata, storage class, website redirect "
+                                               "location or encryption attributes."));
     }
     // Copy onto itself: the metadata changes, the data stays where it is.
-    auto replaced = co_await s.store().replace_metadata(bucket->id, r.key, src.etag, std::move(target));
+    auto replaced =
+        co_await s.store().replace_metadata(bucket->id, r.key, src.etag, std::move(target));
     if (!replaced) co_return co_await s.send_error(r, from_errc(replaced.error()));
     result = std::move(*replaced);
   } else {
@@ -592,14 +671,19 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
       auto piece = co_await reader.next();
       if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
       if (piece->empty()) break;
-      if (auto w = co_await (*writer)->write(*piece); !w) co_return co_await s.send_error(r, from_errc(w.error()));
+      if (auto w = co_await (*writer)->write(*piece); !w)
+        co_return co_await s.send_error(r, from_errc(w.error()));
     }
-    if (auto f = co_await (*writer)->finish(); !f) co_return co_await s.send_error(r, from_errc(f.error()));
-    if (src.parts_count > 0) target.etag = std::nullopt;  // a copy is a single-part object: MD5 ETag
-    auto committed = co_await s.store().commit_object(std::move(*writer), *bucket, r.key, std::move(target),
-                                                      std::get<storage::WriteCondition>(condition));
+    if (auto f = co_await (*writer)->finish(); !f)
+      co_return co_await s.send_error(r, from_errc(f.error()));
+    if (src.parts_count > 0)
+      target.etag = std::nullopt;  // a copy is a single-part object: MD5 ETag
+    auto committed =
+        co_await s.store().commit_object(std::move(*writer), *bucket, r.key, std::move(target),
+                                         std::get<storage::WriteCondition>(condition));
     if (!committed) {
-      if (committed.error() == errc::kNotFound) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
+      if (committed.error() == errc::kNotFound)
+        co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
       co_return co_await s.send_error(r, from_errc(committed.error()));
     }
     result = std::move(*committed);
@@ -629,19 +713,23 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
       // Setting the ACL hots3 objects have anyway ("owner: full control") is accepted, as a
       // canned header or as the policy GetObjectAcl returned (s3cmd cp copies it over).
       bool owner_only = false;
-      if (auto acl = r.header("x-amz-acl")) owner_only = (*acl == "private" || *acl == "bucket-owner-full-control");
+      if (auto acl = r.header("x-amz-acl"))
+        owner_only = (*acl == "private" || *acl == "bucket-owner-full-control");
       if (r.head.has_body()) {
         auto checksums = read_checksum_request(r);
-        if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
+        if (auto* e = std::get_if<Error>(&checksums))
+          co_return co_await s.send_error(r, std::move(*e));
         Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
         auto text = co_await body.read_all(64 * 1024);
         if (!text) co_return co_await s.send_error(r, body.error());
         auto parsed = acl_is_owner_full_control(*text, owner_id(bucket->owner));
-        if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
+        if (auto* e = std::get_if<Error>(&parsed))
+          co_return co_await s.send_error(r, std::move(*e));
         owner_only = std::get<bool>(parsed);
       }
       if (owner_only) co_return co_await s.send_empty(r, 200, s.response(r, 200));
-      co_return co_await s.send_error(r, Error(Code::kNotImplemented, "Only the owner-full-control ACL is supported."));
+      co_return co_await s.send_error(
+          r, Error(Code::kNotImplemented, "Only the owner-full-control ACL is supported."));
     }
   }
   if (r.has_param("tagging") && r.head.method == http::Method::kGet) {
@@ -651,7 +739,8 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
     xml.close();
     co_return co_await s.send_xml(r, 200, xml.finish());
   }
-  co_await s.send_error(r, Error(Code::kNotImplemented, "This object sub-resource is not supported by hots3."));
+  co_await s.send_error(
+      r, Error(Code::kNotImplemented, "This object sub-resource is not supported by hots3."));
 }
 
 }  // namespace hots3::s3

@@ -38,7 +38,7 @@ std::optional<ByteRange> parse_byte_range(std::string_view header) {
     if (!number(last, value)) return std::nullopt;
     range.last = value;
   }
-  if (!range.last && !range.first) return std::nullopt;               // "bytes=-"
+  if (!range.last && !range.first) return std::nullopt;                              // "bytes=-"
   if (range.first && range.last && *range.last < *range.first) return std::nullopt;  // "bytes=5-2"
   return range;
 }

@@ -1,9 +1,9 @@
 #include "request_xml.h"
 
-#include <charconv>
-
 #include "shared.h"
 #include "xml.h"
+
+#include <charconv>
 
 namespace hots3::s3 {
 
@@ -54,20 +54,24 @@ std::variant<std::vector<ListedPart>, Error> parse_complete_request(std::string_
   }
   if (listed.empty()) {
     return Error(Code::kMalformedXML,
-                 "The XML you provided was not well-formed or did not validate against our published schema: no parts");
+                 "The XML you provided was not well-formed or did not validate against our "
+                 "published schema: no parts");
   }
   return listed;
 }
 
-std::variant<std::optional<std::string>, Error> parse_create_bucket_configuration(std::string_view body) {
+std::variant<std::optional<std::string>, Error> parse_create_bucket_configuration(
+    std::string_view body) {
   if (body.empty()) return std::optional<std::string>();
   auto doc = XmlDocument::parse(body);
   if (!doc || doc->root().name() != "CreateBucketConfiguration") return Error(Code::kMalformedXML);
-  if (auto element = doc->root().child("LocationConstraint")) return std::optional<std::string>(element->text());
+  if (auto element = doc->root().child("LocationConstraint"))
+    return std::optional<std::string>(element->text());
   return std::optional<std::string>();
 }
 
-std::variant<bool, Error> acl_is_owner_full_control(std::string_view body, std::string_view owner_id) {
+std::variant<bool, Error> acl_is_owner_full_control(std::string_view body,
+                                                    std::string_view owner_id) {
   auto doc = XmlDocument::parse(body);
   if (!doc) return Error(Code::kMalformedXML);
   bool owner_only = true;
@@ -76,7 +80,8 @@ std::variant<bool, Error> acl_is_owner_full_control(std::string_view body, std::
       auto permission = grant.child("Permission");
       auto grantee = grant.child("Grantee");
       auto id = grantee ? grantee->child("ID") : std::nullopt;
-      if (!permission || permission->text() != "FULL_CONTROL" || !id || id->text() != owner_id) owner_only = false;
+      if (!permission || permission->text() != "FULL_CONTROL" || !id || id->text() != owner_id)
+        owner_only = false;
     }
   }
   return owner_only;

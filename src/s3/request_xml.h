@@ -4,6 +4,10 @@
 // functions over the body's text (no I/O), so that the rules are unit-tested and fuzzed apart
 // from the handlers that act on them. Each returns the S3 error a malformed body gets.
 
+#include "errors.h"
+
+#include "hots3/s3/auth/checksum.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,9 +15,6 @@
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include "errors.h"
-#include "hots3/s3/auth/checksum.h"
 
 namespace hots3::s3 {
 
@@ -42,10 +43,12 @@ std::variant<std::vector<ListedPart>, Error> parse_complete_request(std::string_
 
 // CreateBucket's optional CreateBucketConfiguration: its LocationConstraint, if any; an empty
 // body is no configuration. Errors: MalformedXML.
-std::variant<std::optional<std::string>, Error> parse_create_bucket_configuration(std::string_view body);
+std::variant<std::optional<std::string>, Error> parse_create_bucket_configuration(
+    std::string_view body);
 
 // PutBucketAcl / PutObjectAcl: whether the policy grants exactly FULL_CONTROL to `owner_id` and
 // nothing else (the one ACL hots3 objects have). Errors: MalformedXML.
-std::variant<bool, Error> acl_is_owner_full_control(std::string_view body, std::string_view owner_id);
+std::variant<bool, Error> acl_is_owner_full_control(std::string_view body,
+                                                    std::string_view owner_id);
 
 }  // namespace hots3::s3

@@ -1,6 +1,14 @@
 // The S3 request path: locate (path-style or virtual-hosted bucket, key), authenticate (SigV4
 // header, SigV4 presigned, SigV2 presigned), route to the operation, and render errors.
 
+#include "service.h"
+#include "time_format.h"
+#include "xml.h"
+
+#include "hots3/common/logging.h"
+#include "hots3/s3/auth/checksum.h"
+#include "hots3/s3/s3.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,13 +18,6 @@
 #include <random>
 #include <span>
 #include <variant>
-
-#include "hots3/common/logging.h"
-#include "hots3/s3/auth/checksum.h"
-#include "hots3/s3/s3.h"
-#include "service.h"
-#include "time_format.h"
-#include "xml.h"
 
 namespace hots3::s3 {
 
@@ -66,8 +67,9 @@ std::optional<std::string_view> repeated_header(std::span<const http::HeaderView
   std::size_t count = 0;
   for (const auto& h : headers) {
     const std::string_view name = h.name;
-    if (!(starts(name, "x-amz-") || starts(name, "content-") || starts(name, "if-") || http::iequals(name, "authorization") ||
-          http::iequals(name, "host") || http::iequals(name, "range") || http::iequals(name, "expect"))) {
+    if (!(starts(name, "x-amz-") || starts(name, "content-") || starts(name, "if-") ||
+          http::iequals(name, "authorization") || http::iequals(name, "host") ||
+          http::iequals(name, "range") || http::iequals(name, "expect"))) {
       continue;
     }
     if (count < small.size()) {
@@ -78,10 +80,12 @@ std::optional<std::string_view> repeated_header(std::span<const http::HeaderView
     }
     ++count;
   }
-  std::span<std::string_view> names = large.empty() ? std::span(small.data(), count) : std::span(large);
+  std::span<std::string_view> names =
+      large.empty() ? std::span(small.data(), count) : std::span(large);
   auto less = [](std::string_view a, std::string_view b) {
     return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-      return std::tolower(static_cast<unsigned char>(x)) < std::tolower(static_cast<unsigned char>(y));
+      return std::tolower(static_cast<unsigned char>(x)) <
+             std::tolower(static_cast<unsigned char>(y));
     });
   };
   std::sort(names.begin(), names.end(), less);
@@ -103,7 +107,8 @@ std::string Request::resource() const {
   return key.empty() ? "/" + bucket : "/" + bucket + "/" + key;
 }
 
-Service::Service(storage::ObjectStore& store, const config::S3Config& config, std::vector<config::UserConfig> users)
+Service::Service(storage::ObjectStore& store, const config::S3Config& config,
+                 std::vector<config::UserConfig> users)
     : store_(store), config_(config), users_(std::move(users)) {
   for (const auto& u : users_) by_access_key_.emplace(u.access_key, &u);
   std::random_device random;
@@ -163,7 +168,8 @@ asio::awaitable<void> Service::send_error(Request& r, Error error) {
   co_await r.exchange.respond(std::move(head), std::move(body));
 }
 
-asio::awaitable<void> Service::send_xml(Request& r, unsigned status, std::string body, http::Response head) {
+asio::awaitable<void> Service::send_xml(Request& r, unsigned status, std::string body,
+                                        http::Response head) {
   head.status = status;
   head.add("Content-Type", "application/xml");
   co_await r.exchange.respond(std::move(head), std::move(body));
@@ -181,16 +187,29 @@ asio::awaitable<void> Service::send_empty(Request& r, unsigned status, http::Res
   co_await r.exchange.respond(std::move(head), std::string());
 }
 
-http::Response Service::protocol_error(http::ProtocolError error, std::string_view request_id, std::string& body) {
+http::Response Service::protocol_error(http::ProtocolError error, std::string_view request_id,
+                                       std::string& body) {
   Error e(Code::kInvalidRequest);
   unsigned status = 400;
   switch (error) {
-    case http::ProtocolError::kBadRequest: e = Error(Code::kInvalidRequest, "The request could not be parsed."); break;
-    case http::ProtocolError::kHeaderTooLarge: e = Code::kRequestHeaderSectionTooLarge; break;
-    case http::ProtocolError::kRequestTimeout: e = Code::kRequestTimeout; break;
-    case http::ProtocolError::kTooManyConnections: e = Code::kSlowDown; break;
-    case http::ProtocolError::kUnsupportedVersion: e = Error(Code::kInvalidRequest, "Only HTTP/1.0 and HTTP/1.1 are supported."); break;
-    case http::ProtocolError::kInternalError: e = Code::kInternalError; break;
+    case http::ProtocolError::kBadRequest:
+      e = Error(Code::kInvalidRequest, "The request could not be parsed.");
+      break;
+    case http::ProtocolError::kHeaderTooLarge:
+      e = Code::kRequestHeaderSectionTooLarge;
+      break;
+    case http::ProtocolError::kRequestTimeout:
+      e = Code::kRequestTimeout;
+      break;
+    case http::ProtocolError::kTooManyConnections:
+      e = Code::kSlowDown;
+      break;
+    case http::ProtocolError::kUnsupportedVersion:
+      e = Error(Code::kInvalidRequest, "Only HTTP/1.0 and HTTP/1.1 are supported.");
+      break;
+    case http::ProtocolError::kInternalError:
+      e = Code::kInternalError;
+      break;
   }
   status = http_status(e.code);
   body = error_body(e, "", request_id, host_id_);
@@ -209,7 +228,8 @@ std::optional<Error> Service::locate(Request& r) {
   if (target.empty() || target.front() != '/') return Error(Code::kInvalidURI);
   const auto question = target.find('?');
   r.raw_path = target.substr(0, question);
-  r.raw_query = question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
+  r.raw_query =
+      question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
   auto path = auth::percent_decode(r.raw_path);
   auto query = auth::parse_query(r.raw_query);
   if (!path || !query) return Error(Code::kInvalidURI);
@@ -218,13 +238,15 @@ std::optional<Error> Service::locate(Request& r) {
   if (auto repeated = repeated_header(r.head.headers)) {
     // The same for headers: SigV4 signs a repeated header's values joined, an operation reads
     // the first (and two Authorization headers could be read differently by a proxy in front).
-    return Error(Code::kInvalidArgument, "The header " + std::string(repeated->substr(0, 256)) + " appears more than once.")
+    return Error(Code::kInvalidArgument,
+                 "The header " + std::string(repeated->substr(0, 256)) + " appears more than once.")
         .with("ArgumentName", std::string(repeated->substr(0, 256)));
   }
   if (auto repeated = repeated_parameter(r.query)) {
     // SigV4 signs every value of a repeated parameter, sorted; an operation reads the first. The
     // same signature would then cover both orders, and a reordering would change what it does.
-    return Error(Code::kInvalidArgument, "The query parameter " + repeated->substr(0, 256) + " appears more than once.")
+    return Error(Code::kInvalidArgument,
+                 "The query parameter " + repeated->substr(0, 256) + " appears more than once.")
         .with("ArgumentName", repeated->substr(0, 256));
   }
 
@@ -232,7 +254,9 @@ std::optional<Error> Service::locate(Request& r) {
   if (!config_.domain.empty()) {
     if (auto host = r.header("host")) {
       std::string_view h = *host;
-      if (const auto colon = h.rfind(':'); colon != std::string_view::npos && h.find(']') == std::string_view::npos) h = h.substr(0, colon);
+      if (const auto colon = h.rfind(':');
+          colon != std::string_view::npos && h.find(']') == std::string_view::npos)
+        h = h.substr(0, colon);
       const std::string suffix = "." + config_.domain;
       if (h.size() > suffix.size() && lower(h.substr(h.size() - suffix.size())) == lower(suffix)) {
         r.bucket = std::string(h.substr(0, h.size() - suffix.size()));
@@ -254,13 +278,17 @@ std::optional<Error> Service::locate(Request& r) {
 
 std::optional<Error> Service::authenticate(Request& r) {
   if (auto authorization = r.header("authorization")) {
-    if (authorization->starts_with("AWS4-HMAC-SHA256")) return authenticate_v4_header(r, *authorization);
+    if (authorization->starts_with("AWS4-HMAC-SHA256"))
+      return authenticate_v4_header(r, *authorization);
     if (authorization->starts_with("AWS ")) {
-      return Error(Code::kInvalidRequest, "Signature Version 2 header authentication is not supported; use AWS4-HMAC-SHA256.");
+      return Error(
+          Code::kInvalidRequest,
+          "Signature Version 2 header authentication is not supported; use AWS4-HMAC-SHA256.");
     }
     return Error(Code::kAuthorizationHeaderMalformed, "Unsupported authorization type");
   }
-  if (r.has_param("X-Amz-Algorithm") || r.has_param("X-Amz-Signature")) return authenticate_v4_query(r);
+  if (r.has_param("X-Amz-Algorithm") || r.has_param("X-Amz-Signature"))
+    return authenticate_v4_query(r);
   if (r.has_param("AWSAccessKeyId") || r.has_param("Signature")) return authenticate_v2_query(r);
   return Error(Code::kAccessDenied, "Anonymous requests are not allowed.");
 }
@@ -275,13 +303,16 @@ std::optional<Error> Service::payload_mode(Request& r, std::string_view value) {
     a.payload = Payload::kStreamingSignedTrailer;
   } else if (value == "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
     a.payload = Payload::kStreamingUnsignedTrailer;
-  } else if (value.size() == 64 && value.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos) {
+  } else if (value.size() == 64 &&
+             value.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos) {
     a.payload = Payload::kSha256;
     a.payload_sha256 = lower(value);
   } else {
-    return Error(Code::kInvalidArgument,
-                 "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, "
-                 "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, or a valid sha256 value.");
+    return Error(
+        Code::kInvalidArgument,
+        "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, "
+        "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, or a "
+        "valid sha256 value.");
   }
   return std::nullopt;
 }
@@ -296,8 +327,8 @@ namespace {
 constexpr std::size_t kEchoBytesMax = 8 * 1024;
 constexpr std::size_t kEchoHexBytesMax = 1024;
 
-Error signature_mismatch(std::string_view access_key, const std::string& string_to_sign, std::string_view provided,
-                         const std::string& canonical_request) {
+Error signature_mismatch(std::string_view access_key, const std::string& string_to_sign,
+                         std::string_view provided, const std::string& canonical_request) {
   auto bytes = [](const std::string& s) {
     std::string out;
     out.reserve(s.size() * 3);
@@ -314,7 +345,8 @@ Error signature_mismatch(std::string_view access_key, const std::string& string_
   if (string_to_sign.size() <= kEchoHexBytesMax) e.with("StringToSignBytes", bytes(string_to_sign));
   if (!canonical_request.empty() && canonical_request.size() <= kEchoBytesMax) {
     e.with("CanonicalRequest", canonical_request);
-    if (canonical_request.size() <= kEchoHexBytesMax) e.with("CanonicalRequestBytes", bytes(canonical_request));
+    if (canonical_request.size() <= kEchoHexBytesMax)
+      e.with("CanonicalRequestBytes", bytes(canonical_request));
   }
   return e;
 }
@@ -325,9 +357,11 @@ Error signature_mismatch(std::string_view access_key, const std::string& string_
 // presigned URL or replaying a request within the clock skew, and would be acted on as the
 // signer's: x-amz-copy-source turns a PUT into a copy of whatever the signer may read,
 // x-amz-write-offset-bytes into an append, x-amz-rename-source into a rename.
-std::optional<Error> unsigned_headers(const Request& r, const std::vector<std::string>& signed_headers) {
+std::optional<Error> unsigned_headers(const Request& r,
+                                      const std::vector<std::string>& signed_headers) {
   auto is_signed = [&](std::string_view lower_name) {
-    return std::find(signed_headers.begin(), signed_headers.end(), lower_name) != signed_headers.end();
+    return std::find(signed_headers.begin(), signed_headers.end(), lower_name) !=
+           signed_headers.end();
   };
   std::string missing;
   if (!is_signed("host")) missing = "host";
@@ -339,7 +373,8 @@ std::optional<Error> unsigned_headers(const Request& r, const std::vector<std::s
     missing += name;
   }
   if (missing.empty()) return std::nullopt;
-  return Error(Code::kAccessDenied, "There were headers present in the request which were not signed")
+  return Error(Code::kAccessDenied,
+               "There were headers present in the request which were not signed")
       .with("HeadersNotSigned", missing.substr(0, kEchoBytesMax));
 }
 
@@ -347,31 +382,40 @@ std::optional<Error> unsigned_headers(const Request& r, const std::vector<std::s
 
 std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_view authorization) {
   auto parsed = auth::parse_authorization(authorization);
-  if (auto* e = std::get_if<auth::ParseError>(&parsed)) return Error(Code::kAuthorizationHeaderMalformed, e->message);
+  if (auto* e = std::get_if<auth::ParseError>(&parsed))
+    return Error(Code::kAuthorizationHeaderMalformed, e->message);
   auto& a = std::get<auth::Authorization>(parsed);
   const config::UserConfig* user = user_for(a.access_key);
   if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", a.access_key);
   if (a.scope.service != "s3") {
-    return Error(Code::kAuthorizationHeaderMalformed, "The authorization header is malformed; incorrect service \"" +
-                                                          a.scope.service + "\". This endpoint belongs to \"s3\".");
+    return Error(Code::kAuthorizationHeaderMalformed,
+                 "The authorization header is malformed; incorrect service \"" + a.scope.service +
+                     "\". This endpoint belongs to \"s3\".");
   }
   if (config_.region_check && a.scope.region != config_.region) {
-    return Error(Code::kAuthorizationHeaderMalformed, "The authorization header is malformed; the region '" + a.scope.region +
-                                                          "' is wrong; expecting '" + config_.region + "'")
+    return Error(Code::kAuthorizationHeaderMalformed,
+                 "The authorization header is malformed; the region '" + a.scope.region +
+                     "' is wrong; expecting '" + config_.region + "'")
         .with("Region", config_.region);
   }
   if (auto e = unsigned_headers(r, a.signed_headers)) return e;
   auto amz_date = r.header("x-amz-date");
-  if (!amz_date) return Error(Code::kAccessDenied, "AWS authentication requires a valid Date or x-amz-date header");
+  if (!amz_date)
+    return Error(Code::kAccessDenied,
+                 "AWS authentication requires a valid Date or x-amz-date header");
   const auto signed_at = parse_amz_date(*amz_date);
-  if (!signed_at) return Error(Code::kAccessDenied, "AWS authentication requires a valid Date or x-amz-date header");
+  if (!signed_at)
+    return Error(Code::kAccessDenied,
+                 "AWS authentication requires a valid Date or x-amz-date header");
   if (amz_date->substr(0, 8) != a.scope.date) {
-    return Error(Code::kAuthorizationHeaderMalformed, "Invalid credential date \"" + a.scope.date +
-                                                          "\". This date is not the same as X-Amz-Date: \"" +
-                                                          std::string(amz_date->substr(0, 8)) + "\".");
+    return Error(Code::kAuthorizationHeaderMalformed,
+                 "Invalid credential date \"" + a.scope.date +
+                     "\". This date is not the same as X-Amz-Date: \"" +
+                     std::string(amz_date->substr(0, 8)) + "\".");
   }
   const std::int64_t now = now_ms();
-  const std::int64_t skew_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
+  const std::int64_t skew_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
   if (*signed_at > now + skew_ms || *signed_at < now - skew_ms) {
     return Error(Code::kRequestTimeTooSkewed)
         .with("RequestTime", std::string(*amz_date))
@@ -379,7 +423,9 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
         .with("MaxAllowedSkewMilliseconds", std::to_string(skew_ms));
   }
   auto content_sha256 = r.header("x-amz-content-sha256");
-  if (!content_sha256) return Error(Code::kInvalidRequest, "Missing required header for this request: x-amz-content-sha256");
+  if (!content_sha256)
+    return Error(Code::kInvalidRequest,
+                 "Missing required header for this request: x-amz-content-sha256");
   if (auto e = payload_mode(r, *content_sha256)) return e;
 
   const auth::CanonicalInput input{
@@ -387,13 +433,14 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
       .path = r.path,
       .query = &r.query,
       .exclude_query = {},
-      .header_values = [&r](std::string_view name) {
-        std::vector<std::string_view> values;
-        for (const auto& h : r.head.headers) {
-          if (http::iequals(h.name, name)) values.push_back(h.value);
-        }
-        return values;
-      },
+      .header_values =
+          [&r](std::string_view name) {
+            std::vector<std::string_view> values;
+            for (const auto& h : r.head.headers) {
+              if (http::iequals(h.name, name)) values.push_back(h.value);
+            }
+            return values;
+          },
       .signed_headers = &a.signed_headers,
       .payload_hash = *content_sha256,
   };
@@ -402,34 +449,42 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
   auto key = verified_signing_key(*user, a.scope, to_sign, a.signature);
   if (!key) return signature_mismatch(a.access_key, to_sign, a.signature, canonical);
   r.auth.user = user;
-  if (r.auth.payload == Payload::kStreamingSigned || r.auth.payload == Payload::kStreamingSignedTrailer) {
-    r.auth.signing = auth::AwsChunkedDecoder::Signing{*key, std::string(*amz_date), a.scope, a.signature};
+  if (r.auth.payload == Payload::kStreamingSigned ||
+      r.auth.payload == Payload::kStreamingSignedTrailer) {
+    r.auth.signing =
+        auth::AwsChunkedDecoder::Signing{*key, std::string(*amz_date), a.scope, a.signature};
   }
   return std::nullopt;
 }
 
 std::optional<Error> Service::authenticate_v4_query(Request& r) {
   auto parsed = auth::parse_presigned_v4(r.query);
-  if (auto* e = std::get_if<auth::ParseError>(&parsed)) return Error(Code::kAuthorizationQueryParametersError, e->message);
+  if (auto* e = std::get_if<auth::ParseError>(&parsed))
+    return Error(Code::kAuthorizationQueryParametersError, e->message);
   auto& p = std::get<auth::PresignedV4>(parsed);
   const config::UserConfig* user = user_for(p.authorization.access_key);
-  if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
+  if (user == nullptr)
+    return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
   if (p.authorization.scope.service != "s3") {
-    return Error(Code::kAuthorizationQueryParametersError, "Error parsing the X-Amz-Credential parameter; incorrect service \"" +
-                                                               p.authorization.scope.service +
-                                                               "\". This endpoint belongs to \"s3\".");
+    return Error(Code::kAuthorizationQueryParametersError,
+                 "Error parsing the X-Amz-Credential parameter; incorrect service \"" +
+                     p.authorization.scope.service + "\". This endpoint belongs to \"s3\".");
   }
   if (config_.region_check && p.authorization.scope.region != config_.region) {
-    return Error(Code::kAuthorizationQueryParametersError, "Error parsing the X-Amz-Credential parameter; the region '" +
-                                                               p.authorization.scope.region + "' is wrong; expecting '" +
-                                                               config_.region + "'")
+    return Error(Code::kAuthorizationQueryParametersError,
+                 "Error parsing the X-Amz-Credential parameter; the region '" +
+                     p.authorization.scope.region + "' is wrong; expecting '" + config_.region +
+                     "'")
         .with("Region", config_.region);
   }
   if (auto e = unsigned_headers(r, p.authorization.signed_headers)) return e;
   const auto signed_at = parse_amz_date(p.amz_date);
-  if (!signed_at) return Error(Code::kAuthorizationQueryParametersError, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
+  if (!signed_at)
+    return Error(Code::kAuthorizationQueryParametersError,
+                 "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
   const std::int64_t now = now_ms();
-  const std::int64_t skew_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
+  const std::int64_t skew_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
   if (*signed_at > now + skew_ms) {
     // S3's words and details (X-Amz-Date in epoch milliseconds, as S3 writes it).
     return Error(Code::kAccessDenied, "Request is not yet valid")
@@ -449,28 +504,31 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
   if (r.auth.payload != Payload::kSha256 && r.auth.payload != Payload::kUnsigned) {
     // An aws-chunked stream is signed chunk by chunk from the seed signature of an Authorization
     // header; a URL signed once cannot vouch for chunks (S3 takes none on presigned requests).
-    return Error(Code::kInvalidRequest, "Presigned requests do not take aws-chunked payloads: "
-                                        "sign UNSIGNED-PAYLOAD or the payload's SHA-256.");
+    return Error(Code::kInvalidRequest,
+                 "Presigned requests do not take aws-chunked payloads: "
+                 "sign UNSIGNED-PAYLOAD or the payload's SHA-256.");
   }
   const auth::CanonicalInput input{
       .method = r.head.method_string,
       .path = r.path,
       .query = &r.query,
       .exclude_query = "X-Amz-Signature",
-      .header_values = [&r](std::string_view name) {
-        std::vector<std::string_view> values;
-        for (const auto& h : r.head.headers) {
-          if (http::iequals(h.name, name)) values.push_back(h.value);
-        }
-        return values;
-      },
+      .header_values =
+          [&r](std::string_view name) {
+            std::vector<std::string_view> values;
+            for (const auto& h : r.head.headers) {
+              if (http::iequals(h.name, name)) values.push_back(h.value);
+            }
+            return values;
+          },
       .signed_headers = &p.authorization.signed_headers,
       .payload_hash = payload_hash,
   };
   const std::string canonical = auth::canonical_request(input);
   const std::string to_sign = auth::string_to_sign(p.amz_date, p.authorization.scope, canonical);
   if (!verified_signing_key(*user, p.authorization.scope, to_sign, p.authorization.signature)) {
-    return signature_mismatch(p.authorization.access_key, to_sign, p.authorization.signature, canonical);
+    return signature_mismatch(p.authorization.access_key, to_sign, p.authorization.signature,
+                              canonical);
   }
   r.auth.user = user;
   return std::nullopt;
@@ -479,13 +537,16 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
 std::optional<Error> Service::authenticate_v2_query(Request& r) {
   if (!config_.sigv2) {
     return Error(Code::kInvalidRequest,
-                 "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.");
+                 "The authorization mechanism you have provided is not supported. Please use "
+                 "AWS4-HMAC-SHA256.");
   }
   const std::string* access_key_param = r.param("AWSAccessKeyId");
   const std::string* expires_param = r.param("Expires");
   const std::string* signature_param = r.param("Signature");
   if (access_key_param == nullptr || expires_param == nullptr || signature_param == nullptr) {
-    return Error(Code::kAccessDenied, "Query-string authentication requires the Signature, Expires and AWSAccessKeyId parameters");
+    return Error(Code::kAccessDenied,
+                 "Query-string authentication requires the Signature, Expires and AWSAccessKeyId "
+                 "parameters");
   }
   const std::string& access_key = *access_key_param;
   const std::string& expires = *expires_param;
@@ -495,12 +556,15 @@ std::optional<Error> Service::authenticate_v2_query(Request& r) {
   std::int64_t expires_s = 0;
   if (auto [p, ec] = std::from_chars(expires.data(), expires.data() + expires.size(), expires_s);
       ec != std::errc{} || p != expires.data() + expires.size() || expires_s < 0) {
-    return Error(Code::kAccessDenied, "Invalid date (should be seconds since epoch): " + expires.substr(0, 64));
+    return Error(Code::kAccessDenied,
+                 "Invalid date (should be seconds since epoch): " + expires.substr(0, 64));
   }
   // Compared in seconds: a client-chosen Expires times 1000 could overflow.
   const std::int64_t now_s = now_ms() / 1000;
   if (now_s > expires_s) {
-    return Error(Code::kExpiredPresignedRequest).with("Expires", http_date(expires_s * 1000)).with("ServerTime", http_date(now_ms()));
+    return Error(Code::kExpiredPresignedRequest)
+        .with("Expires", http_date(expires_s * 1000))
+        .with("ServerTime", http_date(now_ms()));
   }
   if (expires_s - now_s > auth::kPresignedLifetimeSecondsMax) {
     // The lifetime SigV4 URLs have at most (X-Amz-Expires); without it a leaked URL would be
@@ -526,10 +590,12 @@ std::optional<Error> Service::authenticate_v2_query(Request& r) {
     }
     amz_headers += amz[i].first + ":" + amz[i].second + "\n";
   }
-  const std::string path = r.virtual_host ? "/" + r.bucket + std::string(r.raw_path) : std::string(r.raw_path);
-  const std::string to_sign = auth::v2_string_to_sign(r.head.method_string, r.header("content-md5").value_or(""),
-                                                      r.header("content-type").value_or(""), expires, amz_headers,
-                                                      auth::v2_canonical_resource(path, r.query));
+  const std::string path =
+      r.virtual_host ? "/" + r.bucket + std::string(r.raw_path) : std::string(r.raw_path);
+  const std::string to_sign =
+      auth::v2_string_to_sign(r.head.method_string, r.header("content-md5").value_or(""),
+                              r.header("content-type").value_or(""), expires, amz_headers,
+                              auth::v2_canonical_resource(path, r.query));
   if (!auth::signatures_equal(auth::v2_sign(user->secret_key, to_sign), signature)) {
     return signature_mismatch(access_key, to_sign, signature, "");
   }
@@ -540,7 +606,8 @@ std::optional<Error> Service::authenticate_v2_query(Request& r) {
 
 // ---- authorization --------------------------------------------------------------------------
 
-bool Service::allowed(const config::UserConfig& user, const storage::BucketRecord& bucket, Access access) const {
+bool Service::allowed(const config::UserConfig& user, const storage::BucketRecord& bucket,
+                      Access access) const {
   if (user.admin || bucket.owner == user.name) return true;
   if (access == Access::kOwner) return false;
   return std::any_of(user.grants.begin(), user.grants.end(), [&](const config::Grant& g) {
@@ -555,7 +622,8 @@ bool Service::may_create_bucket(const config::UserConfig& user, std::string_view
                      [&](const std::string& pattern) { return glob_match(pattern, name); });
 }
 
-asio::awaitable<std::optional<storage::BucketRecord>> Service::bucket_for(Request& r, Access access) {
+asio::awaitable<std::optional<storage::BucketRecord>> Service::bucket_for(Request& r,
+                                                                          Access access) {
   auto found = store_.find_bucket(r.bucket);
   if (!found) {
     co_await send_error(r, from_errc(found.error()));
@@ -578,9 +646,8 @@ asio::awaitable<void> Service::handle(http::Exchange& exchange) {
   Request r(exchange);
   if (auto e = locate(r)) co_return co_await send_error(r, std::move(*e));
   if (auto e = authenticate(r)) {
-    log::debug("request {}: {} {}: authentication failed: {}", r.head.request_id, r.head.method_string,
-               http::loggable_target(r.head.target),
-               code_name(e->code));
+    log::debug("request {}: {} {}: authentication failed: {}", r.head.request_id,
+               r.head.method_string, http::loggable_target(r.head.target), code_name(e->code));
     co_return co_await send_error(r, std::move(*e));
   }
   co_await dispatch(r);
@@ -609,13 +676,47 @@ struct Route {
 
 // Every sub-resource of the S3 API (the REST paths of its operations), implemented or not.
 // A request naming one of these is routed by it; hots3 implements the ones in kRoutes.
-constexpr std::string_view kSubresources[] = {
-    "abac", "accelerate", "acl", "analytics", "annotation", "attributes", "cors", "delete", "encryption",
-    "intelligent-tiering", "inventory", "legal-hold", "lifecycle", "location", "logging", "metadataAnnotationTable",
-    "metadataConfiguration", "metadataInventoryTable", "metadataJournalTable", "metadataTable", "metrics",
-    "notification", "object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock", "renameObject",
-    "replication", "requestPayment", "restore", "retention", "select", "session", "tagging", "torrent", "uploadId",
-    "uploads", "versioning", "versions", "website"};
+constexpr std::string_view kSubresources[] = {"abac",
+                                              "accelerate",
+                                              "acl",
+                                              "analytics",
+                                              "annotation",
+                                              "attributes",
+                                              "cors",
+                                              "delete",
+                                              "encryption",
+                                              "intelligent-tiering",
+                                              "inventory",
+                                              "legal-hold",
+                                              "lifecycle",
+                                              "location",
+                                              "logging",
+                                              "metadataAnnotationTable",
+                                              "metadataConfiguration",
+                                              "metadataInventoryTable",
+                                              "metadataJournalTable",
+                                              "metadataTable",
+                                              "metrics",
+                                              "notification",
+                                              "object-lock",
+                                              "ownershipControls",
+                                              "policy",
+                                              "policyStatus",
+                                              "publicAccessBlock",
+                                              "renameObject",
+                                              "replication",
+                                              "requestPayment",
+                                              "restore",
+                                              "retention",
+                                              "select",
+                                              "session",
+                                              "tagging",
+                                              "torrent",
+                                              "uploadId",
+                                              "uploads",
+                                              "versioning",
+                                              "versions",
+                                              "website"};
 
 asio::awaitable<void> list_objects_v1_or_v2(Service& s, Request& r) {
   const std::string* list_type = r.param("list-type");
@@ -668,30 +769,39 @@ constexpr Route kRoutes[] = {
 
 // What routing found: the operation, or why there is none.
 std::variant<Operation, Error> route(const Request& r) {
-  const Target target = r.bucket.empty() ? Target::kService : r.key.empty() ? Target::kBucket : Target::kObject;
+  const Target target = r.bucket.empty() ? Target::kService
+                        : r.key.empty()  ? Target::kBucket
+                                         : Target::kObject;
   std::string_view subresource;
   for (const auto& p : r.query) {
-    if (std::find(std::begin(kSubresources), std::end(kSubresources), p.name) == std::end(kSubresources)) continue;
+    if (std::find(std::begin(kSubresources), std::end(kSubresources), p.name) ==
+        std::end(kSubresources))
+      continue;
     if (!subresource.empty() && subresource != p.name) {
-      return Error(Code::kNotImplemented, "A request with both the " + std::string(subresource) + " and the " + p.name +
+      return Error(Code::kNotImplemented, "A request with both the " + std::string(subresource) +
+                                              " and the " + p.name +
                                               " sub-resource is not supported.");
     }
     subresource = p.name;
   }
   // UploadPart names its upload; a partNumber without one is still a part upload (to no upload:
   // NoSuchUpload), never a PutObject that would replace the object.
-  if (subresource.empty() && r.head.method == Method::kPut && target == Target::kObject && r.has_param("partNumber")) {
+  if (subresource.empty() && r.head.method == Method::kPut && target == Target::kObject &&
+      r.has_param("partNumber")) {
     subresource = "uploadId";
   }
   for (const Route& row : kRoutes) {
-    if (row.target == target && row.subresource == subresource && row.method == r.head.method) return row.operation;
+    if (row.target == target && row.subresource == subresource && row.method == r.head.method)
+      return row.operation;
   }
   if (!subresource.empty()) {
-    return Error(Code::kNotImplemented, "The " + std::string(subresource) + " sub-resource is not implemented by hots3 for " +
+    return Error(Code::kNotImplemented, "The " + std::string(subresource) +
+                                            " sub-resource is not implemented by hots3 for " +
                                             std::string(r.head.method_string) + ".");
   }
   // POST with no sub-resource is an HTML form upload (PostObject), which hots3 does not do.
-  if (r.head.method == Method::kPost) return Error(Code::kNotImplemented, "This POST request is not supported.");
+  if (r.head.method == Method::kPost)
+    return Error(Code::kNotImplemented, "This POST request is not supported.");
   return Error(Code::kMethodNotAllowed);
 }
 
@@ -703,7 +813,8 @@ asio::awaitable<void> Service::dispatch(Request& r) {
   co_await std::get<Operation>(routed)(*this, r);
 }
 
-std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store, const config::S3Config& config,
+std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
+                                            const config::S3Config& config,
                                             std::vector<config::UserConfig> users) {
   return std::make_unique<Service>(store, config, std::move(users));
 }

@@ -3,6 +3,15 @@
 // Private to src/s3: the request as the S3 layer sees it, and the Service that routes it to an
 // operation. Operations live in handlers_{bucket,object,multipart}.cc.
 
+#include "client_tokens.h"
+#include "errors.h"
+
+#include "hots3/config/config.h"
+#include "hots3/http/handler.h"
+#include "hots3/s3/auth/chunked.h"
+#include "hots3/s3/auth/sigv4.h"
+#include "hots3/storage/object_store.h"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <mutex>
@@ -11,14 +20,6 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include "client_tokens.h"
-#include "errors.h"
-#include "hots3/config/config.h"
-#include "hots3/http/handler.h"
-#include "hots3/s3/auth/chunked.h"
-#include "hots3/s3/auth/sigv4.h"
-#include "hots3/storage/object_store.h"
 
 namespace hots3::s3 {
 
@@ -36,7 +37,7 @@ enum class Payload : std::uint8_t {
 struct Authenticated {
   const config::UserConfig* user = nullptr;
   Payload payload = Payload::kUnsigned;
-  std::string payload_sha256;  // kSha256: the expected hex digest
+  std::string payload_sha256;                               // kSha256: the expected hex digest
   std::optional<auth::AwsChunkedDecoder::Signing> signing;  // signed streaming modes
 };
 
@@ -47,16 +48,18 @@ struct Request {
 
   http::Exchange& exchange;
   const http::RequestHead& head;
-  std::string_view raw_path;   // as sent, still percent-encoded
+  std::string_view raw_path;  // as sent, still percent-encoded
   std::string_view raw_query;
-  std::string path;            // decoded
+  std::string path;  // decoded
   std::vector<auth::QueryParameter> query;
   std::string bucket;  // "" for service-level requests
   std::string key;     // "" for bucket-level requests
   bool virtual_host = false;
   Authenticated auth;
 
-  [[nodiscard]] std::optional<std::string_view> header(std::string_view name) const { return head.find(name); }
+  [[nodiscard]] std::optional<std::string_view> header(std::string_view name) const {
+    return head.find(name);
+  }
   [[nodiscard]] const std::string* param(std::string_view name) const {
     for (const auto& p : query) {
       if (p.name == name) return &p.value;
@@ -70,10 +73,12 @@ struct Request {
 
 class Service final : public http::Handler {
  public:
-  Service(storage::ObjectStore& store, const config::S3Config& config, std::vector<config::UserConfig> users);
+  Service(storage::ObjectStore& store, const config::S3Config& config,
+          std::vector<config::UserConfig> users);
 
   asio::awaitable<void> handle(http::Exchange& exchange) override;
-  http::Response protocol_error(http::ProtocolError error, std::string_view request_id, std::string& body) override;
+  http::Response protocol_error(http::ProtocolError error, std::string_view request_id,
+                                std::string& body) override;
 
   // ---- used by the operations ----
   storage::ObjectStore& store() { return store_; }
@@ -86,7 +91,8 @@ class Service final : public http::Handler {
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
   asio::awaitable<void> send_error(Request& r, Error error);
-  asio::awaitable<void> send_xml(Request& r, unsigned status, std::string body, http::Response head);
+  asio::awaitable<void> send_xml(Request& r, unsigned status, std::string body,
+                                 http::Response head);
   asio::awaitable<void> send_xml(Request& r, unsigned status, std::string body) {
     co_await send_xml(r, status, std::move(body), response(r, status));
   }
@@ -94,7 +100,8 @@ class Service final : public http::Handler {
 
   // The bucket, if it exists and the caller may do `access` in it; sends the error otherwise.
   asio::awaitable<std::optional<storage::BucketRecord>> bucket_for(Request& r, Access access);
-  bool allowed(const config::UserConfig& user, const storage::BucketRecord& bucket, Access access) const;
+  bool allowed(const config::UserConfig& user, const storage::BucketRecord& bucket,
+               Access access) const;
   // Whether `user` may create a bucket of this name (admins, and the user's create_buckets).
   bool may_create_bucket(const config::UserConfig& user, std::string_view name) const;
 
@@ -109,8 +116,10 @@ class Service final : public http::Handler {
   // The SigV4 signing key of a user for a scope, if `signature` is the signature of
   // `string_to_sign` under it; nullopt otherwise. Derived once per user, day and region (four
   // HMACs, several microseconds) and then cached: every request of the day reuses it.
-  std::optional<auth::SigningKey> verified_signing_key(const config::UserConfig& user, const auth::SigningScope& scope,
-                                                       std::string_view string_to_sign, std::string_view signature);
+  std::optional<auth::SigningKey> verified_signing_key(const config::UserConfig& user,
+                                                       const auth::SigningScope& scope,
+                                                       std::string_view string_to_sign,
+                                                       std::string_view signature);
   asio::awaitable<void> dispatch(Request& r);
 
   storage::ObjectStore& store_;

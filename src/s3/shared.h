@@ -2,16 +2,17 @@
 
 // Private to src/s3: helpers the operations share.
 
+#include "errors.h"
+#include "service.h"
+#include "xml.h"
+
+#include "hots3/s3/auth/checksum.h"
+#include "hots3/storage/object_store.h"
+
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include "errors.h"
-#include "hots3/s3/auth/checksum.h"
-#include "hots3/storage/object_store.h"
-#include "service.h"
-#include "xml.h"
 
 namespace hots3::s3 {
 
@@ -35,14 +36,16 @@ std::optional<Error> check_version_id(const Request& r);
 
 // Content headers and x-amz-meta-* of a write; refuses what hots3 does not do (SSE, tagging,
 // object lock, other storage classes, public ACLs) with NotImplemented.
-std::variant<storage::ObjectSpec, Error> object_spec(const Request& r, const config::S3Config& config);
+std::variant<storage::ObjectSpec, Error> object_spec(const Request& r,
+                                                     const config::S3Config& config);
 
 // If-None-Match: * and If-Match: <etag> on a write.
 std::variant<storage::WriteCondition, Error> write_condition(const Request& r);
 
 // GET/HEAD preconditions in S3's (RFC 9110's) order; `copy_source` reads the
 // x-amz-copy-source-if-* forms instead (which never answer 304).
-std::optional<Error> read_conditions(const Request& r, const storage::ObjectRecord& object, bool copy_source);
+std::optional<Error> read_conditions(const Request& r, const storage::ObjectRecord& object,
+                                     bool copy_source);
 
 // Does one entity tag of a list ("a", W/"b", *) match `etag`?
 bool etag_matches(std::string_view list, std::string_view etag);
@@ -70,7 +73,8 @@ void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, 
 class Body;
 // Streams the request body into a new writer (its size reserved first, so a full device is
 // refused before "100 Continue") and finishes it. Sends the error and returns nullptr on failure.
-asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body, bool for_part,
+asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,
+                                                                bool for_part,
                                                                 std::uint64_t max_bytes);
 
 }  // namespace hots3::s3

@@ -43,8 +43,8 @@ int month_of(std::string_view name) {
 }
 
 std::optional<std::int64_t> to_ms(int year, int month, int day, int hour, int minute, int second) {
-  if (month < 0 || month > 11 || day < 1 || day > days_in_month(year, month) || hour > 23 || minute > 59 ||
-      second > 60 || year < 1970) {
+  if (month < 0 || month > 11 || day < 1 || day > days_in_month(year, month) || hour > 23 ||
+      minute > 59 || second > 60 || year < 1970) {
     return std::nullopt;
   }
   std::tm tm{};
@@ -60,39 +60,47 @@ std::optional<std::int64_t> to_ms(int year, int month, int day, int hour, int mi
 }  // namespace
 
 std::int64_t now_ms() noexcept {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string http_date(std::int64_t ms) {
   const std::tm tm = utc(ms);
-  return fmt::format("{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT", kDays[static_cast<std::size_t>(tm.tm_wday)], tm.tm_mday,
-                     kMonths[static_cast<std::size_t>(tm.tm_mon)], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return fmt::format("{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
+                     kDays[static_cast<std::size_t>(tm.tm_wday)], tm.tm_mday,
+                     kMonths[static_cast<std::size_t>(tm.tm_mon)], tm.tm_year + 1900, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec);
 }
 
 std::string iso8601(std::int64_t ms) {
   const std::tm tm = utc(ms);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
 }
 
 std::optional<std::int64_t> parse_http_date(std::string_view t) {
   int day = 0, year = 0, hour = 0, minute = 0, second = 0;
   // RFC 1123: "Sun, 06 Nov 1994 08:49:37 GMT"
   if (t.size() == 29 && t[3] == ',' && t.substr(26) == "GMT") {
-    if (!number(t.substr(5, 2), day) || !number(t.substr(12, 4), year) || !number(t.substr(17, 2), hour) ||
-        !number(t.substr(20, 2), minute) || !number(t.substr(23, 2), second)) {
+    if (!number(t.substr(5, 2), day) || !number(t.substr(12, 4), year) ||
+        !number(t.substr(17, 2), hour) || !number(t.substr(20, 2), minute) ||
+        !number(t.substr(23, 2), second)) {
       return std::nullopt;
     }
     return to_ms(year, month_of(t.substr(8, 3)), day, hour, minute, second);
   }
   // RFC 850: "Sunday, 06-Nov-94 08:49:37 GMT"
-  if (const auto comma = t.find(", "); comma != std::string_view::npos && t.size() == comma + 24 && t.substr(t.size() - 3) == "GMT") {
+  if (const auto comma = t.find(", "); comma != std::string_view::npos && t.size() == comma + 24 &&
+                                       t.substr(t.size() - 3) == "GMT") {
     const auto rest = t.substr(comma + 2);
-    if (!number(rest.substr(0, 2), day) || !number(rest.substr(7, 2), year) || !number(rest.substr(10, 2), hour) ||
-        !number(rest.substr(13, 2), minute) || !number(rest.substr(16, 2), second)) {
+    if (!number(rest.substr(0, 2), day) || !number(rest.substr(7, 2), year) ||
+        !number(rest.substr(10, 2), hour) || !number(rest.substr(13, 2), minute) ||
+        !number(rest.substr(16, 2), second)) {
       return std::nullopt;
     }
-    return to_ms(year < 70 ? 2000 + year : 1900 + year, month_of(rest.substr(3, 3)), day, hour, minute, second);
+    return to_ms(year < 70 ? 2000 + year : 1900 + year, month_of(rest.substr(3, 3)), day, hour,
+                 minute, second);
   }
   // asctime: "Sun Nov  6 08:49:37 1994"
   if (t.size() == 24 && t[3] == ' ') {
@@ -110,8 +118,9 @@ std::optional<std::int64_t> parse_http_date(std::string_view t) {
 std::optional<std::int64_t> parse_amz_date(std::string_view t) {
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
   if (t.size() != 16 || t[8] != 'T' || t[15] != 'Z') return std::nullopt;
-  if (!number(t.substr(0, 4), year) || !number(t.substr(4, 2), month) || !number(t.substr(6, 2), day) ||
-      !number(t.substr(9, 2), hour) || !number(t.substr(11, 2), minute) || !number(t.substr(13, 2), second)) {
+  if (!number(t.substr(0, 4), year) || !number(t.substr(4, 2), month) ||
+      !number(t.substr(6, 2), day) || !number(t.substr(9, 2), hour) ||
+      !number(t.substr(11, 2), minute) || !number(t.substr(13, 2), second)) {
     return std::nullopt;
   }
   return to_ms(year, month - 1, day, hour, minute, second);

@@ -1,13 +1,13 @@
 #include "xml.h"
 
+#include "hots3/common/assert.h"
+
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <libxml/xmlwriter.h>
 
 #include <limits>
 #include <stdexcept>
-
-#include "hots3/common/assert.h"
 
 namespace hots3::s3 {
 namespace {
@@ -39,7 +39,8 @@ std::size_t xml_character(std::string_view text, std::size_t i) {
     code = (code << 6) | (byte(i + k) & 0x3Fu);
   }
   const std::uint32_t smallest = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
-  if (code < smallest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF) || code == 0xFFFE || code == 0xFFFF) {
+  if (code < smallest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF) || code == 0xFFFE ||
+      code == 0xFFFF) {
     return 0;
   }
   return length;
@@ -52,14 +53,33 @@ void append_xml_escaped(std::string& out, std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     const char c = text[i];
     switch (c) {
-      case '&': out += "&amp;"; ++i; continue;
-      case '<': out += "&lt;"; ++i; continue;
-      case '>': out += "&gt;"; ++i; continue;
-      case '"': out += "&quot;"; ++i; continue;
-      case '\r': out += "&#13;"; ++i; continue;  // a literal CR would be read back as LF
+      case '&':
+        out += "&amp;";
+        ++i;
+        continue;
+      case '<':
+        out += "&lt;";
+        ++i;
+        continue;
+      case '>':
+        out += "&gt;";
+        ++i;
+        continue;
+      case '"':
+        out += "&quot;";
+        ++i;
+        continue;
+      case '\r':
+        out += "&#13;";
+        ++i;
+        continue;  // a literal CR would be read back as LF
       case '\t':
-      case '\n': out += c; ++i; continue;
-      default: break;
+      case '\n':
+        out += c;
+        ++i;
+        continue;
+      default:
+        break;
     }
     if (static_cast<unsigned char>(c) < 0x20) {
       // XML 1.0 has no way to carry C0 control characters, not even as character references
@@ -133,7 +153,9 @@ void XmlWriter::element(std::string_view name, std::string_view text) {
   xmlTextWriterFullEndElement(impl_->writer);
 }
 
-void XmlWriter::element(std::string_view name, std::uint64_t number) { element(name, std::to_string(number)); }
+void XmlWriter::element(std::string_view name, std::uint64_t number) {
+  element(name, std::to_string(number));
+}
 
 void XmlWriter::element(std::string_view name, bool value) {
   element(name, std::string_view(value ? "true" : "false"));
@@ -188,7 +210,8 @@ std::vector<XmlElement> XmlElement::children() const {
 std::optional<XmlElement> XmlElement::child(std::string_view name) const {
   const auto* node = static_cast<const xmlNode*>(node_);
   for (const xmlNode* c = node->children; c != nullptr; c = c->next) {
-    if (c->type == XML_ELEMENT_NODE && name == reinterpret_cast<const char*>(c->name)) return XmlElement(c);
+    if (c->type == XML_ELEMENT_NODE && name == reinterpret_cast<const char*>(c->name))
+      return XmlElement(c);
   }
   return std::nullopt;
 }
@@ -197,8 +220,10 @@ std::optional<XmlDocument> XmlDocument::parse(std::string_view text) {
   if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) return std::nullopt;
   // XML_PARSE_NONET: no network. No XML_PARSE_NOENT: entities are not substituted (no XXE);
   // no DTD loading. NOERROR/NOWARNING: a hostile body must not spam the logs.
-  const int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOBLANKS;
-  xmlDocPtr doc = xmlReadMemory(text.data(), static_cast<int>(text.size()), "request.xml", nullptr, options);
+  const int options =
+      XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOBLANKS;
+  xmlDocPtr doc =
+      xmlReadMemory(text.data(), static_cast<int>(text.size()), "request.xml", nullptr, options);
   if (doc == nullptr) return std::nullopt;
   if (xmlDocGetRootElement(doc) == nullptr || doc->intSubset != nullptr) {  // no DOCTYPE at all
     xmlFreeDoc(doc);
@@ -211,6 +236,8 @@ XmlDocument::~XmlDocument() {
   if (doc_ != nullptr) xmlFreeDoc(static_cast<xmlDocPtr>(doc_));
 }
 
-XmlElement XmlDocument::root() const { return XmlElement(xmlDocGetRootElement(static_cast<xmlDocPtr>(doc_))); }
+XmlElement XmlDocument::root() const {
+  return XmlElement(xmlDocGetRootElement(static_cast<xmlDocPtr>(doc_)));
+}
 
 }  // namespace hots3::s3

@@ -40,7 +40,9 @@ class XmlWriter {
   void element(std::string_view name, std::string_view text);
   // A literal would otherwise convert to bool rather than to string_view.
   void element(std::string_view name, const char* text) { element(name, std::string_view(text)); }
-  void element(std::string_view name, const std::string& text) { element(name, std::string_view(text)); }
+  void element(std::string_view name, const std::string& text) {
+    element(name, std::string_view(text));
+  }
   void element(std::string_view name, std::uint64_t number);
   void element(std::string_view name, bool value);
   // Text content of the element that is open.

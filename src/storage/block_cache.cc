@@ -1,29 +1,29 @@
 #include "hots3/storage/block_cache.h"
 
-#include <pthread.h>
-#include <sched.h>
-#include <sys/mman.h>
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <pthread.h>
+#include <sched.h>
 #include <stdexcept>
+#include <sys/mman.h>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
 
 namespace hots3::storage {
 namespace {
 
 struct KeyHash {
   std::size_t operator()(const CacheKey& k) const noexcept {
-    std::uint64_t h = static_cast<std::uint64_t>(k.version) * 0x9E3779B97F4A7C15ULL ^ k.device_offset;
+    std::uint64_t h =
+        static_cast<std::uint64_t>(k.version) * 0x9E3779B97F4A7C15ULL ^ k.device_offset;
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ULL;
     h ^= h >> 32;
@@ -87,7 +87,8 @@ struct EntryList {
 struct BlockCache::Arena {
   explicit Arena(std::uint64_t capacity) : slots(capacity / kBlockBytes) {
     bytes = slots * kBlockBytes;
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error("block cache: cannot reserve memory");
     base = static_cast<std::byte*>(p);
     ::madvise(base, bytes, MADV_HUGEPAGE);  // 2 MiB pages: far fewer, cheaper faults
@@ -122,7 +123,8 @@ struct BlockCache::Arena {
     for (std::uint64_t i = 0; i < n; i += 4096) base[at + i] = std::byte{0};
     {
       std::lock_guard lock(mutex);
-      for (std::uint64_t s = at; s + kBlockBytes <= at + n; s += kBlockBytes) free_slots.push_back(base + s);
+      for (std::uint64_t s = at; s + kBlockBytes <= at + n; s += kBlockBytes)
+        free_slots.push_back(base + s);
     }
     touched.store(at + n, std::memory_order_release);
     return true;
@@ -226,11 +228,14 @@ CacheRef& CacheRef::operator=(CacheRef&& other) noexcept {
   return *this;
 }
 
-std::span<const std::byte> CacheRef::bytes() const noexcept { return {entry_->slot, entry_->length}; }
+std::span<const std::byte> CacheRef::bytes() const noexcept {
+  return {entry_->slot, entry_->length};
+}
 
 // ---- BlockCache ------------------------------------------------------------------------------
 
-BlockCache::BlockCache(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes / kBlockBytes * kBlockBytes) {
+BlockCache::BlockCache(std::uint64_t capacity_bytes)
+    : capacity_bytes_(capacity_bytes / kBlockBytes * kBlockBytes) {
   if (capacity_bytes_ == 0) return;
   arena_ = std::make_unique<Arena>(capacity_bytes_);
   const std::uint64_t slots = arena_->slots;

@@ -1,16 +1,16 @@
 #include "hots3/storage/buffer_pool.h"
 
+#include "hots3/common/assert.h"
+
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
-
-#include "hots3/common/assert.h"
+#include <sys/mman.h>
 
 namespace hots3::storage {
 
@@ -119,8 +119,10 @@ void BufferPool::give_back(std::span<std::byte> bytes) noexcept {
   if (!waiters_.empty() && context_ != nullptr) {
     // Hand the buffer straight to the longest waiter, resumed from the event loop rather than
     // from inside the code that released it (often a destructor).
-    asio::post(*context_, [waiter = std::move(waiters_.front()),
-                           buffer = IoBuffer(this, bytes)]() mutable { waiter(std::move(buffer)); });
+    asio::post(*context_,
+               [waiter = std::move(waiters_.front()), buffer = IoBuffer(this, bytes)]() mutable {
+                 waiter(std::move(buffer));
+               });
     waiters_.pop_front();
     return;
   }

@@ -1,17 +1,19 @@
 #include "hots3/storage/catalog.h"
 
+#include "schema.h"
+#include "sqlite.h"
+#include "wal_vfs.h"
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+#include "hots3/storage/checksum.h"
+
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <fcntl.h>
-#include <pthread.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,18 +21,16 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <fcntl.h>
 #include <future>
 #include <mutex>
+#include <pthread.h>
 #include <set>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 #include <unordered_map>
-
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
-#include "hots3/storage/checksum.h"
-#include "schema.h"
-#include "sqlite.h"
-#include "wal_vfs.h"
 
 namespace hots3::storage {
 
@@ -112,22 +112,24 @@ std::string upper_bound_of(const std::string& prefix) {
 
 // ---- row mapping ---------------------------------------------------------------------------
 
-#define H3_OBJECT_COLUMNS                                                                  \
-  "bucket_id, key, id, size, etag, parts_count, created_ms, accessed_ms, tier_state, "   \
-  "is_inline, content_type, content_encoding, content_disposition, content_language, "    \
+#define H3_OBJECT_COLUMNS                                                              \
+  "bucket_id, key, id, size, etag, parts_count, created_ms, accessed_ms, tier_state, " \
+  "is_inline, content_type, content_encoding, content_disposition, content_language, " \
   "cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type"
 
 // An object's row, the values bound as ?1..?23 in H3_OBJECT_COLUMNS' order (insert_object_rows).
-#define H3_INSERT_OBJECT                                                                           \
-  "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                         \
-  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, " \
+#define H3_INSERT_OBJECT                                                                        \
+  "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                      \
+  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, " \
+  "?19, "                                                                                       \
   "?20, ?21, ?22, ?23)"
 
 // The same columns qualified for a join with the objects table as "o".
-#define H3_OBJECT_COLUMNS_O                                                                          \
-  "o.bucket_id, o.key, o.id, o.size, o.etag, o.parts_count, o.created_ms, o.accessed_ms, "          \
-  "o.tier_state, o.is_inline, o.content_type, o.content_encoding, o.content_disposition, "          \
-  "o.content_language, o.cache_control, o.expires, o.user_metadata, o.crc32, o.crc32c, o.crc64nvme, " \
+#define H3_OBJECT_COLUMNS_O                                                                \
+  "o.bucket_id, o.key, o.id, o.size, o.etag, o.parts_count, o.created_ms, o.accessed_ms, " \
+  "o.tier_state, o.is_inline, o.content_type, o.content_encoding, o.content_disposition, " \
+  "o.content_language, o.cache_control, o.expires, o.user_metadata, o.crc32, o.crc32c, "   \
+  "o.crc64nvme, "                                                                          \
   "o.sha1, o.sha256, o.checksum_type"
 
 ObjectRecord read_object(const Query& q) {
@@ -175,9 +177,9 @@ void bind_checksums(Query& q, int first, const ChecksumSet& c) {
       .bind_optional(first + 4, c.sha256);
 }
 
-#define H3_UPLOAD_COLUMNS                                                                   \
-  "id, upload_id, bucket_id, key, created_ms, owner, content_type, content_encoding, "    \
-  "content_disposition, content_language, cache_control, expires, user_metadata, "         \
+#define H3_UPLOAD_COLUMNS                                                              \
+  "id, upload_id, bucket_id, key, created_ms, owner, content_type, content_encoding, " \
+  "content_disposition, content_language, cache_control, expires, user_metadata, "     \
   "checksum_algorithm, checksum_type"
 
 UploadRecord read_upload(const Query& q) {
@@ -200,7 +202,8 @@ UploadRecord read_upload(const Query& q) {
   return u;
 }
 
-#define H3_PART_COLUMNS "id, part_number, size, etag, created_ms, crc32, crc32c, crc64nvme, sha1, sha256"
+#define H3_PART_COLUMNS \
+  "id, part_number, size, etag, created_ms, crc32, crc32c, crc64nvme, sha1, sha256"
 
 PartRecord read_part(const Query& q) {
   PartRecord p;
@@ -223,12 +226,15 @@ ObjectPartRecord read_object_part(const Query& q) {
   return {static_cast<std::uint32_t>(q.int64(0)), q.uint64(1), q.uint64(2), q.optional_text(3)};
 }
 
-Result<std::vector<ExtentRecord>> read_extents(Connection& c, std::int64_t owner_id, bool with_checksums) {
-  auto q = c.query(with_checksums
-                       ? "SELECT id, logical_offset, length, device_offset, device_length, checksums FROM extents "
-                         "WHERE owner_id = ?1 ORDER BY logical_offset"
-                       : "SELECT id, logical_offset, length, device_offset, device_length FROM extents "
-                         "WHERE owner_id = ?1 ORDER BY logical_offset");
+Result<std::vector<ExtentRecord>> read_extents(Connection& c, std::int64_t owner_id,
+                                               bool with_checksums) {
+  auto q =
+      c.query(with_checksums
+                  ? "SELECT id, logical_offset, length, device_offset, device_length, checksums "
+                    "FROM extents "
+                    "WHERE owner_id = ?1 ORDER BY logical_offset"
+                  : "SELECT id, logical_offset, length, device_offset, device_length FROM extents "
+                    "WHERE owner_id = ?1 ORDER BY logical_offset");
   q.bind(1, owner_id);
   std::vector<ExtentRecord> out;
   for (;;) {
@@ -245,7 +251,8 @@ Result<std::vector<ExtentRecord>> read_extents(Connection& c, std::int64_t owner
   return out;
 }
 
-Result<std::optional<ObjectRecord>> find_object_on(Connection& c, std::int64_t bucket_id, std::string_view key) {
+Result<std::optional<ObjectRecord>> find_object_on(Connection& c, std::int64_t bucket_id,
+                                                   std::string_view key) {
   auto q = c.query("SELECT " H3_OBJECT_COLUMNS " FROM objects WHERE bucket_id = ?1 AND key = ?2");
   q.bind(1, bucket_id).bind(2, key);
   H3_TRY(bool row, q.step());
@@ -258,7 +265,8 @@ Result<std::optional<BucketRecord>> find_bucket_on(Connection& c, std::string_vi
   q.bind(1, name);
   H3_TRY(bool row, q.step());
   if (!row) return std::optional<BucketRecord>{};
-  return std::optional<BucketRecord>(BucketRecord{q.int64(0), std::string(q.text(1)), std::string(q.text(2)), q.int64(3)});
+  return std::optional<BucketRecord>(
+      BucketRecord{q.int64(0), std::string(q.text(1)), std::string(q.text(2)), q.int64(3)});
 }
 
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id) {
@@ -287,11 +295,13 @@ Result<ExtentList> delete_extents(Connection& c, std::int64_t owner_id) {
   return freed;
 }
 
-Result<void> insert_extents(Connection& c, std::int64_t owner_id, const std::vector<ExtentRecord>& extents,
+Result<void> insert_extents(Connection& c, std::int64_t owner_id,
+                            const std::vector<ExtentRecord>& extents,
                             std::uint64_t offset_shift = 0) {
   for (const ExtentRecord& e : extents) {
     auto q = c.query(
-        "INSERT INTO extents(owner_id, logical_offset, length, device_offset, device_length, checksums) "
+        "INSERT INTO extents(owner_id, logical_offset, length, device_offset, device_length, "
+        "checksums) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     q.bind(1, owner_id)
         .bind(2, e.logical_offset_bytes + offset_shift)
@@ -307,8 +317,9 @@ Result<void> insert_extents(Connection& c, std::int64_t owner_id, const std::vec
 void configure_reader(Connection& c) {
   c.exec_or_throw(
       "PRAGMA query_only = ON;"
-      "PRAGMA cache_size = -16384;"       // 16 MiB per reader
-      "PRAGMA mmap_size = 2147418112;"    // point lookups straight from the page cache (SQLite caps it at 2 GiB)
+      "PRAGMA cache_size = -16384;"     // 16 MiB per reader
+      "PRAGMA mmap_size = 2147418112;"  // point lookups straight from the page cache (SQLite caps
+                                        // it at 2 GiB)
       "PRAGMA temp_store = MEMORY;");
 }
 
@@ -338,14 +349,16 @@ class WriteTxnImpl final : public WriteTxn {
   // After a change of buckets or a ROLLBACK TO: what the last lookup saw may be gone.
   void forget() { last_bucket_.reset(); }
 
-  Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner, std::int64_t created_ms) override {
+  Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner,
+                                     std::int64_t created_ms) override {
     forget();
     H3_TRY(auto existing, find_bucket_on(c_, name));
     if (existing) return errc::kAlreadyExists;
     auto q = c_.query("INSERT INTO buckets(name, owner, created_ms) VALUES (?1, ?2, ?3)");
     q.bind(1, name).bind(2, owner).bind(3, created_ms);
     H3_TRY(q.run());
-    return BucketRecord{sqlite3_last_insert_rowid(c_.handle()), std::string(name), std::string(owner), created_ms};
+    return BucketRecord{sqlite3_last_insert_rowid(c_.handle()), std::string(name),
+                        std::string(owner), created_ms};
   }
 
   Result<void> delete_bucket(std::int64_t bucket_id) override {
@@ -365,21 +378,26 @@ class WriteTxnImpl final : public WriteTxn {
     return {};
   }
 
-  Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key) override {
+  Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id,
+                                                  std::string_view key) override {
     return find_object_on(c_, bucket_id, key);
   }
 
-  Result<void> insert_object(const ObjectRecord& o, const std::vector<ExtentRecord>& extents) override {
+  Result<void> insert_object(const ObjectRecord& o,
+                             const std::vector<ExtentRecord>& extents) override {
     H3_TRY(insert_object_rows(o, extents, /*if_absent=*/false));
     return {};
   }
 
-  Result<bool> insert_object_if_absent(const ObjectRecord& o, const std::vector<ExtentRecord>& extents) override {
+  Result<bool> insert_object_if_absent(const ObjectRecord& o,
+                                       const std::vector<ExtentRecord>& extents) override {
     return insert_object_rows(o, extents, /*if_absent=*/true);
   }
 
-  Result<bool> insert_object_rows(const ObjectRecord& o, const std::vector<ExtentRecord>& extents, bool if_absent) {
-    auto q = c_.query(if_absent ? H3_INSERT_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING" : H3_INSERT_OBJECT);
+  Result<bool> insert_object_rows(const ObjectRecord& o, const std::vector<ExtentRecord>& extents,
+                                  bool if_absent) {
+    auto q = c_.query(if_absent ? H3_INSERT_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING"
+                                : H3_INSERT_OBJECT);
     q.bind(1, o.bucket_id)
         .bind(2, std::string_view(o.key))
         .bind(3, o.id)
@@ -399,7 +417,8 @@ class WriteTxnImpl final : public WriteTxn {
     if (o.inline_data) {
       auto d = c_.query("INSERT INTO inline_data(object_id, data, checksum) VALUES (?1, ?2, ?3)");
       d.bind(1, o.id).bind_blob(2, *o.inline_data);
-      d.bind(3, static_cast<std::int64_t>(block_checksum(std::as_bytes(std::span(*o.inline_data)))));
+      d.bind(3,
+             static_cast<std::int64_t>(block_checksum(std::as_bytes(std::span(*o.inline_data)))));
       H3_TRY(d.run());
     }
     H3_TRY(insert_extents(c_, o.id, extents));
@@ -408,10 +427,10 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<ExtentList> delete_object(std::int64_t object_id) override {
     H3_TRY(ExtentList freed, delete_extents(c_, object_id));
-    for (const char* sql : {"DELETE FROM inline_data WHERE object_id = ?1",
-                            "DELETE FROM object_parts WHERE object_id = ?1",
-                            "DELETE FROM tier_queue WHERE object_id = ?1",
-                            "DELETE FROM objects WHERE id = ?1"}) {
+    for (const char* sql :
+         {"DELETE FROM inline_data WHERE object_id = ?1",
+          "DELETE FROM object_parts WHERE object_id = ?1",
+          "DELETE FROM tier_queue WHERE object_id = ?1", "DELETE FROM objects WHERE id = ?1"}) {
       auto q = c_.query(sql);
       q.bind(1, object_id);
       H3_TRY(q.run());
@@ -432,7 +451,8 @@ class WriteTxnImpl final : public WriteTxn {
     return {};
   }
 
-  Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id, std::string_view key) override {
+  Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id,
+                           std::string_view key) override {
     auto q = c_.query("UPDATE objects SET bucket_id = ?2, key = ?3 WHERE id = ?1");
     q.bind(1, object_id).bind(2, bucket_id).bind(3, key);
     H3_TRY(q.run());
@@ -450,10 +470,12 @@ class WriteTxnImpl final : public WriteTxn {
     return {};
   }
 
-  Result<void> insert_object_parts(std::int64_t object_id, const std::vector<ObjectPartRecord>& parts) override {
+  Result<void> insert_object_parts(std::int64_t object_id,
+                                   const std::vector<ObjectPartRecord>& parts) override {
     for (const ObjectPartRecord& p : parts) {
-      auto q = c_.query("INSERT INTO object_parts(object_id, part_number, offset, size, checksum) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5)");
+      auto q = c_.query(
+          "INSERT INTO object_parts(object_id, part_number, offset, size, checksum) "
+          "VALUES (?1, ?2, ?3, ?4, ?5)");
       q.bind(1, object_id)
           .bind(2, static_cast<std::int64_t>(p.part_number))
           .bind(3, p.offset_bytes)
@@ -465,8 +487,9 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<void> insert_upload(const UploadRecord& u) override {
-    auto q = c_.query("INSERT INTO uploads(" H3_UPLOAD_COLUMNS
-                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+    auto q =
+        c_.query("INSERT INTO uploads(" H3_UPLOAD_COLUMNS
+                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
     q.bind(1, u.id)
         .bind(2, std::string_view(u.upload_id))
         .bind(3, u.bucket_id)
@@ -499,8 +522,9 @@ class WriteTxnImpl final : public WriteTxn {
         H3_TRY(d.run());
       }
     }
-    auto q = c_.query("INSERT INTO parts(id, upload, part_number, size, etag, created_ms, crc32, crc32c, "
-                      "crc64nvme, sha1, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+    auto q = c_.query(
+        "INSERT INTO parts(id, upload, part_number, size, etag, created_ms, crc32, crc32c, "
+        "crc64nvme, sha1, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
     q.bind(1, p.id)
         .bind(2, upload_row)
         .bind(3, static_cast<std::int64_t>(p.part_number))
@@ -514,7 +538,8 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<std::vector<PartRecord>> parts(std::int64_t upload_row) override {
-    auto q = c_.query("SELECT " H3_PART_COLUMNS " FROM parts WHERE upload = ?1 ORDER BY part_number");
+    auto q =
+        c_.query("SELECT " H3_PART_COLUMNS " FROM parts WHERE upload = ?1 ORDER BY part_number");
     q.bind(1, upload_row);
     std::vector<PartRecord> out;
     for (;;) {
@@ -525,14 +550,16 @@ class WriteTxnImpl final : public WriteTxn {
     return out;
   }
 
-  Result<ExtentList> complete_upload(std::int64_t upload_row, const ObjectRecord& object,
-                                     const std::vector<std::pair<PartRecord, std::uint64_t>>& parts_and_offsets,
-                                     const std::vector<ObjectPartRecord>& part_table) override {
+  Result<ExtentList> complete_upload(
+      std::int64_t upload_row, const ObjectRecord& object,
+      const std::vector<std::pair<PartRecord, std::uint64_t>>& parts_and_offsets,
+      const std::vector<ObjectPartRecord>& part_table) override {
     ExtentList freed;
     std::vector<std::int64_t> kept;
     for (const auto& [part, offset] : parts_and_offsets) {
       auto q = c_.query(
-          "UPDATE extents SET owner_id = ?1, logical_offset = logical_offset + ?2 WHERE owner_id = ?3");
+          "UPDATE extents SET owner_id = ?1, logical_offset = logical_offset + ?2 WHERE owner_id = "
+          "?3");
       q.bind(1, object.id).bind(2, offset).bind(3, part.id);
       H3_TRY(q.run());
       kept.push_back(part.id);
@@ -568,7 +595,8 @@ class WriteTxnImpl final : public WriteTxn {
       H3_TRY(auto gone, delete_extents(c_, p.id));
       freed.insert(freed.end(), gone.begin(), gone.end());
     }
-    for (const char* sql : {"DELETE FROM parts WHERE upload = ?1", "DELETE FROM uploads WHERE id = ?1"}) {
+    for (const char* sql :
+         {"DELETE FROM parts WHERE upload = ?1", "DELETE FROM uploads WHERE id = ?1"}) {
       auto q = c_.query(sql);
       q.bind(1, upload_row);
       H3_TRY(q.run());
@@ -601,7 +629,8 @@ class ResumeBatch {
   ResumeBatch& operator=(ResumeBatch&&) = delete;
 
   void add(const asio::any_io_executor& executor, std::function<void()> fn) {
-    auto group = std::find_if(groups_.begin(), groups_.end(), [&](const auto& g) { return g.first == executor; });
+    auto group = std::find_if(groups_.begin(), groups_.end(),
+                              [&](const auto& g) { return g.first == executor; });
     if (group == groups_.end()) group = groups_.insert(groups_.end(), {executor, {}});
     group->second.push_back(std::move(fn));
   }
@@ -626,9 +655,12 @@ Result<std::string> verified_inline_data(const Query& q, int data, std::int64_t 
   const auto blob = q.blob(data);
   const std::uint32_t computed = block_checksum(blob);
   if (q.is_null(data + 1) || static_cast<std::uint32_t>(q.int64(data + 1)) != computed) {
-    log::error("catalog: the inline data of object id {} fails its checksum (stored {}, computed {:08x}): not sent",
-               object_id, q.is_null(data + 1) ? std::string("none") : fmt::format("{:08x}", q.uint64(data + 1)),
-               computed);
+    log::error(
+        "catalog: the inline data of object id {} fails its checksum (stored {}, computed {:08x}): "
+        "not sent",
+        object_id,
+        q.is_null(data + 1) ? std::string("none") : fmt::format("{:08x}", q.uint64(data + 1)),
+        computed);
     return errc::kCorrupt;
   }
   return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
@@ -678,7 +710,7 @@ struct Catalog::Impl {
   int db_fd = -1;  // the database, for its writeback
   std::atomic<bool> wal_sync_failed{false};
   std::atomic<int> wal_frames{0};  // in the WAL after the last commit
-  int checkpointed_frames = 0;       // the syncer's: wal_frames at its last checkpoint request
+  int checkpointed_frames = 0;     // the syncer's: wal_frames at its last checkpoint request
 
   // Checkpoints beside the writer, asked for by the syncer (see run_checkpointer).
   std::mutex checkpoint_mutex;
@@ -705,7 +737,8 @@ struct Catalog::Impl {
 
   void run_writer();
   void run_batch(std::deque<Pending>& batch);
-  bool run_writes(std::deque<Pending>& batch, std::vector<error_code>& results, bool savepoints, error_code& lost);
+  bool run_writes(std::deque<Pending>& batch, std::vector<error_code>& results, bool savepoints,
+                  error_code& lost);
   void run_syncer();
   void write_back_chunk(std::unique_lock<std::mutex>& sync_lock);
   void run_checkpointer();
@@ -736,8 +769,8 @@ void Catalog::Impl::run_writer() {
 // after a change ends the run: true, the batch must run again with savepoints. When a write's
 // failure rolled the whole transaction back (disk full, I/O error), the run ends too and `lost`
 // says why.
-bool Catalog::Impl::run_writes(std::deque<Pending>& batch, std::vector<error_code>& results, bool savepoints,
-                               error_code& lost) {
+bool Catalog::Impl::run_writes(std::deque<Pending>& batch, std::vector<error_code>& results,
+                               bool savepoints, error_code& lost) {
   Connection& w = *writer;
   WriteTxnImpl txn(w, next_id);
   for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -818,7 +851,8 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
   }
   {
     std::lock_guard lock(sync_mutex);
-    for (std::size_t i = 0; i < batch.size(); ++i) unsynced.push_back({std::move(batch[i].done), results[i]});
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      unsynced.push_back({std::move(batch[i].done), results[i]});
   }
   sync_ready.notify_one();
   const bool closed_in = wal_restart_ready.exchange(false, std::memory_order_relaxed);
@@ -846,7 +880,8 @@ int Catalog::Impl::checkpoint(Connection& c) {
   // PASSIVE: copies what no reader still needs and never waits; SQLITE_BUSY means another
   // checkpoint is running. Outside DeferWalFlush, so the WAL is flushed before it is copied.
   int copied = 0;
-  const int rc = sqlite3_wal_checkpoint_v2(c.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied);
+  const int rc =
+      sqlite3_wal_checkpoint_v2(c.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied);
   if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
     log::warn("catalog: checkpoint failed: {}", sqlite3_errmsg(c.handle()));
   }
@@ -875,7 +910,8 @@ void Catalog::Impl::run_syncer() {
         write_back_chunk(lock);
         if (!unsynced.empty() || sync_stopping) break;
       }
-      sync_ready.wait(lock, [this] { return sync_stopping || !unsynced.empty() || !unwritten_chunks.empty(); });
+      sync_ready.wait(
+          lock, [this] { return sync_stopping || !unsynced.empty() || !unwritten_chunks.empty(); });
       if (unsynced.empty()) {
         if (sync_stopping) return;  // every commit has been answered
         continue;                   // chunks to write back
@@ -987,7 +1023,8 @@ error_code Catalog::Impl::sync_wal() {
       return errc::kIoError;
     }
     const auto slash = options.path.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : options.path.substr(0, slash == 0 ? 1 : slash);
+    const std::string dir =
+        slash == std::string::npos ? "." : options.path.substr(0, slash == 0 ? 1 : slash);
     if (const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
       (void)::fsync(d);
       ::close(d);
@@ -997,7 +1034,8 @@ error_code Catalog::Impl::sync_wal() {
   // "multigrain" timestamps) give the next write a fine-grained, hence new, mtime, and every
   // fdatasync then writes the inode as well (4 KiB writes, each flushed and then fstat'ed or not,
   // alternated: 2,400-2,800 flushes/s against 2,900-3,700).
-  if (struct statx st{}; ::statx(wal_fd, "", AT_EMPTY_PATH, STATX_NLINK, &st) == 0 && st.stx_nlink == 0) {
+  if (struct statx st{};
+      ::statx(wal_fd, "", AT_EMPTY_PATH, STATX_NLINK, &st) == 0 && st.stx_nlink == 0) {
     // SQLite removed the WAL (only ever after folding all of it into the database): flush the
     // one it writes now.
     ::close(wal_fd);
@@ -1008,7 +1046,8 @@ error_code Catalog::Impl::sync_wal() {
     // After a failed flush the kernel may have dropped the dirty pages: which commits survived
     // is unknown. Refuse every later write rather than acknowledge one that may be lost.
     wal_sync_failed.store(true, std::memory_order_relaxed);
-    log::error("catalog: flushing {} failed: {}; writes are refused from now on", wal, std::strerror(errno));
+    log::error("catalog: flushing {} failed: {}; writes are refused from now on", wal,
+               std::strerror(errno));
     return errc::kIoError;
   }
   return {};
@@ -1023,8 +1062,8 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
   std::call_once(configured, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->writer =
-      std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, true, detail::wal_batching_vfs());
+  impl->writer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, true,
+                                              detail::wal_batching_vfs());
   Connection& w = *impl->writer;
   // WAL: readers never wait for the writer. synchronous=FULL: every commit syncs the WAL; the
   // writer's COMMIT runs under DeferWalFlush, where that sync only hands the commit's frames to
@@ -1044,8 +1083,9 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
         return SQLITE_OK;
       },
       impl.get());
-  if (sqlite3_create_function_v2(w.handle(), "h3_block_checksum", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
-                                 block_checksum_sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+  if (sqlite3_create_function_v2(w.handle(), "h3_block_checksum", 1,
+                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr, block_checksum_sql,
+                                 nullptr, nullptr, nullptr) != SQLITE_OK) {
     throw std::runtime_error("catalog " + options.path + ": cannot register h3_block_checksum");
   }
   {
@@ -1070,24 +1110,30 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
     if (impl->schema_version > 0) {
       // Some migrations rewrite a table (3: every object's row, 4.5 s for 10^6 objects here).
       log::info("catalog migrated to schema version {} in {} ms", to,
-                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - started)
+                    .count());
     }
     impl->schema_version = to;
   }
   {
-    auto q = w.query("SELECT max(coalesce((SELECT max(id) FROM objects), 0), coalesce((SELECT max(id) FROM parts), 0), "
-                     "coalesce((SELECT max(id) FROM uploads), 0))");
-    if (auto row = q.step(); !row || !*row) throw std::runtime_error("catalog " + options.path + ": cannot read ids");
+    auto q = w.query(
+        "SELECT max(coalesce((SELECT max(id) FROM objects), 0), coalesce((SELECT max(id) FROM "
+        "parts), 0), "
+        "coalesce((SELECT max(id) FROM uploads), 0))");
+    if (auto row = q.step(); !row || !*row)
+      throw std::runtime_error("catalog " + options.path + ": cannot read ids");
     impl->next_id = q.int64(0) + 1;
   }
-  impl->checkpointer =
-      std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, false, detail::wal_batching_vfs());
+  impl->checkpointer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite,
+                                                    false, detail::wal_batching_vfs());
   // A connection opens the WAL on its first read; until then a checkpoint through it does nothing
   // (sqlite3_wal_checkpoint_v2 reports -1 frames) and the writer would do them all.
   impl->checkpointer->exec_or_throw("SELECT 1 FROM meta LIMIT 1");
   impl->db_fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (impl->db_fd < 0) {
-    throw std::runtime_error("catalog " + options.path + ": cannot open it for writeback: " + std::strerror(errno));
+    throw std::runtime_error("catalog " + options.path +
+                             ": cannot open it for writeback: " + std::strerror(errno));
   }
   Impl* raw = impl.get();
   impl->writer_thread = std::thread([raw] {
@@ -1152,19 +1198,20 @@ asio::awaitable<Result<void>> Catalog::write(WriteFn fn, std::function<void()> o
       [this, &fn, &on_durable](auto handler) {
         auto guard = asio::make_work_guard(asio::get_associated_executor(handler));
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        Pending pending{std::move(fn), [shared, guard = std::move(guard), on_durable = std::move(on_durable)](
-                                           error_code result, ResumeBatch* batch) mutable {
-                          // The syncer answers commits in order: so run the on_durable actions.
-                          if (!result && on_durable) on_durable();
-                          // Resume the writer's coroutine on its own worker.
-                          auto executor = guard.get_executor();
-                          auto resume = [shared, result, g = std::move(guard)]() mutable { (*shared)(result); };
-                          if (batch != nullptr) {
-                            batch->add(executor, std::move(resume));
-                          } else {
-                            asio::post(executor, std::move(resume));
-                          }
-                        }};
+        Pending pending{
+            std::move(fn), [shared, guard = std::move(guard), on_durable = std::move(on_durable)](
+                               error_code result, ResumeBatch* batch) mutable {
+              // The syncer answers commits in order: so run the on_durable actions.
+              if (!result && on_durable) on_durable();
+              // Resume the writer's coroutine on its own worker.
+              auto executor = guard.get_executor();
+              auto resume = [shared, result, g = std::move(guard)]() mutable { (*shared)(result); };
+              if (batch != nullptr) {
+                batch->add(executor, std::move(resume));
+              } else {
+                asio::post(executor, std::move(resume));
+              }
+            }};
         {
           std::lock_guard lock(impl_->queue_mutex);
           H3_ASSERT(!impl_->stopping, "catalog write after stop()");
@@ -1183,7 +1230,8 @@ Result<void> Catalog::write_blocking(WriteFn fn) {
   {
     std::lock_guard lock(impl_->queue_mutex);
     H3_ASSERT(!impl_->stopping, "catalog write after stop()");
-    impl_->queue.push_back({std::move(fn), [&promise](error_code ec, ResumeBatch*) { promise.set_value(ec); }});
+    impl_->queue.push_back(
+        {std::move(fn), [&promise](error_code ec, ResumeBatch*) { promise.set_value(ec); }});
   }
   impl_->queue_ready.notify_one();
   const error_code ec = future.get();
@@ -1228,13 +1276,16 @@ Result<bool> Catalog::bucket_empty(std::int64_t bucket_id) {
   return q.int64(0) != 0;
 }
 
-Result<std::optional<ObjectRecord>> Catalog::find_object(std::int64_t bucket_id, std::string_view key) {
+Result<std::optional<ObjectRecord>> Catalog::find_object(std::int64_t bucket_id,
+                                                         std::string_view key) {
   return find_object_on(impl_->reader(), bucket_id, key);
 }
 
 namespace {
-Result<std::optional<ObjectRecord>> find_object_with_data_on(Connection& c, std::int64_t bucket_id, std::string_view key) {
-  auto q = c.query("SELECT " H3_OBJECT_COLUMNS_O ", i.data, i.checksum FROM objects o LEFT JOIN inline_data i "
+Result<std::optional<ObjectRecord>> find_object_with_data_on(Connection& c, std::int64_t bucket_id,
+                                                             std::string_view key) {
+  auto q = c.query("SELECT " H3_OBJECT_COLUMNS_O
+                   ", i.data, i.checksum FROM objects o LEFT JOIN inline_data i "
                    "ON i.object_id = o.id WHERE o.bucket_id = ?1 AND o.key = ?2");
   q.bind(1, bucket_id).bind(2, key);
   H3_TRY(bool row, q.step());
@@ -1248,12 +1299,13 @@ Result<std::optional<ObjectRecord>> find_object_with_data_on(Connection& c, std:
 }
 }  // namespace
 
-Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t bucket_id, std::string_view key) {
+Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t bucket_id,
+                                                                   std::string_view key) {
   return find_object_with_data_on(impl_->reader(), bucket_id, key);
 }
 
-Result<std::optional<Catalog::ObjectLayout>> Catalog::find_object_layout(std::int64_t bucket_id, std::string_view key,
-                                                                         std::uint64_t checksums_size_max) {
+Result<std::optional<Catalog::ObjectLayout>> Catalog::find_object_layout(
+    std::int64_t bucket_id, std::string_view key, std::uint64_t checksums_size_max) {
   Connection& c = impl_->reader();
   // One read transaction: both statements see the same snapshot of the WAL.
   H3_TRY(c.exec("BEGIN"));
@@ -1273,7 +1325,8 @@ Result<std::optional<Catalog::ObjectLayout>> Catalog::find_object_layout(std::in
   return result;
 }
 
-Result<std::vector<ExtentRecord>> Catalog::object_extents(std::int64_t object_id, bool with_checksums) {
+Result<std::vector<ExtentRecord>> Catalog::object_extents(std::int64_t object_id,
+                                                          bool with_checksums) {
   return read_extents(impl_->reader(), object_id, with_checksums);
 }
 
@@ -1299,8 +1352,8 @@ Result<std::optional<std::string>> Catalog::inline_data(std::int64_t object_id) 
 }
 
 Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_id) {
-  auto q = impl_->reader().query(
-      "SELECT " H3_OBJECT_PART_COLUMNS " FROM object_parts WHERE object_id = ?1 ORDER BY part_number");
+  auto q = impl_->reader().query("SELECT " H3_OBJECT_PART_COLUMNS
+                                 " FROM object_parts WHERE object_id = ?1 ORDER BY part_number");
   q.bind(1, object_id);
   std::vector<ObjectPartRecord> out;
   for (;;) {
@@ -1311,9 +1364,10 @@ Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_
   return out;
 }
 
-Result<std::optional<ObjectPartRecord>> Catalog::object_part(std::int64_t object_id, std::uint32_t part_number) {
-  auto q = impl_->reader().query(
-      "SELECT " H3_OBJECT_PART_COLUMNS " FROM object_parts WHERE object_id = ?1 AND part_number = ?2");
+Result<std::optional<ObjectPartRecord>> Catalog::object_part(std::int64_t object_id,
+                                                             std::uint32_t part_number) {
+  auto q = impl_->reader().query("SELECT " H3_OBJECT_PART_COLUMNS
+                                 " FROM object_parts WHERE object_id = ?1 AND part_number = ?2");
   q.bind(1, object_id).bind(2, static_cast<std::int64_t>(part_number));
   H3_TRY(bool row, q.step());
   if (!row) return std::optional<ObjectPartRecord>{};
@@ -1336,13 +1390,15 @@ Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& 
   bool more = true;
   while (more) {
     // Rows are fetched in runs; a common prefix ends the run with a seek past it.
-    auto q = c.query(exclusive
-                         ? "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS NOT NULL, "
-                           "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
-                           "WHERE bucket_id = ?1 AND key > ?2 AND key < ?3 ORDER BY key LIMIT ?4"
-                         : "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS NOT NULL, "
-                           "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
-                           "WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 ORDER BY key LIMIT ?4");
+    auto q = c.query(
+        exclusive ? "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS "
+                    "NOT NULL, "
+                    "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
+                    "WHERE bucket_id = ?1 AND key > ?2 AND key < ?3 ORDER BY key LIMIT ?4"
+                  : "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS "
+                    "NOT NULL, "
+                    "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
+                    "WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 ORDER BY key LIMIT ?4");
     q.bind(1, bucket_id).bind(2, std::string_view(from)).bind(3, std::string_view(upper));
     q.bind(4, static_cast<std::int64_t>(want - emitted() + 1));
     more = false;
@@ -1382,7 +1438,8 @@ Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& 
       e.etag = std::string(q.text(2));
       e.created_ms = q.int64(3);
       e.parts_count = static_cast<std::uint32_t>(q.int64(4));
-      static constexpr const char* kAlgorithms[] = {"CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"};
+      static constexpr const char* kAlgorithms[] = {"CRC32", "CRC32C", "CRC64NVME", "SHA1",
+                                                    "SHA256"};
       for (int i = 0; i < 5; ++i) {
         if (q.int64(5 + i) != 0) {
           e.checksum_algorithm = kAlgorithms[i];
@@ -1405,11 +1462,15 @@ Result<std::optional<UploadRecord>> Catalog::find_upload(std::string_view upload
   return find_upload_on(impl_->reader(), upload_id);
 }
 
-Result<std::vector<PartRecord>> Catalog::list_parts(std::int64_t upload_row, std::uint32_t after_part,
+Result<std::vector<PartRecord>> Catalog::list_parts(std::int64_t upload_row,
+                                                    std::uint32_t after_part,
                                                     std::uint32_t max_parts) {
-  auto q = impl_->reader().query("SELECT " H3_PART_COLUMNS
-                                 " FROM parts WHERE upload = ?1 AND part_number > ?2 ORDER BY part_number LIMIT ?3");
-  q.bind(1, upload_row).bind(2, static_cast<std::int64_t>(after_part)).bind(3, static_cast<std::int64_t>(max_parts));
+  auto q = impl_->reader().query(
+      "SELECT " H3_PART_COLUMNS
+      " FROM parts WHERE upload = ?1 AND part_number > ?2 ORDER BY part_number LIMIT ?3");
+  q.bind(1, upload_row)
+      .bind(2, static_cast<std::int64_t>(after_part))
+      .bind(3, static_cast<std::int64_t>(max_parts));
   std::vector<PartRecord> out;
   for (;;) {
     H3_TRY(bool row, q.step());
@@ -1436,15 +1497,21 @@ Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const Uploa
       H3_TRY(auto marker, find_upload_on(c, query.upload_id_marker));
       // An upload-id marker that is gone (completed or aborted since): that key's uploads are
       // listed again rather than lost.
-      after_id = marker && marker->bucket_id == bucket_id && marker->key == query.key_marker ? marker->id : 0;
+      after_id = marker && marker->bucket_id == bucket_id && marker->key == query.key_marker
+                     ? marker->id
+                     : 0;
     }
   }
   const std::size_t want = query.max_uploads;
   auto emitted = [&] { return page.uploads.size() + page.common_prefixes.size(); };
   for (bool more = want > 0; more;) {
-    auto q = c.query("SELECT " H3_UPLOAD_COLUMNS " FROM uploads WHERE bucket_id = ?1 AND key < ?3 AND "
+    auto q = c.query("SELECT " H3_UPLOAD_COLUMNS
+                     " FROM uploads WHERE bucket_id = ?1 AND key < ?3 AND "
                      "(key > ?2 OR (key = ?2 AND id > ?4)) ORDER BY key, id LIMIT ?5");
-    q.bind(1, bucket_id).bind(2, std::string_view(from)).bind(3, std::string_view(upper)).bind(4, after_id);
+    q.bind(1, bucket_id)
+        .bind(2, std::string_view(from))
+        .bind(3, std::string_view(upper))
+        .bind(4, after_id);
     q.bind(5, static_cast<std::int64_t>(want - emitted() + 1));
     more = false;
     for (;;) {
@@ -1489,7 +1556,8 @@ Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const Uploa
   return page;
 }
 
-Result<Catalog::UploadCounts> Catalog::count_uploads(std::int64_t bucket_id, std::string_view owner, std::uint64_t limit) {
+Result<Catalog::UploadCounts> Catalog::count_uploads(std::int64_t bucket_id, std::string_view owner,
+                                                     std::uint64_t limit) {
   auto q = impl_->reader().query(
       "SELECT (SELECT count(*) FROM (SELECT 1 FROM uploads WHERE bucket_id = ?1 LIMIT ?3)), "
       "(SELECT count(*) FROM (SELECT 1 FROM uploads WHERE owner = ?2 LIMIT ?3))");
@@ -1498,9 +1566,11 @@ Result<Catalog::UploadCounts> Catalog::count_uploads(std::int64_t bucket_id, std
   return UploadCounts{q.uint64(0), q.uint64(1)};
 }
 
-Result<std::vector<UploadRecord>> Catalog::uploads_older_than(std::int64_t created_before_ms, std::size_t limit) {
-  auto q = impl_->reader().query("SELECT " H3_UPLOAD_COLUMNS
-                                 " FROM uploads WHERE created_ms < ?1 ORDER BY created_ms LIMIT ?2");
+Result<std::vector<UploadRecord>> Catalog::uploads_older_than(std::int64_t created_before_ms,
+                                                              std::size_t limit) {
+  auto q =
+      impl_->reader().query("SELECT " H3_UPLOAD_COLUMNS
+                            " FROM uploads WHERE created_ms < ?1 ORDER BY created_ms LIMIT ?2");
   q.bind(1, created_before_ms).bind(2, static_cast<std::int64_t>(limit));
   std::vector<UploadRecord> out;
   for (;;) {
@@ -1525,7 +1595,8 @@ Result<ExtentList> Catalog::all_extents() {
 Result<Catalog::Counts> Catalog::counts() {
   Connection& c = impl_->reader();
   auto q = c.query(
-      "SELECT (SELECT count(*) FROM buckets), (SELECT count(*) FROM objects), (SELECT count(*) FROM uploads), "
+      "SELECT (SELECT count(*) FROM buckets), (SELECT count(*) FROM objects), (SELECT count(*) "
+      "FROM uploads), "
       "(SELECT count(*) FROM parts), (SELECT count(*) FROM extents)");
   H3_TRY(q.step());
   return Counts{q.uint64(0), q.uint64(1), q.uint64(2), q.uint64(3), q.uint64(4)};

@@ -1,5 +1,12 @@
 #include "hots3/storage/check.h"
 
+#include "sqlite.h"
+#include "store_lock.h"
+
+#include "hots3/storage/buffer_pool.h"
+#include "hots3/storage/checksum.h"
+#include "hots3/storage/format.h"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -10,12 +17,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/checksum.h"
-#include "hots3/storage/format.h"
-#include "sqlite.h"
-#include "store_lock.h"
 
 namespace hots3::storage {
 namespace {
@@ -33,25 +34,29 @@ void check_layout(const Owner& owner, CheckReport& report) {
   std::uint64_t expect = 0;
   for (const ExtentRecord& e : owner.extents) {
     if (e.logical_offset_bytes != expect) {
-      report.problems.push_back(fmt::format("{}: data gap or overlap at offset {} (extent starts at {})", owner.what,
-                                            expect, e.logical_offset_bytes));
+      report.problems.push_back(
+          fmt::format("{}: data gap or overlap at offset {} (extent starts at {})", owner.what,
+                      expect, e.logical_offset_bytes));
     }
     expect = e.logical_offset_bytes + e.length_bytes;
     if (e.length_bytes > e.device.length_bytes) {
-      report.problems.push_back(fmt::format("{}: extent holds {} bytes in {} allocated", owner.what, e.length_bytes,
-                                            e.device.length_bytes));
+      report.problems.push_back(fmt::format("{}: extent holds {} bytes in {} allocated", owner.what,
+                                            e.length_bytes, e.device.length_bytes));
     }
     const std::uint64_t blocks = (e.length_bytes + kChecksumBlockBytes - 1) / kChecksumBlockBytes;
     if (e.checksums.size() != blocks) {
-      report.problems.push_back(fmt::format("{}: {} checksums for {} blocks", owner.what, e.checksums.size(), blocks));
+      report.problems.push_back(
+          fmt::format("{}: {} checksums for {} blocks", owner.what, e.checksums.size(), blocks));
     }
   }
   if (expect != owner.size_bytes) {
-    report.problems.push_back(fmt::format("{}: extents hold {} bytes, the size is {}", owner.what, expect, owner.size_bytes));
+    report.problems.push_back(fmt::format("{}: extents hold {} bytes, the size is {}", owner.what,
+                                          expect, owner.size_bytes));
   }
 }
 
-asio::awaitable<void> verify_data(Device& device, BufferPool& pool, const std::vector<Owner>& owners, CheckReport& report) {
+asio::awaitable<void> verify_data(Device& device, BufferPool& pool,
+                                  const std::vector<Owner>& owners, CheckReport& report) {
   IoBuffer buffer = co_await pool.acquire();
   const auto& geometry = device.geometry();
   const std::uint64_t align = geometry.block_size_bytes;
@@ -65,20 +70,26 @@ asio::awaitable<void> verify_data(Device& device, BufferPool& pool, const std::v
         continue;
       }
       for (std::uint64_t at = 0; at < e.length_bytes; at += buffer.size()) {
-        const std::uint64_t want = std::min<std::uint64_t>(buffer.size(), e.device.length_bytes - at);
+        const std::uint64_t want =
+            std::min<std::uint64_t>(buffer.size(), e.device.length_bytes - at);
         const std::span<std::byte> target(buffer.data(), static_cast<std::size_t>(want));
         if (auto r = co_await device.read(e.device.offset_bytes + at, target); !r) {
-          report.problems.push_back(fmt::format("{}: device read at {} failed: {}", owner.what, e.device.offset_bytes + at,
-                                                r.error().message()));
+          report.problems.push_back(fmt::format("{}: device read at {} failed: {}", owner.what,
+                                                e.device.offset_bytes + at, r.error().message()));
           break;
         }
-        for (std::uint64_t block = 0; block < want && at + block < e.length_bytes; block += kChecksumBlockBytes) {
+        for (std::uint64_t block = 0; block < want && at + block < e.length_bytes;
+             block += kChecksumBlockBytes) {
           const std::uint64_t index = (at + block) / kChecksumBlockBytes;
-          const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChecksumBlockBytes, e.length_bytes - at - block));
+          const std::size_t n = static_cast<std::size_t>(
+              std::min<std::uint64_t>(kChecksumBlockBytes, e.length_bytes - at - block));
           ++report.blocks_verified;
-          if (index < e.checksums.size() && block_checksum(target.subspan(static_cast<std::size_t>(block), n)) != e.checksums[index]) {
-            report.problems.push_back(fmt::format("{}: checksum mismatch at byte {} (device offset {})", owner.what,
-                                                  e.logical_offset_bytes + at + block, e.device.offset_bytes + at + block));
+          if (index < e.checksums.size() &&
+              block_checksum(target.subspan(static_cast<std::size_t>(block), n)) !=
+                  e.checksums[index]) {
+            report.problems.push_back(fmt::format(
+                "{}: checksum mismatch at byte {} (device offset {})", owner.what,
+                e.logical_offset_bytes + at + block, e.device.offset_bytes + at + block));
           }
         }
       }
@@ -93,9 +104,12 @@ CheckReport check_store(const StoreOptions& options) {
   const std::string catalog_path = options.catalog_path();
   if (!fs::exists(catalog_path)) throw std::runtime_error("no catalog at " + catalog_path);
   DeviceOptions device_options;
-  device_options.path = options.device_path.empty() ? (fs::path(options.data_dir) / "device.img").string() : options.device_path;
+  device_options.path = options.device_path.empty()
+                            ? (fs::path(options.data_dir) / "device.img").string()
+                            : options.device_path;
   device_options.engine = options.engine;
-  if (!fs::exists(device_options.path)) throw std::runtime_error("no device at " + device_options.path);
+  if (!fs::exists(device_options.path))
+    throw std::runtime_error("no device at " + device_options.path);
   // Shared: a running server (exclusive) refuses us, and no server can start while we read.
   const detail::StoreLock lock(options.data_dir, detail::StoreLock::Kind::kShared);
   auto device = open_device(device_options);
@@ -110,13 +124,15 @@ CheckReport check_store(const StoreOptions& options) {
 
   {
     auto q = db.query("PRAGMA integrity_check");
-    for (auto row = q.step(); row.value(); row = q.step()) {  // value() throws: a failing catalog aborts check
+    for (auto row = q.step(); row.value();
+         row = q.step()) {  // value() throws: a failing catalog aborts check
       if (q.text(0) != "ok") problem(fmt::format("catalog integrity: {}", q.text(0)));
     }
   }
 
   asio::io_context context(1);
-  BufferPool& pool = BufferPool::install(context, {options.io_buffer_bytes, 2, geometry.memory_alignment_bytes});
+  BufferPool& pool =
+      BufferPool::install(context, {options.io_buffer_bytes, 2, geometry.memory_alignment_bytes});
   device->attach(context);
   auto run = [&](asio::awaitable<void> op) {
     asio::co_spawn(context, std::move(op), [](const std::exception_ptr& e) {
@@ -151,8 +167,9 @@ CheckReport check_store(const StoreOptions& options) {
     if (!sb) {
       problem("the device has no valid hots3 superblock");
     } else if (!catalog_uuid || *catalog_uuid != sb->uuid) {
-      problem("the catalog does not belong to this device (device UUID " + format_uuid(sb->uuid) + ", catalog " +
-              (catalog_uuid ? format_uuid(*catalog_uuid) : std::string("none")) + ")");
+      problem("the catalog does not belong to this device (device UUID " + format_uuid(sb->uuid) +
+              ", catalog " + (catalog_uuid ? format_uuid(*catalog_uuid) : std::string("none")) +
+              ")");
     }
   }());
 
@@ -170,44 +187,54 @@ CheckReport check_store(const StoreOptions& options) {
   // Rows that lost what they belong to. An extent without an owner is space allocated on the
   // device that nothing references: leaked until someone deletes the row.
   {
-    auto q = db.query("SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
-                      "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id "
-                      "WHERE o.id IS NULL AND p.id IS NULL");
+    auto q = db.query(
+        "SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
+        "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id "
+        "WHERE o.id IS NULL AND p.id IS NULL");
     std::uint64_t leaked = 0;
     for (auto row = q.step(); row.value(); row = q.step()) {
       leaked += q.uint64(3);
-      problem(fmt::format("extent {} (device {}+{}) belongs to no object or part (owner id {} is gone)", q.int64(0),
-                          q.uint64(2), q.uint64(3), q.int64(1)));
+      problem(
+          fmt::format("extent {} (device {}+{}) belongs to no object or part (owner id {} is gone)",
+                      q.int64(0), q.uint64(2), q.uint64(3), q.int64(1)));
     }
-    if (leaked != 0) problem(fmt::format("{} bytes of the device are allocated but unreferenced", leaked));
+    if (leaked != 0)
+      problem(fmt::format("{} bytes of the device are allocated but unreferenced", leaked));
   }
   {
-    auto q = db.query("SELECT p.id, p.upload, p.part_number FROM parts p LEFT JOIN uploads u ON u.id = p.upload "
-                      "WHERE u.id IS NULL");
+    auto q = db.query(
+        "SELECT p.id, p.upload, p.part_number FROM parts p LEFT JOIN uploads u ON u.id = p.upload "
+        "WHERE u.id IS NULL");
     for (auto row = q.step(); row.value(); row = q.step()) {
-      problem(fmt::format("part {} (number {}) belongs to upload {}, which does not exist", q.int64(0), q.int64(2),
-                          q.int64(1)));
+      problem(fmt::format("part {} (number {}) belongs to upload {}, which does not exist",
+                          q.int64(0), q.int64(2), q.int64(1)));
     }
   }
   {
-    auto q = db.query("SELECT u.upload_id, u.bucket_id FROM uploads u LEFT JOIN buckets b ON b.id = u.bucket_id "
-                      "WHERE b.id IS NULL");
+    auto q = db.query(
+        "SELECT u.upload_id, u.bucket_id FROM uploads u LEFT JOIN buckets b ON b.id = u.bucket_id "
+        "WHERE b.id IS NULL");
     for (auto row = q.step(); row.value(); row = q.step()) {
-      problem(fmt::format("upload {} is in bucket {}, which does not exist", q.text(0), q.int64(1)));
+      problem(
+          fmt::format("upload {} is in bucket {}, which does not exist", q.text(0), q.int64(1)));
     }
   }
   {
-    auto q = db.query("SELECT i.object_id FROM inline_data i LEFT JOIN objects o ON o.id = i.object_id "
-                      "WHERE o.id IS NULL");
+    auto q = db.query(
+        "SELECT i.object_id FROM inline_data i LEFT JOIN objects o ON o.id = i.object_id "
+        "WHERE o.id IS NULL");
     for (auto row = q.step(); row.value(); row = q.step()) {
       problem(fmt::format("inline data of object id {}, which does not exist", q.int64(0)));
     }
   }
   {
-    auto q = db.query("SELECT p.object_id, p.part_number FROM object_parts p LEFT JOIN objects o ON o.id = p.object_id "
-                      "WHERE o.id IS NULL");
+    auto q = db.query(
+        "SELECT p.object_id, p.part_number FROM object_parts p LEFT JOIN objects o ON o.id = "
+        "p.object_id "
+        "WHERE o.id IS NULL");
     for (auto row = q.step(); row.value(); row = q.step()) {
-      problem(fmt::format("part boundary {} of object id {}, which does not exist", q.int64(1), q.int64(0)));
+      problem(fmt::format("part boundary {} of object id {}, which does not exist", q.int64(1),
+                          q.int64(0)));
     }
   }
 
@@ -220,8 +247,10 @@ CheckReport check_store(const StoreOptions& options) {
       Extent device;
     };
     std::vector<Placed> placed;
-    auto q = db.query("SELECT id, owner_id, logical_offset, length, device_offset, device_length, checksums FROM extents "
-                      "ORDER BY owner_id, logical_offset");
+    auto q = db.query(
+        "SELECT id, owner_id, logical_offset, length, device_offset, device_length, checksums FROM "
+        "extents "
+        "ORDER BY owner_id, logical_offset");
     for (auto row = q.step(); row.value(); row = q.step()) {
       ExtentRecord e;
       e.row_id = q.int64(0);
@@ -232,29 +261,33 @@ CheckReport check_store(const StoreOptions& options) {
       report.referenced_bytes += e.device.length_bytes;
       placed.push_back({e.row_id, q.int64(1), e.device});
       if (e.device.offset_bytes % block != 0 || e.device.length_bytes % block != 0) {
-        problem(fmt::format("extent {} (device {}+{}) is not aligned to the block size {}", e.row_id,
-                            e.device.offset_bytes, e.device.length_bytes, block));
+        problem(fmt::format("extent {} (device {}+{}) is not aligned to the block size {}",
+                            e.row_id, e.device.offset_bytes, e.device.length_bytes, block));
       }
       if (e.device.offset_bytes < kDataStartBytes || e.device.end_bytes() > device_end ||
           e.device.end_bytes() < e.device.offset_bytes) {
-        problem(fmt::format("extent {} (device {}+{}) lies outside the data area [{}, {})", e.row_id,
-                            e.device.offset_bytes, e.device.length_bytes, kDataStartBytes, device_end));
+        problem(fmt::format("extent {} (device {}+{}) lies outside the data area [{}, {})",
+                            e.row_id, e.device.offset_bytes, e.device.length_bytes, kDataStartBytes,
+                            device_end));
       }
       const std::uint64_t needed = (e.length_bytes + block - 1) / block * block;
       if (e.device.length_bytes > needed) {
-        problem(fmt::format("extent {} allocates {} bytes for {} bytes of data: {} bytes unreferenced", e.row_id,
-                            e.device.length_bytes, e.length_bytes, e.device.length_bytes - needed));
+        problem(fmt::format(
+            "extent {} allocates {} bytes for {} bytes of data: {} bytes unreferenced", e.row_id,
+            e.device.length_bytes, e.length_bytes, e.device.length_bytes - needed));
       }
       by_owner[q.int64(1)].push_back(std::move(e));
     }
-    std::sort(placed.begin(), placed.end(),
-              [](const Placed& a, const Placed& b) { return a.device.offset_bytes < b.device.offset_bytes; });
+    std::sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
+      return a.device.offset_bytes < b.device.offset_bytes;
+    });
     const Placed* furthest = nullptr;  // of the extents so far, the one that ends last
     for (const Placed& p : placed) {
       if (furthest != nullptr && p.device.offset_bytes < furthest->device.end_bytes()) {
-        problem(fmt::format("extent {} (owner {}, device {}+{}) overlaps extent {} (owner {}, device {}+{})", p.id, p.owner,
-                            p.device.offset_bytes, p.device.length_bytes, furthest->id, furthest->owner,
-                            furthest->device.offset_bytes, furthest->device.length_bytes));
+        problem(fmt::format(
+            "extent {} (owner {}, device {}+{}) overlaps extent {} (owner {}, device {}+{})", p.id,
+            p.owner, p.device.offset_bytes, p.device.length_bytes, furthest->id, furthest->owner,
+            furthest->device.offset_bytes, furthest->device.length_bytes));
       }
       if (furthest == nullptr || p.device.end_bytes() > furthest->device.end_bytes()) furthest = &p;
     }
@@ -268,9 +301,11 @@ CheckReport check_store(const StoreOptions& options) {
   // Each object's and part's layout, then its data.
   std::vector<Owner> owners;
   {
-    auto q = db.query("SELECT o.id, coalesce(b.name, '#' || o.bucket_id), o.key, o.size, o.is_inline, length(i.data), "
-                      "b.id IS NULL, i.data, i.checksum FROM objects o LEFT JOIN buckets b ON b.id = o.bucket_id "
-                      "LEFT JOIN inline_data i ON i.object_id = o.id");
+    auto q = db.query(
+        "SELECT o.id, coalesce(b.name, '#' || o.bucket_id), o.key, o.size, o.is_inline, "
+        "length(i.data), "
+        "b.id IS NULL, i.data, i.checksum FROM objects o LEFT JOIN buckets b ON b.id = o.bucket_id "
+        "LEFT JOIN inline_data i ON i.object_id = o.id");
     for (auto row = q.step(); row.value(); row = q.step()) {
       const std::string what = fmt::format("object {}/{}", q.text(1), q.text(2));
       if (q.int64(6) != 0) problem(what + ": its bucket does not exist");
@@ -279,7 +314,8 @@ CheckReport check_store(const StoreOptions& options) {
         ++report.inline_objects;
         if (q.is_null(5) || q.uint64(5) != q.uint64(3)) {
           problem(what + ": inline data missing or of the wrong size");
-        } else if (q.is_null(8) || static_cast<std::uint32_t>(q.int64(8)) != block_checksum(q.blob(7))) {
+        } else if (q.is_null(8) ||
+                   static_cast<std::uint32_t>(q.int64(8)) != block_checksum(q.blob(7))) {
           problem(what + ": inline data checksum mismatch");
         }
         if (!extents.empty()) problem(what + ": inline, but it also owns extents");
@@ -289,10 +325,12 @@ CheckReport check_store(const StoreOptions& options) {
     }
   }
   {
-    auto q = db.query("SELECT p.id, coalesce(u.key, '#' || p.upload), p.part_number, p.size FROM parts p "
-                      "LEFT JOIN uploads u ON u.id = p.upload");
+    auto q = db.query(
+        "SELECT p.id, coalesce(u.key, '#' || p.upload), p.part_number, p.size FROM parts p "
+        "LEFT JOIN uploads u ON u.id = p.upload");
     for (auto row = q.step(); row.value(); row = q.step()) {
-      owners.push_back({fmt::format("upload of {} part {}", q.text(1), q.int64(2)), q.uint64(3), take_extents(q.int64(0))});
+      owners.push_back({fmt::format("upload of {} part {}", q.text(1), q.int64(2)), q.uint64(3),
+                        take_extents(q.int64(0))});
     }
   }
   for (const Owner& owner : owners) check_layout(owner, report);

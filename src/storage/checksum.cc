@@ -1,8 +1,8 @@
 #include "hots3/storage/checksum.h"
 
-#include <xxhash.h>
-
 #include "hots3/storage/format.h"
+
+#include <xxhash.h>
 
 namespace hots3::storage {
 
@@ -12,14 +12,16 @@ std::uint32_t block_checksum(std::span<const std::byte> data) noexcept {
 
 void append_block_checksums(std::span<const std::byte> data, std::vector<std::uint32_t>& out) {
   for (std::size_t at = 0; at < data.size(); at += kChecksumBlockBytes) {
-    out.push_back(block_checksum(data.subspan(at, std::min<std::size_t>(kChecksumBlockBytes, data.size() - at))));
+    out.push_back(block_checksum(
+        data.subspan(at, std::min<std::size_t>(kChecksumBlockBytes, data.size() - at))));
   }
 }
 
 std::string encode_checksums(std::span<const std::uint32_t> sums) {
   std::string blob(sums.size() * 4, '\0');
   for (std::size_t i = 0; i < sums.size(); ++i) {
-    for (std::size_t b = 0; b < 4; ++b) blob[i * 4 + b] = static_cast<char>((sums[i] >> (8 * b)) & 0xff);
+    for (std::size_t b = 0; b < 4; ++b)
+      blob[i * 4 + b] = static_cast<char>((sums[i] >> (8 * b)) & 0xff);
   }
   return blob;
 }
@@ -28,7 +30,8 @@ std::vector<std::uint32_t> decode_checksums(std::span<const std::byte> blob) {
   std::vector<std::uint32_t> sums(blob.size() / 4);
   for (std::size_t i = 0; i < sums.size(); ++i) {
     std::uint32_t v = 0;
-    for (std::size_t b = 4; b-- > 0;) v = (v << 8) | std::to_integer<std::uint32_t>(blob[i * 4 + b]);
+    for (std::size_t b = 4; b-- > 0;)
+      v = (v << 8) | std::to_integer<std::uint32_t>(blob[i * 4 + b]);
     sums[i] = v;
   }
   return sums;

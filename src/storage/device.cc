@@ -1,21 +1,21 @@
 #include "hots3/storage/device.h"
 
-#include <fcntl.h>
-#include <linux/fs.h>
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+#include "hots3/common/units.h"
+
 #include <liburing.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <linux/fs.h>
+#include <stdexcept>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <stdexcept>
-
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
-#include "hots3/common/units.h"
 
 #ifndef STATX_DIOALIGN
 #define STATX_DIOALIGN 0x00002000U
@@ -36,8 +36,9 @@ void read_dio_alignment(int fd, DeviceGeometry& geometry) {
   std::uint32_t offset_align = 0;
   std::uint32_t memory_align = 0;
   struct statx st {};
-  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &st) == 0 && (st.stx_mask & STATX_DIOALIGN) != 0 &&
-      st.stx_dio_mem_align != 0 && st.stx_dio_offset_align != 0) {
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &st) == 0 &&
+      (st.stx_mask & STATX_DIOALIGN) != 0 && st.stx_dio_mem_align != 0 &&
+      st.stx_dio_offset_align != 0) {
     offset_align = st.stx_dio_offset_align;
     memory_align = st.stx_dio_mem_align;
   }
@@ -72,10 +73,12 @@ bool Device::is_valid_io(std::uint64_t offset_bytes, std::uint64_t length_bytes,
   const auto block = geometry_.block_size_bytes;
   return length_bytes > 0 && offset_bytes % block == 0 && length_bytes % block == 0 &&
          reinterpret_cast<std::uintptr_t>(address) % geometry_.memory_alignment_bytes == 0 &&
-         offset_bytes <= geometry_.size_bytes && length_bytes <= geometry_.size_bytes - offset_bytes;
+         offset_bytes <= geometry_.size_bytes &&
+         length_bytes <= geometry_.size_bytes - offset_bytes;
 }
 
-void Device::check_io(std::uint64_t offset_bytes, std::uint64_t length_bytes, const void* address) const {
+void Device::check_io(std::uint64_t offset_bytes, std::uint64_t length_bytes,
+                      const void* address) const {
   H3_ASSERT(is_valid_io(offset_bytes, length_bytes, address),
             "device I/O outside the device or not aligned to its geometry");
 }
@@ -94,7 +97,8 @@ std::unique_ptr<Device> open_device(const DeviceOptions& options) {
   const bool exists = ::stat(options.path.c_str(), &st) == 0;
   geometry.block_device = exists && S_ISBLK(st.st_mode);
   if (exists && !geometry.block_device && !S_ISREG(st.st_mode)) {
-    throw std::runtime_error("device " + options.path + " is neither a block device nor a regular file");
+    throw std::runtime_error("device " + options.path +
+                             " is neither a block device nor a regular file");
   }
   int flags = O_RDWR | O_DIRECT | O_CLOEXEC;
   if (!exists) flags |= O_CREAT | O_EXCL;
@@ -110,13 +114,15 @@ std::unique_ptr<Device> open_device(const DeviceOptions& options) {
   try {
     if (geometry.block_device) {
       std::uint64_t size = 0;
-      if (::ioctl(fd, BLKGETSIZE64, &size) != 0) throw system_failure("BLKGETSIZE64 on", options.path);
+      if (::ioctl(fd, BLKGETSIZE64, &size) != 0)
+        throw system_failure("BLKGETSIZE64 on", options.path);
       geometry.size_bytes = size;
     } else if (!exists || st.st_size == 0) {
-      const std::uint64_t size = options.create_size_bytes != 0 ? options.create_size_bytes
-                                                                : automatic_size(options.path);
+      const std::uint64_t size =
+          options.create_size_bytes != 0 ? options.create_size_bytes : automatic_size(options.path);
       // Sparse: blocks are allocated as data is written.
-      if (::ftruncate(fd, static_cast<off_t>(size)) != 0) throw system_failure("cannot size device file", options.path);
+      if (::ftruncate(fd, static_cast<off_t>(size)) != 0)
+        throw system_failure("cannot size device file", options.path);
       geometry.size_bytes = size;
       log::info("created device file {} ({}, sparse)", options.path, format_size(size));
     } else {
@@ -134,11 +140,13 @@ std::unique_ptr<Device> open_device(const DeviceOptions& options) {
   if (uring_available()) return make_uring_device(fd, std::move(geometry));
   if (options.engine == Engine::kUring) {
     ::close(fd);
-    throw std::runtime_error("io_uring is not available here (io_uring_setup refused) and "
-                             "storage.io_engine = \"io_uring\" was asked for");
+    throw std::runtime_error(
+        "io_uring is not available here (io_uring_setup refused) and "
+        "storage.io_engine = \"io_uring\" was asked for");
   }
-  log::warn("io_uring is not available here (io_uring_setup refused, e.g. by a container's "
-            "seccomp profile); using the thread-pool pread/pwrite device instead");
+  log::warn(
+      "io_uring is not available here (io_uring_setup refused, e.g. by a container's "
+      "seccomp profile); using the thread-pool pread/pwrite device instead");
   return make_posix_device(fd, std::move(geometry));
 }
 

@@ -1,8 +1,8 @@
 #include "hots3/storage/extent_allocator.h"
 
-#include <algorithm>
-
 #include "hots3/common/assert.h"
+
+#include <algorithm>
 
 namespace hots3::storage {
 
@@ -42,8 +42,8 @@ void ExtentAllocator::insert_free(std::uint64_t offset, std::uint64_t length) {
   free_bytes_ += end - begin;
 }
 
-void ExtentAllocator::take(std::map<std::uint64_t, std::uint64_t>::iterator it, std::uint64_t length,
-                           ExtentList& out) {
+void ExtentAllocator::take(std::map<std::uint64_t, std::uint64_t>::iterator it,
+                           std::uint64_t length, ExtentList& out) {
   const std::uint64_t offset = it->first;
   const std::uint64_t have = it->second;
   H3_ASSERT(length <= have);
@@ -79,7 +79,8 @@ Result<ExtentList> ExtentAllocator::allocate(std::uint64_t length_bytes, Placeme
     take(by_offset_.find(largest->second), n, out);
     left -= n;
   }
-  std::sort(out.begin(), out.end(), [](const Extent& a, const Extent& b) { return a.offset_bytes < b.offset_bytes; });
+  std::sort(out.begin(), out.end(),
+            [](const Extent& a, const Extent& b) { return a.offset_bytes < b.offset_bytes; });
   return out;
 }
 
@@ -102,22 +103,25 @@ bool ExtentAllocator::allocate_at(std::uint64_t offset_bytes, std::uint64_t leng
 void ExtentAllocator::release(std::span<const Extent> extents) {
   std::lock_guard lock(mutex_);
   for (const Extent& e : extents) {
-    H3_ASSERT(e.length_bytes > 0 && e.offset_bytes % unit_bytes_ == 0 && e.length_bytes % unit_bytes_ == 0 &&
-                  e.offset_bytes >= start_bytes_ && e.end_bytes() <= end_bytes_,
+    H3_ASSERT(e.length_bytes > 0 && e.offset_bytes % unit_bytes_ == 0 &&
+                  e.length_bytes % unit_bytes_ == 0 && e.offset_bytes >= start_bytes_ &&
+                  e.end_bytes() <= end_bytes_,
               "release of an extent the allocator does not manage");
     insert_free(e.offset_bytes, e.length_bytes);
   }
 }
 
 Result<void> ExtentAllocator::build_from_used(std::vector<Extent> used) {
-  std::sort(used.begin(), used.end(), [](const Extent& a, const Extent& b) { return a.offset_bytes < b.offset_bytes; });
+  std::sort(used.begin(), used.end(),
+            [](const Extent& a, const Extent& b) { return a.offset_bytes < b.offset_bytes; });
   std::lock_guard lock(mutex_);
   by_offset_.clear();
   by_length_.clear();
   free_bytes_ = 0;
   std::uint64_t cursor = start_bytes_;
   for (const Extent& e : used) {
-    if (e.offset_bytes < cursor || e.end_bytes() > end_bytes_ || e.length_bytes == 0) return errc::kCorrupt;
+    if (e.offset_bytes < cursor || e.end_bytes() > end_bytes_ || e.length_bytes == 0)
+      return errc::kCorrupt;
     if (e.offset_bytes > cursor) insert_free(cursor, e.offset_bytes - cursor);
     cursor = e.end_bytes();
   }

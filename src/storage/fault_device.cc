@@ -26,7 +26,8 @@ void FaultDevice::apply(std::uint64_t offset, std::span<const std::byte> data) {
   for (std::uint64_t at = 0; at < data.size(); at += kSector) {
     auto& sector = sectors_[(offset + at) / kSector];
     sector.assign(data.begin() + static_cast<std::ptrdiff_t>(at),
-                  data.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(at + kSector, data.size())));
+                  data.begin() + static_cast<std::ptrdiff_t>(
+                                     std::min<std::uint64_t>(at + kSector, data.size())));
     sector.resize(kSector);
   }
 }
@@ -48,12 +49,15 @@ asio::awaitable<Result<void>> FaultDevice::read(std::uint64_t offset, std::span<
   for (const PendingWrite& w : pending_) {
     const std::uint64_t begin = std::max(offset, w.offset);
     const std::uint64_t end = std::min(offset + buffer.size(), w.offset + w.data.size());
-    if (begin < end) std::memcpy(buffer.data() + (begin - offset), w.data.data() + (begin - w.offset), end - begin);
+    if (begin < end)
+      std::memcpy(buffer.data() + (begin - offset), w.data.data() + (begin - w.offset),
+                  end - begin);
   }
   co_return Result<void>{};
 }
 
-asio::awaitable<Result<void>> FaultDevice::write(std::uint64_t offset, std::span<const std::byte> data) {
+asio::awaitable<Result<void>> FaultDevice::write(std::uint64_t offset,
+                                                 std::span<const std::byte> data) {
   check_io(offset, data.size(), data.data());
   std::vector<std::byte> copy(data.begin(), data.end());  // the caller may reuse its buffer
   co_await asio::post(asio::use_awaitable);
@@ -80,8 +84,11 @@ void FaultDevice::crash(Crash mode, std::uint32_t seed) {
   std::mt19937 random(seed);
   for (const PendingWrite& w : pending_) {
     switch (mode) {
-      case Crash::kLoseUnflushed: break;
-      case Crash::kKeepUnflushed: apply(w.offset, w.data); break;
+      case Crash::kLoseUnflushed:
+        break;
+      case Crash::kKeepUnflushed:
+        apply(w.offset, w.data);
+        break;
       case Crash::kTearUnflushed: {
         const std::uint64_t sectors = w.data.size() / kSector;
         const std::uint64_t kept = std::uniform_int_distribution<std::uint64_t>(0, sectors)(random);
@@ -91,7 +98,8 @@ void FaultDevice::crash(Crash mode, std::uint32_t seed) {
       case Crash::kScatterUnflushed: {
         for (std::uint64_t at = 0; at < w.data.size(); at += kSector) {
           if (std::bernoulli_distribution(0.5)(random)) {
-            apply(w.offset + at, std::span(w.data).subspan(at, std::min<std::uint64_t>(kSector, w.data.size() - at)));
+            apply(w.offset + at, std::span(w.data).subspan(
+                                     at, std::min<std::uint64_t>(kSector, w.data.size() - at)));
           }
         }
         break;

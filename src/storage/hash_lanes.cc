@@ -1,11 +1,11 @@
 #include "hash_lanes.h"
 
+#include "hots3/common/logging.h"
+
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
 #include <vector>
-
-#include "hots3/common/logging.h"
 
 namespace hots3::storage::detail {
 
@@ -29,10 +29,12 @@ class LanesService final : public asio::execution_context::service {
 
 }  // namespace
 
-HashLanes& HashLanes::of(asio::io_context& context) { return asio::use_service<LanesService>(context).lanes; }
+HashLanes& HashLanes::of(asio::io_context& context) {
+  return asio::use_service<LanesService>(context).lanes;
+}
 
-void HashLanes::submit(std::shared_ptr<Md5> stream, std::span<const std::byte> data, std::shared_ptr<const void> keep,
-                       std::function<void()> done) {
+void HashLanes::submit(std::shared_ptr<Md5> stream, std::span<const std::byte> data,
+                       std::shared_ptr<const void> keep, std::function<void()> done) {
   if (shut_down_) return;
   jobs_.push_back({std::move(stream), data, std::move(keep), std::move(done)});
   schedule();
@@ -50,7 +52,8 @@ void HashLanes::pass() {
   // The first job of every stream, in submission order.
   std::vector<Job*> first;
   for (Job& job : jobs_) {
-    if (std::none_of(first.begin(), first.end(), [&](const Job* j) { return j->stream == job.stream; })) {
+    if (std::none_of(first.begin(), first.end(),
+                     [&](const Job* j) { return j->stream == job.stream; })) {
       first.push_back(&job);
     }
   }
@@ -87,7 +90,8 @@ void HashLanes::pass() {
 void HashLanes::shut_down() noexcept {
   shut_down_ = true;
   if (stats_.passes > 0) {
-    log::debug("MD5 lanes: {} buffers hashed in {} passes ({:.2f} streams per pass)", stats_.jobs, stats_.passes,
+    log::debug("MD5 lanes: {} buffers hashed in {} passes ({:.2f} streams per pass)", stats_.jobs,
+               stats_.passes,
                static_cast<double>(stats_.jobs) / static_cast<double>(stats_.passes));
   }
   auto jobs = std::move(jobs_);

@@ -10,14 +10,14 @@
 // queued, so the buffers that its other streams fill meanwhile are hashed in the same pass.
 // One stream's buffers are hashed in order, one per pass.
 
+#include "hots3/common/md5.h"
+
 #include <boost/asio/io_context.hpp>
 
 #include <deque>
 #include <functional>
 #include <memory>
 #include <span>
-
-#include "hots3/common/md5.h"
 
 namespace hots3::storage::detail {
 
@@ -30,8 +30,8 @@ class HashLanes {
 
   // Hashes `data` into `*stream` after everything submitted for it before, then calls `done`
   // on the worker. `keep` owns the bytes (and `stream`) until then.
-  void submit(std::shared_ptr<Md5> stream, std::span<const std::byte> data, std::shared_ptr<const void> keep,
-              std::function<void()> done);
+  void submit(std::shared_ptr<Md5> stream, std::span<const std::byte> data,
+              std::shared_ptr<const void> keep, std::function<void()> done);
 
   // A writer that will submit joins before its first buffer and leaves when it is done; a pass
   // waits (a few turns of the event loop at most) for the buffers of streams that have joined.

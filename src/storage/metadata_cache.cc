@@ -1,13 +1,15 @@
 #include "metadata_cache.h"
 
-#include <functional>
+#include "store_impl.h"
 
 #include "hots3/common/assert.h"
-#include "store_impl.h"
+
+#include <functional>
 
 namespace hots3::storage::detail {
 
-MetadataCache::MetadataCache(std::uint64_t capacity_bytes) : capacity_bytes_per_shard_(capacity_bytes / kShards) {}
+MetadataCache::MetadataCache(std::uint64_t capacity_bytes)
+    : capacity_bytes_per_shard_(capacity_bytes / kShards) {}
 
 std::string MetadataCache::id_of(std::int64_t bucket_id, std::string_view key) {
   std::string id = std::to_string(bucket_id);
@@ -16,7 +18,9 @@ std::string MetadataCache::id_of(std::int64_t bucket_id, std::string_view key) {
   return id;
 }
 
-std::size_t MetadataCache::hash_of(std::string_view id) noexcept { return std::hash<std::string_view>{}(id); }
+std::size_t MetadataCache::hash_of(std::string_view id) noexcept {
+  return std::hash<std::string_view>{}(id);
+}
 
 namespace {
 // False for an inline object read without its bytes (by HEAD).
@@ -25,9 +29,8 @@ bool complete(const std::shared_ptr<const ObjectRecord>& record) {
 }
 }  // namespace
 
-std::variant<std::shared_ptr<const ObjectRecord>, MetadataCache::Miss> MetadataCache::find(std::int64_t bucket_id,
-                                                                                         std::string_view key,
-                                                                                         bool with_data) {
+std::variant<std::shared_ptr<const ObjectRecord>, MetadataCache::Miss> MetadataCache::find(
+    std::int64_t bucket_id, std::string_view key, bool with_data) {
   const std::string id = id_of(bucket_id, key);
   const std::size_t hash = hash_of(id);
   Shard& s = shard_of(hash);
@@ -42,12 +45,14 @@ std::variant<std::shared_ptr<const ObjectRecord>, MetadataCache::Miss> MetadataC
   return it->second->record;
 }
 
-std::uint64_t MetadataCache::bytes_of(const std::string& id, const std::shared_ptr<const ObjectRecord>& record) {
+std::uint64_t MetadataCache::bytes_of(const std::string& id,
+                                      const std::shared_ptr<const ObjectRecord>& record) {
   std::uint64_t bytes = 128 + id.size();
   if (record) {
     bytes += sizeof(ObjectRecord) + record->key.size() + record->etag.size() +
              (record->inline_data ? record->inline_data->size() : 0);
-    for (const auto& [name, value] : record->user_metadata) bytes += name.size() + value.size() + 64;
+    for (const auto& [name, value] : record->user_metadata)
+      bytes += name.size() + value.size() + 64;
   }
   return bytes;
 }
@@ -73,11 +78,12 @@ void MetadataCache::store(Shard& s, Lru& incoming, Index::iterator existing) {
   s.lru.splice(s.lru.begin(), incoming, incoming.begin());
   s.index.emplace(Key{s.lru.front().key, s.lru.front().hash}, s.lru.begin());
   s.bytes += s.lru.front().bytes;
-  while (s.bytes > capacity_bytes_per_shard_ && !s.lru.empty()) unlink(s, std::prev(s.lru.end()), incoming);
+  while (s.bytes > capacity_bytes_per_shard_ && !s.lru.empty())
+    unlink(s, std::prev(s.lru.end()), incoming);
 }
 
-void MetadataCache::insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record,
-                           Miss miss) {
+void MetadataCache::insert(std::int64_t bucket_id, std::string_view key,
+                           std::shared_ptr<const ObjectRecord> record, Miss miss) {
   if (capacity_bytes_per_shard_ == 0) return;
   // Declared before the lock: what it displaces is freed after the unlock.
   Lru incoming = entry_of(bucket_id, key, std::move(record));
@@ -115,7 +121,8 @@ void MetadataCache::invalidate(std::int64_t bucket_id, std::string_view key) {
   Shard& s = shard_of(hash);
   std::lock_guard lock(s.mutex);
   ++s.generation;
-  if (const auto it = s.index.find(Key{id, hash}); it != s.index.end()) unlink(s, it->second, dropped);
+  if (const auto it = s.index.find(Key{id, hash}); it != s.index.end())
+    unlink(s, it->second, dropped);
 }
 
 MetadataCache::Stats MetadataCache::stats() {

@@ -2,6 +2,8 @@
 
 // Private to src/storage: object records by (bucket, key) in front of the catalog.
 
+#include "hots3/storage/catalog.h"
+
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include <array>
@@ -12,8 +14,6 @@
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include "hots3/storage/catalog.h"
 
 namespace hots3::storage::detail {
 
@@ -40,11 +40,13 @@ class MetadataCache {
   };
   // The cached record, or what insert() needs after the caller read the catalog. With
   // `with_data`, an inline object cached without its bytes is a miss.
-  std::variant<std::shared_ptr<const ObjectRecord>, Miss> find(std::int64_t bucket_id, std::string_view key,
+  std::variant<std::shared_ptr<const ObjectRecord>, Miss> find(std::int64_t bucket_id,
+                                                               std::string_view key,
                                                                bool with_data);
   // Caches `record` (nullptr: "no such key") unless the key changed since find(); replaces a
   // record cached without its inline bytes by one with them.
-  void insert(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record, Miss miss);
+  void insert(std::int64_t bucket_id, std::string_view key,
+              std::shared_ptr<const ObjectRecord> record, Miss miss);
 
   // A write-through, made ready by the writer's own thread (the cache key, its hash, the
   // entry's memory) so that put(), on the catalog's syncer, only links it in. put() leaves what
@@ -86,7 +88,9 @@ class MetadataCache {
     std::size_t operator()(const Key& k) const noexcept { return k.hash; }
   };
   struct KeyEq {
-    bool operator()(const Key& a, const Key& b) const noexcept { return a.hash == b.hash && a.id == b.id; }
+    bool operator()(const Key& a, const Key& b) const noexcept {
+      return a.hash == b.hash && a.id == b.id;
+    }
   };
   using Index = boost::unordered_flat_map<Key, Lru::iterator, KeyHash, KeyEq>;
   struct Shard {
@@ -101,9 +105,11 @@ class MetadataCache {
   static constexpr std::size_t kShards = 16;
   static std::string id_of(std::int64_t bucket_id, std::string_view key);
   static std::size_t hash_of(std::string_view id) noexcept;
-  static std::uint64_t bytes_of(const std::string& id, const std::shared_ptr<const ObjectRecord>& record);
+  static std::uint64_t bytes_of(const std::string& id,
+                                const std::shared_ptr<const ObjectRecord>& record);
   // A list of one entry, ready to be spliced into a shard.
-  static Lru entry_of(std::int64_t bucket_id, std::string_view key, std::shared_ptr<const ObjectRecord> record);
+  static Lru entry_of(std::int64_t bucket_id, std::string_view key,
+                      std::shared_ptr<const ObjectRecord> record);
   Shard& shard_of(std::size_t hash) noexcept { return shards_[hash % kShards]; }
   // With the shard's mutex held. unlink: moves `entry` out of the shard to the end of `into`.
   // store: links the one entry of `incoming` in as the most recent, in place of `existing`

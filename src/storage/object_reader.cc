@@ -3,17 +3,18 @@
 // ahead of the caller. Every block read from the device is verified against its checksum
 // before any of it is handed out.
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/this_coro.hpp>
-
-#include <deque>
+#include "store_impl.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
 #include "hots3/storage/checksum.h"
 #include "hots3/storage/format.h"
-#include "store_impl.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <deque>
 
 namespace hots3::storage::detail {
 namespace {
@@ -41,7 +42,9 @@ struct ReadState {
   std::shared_ptr<const LayoutCache::Layout> shared_rows;
   std::vector<ExtentRecord> own_rows;
 
-  [[nodiscard]] const std::vector<ExtentRecord>& rows() const { return shared_rows ? *shared_rows : own_rows; }
+  [[nodiscard]] const std::vector<ExtentRecord>& rows() const {
+    return shared_rows ? *shared_rows : own_rows;
+  }
 };
 
 struct SegmentResult {
@@ -70,16 +73,20 @@ struct Segment {
 
 // Verifies `data` (device bytes of `row` starting at relative offset `relative`, a multiple of
 // the checksum block) against the row's checksums.
-error_code verify(const ReadState& st, const ExtentRecord& row, std::uint64_t relative, std::span<const std::byte> data) {
+error_code verify(const ReadState& st, const ExtentRecord& row, std::uint64_t relative,
+                  std::span<const std::byte> data) {
   for (std::uint64_t at = 0; at < data.size(); at += kChecksumBlockBytes) {
     const std::uint64_t block_offset = relative + at;
     if (block_offset >= row.length_bytes) break;  // padding after the data
     const std::uint64_t block = block_offset / kChecksumBlockBytes;
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChecksumBlockBytes, row.length_bytes - block_offset));
-    if (block >= row.checksums.size() || block_checksum(data.subspan(static_cast<std::size_t>(at), n)) != row.checksums[block]) {
-      log::error("checksum mismatch: object {} (version {}) at device offset {}: stored data is damaged; "
-                 "nothing of it is returned",
-                 st.object().key, st.object().id, row.device.offset_bytes + block_offset);
+    const std::size_t n = static_cast<std::size_t>(
+        std::min<std::uint64_t>(kChecksumBlockBytes, row.length_bytes - block_offset));
+    if (block >= row.checksums.size() ||
+        block_checksum(data.subspan(static_cast<std::size_t>(at), n)) != row.checksums[block]) {
+      log::error(
+          "checksum mismatch: object {} (version {}) at device offset {}: stored data is damaged; "
+          "nothing of it is returned",
+          st.object().key, st.object().id, row.device.offset_bytes + block_offset);
       return errc::kChecksumMismatch;
     }
   }
@@ -87,8 +94,9 @@ error_code verify(const ReadState& st, const ExtentRecord& row, std::uint64_t re
 }
 
 asio::awaitable<void> read_one(std::shared_ptr<ReadState> st, std::shared_ptr<Pipeline> pipeline,
-                               std::shared_ptr<SegmentResult> result, std::size_t row_index, std::uint64_t relative,
-                               std::span<std::byte> target, bool cacheable) {
+                               std::shared_ptr<SegmentResult> result, std::size_t row_index,
+                               std::uint64_t relative, std::span<std::byte> target,
+                               bool cacheable) {
   const ExtentRecord& row = st->rows()[row_index];
   auto read = co_await st->core.device->read(row.device.offset_bytes + relative, target);
   error_code ec = read ? error_code{} : read.error();
@@ -98,7 +106,8 @@ asio::awaitable<void> read_one(std::shared_ptr<ReadState> st, std::shared_ptr<Pi
     for (std::uint64_t at = 0; at < target.size(); at += kChunk) {
       const std::uint64_t chunk_offset = relative + at;
       if (chunk_offset >= row.length_bytes) break;
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, row.length_bytes - chunk_offset));
+      const std::size_t n = static_cast<std::size_t>(
+          std::min<std::uint64_t>(kChunk, row.length_bytes - chunk_offset));
       st->core.cache->insert({st->object().id, row.device.offset_bytes + chunk_offset},
                              target.subspan(static_cast<std::size_t>(at), n));
     }
@@ -111,14 +120,17 @@ asio::awaitable<void> read_one(std::shared_ptr<ReadState> st, std::shared_ptr<Pi
 class ReaderImpl final : public ObjectReader {
  public:
   ReaderImpl(std::shared_ptr<ReadState> st, BufferPool& pool, asio::any_io_executor executor)
-      : st_(std::move(st)), pool_(pool), pipeline_(std::make_shared<Pipeline>(std::move(executor))) {
+      : st_(std::move(st)),
+        pool_(pool),
+        pipeline_(std::make_shared<Pipeline>(std::move(executor))) {
     end_ = st_->object().size_bytes;
   }
 
   const ObjectRecord& object() const noexcept override { return st_->object(); }
 
   void set_range(std::uint64_t offset, std::uint64_t length) override {
-    H3_ASSERT(!started_ && offset <= st_->object().size_bytes && length <= st_->object().size_bytes - offset,
+    H3_ASSERT(!started_ && offset <= st_->object().size_bytes &&
+                  length <= st_->object().size_bytes - offset,
               "set_range outside the object or after reading began");
     planned_ = delivered_ = offset;
     end_ = offset + length;
@@ -129,8 +141,9 @@ class ReaderImpl final : public ObjectReader {
     current_ = Segment{};  // the previous piece's buffer or cache block goes back
     if (delivered_ >= end_) co_return std::span<const std::byte>{};
     if (st_->object().inline_data) {
-      const auto piece = std::as_bytes(std::span(*st_->object().inline_data)).subspan(static_cast<std::size_t>(delivered_),
-                                                                             static_cast<std::size_t>(end_ - delivered_));
+      const auto piece = std::as_bytes(std::span(*st_->object().inline_data))
+                             .subspan(static_cast<std::size_t>(delivered_),
+                                      static_cast<std::size_t>(end_ - delivered_));
       delivered_ = end_;
       co_return piece;
     }
@@ -153,7 +166,8 @@ class ReaderImpl final : public ObjectReader {
     // Rows are in logical order; readers mostly move forward, so start from the last one.
     const auto& rows = st_->rows();
     if (row_hint_ >= rows.size() || rows[row_hint_].logical_offset_bytes > logical) row_hint_ = 0;
-    while (row_hint_ + 1 < rows.size() && rows[row_hint_ + 1].logical_offset_bytes <= logical) ++row_hint_;
+    while (row_hint_ + 1 < rows.size() && rows[row_hint_ + 1].logical_offset_bytes <= logical)
+      ++row_hint_;
     return row_hint_;
   }
 
@@ -176,7 +190,8 @@ class ReaderImpl final : public ObjectReader {
       Segment segment;
       segment.begin = planned_;
       segment.result = std::make_shared<SegmentResult>();
-      if (CacheRef hit = st_->core.cache->lookup({st_->object().id, row.device.offset_bytes + chunk})) {
+      if (CacheRef hit =
+              st_->core.cache->lookup({st_->object().id, row.device.offset_bytes + chunk})) {
         segment.end = std::min(end_, row.logical_offset_bytes + chunk + hit.bytes().size());
         segment.skip = static_cast<std::size_t>(relative - chunk);
         segment.cached = std::move(hit);
@@ -195,22 +210,26 @@ class ReaderImpl final : public ObjectReader {
       } else {
         break;  // the pool is busy: keep what is queued
       }
-      const std::uint64_t wanted_end = std::min(end_, row_end) - row.logical_offset_bytes;  // relative
+      const std::uint64_t wanted_end =
+          std::min(end_, row_end) - row.logical_offset_bytes;  // relative
       std::uint64_t read_begin;
       std::uint64_t read_end;
       bool cacheable;
-      if (wanted_end - chunk < std::min<std::uint64_t>(kChunk, row.length_bytes - chunk) || relative != chunk) {
+      if (wanted_end - chunk < std::min<std::uint64_t>(kChunk, row.length_bytes - chunk) ||
+          relative != chunk) {
         // Partial chunk: only the blocks asked for.
         read_begin = relative - relative % kChecksumBlockBytes;
         read_end = std::min(wanted_end, chunk + kChunk);
         cacheable = false;
       } else {
         read_begin = chunk;
-        read_end = std::min({row.length_bytes, chunk + buffer.size(), round_up(wanted_end, kChunk)});
+        read_end =
+            std::min({row.length_bytes, chunk + buffer.size(), round_up(wanted_end, kChunk)});
         cacheable = true;
       }
       const std::uint64_t device_length =
-          std::min(round_up(read_end - read_begin, kChecksumBlockBytes), row.device.length_bytes - read_begin);
+          std::min(round_up(read_end - read_begin, kChecksumBlockBytes),
+                   row.device.length_bytes - read_begin);
       H3_ASSERT(device_length <= buffer.size());
       if (row.checksums.empty() && row.length_bytes > 0) {
         H3_ASSERT(!st_->shared_rows, "a cached layout without checksums");
@@ -223,7 +242,8 @@ class ReaderImpl final : public ObjectReader {
       segment.result->buffer = std::move(buffer);
       pipeline_->started();
       asio::co_spawn(pipeline_->executor(),
-                     read_one(st_, pipeline_, segment.result, r, read_begin, target, cacheable), asio::detached);
+                     read_one(st_, pipeline_, segment.result, r, read_begin, target, cacheable),
+                     asio::detached);
       planned_ = segment.end;
       queue_.push_back(std::move(segment));
     }
@@ -265,8 +285,10 @@ error_code readable(const ObjectRecord& object) {
 
 }  // namespace
 
-asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core, BufferPool& pool,
-                                                                    std::int64_t bucket_id, std::string key) {
+asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core,
+                                                                   BufferPool& pool,
+                                                                   std::int64_t bucket_id,
+                                                                   std::string key) {
   // The epoch is entered before the lookup: whatever version the lookup finds stays readable.
   auto st = std::make_shared<ReadState>(core);
   H3_CO_TRY(st->record, lookup_object(core, bucket_id, key));
@@ -330,8 +352,10 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
           if (auto ec = readable(*st->record)) co_return ec;
           rows = std::move(layout->extents);
           if (!st->record->inline_data && !rows_cover(rows, st->record->size_bytes)) {
-            log::error("catalog: the extents of object {} (version {}) do not cover its {} bytes: run `hots3 check`",
-                       st->record->key, st->record->id, st->record->size_bytes);
+            log::error(
+                "catalog: the extents of object {} (version {}) do not cover its {} bytes: run "
+                "`hots3 check`",
+                st->record->key, st->record->id, st->record->size_bytes);
             co_return errc::kCorrupt;
           }
         }
@@ -347,7 +371,8 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
     }
   }
   auto executor = co_await asio::this_coro::executor;
-  co_return std::unique_ptr<ObjectReader>(std::make_unique<ReaderImpl>(std::move(st), pool, std::move(executor)));
+  co_return std::unique_ptr<ObjectReader>(
+      std::make_unique<ReaderImpl>(std::move(st), pool, std::move(executor)));
 }
 
 }  // namespace hots3::storage::detail

@@ -1,5 +1,14 @@
 #include "hots3/storage/object_store.h"
 
+#include "metadata_cache.h"
+#include "store_impl.h"
+#include "store_lock.h"
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+#include "hots3/common/units.h"
+#include "hots3/storage/format.h"
+
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -13,14 +22,6 @@
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
-
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
-#include "hots3/common/units.h"
-#include "hots3/storage/format.h"
-#include "metadata_cache.h"
-#include "store_impl.h"
-#include "store_lock.h"
 
 namespace hots3::storage {
 
@@ -58,7 +59,9 @@ asio::awaitable<void> Pipeline::wait_any() {
   co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
       [this](auto handler) {
         H3_ASSERT(!waiter_, "two waiters on one stream");
-        waiter_ = [h = std::make_shared<decltype(handler)>(std::move(handler))]() mutable { (*h)(); };
+        waiter_ = [h = std::make_shared<decltype(handler)>(std::move(handler))]() mutable {
+          (*h)();
+        };
       },
       asio::use_awaitable);
 }
@@ -72,7 +75,9 @@ asio::awaitable<void> Pipeline::wait_below(unsigned limit) {
 namespace {
 
 std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 Result<void> check_condition(const WriteCondition& c, const std::optional<ObjectRecord>& current) {
@@ -80,7 +85,8 @@ Result<void> check_condition(const WriteCondition& c, const std::optional<Object
   if (c.if_match) {
     if (!current) return errc::kNotFound;
     std::string_view tag = *c.if_match;
-    if (tag.size() >= 2 && tag.front() == '"' && tag.back() == '"') tag = tag.substr(1, tag.size() - 2);
+    if (tag.size() >= 2 && tag.front() == '"' && tag.back() == '"')
+      tag = tag.substr(1, tag.size() - 2);
     if (tag != "*" && tag != current->etag) return errc::kPreconditionFailed;
   }
   return {};
@@ -113,7 +119,8 @@ Result<void> run_blocking(Device& device, Op op) {
 
 // An aligned block of memory for start-up I/O.
 struct AlignedBlock {
-  explicit AlignedBlock(std::size_t n) : data(static_cast<std::byte*>(std::aligned_alloc(4096, n))), size(n) {
+  explicit AlignedBlock(std::size_t n)
+      : data(static_cast<std::byte*>(std::aligned_alloc(4096, n))), size(n) {
     std::memset(data, 0, n);
   }
   ~AlignedBlock() { std::free(data); }
@@ -176,11 +183,13 @@ class StoreImpl final : public ObjectStore {
     std::vector<BucketRecord> out;
     std::shared_lock lock(buckets_mutex_);
     for (const auto& [name, b] : buckets_) out.push_back(b);
-    std::sort(out.begin(), out.end(), [](const BucketRecord& a, const BucketRecord& b) { return a.name < b.name; });
+    std::sort(out.begin(), out.end(),
+              [](const BucketRecord& a, const BucketRecord& b) { return a.name < b.name; });
     return out;
   }
 
-  asio::awaitable<Result<BucketRecord>> create_bucket(std::string name, std::string owner) override {
+  asio::awaitable<Result<BucketRecord>> create_bucket(std::string name,
+                                                      std::string owner) override {
     BucketRecord created;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(created, t.create_bucket(name, owner, now_ms()));
@@ -202,25 +211,29 @@ class StoreImpl final : public ObjectStore {
     co_return Result<void>{};
   }
 
-  Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) override {
+  Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id,
+                                                   std::string_view key) override {
     return detail::lookup_object(core_, bucket_id, key, /*with_data=*/false);
   }
 
-  asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(std::int64_t bucket_id, std::string key) override {
+  asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(std::int64_t bucket_id,
+                                                                     std::string key) override {
     BufferPool* pool = co_await worker_pool();
     co_return co_await detail::open_reader(core_, *pool, bucket_id, std::move(key));
   }
 
-  asio::awaitable<Result<std::unique_ptr<ObjectWriter>>> create_writer(std::optional<std::uint64_t> size,
-                                                                        bool for_part) override {
+  asio::awaitable<Result<std::unique_ptr<ObjectWriter>>> create_writer(
+      std::optional<std::uint64_t> size, bool for_part) override {
     BufferPool* pool = co_await worker_pool();
     auto executor = co_await asio::this_coro::executor;
     // Parts never live in the catalog: completing an upload moves extents, not rows of data.
     co_return detail::make_writer(core_, *pool, executor, size, !for_part);
   }
 
-  asio::awaitable<Result<ObjectRecord>> commit_object(std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket,
-                                                      std::string key, ObjectSpec spec, WriteCondition condition) override {
+  asio::awaitable<Result<ObjectRecord>> commit_object(std::unique_ptr<ObjectWriter> writer,
+                                                      const BucketRecord& bucket, std::string key,
+                                                      ObjectSpec spec,
+                                                      WriteCondition condition) override {
     detail::WrittenData data = detail::written_data(*writer);
     ObjectRecord object;
     object.bucket_id = bucket.id;
@@ -244,35 +257,38 @@ class StoreImpl final : public ObjectStore {
     object.inline_data = std::move(data.inline_data);
     ExtentList freed;
     std::int64_t replaced = 0;
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(auto b, t.find_bucket(bucket.name));
-      if (!b || b->id != bucket.id) return errc::kNotFound;
-      object.id = cached->id = t.next_id();
-      if (!condition.if_match) {
-        // A new key (checkpoints, datasets) is inserted without a lookup first; the insert's own
-        // uniqueness check finds an object already there. 64 writers of 4 KiB objects: the
-        // catalog writer's CPU per put 17.0 -> 16.3 µs.
-        H3_TRY(const bool inserted, t.insert_object_if_absent(object, data.extents));
-        if (inserted) return {};
-        if (condition.if_none_match_any) return errc::kPreconditionFailed;
-      }
-      H3_TRY(auto current, t.find_object(bucket.id, object.key));
-      H3_TRY(check_condition(condition, current));
-      if (current) {
-        H3_TRY(freed, t.delete_object(current->id));
-        replaced = current->id;
-      }
-      return t.insert_object(object, data.extents);
-    }, [&] { core_.metadata->put(cache_update); }));
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          H3_TRY(auto b, t.find_bucket(bucket.name));
+          if (!b || b->id != bucket.id) return errc::kNotFound;
+          object.id = cached->id = t.next_id();
+          if (!condition.if_match) {
+            // A new key (checkpoints, datasets) is inserted without a lookup first; the insert's
+            // own uniqueness check finds an object already there. 64 writers of 4 KiB objects: the
+            // catalog writer's CPU per put 17.0 -> 16.3 µs.
+            H3_TRY(const bool inserted, t.insert_object_if_absent(object, data.extents));
+            if (inserted) return {};
+            if (condition.if_none_match_any) return errc::kPreconditionFailed;
+          }
+          H3_TRY(auto current, t.find_object(bucket.id, object.key));
+          H3_TRY(check_condition(condition, current));
+          if (current) {
+            H3_TRY(freed, t.delete_object(current->id));
+            replaced = current->id;
+          }
+          return t.insert_object(object, data.extents);
+        },
+        [&] { core_.metadata->put(cache_update); }));
     detail::mark_committed(*writer);
     if (replaced != 0) core_.retirement->retire(std::move(freed), replaced);
     object.inline_data.reset();
     co_return object;
   }
 
-  asio::awaitable<Result<ObjectRecord>> append_object(std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket,
-                                                      std::string key, std::int64_t base_version, bool writer_has_base,
-                                                      ObjectSpec spec, std::vector<ObjectPartRecord> new_parts) override {
+  asio::awaitable<Result<ObjectRecord>> append_object(
+      std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket, std::string key,
+      std::int64_t base_version, bool writer_has_base, ObjectSpec spec,
+      std::vector<ObjectPartRecord> new_parts) override {
     H3_ASSERT(spec.etag.has_value() || base_version == 0, "an append without an ETag");
     detail::WrittenData data = detail::written_data(*writer);
     ObjectRecord object;
@@ -295,7 +311,8 @@ class StoreImpl final : public ObjectStore {
       object.parts_count = static_cast<std::uint32_t>(new_parts.size());
       if (current) {
         // An inline base has no extents, and its data is in the writer; it keeps its part table.
-        H3_ASSERT(writer_has_base == current->inline_data.has_value(), "append: base data both kept and rewritten");
+        H3_ASSERT(writer_has_base == current->inline_data.has_value(),
+                  "append: base data both kept and rewritten");
         if (!writer_has_base) kept_bytes = current->size_bytes;
         H3_TRY(t.move_object_data(current->id, object.id));
         object.parts_count += current->parts_count;
@@ -316,7 +333,8 @@ class StoreImpl final : public ObjectStore {
     co_return object;
   }
 
-  asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(std::int64_t bucket_id, std::string key) override {
+  asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(std::int64_t bucket_id,
+                                                                     std::string key) override {
     std::optional<ObjectRecord> deleted;
     ExtentList freed;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
@@ -330,7 +348,8 @@ class StoreImpl final : public ObjectStore {
     co_return deleted;
   }
 
-  asio::awaitable<Result<ObjectRecord>> replace_metadata(std::int64_t bucket_id, std::string key, std::string etag,
+  asio::awaitable<Result<ObjectRecord>> replace_metadata(std::int64_t bucket_id, std::string key,
+                                                         std::string etag,
                                                          ObjectSpec spec) override {
     ObjectRecord updated;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
@@ -348,8 +367,8 @@ class StoreImpl final : public ObjectStore {
     co_return updated;
   }
 
-  asio::awaitable<Result<ObjectRecord>> rename_object(std::int64_t bucket_id, std::string from, std::string to,
-                                                      RenameCheck check) override {
+  asio::awaitable<Result<ObjectRecord>> rename_object(std::int64_t bucket_id, std::string from,
+                                                      std::string to, RenameCheck check) override {
     ObjectRecord moved;
     ExtentList freed;
     std::int64_t replaced = 0;
@@ -380,13 +399,16 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<ListPage>> list_objects(std::int64_t bucket_id, ListQuery query) override {
     auto read = detail::on_catalog_reader(
-        core_, [c = core_.catalog.get(), bucket_id, q = std::move(query)] { return c->list_objects(bucket_id, q); });
+        core_, [c = core_.catalog.get(), bucket_id, q = std::move(query)] {
+          return c->list_objects(bucket_id, q);
+        });
     co_return co_await std::move(read);
   }
 
   // ---- multipart ----
-  asio::awaitable<Result<UploadRecord>> create_upload(const BucketRecord& bucket, std::string key, std::string owner,
-                                                      ObjectSpec spec, std::optional<std::string> algorithm,
+  asio::awaitable<Result<UploadRecord>> create_upload(const BucketRecord& bucket, std::string key,
+                                                      std::string owner, ObjectSpec spec,
+                                                      std::optional<std::string> algorithm,
                                                       std::optional<std::string> type) override {
     UploadRecord upload;
     upload.upload_id = random_upload_id();
@@ -411,16 +433,18 @@ class StoreImpl final : public ObjectStore {
     return core_.catalog->find_upload(upload_id);
   }
 
-  asio::awaitable<Result<Catalog::UploadCounts>> count_uploads(std::int64_t bucket_id, std::string owner,
+  asio::awaitable<Result<Catalog::UploadCounts>> count_uploads(std::int64_t bucket_id,
+                                                               std::string owner,
                                                                std::uint64_t limit) override {
-    auto read = detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, o = std::move(owner), limit] {
-      return c->count_uploads(bucket_id, o, limit);
-    });
+    auto read =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, o = std::move(owner),
+                                          limit] { return c->count_uploads(bucket_id, o, limit); });
     co_return co_await std::move(read);
   }
 
-  asio::awaitable<Result<PartRecord>> commit_part(std::unique_ptr<ObjectWriter> writer, std::string upload_id,
-                                                  std::uint32_t part_number, ChecksumSet checksums) override {
+  asio::awaitable<Result<PartRecord>> commit_part(std::unique_ptr<ObjectWriter> writer,
+                                                  std::string upload_id, std::uint32_t part_number,
+                                                  ChecksumSet checksums) override {
     detail::WrittenData data = detail::written_data(*writer);
     H3_ASSERT(!data.inline_data, "a part was written inline");
     PartRecord part;
@@ -511,16 +535,21 @@ class StoreImpl final : public ObjectStore {
     co_return Result<void>{};
   }
 
-  asio::awaitable<Result<std::vector<PartRecord>>> list_parts(std::int64_t upload_row, std::uint32_t after,
+  asio::awaitable<Result<std::vector<PartRecord>>> list_parts(std::int64_t upload_row,
+                                                              std::uint32_t after,
                                                               std::uint32_t max) override {
-    auto read = detail::on_catalog_reader(
-        core_, [c = core_.catalog.get(), upload_row, after, max] { return c->list_parts(upload_row, after, max); });
+    auto read = detail::on_catalog_reader(core_, [c = core_.catalog.get(), upload_row, after, max] {
+      return c->list_parts(upload_row, after, max);
+    });
     co_return co_await std::move(read);
   }
 
-  asio::awaitable<Result<UploadListPage>> list_uploads(std::int64_t bucket_id, UploadListQuery query) override {
+  asio::awaitable<Result<UploadListPage>> list_uploads(std::int64_t bucket_id,
+                                                       UploadListQuery query) override {
     auto read = detail::on_catalog_reader(
-        core_, [c = core_.catalog.get(), bucket_id, q = std::move(query)] { return c->list_uploads(bucket_id, q); });
+        core_, [c = core_.catalog.get(), bucket_id, q = std::move(query)] {
+          return c->list_uploads(bucket_id, q);
+        });
     co_return co_await std::move(read);
   }
 
@@ -528,15 +557,19 @@ class StoreImpl final : public ObjectStore {
     return core_.catalog->object_parts(object_id);
   }
 
-  Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id, std::uint32_t part_number) override {
+  Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id,
+                                                      std::uint32_t part_number) override {
     return core_.catalog->object_part(object_id, part_number);
   }
 
-  asio::awaitable<Result<std::size_t>> abort_uploads_older_than(std::chrono::milliseconds age) override {
+  asio::awaitable<Result<std::size_t>> abort_uploads_older_than(
+      std::chrono::milliseconds age) override {
     // Up to 1000 rows: more than an index lookup, so on a catalog reader, not on this worker.
-    auto read = detail::on_catalog_reader(core_, [c = core_.catalog.get(), before = now_ms() - static_cast<std::int64_t>(age.count())] {
-      return c->uploads_older_than(before, 1000);
-    });
+    auto read = detail::on_catalog_reader(
+        core_,
+        [c = core_.catalog.get(), before = now_ms() - static_cast<std::int64_t>(age.count())] {
+          return c->uploads_older_than(before, 1000);
+        });
     H3_CO_TRY(auto old, co_await std::move(read));
     std::size_t aborted = 0;
     for (const UploadRecord& u : old) {
@@ -589,27 +622,37 @@ class StoreImpl final : public ObjectStore {
 };
 
 // Reads or writes the superblock and checks that device and catalog belong together.
-void check_identity(Device& device, Catalog& catalog, const std::string& catalog_path, bool force_format) {
+void check_identity(Device& device, Catalog& catalog, const std::string& catalog_path,
+                    bool force_format) {
   AlignedBlock block(kSuperblockBytes);
-  if (auto r = run_blocking(device, [&]() -> asio::awaitable<Result<void>> { co_return co_await device.read(0, block.span()); });
+  if (auto r = run_blocking(device,
+                            [&]() -> asio::awaitable<Result<void>> {
+                              co_return co_await device.read(0, block.span());
+                            });
       !r) {
-    throw std::runtime_error("cannot read the superblock of " + device.geometry().path + ": " + r.error().message());
+    throw std::runtime_error("cannot read the superblock of " + device.geometry().path + ": " +
+                             r.error().message());
   }
   auto catalog_uuid = catalog.device_uuid();
-  if (!catalog_uuid) throw std::runtime_error("catalog: cannot read the device UUID: " + catalog_uuid.error().message());
-  const bool blank = std::all_of(block.data, block.data + block.size, [](std::byte b) { return b == std::byte{0}; });
+  if (!catalog_uuid)
+    throw std::runtime_error("catalog: cannot read the device UUID: " +
+                             catalog_uuid.error().message());
+  const bool blank = std::all_of(block.data, block.data + block.size,
+                                 [](std::byte b) { return b == std::byte{0}; });
   auto superblock = decode_superblock(block.span());
   const bool take_over = !blank && superblock && !*catalog_uuid;
   if (take_over && !force_format) {
-    throw std::runtime_error("device " + device.geometry().path + " belongs to another hots3 store (device UUID " +
-                             format_uuid(superblock->uuid) + ") and catalog " + catalog_path +
-                             " is new (device UUID: none): refusing to take it over; `hots3 serve --force-format` "
-                             "formats it anew, and that store's data is lost");
+    throw std::runtime_error(
+        "device " + device.geometry().path + " belongs to another hots3 store (device UUID " +
+        format_uuid(superblock->uuid) + ") and catalog " + catalog_path +
+        " is new (device UUID: none): refusing to take it over; `hots3 serve --force-format` "
+        "formats it anew, and that store's data is lost");
   }
   if (blank || take_over) {
     if (*catalog_uuid) {
-      throw std::runtime_error("device " + device.geometry().path + " is empty, but the catalog belongs to device " +
-                               format_uuid(**catalog_uuid) + ": refusing to start (wrong --device?)");
+      throw std::runtime_error(
+          "device " + device.geometry().path + " is empty, but the catalog belongs to device " +
+          format_uuid(**catalog_uuid) + ": refusing to start (wrong --device?)");
     }
     Superblock sb;
     sb.block_size_bytes = device.geometry().block_size_bytes;
@@ -624,14 +667,21 @@ void check_identity(Device& device, Catalog& catalog, const std::string& catalog
       H3_CO_TRY(co_await device.write(0, block.span()));
       co_return co_await device.flush();
     });
-    if (!written) throw std::runtime_error("cannot format device " + device.geometry().path + ": " + written.error().message());
-    if (auto recorded = catalog.write_blocking([&](WriteTxn& t) { return t.set_device_uuid(sb.uuid); }); !recorded) {
-      throw std::runtime_error("catalog: cannot record the device UUID: " + recorded.error().message());
+    if (!written)
+      throw std::runtime_error("cannot format device " + device.geometry().path + ": " +
+                               written.error().message());
+    if (auto recorded =
+            catalog.write_blocking([&](WriteTxn& t) { return t.set_device_uuid(sb.uuid); });
+        !recorded) {
+      throw std::runtime_error("catalog: cannot record the device UUID: " +
+                               recorded.error().message());
     }
     if (take_over) {
-      log::warn("--force-format: device {} belonged to another store (device UUID {}); formatted anew as UUID {}, "
-                "its old data is gone",
-                device.geometry().path, format_uuid(superblock->uuid), format_uuid(sb.uuid));
+      log::warn(
+          "--force-format: device {} belonged to another store (device UUID {}); formatted anew as "
+          "UUID {}, "
+          "its old data is gone",
+          device.geometry().path, format_uuid(superblock->uuid), format_uuid(sb.uuid));
     }
     log::info("formatted device {} ({}, block size {}, UUID {})", device.geometry().path,
               format_size(sb.size_bytes), sb.block_size_bytes, format_uuid(sb.uuid));
@@ -639,22 +689,28 @@ void check_identity(Device& device, Catalog& catalog, const std::string& catalog
   }
   if (!superblock) {
     throw std::runtime_error("device " + device.geometry().path + " is not a hots3 device (" +
-                             (superblock.error() == errc::kNotSupported ? "unsupported format version" : "no valid superblock") +
+                             (superblock.error() == errc::kNotSupported
+                                  ? "unsupported format version"
+                                  : "no valid superblock") +
                              "): refusing to overwrite it");
   }
   if (**catalog_uuid != superblock->uuid) {
-    throw std::runtime_error("device " + device.geometry().path + " has UUID " + format_uuid(superblock->uuid) +
-                             " but the catalog belongs to device " + format_uuid(**catalog_uuid) +
+    throw std::runtime_error("device " + device.geometry().path + " has UUID " +
+                             format_uuid(superblock->uuid) + " but the catalog belongs to device " +
+                             format_uuid(**catalog_uuid) +
                              ": refusing to start (wrong --device or --data?)");
   }
   if (superblock->block_size_bytes != device.geometry().block_size_bytes) {
-    throw std::runtime_error("device " + device.geometry().path + " was formatted with block size " +
+    throw std::runtime_error("device " + device.geometry().path +
+                             " was formatted with block size " +
                              std::to_string(superblock->block_size_bytes) + " but now reports " +
                              std::to_string(device.geometry().block_size_bytes));
   }
   if (superblock->size_bytes > device.geometry().size_bytes) {
-    throw std::runtime_error("device " + device.geometry().path + " is smaller (" + format_size(device.geometry().size_bytes) +
-                             ") than when it was formatted (" + format_size(superblock->size_bytes) + ")");
+    throw std::runtime_error("device " + device.geometry().path + " is smaller (" +
+                             format_size(device.geometry().size_bytes) +
+                             ") than when it was formatted (" +
+                             format_size(superblock->size_bytes) + ")");
   }
 }
 
@@ -668,17 +724,21 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options) {
   namespace fs = std::filesystem;
   fs::create_directories(options.data_dir);
   DeviceOptions device_options;
-  device_options.path = options.device_path.empty() ? (fs::path(options.data_dir) / "device.img").string() : options.device_path;
+  device_options.path = options.device_path.empty()
+                            ? (fs::path(options.data_dir) / "device.img").string()
+                            : options.device_path;
   device_options.create_size_bytes = options.device_size_bytes;
   device_options.engine = options.engine;
   return open(options, open_device(device_options));
 }
 
-std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std::shared_ptr<Device> device) {
+std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options,
+                                               std::shared_ptr<Device> device) {
   namespace fs = std::filesystem;
   fs::create_directories(options.data_dir);
   // Before anything touches the catalog or the device: a second server would corrupt both.
-  auto lock = std::make_unique<detail::StoreLock>(options.data_dir, detail::StoreLock::Kind::kExclusive);
+  auto lock =
+      std::make_unique<detail::StoreLock>(options.data_dir, detail::StoreLock::Kind::kExclusive);
   StoreCore core;
   core.options = options;
   core.device = std::move(device);
@@ -689,18 +749,22 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options, std:
   const auto& geometry = core.device->geometry();
   const std::uint64_t end = geometry.size_bytes - geometry.size_bytes % geometry.block_size_bytes;
   if (end <= kDataStartBytes) throw std::runtime_error("device " + geometry.path + " is too small");
-  core.allocator = std::make_unique<ExtentAllocator>(kDataStartBytes, end, geometry.block_size_bytes);
+  core.allocator =
+      std::make_unique<ExtentAllocator>(kDataStartBytes, end, geometry.block_size_bytes);
   const auto started = std::chrono::steady_clock::now();
   auto used = core.catalog->all_extents();
   if (!used) throw std::runtime_error("catalog: cannot read extents: " + used.error().message());
   if (auto built = core.allocator->build_from_used(std::move(*used)); !built) {
-    throw std::runtime_error("catalog references overlapping or out-of-range extents: run `hots3 check`");
+    throw std::runtime_error(
+        "catalog references overlapping or out-of-range extents: run `hots3 check`");
   }
-  const auto rebuild = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  const auto rebuild = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
   // The exact figure too: crash tests compare it with what the objects they know are live need.
-  log::info("device {}: {} ({} engine), {} used ({} bytes), free space rebuilt from the catalog in {} ms",
-            geometry.path, format_size(geometry.size_bytes), core.device->engine(),
-            format_size(core.allocator->used_bytes()), core.allocator->used_bytes(), rebuild.count());
+  log::info(
+      "device {}: {} ({} engine), {} used ({} bytes), free space rebuilt from the catalog in {} ms",
+      geometry.path, format_size(geometry.size_bytes), core.device->engine(),
+      format_size(core.allocator->used_bytes()), core.allocator->used_bytes(), rebuild.count());
 
   core.cache = std::make_unique<BlockCache>(options.cache_bytes);
   core.retirement = std::make_unique<detail::Retirement>(*core.allocator, *core.cache);

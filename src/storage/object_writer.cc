@@ -3,19 +3,19 @@
 // fill; MD5 for the ETag runs beside the write, in the worker's hash lanes together with its
 // other streams' buffers. Small objects stay in memory and are stored in the catalog.
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-
-#include <xxhash.h>
-
-#include <cstring>
+#include "hash_lanes.h"
+#include "store_impl.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/md5.h"
 #include "hots3/storage/checksum.h"
 #include "hots3/storage/format.h"
-#include "hash_lanes.h"
-#include "store_impl.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <xxhash.h>
+
+#include <cstring>
 
 namespace hots3::storage::detail {
 namespace {
@@ -45,8 +45,10 @@ struct Reservation {
   bool committed = false;
 };
 
-asio::awaitable<void> write_one(Device& device, std::shared_ptr<Reservation> keep, std::shared_ptr<Pipeline> pipeline,
-                                std::shared_ptr<IoBuffer> buffer, std::uint64_t offset, std::size_t length) {
+asio::awaitable<void> write_one(Device& device, std::shared_ptr<Reservation> keep,
+                                std::shared_ptr<Pipeline> pipeline,
+                                std::shared_ptr<IoBuffer> buffer, std::uint64_t offset,
+                                std::size_t length) {
   auto result = co_await device.write(offset, std::span(buffer->data(), length));
   buffer.reset();
   keep.reset();
@@ -76,8 +78,9 @@ class WriterImpl final : public ObjectWriter {
     if (inline_mode_) return {};
     reservation_ = std::make_shared<Reservation>(*core_.retirement);
     if (declared_ && *declared_ > 0) {
-      H3_TRY(reservation_->extents, core_.allocator->allocate(round_up(*declared_, kChecksumBlockBytes),
-                                                             ExtentAllocator::Placement::kBestFit));
+      H3_TRY(reservation_->extents,
+             core_.allocator->allocate(round_up(*declared_, kChecksumBlockBytes),
+                                       ExtentAllocator::Placement::kBestFit));
     }
     return {};
   }
@@ -136,7 +139,8 @@ class WriterImpl final : public ObjectWriter {
       // clients expect of an ETag.
       XXH3_state_t* state = XXH3_createState();
       XXH3_128bits_reset(state);
-      for (const auto& row : rows_) XXH3_128bits_update(state, row.checksums.data(), row.checksums.size() * 4);
+      for (const auto& row : rows_)
+        XXH3_128bits_update(state, row.checksums.data(), row.checksums.size() * 4);
       XXH3_128bits_update(state, inline_.data(), inline_.size());
       XXH3_128bits_update(state, &size_, sizeof size_);
       const XXH128_hash_t h = XXH3_128bits_digest(state);
@@ -179,14 +183,18 @@ class WriterImpl final : public ObjectWriter {
   // contiguous).
   Result<void> ensure_space() {
     auto& extents = reservation_->extents;
-    if (cursor_extent_ < extents.size() && cursor_used_ < extents[cursor_extent_].length_bytes) return {};
+    if (cursor_extent_ < extents.size() && cursor_used_ < extents[cursor_extent_].length_bytes)
+      return {};
     if (declared_) return errc::kTooLarge;  // cannot happen: the declared size was reserved
     H3_ASSERT(cursor_extent_ == extents.size(), "the cursor is at the end of the reservation");
     // A step of kGrowBytes; when less than that is free, one I/O buffer at a time (or what is
     // left), so that a nearly full device still takes a streamed object that fits without one
     // stream holding all the free space while it runs.
-    const std::uint64_t free_bytes = core_.allocator->free_bytes() / kChecksumBlockBytes * kChecksumBlockBytes;
-    const std::uint64_t step = free_bytes >= kGrowBytes ? kGrowBytes : std::min<std::uint64_t>(free_bytes, pool_.buffer_bytes());
+    const std::uint64_t free_bytes =
+        core_.allocator->free_bytes() / kChecksumBlockBytes * kChecksumBlockBytes;
+    const std::uint64_t step = free_bytes >= kGrowBytes
+                                   ? kGrowBytes
+                                   : std::min<std::uint64_t>(free_bytes, pool_.buffer_bytes());
     if (step == 0) return errc::kNoSpace;
     if (!extents.empty() && core_.allocator->allocate_at(extents.back().end_bytes(), step)) {
       // Grown in place: the cursor steps back onto the last extent's new tail.
@@ -214,8 +222,10 @@ class WriterImpl final : public ObjectWriter {
         // A buffer never crosses a device extent or a catalog row: each is one contiguous
         // device write belonging to one row.
         const Extent& extent = reservation_->extents[cursor_extent_];
-        std::uint64_t limit = std::min<std::uint64_t>(buffer_.size(), extent.length_bytes - cursor_used_);
-        if (row_open_) limit = std::min(limit, core_.options.extent_row_max_bytes - rows_.back().length_bytes);
+        std::uint64_t limit =
+            std::min<std::uint64_t>(buffer_.size(), extent.length_bytes - cursor_used_);
+        if (row_open_)
+          limit = std::min(limit, core_.options.extent_row_max_bytes - rows_.back().length_bytes);
         limit_ = static_cast<std::size_t>(limit);
       }
       const std::size_t n = std::min(limit_ - fill_, data.size());
@@ -252,7 +262,8 @@ class WriterImpl final : public ObjectWriter {
       cursor_used_ = 0;
       row_open_ = false;
     }
-    if (row.length_bytes >= core_.options.extent_row_max_bytes || fill_ % kChecksumBlockBytes != 0) row_open_ = false;
+    if (row.length_bytes >= core_.options.extent_row_max_bytes || fill_ % kChecksumBlockBytes != 0)
+      row_open_ = false;
 
     // The write and the MD5 of the buffer are two operations in flight; the buffer returns to
     // the pool when both are done.
@@ -265,11 +276,14 @@ class WriterImpl final : public ObjectWriter {
         lanes_.join();
       }
       pipeline_->started();
-      lanes_.submit(md5_, std::span(buffer->data(), fill_), buffer, [pipeline = pipeline_] { pipeline->finished({}); });
+      lanes_.submit(md5_, std::span(buffer->data(), fill_), buffer,
+                    [pipeline = pipeline_] { pipeline->finished({}); });
     }
     pipeline_->started();
-    asio::co_spawn(pipeline_->executor(),
-                   write_one(*core_.device, reservation_, pipeline_, std::move(buffer), offset, length), asio::detached);
+    asio::co_spawn(
+        pipeline_->executor(),
+        write_one(*core_.device, reservation_, pipeline_, std::move(buffer), offset, length),
+        asio::detached);
     fill_ = 0;
     co_return Result<void>{};
   }
@@ -286,11 +300,13 @@ class WriterImpl final : public ObjectWriter {
     if (cursor_extent_ < extents.size()) {
       Extent& current = extents[cursor_extent_];
       if (cursor_used_ > 0) {
-        unused.push_back({current.offset_bytes + cursor_used_, current.length_bytes - cursor_used_});
+        unused.push_back(
+            {current.offset_bytes + cursor_used_, current.length_bytes - cursor_used_});
         current.length_bytes = cursor_used_;
         ++cursor_extent_;
       }
-      unused.insert(unused.end(), extents.begin() + static_cast<std::ptrdiff_t>(cursor_extent_), extents.end());
+      unused.insert(unused.end(), extents.begin() + static_cast<std::ptrdiff_t>(cursor_extent_),
+                    extents.end());
       extents.erase(extents.begin() + static_cast<std::ptrdiff_t>(cursor_extent_), extents.end());
     }
     std::erase_if(unused, [](const Extent& e) { return e.length_bytes == 0; });
@@ -312,8 +328,8 @@ class WriterImpl final : public ObjectWriter {
   IoBuffer buffer_;
   std::size_t fill_ = 0;
   std::size_t limit_ = 0;
-  std::size_t cursor_extent_ = 0;   // index into reservation_->extents
-  std::uint64_t cursor_used_ = 0;   // bytes of that extent already written
+  std::size_t cursor_extent_ = 0;  // index into reservation_->extents
+  std::uint64_t cursor_used_ = 0;  // bytes of that extent already written
   std::vector<ExtentRecord> rows_;
   bool row_open_ = false;
   bool finished_ = false;
@@ -323,10 +339,14 @@ class WriterImpl final : public ObjectWriter {
 
 }  // namespace
 
-Result<std::unique_ptr<ObjectWriter>> make_writer(StoreCore& core, BufferPool& pool, asio::any_io_executor executor,
-                                                  std::optional<std::uint64_t> size_bytes, bool inline_allowed) {
-  HashLanes& lanes = HashLanes::of(static_cast<asio::io_context&>(asio::query(executor, asio::execution::context)));
-  auto writer = std::make_unique<WriterImpl>(core, pool, lanes, std::move(executor), size_bytes, inline_allowed);
+Result<std::unique_ptr<ObjectWriter>> make_writer(StoreCore& core, BufferPool& pool,
+                                                  asio::any_io_executor executor,
+                                                  std::optional<std::uint64_t> size_bytes,
+                                                  bool inline_allowed) {
+  HashLanes& lanes = HashLanes::of(
+      static_cast<asio::io_context&>(asio::query(executor, asio::execution::context)));
+  auto writer = std::make_unique<WriterImpl>(core, pool, lanes, std::move(executor), size_bytes,
+                                             inline_allowed);
   H3_TRY(writer->reserve_declared());
   return std::unique_ptr<ObjectWriter>(std::move(writer));
 }

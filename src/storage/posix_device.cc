@@ -1,6 +1,10 @@
 // PosixDevice: pread/pwrite/fdatasync with O_DIRECT on a small thread pool, for machines where
 // io_uring_setup is refused (some containers). Completions come back on the calling worker.
 
+#include "device_errors.h"
+
+#include "hots3/storage/device.h"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -8,18 +12,15 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <pthread.h>
-#include <unistd.h>
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <pthread.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
-
-#include "device_errors.h"
-#include "hots3/storage/device.h"
 
 namespace hots3::storage {
 namespace {
@@ -73,13 +74,14 @@ class PosixDevice final : public Device {
     });
   }
 
-  asio::awaitable<Result<void>> write(std::uint64_t offset, std::span<const std::byte> data) override {
+  asio::awaitable<Result<void>> write(std::uint64_t offset,
+                                      std::span<const std::byte> data) override {
     check_io(offset, data.size(), data.data());
     co_return co_await run([fd = fd_, offset, data]() -> boost::system::error_code {
       std::size_t done = 0;
       while (done < data.size()) {
-        const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
-                                   static_cast<off_t>(offset + done));
+        const ssize_t n =
+            ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n < 0) return detail::device_error(errno);
         if (n == 0) return errc::kShortIo;
@@ -102,21 +104,22 @@ class PosixDevice final : public Device {
   template <class Job>
   asio::awaitable<Result<void>> run(Job job) {
     constexpr auto kToken = asio::as_tuple(asio::use_awaitable);
-    const auto [ec] = co_await asio::async_initiate<decltype(kToken), void(boost::system::error_code)>(
-        [this, &job](auto handler) {
-          // The work guard keeps the worker's io_context running while the job is away.
-          auto executor = asio::get_associated_executor(handler);
-          auto guard = asio::make_work_guard(executor);
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          enqueue([job = std::move(job), shared, guard = std::move(guard)]() mutable {
-            const boost::system::error_code result = job();
-            auto ex = guard.get_executor();
-            asio::post(ex, [shared, result, guard = std::move(guard)]() mutable {
-              (*shared)(result);
-            });
-          });
-        },
-        kToken);
+    const auto [ec] =
+        co_await asio::async_initiate<decltype(kToken), void(boost::system::error_code)>(
+            [this, &job](auto handler) {
+              // The work guard keeps the worker's io_context running while the job is away.
+              auto executor = asio::get_associated_executor(handler);
+              auto guard = asio::make_work_guard(executor);
+              auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+              enqueue([job = std::move(job), shared, guard = std::move(guard)]() mutable {
+                const boost::system::error_code result = job();
+                auto ex = guard.get_executor();
+                asio::post(ex, [shared, result, guard = std::move(guard)]() mutable {
+                  (*shared)(result);
+                });
+              });
+            },
+            kToken);
     if (ec) co_return ec;
     co_return Result<void>{};
   }

@@ -1,25 +1,28 @@
 #include "sqlite.h"
 
-#include <stdexcept>
-
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+
+#include <stdexcept>
 
 namespace hots3::storage::detail {
 
 error_code sqlite_error(int rc, sqlite3* db, std::string_view context) {
   switch (rc & 0xff) {
-    case SQLITE_FULL: return errc::kNoSpace;
+    case SQLITE_FULL:
+      return errc::kNoSpace;
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       log::error("catalog corrupt ({}): {}", context, db != nullptr ? sqlite3_errmsg(db) : "");
       return errc::kCorrupt;
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return errc::kBusy;
+    case SQLITE_LOCKED:
+      return errc::kBusy;
     case SQLITE_IOERR:
       log::error("catalog I/O error ({}): {}", context, db != nullptr ? sqlite3_errmsg(db) : "");
       return errc::kIoError;
-    case SQLITE_CONSTRAINT: return errc::kConflict;
+    case SQLITE_CONSTRAINT:
+      return errc::kConflict;
     default:
       log::error("catalog error {} ({}): {}", rc, context, db != nullptr ? sqlite3_errmsg(db) : "");
       return errc::kInternal;

@@ -4,6 +4,8 @@
 // prepared once per connection and reset after each use; SQLite result codes become errc here
 // and nowhere else.
 
+#include "hots3/common/result.h"
+
 #include <sqlite3.h>
 
 #include <cstdint>
@@ -13,8 +15,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-
-#include "hots3/common/result.h"
 
 namespace hots3::storage::detail {
 
@@ -37,7 +37,9 @@ class Query {
   Query& operator=(Query&&) = delete;
 
   Query& bind(int index, std::int64_t value);
-  Query& bind(int index, std::uint64_t value) { return bind(index, static_cast<std::int64_t>(value)); }
+  Query& bind(int index, std::uint64_t value) {
+    return bind(index, static_cast<std::int64_t>(value));
+  }
   Query& bind(int index, int value) { return bind(index, static_cast<std::int64_t>(value)); }
   Query& bind(int index, std::string_view text);  // TEXT (keys compare as bytes: BINARY)
   Query& bind_blob(int index, std::span<const std::byte> blob);
@@ -51,7 +53,9 @@ class Query {
   Result<void> run();
 
   [[nodiscard]] std::int64_t int64(int column) const;
-  [[nodiscard]] std::uint64_t uint64(int column) const { return static_cast<std::uint64_t>(int64(column)); }
+  [[nodiscard]] std::uint64_t uint64(int column) const {
+    return static_cast<std::uint64_t>(int64(column));
+  }
   [[nodiscard]] std::string_view text(int column) const;
   [[nodiscard]] std::span<const std::byte> blob(int column) const;
   [[nodiscard]] bool is_null(int column) const;

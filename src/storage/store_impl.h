@@ -2,6 +2,12 @@
 
 // Private to src/storage: the pieces the object store's files share.
 
+#include "hots3/storage/block_cache.h"
+#include "hots3/storage/buffer_pool.h"
+#include "hots3/storage/catalog.h"
+#include "hots3/storage/extent_allocator.h"
+#include "hots3/storage/object_store.h"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -16,12 +22,6 @@
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
-
-#include "hots3/storage/block_cache.h"
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/catalog.h"
-#include "hots3/storage/extent_allocator.h"
-#include "hots3/storage/object_store.h"
 
 namespace hots3::storage::detail {
 
@@ -84,7 +84,8 @@ class Retirement {
     unsigned phase;  // parity: 0 or 1
   };
 
-  Retirement(ExtentAllocator& allocator, BlockCache& cache) : allocator_(allocator), cache_(cache) {}
+  Retirement(ExtentAllocator& allocator, BlockCache& cache)
+      : allocator_(allocator), cache_(cache) {}
 
   // Lock-free; the ticket goes back to leave(), from any thread, exactly once.
   Ticket enter() noexcept;
@@ -132,7 +133,8 @@ class Retirement {
   std::vector<Retired> open_;       // retired since the last flip
   std::vector<Retired> closing_;    // retired before it: free once the closed parity drains
   std::atomic<std::uint64_t> pending_bytes_{0};
-  std::atomic<std::uint64_t> pending_versions_{0};  // entries of open_ and closing_, and being freed
+  std::atomic<std::uint64_t> pending_versions_{
+      0};  // entries of open_ and closing_, and being freed
   mutable std::array<VersionShard, kVersionShards> versions_;
 };
 
@@ -215,15 +217,16 @@ boost::asio::awaitable<std::invoke_result_t<F>> run_catalog_read(F read) {
 // destroys temporaries that live across a co_await twice.
 template <class F>
 boost::asio::awaitable<std::invoke_result_t<F>> on_catalog_reader(StoreCore& core, F read) {
-  return boost::asio::co_spawn(core.catalog_readers->get_executor(), run_catalog_read(std::move(read)),
-                               boost::asio::use_awaitable);
+  return boost::asio::co_spawn(core.catalog_readers->get_executor(),
+                               run_catalog_read(std::move(read)), boost::asio::use_awaitable);
 }
 
 // The current version of (bucket, key): from the metadata cache, or read from the catalog and
 // cached. With `with_data`, an inline object comes with its bytes; without (HEAD), its
 // inline_data may be empty: HEAD of an inline object reads no inline data, which is most of
 // the catalog's bytes when objects are small. nullptr when there is none.
-Result<std::shared_ptr<const ObjectRecord>> lookup_object(StoreCore& core, std::int64_t bucket_id, std::string_view key,
+Result<std::shared_ptr<const ObjectRecord>> lookup_object(StoreCore& core, std::int64_t bucket_id,
+                                                          std::string_view key,
                                                           bool with_data = true);
 
 // The writer implementation (object_writer.cc) and its accessors for the store.
@@ -231,7 +234,8 @@ Result<std::shared_ptr<const ObjectRecord>> lookup_object(StoreCore& core, std::
 // always goes to the device (multipart parts).
 Result<std::unique_ptr<ObjectWriter>> make_writer(StoreCore& core, BufferPool& pool,
                                                   boost::asio::any_io_executor executor,
-                                                  std::optional<std::uint64_t> size_bytes, bool inline_allowed);
+                                                  std::optional<std::uint64_t> size_bytes,
+                                                  bool inline_allowed);
 // The data of a finished writer, for the commit transaction.
 struct WrittenData {
   std::vector<ExtentRecord> extents;
@@ -245,7 +249,9 @@ WrittenData written_data(ObjectWriter& writer);
 void mark_committed(ObjectWriter& writer);
 
 // The reader implementation (object_reader.cc).
-boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core, BufferPool& pool,
-                                                                           std::int64_t bucket_id, std::string key);
+boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& core,
+                                                                          BufferPool& pool,
+                                                                          std::int64_t bucket_id,
+                                                                          std::string key);
 
 }  // namespace hots3::storage::detail

@@ -1,10 +1,10 @@
+#include "hots3/common/assert.h"
+#include "hots3/storage/format.h"
+
 #include <fmt/format.h>
 #include <xxhash.h>
 
 #include <cstring>
-
-#include "hots3/common/assert.h"
-#include "hots3/storage/format.h"
 
 namespace hots3::storage {
 namespace {
@@ -22,7 +22,8 @@ void put(std::span<std::byte> out, std::size_t at, T value) {
 template <class T>
 T get(std::span<const std::byte> in, std::size_t at) {
   std::uint64_t v = 0;
-  for (std::size_t i = sizeof(T); i-- > 0;) v = (v << 8) | std::to_integer<std::uint64_t>(in[at + i]);
+  for (std::size_t i = sizeof(T); i-- > 0;)
+    v = (v << 8) | std::to_integer<std::uint64_t>(in[at + i]);
   return static_cast<T>(v);
 }
 
@@ -59,9 +60,11 @@ Result<Superblock> decode_superblock(std::span<const std::byte> in) {
 }
 
 std::string format_uuid(const DeviceUuid& u) {
-  return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                     u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
-                     u[12], u[13], u[14], u[15]);
+  return fmt::format(
+      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:"
+      "02x}{:02x}",
+      u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+      u[15]);
 }
 
 }  // namespace hots3::storage

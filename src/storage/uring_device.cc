@@ -1,17 +1,19 @@
 // UringDevice: O_DIRECT reads, writes and fdatasync through the worker's io_uring.
 
+#include "device_errors.h"
+#include "uring_ring.h"
+
+#include "hots3/common/assert.h"
+#include "hots3/storage/buffer_pool.h"
+#include "hots3/storage/device.h"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <unistd.h>
 
-#include "device_errors.h"
-#include "hots3/common/assert.h"
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/device.h"
-#include "uring_ring.h"
+#include <unistd.h>
 
 namespace hots3::storage {
 namespace {
@@ -28,7 +30,11 @@ class DeviceOp final : public UringRing::Op {
  public:
   DeviceOp(Handler handler, Kind kind, int fd, std::uint64_t offset, std::byte* data,
            std::size_t length)
-      : handler_(std::move(handler)), kind_(kind), fd_(fd), offset_(offset), data_(data),
+      : handler_(std::move(handler)),
+        kind_(kind),
+        fd_(fd),
+        offset_(offset),
+        data_(data),
         length_(length) {}
 
   void prepare(io_uring_sqe* sqe, const UringRing& ring) override {
@@ -98,8 +104,9 @@ class UringDevice final : public Device {
   std::string_view engine() const noexcept override { return "io_uring"; }
 
   void attach(asio::io_context& context) override {
-    UringRing& ring = asio::has_service<UringRing>(context) ? asio::use_service<UringRing>(context)
-                                                            : asio::make_service<UringRing>(context, 256U, 128U);
+    UringRing& ring = asio::has_service<UringRing>(context)
+                          ? asio::use_service<UringRing>(context)
+                          : asio::make_service<UringRing>(context, 256U, 128U);
     if (BufferPool* pool = BufferPool::of(context)) ring.register_region(pool->region());
   }
 
@@ -108,25 +115,31 @@ class UringDevice final : public Device {
     co_return co_await run(Kind::kRead, offset, buffer.data(), buffer.size());
   }
 
-  asio::awaitable<Result<void>> write(std::uint64_t offset, std::span<const std::byte> data) override {
+  asio::awaitable<Result<void>> write(std::uint64_t offset,
+                                      std::span<const std::byte> data) override {
     check_io(offset, data.size(), data.data());
     // The kernel only reads from the buffer; the op type is shared with reads.
     co_return co_await run(Kind::kWrite, offset, const_cast<std::byte*>(data.data()), data.size());
   }
 
-  asio::awaitable<Result<void>> flush() override { co_return co_await run(Kind::kFlush, 0, nullptr, 0); }
+  asio::awaitable<Result<void>> flush() override {
+    co_return co_await run(Kind::kFlush, 0, nullptr, 0);
+  }
 
  private:
-  asio::awaitable<Result<void>> run(Kind kind, std::uint64_t offset, std::byte* data, std::size_t length) {
+  asio::awaitable<Result<void>> run(Kind kind, std::uint64_t offset, std::byte* data,
+                                    std::size_t length) {
     auto executor = co_await asio::this_coro::executor;
     auto& context = static_cast<asio::io_context&>(asio::query(executor, asio::execution::context));
     UringRing& ring = UringRing::of(context);
     constexpr auto kToken = asio::as_tuple(asio::use_awaitable);
-    const auto [ec] = co_await asio::async_initiate<decltype(kToken), void(boost::system::error_code)>(
-        [&](auto handler) {
-          ring.submit(new DeviceOp<decltype(handler)>(std::move(handler), kind, fd_, offset, data, length));
-        },
-        kToken);
+    const auto [ec] =
+        co_await asio::async_initiate<decltype(kToken), void(boost::system::error_code)>(
+            [&](auto handler) {
+              ring.submit(new DeviceOp<decltype(handler)>(std::move(handler), kind, fd_, offset,
+                                                          data, length));
+            },
+            kToken);
     if (ec) co_return ec;
     co_return Result<void>{};
   }

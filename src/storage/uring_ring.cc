@@ -1,17 +1,17 @@
 #include "uring_ring.h"
 
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <sys/eventfd.h>
 #include <system_error>
-
-#include "hots3/common/assert.h"
-#include "hots3/common/logging.h"
+#include <unistd.h>
 
 namespace hots3::storage::detail {
 
@@ -145,7 +145,9 @@ namespace {
 std::atomic<UringRing::CompletionFault> completion_fault{nullptr};
 }  // namespace
 
-void UringRing::inject_completion_fault(CompletionFault fault) noexcept { completion_fault.store(fault); }
+void UringRing::inject_completion_fault(CompletionFault fault) noexcept {
+  completion_fault.store(fault);
+}
 
 void UringRing::on_completions() {
   std::uint64_t counter = 0;
@@ -173,7 +175,8 @@ void UringRing::on_completions() {
     std::array<std::pair<Op*, int>, 64> done{};
     const CompletionFault fault = completion_fault.load(std::memory_order_relaxed);
     for (unsigned i = 0; i < count; ++i) {
-      done[i] = {static_cast<Op*>(io_uring_cqe_get_data(cqes[i])), fault ? fault(cqes[i]->res) : cqes[i]->res};
+      done[i] = {static_cast<Op*>(io_uring_cqe_get_data(cqes[i])),
+                 fault ? fault(cqes[i]->res) : cqes[i]->res};
     }
     io_uring_cq_advance(&ring_, count);
     inflight_ -= count;

@@ -23,8 +23,8 @@ struct File {
   sqlite3_file* real;
   bool is_wal;
   bool is_main_db;
-  char* buffer;              // is_wal only, from the first write: frames not yet written
-  sqlite3_int64 buffer_at;   // the file offset of buffer[0]
+  char* buffer;             // is_wal only, from the first write: frames not yet written
+  sqlite3_int64 buffer_at;  // the file offset of buffer[0]
   int buffered;
 };
 
@@ -37,7 +37,8 @@ int flush(File* f) {
   constexpr int kPiece = 64 << 10;
   int rc = SQLITE_OK;
   for (int done = 0; done < f->buffered && rc == SQLITE_OK; done += kPiece) {
-    rc = f->real->pMethods->xWrite(f->real, f->buffer + done, std::min(kPiece, f->buffered - done), f->buffer_at + done);
+    rc = f->real->pMethods->xWrite(f->real, f->buffer + done, std::min(kPiece, f->buffered - done),
+                                   f->buffer_at + done);
   }
   f->buffered = 0;  // on failure SQLite fails the transaction: the frames are not retried
   return rc;
@@ -104,7 +105,9 @@ int x_file_size(sqlite3_file* p, sqlite3_int64* size) {
 }
 
 int x_lock(sqlite3_file* p, int level) { return real_of(p)->pMethods->xLock(real_of(p), level); }
-int x_unlock(sqlite3_file* p, int level) { return real_of(p)->pMethods->xUnlock(real_of(p), level); }
+int x_unlock(sqlite3_file* p, int level) {
+  return real_of(p)->pMethods->xUnlock(real_of(p), level);
+}
 int x_check_reserved_lock(sqlite3_file* p, int* out) {
   return real_of(p)->pMethods->xCheckReservedLock(real_of(p), out);
 }
@@ -115,7 +118,9 @@ int x_file_control(sqlite3_file* p, int op, void* arg) {
 }
 
 int x_sector_size(sqlite3_file* p) { return real_of(p)->pMethods->xSectorSize(real_of(p)); }
-int x_device_characteristics(sqlite3_file* p) { return real_of(p)->pMethods->xDeviceCharacteristics(real_of(p)); }
+int x_device_characteristics(sqlite3_file* p) {
+  return real_of(p)->pMethods->xDeviceCharacteristics(real_of(p));
+}
 int x_shm_map(sqlite3_file* p, int region, int size, int extend, void volatile** out) {
   return real_of(p)->pMethods->xShmMap(real_of(p), region, size, extend, out);
 }
@@ -123,7 +128,9 @@ int x_shm_lock(sqlite3_file* p, int offset, int n, int flags) {
   return real_of(p)->pMethods->xShmLock(real_of(p), offset, n, flags);
 }
 void x_shm_barrier(sqlite3_file* p) { real_of(p)->pMethods->xShmBarrier(real_of(p)); }
-int x_shm_unmap(sqlite3_file* p, int delete_flag) { return real_of(p)->pMethods->xShmUnmap(real_of(p), delete_flag); }
+int x_shm_unmap(sqlite3_file* p, int delete_flag) {
+  return real_of(p)->pMethods->xShmUnmap(real_of(p), delete_flag);
+}
 int x_fetch(sqlite3_file* p, sqlite3_int64 at, int n, void** out) {
   return real_of(p)->pMethods->xFetch(real_of(p), at, n, out);
 }
@@ -132,9 +139,25 @@ int x_unfetch(sqlite3_file* p, sqlite3_int64 at, void* page) {
 }
 
 const sqlite3_io_methods kMethods = {
-    3,           x_close,   x_read,      x_write,        x_truncate,     x_sync,         x_file_size,
-    x_lock,      x_unlock,  x_check_reserved_lock,       x_file_control, x_sector_size,  x_device_characteristics,
-    x_shm_map,   x_shm_lock, x_shm_barrier, x_shm_unmap, x_fetch,        x_unfetch,
+    3,
+    x_close,
+    x_read,
+    x_write,
+    x_truncate,
+    x_sync,
+    x_file_size,
+    x_lock,
+    x_unlock,
+    x_check_reserved_lock,
+    x_file_control,
+    x_sector_size,
+    x_device_characteristics,
+    x_shm_map,
+    x_shm_lock,
+    x_shm_barrier,
+    x_shm_unmap,
+    x_fetch,
+    x_unfetch,
 };
 
 int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* p, int flags, int* out_flags) {
@@ -161,23 +184,33 @@ int x_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* p, int flags, 
 }
 
 // The rest of the VFS is the default one's.
-int x_delete(sqlite3_vfs* v, const char* name, int sync_dir) { return real_vfs(v)->xDelete(real_vfs(v), name, sync_dir); }
+int x_delete(sqlite3_vfs* v, const char* name, int sync_dir) {
+  return real_vfs(v)->xDelete(real_vfs(v), name, sync_dir);
+}
 int x_access(sqlite3_vfs* v, const char* name, int flags, int* out) {
   return real_vfs(v)->xAccess(real_vfs(v), name, flags, out);
 }
 int x_full_pathname(sqlite3_vfs* v, const char* name, int n, char* out) {
   return real_vfs(v)->xFullPathname(real_vfs(v), name, n, out);
 }
-void* x_dl_open(sqlite3_vfs* v, const char* name) { return real_vfs(v)->xDlOpen(real_vfs(v), name); }
+void* x_dl_open(sqlite3_vfs* v, const char* name) {
+  return real_vfs(v)->xDlOpen(real_vfs(v), name);
+}
 void x_dl_error(sqlite3_vfs* v, int n, char* out) { real_vfs(v)->xDlError(real_vfs(v), n, out); }
 void (*x_dl_sym(sqlite3_vfs* v, void* handle, const char* symbol))(void) {
   return real_vfs(v)->xDlSym(real_vfs(v), handle, symbol);
 }
 void x_dl_close(sqlite3_vfs* v, void* handle) { real_vfs(v)->xDlClose(real_vfs(v), handle); }
-int x_randomness(sqlite3_vfs* v, int n, char* out) { return real_vfs(v)->xRandomness(real_vfs(v), n, out); }
+int x_randomness(sqlite3_vfs* v, int n, char* out) {
+  return real_vfs(v)->xRandomness(real_vfs(v), n, out);
+}
 int x_sleep(sqlite3_vfs* v, int micros) { return real_vfs(v)->xSleep(real_vfs(v), micros); }
-int x_current_time(sqlite3_vfs* v, double* out) { return real_vfs(v)->xCurrentTime(real_vfs(v), out); }
-int x_get_last_error(sqlite3_vfs* v, int n, char* out) { return real_vfs(v)->xGetLastError(real_vfs(v), n, out); }
+int x_current_time(sqlite3_vfs* v, double* out) {
+  return real_vfs(v)->xCurrentTime(real_vfs(v), out);
+}
+int x_get_last_error(sqlite3_vfs* v, int n, char* out) {
+  return real_vfs(v)->xGetLastError(real_vfs(v), n, out);
+}
 int x_current_time_int64(sqlite3_vfs* v, sqlite3_int64* out) {
   return real_vfs(v)->xCurrentTimeInt64(real_vfs(v), out);
 }
@@ -190,7 +223,8 @@ const char* wal_batching_vfs() {
   static sqlite3_vfs vfs;
   std::call_once(registered, [] {
     sqlite3_vfs* real = sqlite3_vfs_find(nullptr);
-    if (real == nullptr || real->iVersion < 2) throw std::runtime_error("catalog: no usable default SQLite VFS");
+    if (real == nullptr || real->iVersion < 2)
+      throw std::runtime_error("catalog: no usable default SQLite VFS");
     vfs = sqlite3_vfs{};
     vfs.iVersion = 2;
     vfs.szOsFile = static_cast<int>(sizeof(File)) + real->szOsFile;
@@ -210,7 +244,8 @@ const char* wal_batching_vfs() {
     vfs.xCurrentTime = x_current_time;
     vfs.xGetLastError = x_get_last_error;
     vfs.xCurrentTimeInt64 = x_current_time_int64;
-    if (sqlite3_vfs_register(&vfs, 0) != SQLITE_OK) throw std::runtime_error("catalog: cannot register the WAL VFS");
+    if (sqlite3_vfs_register(&vfs, 0) != SQLITE_OK)
+      throw std::runtime_error("catalog: cannot register the WAL VFS");
   });
   return kName;
 }
@@ -218,7 +253,9 @@ const char* wal_batching_vfs() {
 DeferWalFlush::DeferWalFlush() { t_defer_flush = true; }
 DeferWalFlush::~DeferWalFlush() { t_defer_flush = false; }
 
-RecordDatabaseWrites::RecordDatabaseWrites(std::vector<std::int64_t>& out) { t_database_writes = &out; }
+RecordDatabaseWrites::RecordDatabaseWrites(std::vector<std::int64_t>& out) {
+  t_database_writes = &out;
+}
 RecordDatabaseWrites::~RecordDatabaseWrites() { t_database_writes = nullptr; }
 
 }  // namespace hots3::storage::detail

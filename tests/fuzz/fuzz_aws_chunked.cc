@@ -2,15 +2,14 @@
 // without a declared length), fed in pieces of the sizes the input chooses. The payload it hands
 // out never exceeds the declared length.
 
-#include <fuzzer/FuzzedDataProvider.h>
+#include "hots3/s3/auth/chunked.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <fuzzer/FuzzedDataProvider.h>
 #include <optional>
 #include <span>
 #include <vector>
-
-#include "hots3/s3/auth/chunked.h"
 
 namespace auth = hots3::s3::auth;
 
@@ -23,8 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::optional<auth::AwsChunkedDecoder::Signing> signing;
   if (is_signed) {
     const auth::SigningScope scope{"20261127", "us-east-1", "s3"};
-    signing = auth::AwsChunkedDecoder::Signing{auth::signing_key("secret", scope), "20261127T000000Z", scope,
-                                               std::string(64, '0')};
+    signing = auth::AwsChunkedDecoder::Signing{auth::signing_key("secret", scope),
+                                               "20261127T000000Z", scope, std::string(64, '0')};
   }
   auth::AwsChunkedDecoder decoder(signing, trailer, declared);
   std::uint64_t delivered = 0;

@@ -2,17 +2,18 @@
 // limits hots3 sets, then hots3's own framing checks, then the body (Content-Length or chunked)
 // read the way a handler reads it. Input: the bytes a client sends.
 
-#include <boost/beast/core/error.hpp>
+#include "http/request_parser.h"
+
+#include "hots3/http/handler.h"
+
 #include <boost/asio/buffer.hpp>
+#include <boost/beast/core/error.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-
-#include "hots3/http/handler.h"
-#include "http/request_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace bhttp = boost::beast::http;
@@ -26,10 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   hots3::http::detail::limit_request_parser(parser, kHeaderBytesMax);
   boost::beast::error_code ec;
   std::uint64_t head_bytes = 0;
-  std::size_t arrived = 0;  // bytes of input the socket has delivered
+  std::size_t arrived = 0;   // bytes of input the socket has delivered
   std::string_view pending;  // delivered and not yet taken by the parser
   for (;;) {
-    const std::size_t used = hots3::http::detail::put_head(parser, pending, head_bytes, kHeaderBytesMax, ec);
+    const std::size_t used =
+        hots3::http::detail::put_head(parser, pending, head_bytes, kHeaderBytesMax, ec);
     pending.remove_prefix(used);
     if (ec != bhttp::error::need_more) break;
     if (arrived == input.size()) return 0;  // the client stopped mid-head
@@ -38,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     arrived += more;
   }
   if (ec) return 0;
-  if (!parser.is_header_done() || head_bytes > kHeaderBytesMax) __builtin_trap();  // a head the server must refuse
+  if (!parser.is_header_done() || head_bytes > kHeaderBytesMax)
+    __builtin_trap();  // a head the server must refuse
   input = input.substr(arrived - pending.size());
   const auto& message = parser.get();
   // What serve() reads of the head.

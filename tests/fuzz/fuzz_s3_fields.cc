@@ -1,15 +1,14 @@
 // The request fields S3 operations parse from headers and the path: Range, HTTP and ISO 8601
 // dates, entity-tag lists, bucket names, keys, copy sources.
 
-#include <fuzzer/FuzzedDataProvider.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <string>
-
 #include "s3/range.h"
 #include "s3/shared.h"
 #include "s3/time_format.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <fuzzer/FuzzedDataProvider.h>
+#include <string>
 
 namespace s3 = hots3::s3;
 
@@ -21,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const auto range = s3::parse_range(a, object_size);
   if (range.kind == s3::RangeResult::Kind::kRange &&
-      (range.length == 0 || range.offset >= object_size || range.length > object_size - range.offset)) {
+      (range.length == 0 || range.offset >= object_size ||
+       range.length > object_size - range.offset)) {
     __builtin_trap();  // a range outside the object
   }
   (void)s3::parse_byte_range(a);

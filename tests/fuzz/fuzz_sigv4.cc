@@ -2,14 +2,13 @@
 // header, the query string (presigned URLs), the path, the signed headers and their values.
 // Besides "no crash", percent-decoding undoes SigV4's encoding.
 
-#include <fuzzer/FuzzedDataProvider.h>
+#include "hots3/s3/auth/sigv4.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <fuzzer/FuzzedDataProvider.h>
 #include <string>
 #include <vector>
-
-#include "hots3/s3/auth/sigv4.h"
 
 namespace auth = hots3::s3::auth;
 
@@ -45,19 +44,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       .path = path ? std::string_view(*path) : std::string_view("/"),
       .query = &*query,
       .exclude_query = "X-Amz-Signature",
-      .header_values = [&headers](std::string_view name) {
-        std::vector<std::string_view> values;
-        for (const auto& h : headers) {
-          if (h.first == name) values.emplace_back(h.second);
-        }
-        return values;
-      },
+      .header_values =
+          [&headers](std::string_view name) {
+            std::vector<std::string_view> values;
+            for (const auto& h : headers) {
+              if (h.first == name) values.emplace_back(h.second);
+            }
+            return values;
+          },
       .signed_headers = &signed_headers,
       .payload_hash = auth::kEmptySha256,
   };
   const std::string canonical = auth::canonical_request(input);
   const auth::SigningScope scope{"20261127", "us-east-1", "s3"};
   const std::string to_sign = auth::string_to_sign("20261127T000000Z", scope, canonical);
-  (void)auth::signatures_equal(auth::sign(auth::signing_key("secret", scope), to_sign), authorization);
+  (void)auth::signatures_equal(auth::sign(auth::signing_key("secret", scope), to_sign),
+                               authorization);
   return 0;
 }

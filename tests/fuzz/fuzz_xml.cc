@@ -3,14 +3,13 @@
 // the writer, whose output must always parse again, whatever bytes the text holds (keys are
 // chosen by clients).
 
-#include <fuzzer/FuzzedDataProvider.h>
+#include "s3/request_xml.h"
+#include "s3/xml.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <fuzzer/FuzzedDataProvider.h>
 #include <string>
-
-#include "s3/request_xml.h"
-#include "s3/xml.h"
 
 namespace {
 

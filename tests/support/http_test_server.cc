@@ -14,6 +14,11 @@
 // Usage: hots3-http-test-server [--config FILE] [--listen ADDR:PORT] [--port-file FILE]
 //                                [--threads N]
 
+#include "hots3/common/logging.h"
+#include "hots3/common/worker_pool.h"
+#include "hots3/config/config.h"
+#include "hots3/http/server.h"
+
 #include <CLI/CLI.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -24,11 +29,6 @@
 #include <functional>
 #include <string>
 #include <thread>
-
-#include "hots3/common/logging.h"
-#include "hots3/common/worker_pool.h"
-#include "hots3/config/config.h"
-#include "hots3/http/server.h"
 
 namespace {
 
@@ -58,8 +58,10 @@ class TestHandler final : public hots3::http::Handler {
     const auto& request = exchange.request();
     const std::string_view target = request.target;
     if (request.method == Method::kGet || request.method == Method::kHead) {
-      if (target.starts_with("/bytes/")) co_return co_await send_bytes(exchange, number_after(target, "/bytes/"), false);
-      if (target.starts_with("/chunked/")) co_return co_await send_bytes(exchange, number_after(target, "/chunked/"), true);
+      if (target.starts_with("/bytes/"))
+        co_return co_await send_bytes(exchange, number_after(target, "/bytes/"), false);
+      if (target.starts_with("/chunked/"))
+        co_return co_await send_bytes(exchange, number_after(target, "/chunked/"), true);
       if (target.starts_with("/slow/")) {
         asio::steady_timer timer(co_await asio::this_coro::executor,
                                  std::chrono::milliseconds(number_after(target, "/slow/")));
@@ -68,7 +70,9 @@ class TestHandler final : public hots3::http::Handler {
         co_return;
       }
       if (target == "/thread") {  // which worker thread serves this connection
-        co_await exchange.respond(Response(200), std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+        co_await exchange.respond(
+            Response(200),
+            std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
         co_return;
       }
       if (target == "/fail") throw std::runtime_error("handler failure requested by /fail");
@@ -96,7 +100,8 @@ class TestHandler final : public hots3::http::Handler {
     if (exchange.request().method != Method::kHead) {
       std::uint64_t left = size;
       while (left > 0) {
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, pattern_.size()));
+        const std::size_t n =
+            static_cast<std::size_t>(std::min<std::uint64_t>(left, pattern_.size()));
         if (!co_await exchange.write_body(std::span(pattern_.data(), n))) co_return;
         left -= n;
       }

@@ -6,18 +6,17 @@
 // Exit codes: COMMAND's (it replaces this process); 77 when this kernel does not let an
 // unprivileged process install a filter (tests skip); 1 for any other failure.
 
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
 
 #ifndef __NR_io_uring_setup
 #define __NR_io_uring_setup 425  // the same number on every architecture (Linux 5.1+)
@@ -55,19 +54,23 @@ int main(int argc, char** argv) {
       statement(kReturn, SECCOMP_RET_ALLOW),
       statement(kLoad, static_cast<std::uint32_t>(offsetof(seccomp_data, nr))),
       jump(kJumpIfEqual, __NR_io_uring_setup, 0, 1),
-      statement(kReturn, SECCOMP_RET_ERRNO | (static_cast<std::uint32_t>(EPERM) & SECCOMP_RET_DATA)),
+      statement(kReturn,
+                SECCOMP_RET_ERRNO | (static_cast<std::uint32_t>(EPERM) & SECCOMP_RET_DATA)),
       statement(kReturn, SECCOMP_RET_ALLOW),
   };
   sock_fprog fprog{static_cast<unsigned short>(sizeof(program) / sizeof(program[0])), program};
   // Without privileges, a filter needs no_new_privs (so no set-uid program runs under it).
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) != 0) {
-    std::fprintf(stderr, "no-io-uring: cannot install the seccomp filter: %s\n", std::strerror(errno));
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) != 0) {
+    std::fprintf(stderr, "no-io-uring: cannot install the seccomp filter: %s\n",
+                 std::strerror(errno));
     return 77;
   }
   // Prove it: io_uring_setup(0, NULL) is EINVAL or EFAULT when allowed, EPERM when refused.
   errno = 0;
   if (::syscall(__NR_io_uring_setup, 0, nullptr) != -1 || errno != EPERM) {
-    std::fprintf(stderr, "no-io-uring: the filter does not refuse io_uring_setup (errno %d)\n", errno);
+    std::fprintf(stderr, "no-io-uring: the filter does not refuse io_uring_setup (errno %d)\n",
+                 errno);
     return 1;
   }
   ::execvp(argv[1], argv + 1);

@@ -20,9 +20,11 @@ class TempDir {
  public:
   TempDir() {
     const char* parent = std::getenv("HOTS3_TEST_TMPDIR");  // NOLINT(concurrency-mt-unsafe): tests
-    std::filesystem::path base = parent != nullptr ? parent : std::filesystem::temp_directory_path();
+    std::filesystem::path base =
+        parent != nullptr ? parent : std::filesystem::temp_directory_path();
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = "hots3-" + std::to_string(::getpid()) + "-" + (info != nullptr ? info->name() : "test");
+    std::string name =
+        "hots3-" + std::to_string(::getpid()) + "-" + (info != nullptr ? info->name() : "test");
     for (char& c : name) {
       if (c == '/') c = '_';
     }
@@ -63,7 +65,8 @@ T run_on(boost::asio::io_context& context, boost::asio::awaitable<T> op, bool dr
   return future.get();
 }
 
-inline void run_on(boost::asio::io_context& context, boost::asio::awaitable<void> op, bool drive = false) {
+inline void run_on(boost::asio::io_context& context, boost::asio::awaitable<void> op,
+                   bool drive = false) {
   std::promise<void> promise;
   auto future = promise.get_future();
   boost::asio::co_spawn(context, std::move(op), [&promise](const std::exception_ptr& e) {

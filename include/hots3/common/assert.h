@@ -11,8 +11,8 @@ namespace hots3::detail {
 
 }  // namespace hots3::detail
 
-#define H3_ASSERT(cond, ...)                                                    \
-  ((cond) ? static_cast<void>(0)                                                \
+#define H3_ASSERT(cond, ...)     \
+  ((cond) ? static_cast<void>(0) \
           : ::hots3::detail::assert_fail(#cond, __FILE__, __LINE__, "" __VA_ARGS__))
 
 #if defined(H3_ENABLE_DASSERT)

@@ -44,11 +44,13 @@ void access(std::string_view line) noexcept;
 
 template <class... Args>
 void trace(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kTrace)) write(Level::kTrace, fmt::format(format, std::forward<Args>(args)...));
+  if (enabled(Level::kTrace))
+    write(Level::kTrace, fmt::format(format, std::forward<Args>(args)...));
 }
 template <class... Args>
 void debug(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kDebug)) write(Level::kDebug, fmt::format(format, std::forward<Args>(args)...));
+  if (enabled(Level::kDebug))
+    write(Level::kDebug, fmt::format(format, std::forward<Args>(args)...));
 }
 template <class... Args>
 void info(fmt::format_string<Args...> format, Args&&... args) {
@@ -60,7 +62,8 @@ void warn(fmt::format_string<Args...> format, Args&&... args) {
 }
 template <class... Args>
 void error(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kError)) write(Level::kError, fmt::format(format, std::forward<Args>(args)...));
+  if (enabled(Level::kError))
+    write(Level::kError, fmt::format(format, std::forward<Args>(args)...));
 }
 template <class... Args>
 void critical(fmt::format_string<Args...> format, Args&&... args) {

@@ -25,7 +25,8 @@ class Md5 {
 
   // update(data[i]) on *streams[i] for every i, several streams per instruction where the CPU
   // has the vectors (AVX2, AVX-512VL). REQUIRES: no stream appears twice.
-  static void update_many(std::span<Md5* const> streams, std::span<const std::span<const std::byte>> data);
+  static void update_many(std::span<Md5* const> streams,
+                          std::span<const std::span<const std::byte>> data);
 
   [[nodiscard]] std::uint64_t length() const noexcept { return length_; }
 

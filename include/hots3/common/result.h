@@ -4,9 +4,9 @@
 // (error_code, T) completions). Operating errors travel as values; exceptions are used only at
 // start-up and for bad_alloc.
 
-#include <boost/system/result.hpp>
-
 #include "hots3/common/errc.h"
+
+#include <boost/system/result.hpp>
 
 namespace hots3 {
 
@@ -38,14 +38,14 @@ struct Failure {
 #define H3_TRY_CAT2_(a, b) a##b
 #define H3_TRY_CAT_(a, b) H3_TRY_CAT2_(a, b)
 #define H3_TRY_VAR_ H3_TRY_CAT_(h3_try_result_, __LINE__)
-#define H3_TRY_CHECK_(ret, expr)                                      \
-  if (auto&& H3_TRY_VAR_ = (expr); !H3_TRY_VAR_.has_value()) {        \
-    ret ::hots3::Failure{H3_TRY_VAR_.error()};             \
-  }                                                                   \
+#define H3_TRY_CHECK_(ret, expr)                               \
+  if (auto&& H3_TRY_VAR_ = (expr); !H3_TRY_VAR_.has_value()) { \
+    ret ::hots3::Failure{H3_TRY_VAR_.error()};                 \
+  }                                                            \
   static_assert(true)
-#define H3_TRY_BIND_(ret, decl, expr)                       \
-  auto&& H3_TRY_VAR_ = (expr);                              \
-  if (!H3_TRY_VAR_.has_value()) {                           \
-    ret ::hots3::Failure{H3_TRY_VAR_.error()};   \
-  }                                                         \
+#define H3_TRY_BIND_(ret, decl, expr)          \
+  auto&& H3_TRY_VAR_ = (expr);                 \
+  if (!H3_TRY_VAR_.has_value()) {              \
+    ret ::hots3::Failure{H3_TRY_VAR_.error()}; \
+  }                                            \
   decl = std::move(*H3_TRY_VAR_)

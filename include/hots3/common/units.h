@@ -2,12 +2,12 @@
 
 // Sizes and durations as configuration and logs spell them: "64GiB", "512k", "30s", "250ms".
 
+#include "hots3/common/result.h"
+
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-#include "hots3/common/result.h"
 
 namespace hots3 {
 

@@ -5,6 +5,8 @@
 // variables (HOTS3_ACCESS_KEY / HOTS3_SECRET_KEY) and command-line flags.
 // Units are last in names: *_bytes, *_ms.
 
+#include "hots3/common/logging.h"
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -12,8 +14,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "hots3/common/logging.h"
 
 namespace hots3::config {
 
@@ -41,25 +41,26 @@ struct TlsConfig {
 
 struct HttpConfig {
   ListenAddress listen;
-  unsigned threads = 0;                          // worker threads; 0 = number of cores
-  std::uint64_t header_bytes_max = 64 * 1024;    // request line + headers
-  milliseconds header_timeout{10'000};           // from a request's first byte to its last header
-  milliseconds idle_timeout{60'000};             // keep-alive connection with no request
-  milliseconds body_stall_timeout{30'000};       // no request body byte arrived for this long
-  milliseconds send_stall_timeout{30'000};       // the client did not take response bytes
-  std::uint64_t connections_max = 4096;          // open connections, all workers together
-  milliseconds shutdown_grace{10'000};           // SIGTERM: time for in-flight requests
+  unsigned threads = 0;                        // worker threads; 0 = number of cores
+  std::uint64_t header_bytes_max = 64 * 1024;  // request line + headers
+  milliseconds header_timeout{10'000};         // from a request's first byte to its last header
+  milliseconds idle_timeout{60'000};           // keep-alive connection with no request
+  milliseconds body_stall_timeout{30'000};     // no request body byte arrived for this long
+  milliseconds send_stall_timeout{30'000};     // the client did not take response bytes
+  std::uint64_t connections_max = 4096;        // open connections, all workers together
+  milliseconds shutdown_grace{10'000};         // SIGTERM: time for in-flight requests
   TlsConfig tls;
 };
 
 struct StorageConfig {
-  std::string data_dir = "./data";  // catalog, credentials; the default device file
-  std::string device_path;          // "" = <data_dir>/device.img
+  std::string data_dir = "./data";      // catalog, credentials; the default device file
+  std::string device_path;              // "" = <data_dir>/device.img
   std::uint64_t device_size_bytes = 0;  // size of a new device file; 0 = automatic
   enum class IoEngine { kAuto, kUring, kPosix } io_engine = IoEngine::kAuto;
-  std::uint64_t inline_max_bytes = 4096;       // objects up to this size live in the catalog
-  std::optional<std::uint64_t> cache_bytes;    // block cache; unset = automatic, 0 = off
-  std::optional<std::uint64_t> metadata_cache_bytes;  // objects' records; unset = automatic, 0 = off
+  std::uint64_t inline_max_bytes = 4096;     // objects up to this size live in the catalog
+  std::optional<std::uint64_t> cache_bytes;  // block cache; unset = automatic, 0 = off
+  std::optional<std::uint64_t>
+      metadata_cache_bytes;                     // objects' records; unset = automatic, 0 = off
   std::uint64_t io_buffer_bytes = 1024 * 1024;  // one device I/O
   std::uint64_t io_buffers_per_worker = 32;     // bounds the memory of streams
   std::uint64_t stream_depth = 4;               // device I/Os in flight per stream
@@ -153,8 +154,8 @@ namespace hots3::config {
 // Throws ConfigError when the credentials file is unreadable or the environment is half set.
 struct ResolvedUsers {
   std::vector<UserConfig> users;
-  bool generated = false;     // a development key pair from <data_dir>/credentials
-  bool reused = false;        // ... made by an earlier start, read back from that file
+  bool generated = false;  // a development key pair from <data_dir>/credentials
+  bool reused = false;     // ... made by an earlier start, read back from that file
   std::string credentials_path;
 };
 ResolvedUsers resolve_users(const Config& config);

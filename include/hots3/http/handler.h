@@ -7,6 +7,8 @@
 // Threading: a connection lives on one worker thread. The handler's coroutine runs on that
 // worker and every Exchange call must be made from it.
 
+#include "hots3/common/result.h"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <cstddef>
@@ -16,8 +18,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "hots3/common/result.h"
 
 namespace hots3::http {
 
@@ -123,12 +123,12 @@ class Exchange {
 
 // A protocol-level failure the core answers by itself (the handler never sees the request).
 enum class ProtocolError : std::uint8_t {
-  kBadRequest,        // malformed request line, headers or framing          → 400
-  kHeaderTooLarge,    // request line + headers over header_bytes_max       → 431 (S3: 400)
-  kRequestTimeout,    // the request head or body did not arrive in time    → 400 / 408
-  kTooManyConnections,                                                    // → 503
-  kUnsupportedVersion,                                                    // → 505
-  kInternalError,     // the handler failed before starting a response      → 500
+  kBadRequest,          // malformed request line, headers or framing          → 400
+  kHeaderTooLarge,      // request line + headers over header_bytes_max       → 431 (S3: 400)
+  kRequestTimeout,      // the request head or body did not arrive in time    → 400 / 408
+  kTooManyConnections,  // → 503
+  kUnsupportedVersion,  // → 505
+  kInternalError,       // the handler failed before starting a response      → 500
 };
 
 class Handler {

@@ -5,13 +5,13 @@
 // optional TLS, limits and timeouts from config::HttpConfig, /health/live and /health/ready,
 // and the access log. Everything else goes to the Handler.
 
+#include "hots3/config/config.h"
+#include "hots3/http/handler.h"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include "hots3/config/config.h"
-#include "hots3/http/handler.h"
 
 namespace boost::asio {
 class io_context;

@@ -3,11 +3,11 @@
 // The S3 API on top of the HTTP core and the object store: the request handler the server
 // runs. Everything else of the S3 layer is private to src/s3.
 
-#include <memory>
-#include <vector>
-
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
+
+#include <memory>
+#include <vector>
 
 namespace hots3::storage {
 class ObjectStore;
@@ -16,7 +16,8 @@ class ObjectStore;
 namespace hots3::s3 {
 
 // `store` must outlive the handler. Users are fixed for the handler's lifetime.
-std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store, const config::S3Config& config,
+std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
+                                            const config::S3Config& config,
                                             std::vector<config::UserConfig> users);
 
 }  // namespace hots3::s3

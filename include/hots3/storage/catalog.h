@@ -13,6 +13,10 @@
 //
 // Keys compare as bytes (SQLite's BINARY collation over UTF-8), the order S3 lists them in.
 
+#include "hots3/common/result.h"
+#include "hots3/storage/extent.h"
+#include "hots3/storage/format.h"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <cstdint>
@@ -23,10 +27,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include "hots3/common/result.h"
-#include "hots3/storage/extent.h"
-#include "hots3/storage/format.h"
 
 namespace hots3::storage {
 
@@ -62,9 +62,9 @@ struct ContentHeaders {
 };
 
 enum class TierState : std::uint8_t {
-  kLocal = 0,          // only here
-  kLocalAndUpstream,   // here and safely upstream
-  kUpstreamOnly,       // evicted: the data is upstream, the row stays for HEAD and LIST
+  kLocal = 0,         // only here
+  kLocalAndUpstream,  // here and safely upstream
+  kUpstreamOnly,      // evicted: the data is upstream, the row stays for HEAD and LIST
 };
 
 struct ObjectRecord {
@@ -72,7 +72,7 @@ struct ObjectRecord {
   std::int64_t bucket_id = 0;
   std::string key;
   std::uint64_t size_bytes = 0;
-  std::string etag;  // without quotes
+  std::string etag;               // without quotes
   std::uint32_t parts_count = 0;  // > 0 for multipart objects
   std::int64_t created_ms = 0;    // Last-Modified
   std::int64_t accessed_ms = 0;   // last GET (tiering)
@@ -142,7 +142,7 @@ struct ListPage {
   std::vector<ListEntry> objects;
   std::vector<std::string> common_prefixes;
   bool truncated = false;
-  std::string last;  // the last key or prefix returned: the next page starts after it
+  std::string last;             // the last key or prefix returned: the next page starts after it
   std::uint64_t rows_read = 0;  // catalog rows the listing stepped over (what the page cost)
 };
 
@@ -166,7 +166,7 @@ struct UploadListPage {
 class WriteTxn;
 
 struct CatalogOptions {
-  std::string path;            // the database file
+  std::string path;             // the database file
   std::size_t batch_max = 512;  // writes per group commit
 };
 
@@ -194,7 +194,8 @@ class Catalog {
   Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key);
   // The same with the inline data (small objects) filled in, in one statement: a small GET
   // costs one read transaction.
-  Result<std::optional<ObjectRecord>> find_object_with_data(std::int64_t bucket_id, std::string_view key);
+  Result<std::optional<ObjectRecord>> find_object_with_data(std::int64_t bucket_id,
+                                                            std::string_view key);
   // The current version of (bucket, key) with its inline data and its extents (with their
   // checksums if its size is at most `checksums_size_max`), all read in one read transaction.
   // Reading the object and then its extents in two transactions can find a version whose rows
@@ -203,16 +204,19 @@ class Catalog {
     ObjectRecord object;
     std::vector<ExtentRecord> extents;  // logical order; empty for inline objects
   };
-  Result<std::optional<ObjectLayout>> find_object_layout(std::int64_t bucket_id, std::string_view key,
+  Result<std::optional<ObjectLayout>> find_object_layout(std::int64_t bucket_id,
+                                                         std::string_view key,
                                                          std::uint64_t checksums_size_max);
   // The extents of an object in logical order; their checksums only if asked for (a large
   // object's checksums are large: readers load them per extent with extent_checksums).
-  Result<std::vector<ExtentRecord>> object_extents(std::int64_t object_id, bool with_checksums = false);
+  Result<std::vector<ExtentRecord>> object_extents(std::int64_t object_id,
+                                                   bool with_checksums = false);
   Result<std::vector<std::uint32_t>> extent_checksums(std::int64_t row_id);
   Result<std::optional<std::string>> inline_data(std::int64_t object_id);
   Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id);
   // One part of a completed multipart object (an index lookup), or nullopt.
-  Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id, std::uint32_t part_number);
+  Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id,
+                                                      std::uint32_t part_number);
   // A page costs what it returns: a delimiter listing skips each common prefix with one seek.
   Result<ListPage> list_objects(std::int64_t bucket_id, const ListQuery& query);
   Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id);
@@ -226,9 +230,11 @@ class Catalog {
     std::uint64_t in_bucket = 0;
     std::uint64_t of_owner = 0;
   };
-  Result<UploadCounts> count_uploads(std::int64_t bucket_id, std::string_view owner, std::uint64_t limit);
+  Result<UploadCounts> count_uploads(std::int64_t bucket_id, std::string_view owner,
+                                     std::uint64_t limit);
   // Uploads created before `created_before_ms` (abandoned-upload cleanup).
-  Result<std::vector<UploadRecord>> uploads_older_than(std::int64_t created_before_ms, std::size_t limit);
+  Result<std::vector<UploadRecord>> uploads_older_than(std::int64_t created_before_ms,
+                                                       std::size_t limit);
   // Every extent any object or part references (start-up rebuild of the free space, check).
   Result<ExtentList> all_extents();
   struct Counts {
@@ -287,10 +293,12 @@ class WriteTxn {
   // Errors: kConflict when objects or uploads remain.
   virtual Result<void> delete_bucket(std::int64_t bucket_id) = 0;
 
-  virtual Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key) = 0;
+  virtual Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id,
+                                                          std::string_view key) = 0;
   // Inserts `object` (its id must come from next_id()) with its extents or inline data.
   // REQUIRES: no object with the same key (delete_object first).
-  virtual Result<void> insert_object(const ObjectRecord& object, const std::vector<ExtentRecord>& extents) = 0;
+  virtual Result<void> insert_object(const ObjectRecord& object,
+                                     const std::vector<ExtentRecord>& extents) = 0;
   // The same where the key may have an object: then nothing is written and the result is false.
   // A put of a new key needs no lookup before its insert.
   virtual Result<bool> insert_object_if_absent(const ObjectRecord& object,
@@ -300,13 +308,15 @@ class WriteTxn {
   virtual Result<ExtentList> delete_object(std::int64_t object_id) = 0;
   virtual Result<void> update_object_metadata(const ObjectRecord& object) = 0;
   // Renames an object (same bucket or another) without touching its data.
-  virtual Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id, std::string_view key) = 0;
+  virtual Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id,
+                                   std::string_view key) = 0;
   // Gives version `from_object_id`'s data to version `to_object_id`: its extents (with their
   // logical offsets and block checksums) and its part table move over unchanged, so an append
   // keeps the data it extends without copying it. delete_object(from) then frees nothing.
   virtual Result<void> move_object_data(std::int64_t from_object_id, std::int64_t to_object_id) = 0;
   // Adds rows to an object's part table (GET/HEAD ?partNumber=N).
-  virtual Result<void> insert_object_parts(std::int64_t object_id, const std::vector<ObjectPartRecord>& parts) = 0;
+  virtual Result<void> insert_object_parts(std::int64_t object_id,
+                                           const std::vector<ObjectPartRecord>& parts) = 0;
 
   virtual Result<void> insert_upload(const UploadRecord& upload) = 0;
   virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;
@@ -317,9 +327,10 @@ class WriteTxn {
   // Turns the listed parts (in order) into `object`'s data without copying it: their extents
   // move to the object, shifted to the parts' offsets in it. Parts not listed are deleted and
   // their extents returned, as is the upload row.
-  virtual Result<ExtentList> complete_upload(std::int64_t upload_row, const ObjectRecord& object,
-                                             const std::vector<std::pair<PartRecord, std::uint64_t>>& parts_and_offsets,
-                                             const std::vector<ObjectPartRecord>& part_table) = 0;
+  virtual Result<ExtentList> complete_upload(
+      std::int64_t upload_row, const ObjectRecord& object,
+      const std::vector<std::pair<PartRecord, std::uint64_t>>& parts_and_offsets,
+      const std::vector<ObjectPartRecord>& part_table) = 0;
   // Deletes the upload, its parts and their extents; returns the device extents.
   virtual Result<ExtentList> delete_upload(std::int64_t upload_row) = 0;
 };

@@ -16,11 +16,11 @@
 //   for upload parts;
 // - every block of every extent reads back and matches its checksum.
 
+#include "hots3/storage/object_store.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "hots3/storage/object_store.h"
 
 namespace hots3::storage {
 

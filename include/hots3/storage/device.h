@@ -15,6 +15,8 @@
 // operation must stay alive until the operation completes; the implementations never complete
 // an operation while the kernel may still touch its buffer, even on shutdown.
 
+#include "hots3/common/result.h"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <cstddef>
@@ -23,8 +25,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-
-#include "hots3/common/result.h"
 
 namespace boost::asio {
 class io_context;
@@ -35,7 +35,7 @@ namespace hots3::storage {
 struct DeviceGeometry {
   std::string path;
   std::uint64_t size_bytes = 0;
-  std::uint32_t block_size_bytes = 4096;  // offset and length alignment
+  std::uint32_t block_size_bytes = 4096;        // offset and length alignment
   std::uint32_t memory_alignment_bytes = 4096;  // buffer address alignment
   bool block_device = false;
 };

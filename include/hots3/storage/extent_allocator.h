@@ -7,14 +7,14 @@
 // Thread-safe: one mutex, taken once per allocation or release of a whole extent (never per
 // block), so concurrent writers do not serialise on it in the data path.
 
+#include "hots3/common/result.h"
+#include "hots3/storage/extent.h"
+
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
 #include <span>
-
-#include "hots3/common/result.h"
-#include "hots3/storage/extent.h"
 
 namespace hots3::storage {
 
@@ -31,7 +31,8 @@ class ExtentAllocator {
   // Allocates `length_bytes` rounded up to the unit: one extent if a free extent is large
   // enough, otherwise several, largest first (when space is fragmented). Errors: kNoSpace when
   // the free space is smaller (nothing is allocated then).
-  Result<ExtentList> allocate(std::uint64_t length_bytes, Placement placement = Placement::kBestFit);
+  Result<ExtentList> allocate(std::uint64_t length_bytes,
+                              Placement placement = Placement::kBestFit);
 
   // Grows an allocation in place: takes [offset_bytes, offset_bytes + length_bytes) if all of
   // it is free. Returns false, taking nothing, otherwise.
@@ -57,14 +58,15 @@ class ExtentAllocator {
  private:
   void insert_free(std::uint64_t offset, std::uint64_t length);  // merges; REQUIRES mutex_
   void erase_free(std::map<std::uint64_t, std::uint64_t>::iterator it);
-  void take(std::map<std::uint64_t, std::uint64_t>::iterator it, std::uint64_t length, ExtentList& out);
+  void take(std::map<std::uint64_t, std::uint64_t>::iterator it, std::uint64_t length,
+            ExtentList& out);
 
   const std::uint64_t start_bytes_;
   const std::uint64_t end_bytes_;
   const std::uint32_t unit_bytes_;
   mutable std::mutex mutex_;
-  std::map<std::uint64_t, std::uint64_t> by_offset_;                 // offset → length
-  std::set<std::pair<std::uint64_t, std::uint64_t>> by_length_;      // (length, offset)
+  std::map<std::uint64_t, std::uint64_t> by_offset_;             // offset → length
+  std::set<std::pair<std::uint64_t, std::uint64_t>> by_length_;  // (length, offset)
   std::uint64_t free_bytes_ = 0;
 };
 

@@ -6,13 +6,13 @@
 // flip; chosen ranges fail with EIO; flushes fail. Operations complete asynchronously on the
 // caller's executor, as the real devices do.
 
+#include "hots3/storage/device.h"
+
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <random>
 #include <vector>
-
-#include "hots3/storage/device.h"
 
 namespace hots3::storage {
 
@@ -22,16 +22,18 @@ class FaultDevice final : public Device {
 
   std::string_view engine() const noexcept override { return "fault"; }
   void attach(boost::asio::io_context& /*context*/) override {}
-  boost::asio::awaitable<Result<void>> read(std::uint64_t offset_bytes, std::span<std::byte> buffer) override;
-  boost::asio::awaitable<Result<void>> write(std::uint64_t offset_bytes, std::span<const std::byte> data) override;
+  boost::asio::awaitable<Result<void>> read(std::uint64_t offset_bytes,
+                                            std::span<std::byte> buffer) override;
+  boost::asio::awaitable<Result<void>> write(std::uint64_t offset_bytes,
+                                             std::span<const std::byte> data) override;
   boost::asio::awaitable<Result<void>> flush() override;
 
   enum class Crash {
-    kLoseUnflushed,  // every write since the last flush is gone
-    kTearUnflushed,  // each unflushed write keeps a random prefix of whole 4 KiB sectors
+    kLoseUnflushed,     // every write since the last flush is gone
+    kTearUnflushed,     // each unflushed write keeps a random prefix of whole 4 KiB sectors
     kScatterUnflushed,  // each sector of each unflushed write independently made it or not:
                         // later sectors of a write may be on the medium and earlier ones not
-    kKeepUnflushed,  // the write cache happened to reach the medium
+    kKeepUnflushed,     // the write cache happened to reach the medium
   };
   // What the medium holds after a power cut now; the device stays usable (as after a reboot).
   void crash(Crash mode, std::uint32_t seed = 1);

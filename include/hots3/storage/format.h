@@ -35,13 +35,13 @@
 //
 // CATALOG (SQLite, <data_dir>/catalog.db, WAL mode): see src/storage/schema.sql.
 
+#include "hots3/common/result.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
-
-#include "hots3/common/result.h"
 
 namespace hots3::storage {
 

@@ -14,6 +14,10 @@
 // completes there. Catalog writes go to the catalog's writer thread; long catalog reads
 // (listings) to a reader thread; device I/O to the worker's ring.
 
+#include "hots3/common/result.h"
+#include "hots3/storage/catalog.h"
+#include "hots3/storage/device.h"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <array>
@@ -26,10 +30,6 @@
 #include <string>
 #include <vector>
 
-#include "hots3/common/result.h"
-#include "hots3/storage/catalog.h"
-#include "hots3/storage/device.h"
-
 namespace boost::asio {
 class io_context;
 }
@@ -41,12 +41,12 @@ struct StoreOptions {
   std::string device_path;              // "" = <data_dir>/device.img
   std::uint64_t device_size_bytes = 0;  // size of a new device file; 0 = automatic
   DeviceOptions::Engine engine = DeviceOptions::Engine::kAuto;
-  std::uint64_t inline_max_bytes = 4096;     // objects up to this size live in the catalog
-  std::uint64_t cache_bytes = 0;             // block cache; 0 = none
+  std::uint64_t inline_max_bytes = 4096;  // objects up to this size live in the catalog
+  std::uint64_t cache_bytes = 0;          // block cache; 0 = none
   std::uint64_t metadata_cache_bytes = 64 * 1024 * 1024;  // hot objects' metadata and inline data
-  std::size_t io_buffer_bytes = 1024 * 1024;  // one device I/O
-  std::size_t io_buffers_per_worker = 32;     // the worker's pool (bounds streaming memory)
-  std::size_t stream_depth = 4;               // I/Os in flight per stream
+  std::size_t io_buffer_bytes = 1024 * 1024;              // one device I/O
+  std::size_t io_buffers_per_worker = 32;  // the worker's pool (bounds streaming memory)
+  std::size_t stream_depth = 4;            // I/Os in flight per stream
   std::uint64_t extent_row_max_bytes = 16 * 1024 * 1024;  // data per catalog extent row
   bool etag_md5 = true;  // ETag = MD5 of the data (S3's); false: a cheaper unique tag
   // A new catalog refuses a device another store formatted (its data would silently become
@@ -60,9 +60,9 @@ struct StoreOptions {
 
 // What a write may require of the object it replaces (checked in the commit transaction).
 struct WriteCondition {
-  bool if_none_match_any = false;          // If-None-Match: *   → kPreconditionFailed if it exists
-  std::optional<std::string> if_match;     // If-Match: <etag>   → kPreconditionFailed if it differs,
-                                           //                      kNotFound if there is none
+  bool if_none_match_any = false;       // If-None-Match: *   → kPreconditionFailed if it exists
+  std::optional<std::string> if_match;  // If-Match: <etag>   → kPreconditionFailed if it differs,
+                                        //                      kNotFound if there is none
 };
 
 // The metadata a new object version gets.
@@ -84,7 +84,8 @@ struct StoreStats {
   std::uint64_t cache_used_bytes = 0;
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
-  std::uint64_t metadata_cache_capacity_bytes = 0;  // records of hot objects (and small objects' data)
+  std::uint64_t metadata_cache_capacity_bytes =
+      0;  // records of hot objects (and small objects' data)
   std::uint64_t metadata_cache_used_bytes = 0;
   std::uint64_t metadata_cache_entries = 0;
   std::uint64_t metadata_cache_hits = 0;
@@ -146,7 +147,8 @@ class ObjectStore {
   static std::unique_ptr<ObjectStore> open(const StoreOptions& options);
   // The same over a device opened by the caller (tests: a FaultDevice that outlives a
   // simulated crash and restart).
-  static std::unique_ptr<ObjectStore> open(const StoreOptions& options, std::shared_ptr<Device> device);
+  static std::unique_ptr<ObjectStore> open(const StoreOptions& options,
+                                           std::shared_ptr<Device> device);
 
   // Sets up a worker (its ring and buffer pool). Call for every worker before it runs; the
   // store must outlive the worker's io_context (coroutines it destroys may hold store objects).
@@ -166,7 +168,8 @@ class ObjectStore {
   virtual Result<std::optional<BucketRecord>> find_bucket(std::string_view name) = 0;
   virtual Result<std::vector<BucketRecord>> list_buckets() = 0;
   // Errors: kAlreadyExists.
-  virtual boost::asio::awaitable<Result<BucketRecord>> create_bucket(std::string name, std::string owner) = 0;
+  virtual boost::asio::awaitable<Result<BucketRecord>> create_bucket(std::string name,
+                                                                     std::string owner) = 0;
   // Errors: kNotFound, kConflict (not empty).
   virtual boost::asio::awaitable<Result<void>> delete_bucket(std::string name) = 0;
 
@@ -174,7 +177,8 @@ class ObjectStore {
   // The current version's metadata (an index lookup on the calling worker, or none: from the
   // metadata cache, shared, not copied); nullptr when there is none. An inline object has
   // inline_data set, its bytes loaded or not: a reader gives them.
-  virtual Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id, std::string_view key) = 0;
+  virtual Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id,
+                                                           std::string_view key) = 0;
   // Pins and opens the current version. Errors: kNotFound.
   virtual boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(
       std::int64_t bucket_id, std::string key) = 0;
@@ -187,8 +191,8 @@ class ObjectStore {
   // condition holds. Errors: kPreconditionFailed, kNotFound (bucket gone, or If-Match without
   // an object).
   virtual boost::asio::awaitable<Result<ObjectRecord>> commit_object(
-      std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket, std::string key, ObjectSpec spec,
-      WriteCondition condition) = 0;
+      std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket, std::string key,
+      ObjectSpec spec, WriteCondition condition) = 0;
   // Appends a finished writer's data to version `base_version` of (bucket, key) (S3 Express's
   // PutObject with x-amz-write-offset-bytes): the new version keeps the base version's extents
   // and part table, without copying its data, followed by the writer's data; `new_parts` are
@@ -198,27 +202,32 @@ class ObjectStore {
   // A concurrent write of the key since the caller looked wins: the append is refused.
   // Errors: kPreconditionFailed (the current version is not `base_version`), kNotFound (the
   // bucket went away).
-  virtual boost::asio::awaitable<Result<ObjectRecord>> append_object(std::unique_ptr<ObjectWriter> writer,
-                                                                     const BucketRecord& bucket, std::string key,
-                                                                     std::int64_t base_version, bool writer_has_base,
-                                                                     ObjectSpec spec,
-                                                                     std::vector<ObjectPartRecord> new_parts) = 0;
+  virtual boost::asio::awaitable<Result<ObjectRecord>> append_object(
+      std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket, std::string key,
+      std::int64_t base_version, bool writer_has_base, ObjectSpec spec,
+      std::vector<ObjectPartRecord> new_parts) = 0;
   // Deletes the current version; returns it (nullopt if there was none).
   virtual boost::asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(
       std::int64_t bucket_id, std::string key) = 0;
   // Replaces the metadata of the current version (S3: copy onto itself) if its ETag is still
   // `etag`. Errors: kNotFound, kPreconditionFailed.
-  virtual boost::asio::awaitable<Result<ObjectRecord>> replace_metadata(
-      std::int64_t bucket_id, std::string key, std::string etag, ObjectSpec spec) = 0;
+  virtual boost::asio::awaitable<Result<ObjectRecord>> replace_metadata(std::int64_t bucket_id,
+                                                                        std::string key,
+                                                                        std::string etag,
+                                                                        ObjectSpec spec) = 0;
   // What a rename requires of its source and of the object it replaces (if any), decided inside
   // the rename's transaction; an error refuses the rename with that error. Empty: no condition.
-  using RenameCheck = std::function<Result<void>(const ObjectRecord& source, const std::optional<ObjectRecord>& target)>;
+  using RenameCheck = std::function<Result<void>(const ObjectRecord& source,
+                                                 const std::optional<ObjectRecord>& target)>;
   // Moves an object to a new key in one transaction (no data is copied), replacing what the key
   // held. Errors: kNotFound (no source), and whatever `check` returns.
-  virtual boost::asio::awaitable<Result<ObjectRecord>> rename_object(std::int64_t bucket_id, std::string from,
-                                                                     std::string to, RenameCheck check) = 0;
+  virtual boost::asio::awaitable<Result<ObjectRecord>> rename_object(std::int64_t bucket_id,
+                                                                     std::string from,
+                                                                     std::string to,
+                                                                     RenameCheck check) = 0;
   // One page of keys (on a reader thread; the worker waits without blocking).
-  virtual boost::asio::awaitable<Result<ListPage>> list_objects(std::int64_t bucket_id, ListQuery query) = 0;
+  virtual boost::asio::awaitable<Result<ListPage>> list_objects(std::int64_t bucket_id,
+                                                                ListQuery query) = 0;
 
   // ---- multipart ----
   virtual boost::asio::awaitable<Result<UploadRecord>> create_upload(
@@ -226,9 +235,8 @@ class ObjectStore {
       std::optional<std::string> checksum_algorithm, std::optional<std::string> checksum_type) = 0;
   virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;
   // Open uploads in the bucket and of the owner, each counted up to `limit` (on a reader thread).
-  virtual boost::asio::awaitable<Result<Catalog::UploadCounts>> count_uploads(std::int64_t bucket_id,
-                                                                              std::string owner,
-                                                                              std::uint64_t limit) = 0;
+  virtual boost::asio::awaitable<Result<Catalog::UploadCounts>> count_uploads(
+      std::int64_t bucket_id, std::string owner, std::uint64_t limit) = 0;
   // Commits a finished writer's data as part `part_number` of the upload, replacing an earlier
   // part with that number. Errors: kNotFound (no such upload).
   virtual boost::asio::awaitable<Result<PartRecord>> commit_part(
@@ -238,27 +246,29 @@ class ObjectStore {
   // What a completion turns the upload into, decided from the upload and its parts inside the
   // commit transaction (so parts cannot change under the decision).
   struct CompletionPlan {
-    ObjectSpec spec;  // spec.etag must be set (the multipart ETag)
+    ObjectSpec spec;                // spec.etag must be set (the multipart ETag)
     std::vector<PartRecord> parts;  // the parts that make up the object, in order
   };
-  using PlanFn = std::function<Result<CompletionPlan>(const UploadRecord&, const std::vector<PartRecord>&)>;
+  using PlanFn =
+      std::function<Result<CompletionPlan>(const UploadRecord&, const std::vector<PartRecord>&)>;
   // Builds the object from the parts' extents without copying data. Errors: kNotFound (no such
   // upload), kPreconditionFailed, and whatever `plan` returns.
-  virtual boost::asio::awaitable<Result<ObjectRecord>> complete_upload(std::string upload_id, PlanFn plan,
-                                                                       WriteCondition condition) = 0;
+  virtual boost::asio::awaitable<Result<ObjectRecord>> complete_upload(
+      std::string upload_id, PlanFn plan, WriteCondition condition) = 0;
   // Errors: kNotFound.
   virtual boost::asio::awaitable<Result<void>> abort_upload(std::string upload_id) = 0;
-  virtual boost::asio::awaitable<Result<std::vector<PartRecord>>> list_parts(std::int64_t upload_row,
-                                                                             std::uint32_t after_part,
-                                                                             std::uint32_t max_parts) = 0;
+  virtual boost::asio::awaitable<Result<std::vector<PartRecord>>> list_parts(
+      std::int64_t upload_row, std::uint32_t after_part, std::uint32_t max_parts) = 0;
   virtual boost::asio::awaitable<Result<UploadListPage>> list_uploads(std::int64_t bucket_id,
                                                                       UploadListQuery query) = 0;
   // Part boundaries of a completed multipart object.
   virtual Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id) = 0;
   // One of them (an index lookup: GET/HEAD with partNumber), or nullopt.
-  virtual Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id, std::uint32_t part_number) = 0;
+  virtual Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id,
+                                                              std::uint32_t part_number) = 0;
   // Aborts uploads created before `age` ago; returns how many.
-  virtual boost::asio::awaitable<Result<std::size_t>> abort_uploads_older_than(std::chrono::milliseconds age) = 0;
+  virtual boost::asio::awaitable<Result<std::size_t>> abort_uploads_older_than(
+      std::chrono::milliseconds age) = 0;
 
   [[nodiscard]] virtual StoreStats stats() const = 0;
   // Whether writers' md5() is the MD5 of the data (StoreOptions::etag_md5).

@@ -114,7 +114,8 @@ constexpr ClmulConstants clmul_constants(std::uint64_t reflected_poly) {
 
 // The derivation reproduces the published constants of CRC-64/XZ (ECMA-182, reflected).
 constexpr ClmulConstants kEcmaCheck = clmul_constants(0xc96c5795d7870f42ULL);
-static_assert(kEcmaCheck.k[1] == 0xdabe95afc7875f40ULL && kEcmaCheck.k[2] == 0xe05dd497ca393ae4ULL &&
+static_assert(kEcmaCheck.k[1] == 0xdabe95afc7875f40ULL &&
+              kEcmaCheck.k[2] == 0xe05dd497ca393ae4ULL &&
               kEcmaCheck.poly == 0x92d8af2baf0e1e85ULL && kEcmaCheck.mu == 0x9c3e466c172963d5ULL);
 
 constexpr ClmulConstants kNvme = clmul_constants(kCrc64NvmeReflectedPoly);
@@ -125,9 +126,12 @@ constexpr ClmulConstants kNvme = clmul_constants(kCrc64NvmeReflectedPoly);
 }
 
 // Whole 16-byte blocks of [p, p + n) (n >= 64); returns the bytes consumed.
-[[gnu::target("pclmul,sse2")]] std::size_t crc64nvme_clmul(std::uint64_t& crc, const unsigned char* p,
+[[gnu::target("pclmul,sse2")]] std::size_t crc64nvme_clmul(std::uint64_t& crc,
+                                                           const unsigned char* p,
                                                            std::size_t n) noexcept {
-  const auto load = [](const unsigned char* at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); };
+  const auto load = [](const unsigned char* at) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+  };
   const auto pair = [](std::uint64_t lo, std::uint64_t hi) {
     return _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
   };
@@ -149,8 +153,9 @@ constexpr ClmulConstants kNvme = clmul_constants(kCrc64NvmeReflectedPoly);
     n -= 64;
   }
   const __m128i k16 = pair(kNvme.k[2], kNvme.k[1]);
-  __m128i x = _mm_xor_si128(_mm_xor_si128(fold(x0, pair(kNvme.k[6], kNvme.k[5])), fold(x1, pair(kNvme.k[4], kNvme.k[3]))),
-                            _mm_xor_si128(fold(x2, k16), x3));
+  __m128i x = _mm_xor_si128(
+      _mm_xor_si128(fold(x0, pair(kNvme.k[6], kNvme.k[5])), fold(x1, pair(kNvme.k[4], kNvme.k[3]))),
+      _mm_xor_si128(fold(x2, k16), x3));
   while (n >= 16) {
     x = _mm_xor_si128(fold(x, k16), load(p));
     p += 16;
@@ -194,7 +199,9 @@ const unsigned char* bytes_of(std::span<const std::byte> data) noexcept {
 struct CrcField {
   std::uint64_t poly;  // reflected, without the x^width term
   int width;           // 32 or 64
-  [[nodiscard]] constexpr std::uint64_t one() const { return std::uint64_t{1} << (width - 1); }  // x^0
+  [[nodiscard]] constexpr std::uint64_t one() const {
+    return std::uint64_t{1} << (width - 1);
+  }  // x^0
 };
 
 constexpr CrcField kCrc32Field{0xedb88320ULL, 32};
@@ -229,7 +236,8 @@ constexpr PowerTable kCrc32cPowers = powers_of_x(kCrc32cField);
 constexpr PowerTable kCrc64NvmePowers = powers_of_x(kCrc64NvmeField);
 
 // x^(8·bytes) mod P.
-constexpr std::uint64_t x_to_8n_mod_p(const CrcField& f, const PowerTable& powers, std::uint64_t bytes) {
+constexpr std::uint64_t x_to_8n_mod_p(const CrcField& f, const PowerTable& powers,
+                                      std::uint64_t bytes) {
   std::uint64_t p = f.one();
   for (std::size_t k = 3; bytes != 0; bytes >>= 1, ++k) {
     if ((bytes & 1) != 0) p = multiply_mod_p(f, powers[k], p);
@@ -244,8 +252,8 @@ constexpr std::uint64_t combine(const CrcField& f, const PowerTable& powers, std
 }
 
 // CRC-64/NVME of "1234" and of "56789" combine to the catalogue's check value of "123456789".
-static_assert(combine(kCrc64NvmeField, kCrc64NvmePowers, crc64nvme_bytewise("1234"), crc64nvme_bytewise("56789"), 5) ==
-              0xae8b14860a799888ULL);
+static_assert(combine(kCrc64NvmeField, kCrc64NvmePowers, crc64nvme_bytewise("1234"),
+                      crc64nvme_bytewise("56789"), 5) == 0xae8b14860a799888ULL);
 
 // ---- base64 ----------------------------------------------------------------------------------
 constexpr std::string_view kBase64Alphabet =

@@ -4,10 +4,9 @@
 // --as-needed link where nothing calls it directly) or placed after libc, mimalloc would be
 // loaded for nothing.
 
-#include <dlfcn.h>
-
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <string_view>
 
 namespace {

@@ -24,7 +24,8 @@ TEST(Logging, ParseLevel) {
 }
 
 TEST(Logging, WritesServerAndAccessLogsToFiles) {
-  const auto dir = std::filesystem::temp_directory_path() / ("hots3-log-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("hots3-log-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   Options options;
   options.level = Level::kWarn;

@@ -1,12 +1,12 @@
 #include "hots3/common/md5.h"
 
+#include "hots3/common/digest.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 #include <vector>
-
-#include "hots3/common/digest.h"
 
 namespace hots3 {
 namespace {

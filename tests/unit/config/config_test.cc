@@ -157,48 +157,67 @@ TEST_F(ConfigFile, CacheSizesAreAutomaticOrASize) {
   EXPECT_EQ(config.storage.effective_metadata_cache_bytes(), 512ull << 20);
   apply_file(config, write("[storage]\nmetadata_cache_size = 0\n"));
   EXPECT_EQ(config.storage.effective_metadata_cache_bytes(), 0u);
-  EXPECT_EQ(config.storage.effective_cache_bytes(), 2ull << 30);  // a later file keeps what it does not set
+  EXPECT_EQ(config.storage.effective_cache_bytes(),
+            2ull << 30);  // a later file keeps what it does not set
   apply_file(config, write("[storage]\nmetadata_cache_size = \"auto\"\n"));
   EXPECT_FALSE(config.storage.metadata_cache_bytes.has_value());
-  EXPECT_NE(error_of("[storage]\nmetadata_cache_size = \"lots\"\n").find("storage.metadata_cache_size:"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("[storage]\nmetadata_cache_size = \"lots\"\n").find("storage.metadata_cache_size:"),
+      std::string::npos);
 }
 
 TEST_F(ConfigFile, UnknownKeysNameTheFileLineAndKey) {
   const std::string message = error_of("[http]\nthreads = 1\nidel_timeout = \"5s\"\n");
-  EXPECT_NE(message.find("test.toml:3: http.idel_timeout: unknown key"), std::string::npos) << message;
+  EXPECT_NE(message.find("test.toml:3: http.idel_timeout: unknown key"), std::string::npos)
+      << message;
   EXPECT_NE(error_of("[htp]\n").find("htp: unknown key"), std::string::npos);
-  EXPECT_NE(error_of("[http.tls]\ncert = \"x\"\n").find("http.tls.cert: unknown key"), std::string::npos);
-  EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"12345678\"\nrole=\"x\"\n")
-                .find("users.role: unknown key"),
+  EXPECT_NE(error_of("[http.tls]\ncert = \"x\"\n").find("http.tls.cert: unknown key"),
             std::string::npos);
+  EXPECT_NE(
+      error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"12345678\"\nrole=\"x\"\n")
+          .find("users.role: unknown key"),
+      std::string::npos);
 }
 
 TEST_F(ConfigFile, BadValuesNameTheKey) {
-  EXPECT_NE(error_of("[http]\nthreads = \"many\"\n").find("http.threads: expected a whole number"), std::string::npos);
-  EXPECT_NE(error_of("[http]\nthreads = 5000\n").find("http.threads: must be between"), std::string::npos);
-  EXPECT_NE(error_of("[http]\nheader_bytes_max = \"12 parsecs\"\n").find("http.header_bytes_max:"), std::string::npos);
-  EXPECT_NE(error_of("[http]\nheader_bytes_max = 100\n").find("must be between 8 KiB"), std::string::npos);
-  EXPECT_NE(error_of("[http]\nidle_timeout = \"soon\"\n").find("http.idle_timeout:"), std::string::npos);
+  EXPECT_NE(error_of("[http]\nthreads = \"many\"\n").find("http.threads: expected a whole number"),
+            std::string::npos);
+  EXPECT_NE(error_of("[http]\nthreads = 5000\n").find("http.threads: must be between"),
+            std::string::npos);
+  EXPECT_NE(error_of("[http]\nheader_bytes_max = \"12 parsecs\"\n").find("http.header_bytes_max:"),
+            std::string::npos);
+  EXPECT_NE(error_of("[http]\nheader_bytes_max = 100\n").find("must be between 8 KiB"),
+            std::string::npos);
+  EXPECT_NE(error_of("[http]\nidle_timeout = \"soon\"\n").find("http.idle_timeout:"),
+            std::string::npos);
   EXPECT_NE(error_of("[http]\nlisten = \"localhost\"\n").find("http.listen:"), std::string::npos);
   EXPECT_NE(error_of("[log]\nlevel = \"loud\"\n").find("log.level:"), std::string::npos);
   EXPECT_NE(error_of("[http.tls]\ncertificate = \"/c\"\n").find("set together"), std::string::npos);
   EXPECT_NE(error_of("[storage]\ndata_dir = \"\"\n").find("storage.data_dir"), std::string::npos);
-  EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"short\"\n").find("users.secret_key"),
+  EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"short\"\n")
+                .find("users.secret_key"),
             std::string::npos);
   EXPECT_NE(error_of("http = 3\n").find("http: expected a table"), std::string::npos);
-  EXPECT_NE(error_of("[storage]\nio_engine = \"aio\"\n").find("storage.io_engine"), std::string::npos);
+  EXPECT_NE(error_of("[storage]\nio_engine = \"aio\"\n").find("storage.io_engine"),
+            std::string::npos);
   EXPECT_NE(error_of("[storage]\netag = \"sha\"\n").find("storage.etag"), std::string::npos);
-  EXPECT_NE(error_of("[storage]\nio_buffer_size = \"100KiB\"\n").find("multiple of 64 KiB"), std::string::npos);
-  EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"12345678\"\ngrants=[{bucket=\"x\", access=\"all\"}]\n")
+  EXPECT_NE(error_of("[storage]\nio_buffer_size = \"100KiB\"\n").find("multiple of 64 KiB"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[users]]\nname=\"a\"\naccess_key=\"abc\"\nsecret_key=\"12345678\"\ngrants=[{"
+                     "bucket=\"x\", access=\"all\"}]\n")
                 .find("users.grants.access"),
             std::string::npos);
   EXPECT_NE(error_of("[http\n").find("test.toml:1:"), std::string::npos);
-  EXPECT_NE(error_of("[multipart]\nabort_after = \"a week\"\n").find("multipart.abort_after:"), std::string::npos);
-  EXPECT_NE(error_of("[multipart]\nabort_after = -1\n").find("multipart.abort_after:"), std::string::npos);
-  EXPECT_NE(error_of("[multipart]\nsweep_interval = \"0s\"\n").find("multipart.sweep_interval: must be between"),
+  EXPECT_NE(error_of("[multipart]\nabort_after = \"a week\"\n").find("multipart.abort_after:"),
             std::string::npos);
-  EXPECT_NE(error_of("[multipart]\nabort_afer = \"1d\"\n").find("multipart.abort_afer: unknown key"), std::string::npos);
+  EXPECT_NE(error_of("[multipart]\nabort_after = -1\n").find("multipart.abort_after:"),
+            std::string::npos);
+  EXPECT_NE(error_of("[multipart]\nsweep_interval = \"0s\"\n")
+                .find("multipart.sweep_interval: must be between"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("[multipart]\nabort_afer = \"1d\"\n").find("multipart.abort_afer: unknown key"),
+      std::string::npos);
 }
 
 TEST_F(ConfigFile, DuplicateUsersAreRejected) {
@@ -254,7 +273,8 @@ TEST_F(Credentials, GeneratedOncePerDataDirectory) {
   ASSERT_EQ(first.users.size(), 1U);
   EXPECT_EQ(first.users[0].access_key.size(), 20U);
   EXPECT_EQ(first.users[0].secret_key.size(), 40U);
-  EXPECT_EQ(fs::status(first.credentials_path).permissions() & fs::perms::group_all, fs::perms::none);
+  EXPECT_EQ(fs::status(first.credentials_path).permissions() & fs::perms::group_all,
+            fs::perms::none);
   EXPECT_FALSE(first.reused);
   const ResolvedUsers second = resolve_users(config);
   EXPECT_TRUE(second.reused);

@@ -9,7 +9,8 @@ TEST(Headers, CaseInsensitiveLookup) {
   EXPECT_TRUE(iequals("X-Amz-Content-SHA256", "x-amz-content-sha256"));
   EXPECT_FALSE(iequals("x-amz-date", "x-amz-dat"));
   EXPECT_FALSE(iequals("a", "b"));
-  const std::vector<HeaderView> headers = {{"Host", "h"}, {"X-Amz-Date", "d1"}, {"x-amz-date", "d2"}};
+  const std::vector<HeaderView> headers = {
+      {"Host", "h"}, {"X-Amz-Date", "d1"}, {"x-amz-date", "d2"}};
   RequestHead head;
   head.headers = headers;
   EXPECT_EQ(head.find("x-amz-date").value(), "d1");  // the first one

@@ -48,8 +48,10 @@ TEST(Wire, AccessLineIsJsonAndRedactsSignatures) {
   head.remote_address = "127.0.0.1:5";
   head.request_id = "0123456789ABCDEF";
   const std::string line = format_access_line(head, 200, 1, 2, 1500);
-  EXPECT_NE(line.find(R"("target":"/b/k?X-Amz-Credential=AK%2F&X-Amz-Signature=REDACTED&Signature=REDACTED&partNumber=1")"),
-            std::string::npos)
+  EXPECT_NE(
+      line.find(
+          R"("target":"/b/k?X-Amz-Credential=AK%2F&X-Amz-Signature=REDACTED&Signature=REDACTED&partNumber=1")"),
+      std::string::npos)
       << line;
   EXPECT_NE(line.find(R"("status":200,"bytes_in":1,"bytes_out":2,"duration_ms":1.500})"),
             std::string::npos)

@@ -102,7 +102,8 @@ TEST(Crc, LargeBuffersMatchTheByteAtATimeReference) {
   std::mt19937_64 rng(11);
   const std::string data = random_bytes(rng, 1 << 20);
   std::uint64_t bytewise = 0;
-  for (std::size_t i = 0; i < data.size(); ++i) bytewise = crc64nvme(bytes(std::string_view(data).substr(i, 1)), bytewise);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    bytewise = crc64nvme(bytes(std::string_view(data).substr(i, 1)), bytewise);
   EXPECT_EQ(crc64nvme(bytes(data)), bytewise);
 }
 
@@ -110,13 +111,18 @@ TEST(Crc, CombineEqualsTheCrcOfTheConcatenation) {
   // Split points include empty halves and lengths past one table step of x^(8·n).
   std::mt19937_64 rng(5);
   const std::string data = random_bytes(rng, 70000);
-  for (std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{65537},
-                            data.size() - 1, data.size()}) {
+  for (std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096},
+                            std::size_t{65537}, data.size() - 1, data.size()}) {
     const auto a = bytes(std::string_view(data).substr(0, split));
     const auto b = bytes(std::string_view(data).substr(split));
-    EXPECT_EQ(crc_combine(ChecksumAlgorithm::kCrc32, crc32(a), crc32(b), b.size()), crc32(bytes(data))) << split;
-    EXPECT_EQ(crc_combine(ChecksumAlgorithm::kCrc32c, crc32c(a), crc32c(b), b.size()), crc32c(bytes(data))) << split;
-    EXPECT_EQ(crc_combine(ChecksumAlgorithm::kCrc64Nvme, crc64nvme(a), crc64nvme(b), b.size()), crc64nvme(bytes(data)))
+    EXPECT_EQ(crc_combine(ChecksumAlgorithm::kCrc32, crc32(a), crc32(b), b.size()),
+              crc32(bytes(data)))
+        << split;
+    EXPECT_EQ(crc_combine(ChecksumAlgorithm::kCrc32c, crc32c(a), crc32c(b), b.size()),
+              crc32c(bytes(data)))
+        << split;
+    EXPECT_EQ(crc_combine(ChecksumAlgorithm::kCrc64Nvme, crc64nvme(a), crc64nvme(b), b.size()),
+              crc64nvme(bytes(data)))
         << split;
   }
   // Many parts, as CompleteMultipartUpload folds them: start from the CRC of nothing.
@@ -129,16 +135,19 @@ TEST(Crc, CombineEqualsTheCrcOfTheConcatenation) {
   // A long second half (many powers of x^8 set in its length).
   const std::string zeros((1 << 22) + 12345, '\0');
   const std::string whole = data + zeros;
-  EXPECT_EQ(crc_combine(ChecksumAlgorithm::kCrc32c, crc32c(bytes(data)), crc32c(bytes(zeros)), zeros.size()),
+  EXPECT_EQ(crc_combine(ChecksumAlgorithm::kCrc32c, crc32c(bytes(data)), crc32c(bytes(zeros)),
+                        zeros.size()),
             crc32c(bytes(whole)));
 }
 
 TEST(Crc, Base64Forms) {
   EXPECT_EQ(crc_to_base64(ChecksumAlgorithm::kCrc32, 0xcbf43926U), "y/Q5Jg==");
   EXPECT_EQ(crc_from_base64(ChecksumAlgorithm::kCrc32, "y/Q5Jg=="), 0xcbf43926U);
-  EXPECT_EQ(crc_from_base64(ChecksumAlgorithm::kCrc64Nvme, crc_to_base64(ChecksumAlgorithm::kCrc64Nvme, 0xae8b14860a799888ULL)),
+  EXPECT_EQ(crc_from_base64(ChecksumAlgorithm::kCrc64Nvme,
+                            crc_to_base64(ChecksumAlgorithm::kCrc64Nvme, 0xae8b14860a799888ULL)),
             0xae8b14860a799888ULL);
-  EXPECT_EQ(crc_from_base64(ChecksumAlgorithm::kCrc64Nvme, "y/Q5Jg=="), std::nullopt);  // 4 bytes, not 8
+  EXPECT_EQ(crc_from_base64(ChecksumAlgorithm::kCrc64Nvme, "y/Q5Jg=="),
+            std::nullopt);  // 4 bytes, not 8
   EXPECT_EQ(crc_from_base64(ChecksumAlgorithm::kCrc32c, "not base64"), std::nullopt);
 }
 

@@ -30,12 +30,14 @@ TEST(ClientTokens, AnotherUsersTokenOfTheSameSpellingIsAnotherToken) {
 TEST(ClientTokens, MemoryIsBoundedInTokensWhateverTheyCarry) {
   ClientTokens tokens(1000);
   const std::string conditions(64 * 1024, 'x');  // a header section of conditions per rename
-  for (int i = 0; i < 3000; ++i) tokens.remember("u/1", "token-" + std::to_string(i), conditions + std::to_string(i));
+  for (int i = 0; i < 3000; ++i)
+    tokens.remember("u/1", "token-" + std::to_string(i), conditions + std::to_string(i));
   EXPECT_EQ(tokens.size(), 1000U);
   // The oldest are forgotten first; the newest are still known, by their digests alone.
   EXPECT_EQ(tokens.find("u/1", "token-0", conditions + "0"), ClientTokens::Seen::kNew);
   EXPECT_EQ(tokens.find("u/1", "token-2999", conditions + "2999"), ClientTokens::Seen::kSame);
-  static_assert(ClientTokens::kBytesPerToken < 256, "a token costs a few digests, never what it came with");
+  static_assert(ClientTokens::kBytesPerToken < 256,
+                "a token costs a few digests, never what it came with");
 }
 
 }  // namespace

@@ -10,7 +10,8 @@ namespace {
 TEST(RequestXml, DeleteTakesOneToAThousandObjects) {
   auto parsed = parse_delete_request(
       "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"
-      "<Object><Key>a&amp;b</Key></Object><Object><Key>c</Key><VersionId>null</VersionId></Object></Delete>");
+      "<Object><Key>a&amp;b</Key></Object><Object><Key>c</Key><VersionId>null</VersionId></"
+      "Object></Delete>");
   ASSERT_TRUE(std::holds_alternative<DeleteRequest>(parsed));
   const auto& request = std::get<DeleteRequest>(parsed);
   EXPECT_TRUE(request.quiet);
@@ -19,8 +20,9 @@ TEST(RequestXml, DeleteTakesOneToAThousandObjects) {
   EXPECT_FALSE(request.objects[0].version_id.has_value());
   EXPECT_EQ(request.objects[1].version_id, "null");
 
-  for (const std::string body : {"<Delete></Delete>", "<Delete><Quiet>yes</Quiet><Object><Key>a</Key></Object></Delete>",
-                                 "<Delete><Object><VersionId>x</VersionId></Object></Delete>", "<Remove/>", "not xml"}) {
+  for (const std::string body :
+       {"<Delete></Delete>", "<Delete><Quiet>yes</Quiet><Object><Key>a</Key></Object></Delete>",
+        "<Delete><Object><VersionId>x</VersionId></Object></Delete>", "<Remove/>", "not xml"}) {
     auto refused = parse_delete_request(body);
     ASSERT_TRUE(std::holds_alternative<Error>(refused)) << body;
     EXPECT_EQ(std::get<Error>(refused).code, Code::kMalformedXML) << body;
@@ -44,12 +46,16 @@ TEST(RequestXml, CompleteListsPartsAsSent) {
   EXPECT_EQ(parts[0].checksums[0].first, auth::ChecksumAlgorithm::kCrc32);
   EXPECT_EQ(parts[1].number, 1U);  // the order is the client's: the completion judges it
 
-  for (const char* body :
-       {"<CompleteMultipartUpload/>", "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>",
-        "<CompleteMultipartUpload><Part><PartNumber>-1</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>",
-        "<CompleteMultipartUpload><Part><PartNumber>99999999999</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>",
-        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>e</ETag><ChecksumMD5>x</ChecksumMD5></Part>"
-        "</CompleteMultipartUpload>"}) {
+  for (const char* body : {"<CompleteMultipartUpload/>",
+                           "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></"
+                           "CompleteMultipartUpload>",
+                           "<CompleteMultipartUpload><Part><PartNumber>-1</PartNumber><ETag>e</"
+                           "ETag></Part></CompleteMultipartUpload>",
+                           "<CompleteMultipartUpload><Part><PartNumber>99999999999</"
+                           "PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>",
+                           "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>e</"
+                           "ETag><ChecksumMD5>x</ChecksumMD5></Part>"
+                           "</CompleteMultipartUpload>"}) {
     auto refused = parse_complete_request(body);
     ASSERT_TRUE(std::holds_alternative<Error>(refused)) << body;
     EXPECT_EQ(std::get<Error>(refused).code, Code::kMalformedXML) << body;
@@ -57,9 +63,11 @@ TEST(RequestXml, CompleteListsPartsAsSent) {
 }
 
 TEST(RequestXml, BucketConfigurationAndAcl) {
-  EXPECT_EQ(std::get<std::optional<std::string>>(parse_create_bucket_configuration("")), std::nullopt);
+  EXPECT_EQ(std::get<std::optional<std::string>>(parse_create_bucket_configuration("")),
+            std::nullopt);
   EXPECT_EQ(std::get<std::optional<std::string>>(parse_create_bucket_configuration(
-                "<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>")),
+                "<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint></"
+                "CreateBucketConfiguration>")),
             "eu-west-1");
   EXPECT_TRUE(std::holds_alternative<Error>(parse_create_bucket_configuration("<Bucket/>")));
   const std::string owner_only =

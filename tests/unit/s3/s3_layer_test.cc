@@ -1,11 +1,11 @@
 // Pure pieces of the S3 layer: the error table, Range parsing, time formats, XML.
 
-#include <gtest/gtest.h>
-
 #include "s3/errors.h"
 #include "s3/range.h"
 #include "s3/time_format.h"
 #include "s3/xml.h"
+
+#include <gtest/gtest.h>
 
 namespace hots3::s3 {
 namespace {
@@ -26,17 +26,24 @@ TEST(Errors, EveryCodeHasAnEntry) {
 }
 
 TEST(Errors, BodyIsS3Xml) {
-  const std::string body = error_body(Error(Code::kNoSuchKey).with("Key", "a&b"), "/b/a&b", "REQ", "HOST");
-  EXPECT_NE(body.find("<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>"), std::string::npos) << body;
+  const std::string body =
+      error_body(Error(Code::kNoSuchKey).with("Key", "a&b"), "/b/a&b", "REQ", "HOST");
+  EXPECT_NE(
+      body.find(
+          "<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>"),
+      std::string::npos)
+      << body;
   EXPECT_NE(body.find("<Key>a&amp;b</Key>"), std::string::npos) << body;
-  EXPECT_NE(body.find("<RequestId>REQ</RequestId><HostId>HOST</HostId>"), std::string::npos) << body;
+  EXPECT_NE(body.find("<RequestId>REQ</RequestId><HostId>HOST</HostId>"), std::string::npos)
+      << body;
 }
 
 TEST(Errors, FromErrc) {
   EXPECT_EQ(from_errc(errc::kNoSpace).code, Code::kInsufficientStorage);
   EXPECT_EQ(from_errc(errc::kPreconditionFailed).code, Code::kPreconditionFailed);
   EXPECT_EQ(from_errc(errc::kIoError).code, Code::kInternalError);
-  EXPECT_EQ(from_errc(error_code(EIO, boost::system::generic_category())).code, Code::kInternalError);
+  EXPECT_EQ(from_errc(error_code(EIO, boost::system::generic_category())).code,
+            Code::kInternalError);
 }
 
 // The syntax UploadPartCopy checks: which bounds a range names, before any object size.
@@ -53,8 +60,8 @@ TEST(Range, Syntax) {
   ASSERT_TRUE(suffix);
   EXPECT_FALSE(suffix->first);
   EXPECT_EQ(suffix->last, std::optional<std::uint64_t>(5));
-  for (const char* bad : {"bytes=-", "bytes=5-2", "bytes=0-1,4-5", "items=0-1", "bytes=a-1", "bytes=1",
-                          "bytes=18446744073709551616-"}) {
+  for (const char* bad : {"bytes=-", "bytes=5-2", "bytes=0-1,4-5", "items=0-1", "bytes=a-1",
+                          "bytes=1", "bytes=18446744073709551616-"}) {
     EXPECT_FALSE(parse_byte_range(bad)) << bad;
   }
 }
@@ -113,27 +120,36 @@ TEST(Xml, WriterEscapesAndReaderIgnoresNamespaces) {
   w.element("Flag", true);
   w.element("Literal", "STANDARD");
   const std::string out = w.finish();
-  EXPECT_NE(out.find("<Root xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"), std::string::npos) << out;
+  EXPECT_NE(out.find("<Root xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("<Text>&lt;&amp;&gt;&quot;</Text>"), std::string::npos) << out;
   EXPECT_NE(out.find("<Flag>true</Flag><Literal>STANDARD</Literal>"), std::string::npos) << out;
 
   // Whatever a key holds, the document is well-formed: what XML 1.0 cannot carry (C0 controls,
   // malformed UTF-8, U+FFFF) becomes U+FFFD; CR survives as a reference; nothing ends at a NUL.
   XmlWriter hostile("ListBucketResult");
-  const std::string key = std::string("a") + '\0' + "b\x01" "c\rd\te\xff" "f\xef\xbf\xbf" "g\xc3\xa9";
+  const std::string key = std::string("a") + '\0' +
+                          "b\x01"
+                          "c\rd\te\xff"
+                          "f\xef\xbf\xbf"
+                          "g\xc3\xa9";
   hostile.element("Key", key);
   hostile.element("After", "end");
   const std::string document = hostile.finish();
   const std::string fffd = "\xef\xbf\xbd";
-  EXPECT_NE(document.find("<Key>a" + fffd + "b" + fffd + "c&#13;d\te" + fffd + "f" + fffd + fffd + fffd + "g\xc3\xa9</Key>"),
+  EXPECT_NE(document.find("<Key>a" + fffd + "b" + fffd + "c&#13;d\te" + fffd + "f" + fffd + fffd +
+                          fffd + "g\xc3\xa9</Key>"),
             std::string::npos)
       << document;
   auto reread = XmlDocument::parse(document);
   ASSERT_TRUE(reread.has_value()) << document;
   EXPECT_EQ(reread->root().child("After")->text(), "end");
-  EXPECT_EQ(reread->root().child("Key")->text(), "a" + fffd + "b" + fffd + "c\rd\te" + fffd + "f" + fffd + fffd + fffd + "g\xc3\xa9");
+  EXPECT_EQ(reread->root().child("Key")->text(),
+            "a" + fffd + "b" + fffd + "c\rd\te" + fffd + "f" + fffd + fffd + fffd + "g\xc3\xa9");
 
-  for (const char* text : {"<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Object><Key>a&amp;b</Key></Object></Delete>",
+  for (const char* text : {"<Delete "
+                           "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/"
+                           "\"><Object><Key>a&amp;b</Key></Object></Delete>",
                            "<Delete><Object><Key>a&#38;b</Key></Object></Delete>"}) {
     auto doc = XmlDocument::parse(text);
     ASSERT_TRUE(doc.has_value()) << text;
@@ -143,7 +159,9 @@ TEST(Xml, WriterEscapesAndReaderIgnoresNamespaces) {
   EXPECT_FALSE(XmlDocument::parse("<Delete><Object>").has_value());
   EXPECT_FALSE(XmlDocument::parse("not xml").has_value());
   // No entity expansion, no DTDs: an XXE attempt is refused outright.
-  EXPECT_FALSE(XmlDocument::parse("<?xml version=\"1.0\"?><!DOCTYPE d [<!ENTITY e SYSTEM \"file:///etc/passwd\">]><d>&e;</d>").has_value());
+  EXPECT_FALSE(XmlDocument::parse("<?xml version=\"1.0\"?><!DOCTYPE d [<!ENTITY e SYSTEM "
+                                  "\"file:///etc/passwd\">]><d>&e;</d>")
+                   .has_value());
 }
 
 }  // namespace

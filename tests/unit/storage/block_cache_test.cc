@@ -1,10 +1,10 @@
 #include "hots3/storage/block_cache.h"
 
+#include "test_support.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
-
-#include "test_support.h"
 
 namespace hots3::storage {
 namespace {

@@ -1,14 +1,18 @@
 #include "hots3/storage/catalog.h"
 
+#include "storage/schema.h"
+#include "storage/wal_vfs.h"
+#include "test_support.h"
+
+#include "hots3/storage/checksum.h"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-
-#include <sys/resource.h>
-#include <sys/stat.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,14 +22,9 @@
 #include <future>
 #include <iostream>
 #include <optional>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <thread>
-
-#include <sqlite3.h>
-
-#include "hots3/storage/checksum.h"
-#include "storage/schema.h"
-#include "storage/wal_vfs.h"
-#include "test_support.h"
 
 namespace hots3::storage {
 namespace {
@@ -81,12 +80,16 @@ TEST_F(CatalogTest, SchemaIsAtTheLatestVersionAndSurvivesReopen) {
 TEST_F(CatalogTest, BucketsAreUniqueAndOnlyEmptyOnesAreDeleted) {
   auto b = make_bucket("alpha");
   make_bucket("beta");
-  EXPECT_EQ(catalog_->write_blocking([](WriteTxn& t) -> Result<void> {
-    H3_TRY(t.create_bucket("alpha", "x", 1));
-    return {};
-  }).error(), errc::kAlreadyExists);
+  EXPECT_EQ(catalog_
+                ->write_blocking([](WriteTxn& t) -> Result<void> {
+                  H3_TRY(t.create_bucket("alpha", "x", 1));
+                  return {};
+                })
+                .error(),
+            errc::kAlreadyExists);
   put(b, "k");
-  EXPECT_EQ(catalog_->write_blocking([&](WriteTxn& t) { return t.delete_bucket(b.id); }).error(), errc::kConflict);
+  EXPECT_EQ(catalog_->write_blocking([&](WriteTxn& t) { return t.delete_bucket(b.id); }).error(),
+            errc::kConflict);
   const auto list = catalog_->list_buckets().value();
   ASSERT_EQ(list.size(), 2U);
   EXPECT_EQ(list[0].name, "alpha");
@@ -167,11 +170,14 @@ std::vector<Result<void>> run_in_one_batch(Catalog& catalog, std::vector<Catalog
   asio::io_context context(1);
   std::vector<Result<void>> results(writes.size(), errc::kNotFound);
   for (std::size_t i = 0; i < writes.size(); ++i) {
-    asio::co_spawn(context, [&, i]() -> asio::awaitable<void> {
-      // Named: GCC 12 destroys a closure that is a temporary in a co_await expression twice.
-      Catalog::WriteFn fn = writes[i];
-      results[i] = co_await catalog.write(std::move(fn));
-    }, asio::detached);
+    asio::co_spawn(
+        context,
+        [&, i]() -> asio::awaitable<void> {
+          // Named: GCC 12 destroys a closure that is a temporary in a co_await expression twice.
+          Catalog::WriteFn fn = writes[i];
+          results[i] = co_await catalog.write(std::move(fn));
+        },
+        asio::detached);
   }
   asio::post(context, [&] {  // after every write above has been queued
     if (before_release) before_release();
@@ -214,7 +220,8 @@ TEST_F(CatalogTest, AFailingWriteDoesNotUndoItsBatchNeighbours) {
   EXPECT_TRUE(catalog_->find_object(b.id, "k1").value().has_value());
   // Group commit: far fewer commits than writes.
   const auto stats = catalog_->writer_stats();
-  EXPECT_LT(stats.commits, stats.writes / 4) << stats.commits << " commits for " << stats.writes << " writes";
+  EXPECT_LT(stats.commits, stats.writes / 4)
+      << stats.commits << " commits for " << stats.writes << " writes";
 }
 
 TEST_F(CatalogTest, WritesOfABatchSeeTheBucketsItsEarlierWritesLeft) {
@@ -225,26 +232,28 @@ TEST_F(CatalogTest, WritesOfABatchSeeTheBucketsItsEarlierWritesLeft) {
   };
   // What each write saw on its last run (the fourth one's failure makes the batch run again).
   std::vector<std::optional<bool>> seen(5);
-  auto results = run_in_one_batch(*catalog_, {
-      [&](WriteTxn& t) -> Result<void> {  // sees b
-        H3_TRY(seen[0], exists(t, "b"));
-        return {};
-      },
-      [&](WriteTxn& t) -> Result<void> { return t.delete_bucket(b.id); },
-      [&](WriteTxn& t) -> Result<void> {  // b is gone
-        H3_TRY(seen[2], exists(t, "b"));
-        return {};
-      },
-      [&](WriteTxn& t) -> Result<void> {  // makes c, sees it, then fails: rolled back
-        H3_TRY(t.create_bucket("c", "owner", 1));
-        H3_TRY(seen[3], exists(t, "c"));
-        return errc::kPreconditionFailed;
-      },
-      [&](WriteTxn& t) -> Result<void> {  // c is gone
-        H3_TRY(seen[4], exists(t, "c"));
-        return {};
-      },
-  });
+  auto results = run_in_one_batch(
+      *catalog_,
+      {
+          [&](WriteTxn& t) -> Result<void> {  // sees b
+            H3_TRY(seen[0], exists(t, "b"));
+            return {};
+          },
+          [&](WriteTxn& t) -> Result<void> { return t.delete_bucket(b.id); },
+          [&](WriteTxn& t) -> Result<void> {  // b is gone
+            H3_TRY(seen[2], exists(t, "b"));
+            return {};
+          },
+          [&](WriteTxn& t) -> Result<void> {  // makes c, sees it, then fails: rolled back
+            H3_TRY(t.create_bucket("c", "owner", 1));
+            H3_TRY(seen[3], exists(t, "c"));
+            return errc::kPreconditionFailed;
+          },
+          [&](WriteTxn& t) -> Result<void> {  // c is gone
+            H3_TRY(seen[4], exists(t, "c"));
+            return {};
+          },
+      });
   EXPECT_TRUE(results[0] && results[1] && results[2] && results[4]);
   EXPECT_FALSE(results[3]);
   EXPECT_EQ(seen, (std::vector<std::optional<bool>>{true, std::nullopt, false, true, false}));
@@ -307,20 +316,21 @@ TEST_F(CatalogTest, ABatchRunsAgainOnlyWhenAWriteFailsAfterAChange) {
     const std::string round = fail_after_change ? "late/" : "early/";
     std::vector<int> runs(3, 0);
     auto results = run_in_one_batch(*catalog_, {
-        [&](WriteTxn& t) -> Result<void> {
-          ++runs[0];
-          return insert(t, round + "first");
-        },
-        [&](WriteTxn& t) -> Result<void> {
-          ++runs[1];
-          if (fail_after_change) H3_TRY(insert(t, round + "failed"));
-          return errc::kPreconditionFailed;
-        },
-        [&](WriteTxn& t) -> Result<void> {
-          ++runs[2];
-          return insert(t, round + "last");
-        },
-    });
+                                                   [&](WriteTxn& t) -> Result<void> {
+                                                     ++runs[0];
+                                                     return insert(t, round + "first");
+                                                   },
+                                                   [&](WriteTxn& t) -> Result<void> {
+                                                     ++runs[1];
+                                                     if (fail_after_change)
+                                                       H3_TRY(insert(t, round + "failed"));
+                                                     return errc::kPreconditionFailed;
+                                                   },
+                                                   [&](WriteTxn& t) -> Result<void> {
+                                                     ++runs[2];
+                                                     return insert(t, round + "last");
+                                                   },
+                                               });
     EXPECT_TRUE(results[0] && results[2]);
     ASSERT_FALSE(results[1]);
     EXPECT_EQ(results[1].error(), errc::kPreconditionFailed);
@@ -366,12 +376,12 @@ TEST_F(CatalogTest, AWriteThatLosesTheWholeTransactionFailsItsBatch) {
         return {};
       });
     }
-    struct rlimit old_limit{};
+    struct rlimit old_limit {};
     ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
     auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
     const std::string wal = dir_.file("catalog.db") + "-wal";
     const auto results = run_in_one_batch(*catalog_, std::move(writes), [&] {
-      struct stat st{};
+      struct stat st {};
       ASSERT_EQ(::stat(wal.c_str(), &st), 0);
       struct rlimit limit = old_limit;
       limit.rlim_cur = static_cast<rlim_t>(st.st_size) + (8 << 20);
@@ -386,7 +396,9 @@ TEST_F(CatalogTest, AWriteThatLosesTheWholeTransactionFailsItsBatch) {
         EXPECT_FALSE(ok) << key;
       }
       const bool present = catalog_->find_object(b.id, key).value().has_value();
-      EXPECT_EQ(present, ok) << key << (ok ? " was answered OK but is not in the catalog" : " failed but is there");
+      EXPECT_EQ(present, ok) << key
+                             << (ok ? " was answered OK but is not in the catalog"
+                                    : " failed but is there");
     }
     // The catalog goes on: the next write commits.
     EXPECT_EQ(put(b, round + "next").key, round + "next");
@@ -400,7 +412,8 @@ class ListingTest : public CatalogTest {
     CatalogTest::SetUp();
     bucket_ = make_bucket("b");
     ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
-      for (const char* key : {"a", "a/1", "a/2", "a/b/3", "b", "b/1", "c/x/1", "c/y/2", "c+", "d", "é", "z/1"}) {
+      for (const char* key :
+           {"a", "a/1", "a/2", "a/b/3", "b", "b/1", "c/x/1", "c/y/2", "c+", "d", "é", "z/1"}) {
         ObjectRecord o;
         o.id = t.next_id();
         o.bucket_id = bucket_.id;
@@ -424,7 +437,8 @@ class ListingTest : public CatalogTest {
 
 TEST_F(ListingTest, FlatListingIsInByteOrder) {
   auto page = catalog_->list_objects(bucket_.id, {}).value();
-  EXPECT_EQ(keys(page), (std::vector<std::string>{"a", "a/1", "a/2", "a/b/3", "b", "b/1", "c+", "c/x/1", "c/y/2", "d", "z/1", "é"}));
+  EXPECT_EQ(keys(page), (std::vector<std::string>{"a", "a/1", "a/2", "a/b/3", "b", "b/1", "c+",
+                                                  "c/x/1", "c/y/2", "d", "z/1", "é"}));
   EXPECT_FALSE(page.truncated);
 }
 
@@ -575,7 +589,8 @@ TEST_F(CatalogTest, MultipartUploadsPartsAndCompletion) {
   EXPECT_FALSE(catalog_->find_upload("up1").value().has_value());
   EXPECT_EQ(catalog_->object_parts(o.id).value().size(), 2U);
   EXPECT_EQ(catalog_->object_part(o.id, 2).value().value().part_number, 2U);
-  EXPECT_EQ(catalog_->object_part(o.id, 2).value()->offset_bytes, catalog_->object_parts(o.id).value()[1].offset_bytes);
+  EXPECT_EQ(catalog_->object_part(o.id, 2).value()->offset_bytes,
+            catalog_->object_parts(o.id).value()[1].offset_bytes);
   EXPECT_FALSE(catalog_->object_part(o.id, 3).value().has_value());
   EXPECT_EQ(catalog_->counts().value().parts, 0U);
 }
@@ -583,7 +598,8 @@ TEST_F(CatalogTest, MultipartUploadsPartsAndCompletion) {
 TEST_F(CatalogTest, ListUploadsWithPrefixDelimiterAndMarkers) {
   auto b = make_bucket("b");
   ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
-    for (auto [key, id] : std::vector<std::pair<std::string, std::string>>{{"a/1", "u1"}, {"a/1", "u2"}, {"a/2", "u3"}, {"b", "u4"}}) {
+    for (auto [key, id] : std::vector<std::pair<std::string, std::string>>{
+             {"a/1", "u1"}, {"a/1", "u2"}, {"a/2", "u3"}, {"b", "u4"}}) {
       UploadRecord u;
       u.id = t.next_id();
       u.upload_id = id;
@@ -673,15 +689,18 @@ TEST_F(CatalogTest, ReadersOnManyThreadsSeeCommittedData) {
 TEST_F(CatalogTest, EveryAnsweredWriteIsInTheFileForAnotherConnection) {
   auto b = make_bucket("b");
   sqlite3* other = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(dir_.file("catalog.db").c_str(), &other, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(other,
-                               "SELECT d.data FROM objects o JOIN inline_data d ON d.object_id = o.id "
-                               "WHERE o.bucket_id = ?1 AND o.key = ?2",
-                               -1, &stmt, nullptr),
+  ASSERT_EQ(sqlite3_open_v2(dir_.file("catalog.db").c_str(), &other, SQLITE_OPEN_READONLY, nullptr),
             SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(
+      sqlite3_prepare_v2(other,
+                         "SELECT d.data FROM objects o JOIN inline_data d ON d.object_id = o.id "
+                         "WHERE o.bucket_id = ?1 AND o.key = ?2",
+                         -1, &stmt, nullptr),
+      SQLITE_OK);
   for (int i = 0; i < 300; ++i) {
-    const std::string key = fmt::format("k{}", i % 40);  // overwrites rewrite pages of earlier frames
+    const std::string key =
+        fmt::format("k{}", i % 40);  // overwrites rewrite pages of earlier frames
     const auto o = put(b, key, 3000 + static_cast<std::uint64_t>(i));
     sqlite3_bind_int64(stmt, 1, b.id);
     sqlite3_bind_text(stmt, 2, key.c_str(), -1, SQLITE_TRANSIENT);
@@ -729,12 +748,15 @@ TEST_F(CatalogTest, TheWalStaysBoundedUnderASteadyStreamOfWrites) {
   // starts closing in, after the WAL starts over once more. A 4 KiB object committed alone
   // writes six frames (its overflow page, four leaves, page 1 for the file's size): 8,000 puts are
   // 48,000 frames.
-  const auto closed_in = [](const Catalog::WriterStats& s) { return s.writer_checkpoints - s.writer_checkpoints_at_limit; };
+  const auto closed_in = [](const Catalog::WriterStats& s) {
+    return s.writer_checkpoints - s.writer_checkpoints_at_limit;
+  };
   int calm_puts = 0;
   while (closed_in(catalog_->writer_stats()) == closed_in(streamed) && calm_puts < 8000) {
     put(b, fmt::format("calm/{}", calm_puts++), 4096);
   }
-  EXPECT_GT(closed_in(catalog_->writer_stats()), closed_in(streamed)) << "the checkpointer never closed in";
+  EXPECT_GT(closed_in(catalog_->writer_stats()), closed_in(streamed))
+      << "the checkpointer never closed in";
   std::cerr << calm_puts << " puts one at a time before the checkpointer closed in\n";
   catalog_.reset();
   catalog_ = Catalog::open({dir_.file("catalog.db")});
@@ -757,7 +779,8 @@ TEST_F(CatalogTest, CheckpointsRunBesideTheWriter) {
   // under the 16,000 at which the writer would checkpoint itself.
   for (int i = 0; i < 1200; ++i) put(b, fmt::format("k{}", i), 4096);
   const auto after = std::filesystem::file_size(db);
-  EXPECT_GT(after, before + (2u << 20)) << "the database file went from " << before << " to " << after << " bytes";
+  EXPECT_GT(after, before + (2u << 20))
+      << "the database file went from " << before << " to " << after << " bytes";
 }
 
 // Raw SQL on the catalog file, beside the Catalog (another connection, as an old hots3 or a
@@ -791,35 +814,43 @@ TEST(WalVfs, RecordDatabaseWritesGetsTheCheckpointsPagesAndNotTheLogs) {
   test::TempDir dir;
   const std::string path = dir.file("recorded.db");
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, detail::wal_batching_vfs()),
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                            detail::wal_batching_vfs()),
             SQLITE_OK);
-  const auto exec = [db](const char* sql) { ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql; };
+  const auto exec = [db](const char* sql) {
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  };
   exec("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x BLOB);");
   std::vector<std::int64_t> written;
   {
     const detail::RecordDatabaseWrites record(written);
-    exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) "
-         "INSERT INTO t SELECT randomblob(1500) FROM n");
+    exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) "
+        "INSERT INTO t SELECT randomblob(1500) FROM n");
   }
   EXPECT_TRUE(written.empty()) << "a commit writes the log, not the database";
   int copied = 0;
   {
     const detail::RecordDatabaseWrites record(written);
-    ASSERT_EQ(sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied), SQLITE_OK);
+    ASSERT_EQ(sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, &copied),
+              SQLITE_OK);
   }
   ASSERT_GT(copied, 100);
   const auto page_size = static_cast<std::int64_t>(raw_int(path, "PRAGMA page_size"));
   const auto file_size = static_cast<std::int64_t>(std::filesystem::file_size(path));
   ASSERT_GT(written.size(), 100u);
-  EXPECT_LE(written.size(), static_cast<std::size_t>(copied)) << "a page at most once, however many frames it had";
+  EXPECT_LE(written.size(), static_cast<std::size_t>(copied))
+      << "a page at most once, however many frames it had";
   for (const std::int64_t at : written) {
     EXPECT_EQ(at % page_size, 0) << at;
     EXPECT_LT(at, file_size) << at;
   }
-  EXPECT_NE(std::find(written.begin(), written.end(), 0), written.end()) << "page 1, which every commit changes";
+  EXPECT_NE(std::find(written.begin(), written.end(), 0), written.end())
+      << "page 1, which every commit changes";
   const std::size_t recorded = written.size();
   exec("INSERT INTO t VALUES (randomblob(1500))");
-  ASSERT_EQ(sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr),
+            SQLITE_OK);
   EXPECT_EQ(written.size(), recorded) << "recorded after the scope ended";
   sqlite3_close(db);
 }
@@ -828,12 +859,14 @@ TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {
   test::TempDir dir;
   const std::string path = dir.file("catalog.db");
   // A version-1 catalog as hots3 of that schema left it, with two inline objects.
-  raw_sql(path, std::string(detail::kMigrations[0]) +
-                    "PRAGMA user_version = 1;"
-                    "INSERT INTO buckets(id, name, owner, created_ms) VALUES (1, 'old', 'o', 1);"
-                    "INSERT INTO objects(bucket_id, key, id, size, etag, created_ms, accessed_ms, is_inline) "
-                    "  VALUES (1, 'a', 7, 5, 'e', 1, 1, 1), (1, 'b', 8, 0, 'e', 1, 1, 1);"
-                    "INSERT INTO inline_data(object_id, data) VALUES (7, CAST('hello' AS BLOB)), (8, X'');");
+  raw_sql(
+      path,
+      std::string(detail::kMigrations[0]) +
+          "PRAGMA user_version = 1;"
+          "INSERT INTO buckets(id, name, owner, created_ms) VALUES (1, 'old', 'o', 1);"
+          "INSERT INTO objects(bucket_id, key, id, size, etag, created_ms, accessed_ms, is_inline) "
+          "  VALUES (1, 'a', 7, 5, 'e', 1, 1, 1), (1, 'b', 8, 0, 'e', 1, 1, 1);"
+          "INSERT INTO inline_data(object_id, data) VALUES (7, CAST('hello' AS BLOB)), (8, X'');");
   auto catalog = Catalog::open({path});
   EXPECT_EQ(catalog->schema_version(), kLatestSchema);
   EXPECT_EQ(catalog->inline_data(7).value(), std::optional<std::string>("hello"));
@@ -847,7 +880,11 @@ TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {
             static_cast<std::int64_t>(block_checksum(std::as_bytes(std::span(hello)))));
   EXPECT_EQ(raw_int(path, "SELECT checksum FROM inline_data WHERE object_id = 8"),
             static_cast<std::int64_t>(block_checksum({})));
-  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'objects_accessed'"), 1);
+  EXPECT_EQ(
+      raw_int(
+          path,
+          "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'objects_accessed'"),
+      1);
 }
 
 TEST(CatalogMigration, Version2ObjectsMoveToATableInVersionOrderWithEverything) {
@@ -855,23 +892,33 @@ TEST(CatalogMigration, Version2ObjectsMoveToATableInVersionOrderWithEverything) 
   const std::string path = dir.file("catalog.db");
   // A version-2 catalog as hots3 of that schema left it: objects keyed by (bucket, key), one
   // of them with every optional column, one with extents and parts.
-  raw_sql(path, std::string(detail::kMigrations[0]) +
-                    // migration 1 on an empty catalog (its UPDATE needs the writer's function)
-                    "ALTER TABLE inline_data ADD COLUMN checksum INTEGER;"
-                    "CREATE INDEX objects_accessed ON objects(accessed_ms);"
-                    "PRAGMA user_version = 2;"
-                    "INSERT INTO buckets(id, name, owner, created_ms) VALUES (1, 'old', 'o', 1);"
-                    "INSERT INTO objects(bucket_id, key, id, size, etag, parts_count, created_ms, accessed_ms, "
-                    "  tier_state, is_inline, content_type, content_encoding, content_disposition, content_language, "
-                    "  cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type) "
-                    "  VALUES (1, 'z', 7, 5, 'e7', 0, 11, 12, 1, 1, 'text/plain', 'gzip', 'inline', 'en', 'no-cache', "
-                    "    'soon', CAST('k' || char(0) || 'v' || char(0) AS BLOB), 'c1', 'c2', 'c3', 's1', 's2', 'FULL_OBJECT'),"
-                    "  (1, 'a', 9, 8192, 'e9-2', 2, 21, 22, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
-                    "    NULL, NULL, NULL, NULL);"
-                    "INSERT INTO inline_data(object_id, data, checksum) VALUES (7, CAST('hello' AS BLOB), 1);"
-                    "INSERT INTO extents(owner_id, logical_offset, length, device_offset, device_length, checksums) "
-                    "  VALUES (9, 0, 8192, 65536, 8192, X'0000000000000000');"
-                    "INSERT INTO object_parts(object_id, part_number, offset, size) VALUES (9, 1, 0, 4096), (9, 2, 4096, 4096);");
+  raw_sql(
+      path,
+      std::string(detail::kMigrations[0]) +
+          // migration 1 on an empty catalog (its UPDATE needs the writer's function)
+          "ALTER TABLE inline_data ADD COLUMN checksum INTEGER;"
+          "CREATE INDEX objects_accessed ON objects(accessed_ms);"
+          "PRAGMA user_version = 2;"
+          "INSERT INTO buckets(id, name, owner, created_ms) VALUES (1, 'old', 'o', 1);"
+          "INSERT INTO objects(bucket_id, key, id, size, etag, parts_count, created_ms, "
+          "accessed_ms, "
+          "  tier_state, is_inline, content_type, content_encoding, content_disposition, "
+          "content_language, "
+          "  cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, "
+          "checksum_type) "
+          "  VALUES (1, 'z', 7, 5, 'e7', 0, 11, 12, 1, 1, 'text/plain', 'gzip', 'inline', 'en', "
+          "'no-cache', "
+          "    'soon', CAST('k' || char(0) || 'v' || char(0) AS BLOB), 'c1', 'c2', 'c3', 's1', "
+          "'s2', 'FULL_OBJECT'),"
+          "  (1, 'a', 9, 8192, 'e9-2', 2, 21, 22, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+          "NULL, NULL, "
+          "    NULL, NULL, NULL, NULL);"
+          "INSERT INTO inline_data(object_id, data, checksum) VALUES (7, CAST('hello' AS BLOB), 1);"
+          "INSERT INTO extents(owner_id, logical_offset, length, device_offset, device_length, "
+          "checksums) "
+          "  VALUES (9, 0, 8192, 65536, 8192, X'0000000000000000');"
+          "INSERT INTO object_parts(object_id, part_number, offset, size) VALUES (9, 1, 0, 4096), "
+          "(9, 2, 4096, 4096);");
   auto catalog = Catalog::open({path});
   EXPECT_EQ(catalog->schema_version(), kLatestSchema);
   auto z = catalog->find_object(1, "z").value();
@@ -916,10 +963,18 @@ TEST(CatalogMigration, Version2ObjectsMoveToATableInVersionOrderWithEverything) 
     return t.insert_object(o, {});
   }));
   catalog.reset();
-  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'objects%'"), 3);  // table and two indexes
-  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM pragma_index_list('objects') WHERE name = 'objects_key' AND \"unique\""), 1);
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'objects%'"),
+            3);  // table and two indexes
+  EXPECT_EQ(raw_int(path,
+                    "SELECT count(*) FROM pragma_index_list('objects') WHERE name = 'objects_key' "
+                    "AND \"unique\""),
+            1);
   // Version 4: uploads are listed and counted through indexes of their own.
-  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN ('uploads_listing', 'uploads_owner')"), 2);
+  EXPECT_EQ(
+      raw_int(
+          path,
+          "SELECT count(*) FROM sqlite_master WHERE name IN ('uploads_listing', 'uploads_owner')"),
+      2);
   EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'uploads_key'"), 0);
   EXPECT_EQ(raw_int(path, "SELECT rowid FROM objects WHERE key = 'a'"), 9);
 }
@@ -943,7 +998,9 @@ TEST(CatalogMigration, ACatalogOfANewerSchemaIsRefusedAndTheJournalIsWal) {
     Catalog::open({path});
     FAIL() << "a catalog of schema version 99 was opened";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("schema version 99, newer than this hots3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("schema version 99, newer than this hots3"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -951,12 +1008,16 @@ TEST_F(CatalogTest, InlineDataThatFailsItsChecksumIsNeverReturned) {
   const auto bucket = make_bucket("b");
   const auto good = put(bucket, "good", 100);
   const auto bad = put(bucket, "bad", 100);
-  EXPECT_EQ(raw_int(dir_.file("catalog.db"), "SELECT count(*) FROM inline_data WHERE checksum IS NULL"), 0);
+  EXPECT_EQ(
+      raw_int(dir_.file("catalog.db"), "SELECT count(*) FROM inline_data WHERE checksum IS NULL"),
+      0);
   // One flipped byte, as bit rot under SQLite's page checks would leave it.
   raw_sql(dir_.file("catalog.db"),
-          "UPDATE inline_data SET data = CAST(replace(CAST(data AS TEXT), 'xxx', 'xyx') AS BLOB) WHERE object_id = " +
+          "UPDATE inline_data SET data = CAST(replace(CAST(data AS TEXT), 'xxx', 'xyx') AS BLOB) "
+          "WHERE object_id = " +
               std::to_string(bad.id));
-  EXPECT_EQ(catalog_->inline_data(good.id).value(), std::optional<std::string>(std::string(100, 'x')));
+  EXPECT_EQ(catalog_->inline_data(good.id).value(),
+            std::optional<std::string>(std::string(100, 'x')));
   auto r = catalog_->inline_data(bad.id);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), errc::kCorrupt);
@@ -964,7 +1025,8 @@ TEST_F(CatalogTest, InlineDataThatFailsItsChecksumIsNeverReturned) {
   ASSERT_FALSE(o);
   EXPECT_EQ(o.error(), errc::kCorrupt);
   // A missing checksum is no better than a wrong one.
-  raw_sql(dir_.file("catalog.db"), "UPDATE inline_data SET checksum = NULL WHERE object_id = " + std::to_string(good.id));
+  raw_sql(dir_.file("catalog.db"),
+          "UPDATE inline_data SET checksum = NULL WHERE object_id = " + std::to_string(good.id));
   EXPECT_FALSE(catalog_->inline_data(good.id));
 }
 

@@ -2,6 +2,12 @@
 
 #include "hots3/storage/device.h"
 
+#include "storage/uring_ring.h"
+#include "test_support.h"
+
+#include "hots3/storage/buffer_pool.h"
+#include "hots3/storage/fault_device.h"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,11 +18,6 @@
 #include <cstring>
 #include <stdexcept>
 #include <vector>
-
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/fault_device.h"
-#include "storage/uring_ring.h"
-#include "test_support.h"
 
 namespace hots3::storage {
 namespace {
@@ -29,9 +30,12 @@ enum class Kind { kUring, kPosix, kFault };
 
 std::string kind_name(const ::testing::TestParamInfo<Kind>& param_info) {
   switch (param_info.param) {
-    case Kind::kUring: return "Uring";
-    case Kind::kPosix: return "Posix";
-    case Kind::kFault: return "Fault";
+    case Kind::kUring:
+      return "Uring";
+    case Kind::kPosix:
+      return "Posix";
+    case Kind::kFault:
+      return "Fault";
   }
   return "?";
 }
@@ -39,14 +43,16 @@ std::string kind_name(const ::testing::TestParamInfo<Kind>& param_info) {
 class DeviceTest : public ::testing::TestWithParam<Kind> {
  protected:
   void SetUp() override {
-    if (GetParam() == Kind::kUring && !uring_available()) GTEST_SKIP() << "io_uring_setup is refused here";
+    if (GetParam() == Kind::kUring && !uring_available())
+      GTEST_SKIP() << "io_uring_setup is refused here";
     if (GetParam() == Kind::kFault) {
       device_ = std::make_unique<FaultDevice>(kSize);
     } else {
       DeviceOptions options;
       options.path = dir_.file("device.img");
       options.create_size_bytes = kSize;
-      options.engine = GetParam() == Kind::kUring ? DeviceOptions::Engine::kUring : DeviceOptions::Engine::kPosix;
+      options.engine = GetParam() == Kind::kUring ? DeviceOptions::Engine::kUring
+                                                  : DeviceOptions::Engine::kPosix;
       device_ = open_device(options);
     }
     pool_ = &BufferPool::install(context_, {1024 * 1024, 8, 4096});
@@ -83,13 +89,17 @@ TEST_P(DeviceTest, GeometryOfANewDevice) {
 
 TEST_P(DeviceTest, WriteFlushReadRoundTrip) {
   run_on(context_, write_flush_read(3 * 1024 * 1024, 1), true);
-  run_on(context_, [&]() -> asio::awaitable<void> {
-    // A 4 KiB read in the middle.
-    IoBuffer in = co_await pool_->acquire();
-    const auto data = test::pattern_bytes(in.size(), 1);
-    EXPECT_TRUE((co_await device_->read(3 * 1024 * 1024 + 8192, in.bytes().first(4096))).has_value());
-    EXPECT_EQ(std::memcmp(in.data(), data.data() + 8192, 4096), 0);
-  }(), true);
+  run_on(
+      context_,
+      [&]() -> asio::awaitable<void> {
+        // A 4 KiB read in the middle.
+        IoBuffer in = co_await pool_->acquire();
+        const auto data = test::pattern_bytes(in.size(), 1);
+        EXPECT_TRUE(
+            (co_await device_->read(3 * 1024 * 1024 + 8192, in.bytes().first(4096))).has_value());
+        EXPECT_EQ(std::memcmp(in.data(), data.data() + 8192, 4096), 0);
+      }(),
+      true);
 }
 
 TEST_P(DeviceTest, ManyOperationsInFlight) {
@@ -104,22 +114,31 @@ TEST_P(DeviceTest, ManyOperationsInFlight) {
   }
   int done = 0;
   for (int i = 0; i < kOps; ++i) {
-    asio::co_spawn(context_, [&, i]() -> asio::awaitable<void> {
-      auto r = co_await device_->write(static_cast<std::uint64_t>(i) * 8192, std::span(memory + i * 4096, 4096));
-      EXPECT_TRUE(r.has_value());
-      ++done;
-    }, asio::detached);
+    asio::co_spawn(
+        context_,
+        [&, i]() -> asio::awaitable<void> {
+          auto r = co_await device_->write(static_cast<std::uint64_t>(i) * 8192,
+                                           std::span(memory + i * 4096, 4096));
+          EXPECT_TRUE(r.has_value());
+          ++done;
+        },
+        asio::detached);
   }
   context_.run();  // returns only when every operation has completed
   EXPECT_EQ(done, kOps);
   std::memset(memory, 0, kOps * 4096);
   context_.restart();
   for (int i = 0; i < kOps; ++i) {
-    asio::co_spawn(context_, [&, i]() -> asio::awaitable<void> {
-      auto r = co_await device_->read(static_cast<std::uint64_t>(i) * 8192, std::span(memory + i * 4096, 4096));
-      EXPECT_TRUE(r.has_value());
-      EXPECT_EQ(std::memcmp(memory + i * 4096, blocks[static_cast<std::size_t>(i)].data(), 4096), 0);
-    }, asio::detached);
+    asio::co_spawn(
+        context_,
+        [&, i]() -> asio::awaitable<void> {
+          auto r = co_await device_->read(static_cast<std::uint64_t>(i) * 8192,
+                                          std::span(memory + i * 4096, 4096));
+          EXPECT_TRUE(r.has_value());
+          EXPECT_EQ(
+              std::memcmp(memory + i * 4096, blocks[static_cast<std::size_t>(i)].data(), 4096), 0);
+        },
+        asio::detached);
   }
   context_.run();
   std::free(memory);
@@ -146,7 +165,9 @@ int eagain_and_short(int result) {
 int end_of_device(int result) { return result > 0 ? 0 : result; }
 
 struct FaultGuard {
-  explicit FaultGuard(detail::UringRing::CompletionFault f) { detail::UringRing::inject_completion_fault(f); }
+  explicit FaultGuard(detail::UringRing::CompletionFault f) {
+    detail::UringRing::inject_completion_fault(f);
+  }
   ~FaultGuard() { detail::UringRing::inject_completion_fault(nullptr); }
   FaultGuard(const FaultGuard&) = delete;
   FaultGuard& operator=(const FaultGuard&) = delete;
@@ -165,11 +186,14 @@ TEST_P(UringCompletionTest, EagainAndShortTransfersAreResubmittedAndEndOfDeviceF
   EXPECT_GT(fault_eagains.load(), 2);
   EXPECT_GT(fault_shorts.load(), 200);  // 1 MiB written and read 4 KiB at a time
   FaultGuard guard(end_of_device);
-  run_on(context_, [&]() -> asio::awaitable<void> {
-    IoBuffer in = co_await pool_->acquire();
-    auto read = co_await device_->read(0, in.bytes());
-    EXPECT_FALSE(read.has_value());
-  }(), true);
+  run_on(
+      context_,
+      [&]() -> asio::awaitable<void> {
+        IoBuffer in = co_await pool_->acquire();
+        auto read = co_await device_->read(0, in.bytes());
+        EXPECT_FALSE(read.has_value());
+      }(),
+      true);
 }
 
 // A no-op that records its result and, when it completes, submits `then` from inside the
@@ -236,15 +260,19 @@ TEST(UringRingTest, ADrainEndedByAnExceptionStillSubmits) {
 
 TEST_P(DeviceTest, MisalignedIoIsAProgrammerError) {
   auto misaligned = [&] {
-    run_on(context_, [&]() -> asio::awaitable<void> {
-      IoBuffer b = co_await pool_->acquire();
-      (void)co_await device_->read(100, b.bytes().first(4096));
-    }(), true);
+    run_on(
+        context_,
+        [&]() -> asio::awaitable<void> {
+          IoBuffer b = co_await pool_->acquire();
+          (void)co_await device_->read(100, b.bytes().first(4096));
+        }(),
+        true);
   };
   EXPECT_DEATH(misaligned(), "not aligned");
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, DeviceTest, ::testing::Values(Kind::kUring, Kind::kPosix, Kind::kFault), kind_name);
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceTest,
+                         ::testing::Values(Kind::kUring, Kind::kPosix, Kind::kFault), kind_name);
 INSTANTIATE_TEST_SUITE_P(Devices, UringCompletionTest, ::testing::Values(Kind::kUring), kind_name);
 
 TEST(FaultDevice, CrashLosesOrTearsUnflushedWrites) {
@@ -252,24 +280,33 @@ TEST(FaultDevice, CrashLosesOrTearsUnflushedWrites) {
   FaultDevice device(16 * 1024 * 1024);
   std::byte* buffer = static_cast<std::byte*>(std::aligned_alloc(4096, 65536));
   std::memset(buffer, 0xAB, 65536);
-  run_on(context, [&]() -> asio::awaitable<void> {
-    EXPECT_TRUE((co_await device.write(0, std::span(buffer, 65536))).has_value());
-    EXPECT_TRUE((co_await device.flush()).has_value());
-    std::memset(buffer, 0xCD, 65536);
-    EXPECT_TRUE((co_await device.write(65536, std::span(buffer, 65536))).has_value());
-  }(), true);
+  run_on(
+      context,
+      [&]() -> asio::awaitable<void> {
+        EXPECT_TRUE((co_await device.write(0, std::span(buffer, 65536))).has_value());
+        EXPECT_TRUE((co_await device.flush()).has_value());
+        std::memset(buffer, 0xCD, 65536);
+        EXPECT_TRUE((co_await device.write(65536, std::span(buffer, 65536))).has_value());
+      }(),
+      true);
   EXPECT_EQ(device.unflushed_writes(), 1U);
   device.crash(FaultDevice::Crash::kLoseUnflushed);
-  run_on(context, [&]() -> asio::awaitable<void> {
-    EXPECT_TRUE((co_await device.read(0, std::span(buffer, 65536))).has_value());
-    EXPECT_EQ(buffer[100], std::byte{0xAB});  // flushed: kept
-    EXPECT_TRUE((co_await device.read(65536, std::span(buffer, 65536))).has_value());
-    EXPECT_EQ(buffer[100], std::byte{0});  // unflushed: gone
-  }(), true);
+  run_on(
+      context,
+      [&]() -> asio::awaitable<void> {
+        EXPECT_TRUE((co_await device.read(0, std::span(buffer, 65536))).has_value());
+        EXPECT_EQ(buffer[100], std::byte{0xAB});  // flushed: kept
+        EXPECT_TRUE((co_await device.read(65536, std::span(buffer, 65536))).has_value());
+        EXPECT_EQ(buffer[100], std::byte{0});  // unflushed: gone
+      }(),
+      true);
   device.fail_range(0, 4096);
-  run_on(context, [&]() -> asio::awaitable<void> {
-    EXPECT_EQ((co_await device.read(0, std::span(buffer, 4096))).error(), errc::kIoError);
-  }(), true);
+  run_on(
+      context,
+      [&]() -> asio::awaitable<void> {
+        EXPECT_EQ((co_await device.read(0, std::span(buffer, 4096))).error(), errc::kIoError);
+      }(),
+      true);
   std::free(buffer);
 }
 

@@ -60,7 +60,7 @@ TEST(ExtentAllocator, LargestPlacementLeavesRoomToGrow) {
   auto e = a.allocate(kMiB, ExtentAllocator::Placement::kLargest).value();
   EXPECT_EQ(e[0].offset_bytes, 20 * kMiB);
   EXPECT_TRUE(a.allocate_at(21 * kMiB, 10 * kMiB));
-  EXPECT_FALSE(a.allocate_at(21 * kMiB, kMiB));  // taken now
+  EXPECT_FALSE(a.allocate_at(21 * kMiB, kMiB));       // taken now
   EXPECT_FALSE(a.allocate_at(75 * kMiB, 10 * kMiB));  // runs past the free extent
 }
 

@@ -1,5 +1,14 @@
 #include "hots3/storage/object_store.h"
 
+#include "test_support.h"
+
+#include "hots3/common/digest.h"
+#include "hots3/common/worker_pool.h"
+#include "hots3/storage/block_cache.h"
+#include "hots3/storage/buffer_pool.h"
+#include "hots3/storage/fault_device.h"
+#include "hots3/storage/format.h"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -14,20 +23,12 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
-#include <iostream>
-#include <mutex>
 #include <thread>
-
-#include "hots3/common/digest.h"
-#include "hots3/common/worker_pool.h"
-#include "hots3/storage/block_cache.h"
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/fault_device.h"
-#include "hots3/storage/format.h"
-#include "test_support.h"
 
 namespace hots3::storage {
 namespace {
@@ -42,12 +43,14 @@ enum class Engine { kUring, kPosix, kFault };
 class StoreTest : public ::testing::TestWithParam<Engine> {
  protected:
   void SetUp() override {
-    if (GetParam() == Engine::kUring && !uring_available()) GTEST_SKIP() << "io_uring_setup is refused here";
+    if (GetParam() == Engine::kUring && !uring_available())
+      GTEST_SKIP() << "io_uring_setup is refused here";
     options_.data_dir = dir_.file("data");
     options_.device_size_bytes = 256 * kMiB;
     options_.cache_bytes = 0;
     options_.io_buffers_per_worker = 16;
-    options_.engine = GetParam() == Engine::kPosix ? DeviceOptions::Engine::kPosix : DeviceOptions::Engine::kUring;
+    options_.engine = GetParam() == Engine::kPosix ? DeviceOptions::Engine::kPosix
+                                                   : DeviceOptions::Engine::kUring;
     if (GetParam() == Engine::kFault) fault_ = std::make_shared<FaultDevice>(256 * kMiB);
     open();
   }
@@ -84,9 +87,11 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
   }
 
   // Writes `data` in uneven pieces; `declare` passes the size up front.
-  asio::awaitable<Result<ObjectRecord>> put_async(std::string key, Bytes data, bool declare, WriteCondition condition = {},
+  asio::awaitable<Result<ObjectRecord>> put_async(std::string key, Bytes data, bool declare,
+                                                  WriteCondition condition = {},
                                                   ObjectSpec spec = {}) {
-    H3_CO_TRY(auto writer, co_await store_->create_writer(declare ? std::optional<std::uint64_t>(data.size()) : std::nullopt));
+    H3_CO_TRY(auto writer, co_await store_->create_writer(
+                               declare ? std::optional<std::uint64_t>(data.size()) : std::nullopt));
     std::size_t at = 0;
     std::size_t piece = 1;
     while (at < data.size()) {
@@ -97,14 +102,17 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
       if (piece > 3 * kMiB) piece = 333333;
     }
     H3_CO_TRY(co_await writer->finish());
-    co_return co_await store_->commit_object(std::move(writer), bucket_, std::move(key), std::move(spec), condition);
+    co_return co_await store_->commit_object(std::move(writer), bucket_, std::move(key),
+                                             std::move(spec), condition);
   }
 
-  Result<ObjectRecord> put(const std::string& key, const Bytes& data, bool declare = true, WriteCondition c = {}) {
+  Result<ObjectRecord> put(const std::string& key, const Bytes& data, bool declare = true,
+                           WriteCondition c = {}) {
     return run(put_async(key, data, declare, c));
   }
 
-  asio::awaitable<Result<Bytes>> get_async(std::string key, std::optional<std::pair<std::uint64_t, std::uint64_t>> range) {
+  asio::awaitable<Result<Bytes>> get_async(
+      std::string key, std::optional<std::pair<std::uint64_t, std::uint64_t>> range) {
     H3_CO_TRY(auto reader, co_await store_->open_reader(bucket_.id, key));
     if (range) reader->set_range(range->first, range->second);
     Bytes out;
@@ -116,7 +124,8 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
     co_return out;
   }
 
-  Result<Bytes> get(const std::string& key, std::optional<std::pair<std::uint64_t, std::uint64_t>> range = std::nullopt) {
+  Result<Bytes> get(const std::string& key,
+                    std::optional<std::pair<std::uint64_t, std::uint64_t>> range = std::nullopt) {
     return run(get_async(key, range));
   }
 
@@ -125,7 +134,7 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
   test::TempDir dir_;
   StoreOptions options_;
   std::shared_ptr<FaultDevice> fault_;
-  std::unique_ptr<ObjectStore> store_;   // destroyed after the workers (see close())
+  std::unique_ptr<ObjectStore> store_;  // destroyed after the workers (see close())
   std::unique_ptr<WorkerPool> workers_;
   BucketRecord bucket_;
 };
@@ -133,7 +142,8 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
 std::string md5_hex(const Bytes& data) { return to_hex(md5(data)); }
 
 TEST_P(StoreTest, RoundTripsAtEverySizeBoundary) {
-  const std::vector<std::size_t> sizes = {0, 1, 4095, 4096, 4097, 65536, kMiB - 1, kMiB + 1, 3 * kMiB + 12345, 17 * kMiB + 5};
+  const std::vector<std::size_t> sizes = {
+      0, 1, 4095, 4096, 4097, 65536, kMiB - 1, kMiB + 1, 3 * kMiB + 12345, 17 * kMiB + 5};
   std::uint32_t seed = 0;
   for (const bool declare : {true, false}) {
     for (const std::size_t size : sizes) {
@@ -163,7 +173,8 @@ TEST_P(StoreTest, AStreamOfUnknownSizeGrowsInPlace) {
   EXPECT_EQ(used(), before + 150 * kMiB + 4096);  // the unused tail of the last growth is back
   EXPECT_TRUE(get("stream").value() == data);
   auto tail = get("stream", std::pair{std::uint64_t{128 * kMiB - 10}, std::uint64_t{20}});
-  EXPECT_TRUE(std::equal(tail->begin(), tail->end(), data.begin() + static_cast<std::ptrdiff_t>(128 * kMiB - 10)));
+  EXPECT_TRUE(std::equal(tail->begin(), tail->end(),
+                         data.begin() + static_cast<std::ptrdiff_t>(128 * kMiB - 10)));
 }
 
 TEST_P(StoreTest, RangesAreExact) {
@@ -172,12 +183,14 @@ TEST_P(StoreTest, RangesAreExact) {
   std::mt19937 random(11);
   for (int i = 0; i < 60; ++i) {
     std::uint64_t a = std::uniform_int_distribution<std::uint64_t>(0, data.size() - 1)(random);
-    std::uint64_t n = std::uniform_int_distribution<std::uint64_t>(1, i % 2 ? 5000 : 3 * kMiB)(random);
+    std::uint64_t n =
+        std::uniform_int_distribution<std::uint64_t>(1, i % 2 ? 5000 : 3 * kMiB)(random);
     n = std::min<std::uint64_t>(n, data.size() - a);
     auto got = get("r", std::pair{a, n});
     ASSERT_TRUE(got.has_value());
     ASSERT_EQ(got->size(), n);
-    EXPECT_TRUE(std::equal(got->begin(), got->end(), data.begin() + static_cast<std::ptrdiff_t>(a))) << a << "+" << n;
+    EXPECT_TRUE(std::equal(got->begin(), got->end(), data.begin() + static_cast<std::ptrdiff_t>(a)))
+        << a << "+" << n;
   }
   auto last = get("r", std::pair{data.size() - 1, std::uint64_t{1}});
   EXPECT_EQ(last->at(0), data.back());
@@ -228,42 +241,51 @@ TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState
     ASSERT_EQ(store_->head(bucket_.id, key).value()->id, old_version.id);
     const Bytes piece = test::pattern_bytes(kMiB + 7, 71);
     Bytes new_value = piece;
-    if (change == Change::kAppend) new_value.insert(new_value.begin(), old_value.begin(), old_value.end());
+    if (change == Change::kAppend)
+      new_value.insert(new_value.begin(), old_value.begin(), old_value.end());
 
     std::promise<void> gate;
     std::shared_future<void> held = gate.get_future().share();
     asio::io_context& committer = *workers_->contexts()[1];
     const std::uint64_t commits_before = store_->stats().catalog_writer.commits;
     auto changed = std::async(std::launch::async, [&]() -> Result<void> {
-      return run([&]() -> asio::awaitable<Result<void>> {
-        std::unique_ptr<ObjectWriter> w;
-        if (change != Change::kDelete) {
-          H3_CO_TRY(w, co_await store_->create_writer(std::uint64_t{piece.size()}, change == Change::kAppend));
-          H3_CO_TRY(co_await w->write(piece));
-          H3_CO_TRY(co_await w->finish());
-        }
-        // Runs once this coroutine waits for its commit, and holds the worker until released:
-        // the commit's completion (and the invalidation after it) waits behind it. Posted from
-        // another thread: a handler a worker posts to itself waits in that thread's private
-        // queue until the running handler returns, and a commit that completes before then
-        // (a busy machine) would be queued ahead of it.
-        std::thread([&committer, held] { asio::post(committer, [held] { held.wait(); }); }).join();
-        if (change == Change::kOverwrite) {
-          H3_CO_TRY(co_await store_->commit_object(std::move(w), bucket_, key, {}, {}));
-        } else if (change == Change::kAppend) {
-          ObjectSpec spec;
-          spec.etag = "appended";
-          H3_CO_TRY(co_await store_->append_object(std::move(w), bucket_, key, old_version.id, false, spec, {}));
-        } else {
-          H3_CO_TRY(co_await store_->delete_object(bucket_.id, key));
-        }
-        co_return Result<void>{};
-      }(), 1);
+      return run(
+          [&]() -> asio::awaitable<Result<void>> {
+            std::unique_ptr<ObjectWriter> w;
+            if (change != Change::kDelete) {
+              H3_CO_TRY(w, co_await store_->create_writer(std::uint64_t{piece.size()},
+                                                          change == Change::kAppend));
+              H3_CO_TRY(co_await w->write(piece));
+              H3_CO_TRY(co_await w->finish());
+            }
+            // Runs once this coroutine waits for its commit, and holds the worker until released:
+            // the commit's completion (and the invalidation after it) waits behind it. Posted from
+            // another thread: a handler a worker posts to itself waits in that thread's private
+            // queue until the running handler returns, and a commit that completes before then
+            // (a busy machine) would be queued ahead of it.
+            std::thread([&committer, held] {
+              asio::post(committer, [held] { held.wait(); });
+            }).join();
+            if (change == Change::kOverwrite) {
+              H3_CO_TRY(co_await store_->commit_object(std::move(w), bucket_, key, {}, {}));
+            } else if (change == Change::kAppend) {
+              ObjectSpec spec;
+              spec.etag = "appended";
+              H3_CO_TRY(co_await store_->append_object(std::move(w), bucket_, key, old_version.id,
+                                                       false, spec, {}));
+            } else {
+              H3_CO_TRY(co_await store_->delete_object(bucket_.id, key));
+            }
+            co_return Result<void>{};
+          }(),
+          1);
     });
-    ASSERT_TRUE(test::wait_until([&] { return store_->stats().catalog_writer.commits > commits_before; }));
+    ASSERT_TRUE(
+        test::wait_until([&] { return store_->stats().catalog_writer.commits > commits_before; }));
     if (change == Change::kOverwrite) {
       // Counted at the commit, cached once the flush after it is done: wait for that.
-      EXPECT_TRUE(test::wait_until([&] { return store_->head(bucket_.id, key).value()->id != old_version.id; }));
+      EXPECT_TRUE(test::wait_until(
+          [&] { return store_->head(bucket_.id, key).value()->id != old_version.id; }));
     } else {
       // The change is durable; the cache still says "old version".
       EXPECT_EQ(store_->head(bucket_.id, key).value()->id, old_version.id);
@@ -344,23 +366,26 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
   // last bytes, which only a complete layout has.
   auto quick_reader = [&](int worker) {
     while (!stop) {
-      auto r = run([&]() -> asio::awaitable<Result<std::size_t>> {
-        H3_CO_TRY(auto reader, co_await store_->open_reader(bucket_.id, "hot"));
-        const std::uint64_t size = reader->object().size_bytes;
-        reader->set_range(size - 3, 3);
-        std::size_t n = 0;
-        for (;;) {
-          H3_CO_TRY(auto piece, co_await reader->next());
-          if (piece.empty()) break;
-          n += piece.size();
-        }
-        co_return n;
-      }(), worker);
+      auto r = run(
+          [&]() -> asio::awaitable<Result<std::size_t>> {
+            H3_CO_TRY(auto reader, co_await store_->open_reader(bucket_.id, "hot"));
+            const std::uint64_t size = reader->object().size_bytes;
+            reader->set_range(size - 3, 3);
+            std::size_t n = 0;
+            for (;;) {
+              H3_CO_TRY(auto piece, co_await reader->next());
+              if (piece.empty()) break;
+              n += piece.size();
+            }
+            co_return n;
+          }(),
+          worker);
       ++opens;
       if (!r && r.error() == errc::kNotFound) continue;
       if (!r || *r != 3) {
         ++versions.failures;
-        ADD_FAILURE() << "ranged read of the last bytes: " << (r ? std::to_string(*r) + " bytes" : r.error().message());
+        ADD_FAILURE() << "ranged read of the last bytes: "
+                      << (r ? std::to_string(*r) + " bytes" : r.error().message());
       }
     }
   };
@@ -389,14 +414,17 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
       whole.insert(whole.end(), piece.begin(), piece.end());
       versions.note(whole);
       const std::int64_t base = store_->head(bucket_.id, "hot").value()->id;
-      auto appended = run([&]() -> asio::awaitable<Result<ObjectRecord>> {
-        H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{piece.size()}, true));
-        H3_CO_TRY(co_await w->write(piece));
-        H3_CO_TRY(co_await w->finish());
-        ObjectSpec spec;
-        spec.etag = "appended-" + std::to_string(i);
-        co_return co_await store_->append_object(std::move(w), bucket_, "hot", base, false, spec, {});
-      }(), 1);
+      auto appended = run(
+          [&]() -> asio::awaitable<Result<ObjectRecord>> {
+            H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{piece.size()}, true));
+            H3_CO_TRY(co_await w->write(piece));
+            H3_CO_TRY(co_await w->finish());
+            ObjectSpec spec;
+            spec.etag = "appended-" + std::to_string(i);
+            co_return co_await store_->append_object(std::move(w), bucket_, "hot", base, false,
+                                                     spec, {});
+          }(),
+          1);
       ASSERT_TRUE(appended.has_value()) << appended.error().message();
       allocated += blocks(piece.size());
       current = std::move(whole);
@@ -423,8 +451,8 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
   // Nothing leaked either: only the last version holds space.
   EXPECT_EQ(used(), allocated);
   EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
-  std::cout << "[          ] " << whole_reads << " whole reads, " << opens << " quick opens, " << versions.absent
-            << " found no key\n";
+  std::cout << "[          ] " << whole_reads << " whole reads, " << opens << " quick opens, "
+            << versions.absent << " found no key\n";
 }
 
 // Issue 3, under load: several threads read the same few keys while two others overwrite and
@@ -482,7 +510,8 @@ TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLe
         ++deletes;
         continue;
       }
-      const std::size_t size = std::uniform_int_distribution<std::size_t>(8 * 1024, 1536 * 1024)(random);
+      const std::size_t size =
+          std::uniform_int_distribution<std::size_t>(8 * 1024, 1536 * 1024)(random);
       Bytes value = test::pattern_bytes(size, seeds++);
       versions.note(value);
       // Sizes declared: a stream of unknown size reserves up to 64 MiB at a time, the whole device.
@@ -497,9 +526,11 @@ TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLe
     }
   };
   std::vector<std::future<void>> readers;
-  for (unsigned i = 0; i < 3; ++i) readers.push_back(std::async(std::launch::async, reader, static_cast<int>(i % 2), i + 10));
+  for (unsigned i = 0; i < 3; ++i)
+    readers.push_back(std::async(std::launch::async, reader, static_cast<int>(i % 2), i + 10));
   std::vector<std::future<void>> writers;
-  for (unsigned i = 0; i < 2; ++i) writers.push_back(std::async(std::launch::async, writer, static_cast<int>(i), i + 20));
+  for (unsigned i = 0; i < 2; ++i)
+    writers.push_back(std::async(std::launch::async, writer, static_cast<int>(i), i + 20));
   for (auto& w : writers) w.get();
   stop = true;
   for (auto& r : readers) r.get();
@@ -517,8 +548,9 @@ TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLe
   }
   EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
   EXPECT_EQ(used(), baseline);
-  std::cout << "[          ] " << reads << " reads, " << versions.absent << " found no key, " << writes << " writes ("
-            << written_bytes / kMiB << " MiB), " << deletes << " deletes, " << full << " refused for space\n";
+  std::cout << "[          ] " << reads << " reads, " << versions.absent << " found no key, "
+            << writes << " writes (" << written_bytes / kMiB << " MiB), " << deletes << " deletes, "
+            << full << " refused for space\n";
 }
 
 // A reader dropped while its read-ahead is in flight (a client that went away) must not give
@@ -547,7 +579,8 @@ TEST_P(StoreTest, MoreStreamsThanBuffersAllFinish) {
               auto piece = co_await (*reader)->next();
               if (!piece || piece->empty()) break;
               out.insert(out.end(), piece->begin(), piece->end());
-              co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);  // "sending"
+              co_await asio::post(co_await asio::this_coro::executor,
+                                  asio::use_awaitable);  // "sending"
             }
           }
           if (out == data) ++intact;
@@ -557,7 +590,8 @@ TEST_P(StoreTest, MoreStreamsThanBuffersAllFinish) {
   }
   // Not a timing assertion: a deadlock never finishes, a working reader finishes in seconds.
   ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready)
-      << finished.load() << " of " << streams << " streams finished; the others wait for buffers forever";
+      << finished.load() << " of " << streams
+      << " streams finished; the others wait for buffers forever";
   EXPECT_EQ(intact.load(), streams);
 }
 
@@ -566,7 +600,8 @@ TEST_P(StoreTest, ADroppedReaderKeepsItsInFlightBuffersFromOtherStreams) {
   ASSERT_TRUE(put("ahead", data).has_value());
   run([&]() -> asio::awaitable<void> {
     auto executor = co_await asio::this_coro::executor;
-    BufferPool* pool = BufferPool::of(static_cast<asio::io_context&>(asio::query(executor, asio::execution::context)));
+    BufferPool* pool = BufferPool::of(
+        static_cast<asio::io_context&>(asio::query(executor, asio::execution::context)));
     EXPECT_NE(pool, nullptr);
     if (pool == nullptr) co_return;
     for (int attempt = 0; attempt < 5; ++attempt) {
@@ -583,8 +618,9 @@ TEST_P(StoreTest, ADroppedReaderKeepsItsInFlightBuffersFromOtherStreams) {
       co_await timer.async_wait(asio::use_awaitable);
       for (const IoBuffer& buffer : taken) {
         const auto bytes = buffer.bytes();
-        EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0xA5}; }))
-            << "a read of the dropped reader wrote into a buffer another stream held";
+        EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](std::byte b) {
+          return b == std::byte{0xA5};
+        })) << "a read of the dropped reader wrote into a buffer another stream held";
       }
     }
   }());
@@ -627,7 +663,9 @@ TEST_P(StoreTest, AStreamOfUnknownSizeFitsIntoTheLastFreeSpace) {
   const std::uint64_t before = used();
   const Bytes small = test::pattern_bytes(100 * 1000, 12);  // larger than an inline object
   const Bytes medium = test::pattern_bytes(20 * kMiB + 5, 13);
-  const auto blocks = [](std::size_t n) { return (n + kChecksumBlockBytes - 1) / kChecksumBlockBytes * kChecksumBlockBytes; };
+  const auto blocks = [](std::size_t n) {
+    return (n + kChecksumBlockBytes - 1) / kChecksumBlockBytes * kChecksumBlockBytes;
+  };
   ASSERT_TRUE(put("small", small, false).has_value());
   ASSERT_TRUE(put("medium", medium, false).has_value());
   EXPECT_TRUE(get("small").value() == small);
@@ -660,7 +698,8 @@ TEST_P(StoreTest, ConditionalWrites) {
   ASSERT_TRUE(put("c", test::pattern_bytes(10, 1)).has_value());
   WriteCondition none_match;
   none_match.if_none_match_any = true;
-  EXPECT_EQ(put("c", test::pattern_bytes(10, 2), true, none_match).error(), errc::kPreconditionFailed);
+  EXPECT_EQ(put("c", test::pattern_bytes(10, 2), true, none_match).error(),
+            errc::kPreconditionFailed);
   WriteCondition match;
   match.if_match = "\"" + md5_hex(test::pattern_bytes(10, 1)) + "\"";
   EXPECT_TRUE(put("c", test::pattern_bytes(10, 3), true, match).has_value());
@@ -676,7 +715,9 @@ TEST_P(StoreTest, RacingCreateOnlyWritersHaveOneWinner) {
   std::vector<std::future<Result<ObjectRecord>>> results;
   for (int i = 0; i < 8; ++i) {
     results.push_back(std::async(std::launch::async, [&, i] {
-      return run(put_async("race", test::pattern_bytes(3 * kMiB, static_cast<std::uint32_t>(i)), true, none_match), i % 2);
+      return run(put_async("race", test::pattern_bytes(3 * kMiB, static_cast<std::uint32_t>(i)),
+                           true, none_match),
+                 i % 2);
     }));
   }
   int won = 0;
@@ -698,8 +739,10 @@ TEST_P(StoreTest, RacingCreateOnlyWritersHaveOneWinner) {
 TEST_P(StoreTest, ConcurrentWritersOnOneWorkerEachGetTheirOwnMd5) {
   std::vector<Bytes> data;
   std::vector<std::future<Result<ObjectRecord>>> results;
-  for (std::uint32_t i = 0; i < 10; ++i) data.push_back(test::pattern_bytes(static_cast<std::size_t>(i) * kMiB + 1000 * i + 1, i));
-  for (std::uint32_t i = 0; i < 10; ++i) data.push_back(test::pattern_bytes(options_.inline_max_bytes / (i + 1) - i, 100 + i));
+  for (std::uint32_t i = 0; i < 10; ++i)
+    data.push_back(test::pattern_bytes(static_cast<std::size_t>(i) * kMiB + 1000 * i + 1, i));
+  for (std::uint32_t i = 0; i < 10; ++i)
+    data.push_back(test::pattern_bytes(options_.inline_max_bytes / (i + 1) - i, 100 + i));
   for (std::uint32_t i = 0; i < data.size(); ++i) {
     results.push_back(std::async(std::launch::async, [&, i] {
       // Two of unknown size (each grows its reservation by 64 MiB at a time).
@@ -721,7 +764,8 @@ TEST_P(StoreTest, RepeatedReadsComeFromTheCache) {
   ASSERT_TRUE(put("hot", data).has_value());
   // Blocks are cached only into prefaulted memory. The prefaulter runs at idle priority, so on a
   // busy machine it can take seconds: wait until it has room for the object twice over.
-  ASSERT_TRUE(test::wait_until([&] { return store_->stats().cache_prefaulted_bytes >= 2 * data.size(); }));
+  ASSERT_TRUE(
+      test::wait_until([&] { return store_->stats().cache_prefaulted_bytes >= 2 * data.size(); }));
   ASSERT_TRUE(get("hot").value() == data);
   const auto cold = store_->stats();
   ASSERT_TRUE(get("hot").value() == data);
@@ -737,7 +781,9 @@ TEST_P(StoreTest, RepeatedReadsComeFromTheCache) {
 
 TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
   const std::uint64_t before = used();
-  auto upload = run(store_->create_upload(bucket_, "mp", "owner", {}, std::string("CRC32"), std::string("COMPOSITE"))).value();
+  auto upload = run(store_->create_upload(bucket_, "mp", "owner", {}, std::string("CRC32"),
+                                          std::string("COMPOSITE")))
+                    .value();
   std::vector<Bytes> parts;
   for (std::uint32_t n = 1; n <= 3; ++n) {
     parts.push_back(test::pattern_bytes(n == 3 ? 1000 : 5 * kMiB + n, n));
@@ -753,7 +799,8 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
   const std::uint64_t with_parts = used();
   auto object = run(store_->complete_upload(
       upload.upload_id,
-      [](const UploadRecord&, const std::vector<PartRecord>& all) -> Result<ObjectStore::CompletionPlan> {
+      [](const UploadRecord&,
+         const std::vector<PartRecord>& all) -> Result<ObjectStore::CompletionPlan> {
         ObjectStore::CompletionPlan plan;
         plan.parts = all;
         plan.spec.etag = "deadbeef-3";
@@ -770,7 +817,8 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
   ASSERT_EQ(table.size(), 3U);
   EXPECT_EQ(table[2].offset_bytes, 2 * (5 * kMiB) + 3);
   // An aborted upload leaves nothing behind.
-  auto second = run(store_->create_upload(bucket_, "mp2", "owner", {}, std::nullopt, std::nullopt)).value();
+  auto second =
+      run(store_->create_upload(bucket_, "mp2", "owner", {}, std::nullopt, std::nullopt)).value();
   run([&]() -> asio::awaitable<void> {
     auto w = (co_await store_->create_writer(std::uint64_t{6 * kMiB}, true)).value();
     EXPECT_TRUE((co_await w->write(test::pattern_bytes(6 * kMiB, 50))).has_value());
@@ -791,7 +839,8 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
 TEST_P(StoreTest, ReplacedPartsAndAbortedUploadsFreeTheirSpaceAtOnce) {
   ASSERT_TRUE(put("dataset", test::pattern_bytes(3 * kMiB, 40)).has_value());
   const std::uint64_t base = used();
-  auto upload_part = [&](const std::string& upload_id, std::uint32_t n, std::size_t size, std::uint32_t seed) {
+  auto upload_part = [&](const std::string& upload_id, std::uint32_t n, std::size_t size,
+                         std::uint32_t seed) {
     return run([&, n, size, seed]() -> asio::awaitable<Result<PartRecord>> {
       H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{size}, true));
       H3_CO_TRY(co_await w->write(test::pattern_bytes(size, seed)));
@@ -799,7 +848,8 @@ TEST_P(StoreTest, ReplacedPartsAndAbortedUploadsFreeTheirSpaceAtOnce) {
       co_return co_await store_->commit_part(std::move(w), upload_id, n, {});
     }());
   };
-  auto upload = run(store_->create_upload(bucket_, "ckpt", "owner", {}, std::nullopt, std::nullopt)).value();
+  auto upload =
+      run(store_->create_upload(bucket_, "ckpt", "owner", {}, std::nullopt, std::nullopt)).value();
   // A reader of another object holds its epoch all along.
   std::unique_ptr<ObjectReader> reader;
   run([&]() -> asio::awaitable<void> {
@@ -817,7 +867,8 @@ TEST_P(StoreTest, ReplacedPartsAndAbortedUploadsFreeTheirSpaceAtOnce) {
   ASSERT_TRUE(upload_part(upload.upload_id, 3, kMiB, 4).has_value());
   auto object = run(store_->complete_upload(
       upload.upload_id,
-      [](const UploadRecord&, const std::vector<PartRecord>& all) -> Result<ObjectStore::CompletionPlan> {
+      [](const UploadRecord&,
+         const std::vector<PartRecord>& all) -> Result<ObjectStore::CompletionPlan> {
         ObjectStore::CompletionPlan plan;
         plan.parts = {all[0], all[1]};
         plan.spec.etag = "00-2";
@@ -827,9 +878,11 @@ TEST_P(StoreTest, ReplacedPartsAndAbortedUploadsFreeTheirSpaceAtOnce) {
   ASSERT_TRUE(object.has_value());
   EXPECT_EQ(used(), base + 7 * kMiB);
   // An aborted upload, and one aborted for its age.
-  auto aborted = run(store_->create_upload(bucket_, "a", "owner", {}, std::nullopt, std::nullopt)).value();
+  auto aborted =
+      run(store_->create_upload(bucket_, "a", "owner", {}, std::nullopt, std::nullopt)).value();
   ASSERT_TRUE(upload_part(aborted.upload_id, 1, 4 * kMiB, 5).has_value());
-  auto abandoned = run(store_->create_upload(bucket_, "b", "owner", {}, std::nullopt, std::nullopt)).value();
+  auto abandoned =
+      run(store_->create_upload(bucket_, "b", "owner", {}, std::nullopt, std::nullopt)).value();
   ASSERT_TRUE(upload_part(abandoned.upload_id, 1, 4 * kMiB, 6).has_value());
   EXPECT_EQ(used(), base + 15 * kMiB);
   EXPECT_TRUE(run(store_->abort_upload(aborted.upload_id)).has_value());
@@ -853,12 +906,14 @@ TEST_P(StoreTest, RenameMovesWithoutCopying) {
   ASSERT_TRUE(put("taken", test::pattern_bytes(10, 1)).has_value());
   const std::uint64_t before = used();
   // The check sees both objects inside the transaction (If-None-Match: * on the destination).
-  auto no_overwrite = [](const ObjectRecord& source, const std::optional<ObjectRecord>& target) -> Result<void> {
+  auto no_overwrite = [](const ObjectRecord& source,
+                         const std::optional<ObjectRecord>& target) -> Result<void> {
     EXPECT_EQ(source.key, "from");
     if (target) return errc::kPreconditionFailed;
     return {};
   };
-  EXPECT_EQ(run(store_->rename_object(bucket_.id, "from", "taken", no_overwrite)).error(), errc::kPreconditionFailed);
+  EXPECT_EQ(run(store_->rename_object(bucket_.id, "from", "taken", no_overwrite)).error(),
+            errc::kPreconditionFailed);
   EXPECT_TRUE(get("taken").value() == test::pattern_bytes(10, 1));
   EXPECT_TRUE(run(store_->rename_object(bucket_.id, "from", "to", no_overwrite)).has_value());
   EXPECT_EQ(used(), before);
@@ -883,7 +938,8 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
       H3_CO_TRY(co_await w->finish());
       ObjectSpec spec;
       spec.etag = "appended-" + std::to_string(parts.size());
-      co_return co_await store_->append_object(std::move(w), bucket_, key, base, has_base, spec, parts);
+      co_return co_await store_->append_object(std::move(w), bucket_, key, base, has_base, spec,
+                                               parts);
     }());
   };
   const Bytes first = test::pattern_bytes(5 * kMiB + 3, 60);
@@ -894,8 +950,9 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
   run([&]() -> asio::awaitable<void> {
     old_reader = (co_await store_->open_reader(bucket_.id, "log")).value();
   }());
-  auto appended = append("log", second, base.id, false,
-                         {{1, 0, first.size(), std::nullopt}, {2, first.size(), second.size(), std::nullopt}});
+  auto appended =
+      append("log", second, base.id, false,
+             {{1, 0, first.size(), std::nullopt}, {2, first.size(), second.size(), std::nullopt}});
   ASSERT_TRUE(appended.has_value()) << appended.error().message();
   EXPECT_EQ(appended->size_bytes, first.size() + second.size());
   EXPECT_EQ(appended->parts_count, 2U);
@@ -904,7 +961,8 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
   whole.insert(whole.end(), second.begin(), second.end());
   EXPECT_TRUE(get("log").value() == whole);
   auto tail = get("log", std::pair{std::uint64_t{first.size() - 2}, std::uint64_t{10}}).value();
-  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), whole.begin() + static_cast<std::ptrdiff_t>(first.size() - 2)));
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(),
+                         whole.begin() + static_cast<std::ptrdiff_t>(first.size() - 2)));
   const auto table = store_->object_parts(appended->id).value();
   ASSERT_EQ(table.size(), 2U);
   EXPECT_EQ(table[1].offset_bytes, first.size());
@@ -919,10 +977,12 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
     old_reader.reset();
   }());
   // A second append to the version that was replaced loses, and its data's space is back.
-  EXPECT_EQ(append("log", second, base.id, false, {{3, 0, 1, std::nullopt}}).error(), errc::kPreconditionFailed);
+  EXPECT_EQ(append("log", second, base.id, false, {{3, 0, 1, std::nullopt}}).error(),
+            errc::kPreconditionFailed);
   EXPECT_EQ(used(), used_first + kMiB + 4096);
   // Appending again keeps the part table; base 0 creates a key that does not exist, only.
-  auto third = append("log", Bytes(10, std::byte{7}), appended->id, false, {{3, whole.size(), 10, std::nullopt}});
+  auto third = append("log", Bytes(10, std::byte{7}), appended->id, false,
+                      {{3, whole.size(), 10, std::nullopt}});
   ASSERT_TRUE(third.has_value());
   EXPECT_EQ(third->parts_count, 3U);
   EXPECT_EQ(store_->object_parts(third->id).value().size(), 3U);
@@ -936,7 +996,8 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
   Bytes both = test::pattern_bytes(100, 62);
   const Bytes more = test::pattern_bytes(50, 63);
   both.insert(both.end(), more.begin(), more.end());
-  auto grown = append("small", both, small.id, true, {{1, 0, 100, std::nullopt}, {2, 100, 50, std::nullopt}});
+  auto grown = append("small", both, small.id, true,
+                      {{1, 0, 100, std::nullopt}, {2, 100, 50, std::nullopt}});
   ASSERT_TRUE(grown.has_value());
   EXPECT_EQ(grown->size_bytes, 150U);
   EXPECT_TRUE(get("small").value() == both);
@@ -952,10 +1013,12 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
 // the next lookup, from any worker, including the change from "no such key".
 TEST_P(StoreTest, EveryAcknowledgedChangeIsVisibleToTheNextLookup) {
   auto head_etag = [&](const std::string& key, int worker) {
-    return run([&]() -> asio::awaitable<std::string> {
-      auto found = store_->head(bucket_.id, key).value();
-      co_return found ? found->etag : std::string("none");
-    }(), worker);
+    return run(
+        [&]() -> asio::awaitable<std::string> {
+          auto found = store_->head(bucket_.id, key).value();
+          co_return found ? found->etag : std::string("none");
+        }(),
+        worker);
   };
   EXPECT_EQ(head_etag("c", 1), "none");  // cached as absent
   const auto first = put("c", test::pattern_bytes(100, 1)).value();
@@ -1021,7 +1084,9 @@ TEST_P(StoreTest, WrittenObjectsAreReadBackFromTheMetadataCache) {
     racers.push_back(std::async(std::launch::async, [&, w] {
       Result<ObjectRecord> last = errc::kNotFound;
       for (int i = 0; i < 40; ++i) {
-        last = run(put_async("race", test::pattern_bytes(static_cast<std::size_t>(50 + i), static_cast<std::uint32_t>(w)),
+        last = run(put_async("race",
+                             test::pattern_bytes(static_cast<std::size_t>(50 + i),
+                                                 static_cast<std::uint32_t>(w)),
                              true),
                    w % 2);
       }
@@ -1032,7 +1097,8 @@ TEST_P(StoreTest, WrittenObjectsAreReadBackFromTheMetadataCache) {
 
   const StoreStats before = store_->stats();
   std::map<std::string, ObjectRecord> cached;
-  for (const char* key : {"small", "big", "race"}) cached[key] = *store_->head(bucket_.id, key).value();
+  for (const char* key : {"small", "big", "race"})
+    cached[key] = *store_->head(bucket_.id, key).value();
   StoreStats after = store_->stats();
   EXPECT_EQ(after.metadata_cache_misses, before.metadata_cache_misses);
   EXPECT_EQ(after.metadata_cache_hits, before.metadata_cache_hits + 3);
@@ -1074,7 +1140,9 @@ TEST_P(StoreTest, TheMetadataCacheKeepsToItsSizeAndToTheLatestVersions) {
   for (int round = 0; round < 2; ++round) {
     for (int i = 0; i < kKeys; ++i) {
       const std::string key = "k" + std::to_string(i);
-      latest[key] = put(key, test::pattern_bytes(static_cast<std::size_t>(10 + round), static_cast<std::uint32_t>(i))).value();
+      latest[key] = put(key, test::pattern_bytes(static_cast<std::size_t>(10 + round),
+                                                 static_cast<std::uint32_t>(i)))
+                        .value();
     }
   }
   ASSERT_TRUE(run(store_->delete_object(bucket_.id, "k7")).has_value());
@@ -1082,7 +1150,8 @@ TEST_P(StoreTest, TheMetadataCacheKeepsToItsSizeAndToTheLatestVersions) {
   StoreStats stats = store_->stats();
   EXPECT_LE(stats.metadata_cache_used_bytes, stats.metadata_cache_capacity_bytes);
   EXPECT_GT(stats.metadata_cache_entries, 0u);
-  EXPECT_LT(stats.metadata_cache_entries, static_cast<std::uint64_t>(kKeys)) << "nothing was evicted";
+  EXPECT_LT(stats.metadata_cache_entries, static_cast<std::uint64_t>(kKeys))
+      << "nothing was evicted";
 
   // The most recent writes are cached; the first ones were evicted and come from the catalog.
   const auto before = store_->stats();
@@ -1102,7 +1171,8 @@ TEST_P(StoreTest, TheMetadataCacheKeepsToItsSizeAndToTheLatestVersions) {
 }
 
 TEST_P(StoreTest, ListsThroughTheReaderThread) {
-  for (const char* key : {"p/1", "p/2", "q"}) ASSERT_TRUE(put(key, test::pattern_bytes(5, 1)).has_value());
+  for (const char* key : {"p/1", "p/2", "q"})
+    ASSERT_TRUE(put(key, test::pattern_bytes(5, 1)).has_value());
   ListQuery q;
   q.delimiter = "/";
   auto page = run(store_->list_objects(bucket_.id, q)).value();
@@ -1125,14 +1195,19 @@ TEST_P(StoreTest, DataSurvivesARestart) {
 
 std::string engine_name(const ::testing::TestParamInfo<Engine>& param_info) {
   switch (param_info.param) {
-    case Engine::kUring: return "Uring";
-    case Engine::kPosix: return "Posix";
-    case Engine::kFault: return "Fault";
+    case Engine::kUring:
+      return "Uring";
+    case Engine::kPosix:
+      return "Posix";
+    case Engine::kFault:
+      return "Fault";
   }
   return "?";
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, StoreTest, ::testing::Values(Engine::kUring, Engine::kPosix, Engine::kFault), engine_name);
+INSTANTIATE_TEST_SUITE_P(Engines, StoreTest,
+                         ::testing::Values(Engine::kUring, Engine::kPosix, Engine::kFault),
+                         engine_name);
 
 // ---- faults (FaultDevice only) -----------------------------------------------------------------
 
@@ -1145,7 +1220,8 @@ TEST_P(FaultStoreTest, BitRotIsAnErrorNeverData) {
   // Find the object's device offset through the catalog and flip one bit in its second block.
   close();
   {
-    auto catalog = Catalog::open({(std::filesystem::path(options_.data_dir) / "catalog.db").string()});
+    auto catalog =
+        Catalog::open({(std::filesystem::path(options_.data_dir) / "catalog.db").string()});
     const auto extents = catalog->object_extents(head.id).value();
     ASSERT_FALSE(extents.empty());
     fault_->flip_bit(extents[0].device.offset_bytes + 4096 + 17, 3);
@@ -1159,11 +1235,13 @@ TEST_P(FaultStoreTest, BitRotIsAnErrorNeverData) {
 }
 
 TEST_P(FaultStoreTest, CrashLosesOnlyUnacknowledgedWrites) {
-  for (const auto mode : {FaultDevice::Crash::kLoseUnflushed, FaultDevice::Crash::kTearUnflushed, FaultDevice::Crash::kKeepUnflushed}) {
+  for (const auto mode : {FaultDevice::Crash::kLoseUnflushed, FaultDevice::Crash::kTearUnflushed,
+                          FaultDevice::Crash::kKeepUnflushed}) {
     std::map<std::string, Bytes> acked;
     for (std::uint32_t i = 0; i < 6; ++i) {
       const std::string key = "acked-" + std::to_string(i);
-      Bytes data = test::pattern_bytes(kMiB * (i + 1) + i, i + static_cast<std::uint32_t>(mode) * 10);
+      Bytes data =
+          test::pattern_bytes(kMiB * (i + 1) + i, i + static_cast<std::uint32_t>(mode) * 10);
       ASSERT_TRUE(put(key, data, i % 2 == 0).has_value());
       acked[key] = std::move(data);
     }
@@ -1191,7 +1269,8 @@ TEST_P(FaultStoreTest, CrashLosesOnlyUnacknowledgedWrites) {
     }
     // No leak: the allocator holds exactly what the catalog references.
     EXPECT_EQ(used(), expected_used);
-    for (const auto& [key, data] : acked) ASSERT_TRUE(run(store_->delete_object(bucket_.id, key)).has_value());
+    for (const auto& [key, data] : acked)
+      ASSERT_TRUE(run(store_->delete_object(bucket_.id, key)).has_value());
   }
 }
 
@@ -1246,7 +1325,8 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
         if (!commit) co_return Result<void>{};  // the process dies before the commit
         ObjectSpec spec;
         spec.etag = "appended";
-        H3_CO_TRY(co_await store_->append_object(std::move(w), bucket_, "acked-2", base_id, false, spec, {}));
+        H3_CO_TRY(co_await store_->append_object(std::move(w), bucket_, "acked-2", base_id, false,
+                                                 spec, {}));
         co_return Result<void>{};
       }());
     };
@@ -1254,7 +1334,8 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
     acked["acked-2"].insert(acked["acked-2"].end(), tail.begin(), tail.end());
     expected_used += allocation_of(tail.size(), false);
     // An upload with one acknowledged part.
-    auto upload = run(store_->create_upload(bucket_, "mp", "owner", {}, std::nullopt, std::nullopt)).value();
+    auto upload =
+        run(store_->create_upload(bucket_, "mp", "owner", {}, std::nullopt, std::nullopt)).value();
     auto part = [&](std::uint32_t n, std::size_t size, bool commit) {
       return run([&, n, size, commit]() -> asio::awaitable<Result<void>> {
         H3_CO_TRY(auto w, co_await store_->create_writer(std::uint64_t{size}, true));
@@ -1275,7 +1356,8 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
         EXPECT_TRUE((co_await w->finish()).has_value()) << key;
       }
     }());
-    ASSERT_TRUE(append(test::pattern_bytes(kMiB, 998), store_->head(bucket_.id, "acked-2").value()->id, false)
+    ASSERT_TRUE(append(test::pattern_bytes(kMiB, 998),
+                       store_->head(bucket_.id, "acked-2").value()->id, false)
                     .has_value());
     ASSERT_TRUE(part(2, kMiB, false).has_value());
     // And half-written, never flushed.
@@ -1292,13 +1374,15 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
       EXPECT_TRUE(*got == data) << key;
     }
     EXPECT_EQ(get("new-key").error(), errc::kNotFound);
-    const auto parts = run(store_->list_parts(store_->find_upload(upload.upload_id).value()->id, 0, 100)).value();
+    const auto parts =
+        run(store_->list_parts(store_->find_upload(upload.upload_id).value()->id, 0, 100)).value();
     ASSERT_EQ(parts.size(), 1U);
     EXPECT_EQ(parts[0].size_bytes, 2 * kMiB + 1);
     EXPECT_EQ(used(), expected_used);
     EXPECT_EQ(store_->stats().pending_free_bytes, 0U);
     // Clean up for the next round; everything must come back.
-    for (const auto& [key, data] : acked) ASSERT_TRUE(run(store_->delete_object(bucket_.id, key)).has_value());
+    for (const auto& [key, data] : acked)
+      ASSERT_TRUE(run(store_->delete_object(bucket_.id, key)).has_value());
     ASSERT_TRUE(run(store_->abort_upload(upload.upload_id)).has_value());
     EXPECT_EQ(used(), 0U);
   }
@@ -1321,7 +1405,8 @@ TEST_P(FaultStoreTest, ReadErrorsReachTheReaderAndNothingElse) {
   close();
   std::uint64_t failing_at = 0;
   {
-    auto catalog = Catalog::open({(std::filesystem::path(options_.data_dir) / "catalog.db").string()});
+    auto catalog =
+        Catalog::open({(std::filesystem::path(options_.data_dir) / "catalog.db").string()});
     const auto extents = catalog->object_extents(id).value();
     ASSERT_FALSE(extents.empty());
     ASSERT_EQ(extents[0].logical_offset_bytes, 0U);
@@ -1345,7 +1430,9 @@ TEST_P(FaultStoreTest, ReadErrorsReachTheReaderAndNothingElse) {
     EXPECT_EQ(streamed.second, errc::kIoError) << attempt;
     EXPECT_LE(streamed.first.size(), 4 * kMiB + 8192);
     EXPECT_TRUE(std::equal(streamed.first.begin(), streamed.first.end(), bad.begin())) << attempt;
-    EXPECT_EQ(get("bad", std::pair{std::uint64_t{4 * kMiB + 8192 + 100}, std::uint64_t{10}}).error(), errc::kIoError);
+    EXPECT_EQ(
+        get("bad", std::pair{std::uint64_t{4 * kMiB + 8192 + 100}, std::uint64_t{10}}).error(),
+        errc::kIoError);
     // Everything else is served meanwhile.
     EXPECT_TRUE(get("good").value() == good);
     EXPECT_TRUE(get("small").value() == small);
@@ -1354,8 +1441,10 @@ TEST_P(FaultStoreTest, ReadErrorsReachTheReaderAndNothingElse) {
     EXPECT_TRUE(std::equal(head->begin(), head->end(), bad.begin()));
     auto after = get("bad", std::pair{std::uint64_t{5 * kMiB}, std::uint64_t{kMiB + 100}});
     ASSERT_TRUE(after.has_value()) << after.error().message();
-    EXPECT_TRUE(std::equal(after->begin(), after->end(), bad.begin() + static_cast<std::ptrdiff_t>(5 * kMiB)));
-    EXPECT_TRUE(put("written-meanwhile-" + std::to_string(attempt), test::pattern_bytes(kMiB, 83)).has_value());
+    EXPECT_TRUE(std::equal(after->begin(), after->end(),
+                           bad.begin() + static_cast<std::ptrdiff_t>(5 * kMiB)));
+    EXPECT_TRUE(put("written-meanwhile-" + std::to_string(attempt), test::pattern_bytes(kMiB, 83))
+                    .has_value());
   }
   fault_->clear_faults();
   EXPECT_TRUE(get("bad").value() == bad);
@@ -1388,7 +1477,8 @@ TEST_P(FaultStoreTest, TornWritesThatAreNotAPrefixFailTheirChecksums) {
       auto block = get(key, std::pair{at, n});
       if (block) {
         ASSERT_EQ(block->size(), n);
-        EXPECT_TRUE(std::equal(block->begin(), block->end(), data.begin() + static_cast<std::ptrdiff_t>(at)))
+        EXPECT_TRUE(std::equal(block->begin(), block->end(),
+                               data.begin() + static_cast<std::ptrdiff_t>(at)))
             << key << " block at " << at << " is other bytes";
         ++kept;
         if (lost_here) lost_before_kept = true;
@@ -1427,7 +1517,8 @@ TEST(StoreIdentity, ACatalogRefusesAnotherDevice) {
     ObjectStore::open(mixed);
     FAIL() << "opened a device that belongs to another catalog";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("but the catalog belongs to device"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("but the catalog belongs to device"), std::string::npos)
+        << e.what();
   }
   // A file that is not a hots3 device is never formatted over.
   {
@@ -1469,7 +1560,9 @@ TEST(StoreIdentity, ANewCatalogTakesOverAnotherStoresDeviceOnlyWhenForced) {
     FAIL() << "a new catalog took over another store's device";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("belongs to another hots3 store (device UUID " + old_uuid + ")"), std::string::npos) << what;
+    EXPECT_NE(what.find("belongs to another hots3 store (device UUID " + old_uuid + ")"),
+              std::string::npos)
+        << what;
     EXPECT_NE(what.find("device UUID: none"), std::string::npos) << what;
     EXPECT_NE(what.find("--force-format"), std::string::npos) << what;
   }
@@ -1482,7 +1575,7 @@ TEST(StoreIdentity, ANewCatalogTakesOverAnotherStoresDeviceOnlyWhenForced) {
   EXPECT_NE(new_uuid, old_uuid);
   EXPECT_NE(new_uuid, "none");
   fresh.force_format = false;
-  ObjectStore::open(fresh)->shutdown();        // the device is this catalog's now
+  ObjectStore::open(fresh)->shutdown();                    // the device is this catalog's now
   EXPECT_THROW(ObjectStore::open(a), std::runtime_error);  // and no longer the old one's
 }
 

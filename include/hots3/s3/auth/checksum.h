@@ -20,7 +20,8 @@ enum class ChecksumAlgorithm : std::uint8_t { kCrc32, kCrc32c, kCrc64Nvme, kSha1
 
 // "CRC32" ↔ kCrc32, ... (case-insensitive parse); nullopt for anything else.
 std::optional<ChecksumAlgorithm> parse_checksum_algorithm(std::string_view name);
-std::string_view checksum_name(ChecksumAlgorithm algorithm);  // "CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"
+std::string_view checksum_name(
+    ChecksumAlgorithm algorithm);  // "CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"
 std::string_view checksum_header(ChecksumAlgorithm algorithm);  // "x-amz-checksum-crc32", ...
 
 class Checksummer {

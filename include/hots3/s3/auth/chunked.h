@@ -16,6 +16,9 @@
 // modes and none after the signature line.
 // The framing never reaches storage: only payload bytes go to the sink.
 
+#include "hots3/common/digest.h"
+#include "hots3/s3/auth/sigv4.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -24,9 +27,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "hots3/common/digest.h"
-#include "hots3/s3/auth/sigv4.h"
 
 namespace hots3::s3::auth {
 
@@ -49,7 +49,8 @@ class AwsChunkedDecoder {
 
   // `signing` for the STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER] modes; `trailer` for the
   // *-TRAILER modes; `decoded_length` from x-amz-decoded-content-length when sent.
-  AwsChunkedDecoder(std::optional<Signing> signing, bool trailer, std::optional<std::uint64_t> decoded_length);
+  AwsChunkedDecoder(std::optional<Signing> signing, bool trailer,
+                    std::optional<std::uint64_t> decoded_length);
 
   // Parses `input`, calling `sink` with each run of payload bytes in order. After an error the
   // decoder stays failed. Chunk lines and trailers are bounded (a hostile client cannot make it
@@ -59,12 +60,15 @@ class AwsChunkedDecoder {
   // got. kTooLarge is reported at a chunk line that would take the payload past
   // `decoded_length`; a payload shorter than declared is for the caller to notice
   // (decoded_bytes() once finished()). Bytes after the closing empty line are kMalformed.
-  Error feed(std::span<const std::byte> input, const std::function<void(std::span<const std::byte>)>& sink);
+  Error feed(std::span<const std::byte> input,
+             const std::function<void(std::span<const std::byte>)>& sink);
 
   // The final chunk, the trailer (if any) and the closing empty line have been parsed.
   [[nodiscard]] bool finished() const noexcept;
   // Trailer headers (lower-case names, trimmed values), the signature line excluded.
-  [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& trailers() const noexcept { return trailers_; }
+  [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& trailers() const noexcept {
+    return trailers_;
+  }
   [[nodiscard]] std::uint64_t decoded_bytes() const noexcept { return decoded_; }
 
  private:
@@ -87,7 +91,7 @@ class AwsChunkedDecoder {
   std::string chunk_signature_;    // the current chunk's claimed signature
   std::string previous_signature_;
   std::optional<Digest> chunk_sha256_;  // sha256 of the current chunk (signed mode)
-  std::string trailer_canonical_;  // "name:value\n"... for the trailer signature
+  std::string trailer_canonical_;       // "name:value\n"... for the trailer signature
   std::string trailer_signature_;
   std::vector<std::pair<std::string, std::string>> trailers_;
   std::uint64_t decoded_ = 0;

@@ -52,9 +52,9 @@ std::optional<std::vector<QueryParameter>> parse_query(std::string_view raw);
 
 // ---- SigV4 --------------------------------------------------------------------------------
 struct SigningScope {
-  std::string date;     // YYYYMMDD
-  std::string region;   // as the client signed it
-  std::string service;  // "s3"
+  std::string date;                             // YYYYMMDD
+  std::string region;                           // as the client signed it
+  std::string service;                          // "s3"
   [[nodiscard]] std::string to_string() const;  // "date/region/service/aws4_request"
 };
 
@@ -71,7 +71,7 @@ struct Authorization {
   std::string access_key;
   SigningScope scope;
   std::vector<std::string> signed_headers;  // lower-case, in the order listed
-  std::string signature;                   // lower-case hex
+  std::string signature;                    // lower-case hex
 };
 std::variant<Authorization, ParseError> parse_authorization(std::string_view header_value);
 
@@ -98,7 +98,7 @@ struct CanonicalInput {
   std::string_view method;
   std::string_view path;  // decoded ("/bucket/odd key+plus"): it is encoded once here
   const std::vector<QueryParameter>* query = nullptr;  // decoded
-  std::string_view exclude_query;  // "X-Amz-Signature" for presigned requests
+  std::string_view exclude_query;                      // "X-Amz-Signature" for presigned requests
   // All values of a header, given its lower-case name (several for a repeated header).
   std::function<std::vector<std::string_view>(std::string_view)> header_values;
   const std::vector<std::string>* signed_headers = nullptr;  // lower-case
@@ -107,15 +107,18 @@ struct CanonicalInput {
   std::string_view payload_hash;
 };
 std::string canonical_request(const CanonicalInput& input);
-std::string string_to_sign(std::string_view amz_date, const SigningScope& scope, std::string_view canonical_request);
+std::string string_to_sign(std::string_view amz_date, const SigningScope& scope,
+                           std::string_view canonical_request);
 SigningKey signing_key(std::string_view secret_key, const SigningScope& scope);
 std::string sign(const SigningKey& key, std::string_view string_to_sign);  // lower-case hex
 
 // aws-chunked signatures: each chunk's chains the previous one (the seed signature first).
 std::string chunk_string_to_sign(std::string_view amz_date, const SigningScope& scope,
-                                 std::string_view previous_signature, std::string_view chunk_sha256_hex);
+                                 std::string_view previous_signature,
+                                 std::string_view chunk_sha256_hex);
 std::string trailer_string_to_sign(std::string_view amz_date, const SigningScope& scope,
-                                   std::string_view previous_signature, std::string_view trailer_sha256_hex);
+                                   std::string_view previous_signature,
+                                   std::string_view trailer_sha256_hex);
 
 // ---- SigV2 presigned URLs (AWSAccessKeyId, Expires, Signature) ------------------------------
 // StringToSign = METHOD \n Content-MD5 \n Content-Type \n Expires \n
@@ -129,10 +132,13 @@ std::string trailer_string_to_sign(std::string_view amz_date, const SigningScope
 // response-* overrides), sorted, with their decoded values: "?acl&partNumber=2&uploadId=x".
 // Other parameters (AWSAccessKeyId, Expires, Signature, prefix, ...) are not signed. A
 // sub-resource with an empty value is written bare ("uploads", not "uploads=").
-std::string v2_canonical_resource(std::string_view raw_path, const std::vector<QueryParameter>& query);
-std::string v2_string_to_sign(std::string_view method, std::string_view content_md5, std::string_view content_type,
-                              std::string_view expires, std::string_view canonical_amz_headers,
+std::string v2_canonical_resource(std::string_view raw_path,
+                                  const std::vector<QueryParameter>& query);
+std::string v2_string_to_sign(std::string_view method, std::string_view content_md5,
+                              std::string_view content_type, std::string_view expires,
+                              std::string_view canonical_amz_headers,
                               std::string_view canonical_resource);
-std::string v2_sign(std::string_view secret_key, std::string_view string_to_sign);  // base64(HMAC-SHA1)
+std::string v2_sign(std::string_view secret_key,
+                    std::string_view string_to_sign);  // base64(HMAC-SHA1)
 
 }  // namespace hots3::s3::auth
