@@ -36,7 +36,7 @@ BUILD_PACKAGES=(
 # Debian adds boto3 1.26 (older defaults, for /usr/bin/python3) and AWS CLI v2, and the clients
 # of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse).
 TEST_PACKAGES=(
-  curl python3-boto3 python3-pytest awscli s3cmd rclone s3fs
+  curl python3-boto3 python3-pytest awscli s3cmd rclone s3fs clang-format
 )
 # The fuzz harnesses: clang with libFuzzer (its runtime is in libclang-rt-14-dev).
 FUZZ_PACKAGES=(
