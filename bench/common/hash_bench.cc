@@ -4,9 +4,9 @@
 //
 //   build/bench/hots3-hash-bench [--benchmark_filter=...]
 
+#include "hots3/aws/checksum.h"
 #include "hots3/common/digest.h"
 #include "hots3/common/md5.h"
-#include "hots3/s3/auth/checksum.h"
 
 #include <benchmark/benchmark.h>
 #include <random>
@@ -50,7 +50,7 @@ BENCHMARK(md5_streams)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16);
 void crc64nvme(benchmark::State& state) {
   const auto data = random_bytes(kPiece);
   std::uint64_t crc = 0;
-  for (auto _ : state) crc = hots3::s3::auth::crc64nvme(data, crc);
+  for (auto _ : state) crc = hots3::aws::crc64nvme(data, crc);
   benchmark::DoNotOptimize(crc);
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kPiece));
 }

@@ -20,9 +20,9 @@
 
 #include "s3_client.h"
 
+#include "hots3/aws/checksum.h"
 #include "hots3/common/digest.h"
 #include "hots3/common/units.h"
-#include "hots3/s3/auth/checksum.h"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -734,7 +734,7 @@ class LoadGen {
           d.body += "<Object><Key>" + manifest_key(round - 1) + "</Key></Object></Delete>";
           const auto digest = md5(std::as_bytes(std::span(d.body.data(), d.body.size())));
           d.headers.emplace_back("Content-MD5",
-                                 s3::auth::base64_encode(std::as_bytes(std::span(digest))));
+                                 aws::base64_encode(std::as_bytes(std::span(digest))));
           auto response = co_await c.send(d, 64 * 1024);
           deleted_ok = response && response->status == 200 &&
                        response->body.find("<Error>") == std::string::npos;

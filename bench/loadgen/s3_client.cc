@@ -1,6 +1,7 @@
 #include "s3_client.h"
 
-#include "hots3/s3/auth/sigv4.h"
+#include "hots3/aws/sigv4.h"
+#include "hots3/common/text.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
@@ -94,13 +95,6 @@ namespace {
 constexpr std::size_t kSinkBytes = 256 * 1024;
 constexpr std::size_t kWriteBytes = 1024 * 1024;
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 // SigV4 in the Authorization header, UNSIGNED-PAYLOAD (as SDKs send over TLS and warp does), the
 // signing key kept for the day.
 class Signer {
@@ -119,18 +113,18 @@ class Signer {
     headers.emplace_back("x-amz-date", amz_date);
     headers.emplace_back("x-amz-content-sha256", "UNSIGNED-PAYLOAD");
 
-    const s3::auth::SigningScope scope{amz_date.substr(0, 8), credentials_.region, "s3"};
+    const aws::SigningScope scope{amz_date.substr(0, 8), credentials_.region, "s3"};
     if (scope.date != key_date_) {
-      key_ = s3::auth::signing_key(credentials_.secret_key, scope);
+      key_ = aws::signing_key(credentials_.secret_key, scope);
       key_date_ = scope.date;
     }
     std::vector<std::string> names;
     for (const auto& [name, value] : headers) names.push_back(lower(name));
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
-    std::vector<s3::auth::QueryParameter> query;
+    std::vector<aws::QueryParameter> query;
     for (const auto& [name, value] : r.query) query.push_back({name, value});
-    s3::auth::CanonicalInput input;
+    aws::CanonicalInput input;
     input.method = r.method;
     input.path = r.path;
     input.query = &query;
@@ -143,21 +137,19 @@ class Signer {
     };
     input.signed_headers = &names;
     input.payload_hash = "UNSIGNED-PAYLOAD";
-    const std::string to_sign =
-        s3::auth::string_to_sign(amz_date, scope, s3::auth::canonical_request(input));
+    const std::string to_sign = aws::string_to_sign(amz_date, scope, aws::canonical_request(input));
     std::string signed_list;
     for (const auto& n : names) signed_list += (signed_list.empty() ? "" : ";") + n;
-    headers.emplace_back(
-        "Authorization",
-        fmt::format("{} Credential={}/{}, SignedHeaders={}, Signature={}", s3::auth::kAlgorithm,
-                    credentials_.access_key, scope.to_string(), signed_list,
-                    s3::auth::sign(key_, to_sign)));
+    headers.emplace_back("Authorization",
+                         fmt::format("{} Credential={}/{}, SignedHeaders={}, Signature={}",
+                                     aws::kAlgorithm, credentials_.access_key, scope.to_string(),
+                                     signed_list, aws::sign(key_, to_sign)));
   }
 
  private:
   Credentials credentials_;
   std::string key_date_;
-  s3::auth::SigningKey key_{};
+  aws::SigningKey key_{};
 };
 
 }  // namespace
@@ -189,12 +181,12 @@ struct Connection::Impl {
     headers.emplace_back("Host", endpoint.host_header());
     for (const auto& h : r.headers) headers.push_back(h);
     if (signer) signer->sign(r, headers);
-    std::string target = s3::auth::uri_encode(r.path, false);
+    std::string target = aws::uri_encode(r.path, false);
     char sep = '?';
     for (const auto& [name, value] : r.query) {
       target += sep;
-      target += s3::auth::uri_encode(name, true);
-      if (!value.empty()) target += "=" + s3::auth::uri_encode(value, true);
+      target += aws::uri_encode(name, true);
+      if (!value.empty()) target += "=" + aws::uri_encode(value, true);
       sep = '&';
     }
     std::string head = fmt::format("{} {} HTTP/1.1\r\n", r.method, target);

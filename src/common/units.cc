@@ -1,5 +1,7 @@
 #include "hots3/common/units.h"
 
+#include "hots3/common/text.h"
+
 #include <fmt/format.h>
 
 #include <array>
@@ -33,12 +35,6 @@ constexpr std::array kSizeUnits = {
     Unit{"TiB", kTiB},
     Unit{"TB", 1000ULL * 1000 * 1000 * 1000},
 };
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
 
 // Splits "123unit" into the number and the unit; the number must be present.
 Result<std::pair<std::uint64_t, std::string_view>> split_number(std::string_view text) {

@@ -1,6 +1,7 @@
 // The development key pair: generated once per data directory so that a server started with
 // no configuration at all can be used at once, and kept so that restarts do not break clients.
 
+#include "hots3/common/random.h"
 #include "hots3/config/config.h"
 
 #include <fmt/format.h>
@@ -14,15 +15,6 @@
 
 namespace hots3::config {
 namespace {
-
-std::string random_string(std::size_t length, std::string_view alphabet) {
-  std::random_device random;  // getrandom(2)
-  std::uniform_int_distribution<std::size_t> pick(0, alphabet.size() - 1);
-  std::string out;
-  out.reserve(length);
-  for (std::size_t i = 0; i < length; ++i) out += alphabet[pick(random)];
-  return out;
-}
 
 UserConfig load_credentials(const std::string& path) {
   toml::table table;

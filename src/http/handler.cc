@@ -2,18 +2,11 @@
 
 #include "wire.h"
 
+#include "hots3/common/text.h"
+
 #include <boost/asio/awaitable.hpp>
 
 namespace hots3::http {
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
 
 std::optional<std::string_view> RequestHead::find(std::string_view name) const noexcept {
   for (const HeaderView& h : headers) {

@@ -1,5 +1,6 @@
 #include "request_parser.h"
 
+#include "hots3/common/text.h"
 #include "hots3/http/handler.h"
 
 #include <boost/asio/buffer.hpp>

@@ -5,6 +5,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/random.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -62,10 +63,9 @@ struct Server::Impl {
         shared(*shared_ptr),
         workers(shared.workers) {
     H3_ASSERT(!contexts.empty());
-    std::random_device random;
     for (unsigned i = 0; i < contexts.size(); ++i) {
       auto& worker = workers.emplace_back(std::make_unique<Worker>(i, *contexts[i], shared));
-      worker->id_seed = (std::uint64_t{random()} << 32) ^ random();
+      worker->id_seed = random_u64();
       worker->sweep_interval = sweep_interval(c);
     }
   }

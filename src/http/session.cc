@@ -12,6 +12,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -1,6 +1,8 @@
 #include "wire.h"
 
+#include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 
 #include <fmt/format.h>
 
@@ -122,13 +124,6 @@ void format_request_id(std::uint64_t seed, std::uint64_t counter, char (&out)[16
 
 namespace {
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Whether a query parameter carries a secret: a signature (X-Amz-Signature, SigV2's Signature)
 // or a session token. Judged on the decoded name, as the server reads it, so that an encoded
 // spelling ("X-Amz-Sig%6Eature") cannot slip a signature past the redaction.
@@ -138,8 +133,8 @@ bool is_secret_parameter(std::string_view raw_name) {
   for (std::size_t i = 0; i < raw_name.size(); ++i) {
     const char c = raw_name[i];
     if (c == '%' && i + 2 < raw_name.size()) {
-      const int high = hex_digit(raw_name[i + 1]);
-      const int low = hex_digit(raw_name[i + 2]);
+      const int high = hex_value(raw_name[i + 1]);
+      const int low = hex_value(raw_name[i + 2]);
       if (high >= 0 && low >= 0) {
         name += static_cast<char>(high * 16 + low);
         i += 2;
@@ -148,7 +143,7 @@ bool is_secret_parameter(std::string_view raw_name) {
     }
     name += c;
   }
-  for (char& c : name) c = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  name = lower(name);
   return name.find("signature") != std::string::npos || name == "x-amz-security-token";
 }
 

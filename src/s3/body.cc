@@ -1,6 +1,8 @@
 #include "body.h"
 
+#include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 #include "hots3/storage/object_store.h"
 
 #include <charconv>
@@ -12,21 +14,21 @@ namespace {
 
 constexpr std::size_t kReadBytes = 256 * 1024;
 
-constexpr auth::ChecksumAlgorithm kAlgorithms[] = {
-    auth::ChecksumAlgorithm::kCrc32, auth::ChecksumAlgorithm::kCrc32c,
-    auth::ChecksumAlgorithm::kCrc64Nvme, auth::ChecksumAlgorithm::kSha1,
-    auth::ChecksumAlgorithm::kSha256};
+constexpr aws::ChecksumAlgorithm kAlgorithms[] = {
+    aws::ChecksumAlgorithm::kCrc32, aws::ChecksumAlgorithm::kCrc32c,
+    aws::ChecksumAlgorithm::kCrc64Nvme, aws::ChecksumAlgorithm::kSha1,
+    aws::ChecksumAlgorithm::kSha256};
 
-std::size_t raw_length(auth::ChecksumAlgorithm a) {
+std::size_t raw_length(aws::ChecksumAlgorithm a) {
   switch (a) {
-    case auth::ChecksumAlgorithm::kCrc32:
-    case auth::ChecksumAlgorithm::kCrc32c:
+    case aws::ChecksumAlgorithm::kCrc32:
+    case aws::ChecksumAlgorithm::kCrc32c:
       return 4;
-    case auth::ChecksumAlgorithm::kCrc64Nvme:
+    case aws::ChecksumAlgorithm::kCrc64Nvme:
       return 8;
-    case auth::ChecksumAlgorithm::kSha1:
+    case aws::ChecksumAlgorithm::kSha1:
       return 20;
-    case auth::ChecksumAlgorithm::kSha256:
+    case aws::ChecksumAlgorithm::kSha256:
       return 32;
   }
   return 0;
@@ -50,28 +52,27 @@ std::vector<std::byte> take_buffer() {
 std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r) {
   ChecksumRequest c;
   for (const auto algorithm : kAlgorithms) {
-    if (auto value = r.header(auth::checksum_header(algorithm))) {
+    if (auto value = r.header(aws::checksum_header(algorithm))) {
       if (c.algorithm) {
         return Error(
             Code::kInvalidRequest,
             "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.");
       }
-      auto raw = auth::base64_decode(*value);
+      auto raw = aws::base64_decode(*value);
       if (!raw || raw->size() != raw_length(algorithm)) {
         return Error(
             Code::kInvalidRequest,
-            "Value for " + std::string(auth::checksum_header(algorithm)) + " header is invalid.");
+            "Value for " + std::string(aws::checksum_header(algorithm)) + " header is invalid.");
       }
       c.algorithm = algorithm;
       c.header_value = std::string(*value);
     }
   }
   if (auto trailer = r.header("x-amz-trailer")) {
-    std::string name(*trailer);
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    std::optional<auth::ChecksumAlgorithm> named;
+    const std::string name = lower(*trailer);
+    std::optional<aws::ChecksumAlgorithm> named;
     for (const auto algorithm : kAlgorithms) {
-      if (name == auth::checksum_header(algorithm)) named = algorithm;
+      if (name == aws::checksum_header(algorithm)) named = algorithm;
     }
     if (!named)
       return Error(Code::kInvalidRequest,
@@ -86,13 +87,13 @@ std::variant<ChecksumRequest, Error> read_checksum_request(const Request& r) {
   }
   if (!c.algorithm) {
     if (auto sdk = r.header("x-amz-sdk-checksum-algorithm")) {
-      c.algorithm = auth::parse_checksum_algorithm(*sdk);
+      c.algorithm = aws::parse_checksum_algorithm(*sdk);
       if (!c.algorithm)
         return Error(Code::kInvalidRequest, "Checksum algorithm provided is unsupported.");
     }
   }
   if (auto md5 = r.header("content-md5")) {
-    auto raw = auth::base64_decode(*md5);
+    auto raw = aws::base64_decode(*md5);
     if (!raw || raw->size() != 16) return Error(Code::kInvalidDigest);
     c.content_md5 = std::move(*raw);
   }
@@ -130,11 +131,11 @@ Body::Body(Request& request, ChecksumRequest checksum, DefaultCrc64 crc64, bool 
   if (payload == Payload::kSha256) sha256_.emplace(Digest::Algorithm::kSha256);
   if (want_.algorithm) {
     checksummer_.emplace(*want_.algorithm);
-    if (crc64 == DefaultCrc64::kAlways && *want_.algorithm != auth::ChecksumAlgorithm::kCrc64Nvme) {
-      crc64_.emplace(auth::ChecksumAlgorithm::kCrc64Nvme);
+    if (crc64 == DefaultCrc64::kAlways && *want_.algorithm != aws::ChecksumAlgorithm::kCrc64Nvme) {
+      crc64_.emplace(aws::ChecksumAlgorithm::kCrc64Nvme);
     }
   } else if (crc64 != DefaultCrc64::kNo) {
-    checksummer_.emplace(auth::ChecksumAlgorithm::kCrc64Nvme);
+    checksummer_.emplace(aws::ChecksumAlgorithm::kCrc64Nvme);
   }
   if (md5) md5_.emplace(Digest::Algorithm::kMd5);
 }
@@ -184,19 +185,19 @@ asio::awaitable<std::optional<std::span<const std::byte>>> Body::next() {
     const auto result = decoder_->feed(
         input, [this](std::span<const std::byte> piece) { pending_.push_back(piece); });
     switch (result) {
-      case auth::AwsChunkedDecoder::Error::kNone:
+      case aws::AwsChunkedDecoder::Error::kNone:
         break;
-      case auth::AwsChunkedDecoder::Error::kMalformed:
+      case aws::AwsChunkedDecoder::Error::kMalformed:
         co_return fail(Error(Code::kIncompleteBody, "The aws-chunked request body is malformed."));
-      case auth::AwsChunkedDecoder::Error::kBadChunkSignature:
+      case aws::AwsChunkedDecoder::Error::kBadChunkSignature:
         co_return fail(
             Error(Code::kSignatureDoesNotMatch,
                   "The chunk signature we calculated does not match the one you provided."));
-      case auth::AwsChunkedDecoder::Error::kBadTrailerSignature:
+      case aws::AwsChunkedDecoder::Error::kBadTrailerSignature:
         co_return fail(
             Error(Code::kSignatureDoesNotMatch,
                   "The trailer signature we calculated does not match the one you provided."));
-      case auth::AwsChunkedDecoder::Error::kTooLarge:
+      case aws::AwsChunkedDecoder::Error::kTooLarge:
         co_return fail(Error(Code::kIncompleteBody,
                              "The request body is longer than x-amz-decoded-content-length."));
     }
@@ -214,7 +215,7 @@ std::optional<Error> Body::verify(const std::optional<std::array<std::uint8_t, 1
   if (sha256_) {
     std::array<std::uint8_t, 32> digest{};
     sha256_->finish(digest);
-    const std::string computed = storage::to_hex(digest);
+    const std::string computed = to_hex(digest);
     if (computed != request_.auth.payload_sha256) {
       return Error(Code::kXAmzContentSHA256Mismatch)
           .with("ClientComputedContentSHA256", request_.auth.payload_sha256)
@@ -237,7 +238,7 @@ std::optional<Error> Body::verify(const std::optional<std::array<std::uint8_t, 1
     const std::string computed = checksummer_->base64();
     std::optional<std::string> expected = want_.header_value;
     if (want_.in_trailer) {
-      const auto name = auth::checksum_header(*want_.algorithm);
+      const auto name = aws::checksum_header(*want_.algorithm);
       for (const auto& [trailer_name, value] :
            decoder_ ? decoder_->trailers() : std::vector<std::pair<std::string, std::string>>{}) {
         if (trailer_name == name) expected = value;
@@ -248,11 +249,11 @@ std::optional<Error> Body::verify(const std::optional<std::array<std::uint8_t, 1
     }
     if (expected && *expected != computed) {
       return Error(Code::kBadDigest,
-                   "The " + std::string(auth::checksum_name(checksummer_->algorithm())) +
+                   "The " + std::string(aws::checksum_name(checksummer_->algorithm())) +
                        " you specified did not match the calculated checksum.");
     }
     checksum_ = std::pair{checksummer_->algorithm(), computed};
-    if (checksummer_->algorithm() == auth::ChecksumAlgorithm::kCrc64Nvme) crc64nvme_ = computed;
+    if (checksummer_->algorithm() == aws::ChecksumAlgorithm::kCrc64Nvme) crc64nvme_ = computed;
   }
   if (crc64_) crc64nvme_ = crc64_->base64();
   return std::nullopt;

@@ -7,8 +7,8 @@
 
 #include "service.h"
 
+#include "hots3/aws/checksum.h"
 #include "hots3/common/digest.h"
-#include "hots3/s3/auth/checksum.h"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -21,10 +21,10 @@ namespace hots3::s3 {
 
 // What the request says about its checksums.
 struct ChecksumRequest {
-  std::optional<auth::ChecksumAlgorithm> algorithm;  // the one to verify (header or trailer)
-  std::optional<std::string> header_value;           // from x-amz-checksum-<alg>
-  bool in_trailer = false;                           // x-amz-trailer names it
-  std::optional<std::string> content_md5;            // raw 16 bytes
+  std::optional<aws::ChecksumAlgorithm> algorithm;  // the one to verify (header or trailer)
+  std::optional<std::string> header_value;          // from x-amz-checksum-<alg>
+  bool in_trailer = false;                          // x-amz-trailer names it
+  std::optional<std::string> content_md5;           // raw 16 bytes
 };
 
 // Reads the checksum headers. Errors: InvalidRequest (several algorithms, unknown algorithm,
@@ -70,7 +70,7 @@ class Body {
   [[nodiscard]] std::uint64_t payload_bytes() const noexcept { return payload_bytes_; }
 
   // The checksum to store and return (algorithm, base64 value); set after verify().
-  [[nodiscard]] const std::optional<std::pair<auth::ChecksumAlgorithm, std::string>>& checksum()
+  [[nodiscard]] const std::optional<std::pair<aws::ChecksumAlgorithm, std::string>>& checksum()
       const noexcept {
     return checksum_;
   }
@@ -88,18 +88,18 @@ class Body {
   Request& request_;
   ChecksumRequest want_;
   std::optional<std::uint64_t> declared_;
-  std::optional<auth::AwsChunkedDecoder> decoder_;
+  std::optional<aws::AwsChunkedDecoder> decoder_;
   std::optional<Digest> sha256_;  // x-amz-content-sha256 verification
   std::optional<Digest> md5_;
-  std::optional<auth::Checksummer> checksummer_;
-  std::optional<auth::Checksummer> crc64_;  // DefaultCrc64::kAlways, when checksummer_ is another
-  std::vector<std::byte> raw_;              // one read of the HTTP body
+  std::optional<aws::Checksummer> checksummer_;
+  std::optional<aws::Checksummer> crc64_;  // DefaultCrc64::kAlways, when checksummer_ is another
+  std::vector<std::byte> raw_;             // one read of the HTTP body
   std::vector<std::span<const std::byte>> pending_;  // decoded pieces of the last read
   std::size_t pending_next_ = 0;
   std::uint64_t payload_bytes_ = 0;
   bool http_done_ = false;
   std::optional<Error> error_;
-  std::optional<std::pair<auth::ChecksumAlgorithm, std::string>> checksum_;
+  std::optional<std::pair<aws::ChecksumAlgorithm, std::string>> checksum_;
   std::optional<std::string> crc64nvme_;
 };
 

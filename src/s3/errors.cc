@@ -1,6 +1,6 @@
 #include "errors.h"
 
-#include "xml.h"
+#include "s3_xml.h"
 
 #include <array>
 

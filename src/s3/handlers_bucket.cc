@@ -3,12 +3,14 @@
 
 #include "body.h"
 #include "request_xml.h"
+#include "s3_xml.h"
 #include "service.h"
 #include "shared.h"
 #include "time_format.h"
-#include "xml.h"
 
 #include "hots3/common/digest.h"
+#include "hots3/common/hex.h"
+#include "hots3/common/text.h"
 
 #include <charconv>
 
@@ -16,7 +18,7 @@ namespace hots3::s3 {
 
 std::string owner_id(std::string_view user) {
   // A stable 64-hex-digit ID in the shape of S3's canonical user IDs.
-  return storage::to_hex(sha256(std::as_bytes(std::span(user.data(), user.size()))));
+  return to_hex(sha256(std::as_bytes(std::span(user.data(), user.size()))));
 }
 
 void write_owner(XmlWriter& xml, std::string_view user) {
@@ -98,8 +100,7 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
     co_return co_await s.send_error(
         r, Error(Code::kNotImplemented, "Only the private canned ACL is supported."));
   }
-  if (auto lock = r.header("x-amz-bucket-object-lock-enabled");
-      lock && http::iequals(*lock, "true")) {
+  if (auto lock = r.header("x-amz-bucket-object-lock-enabled"); lock && iequals(*lock, "true")) {
     co_return co_await s.send_error(r,
                                     Error(Code::kNotImplemented, "Object Lock is not supported."));
   }
@@ -250,7 +251,7 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   std::string marker;
   if (v2) {
     if (const std::string* token = r.param("continuation-token")) {
-      auto decoded = auth::base64_decode(*token);
+      auto decoded = aws::base64_decode(*token);
       if (!decoded || token->empty()) {
         co_return co_await s.send_error(
             r, Error(Code::kInvalidArgument, "The continuation token provided is incorrect")
@@ -275,7 +276,7 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   if (p.max_keys == 0) page->truncated = false;
 
   auto text = [&](std::string_view value) {
-    return p.url_encoding ? auth::uri_encode(value, false) : std::string(value);
+    return p.url_encoding ? aws::uri_encode(value, false) : std::string(value);
   };
   XmlWriter xml("ListBucketResult");
   xml.element("Name", bucket->name);
@@ -294,7 +295,7 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   xml.element("IsTruncated", page->truncated);
   if (page->truncated) {
     if (v2) {
-      xml.element("NextContinuationToken", auth::base64_encode(page->last));
+      xml.element("NextContinuationToken", aws::base64_encode(page->last));
     } else if (!p.query.delimiter.empty()) {
       // S3 sends NextMarker only with a delimiter; without one, the last key is the marker.
       xml.element("NextMarker", text(page->last));

@@ -8,6 +8,8 @@
 #include "time_format.h"
 
 #include "hots3/common/digest.h"
+#include "hots3/common/hex.h"
+#include "hots3/common/text.h"
 
 #include <cctype>
 #include <charconv>
@@ -75,15 +77,15 @@ std::optional<Error> check(const Conditions& c,
 
 // The full-object CRC an append can extend (CRCs continue over appended bytes; SHAs and
 // composite checksums cannot).
-std::optional<std::pair<auth::ChecksumAlgorithm, std::uint64_t>> extendable_crc(
+std::optional<std::pair<aws::ChecksumAlgorithm, std::uint64_t>> extendable_crc(
     const storage::ChecksumSet& c) {
   if (c.type.value_or("") != "FULL_OBJECT") return std::nullopt;
-  std::optional<std::pair<auth::ChecksumAlgorithm, std::string>> found;
-  if (c.crc32) found.emplace(auth::ChecksumAlgorithm::kCrc32, *c.crc32);
-  if (c.crc32c) found.emplace(auth::ChecksumAlgorithm::kCrc32c, *c.crc32c);
-  if (c.crc64nvme) found.emplace(auth::ChecksumAlgorithm::kCrc64Nvme, *c.crc64nvme);
+  std::optional<std::pair<aws::ChecksumAlgorithm, std::string>> found;
+  if (c.crc32) found.emplace(aws::ChecksumAlgorithm::kCrc32, *c.crc32);
+  if (c.crc32c) found.emplace(aws::ChecksumAlgorithm::kCrc32c, *c.crc32c);
+  if (c.crc64nvme) found.emplace(aws::ChecksumAlgorithm::kCrc64Nvme, *c.crc64nvme);
   if (!found) return std::nullopt;
-  auto raw = auth::base64_decode(found->second);
+  auto raw = aws::base64_decode(found->second);
   if (!raw || raw->empty() || raw->size() > 8) return std::nullopt;
   std::uint64_t value = 0;
   for (const char b : *raw) value = (value << 8) | static_cast<unsigned char>(b);  // big-endian
@@ -91,19 +93,13 @@ std::optional<std::pair<auth::ChecksumAlgorithm, std::uint64_t>> extendable_crc(
 }
 
 // The algorithm of the checksum an object keeps (appends must use the same one).
-std::optional<auth::ChecksumAlgorithm> stored_algorithm(const storage::ChecksumSet& c) {
-  if (c.crc32) return auth::ChecksumAlgorithm::kCrc32;
-  if (c.crc32c) return auth::ChecksumAlgorithm::kCrc32c;
-  if (c.crc64nvme) return auth::ChecksumAlgorithm::kCrc64Nvme;
-  if (c.sha1) return auth::ChecksumAlgorithm::kSha1;
-  if (c.sha256) return auth::ChecksumAlgorithm::kSha256;
+std::optional<aws::ChecksumAlgorithm> stored_algorithm(const storage::ChecksumSet& c) {
+  if (c.crc32) return aws::ChecksumAlgorithm::kCrc32;
+  if (c.crc32c) return aws::ChecksumAlgorithm::kCrc32c;
+  if (c.crc64nvme) return aws::ChecksumAlgorithm::kCrc64Nvme;
+  if (c.sha1) return aws::ChecksumAlgorithm::kSha1;
+  if (c.sha256) return aws::ChecksumAlgorithm::kSha256;
   return std::nullopt;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
 }
 
 bool valid_client_token(std::string_view token) {
@@ -278,8 +274,8 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
       co_return co_await s.send_error(
           r, Error(Code::kInvalidRequest,
                    "Checksum Type mismatch occurred, expected checksum Type: " +
-                       lower(auth::checksum_name(*kept)) + ", actual checksum Type: " +
-                       lower(auth::checksum_name(*wanted.algorithm)) + "."));
+                       lower(aws::checksum_name(*kept)) + ", actual checksum Type: " +
+                       lower(aws::checksum_name(*wanted.algorithm)) + "."));
     }
     if (!wanted.algorithm && extendable) wanted.algorithm = extendable->first;
   }
@@ -323,14 +319,14 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
     if (body.payload_bytes() > max_bytes) co_return co_await s.send_error(r, Code::kEntityTooLarge);
     if (extendable) {
       switch (extendable->first) {
-        case auth::ChecksumAlgorithm::kCrc32:
-          crc = auth::crc32(*piece, static_cast<std::uint32_t>(crc));
+        case aws::ChecksumAlgorithm::kCrc32:
+          crc = aws::crc32(*piece, static_cast<std::uint32_t>(crc));
           break;
-        case auth::ChecksumAlgorithm::kCrc32c:
-          crc = auth::crc32c(*piece, static_cast<std::uint32_t>(crc));
+        case aws::ChecksumAlgorithm::kCrc32c:
+          crc = aws::crc32c(*piece, static_cast<std::uint32_t>(crc));
           break;
         default:
-          crc = auth::crc64nvme(*piece, crc);
+          crc = aws::crc64nvme(*piece, crc);
           break;
       }
     }
@@ -359,9 +355,9 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
     object.user_metadata = base->user_metadata;
     if (extendable) {
       std::string raw;
-      const std::size_t width = extendable->first == auth::ChecksumAlgorithm::kCrc64Nvme ? 8 : 4;
+      const std::size_t width = extendable->first == aws::ChecksumAlgorithm::kCrc64Nvme ? 8 : 4;
       for (std::size_t i = width; i-- > 0;) raw += static_cast<char>((crc >> (8 * i)) & 0xff);
-      set_checksum(object.checksums, extendable->first, auth::base64_encode(raw));
+      set_checksum(object.checksums, extendable->first, aws::base64_encode(raw));
       object.checksums.type = "FULL_OBJECT";
     }
     // ETag: chained from the previous one, so that every version has its own.
@@ -381,7 +377,7 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
     etag.update(std::string_view(reinterpret_cast<const char*>(data_md5.data()), data_md5.size()));
     std::array<std::uint8_t, 32> digest{};
     etag.finish(digest);
-    object.etag = storage::to_hex(std::span(digest).first(16)) + "-" + std::to_string(parts);
+    object.etag = to_hex(std::span(digest).first(16)) + "-" + std::to_string(parts);
     if (base->parts_count == 0) new_parts.push_back({1, 0, base_size, std::nullopt});
     new_parts.push_back({parts, base_size, body.payload_bytes(), part_checksum});
   }

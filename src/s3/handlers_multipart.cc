@@ -4,13 +4,15 @@
 #include "body.h"
 #include "range.h"
 #include "request_xml.h"
+#include "s3_xml.h"
 #include "service.h"
 #include "shared.h"
 #include "time_format.h"
-#include "xml.h"
 
 #include "hots3/common/digest.h"
+#include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -36,13 +38,6 @@ std::optional<std::uint32_t> part_number_of(const Request& r) {
   return n;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 Error bad_part_number() {
   return Error(Code::kInvalidArgument,
                "Part number must be an integer between 1 and 10000, inclusive")
@@ -61,17 +56,17 @@ std::variant<storage::UploadRecord, Error> upload_of(Service& s, const Request& 
   return std::move(**upload);
 }
 
-std::optional<std::string> part_checksum(const storage::PartRecord& p, auth::ChecksumAlgorithm a) {
+std::optional<std::string> part_checksum(const storage::PartRecord& p, aws::ChecksumAlgorithm a) {
   switch (a) {
-    case auth::ChecksumAlgorithm::kCrc32:
+    case aws::ChecksumAlgorithm::kCrc32:
       return p.checksums.crc32;
-    case auth::ChecksumAlgorithm::kCrc32c:
+    case aws::ChecksumAlgorithm::kCrc32c:
       return p.checksums.crc32c;
-    case auth::ChecksumAlgorithm::kCrc64Nvme:
+    case aws::ChecksumAlgorithm::kCrc64Nvme:
       return p.checksums.crc64nvme;
-    case auth::ChecksumAlgorithm::kSha1:
+    case aws::ChecksumAlgorithm::kSha1:
       return p.checksums.sha1;
-    case auth::ChecksumAlgorithm::kSha256:
+    case aws::ChecksumAlgorithm::kSha256:
       return p.checksums.sha256;
   }
   return std::nullopt;
@@ -196,13 +191,13 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
   std::optional<std::string> algorithm;
   std::optional<std::string> type;
   if (auto a = r.header("x-amz-checksum-algorithm")) {
-    auto parsed = auth::parse_checksum_algorithm(*a);
+    auto parsed = aws::parse_checksum_algorithm(*a);
     if (!parsed)
       co_return co_await s.send_error(
           r, Error(Code::kInvalidRequest, "Checksum algorithm provided is unsupported."));
-    algorithm = std::string(auth::checksum_name(*parsed));
+    algorithm = std::string(aws::checksum_name(*parsed));
     // S3's defaults: CRC64NVME is full-object only; the others are composite unless asked.
-    type = *parsed == auth::ChecksumAlgorithm::kCrc64Nvme ? "FULL_OBJECT" : "COMPOSITE";
+    type = *parsed == aws::ChecksumAlgorithm::kCrc64Nvme ? "FULL_OBJECT" : "COMPOSITE";
   }
   if (auto t = r.header("x-amz-checksum-type")) {
     if (*t != "COMPOSITE" && *t != "FULL_OBJECT")
@@ -261,8 +256,8 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
   auto found = upload_of(s, r, *bucket);
   if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
   const storage::UploadRecord& upload = std::get<storage::UploadRecord>(found);
-  const std::optional<auth::ChecksumAlgorithm> upload_algorithm =
-      upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm)
+  const std::optional<aws::ChecksumAlgorithm> upload_algorithm =
+      upload.checksum_algorithm ? aws::parse_checksum_algorithm(*upload.checksum_algorithm)
                                 : std::nullopt;
 
   std::unique_ptr<storage::ObjectWriter> writer;
@@ -326,7 +321,7 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     if (!created) co_return co_await s.send_error(r, from_errc(created.error()));
     writer = std::move(*created);
     // The upload's algorithm, or CRC64NVME for the object's default FULL_OBJECT checksum.
-    auth::Checksummer checksummer(upload_algorithm.value_or(auth::ChecksumAlgorithm::kCrc64Nvme));
+    aws::Checksummer checksummer(upload_algorithm.value_or(aws::ChecksumAlgorithm::kCrc64Nvme));
     for (;;) {
       auto piece = co_await reader.next();
       if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
@@ -346,9 +341,9 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
       co_return co_await s.send_error(
           r,
           Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
-                                           std::string(auth::checksum_name(*upload_algorithm)) +
+                                           std::string(aws::checksum_name(*upload_algorithm)) +
                                            ", actual checksum Type: " +
-                                           std::string(auth::checksum_name(*wanted.algorithm))));
+                                           std::string(aws::checksum_name(*wanted.algorithm))));
     }
     if (!wanted.algorithm) wanted.algorithm = upload_algorithm;  // computed for the Complete
     // An upload created without an algorithm gets S3's default, a FULL_OBJECT CRC64NVME: each
@@ -400,7 +395,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   // (composite "-N" form or not); it is compared below, not computed over this XML body.
   const std::optional<std::string> claimed_object_checksum =
       std::get<ChecksumRequest>(requested).header_value;
-  const std::optional<auth::ChecksumAlgorithm> claimed_algorithm =
+  const std::optional<aws::ChecksumAlgorithm> claimed_algorithm =
       std::get<ChecksumRequest>(requested).algorithm;
   Body body(r, ChecksumRequest{}, DefaultCrc64::kNo, false);
   auto text = co_await body.read_all(4 * 1024 * 1024);
@@ -409,20 +404,20 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
   const std::vector<ListedPart> listed = std::get<std::vector<ListedPart>>(std::move(parsed));
 
-  const std::optional<auth::ChecksumAlgorithm> algorithm =
-      upload.checksum_algorithm ? auth::parse_checksum_algorithm(*upload.checksum_algorithm)
+  const std::optional<aws::ChecksumAlgorithm> algorithm =
+      upload.checksum_algorithm ? aws::parse_checksum_algorithm(*upload.checksum_algorithm)
                                 : std::nullopt;
   const bool composite = upload.checksum_type.value_or("COMPOSITE") == "COMPOSITE";
   // The object's checksum: the upload's algorithm, else S3's default FULL_OBJECT CRC64NVME.
-  const auth::ChecksumAlgorithm object_algorithm =
-      algorithm.value_or(auth::ChecksumAlgorithm::kCrc64Nvme);
+  const aws::ChecksumAlgorithm object_algorithm =
+      algorithm.value_or(aws::ChecksumAlgorithm::kCrc64Nvme);
   const bool full_object = !algorithm || !composite;
   if (claimed_object_checksum && claimed_algorithm && *claimed_algorithm != object_algorithm) {
     co_return co_await s.send_error(
         r, Error(Code::kInvalidRequest,
                  "Checksum Type mismatch occurred, expected checksum Type: " +
-                     lower(auth::checksum_name(object_algorithm)) +
-                     ", actual checksum Type: " + lower(auth::checksum_name(*claimed_algorithm))));
+                     lower(aws::checksum_name(object_algorithm)) +
+                     ", actual checksum Type: " + lower(aws::checksum_name(*claimed_algorithm))));
   }
   std::optional<Error> plan_error;
   auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
@@ -431,7 +426,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     chosen.spec.headers = up.headers;
     chosen.spec.user_metadata = up.user_metadata;
     Digest etag_md5(Digest::Algorithm::kMd5);
-    std::optional<auth::Checksummer> composite_sum;
+    std::optional<aws::Checksummer> composite_sum;
     if (algorithm && composite) composite_sum.emplace(*algorithm);
     // FULL_OBJECT: the CRC of the whole object, combined from the parts' CRCs and sizes. It is
     // left out (never guessed) when a part has none: parts stored before hots3 kept default
@@ -472,7 +467,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
                        [&](const auto& c) { return c.first == *algorithm; })) {
         plan_error =
             Error(Code::kInvalidRequest,
-                  "The upload was created using a " + lower(auth::checksum_name(*algorithm)) +
+                  "The upload was created using a " + lower(aws::checksum_name(*algorithm)) +
                       " checksum. The complete request must include the checksum for each part. "
                       "It was missing for part " +
                       std::to_string(want.number) + " in the request.");
@@ -494,27 +489,26 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
       etag_md5.update(raw_md5);
       if (composite_sum) {
         auto value = part_checksum(*it, *algorithm);
-        auto raw = value ? auth::base64_decode(*value) : std::nullopt;
+        auto raw = value ? aws::base64_decode(*value) : std::nullopt;
         if (!raw) {
           plan_error = Error(Code::kInvalidRequest,
                              "Part " + std::to_string(want.number) + " has no " +
-                                 std::string(auth::checksum_name(*algorithm)) + " checksum.");
+                                 std::string(aws::checksum_name(*algorithm)) + " checksum.");
           return errc::kInvalidArgument;
         }
         composite_sum->update(std::as_bytes(std::span(raw->data(), raw->size())));
       }
       if (full_crc) {
         const auto value = part_checksum(*it, object_algorithm);
-        const auto part_crc =
-            value ? auth::crc_from_base64(object_algorithm, *value) : std::nullopt;
-        full_crc = part_crc ? std::optional(auth::crc_combine(object_algorithm, *full_crc,
-                                                              *part_crc, it->size_bytes))
+        const auto part_crc = value ? aws::crc_from_base64(object_algorithm, *value) : std::nullopt;
+        full_crc = part_crc ? std::optional(aws::crc_combine(object_algorithm, *full_crc, *part_crc,
+                                                             it->size_bytes))
                             : std::nullopt;
         if (!full_crc && algorithm) {
           // Every part of an upload with a FULL_OBJECT algorithm has its checksum (upload_part).
           plan_error = Error(Code::kInvalidRequest,
                              "Part " + std::to_string(want.number) + " has no " +
-                                 std::string(auth::checksum_name(object_algorithm)) + " checksum.");
+                                 std::string(aws::checksum_name(object_algorithm)) + " checksum.");
           return errc::kInvalidArgument;
         }
       }
@@ -523,13 +517,13 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     std::array<std::uint8_t, 32> digest{};
     etag_md5.finish(digest);
     chosen.spec.etag =
-        storage::to_hex(std::span(digest).first(16)) + "-" + std::to_string(chosen.parts.size());
+        to_hex(std::span(digest).first(16)) + "-" + std::to_string(chosen.parts.size());
     if (composite_sum) {
       const std::string value = composite_sum->base64() + "-" + std::to_string(chosen.parts.size());
       if (claimed_object_checksum && unquoted(*claimed_object_checksum) != value &&
           unquoted(*claimed_object_checksum) + "-" + std::to_string(chosen.parts.size()) != value) {
         plan_error =
-            Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(*algorithm)) +
+            Error(Code::kBadDigest, "The " + std::string(aws::checksum_name(*algorithm)) +
                                         " you specified did not match the calculated checksum.");
         return errc::kInvalidArgument;
       }
@@ -537,10 +531,10 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
       chosen.spec.checksums.type = "COMPOSITE";
     }
     if (full_crc) {
-      const std::string value = auth::crc_to_base64(object_algorithm, *full_crc);
+      const std::string value = aws::crc_to_base64(object_algorithm, *full_crc);
       if (claimed_object_checksum && *claimed_object_checksum != value) {
         plan_error =
-            Error(Code::kBadDigest, "The " + std::string(auth::checksum_name(object_algorithm)) +
+            Error(Code::kBadDigest, "The " + std::string(aws::checksum_name(object_algorithm)) +
                                         " you specified did not match the calculated checksum.");
         return errc::kInvalidArgument;
       }
@@ -675,7 +669,7 @@ asio::awaitable<void> list_multipart_uploads(Service& s, Request& r) {
   }
   auto page = co_await s.store().list_uploads(bucket->id, q);
   if (!page) co_return co_await s.send_error(r, from_errc(page.error()));
-  auto text = [&](std::string_view v) { return url ? auth::uri_encode(v, false) : std::string(v); };
+  auto text = [&](std::string_view v) { return url ? aws::uri_encode(v, false) : std::string(v); };
   XmlWriter xml("ListMultipartUploadsResult");
   xml.element("Bucket", bucket->name);
   xml.element("KeyMarker", text(q.key_marker));

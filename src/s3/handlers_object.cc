@@ -4,12 +4,13 @@
 #include "body.h"
 #include "range.h"
 #include "request_xml.h"
+#include "s3_xml.h"
 #include "service.h"
 #include "shared.h"
 #include "time_format.h"
-#include "xml.h"
 
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 
 #include <charconv>
 #include <cstring>
@@ -147,7 +148,7 @@ std::variant<storage::ObjectSpec, Error> object_spec(const Request& r,
           enc->substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
       while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
       while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-      if (!item.empty() && !http::iequals(item, "aws-chunked")) {
+      if (!item.empty() && !iequals(item, "aws-chunked")) {
         if (!kept.empty()) kept += ",";
         kept += item;
       }
@@ -159,7 +160,7 @@ std::variant<storage::ObjectSpec, Error> object_spec(const Request& r,
   if (!spec.headers.content_type) spec.headers.content_type = "binary/octet-stream";
   std::uint64_t metadata_bytes = 0;
   for (const auto& h : r.head.headers) {
-    if (h.name.size() > 11 && http::iequals(h.name.substr(0, 11), "x-amz-meta-")) {
+    if (h.name.size() > 11 && iequals(h.name.substr(0, 11), "x-amz-meta-")) {
       std::string name(h.name.substr(11));
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       metadata_bytes += name.size() + h.value.size();
@@ -246,7 +247,7 @@ std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(
     }
     source = source.substr(0, q);
   }
-  auto decoded = auth::percent_decode(source);
+  auto decoded = aws::percent_decode(source);
   if (!decoded)
     return Error(Code::kInvalidArgument, "Invalid copy source encoding")
         .with("ArgumentName", "x-amz-copy-source");
@@ -269,21 +270,21 @@ std::optional<Error> check_copy_size(std::uint64_t bytes, const config::S3Config
           std::to_string(config.single_put_max_bytes));
 }
 
-void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, std::string value) {
+void set_checksum(storage::ChecksumSet& set, aws::ChecksumAlgorithm algorithm, std::string value) {
   switch (algorithm) {
-    case auth::ChecksumAlgorithm::kCrc32:
+    case aws::ChecksumAlgorithm::kCrc32:
       set.crc32 = std::move(value);
       break;
-    case auth::ChecksumAlgorithm::kCrc32c:
+    case aws::ChecksumAlgorithm::kCrc32c:
       set.crc32c = std::move(value);
       break;
-    case auth::ChecksumAlgorithm::kCrc64Nvme:
+    case aws::ChecksumAlgorithm::kCrc64Nvme:
       set.crc64nvme = std::move(value);
       break;
-    case auth::ChecksumAlgorithm::kSha1:
+    case aws::ChecksumAlgorithm::kSha1:
       set.sha1 = std::move(value);
       break;
-    case auth::ChecksumAlgorithm::kSha256:
+    case aws::ChecksumAlgorithm::kSha256:
       set.sha256 = std::move(value);
       break;
   }
@@ -508,7 +509,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     }
   }
   // Checksums for the whole object and for a part that has its own; S3 has none for ranges.
-  if (auto mode = r.header("x-amz-checksum-mode"); mode && http::iequals(*mode, "ENABLED")) {
+  if (auto mode = r.header("x-amz-checksum-mode"); mode && iequals(*mode, "ENABLED")) {
     const auto stored = stored_checksums(object.checksums);
     if (!partial) {
       for (const auto& c : stored) head.add(c.header, c.value);

@@ -1,5 +1,7 @@
 #include "range.h"
 
+#include "hots3/common/text.h"
+
 #include <charconv>
 
 namespace hots3::s3 {
@@ -9,12 +11,6 @@ bool number(std::string_view text, std::uint64_t& out) {
   if (text.empty()) return false;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return ec == std::errc{} && p == text.data() + text.size();
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #include "request_xml.h"
 
+#include "s3_xml.h"
 #include "shared.h"
-#include "xml.h"
 
 #include <charconv>
 
@@ -46,7 +46,7 @@ std::variant<std::vector<ListedPart>, Error> parse_complete_request(std::string_
     for (const XmlElement& field : part.children()) {
       const std::string_view name = field.name();
       if (!name.starts_with("Checksum") || name == "ChecksumType") continue;
-      auto algorithm = auth::parse_checksum_algorithm(name.substr(8));
+      auto algorithm = aws::parse_checksum_algorithm(name.substr(8));
       if (!algorithm) return Error(Code::kMalformedXML);
       entry.checksums.emplace_back(*algorithm, field.text());
     }

@@ -6,7 +6,7 @@
 
 #include "errors.h"
 
-#include "hots3/s3/auth/checksum.h"
+#include "hots3/aws/checksum.h"
 
 #include <cstdint>
 #include <optional>
@@ -37,7 +37,7 @@ std::variant<DeleteRequest, Error> parse_delete_request(std::string_view body);
 struct ListedPart {
   std::uint32_t number = 0;
   std::string etag;
-  std::vector<std::pair<auth::ChecksumAlgorithm, std::string>> checksums;  // <ChecksumCRC32> ...
+  std::vector<std::pair<aws::ChecksumAlgorithm, std::string>> checksums;  // <ChecksumCRC32> ...
 };
 std::variant<std::vector<ListedPart>, Error> parse_complete_request(std::string_view body);
 

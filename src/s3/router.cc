@@ -1,12 +1,15 @@
 // The S3 request path: locate (path-style or virtual-hosted bucket, key), authenticate (SigV4
 // header, SigV4 presigned, SigV2 presigned), route to the operation, and render errors.
 
+#include "s3_xml.h"
 #include "service.h"
 #include "time_format.h"
-#include "xml.h"
 
+#include "hots3/aws/checksum.h"
+#include "hots3/common/clock.h"
 #include "hots3/common/logging.h"
-#include "hots3/s3/auth/checksum.h"
+#include "hots3/common/random.h"
+#include "hots3/common/text.h"
 #include "hots3/s3/s3.h"
 
 #include <fmt/format.h>
@@ -45,7 +48,7 @@ bool glob_match(std::string_view pattern, std::string_view text) {
 }
 
 // The name of a query parameter given more than once, if any.
-std::optional<std::string> repeated_parameter(const std::vector<auth::QueryParameter>& query) {
+std::optional<std::string> repeated_parameter(const std::vector<aws::QueryParameter>& query) {
   if (query.size() < 2) return std::nullopt;
   std::vector<std::string_view> names;
   names.reserve(query.size());
@@ -60,7 +63,7 @@ std::optional<std::string> repeated_parameter(const std::vector<auth::QueryParam
 // Host, Range, Expect, Content-*, If-*, X-Amz-*), if any. Others (Via, Accept, ...) may repeat.
 std::optional<std::string_view> repeated_header(std::span<const http::HeaderView> headers) {
   auto starts = [](std::string_view name, std::string_view prefix) {
-    return name.size() >= prefix.size() && http::iequals(name.substr(0, prefix.size()), prefix);
+    return name.size() >= prefix.size() && iequals(name.substr(0, prefix.size()), prefix);
   };
   std::array<std::string_view, 32> small{};
   std::vector<std::string_view> large;
@@ -68,8 +71,8 @@ std::optional<std::string_view> repeated_header(std::span<const http::HeaderView
   for (const auto& h : headers) {
     const std::string_view name = h.name;
     if (!(starts(name, "x-amz-") || starts(name, "content-") || starts(name, "if-") ||
-          http::iequals(name, "authorization") || http::iequals(name, "host") ||
-          http::iequals(name, "range") || http::iequals(name, "expect"))) {
+          iequals(name, "authorization") || iequals(name, "host") || iequals(name, "range") ||
+          iequals(name, "expect"))) {
       continue;
     }
     if (count < small.size()) {
@@ -89,15 +92,9 @@ std::optional<std::string_view> repeated_header(std::span<const http::HeaderView
     });
   };
   std::sort(names.begin(), names.end(), less);
-  const auto twice = std::adjacent_find(names.begin(), names.end(), http::iequals);
+  const auto twice = std::adjacent_find(names.begin(), names.end(), iequals);
   if (twice == names.end()) return std::nullopt;
   return *twice;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>((c >= 'A' && c <= 'Z') ? c + 32 : c);
-  return out;
 }
 
 }  // namespace
@@ -111,27 +108,26 @@ Service::Service(storage::ObjectStore& store, const config::S3Config& config,
                  std::vector<config::UserConfig> users)
     : store_(store), config_(config), users_(std::move(users)) {
   for (const auto& u : users_) by_access_key_.emplace(u.access_key, &u);
-  std::random_device random;
   std::array<std::byte, 24> id{};
-  for (auto& b : id) b = static_cast<std::byte>(random());
-  host_id_ = auth::base64_encode(id);
+  random_bytes(id);
+  host_id_ = aws::base64_encode(id);
 }
 
-std::optional<auth::SigningKey> Service::verified_signing_key(const config::UserConfig& user,
-                                                              const auth::SigningScope& scope,
-                                                              std::string_view string_to_sign,
-                                                              std::string_view signature) {
+std::optional<aws::SigningKey> Service::verified_signing_key(const config::UserConfig& user,
+                                                             const aws::SigningScope& scope,
+                                                             std::string_view string_to_sign,
+                                                             std::string_view signature) {
   std::string id = user.access_key;
   id += '/';
   id += scope.to_string();
-  std::optional<auth::SigningKey> key;
+  std::optional<aws::SigningKey> key;
   {
     std::lock_guard lock(keys_mutex_);
     if (auto it = signing_keys_.find(id); it != signing_keys_.end()) key = it->second;
   }
   const bool cached = key.has_value();
-  if (!cached) key = auth::signing_key(user.secret_key, scope);
-  if (!auth::signatures_equal(auth::sign(*key, string_to_sign), signature)) return std::nullopt;
+  if (!cached) key = aws::signing_key(user.secret_key, scope);
+  if (!aws::signatures_equal(aws::sign(*key, string_to_sign), signature)) return std::nullopt;
   // Only a key that verified a signature is kept: anyone who knows an access key id (every
   // presigned URL shows one) could otherwise fill the cache with scopes of their choosing.
   if (!cached) {
@@ -230,8 +226,8 @@ std::optional<Error> Service::locate(Request& r) {
   r.raw_path = target.substr(0, question);
   r.raw_query =
       question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
-  auto path = auth::percent_decode(r.raw_path);
-  auto query = auth::parse_query(r.raw_query);
+  auto path = aws::percent_decode(r.raw_path);
+  auto query = aws::parse_query(r.raw_query);
   if (!path || !query) return Error(Code::kInvalidURI);
   r.path = std::move(*path);
   r.query = std::move(*query);
@@ -366,7 +362,7 @@ std::optional<Error> unsigned_headers(const Request& r,
   std::string missing;
   if (!is_signed("host")) missing = "host";
   for (const auto& h : r.head.headers) {
-    if (h.name.size() < 6 || !http::iequals(h.name.substr(0, 6), "x-amz-")) continue;
+    if (h.name.size() < 6 || !iequals(h.name.substr(0, 6), "x-amz-")) continue;
     const std::string name = lower(h.name);
     if (is_signed(name) || missing.find(name) != std::string::npos) continue;
     if (!missing.empty()) missing += ',';
@@ -381,10 +377,10 @@ std::optional<Error> unsigned_headers(const Request& r,
 }  // namespace
 
 std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_view authorization) {
-  auto parsed = auth::parse_authorization(authorization);
-  if (auto* e = std::get_if<auth::ParseError>(&parsed))
+  auto parsed = aws::parse_authorization(authorization);
+  if (auto* e = std::get_if<aws::ParseError>(&parsed))
     return Error(Code::kAuthorizationHeaderMalformed, e->message);
-  auto& a = std::get<auth::Authorization>(parsed);
+  auto& a = std::get<aws::Authorization>(parsed);
   const config::UserConfig* user = user_for(a.access_key);
   if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", a.access_key);
   if (a.scope.service != "s3") {
@@ -428,7 +424,7 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
                  "Missing required header for this request: x-amz-content-sha256");
   if (auto e = payload_mode(r, *content_sha256)) return e;
 
-  const auth::CanonicalInput input{
+  const aws::CanonicalInput input{
       .method = r.head.method_string,
       .path = r.path,
       .query = &r.query,
@@ -437,31 +433,31 @@ std::optional<Error> Service::authenticate_v4_header(Request& r, std::string_vie
           [&r](std::string_view name) {
             std::vector<std::string_view> values;
             for (const auto& h : r.head.headers) {
-              if (http::iequals(h.name, name)) values.push_back(h.value);
+              if (iequals(h.name, name)) values.push_back(h.value);
             }
             return values;
           },
       .signed_headers = &a.signed_headers,
       .payload_hash = *content_sha256,
   };
-  const std::string canonical = auth::canonical_request(input);
-  const std::string to_sign = auth::string_to_sign(*amz_date, a.scope, canonical);
+  const std::string canonical = aws::canonical_request(input);
+  const std::string to_sign = aws::string_to_sign(*amz_date, a.scope, canonical);
   auto key = verified_signing_key(*user, a.scope, to_sign, a.signature);
   if (!key) return signature_mismatch(a.access_key, to_sign, a.signature, canonical);
   r.auth.user = user;
   if (r.auth.payload == Payload::kStreamingSigned ||
       r.auth.payload == Payload::kStreamingSignedTrailer) {
     r.auth.signing =
-        auth::AwsChunkedDecoder::Signing{*key, std::string(*amz_date), a.scope, a.signature};
+        aws::AwsChunkedDecoder::Signing{*key, std::string(*amz_date), a.scope, a.signature};
   }
   return std::nullopt;
 }
 
 std::optional<Error> Service::authenticate_v4_query(Request& r) {
-  auto parsed = auth::parse_presigned_v4(r.query);
-  if (auto* e = std::get_if<auth::ParseError>(&parsed))
+  auto parsed = aws::parse_presigned_v4(r.query);
+  if (auto* e = std::get_if<aws::ParseError>(&parsed))
     return Error(Code::kAuthorizationQueryParametersError, e->message);
-  auto& p = std::get<auth::PresignedV4>(parsed);
+  auto& p = std::get<aws::PresignedV4>(parsed);
   const config::UserConfig* user = user_for(p.authorization.access_key);
   if (user == nullptr)
     return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
@@ -508,7 +504,7 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
                  "Presigned requests do not take aws-chunked payloads: "
                  "sign UNSIGNED-PAYLOAD or the payload's SHA-256.");
   }
-  const auth::CanonicalInput input{
+  const aws::CanonicalInput input{
       .method = r.head.method_string,
       .path = r.path,
       .query = &r.query,
@@ -517,15 +513,15 @@ std::optional<Error> Service::authenticate_v4_query(Request& r) {
           [&r](std::string_view name) {
             std::vector<std::string_view> values;
             for (const auto& h : r.head.headers) {
-              if (http::iequals(h.name, name)) values.push_back(h.value);
+              if (iequals(h.name, name)) values.push_back(h.value);
             }
             return values;
           },
       .signed_headers = &p.authorization.signed_headers,
       .payload_hash = payload_hash,
   };
-  const std::string canonical = auth::canonical_request(input);
-  const std::string to_sign = auth::string_to_sign(p.amz_date, p.authorization.scope, canonical);
+  const std::string canonical = aws::canonical_request(input);
+  const std::string to_sign = aws::string_to_sign(p.amz_date, p.authorization.scope, canonical);
   if (!verified_signing_key(*user, p.authorization.scope, to_sign, p.authorization.signature)) {
     return signature_mismatch(p.authorization.access_key, to_sign, p.authorization.signature,
                               canonical);
@@ -566,7 +562,7 @@ std::optional<Error> Service::authenticate_v2_query(Request& r) {
         .with("Expires", http_date(expires_s * 1000))
         .with("ServerTime", http_date(now_ms()));
   }
-  if (expires_s - now_s > auth::kPresignedLifetimeSecondsMax) {
+  if (expires_s - now_s > aws::kPresignedLifetimeSecondsMax) {
     // The lifetime SigV4 URLs have at most (X-Amz-Expires); without it a leaked URL would be
     // good for ever.
     // (Expires is echoed as sent: in milliseconds it could overflow.)
@@ -593,10 +589,10 @@ std::optional<Error> Service::authenticate_v2_query(Request& r) {
   const std::string path =
       r.virtual_host ? "/" + r.bucket + std::string(r.raw_path) : std::string(r.raw_path);
   const std::string to_sign =
-      auth::v2_string_to_sign(r.head.method_string, r.header("content-md5").value_or(""),
-                              r.header("content-type").value_or(""), expires, amz_headers,
-                              auth::v2_canonical_resource(path, r.query));
-  if (!auth::signatures_equal(auth::v2_sign(user->secret_key, to_sign), signature)) {
+      aws::v2_string_to_sign(r.head.method_string, r.header("content-md5").value_or(""),
+                             r.header("content-type").value_or(""), expires, amz_headers,
+                             aws::v2_canonical_resource(path, r.query));
+  if (!aws::signatures_equal(aws::v2_sign(user->secret_key, to_sign), signature)) {
     return signature_mismatch(access_key, to_sign, signature, "");
   }
   r.auth.user = user;

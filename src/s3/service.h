@@ -6,10 +6,10 @@
 #include "client_tokens.h"
 #include "errors.h"
 
+#include "hots3/aws/chunked.h"
+#include "hots3/aws/sigv4.h"
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
-#include "hots3/s3/auth/chunked.h"
-#include "hots3/s3/auth/sigv4.h"
 #include "hots3/storage/object_store.h"
 
 #include <boost/asio/awaitable.hpp>
@@ -37,8 +37,8 @@ enum class Payload : std::uint8_t {
 struct Authenticated {
   const config::UserConfig* user = nullptr;
   Payload payload = Payload::kUnsigned;
-  std::string payload_sha256;                               // kSha256: the expected hex digest
-  std::optional<auth::AwsChunkedDecoder::Signing> signing;  // signed streaming modes
+  std::string payload_sha256;                              // kSha256: the expected hex digest
+  std::optional<aws::AwsChunkedDecoder::Signing> signing;  // signed streaming modes
 };
 
 enum class Access : std::uint8_t { kRead, kWrite, kOwner };
@@ -51,7 +51,7 @@ struct Request {
   std::string_view raw_path;  // as sent, still percent-encoded
   std::string_view raw_query;
   std::string path;  // decoded
-  std::vector<auth::QueryParameter> query;
+  std::vector<aws::QueryParameter> query;
   std::string bucket;  // "" for service-level requests
   std::string key;     // "" for bucket-level requests
   bool virtual_host = false;
@@ -116,10 +116,10 @@ class Service final : public http::Handler {
   // The SigV4 signing key of a user for a scope, if `signature` is the signature of
   // `string_to_sign` under it; nullopt otherwise. Derived once per user, day and region (four
   // HMACs, several microseconds) and then cached: every request of the day reuses it.
-  std::optional<auth::SigningKey> verified_signing_key(const config::UserConfig& user,
-                                                       const auth::SigningScope& scope,
-                                                       std::string_view string_to_sign,
-                                                       std::string_view signature);
+  std::optional<aws::SigningKey> verified_signing_key(const config::UserConfig& user,
+                                                      const aws::SigningScope& scope,
+                                                      std::string_view string_to_sign,
+                                                      std::string_view signature);
   asio::awaitable<void> dispatch(Request& r);
 
   storage::ObjectStore& store_;
@@ -129,7 +129,7 @@ class Service final : public http::Handler {
   std::string host_id_;  // x-amz-id-2
   ClientTokens client_tokens_;
   std::mutex keys_mutex_;
-  std::unordered_map<std::string, auth::SigningKey> signing_keys_;  // "access/date/region/service"
+  std::unordered_map<std::string, aws::SigningKey> signing_keys_;  // "access/date/region/service"
 };
 
 // ---- operations (handlers_*.cc) ----

@@ -3,10 +3,10 @@
 // Private to src/s3: helpers the operations share.
 
 #include "errors.h"
+#include "s3_xml.h"
 #include "service.h"
-#include "xml.h"
 
-#include "hots3/s3/auth/checksum.h"
+#include "hots3/aws/checksum.h"
 #include "hots3/storage/object_store.h"
 
 #include <optional>
@@ -68,7 +68,7 @@ std::variant<std::pair<std::string, std::string>, Error> parse_copy_source(std::
 // single_put_max). Errors: InvalidRequest.
 std::optional<Error> check_copy_size(std::uint64_t bytes, const config::S3Config& config);
 
-void set_checksum(storage::ChecksumSet& set, auth::ChecksumAlgorithm algorithm, std::string value);
+void set_checksum(storage::ChecksumSet& set, aws::ChecksumAlgorithm algorithm, std::string value);
 
 class Body;
 // Streams the request body into a new writer (its size reserved first, so a full device is

@@ -59,12 +59,6 @@ std::optional<std::int64_t> to_ms(int year, int month, int day, int hour, int mi
 
 }  // namespace
 
-std::int64_t now_ms() noexcept {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string http_date(std::int64_t ms) {
   const std::tm tm = utc(ms);
   return fmt::format("{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",

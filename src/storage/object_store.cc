@@ -5,7 +5,10 @@
 #include "store_lock.h"
 
 #include "hots3/common/assert.h"
+#include "hots3/common/clock.h"
+#include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/random.h"
 #include "hots3/common/units.h"
 #include "hots3/storage/format.h"
 
@@ -27,17 +30,6 @@ namespace hots3::storage {
 
 namespace asio = boost::asio;
 using detail::StoreCore;
-
-std::string to_hex(std::span<const std::uint8_t> bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (const std::uint8_t b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 0xf];
-  }
-  return out;
-}
 
 namespace detail {
 
@@ -74,12 +66,6 @@ asio::awaitable<void> Pipeline::wait_below(unsigned limit) {
 
 namespace {
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 Result<void> check_condition(const WriteCondition& c, const std::optional<ObjectRecord>& current) {
   if (c.if_none_match_any && current) return errc::kPreconditionFailed;
   if (c.if_match) {
@@ -93,9 +79,8 @@ Result<void> check_condition(const WriteCondition& c, const std::optional<Object
 }
 
 std::string random_upload_id() {
-  std::random_device random;
   std::array<std::uint8_t, 24> bytes{};
-  for (auto& b : bytes) b = static_cast<std::uint8_t>(random());
+  random_bytes(std::as_writable_bytes(std::span(bytes)));
   return to_hex(bytes);
 }
 
@@ -658,8 +643,7 @@ void check_identity(Device& device, Catalog& catalog, const std::string& catalog
     sb.block_size_bytes = device.geometry().block_size_bytes;
     sb.size_bytes = device.geometry().size_bytes;
     sb.created_ms = static_cast<std::uint64_t>(now_ms());
-    std::random_device random;
-    for (auto& b : sb.uuid) b = static_cast<std::uint8_t>(random());
+    random_bytes(std::as_writable_bytes(std::span(sb.uuid)));
     sb.uuid[6] = static_cast<std::uint8_t>((sb.uuid[6] & 0x0f) | 0x40);  // version 4
     sb.uuid[8] = static_cast<std::uint8_t>((sb.uuid[8] & 0x3f) | 0x80);  // variant 1
     encode_superblock(sb, block.span());

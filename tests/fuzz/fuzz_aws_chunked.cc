@@ -2,7 +2,7 @@
 // without a declared length), fed in pieces of the sizes the input chooses. The payload it hands
 // out never exceeds the declared length.
 
-#include "hots3/s3/auth/chunked.h"
+#include "hots3/aws/chunked.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-namespace auth = hots3::s3::auth;
+namespace aws = hots3::aws;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
@@ -19,20 +19,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const bool trailer = in.ConsumeBool();
   std::optional<std::uint64_t> declared;
   if (in.ConsumeBool()) declared = in.ConsumeIntegralInRange<std::uint64_t>(0, 1 << 20);
-  std::optional<auth::AwsChunkedDecoder::Signing> signing;
+  std::optional<aws::AwsChunkedDecoder::Signing> signing;
   if (is_signed) {
-    const auth::SigningScope scope{"20261127", "us-east-1", "s3"};
-    signing = auth::AwsChunkedDecoder::Signing{auth::signing_key("secret", scope),
-                                               "20261127T000000Z", scope, std::string(64, '0')};
+    const aws::SigningScope scope{"20261127", "us-east-1", "s3"};
+    signing = aws::AwsChunkedDecoder::Signing{aws::signing_key("secret", scope), "20261127T000000Z",
+                                              scope, std::string(64, '0')};
   }
-  auth::AwsChunkedDecoder decoder(signing, trailer, declared);
+  aws::AwsChunkedDecoder decoder(signing, trailer, declared);
   std::uint64_t delivered = 0;
   auto sink = [&delivered](std::span<const std::byte> piece) { delivered += piece.size(); };
   while (in.remaining_bytes() > 0) {
     const std::size_t take = in.ConsumeIntegralInRange<std::size_t>(1, 4096);
     const std::vector<std::uint8_t> piece = in.ConsumeBytes<std::uint8_t>(take);
     const auto error = decoder.feed(std::as_bytes(std::span(piece)), sink);
-    if (error != auth::AwsChunkedDecoder::Error::kNone) break;
+    if (error != aws::AwsChunkedDecoder::Error::kNone) break;
   }
   if (declared && delivered > *declared) __builtin_trap();
   if (decoder.decoded_bytes() != delivered) __builtin_trap();

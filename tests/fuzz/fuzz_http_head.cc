@@ -4,6 +4,7 @@
 
 #include "http/request_parser.h"
 
+#include "hots3/common/text.h"
 #include "hots3/http/handler.h"
 
 #include <boost/asio/buffer.hpp>
@@ -46,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto& message = parser.get();
   // What serve() reads of the head.
   for (const auto& field : message) {
-    (void)hots3::http::iequals(field.name_string(), "expect");
+    (void)hots3::iequals(field.name_string(), "expect");
   }
   (void)parser.content_length();
   (void)parser.keep_alive();

@@ -4,7 +4,7 @@
 // chosen by clients).
 
 #include "s3/request_xml.h"
-#include "s3/xml.h"
+#include "s3/s3_xml.h"
 
 #include <cstddef>
 #include <cstdint>

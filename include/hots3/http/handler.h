@@ -28,9 +28,6 @@ struct HeaderView {
   std::string_view value;  // surrounding whitespace removed
 };
 
-// Case-insensitive ASCII comparison, as HTTP header names compare.
-bool iequals(std::string_view a, std::string_view b) noexcept;
-
 // A request target as log lines may show it: JSON-escaped (no control character can forge a
 // line), with the values of parameters that carry secrets (signatures, session tokens) replaced
 // by "REDACTED", as in the access log.

@@ -275,7 +275,4 @@ class ObjectStore {
   [[nodiscard]] virtual bool etag_is_md5() const noexcept = 0;
 };
 
-// Lowercase hex of a digest.
-std::string to_hex(std::span<const std::uint8_t> bytes);
-
 }  // namespace hots3::storage

@@ -6,9 +6,6 @@ namespace hots3::http {
 namespace {
 
 TEST(Headers, CaseInsensitiveLookup) {
-  EXPECT_TRUE(iequals("X-Amz-Content-SHA256", "x-amz-content-sha256"));
-  EXPECT_FALSE(iequals("x-amz-date", "x-amz-dat"));
-  EXPECT_FALSE(iequals("a", "b"));
   const std::vector<HeaderView> headers = {
       {"Host", "h"}, {"X-Amz-Date", "d1"}, {"x-amz-date", "d2"}};
   RequestHead head;

@@ -43,7 +43,7 @@ TEST(RequestXml, CompleteListsPartsAsSent) {
   EXPECT_EQ(parts[0].number, 2U);
   EXPECT_EQ(parts[0].etag, "e2");
   ASSERT_EQ(parts[0].checksums.size(), 1U);
-  EXPECT_EQ(parts[0].checksums[0].first, auth::ChecksumAlgorithm::kCrc32);
+  EXPECT_EQ(parts[0].checksums[0].first, aws::ChecksumAlgorithm::kCrc32);
   EXPECT_EQ(parts[1].number, 1U);  // the order is the client's: the completion judges it
 
   for (const char* body : {"<CompleteMultipartUpload/>",

@@ -2,8 +2,8 @@
 
 #include "s3/errors.h"
 #include "s3/range.h"
+#include "s3/s3_xml.h"
 #include "s3/time_format.h"
-#include "s3/xml.h"
 
 #include <gtest/gtest.h>
 

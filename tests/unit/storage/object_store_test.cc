@@ -3,6 +3,7 @@
 #include "test_support.h"
 
 #include "hots3/common/digest.h"
+#include "hots3/common/hex.h"
 #include "hots3/common/worker_pool.h"
 #include "hots3/storage/block_cache.h"
 #include "hots3/storage/buffer_pool.h"

@@ -1,8 +1,10 @@
-#include "hots3/s3/auth/sigv4.h"
+#include "hots3/aws/sigv4.h"
 
+#include "hots3/aws/checksum.h"
 #include "hots3/common/assert.h"
 #include "hots3/common/digest.h"
-#include "hots3/s3/auth/checksum.h"
+#include "hots3/common/hex.h"
+#include "hots3/common/text.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -14,12 +16,11 @@
 #include <tuple>
 #include <utility>
 
-namespace hots3::s3::auth {
+namespace hots3::aws {
 namespace {
 
 constexpr std::string_view kUpperHex = "0123456789ABCDEF";
 constexpr std::size_t kCredentialFieldBytesMax = 128;
-constexpr std::string_view kLowerHex = "0123456789abcdef";
 
 // The SigV4 unreserved set: A-Z a-z 0-9 - _ . ~ (RFC 3986), nothing else.
 constexpr std::array<bool, 256> make_unreserved() {
@@ -32,55 +33,8 @@ constexpr std::array<bool, 256> make_unreserved() {
 }
 constexpr std::array<bool, 256> kUnreserved = make_unreserved();
 
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool is_space(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-char to_lower(char c) noexcept {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = to_lower(c);
-  return out;
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return to_lower(x) == to_lower(y);
-         });
-}
-
 bool all_digits(std::string_view s) noexcept {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-bool is_hex_signature(std::string_view s) noexcept {
-  return s.size() == 64 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return hex_value(c) >= 0; });
-}
-
-std::string hex_lower(std::span<const std::uint8_t> bytes) {
-  std::string out(bytes.size() * 2, '\0');
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    out[2 * i] = kLowerHex[bytes[i] >> 4];
-    out[2 * i + 1] = kLowerHex[bytes[i] & 15];
-  }
-  return out;
 }
 
 // A header value as SigV4 canonicalises it: trimmed, inner runs of whitespace made one space.
@@ -149,7 +103,7 @@ std::optional<std::string> parse_signed_headers(std::string_view list, Authoriza
 }
 
 std::optional<std::string> parse_signature(std::string_view signature, Authorization& out) {
-  if (!is_hex_signature(signature)) return "the Signature must be 64 hexadecimal characters";
+  if (!is_signature_hex(signature)) return "the Signature must be 64 hexadecimal characters";
   out.signature = lower(signature);
   return std::nullopt;
 }
@@ -191,6 +145,11 @@ static_assert(std::is_sorted(kV2SubResources.begin(), kV2SubResources.end()));
 }  // namespace
 
 // ---- primitives ----------------------------------------------------------------------------
+bool is_signature_hex(std::string_view text) noexcept {
+  return text.size() == 64 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return hex_value(c) >= 0; });
+}
+
 std::array<std::uint8_t, 32> hmac_sha256(std::span<const std::uint8_t> key, std::string_view data) {
   std::array<std::uint8_t, 32> out{};
   unsigned length = 0;
@@ -214,7 +173,7 @@ std::array<std::uint8_t, 20> hmac_sha1(std::string_view key, std::string_view da
 }
 
 std::string sha256_hex(std::string_view data) {
-  return hex_lower(hots3::sha256(std::as_bytes(std::span(data.data(), data.size()))));
+  return to_hex(hots3::sha256(std::as_bytes(std::span(data.data(), data.size()))));
 }
 
 bool signatures_equal(std::string_view a, std::string_view b) noexcept {
@@ -474,7 +433,7 @@ SigningKey signing_key(std::string_view secret_key, const SigningScope& scope) {
 }
 
 std::string sign(const SigningKey& key, std::string_view string_to_sign) {
-  return hex_lower(hmac_sha256(key, string_to_sign));
+  return to_hex(hmac_sha256(key, string_to_sign));
 }
 
 std::string chunk_string_to_sign(std::string_view amz_date, const SigningScope& scope,
@@ -555,4 +514,4 @@ std::string v2_sign(std::string_view secret_key, std::string_view string_to_sign
   return base64_encode(std::as_bytes(std::span(mac)));
 }
 
-}  // namespace hots3::s3::auth
+}  // namespace hots3::aws

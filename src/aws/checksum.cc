@@ -1,4 +1,4 @@
-#include "hots3/s3/auth/checksum.h"
+#include "hots3/aws/checksum.h"
 
 #include "hots3/common/assert.h"
 
@@ -13,7 +13,7 @@
 #include <immintrin.h>
 #endif
 
-namespace hots3::s3::auth {
+namespace hots3::aws {
 namespace {
 
 // ---- CRC64NVME -------------------------------------------------------------------------------
@@ -536,4 +536,4 @@ std::string hex_encode(std::span<const std::byte> data) {
   return out;
 }
 
-}  // namespace hots3::s3::auth
+}  // namespace hots3::aws

@@ -1,12 +1,14 @@
-#include "hots3/s3/auth/chunked.h"
+#include "hots3/aws/chunked.h"
 
+#include "hots3/aws/checksum.h"
 #include "hots3/common/assert.h"
-#include "hots3/s3/auth/checksum.h"
+#include "hots3/common/hex.h"
+#include "hots3/common/text.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace hots3::s3::auth {
+namespace hots3::aws {
 namespace {
 
 // A chunk line is "hex;chunk-signature=<64 hex>" (~90 bytes); a trailer line a header. 4 KiB is
@@ -15,28 +17,6 @@ constexpr std::size_t kMaxLineBytes = 4096;
 constexpr std::size_t kMaxTrailerBytes = std::size_t{16} * 1024;
 constexpr std::string_view kChunkSignature = "chunk-signature=";
 constexpr std::string_view kTrailerSignature = "x-amz-trailer-signature";
-
-bool is_space(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool is_hex_signature(std::string_view s) noexcept {
-  return s.size() == 64 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return hex_value(c) >= 0; });
-}
 
 // The chunk size: hex digits only, and it must fit in 64 bits (leading zeros allowed).
 std::optional<std::uint64_t> parse_chunk_size(std::string_view hex) noexcept {
@@ -157,7 +137,7 @@ AwsChunkedDecoder::Error AwsChunkedDecoder::end_chunk_line() {
     if (extension.substr(0, kChunkSignature.size()) != kChunkSignature)
       return fail(Error::kMalformed);
     const std::string_view signature = extension.substr(kChunkSignature.size());
-    if (!is_hex_signature(signature)) return fail(Error::kMalformed);
+    if (!is_signature_hex(signature)) return fail(Error::kMalformed);
     chunk_signature_.assign(signature);
   } else if (semicolon != std::string_view::npos) {
     return fail(Error::kMalformed);
@@ -224,7 +204,7 @@ AwsChunkedDecoder::Error AwsChunkedDecoder::end_trailer_line() {
   }
 
   if (name == kTrailerSignature) {
-    if (!signing_ || !is_hex_signature(value)) return fail(Error::kMalformed);
+    if (!signing_ || !is_signature_hex(value)) return fail(Error::kMalformed);
     trailer_signature_.assign(value);
     return Error::kNone;
   }
@@ -233,4 +213,4 @@ AwsChunkedDecoder::Error AwsChunkedDecoder::end_trailer_line() {
   return Error::kNone;
 }
 
-}  // namespace hots3::s3::auth
+}  // namespace hots3::aws

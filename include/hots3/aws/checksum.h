@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace hots3::s3::auth {
+namespace hots3::aws {
 
 enum class ChecksumAlgorithm : std::uint8_t { kCrc32, kCrc32c, kCrc64Nvme, kSha1, kSha256 };
 
@@ -73,4 +73,4 @@ std::string base64_encode(std::string_view data);
 std::optional<std::string> base64_decode(std::string_view text);
 std::string hex_encode(std::span<const std::byte> data);
 
-}  // namespace hots3::s3::auth
+}  // namespace hots3::aws

@@ -1,4 +1,4 @@
-#include "xml.h"
+#include "hots3/xml/xml.h"
 
 #include "hots3/common/assert.h"
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <stdexcept>
 
-namespace hots3::s3 {
+namespace hots3::xml {
 namespace {
 
 const xmlChar* x(const std::string& s) { return reinterpret_cast<const xmlChar*>(s.c_str()); }
@@ -116,16 +116,14 @@ struct XmlWriter::Impl {
   Impl& operator=(Impl&&) = delete;
 };
 
-XmlWriter::XmlWriter(std::string_view root, bool with_namespace) : impl_(std::make_unique<Impl>()) {
+XmlWriter::XmlWriter(std::string_view root, std::string_view xmlns)
+    : impl_(std::make_unique<Impl>()) {
   impl_->buffer = xmlBufferCreate();
   impl_->writer = xmlNewTextWriterMemory(impl_->buffer, 0);
   H3_ASSERT(impl_->buffer != nullptr && impl_->writer != nullptr, "out of memory");
   xmlTextWriterStartDocument(impl_->writer, "1.0", "UTF-8", nullptr);
   open(root);
-  if (with_namespace) {
-    xmlTextWriterWriteAttribute(impl_->writer, reinterpret_cast<const xmlChar*>("xmlns"),
-                                reinterpret_cast<const xmlChar*>(kS3Namespace.data()));
-  }
+  if (!xmlns.empty()) attribute("xmlns", xmlns);
 }
 
 XmlWriter::~XmlWriter() = default;
@@ -240,4 +238,4 @@ XmlElement XmlDocument::root() const {
   return XmlElement(xmlDocGetRootElement(static_cast<xmlDocPtr>(doc_)));
 }
 
-}  // namespace hots3::s3
+}  // namespace hots3::xml

@@ -16,8 +16,8 @@
 // modes and none after the signature line.
 // The framing never reaches storage: only payload bytes go to the sink.
 
+#include "hots3/aws/sigv4.h"
 #include "hots3/common/digest.h"
-#include "hots3/s3/auth/sigv4.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-namespace hots3::s3::auth {
+namespace hots3::aws {
 
 class AwsChunkedDecoder {
  public:
@@ -98,4 +98,4 @@ class AwsChunkedDecoder {
   bool final_chunk_ = false;
 };
 
-}  // namespace hots3::s3::auth
+}  // namespace hots3::aws

@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-namespace hots3::s3::auth {
+namespace hots3::aws {
 
 inline constexpr std::string_view kEmptySha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -32,6 +32,8 @@ using SigningKey = std::array<std::uint8_t, 32>;
 std::array<std::uint8_t, 32> hmac_sha256(std::span<const std::uint8_t> key, std::string_view data);
 std::array<std::uint8_t, 20> hmac_sha1(std::string_view key, std::string_view data);
 std::string sha256_hex(std::string_view data);
+// 64 hex digits, the form of a SigV4 signature.
+bool is_signature_hex(std::string_view text) noexcept;
 // Constant-time comparison of two signatures (hex or base64 text); different lengths are unequal.
 bool signatures_equal(std::string_view a, std::string_view b) noexcept;
 
@@ -141,4 +143,4 @@ std::string v2_string_to_sign(std::string_view method, std::string_view content_
 std::string v2_sign(std::string_view secret_key,
                     std::string_view string_to_sign);  // base64(HMAC-SHA1)
 
-}  // namespace hots3::s3::auth
+}  // namespace hots3::aws

@@ -1,9 +1,10 @@
 #pragma once
 
-// S3's XML, through libxml2 (which stays in xml.cc): a writer for responses and a reader for
-// request bodies (CompleteMultipartUpload, Delete, CreateBucketConfiguration). The reader
-// ignores namespaces (s3cmd, minio-js and minio-go send none), never expands entities beyond
-// the predefined ones and character references, and never touches the network.
+// XML through libxml2 (which stays in src/xml/xml.cc): a writer for documents that must be
+// well-formed whatever text goes into them, and a reader for small documents from untrusted
+// senders. The reader ignores namespaces (clients of the same protocol send them or not), never
+// expands entities beyond the predefined ones and character references, refuses DTDs, and never
+// touches the network.
 
 #include <cstdint>
 #include <memory>
@@ -12,9 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace hots3::s3 {
-
-inline constexpr std::string_view kS3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/";
+namespace hots3::xml {
 
 // Appends `text` as XML character data or an attribute value: markup characters and quotes
 // escaped, and everything XML 1.0 cannot carry (C0 control characters but tab, line
@@ -25,8 +24,8 @@ void append_xml_escaped(std::string& out, std::string_view text);
 // Element and attribute text goes through append_xml_escaped.
 class XmlWriter {
  public:
-  // Starts the document and its root element (in S3's namespace unless told otherwise).
-  explicit XmlWriter(std::string_view root, bool with_namespace = true);
+  // Starts the document and its root element, with an xmlns attribute unless `xmlns` is empty.
+  explicit XmlWriter(std::string_view root, std::string_view xmlns = {});
   ~XmlWriter();
   XmlWriter(const XmlWriter&) = delete;
   XmlWriter& operator=(const XmlWriter&) = delete;
@@ -87,4 +86,4 @@ class XmlDocument {
   void* doc_;
 };
 
-}  // namespace hots3::s3
+}  // namespace hots3::xml

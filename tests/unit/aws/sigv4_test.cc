@@ -1,10 +1,11 @@
 // Known-answer and property tests for s3/auth: checksums, encodings, SigV4/SigV2 and the
 // aws-chunked decoder. The captures of real clients are replayed in wire_captures_test.cc.
 
+#include "hots3/aws/sigv4.h"
+
+#include "hots3/aws/checksum.h"
+#include "hots3/aws/chunked.h"
 #include "hots3/common/digest.h"
-#include "hots3/s3/auth/checksum.h"
-#include "hots3/s3/auth/chunked.h"
-#include "hots3/s3/auth/sigv4.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-namespace hots3::s3::auth {
+namespace hots3::aws {
 namespace {
 
 constexpr std::string_view kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
@@ -1137,4 +1138,4 @@ TEST(AwsChunked, WorkedExampleUnsignedTrailers) {
 }
 
 }  // namespace
-}  // namespace hots3::s3::auth
+}  // namespace hots3::aws

@@ -11,10 +11,10 @@
 // whole wire body before anything is verified, and then goes through the same checks as a
 // complete capture. The .json's digests only pick which payload a request carried.
 
+#include "hots3/aws/checksum.h"
+#include "hots3/aws/chunked.h"
+#include "hots3/aws/sigv4.h"
 #include "hots3/common/digest.h"
-#include "hots3/s3/auth/checksum.h"
-#include "hots3/s3/auth/chunked.h"
-#include "hots3/s3/auth/sigv4.h"
 
 #include <boost/json/src.hpp>  // Boost.JSON header-only, in this one TU
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-namespace hots3::s3::auth {
+namespace hots3::aws {
 namespace {
 
 namespace fs = std::filesystem;
@@ -689,4 +689,4 @@ INSTANTIATE_TEST_SUITE_P(Urls, PresignedUrl, ::testing::ValuesIn(urls_or_sentine
                          });
 
 }  // namespace
-}  // namespace hots3::s3::auth
+}  // namespace hots3::aws

@@ -1,0 +1,27 @@
+#pragma once
+
+// ASCII text helpers for protocol fields (header names, tokens, hex): locale-free, so that a
+// header compares the same whatever the process's locale.
+
+#include <string>
+#include <string_view>
+
+namespace hots3 {
+
+constexpr char to_lower(char c) noexcept {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// Space, tab, CR, LF, form feed and vertical tab.
+constexpr bool is_space(char c) noexcept {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+std::string lower(std::string_view text);
+// `text` without the is_space characters at either end.
+std::string_view trim(std::string_view text) noexcept;
+// Case-insensitive ASCII comparison, as HTTP header names compare.
+bool iequals(std::string_view a, std::string_view b) noexcept;
+bool istarts_with(std::string_view text, std::string_view prefix) noexcept;
+
+}  // namespace hots3

@@ -1,0 +1,47 @@
+#include "hots3/common/text.h"
+
+#include "hots3/common/hex.h"
+#include "hots3/common/random.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace hots3 {
+namespace {
+
+TEST(Text, CaseAndSpaceAreAsciiOnly) {
+  EXPECT_TRUE(iequals("X-Amz-Content-SHA256", "x-amz-content-sha256"));
+  EXPECT_FALSE(iequals("x-amz-date", "x-amz-dat"));
+  EXPECT_FALSE(iequals("a", "b"));
+  EXPECT_FALSE(iequals("\xc3\x89", "\xc3\xa9"));  // not Unicode-aware, on purpose
+  EXPECT_TRUE(istarts_with("X-Amz-Meta-Owner", "x-amz-meta-"));
+  EXPECT_FALSE(istarts_with("x-am", "x-amz-"));
+  EXPECT_EQ(lower("Content-MD5"), "content-md5");
+  EXPECT_EQ(trim(" \t value \r\n"), "value");
+  EXPECT_EQ(trim("   "), "");
+}
+
+TEST(Hex, RoundTripsAndRefusesWhatIsNotHex) {
+  const std::uint8_t bytes[] = {0x00, 0x9f, 0xff, 0x10};
+  EXPECT_EQ(to_hex(bytes), "009fff10");
+  EXPECT_EQ(from_hex("009FfF10"), std::string("\x00\x9f\xff\x10", 4));
+  EXPECT_FALSE(from_hex("abc").has_value());
+  EXPECT_FALSE(from_hex("zz").has_value());
+  EXPECT_EQ(hex_value('g'), -1);
+}
+
+TEST(Random, StringsUseTheAlphabetAndDiffer) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 100; ++i) {
+    const std::string s = random_string(20, "AB");
+    ASSERT_EQ(s.size(), 20U);
+    EXPECT_EQ(s.find_first_not_of("AB"), std::string::npos);
+    seen.insert(s);
+  }
+  EXPECT_GT(seen.size(), 95U);
+  EXPECT_NE(random_u64(), random_u64());
+}
+
+}  // namespace
+}  // namespace hots3
