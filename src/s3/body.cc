@@ -278,4 +278,52 @@ asio::awaitable<std::optional<std::string>> Body::read_all(std::size_t max) {
   co_return out;
 }
 
+// Streams a body into a new writer. Returns the writer (finished) or sends the error.
+asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,
+                                                                bool for_part,
+                                                                std::uint64_t max_bytes) {
+  if (body.failed()) {
+    co_await s.send_error(r, body.error());
+    co_return nullptr;
+  }
+  const auto declared = body.declared_length();
+  if (!declared && r.head.method == http::Method::kPut && !r.head.chunked) {
+    co_await s.send_error(r, Code::kMissingContentLength);
+    co_return nullptr;
+  }
+  if (declared && *declared > max_bytes) {
+    co_await s.send_error(r, Error(Code::kEntityTooLarge)
+                                 .with("ProposedSize", std::to_string(*declared))
+                                 .with("MaxSizeAllowed", std::to_string(max_bytes)));
+    co_return nullptr;
+  }
+  // Reserved before the body is read: a full device answers before "100 Continue".
+  auto writer = co_await s.store().create_writer(declared, for_part);
+  if (!writer) {
+    co_await s.send_error(r, from_errc(writer.error()));
+    co_return nullptr;
+  }
+  for (;;) {
+    auto piece = co_await body.next();
+    if (!piece) {
+      co_await s.send_error(r, body.error());
+      co_return nullptr;
+    }
+    if (piece->empty()) break;
+    if (body.payload_bytes() > max_bytes) {
+      co_await s.send_error(r, Code::kEntityTooLarge);
+      co_return nullptr;
+    }
+    if (auto w = co_await (*writer)->write(*piece); !w) {
+      co_await s.send_error(r, from_errc(w.error()));
+      co_return nullptr;
+    }
+  }
+  if (auto f = co_await (*writer)->finish(); !f) {
+    co_await s.send_error(r, from_errc(f.error()));
+    co_return nullptr;
+  }
+  co_return std::move(*writer);
+}
+
 }  // namespace hots3::s3

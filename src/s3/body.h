@@ -103,4 +103,10 @@ class Body {
   std::optional<std::string> crc64nvme_;
 };
 
+// Streams the request body into a new writer (its size reserved first, so a full device is
+// refused before "100 Continue") and finishes it. Sends the error and returns nullptr on failure.
+asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,
+                                                                bool for_part,
+                                                                std::uint64_t max_bytes);
+
 }  // namespace hots3::s3

@@ -1,11 +1,16 @@
 // Service- and bucket-level operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
 // GetBucketLocation, ListObjects (V1 and V2), and the bucket sub-resources hots3 answers.
 
+#include "acl.h"
 #include "body.h"
+#include "conditions.h"
+#include "copy_source.h"
+#include "multipart_rules.h"
+#include "names.h"
+#include "object_spec.h"
 #include "request_xml.h"
 #include "s3_xml.h"
 #include "service.h"
-#include "shared.h"
 #include "time_format.h"
 
 #include "hots3/common/digest.h"
@@ -16,64 +21,6 @@
 
 namespace hots3::s3 {
 
-std::string owner_id(std::string_view user) {
-  // A stable 64-hex-digit ID in the shape of S3's canonical user IDs.
-  return to_hex(sha256(std::as_bytes(std::span(user.data(), user.size()))));
-}
-
-void write_owner(XmlWriter& xml, std::string_view user) {
-  xml.open("Owner");
-  xml.element("ID", owner_id(user));
-  xml.element("DisplayName", user);
-  xml.close();
-}
-
-std::string owner_full_control_acl(std::string_view owner) {
-  XmlWriter xml("AccessControlPolicy");
-  write_owner(xml, owner);
-  xml.open("AccessControlList");
-  xml.open("Grant");
-  xml.open("Grantee");
-  // As S3 writes it; s3cmd reads the grantee's type from xsi:type and fails without it.
-  xml.attribute("xmlns:xsi", "http://www.w3.org/2001/XMLSchema-instance");
-  xml.attribute("xsi:type", "CanonicalUser");
-  xml.element("ID", owner_id(owner));
-  xml.element("DisplayName", owner);
-  xml.close();
-  xml.element("Permission", "FULL_CONTROL");
-  xml.close();
-  xml.close();
-  return xml.finish();
-}
-
-bool valid_bucket_name(std::string_view name) {
-  // Amazon S3's rules for general purpose buckets.
-  if (name.size() < 3 || name.size() > 63) return false;
-  for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) return false;
-  }
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(name.front()) || !alnum(name.back())) return false;
-  if (name.find("..") != std::string_view::npos) return false;
-  for (std::string_view prefix : {"xn--", "sthree-", "amzn-s3-demo-"}) {
-    if (name.starts_with(prefix)) return false;
-  }
-  for (std::string_view suffix : {"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}) {
-    if (name.ends_with(suffix)) return false;
-  }
-  // Not an IPv4 address.
-  int dots = 0;
-  bool digits_only = true;
-  for (char c : name) {
-    if (c == '.') {
-      ++dots;
-    } else if (c < '0' || c > '9') {
-      digits_only = false;
-    }
-  }
-  return !(digits_only && dots == 3);
-}
-
 asio::awaitable<void> list_buckets(Service& s, Request& r) {
   auto buckets = s.store().list_buckets();
   if (!buckets) co_return co_await s.send_error(r, from_errc(buckets.error()));
@@ -81,7 +28,7 @@ asio::awaitable<void> list_buckets(Service& s, Request& r) {
   write_owner(xml, r.auth.user->name);
   xml.open("Buckets");
   for (const auto& b : *buckets) {
-    if (!s.allowed(*r.auth.user, b, Access::kRead)) continue;
+    if (!allowed(*r.auth.user, b, Access::kRead)) continue;
     xml.open("Bucket");
     xml.element("Name", b.name);
     xml.element("CreationDate", iso8601(b.created_ms));
@@ -147,7 +94,7 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
   };
   // The owner re-creating its bucket gets 200 below, as ever (rclone does it before every
   // upload); anyone else without the permission is refused before the store is asked.
-  if (!s.may_create_bucket(*r.auth.user, r.bucket) && !mine()) {
+  if (!may_create_bucket(*r.auth.user, r.bucket) && !mine()) {
     co_return co_await s.send_error(
         r, Error(Code::kAccessDenied, "You may not create a bucket of this name."));
   }

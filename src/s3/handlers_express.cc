@@ -2,9 +2,14 @@
 // (an atomic rename in one metadata transaction, instead of copy + delete) and appends
 // (PutObject with x-amz-write-offset-bytes, for shards and logs written in pieces).
 
+#include "acl.h"
 #include "body.h"
+#include "conditions.h"
+#include "copy_source.h"
+#include "multipart_rules.h"
+#include "names.h"
+#include "object_spec.h"
 #include "service.h"
-#include "shared.h"
 #include "time_format.h"
 
 #include "hots3/common/digest.h"

@@ -1,12 +1,17 @@
 // Multipart upload operations: CreateMultipartUpload, UploadPart (and UploadPartCopy),
 // CompleteMultipartUpload, AbortMultipartUpload, ListParts, ListMultipartUploads.
 
+#include "acl.h"
 #include "body.h"
+#include "conditions.h"
+#include "copy_source.h"
+#include "multipart_rules.h"
+#include "names.h"
+#include "object_spec.h"
 #include "range.h"
 #include "request_xml.h"
 #include "s3_xml.h"
 #include "service.h"
-#include "shared.h"
 #include "time_format.h"
 
 #include "hots3/common/digest.h"
@@ -273,7 +278,7 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     if (!*source_bucket)
       co_return co_await s.send_error(
           r, Error(Code::kNoSuchBucket).with("BucketName", source_bucket_name));
-    if (!s.allowed(*r.auth.user, **source_bucket, Access::kRead))
+    if (!allowed(*r.auth.user, **source_bucket, Access::kRead))
       co_return co_await s.send_error(r, Code::kAccessDenied);
     auto opened = co_await s.store().open_reader((*source_bucket)->id, source_key);
     if (!opened) {

@@ -1,7 +1,12 @@
 #include "request_xml.h"
 
+#include "acl.h"
+#include "conditions.h"
+#include "copy_source.h"
+#include "multipart_rules.h"
+#include "names.h"
+#include "object_spec.h"
 #include "s3_xml.h"
-#include "shared.h"
 
 #include <charconv>
 

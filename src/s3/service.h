@@ -1,75 +1,29 @@
 #pragma once
 
-// Private to src/s3: the request as the S3 layer sees it, and the Service that routes it to an
-// operation. Operations live in handlers_{bucket,object,multipart}.cc.
+// Private to src/s3: the S3 service, the http::Handler of a hots3 server. A request is located
+// (request.h), authenticated (authentication.h), routed to its operation (router.h) and answered;
+// the operations (handlers_*.cc) reach the store, the limits and the response helpers through it.
 
+#include "authentication.h"
+#include "authorization.h"
 #include "client_tokens.h"
 #include "errors.h"
+#include "request.h"
 
-#include "hots3/aws/chunked.h"
-#include "hots3/aws/sigv4.h"
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
 #include "hots3/storage/object_store.h"
 
 #include <boost/asio/awaitable.hpp>
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace hots3::s3 {
 
 namespace asio = boost::asio;
-
-// How the request body is protected (x-amz-content-sha256).
-enum class Payload : std::uint8_t {
-  kSha256,                    // hex digest of the body: verified as it streams
-  kUnsigned,                  // UNSIGNED-PAYLOAD
-  kStreamingSigned,           // STREAMING-AWS4-HMAC-SHA256-PAYLOAD
-  kStreamingSignedTrailer,    // STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER
-  kStreamingUnsignedTrailer,  // STREAMING-UNSIGNED-PAYLOAD-TRAILER
-};
-
-struct Authenticated {
-  const config::UserConfig* user = nullptr;
-  Payload payload = Payload::kUnsigned;
-  std::string payload_sha256;                              // kSha256: the expected hex digest
-  std::optional<aws::AwsChunkedDecoder::Signing> signing;  // signed streaming modes
-};
-
-enum class Access : std::uint8_t { kRead, kWrite, kOwner };
-
-struct Request {
-  explicit Request(http::Exchange& e) : exchange(e), head(e.request()) {}
-
-  http::Exchange& exchange;
-  const http::RequestHead& head;
-  std::string_view raw_path;  // as sent, still percent-encoded
-  std::string_view raw_query;
-  std::string path;  // decoded
-  std::vector<aws::QueryParameter> query;
-  std::string bucket;  // "" for service-level requests
-  std::string key;     // "" for bucket-level requests
-  bool virtual_host = false;
-  Authenticated auth;
-
-  [[nodiscard]] std::optional<std::string_view> header(std::string_view name) const {
-    return head.find(name);
-  }
-  [[nodiscard]] const std::string* param(std::string_view name) const {
-    for (const auto& p : query) {
-      if (p.name == name) return &p.value;
-    }
-    return nullptr;
-  }
-  [[nodiscard]] bool has_param(std::string_view name) const { return param(name) != nullptr; }
-  // "/bucket/key" for error bodies.
-  [[nodiscard]] std::string resource() const;
-};
 
 class Service final : public http::Handler {
  public:
@@ -100,36 +54,13 @@ class Service final : public http::Handler {
 
   // The bucket, if it exists and the caller may do `access` in it; sends the error otherwise.
   asio::awaitable<std::optional<storage::BucketRecord>> bucket_for(Request& r, Access access);
-  bool allowed(const config::UserConfig& user, const storage::BucketRecord& bucket,
-               Access access) const;
-  // Whether `user` may create a bucket of this name (admins, and the user's create_buckets).
-  bool may_create_bucket(const config::UserConfig& user, std::string_view name) const;
 
  private:
-  std::optional<Error> locate(Request& r);
-  std::optional<Error> authenticate(Request& r);
-  std::optional<Error> authenticate_v4_header(Request& r, std::string_view authorization);
-  std::optional<Error> authenticate_v4_query(Request& r);
-  std::optional<Error> authenticate_v2_query(Request& r);
-  std::optional<Error> payload_mode(Request& r, std::string_view content_sha256);
-  const config::UserConfig* user_for(std::string_view access_key) const;
-  // The SigV4 signing key of a user for a scope, if `signature` is the signature of
-  // `string_to_sign` under it; nullopt otherwise. Derived once per user, day and region (four
-  // HMACs, several microseconds) and then cached: every request of the day reuses it.
-  std::optional<aws::SigningKey> verified_signing_key(const config::UserConfig& user,
-                                                      const aws::SigningScope& scope,
-                                                      std::string_view string_to_sign,
-                                                      std::string_view signature);
-  asio::awaitable<void> dispatch(Request& r);
-
   storage::ObjectStore& store_;
   config::S3Config config_;
-  std::vector<config::UserConfig> users_;
-  std::unordered_map<std::string, const config::UserConfig*> by_access_key_;
+  Authenticator authenticator_;
   std::string host_id_;  // x-amz-id-2
   ClientTokens client_tokens_;
-  std::mutex keys_mutex_;
-  std::unordered_map<std::string, aws::SigningKey> signing_keys_;  // "access/date/region/service"
 };
 
 // ---- operations (handlers_*.cc) ----

@@ -1,6 +1,7 @@
 #include "hots3/xml/xml.h"
 
 #include "hots3/common/assert.h"
+#include "hots3/common/text.h"
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
@@ -17,30 +18,11 @@ const xmlChar* x(const std::string& s) { return reinterpret_cast<const xmlChar*>
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // The length of the UTF-8 sequence at `text[i]` if it is well-formed and a character XML 1.0
-// can carry (no surrogates, no U+FFFE / U+FFFF); 0 otherwise.
+// can carry (U+FFFE and U+FFFF are not); 0 otherwise.
 std::size_t xml_character(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  std::size_t length = 0;
-  std::uint32_t code = 0;
-  if (lead < 0x80) return 1;  // ASCII: control characters are the caller's concern
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2, code = lead & 0x1Fu;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3, code = lead & 0x0Fu;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4, code = lead & 0x07u;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0u) != 0x80u) return 0;
-    code = (code << 6) | (byte(i + k) & 0x3Fu);
-  }
-  const std::uint32_t smallest = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
-  if (code < smallest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF) || code == 0xFFFE ||
-      code == 0xFFFF) {
+  const std::size_t length = utf8_sequence_length(text, i);
+  if (length == 3 && text[i] == '\xEF' && text[i + 1] == '\xBF' &&
+      (text[i + 2] == '\xBE' || text[i + 2] == '\xBF')) {
     return 0;
   }
   return length;

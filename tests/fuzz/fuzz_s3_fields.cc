@@ -1,8 +1,13 @@
 // The request fields S3 operations parse from headers and the path: Range, HTTP and ISO 8601
 // dates, entity-tag lists, bucket names, keys, copy sources.
 
+#include "s3/acl.h"
+#include "s3/conditions.h"
+#include "s3/copy_source.h"
+#include "s3/multipart_rules.h"
+#include "s3/names.h"
+#include "s3/object_spec.h"
 #include "s3/range.h"
-#include "s3/shared.h"
 #include "s3/time_format.h"
 
 #include <cstddef>

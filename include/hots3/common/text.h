@@ -3,6 +3,7 @@
 // ASCII text helpers for protocol fields (header names, tokens, hex): locale-free, so that a
 // header compares the same whatever the process's locale.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -23,5 +24,10 @@ std::string_view trim(std::string_view text) noexcept;
 // Case-insensitive ASCII comparison, as HTTP header names compare.
 bool iequals(std::string_view a, std::string_view b) noexcept;
 bool istarts_with(std::string_view text, std::string_view prefix) noexcept;
+
+// The length of the UTF-8 sequence at text[at] if it is well-formed (shortest form, no
+// surrogates, at most U+10FFFF), else 0. REQUIRES: at < text.size().
+std::size_t utf8_sequence_length(std::string_view text, std::size_t at) noexcept;
+bool valid_utf8(std::string_view text) noexcept;
 
 }  // namespace hots3

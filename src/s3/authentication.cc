@@ -1,0 +1,383 @@
+// Who signed a request: SigV4 in the Authorization header, SigV4 presigned URLs, SigV2 presigned
+// URLs, verified against the configured users' keys.
+
+#include "authentication.h"
+
+#include "time_format.h"
+
+#include "hots3/common/clock.h"
+#include "hots3/common/logging.h"
+#include "hots3/common/text.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace hots3::s3 {
+
+Authenticator::Authenticator(const config::S3Config& config, std::vector<config::UserConfig> users)
+    : config_(config), users_(std::move(users)) {
+  for (const auto& u : users_) by_access_key_.emplace(u.access_key, &u);
+}
+
+std::optional<aws::SigningKey> Authenticator::verified_signing_key(const config::UserConfig& user,
+                                                                   const aws::SigningScope& scope,
+                                                                   std::string_view string_to_sign,
+                                                                   std::string_view signature) {
+  std::string id = user.access_key;
+  id += '/';
+  id += scope.to_string();
+  std::optional<aws::SigningKey> key;
+  {
+    std::lock_guard lock(keys_mutex_);
+    if (auto it = signing_keys_.find(id); it != signing_keys_.end()) key = it->second;
+  }
+  const bool cached = key.has_value();
+  if (!cached) key = aws::signing_key(user.secret_key, scope);
+  if (!aws::signatures_equal(aws::sign(*key, string_to_sign), signature)) return std::nullopt;
+  // Only a key that verified a signature is kept: anyone who knows an access key id (every
+  // presigned URL shows one) could otherwise fill the cache with scopes of their choosing.
+  if (!cached) {
+    std::lock_guard lock(keys_mutex_);
+    if (signing_keys_.size() >= 4096) signing_keys_.clear();  // days and regions pass; stay bounded
+    signing_keys_.emplace(std::move(id), *key);
+  }
+  return key;
+}
+
+const config::UserConfig* Authenticator::user_for(std::string_view access_key) const {
+  auto it = by_access_key_.find(std::string(access_key));
+  return it == by_access_key_.end() ? nullptr : it->second;
+}
+
+std::optional<Error> Authenticator::authenticate(Request& r) {
+  if (auto authorization = r.header("authorization")) {
+    if (authorization->starts_with("AWS4-HMAC-SHA256"))
+      return authenticate_v4_header(r, *authorization);
+    if (authorization->starts_with("AWS ")) {
+      return Error(
+          Code::kInvalidRequest,
+          "Signature Version 2 header authentication is not supported; use AWS4-HMAC-SHA256.");
+    }
+    return Error(Code::kAuthorizationHeaderMalformed, "Unsupported authorization type");
+  }
+  if (r.has_param("X-Amz-Algorithm") || r.has_param("X-Amz-Signature"))
+    return authenticate_v4_query(r);
+  if (r.has_param("AWSAccessKeyId") || r.has_param("Signature")) return authenticate_v2_query(r);
+  return Error(Code::kAccessDenied, "Anonymous requests are not allowed.");
+}
+
+std::optional<Error> Authenticator::payload_mode(Request& r, std::string_view value) {
+  Authenticated& a = r.auth;
+  if (value == "UNSIGNED-PAYLOAD") {
+    a.payload = Payload::kUnsigned;
+  } else if (value == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD") {
+    a.payload = Payload::kStreamingSigned;
+  } else if (value == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER") {
+    a.payload = Payload::kStreamingSignedTrailer;
+  } else if (value == "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
+    a.payload = Payload::kStreamingUnsignedTrailer;
+  } else if (value.size() == 64 &&
+             value.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos) {
+    a.payload = Payload::kSha256;
+    a.payload_sha256 = lower(value);
+  } else {
+    return Error(
+        Code::kInvalidArgument,
+        "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, "
+        "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, or a "
+        "valid sha256 value.");
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// S3's SignatureDoesNotMatch details: what the server signed, for the client to compare. The
+// canonical request holds the signed headers, up to the whole header section: echoed in full
+// (and again as hex bytes, three characters a byte) a small request would draw a reply many
+// times its size. Each text is sent whole only up to kEchoBytesMax, its bytes form only up to
+// kEchoHexBytesMax; real requests stay well within both.
+constexpr std::size_t kEchoBytesMax = 8 * 1024;
+constexpr std::size_t kEchoHexBytesMax = 1024;
+
+Error signature_mismatch(std::string_view access_key, const std::string& string_to_sign,
+                         std::string_view provided, const std::string& canonical_request) {
+  auto bytes = [](const std::string& s) {
+    std::string out;
+    out.reserve(s.size() * 3);
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (i != 0) out += ' ';
+      out += fmt::format("{:02x}", static_cast<unsigned char>(s[i]));
+    }
+    return out;
+  };
+  Error e(Code::kSignatureDoesNotMatch);
+  e.with("AWSAccessKeyId", std::string(access_key.substr(0, kEchoBytesMax)))
+      .with("StringToSign", string_to_sign.substr(0, kEchoBytesMax))
+      .with("SignatureProvided", std::string(provided.substr(0, kEchoBytesMax)));
+  if (string_to_sign.size() <= kEchoHexBytesMax) e.with("StringToSignBytes", bytes(string_to_sign));
+  if (!canonical_request.empty() && canonical_request.size() <= kEchoBytesMax) {
+    e.with("CanonicalRequest", canonical_request);
+    if (canonical_request.size() <= kEchoHexBytesMax)
+      e.with("CanonicalRequestBytes", bytes(canonical_request));
+  }
+  return e;
+}
+
+// SigV4 must sign the Host header (a signature without it would be good for any endpoint the
+// request is replayed against) and every x-amz-* header the request carries: S3's rule, because
+// those headers decide what a request does. An unsigned one could be added by anyone holding a
+// presigned URL or replaying a request within the clock skew, and would be acted on as the
+// signer's: x-amz-copy-source turns a PUT into a copy of whatever the signer may read,
+// x-amz-write-offset-bytes into an append, x-amz-rename-source into a rename.
+std::optional<Error> unsigned_headers(const Request& r,
+                                      const std::vector<std::string>& signed_headers) {
+  auto is_signed = [&](std::string_view lower_name) {
+    return std::find(signed_headers.begin(), signed_headers.end(), lower_name) !=
+           signed_headers.end();
+  };
+  std::string missing;
+  if (!is_signed("host")) missing = "host";
+  for (const auto& h : r.head.headers) {
+    if (h.name.size() < 6 || !iequals(h.name.substr(0, 6), "x-amz-")) continue;
+    const std::string name = lower(h.name);
+    if (is_signed(name) || missing.find(name) != std::string::npos) continue;
+    if (!missing.empty()) missing += ',';
+    missing += name;
+  }
+  if (missing.empty()) return std::nullopt;
+  return Error(Code::kAccessDenied,
+               "There were headers present in the request which were not signed")
+      .with("HeadersNotSigned", missing.substr(0, kEchoBytesMax));
+}
+
+}  // namespace
+
+std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
+                                                           std::string_view authorization) {
+  auto parsed = aws::parse_authorization(authorization);
+  if (auto* e = std::get_if<aws::ParseError>(&parsed))
+    return Error(Code::kAuthorizationHeaderMalformed, e->message);
+  auto& a = std::get<aws::Authorization>(parsed);
+  const config::UserConfig* user = user_for(a.access_key);
+  if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", a.access_key);
+  if (a.scope.service != "s3") {
+    return Error(Code::kAuthorizationHeaderMalformed,
+                 "The authorization header is malformed; incorrect service \"" + a.scope.service +
+                     "\". This endpoint belongs to \"s3\".");
+  }
+  if (config_.region_check && a.scope.region != config_.region) {
+    return Error(Code::kAuthorizationHeaderMalformed,
+                 "The authorization header is malformed; the region '" + a.scope.region +
+                     "' is wrong; expecting '" + config_.region + "'")
+        .with("Region", config_.region);
+  }
+  if (auto e = unsigned_headers(r, a.signed_headers)) return e;
+  auto amz_date = r.header("x-amz-date");
+  if (!amz_date)
+    return Error(Code::kAccessDenied,
+                 "AWS authentication requires a valid Date or x-amz-date header");
+  const auto signed_at = parse_amz_date(*amz_date);
+  if (!signed_at)
+    return Error(Code::kAccessDenied,
+                 "AWS authentication requires a valid Date or x-amz-date header");
+  if (amz_date->substr(0, 8) != a.scope.date) {
+    return Error(Code::kAuthorizationHeaderMalformed,
+                 "Invalid credential date \"" + a.scope.date +
+                     "\". This date is not the same as X-Amz-Date: \"" +
+                     std::string(amz_date->substr(0, 8)) + "\".");
+  }
+  const std::int64_t now = now_ms();
+  const std::int64_t skew_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
+  if (*signed_at > now + skew_ms || *signed_at < now - skew_ms) {
+    return Error(Code::kRequestTimeTooSkewed)
+        .with("RequestTime", std::string(*amz_date))
+        .with("ServerTime", iso8601(now))
+        .with("MaxAllowedSkewMilliseconds", std::to_string(skew_ms));
+  }
+  auto content_sha256 = r.header("x-amz-content-sha256");
+  if (!content_sha256)
+    return Error(Code::kInvalidRequest,
+                 "Missing required header for this request: x-amz-content-sha256");
+  if (auto e = payload_mode(r, *content_sha256)) return e;
+
+  const aws::CanonicalInput input{
+      .method = r.head.method_string,
+      .path = r.path,
+      .query = &r.query,
+      .exclude_query = {},
+      .header_values =
+          [&r](std::string_view name) {
+            std::vector<std::string_view> values;
+            for (const auto& h : r.head.headers) {
+              if (iequals(h.name, name)) values.push_back(h.value);
+            }
+            return values;
+          },
+      .signed_headers = &a.signed_headers,
+      .payload_hash = *content_sha256,
+  };
+  const std::string canonical = aws::canonical_request(input);
+  const std::string to_sign = aws::string_to_sign(*amz_date, a.scope, canonical);
+  auto key = verified_signing_key(*user, a.scope, to_sign, a.signature);
+  if (!key) return signature_mismatch(a.access_key, to_sign, a.signature, canonical);
+  r.auth.user = user;
+  if (r.auth.payload == Payload::kStreamingSigned ||
+      r.auth.payload == Payload::kStreamingSignedTrailer) {
+    r.auth.signing =
+        aws::AwsChunkedDecoder::Signing{*key, std::string(*amz_date), a.scope, a.signature};
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> Authenticator::authenticate_v4_query(Request& r) {
+  auto parsed = aws::parse_presigned_v4(r.query);
+  if (auto* e = std::get_if<aws::ParseError>(&parsed))
+    return Error(Code::kAuthorizationQueryParametersError, e->message);
+  auto& p = std::get<aws::PresignedV4>(parsed);
+  const config::UserConfig* user = user_for(p.authorization.access_key);
+  if (user == nullptr)
+    return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
+  if (p.authorization.scope.service != "s3") {
+    return Error(Code::kAuthorizationQueryParametersError,
+                 "Error parsing the X-Amz-Credential parameter; incorrect service \"" +
+                     p.authorization.scope.service + "\". This endpoint belongs to \"s3\".");
+  }
+  if (config_.region_check && p.authorization.scope.region != config_.region) {
+    return Error(Code::kAuthorizationQueryParametersError,
+                 "Error parsing the X-Amz-Credential parameter; the region '" +
+                     p.authorization.scope.region + "' is wrong; expecting '" + config_.region +
+                     "'")
+        .with("Region", config_.region);
+  }
+  if (auto e = unsigned_headers(r, p.authorization.signed_headers)) return e;
+  const auto signed_at = parse_amz_date(p.amz_date);
+  if (!signed_at)
+    return Error(Code::kAuthorizationQueryParametersError,
+                 "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
+  const std::int64_t now = now_ms();
+  const std::int64_t skew_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
+  if (*signed_at > now + skew_ms) {
+    // S3's words and details (X-Amz-Date in epoch milliseconds, as S3 writes it).
+    return Error(Code::kAccessDenied, "Request is not yet valid")
+        .with("X-Amz-Date", std::to_string(*signed_at))
+        .with("Expires", iso8601(*signed_at + static_cast<std::int64_t>(p.expires_s) * 1000))
+        .with("ServerTime", iso8601(now));
+  }
+  if (now > *signed_at + static_cast<std::int64_t>(p.expires_s) * 1000) {
+    return Error(Code::kExpiredPresignedRequest)
+        .with("X-Amz-Expires", std::to_string(p.expires_s))
+        .with("Expires", iso8601(*signed_at + static_cast<std::int64_t>(p.expires_s) * 1000))
+        .with("ServerTime", iso8601(now));
+  }
+  const std::string* hash_param = r.param("X-Amz-Content-Sha256");
+  const std::string payload_hash = hash_param != nullptr ? *hash_param : "UNSIGNED-PAYLOAD";
+  if (auto e = payload_mode(r, payload_hash)) return e;
+  if (r.auth.payload != Payload::kSha256 && r.auth.payload != Payload::kUnsigned) {
+    // An aws-chunked stream is signed chunk by chunk from the seed signature of an Authorization
+    // header; a URL signed once cannot vouch for chunks (S3 takes none on presigned requests).
+    return Error(Code::kInvalidRequest,
+                 "Presigned requests do not take aws-chunked payloads: "
+                 "sign UNSIGNED-PAYLOAD or the payload's SHA-256.");
+  }
+  const aws::CanonicalInput input{
+      .method = r.head.method_string,
+      .path = r.path,
+      .query = &r.query,
+      .exclude_query = "X-Amz-Signature",
+      .header_values =
+          [&r](std::string_view name) {
+            std::vector<std::string_view> values;
+            for (const auto& h : r.head.headers) {
+              if (iequals(h.name, name)) values.push_back(h.value);
+            }
+            return values;
+          },
+      .signed_headers = &p.authorization.signed_headers,
+      .payload_hash = payload_hash,
+  };
+  const std::string canonical = aws::canonical_request(input);
+  const std::string to_sign = aws::string_to_sign(p.amz_date, p.authorization.scope, canonical);
+  if (!verified_signing_key(*user, p.authorization.scope, to_sign, p.authorization.signature)) {
+    return signature_mismatch(p.authorization.access_key, to_sign, p.authorization.signature,
+                              canonical);
+  }
+  r.auth.user = user;
+  return std::nullopt;
+}
+
+std::optional<Error> Authenticator::authenticate_v2_query(Request& r) {
+  if (!config_.sigv2) {
+    return Error(Code::kInvalidRequest,
+                 "The authorization mechanism you have provided is not supported. Please use "
+                 "AWS4-HMAC-SHA256.");
+  }
+  const std::string* access_key_param = r.param("AWSAccessKeyId");
+  const std::string* expires_param = r.param("Expires");
+  const std::string* signature_param = r.param("Signature");
+  if (access_key_param == nullptr || expires_param == nullptr || signature_param == nullptr) {
+    return Error(Code::kAccessDenied,
+                 "Query-string authentication requires the Signature, Expires and AWSAccessKeyId "
+                 "parameters");
+  }
+  const std::string& access_key = *access_key_param;
+  const std::string& expires = *expires_param;
+  const std::string& signature = *signature_param;
+  const config::UserConfig* user = user_for(access_key);
+  if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", access_key);
+  std::int64_t expires_s = 0;
+  if (auto [p, ec] = std::from_chars(expires.data(), expires.data() + expires.size(), expires_s);
+      ec != std::errc{} || p != expires.data() + expires.size() || expires_s < 0) {
+    return Error(Code::kAccessDenied,
+                 "Invalid date (should be seconds since epoch): " + expires.substr(0, 64));
+  }
+  // Compared in seconds: a client-chosen Expires times 1000 could overflow.
+  const std::int64_t now_s = now_ms() / 1000;
+  if (now_s > expires_s) {
+    return Error(Code::kExpiredPresignedRequest)
+        .with("Expires", http_date(expires_s * 1000))
+        .with("ServerTime", http_date(now_ms()));
+  }
+  if (expires_s - now_s > aws::kPresignedLifetimeSecondsMax) {
+    // The lifetime SigV4 URLs have at most (X-Amz-Expires); without it a leaked URL would be
+    // good for ever.
+    // (Expires is echoed as sent: in milliseconds it could overflow.)
+    return Error(Code::kAccessDenied, "Expires must be at most 604800 seconds (7 days) from now")
+        .with("Expires", expires.substr(0, 32))
+        .with("ServerTime", http_date(now_ms()));
+  }
+  // CanonicalizedAmzHeaders: x-amz-* headers, lower-cased, sorted, "name:value\n".
+  std::vector<std::pair<std::string, std::string>> amz;
+  for (const auto& h : r.head.headers) {
+    std::string name = lower(h.name);
+    if (name.starts_with("x-amz-")) amz.emplace_back(std::move(name), std::string(h.value));
+  }
+  std::sort(amz.begin(), amz.end());
+  std::string amz_headers;
+  for (std::size_t i = 0; i < amz.size(); ++i) {
+    if (i > 0 && amz[i].first == amz[i - 1].first) {
+      amz_headers.back() = ',';
+      amz_headers += amz[i].second + "\n";
+      continue;
+    }
+    amz_headers += amz[i].first + ":" + amz[i].second + "\n";
+  }
+  const std::string path =
+      r.virtual_host ? "/" + r.bucket + std::string(r.raw_path) : std::string(r.raw_path);
+  const std::string to_sign =
+      aws::v2_string_to_sign(r.head.method_string, r.header("content-md5").value_or(""),
+                             r.header("content-type").value_or(""), expires, amz_headers,
+                             aws::v2_canonical_resource(path, r.query));
+  if (!aws::signatures_equal(aws::v2_sign(user->secret_key, to_sign), signature)) {
+    return signature_mismatch(access_key, to_sign, signature, "");
+  }
+  r.auth.user = user;
+  r.auth.payload = Payload::kUnsigned;
+  return std::nullopt;
+}
+
+}  // namespace hots3::s3

@@ -1,0 +1,27 @@
+#pragma once
+
+// Private to src/s3: bucket names, keys and version ids as S3 accepts them.
+
+#include "errors.h"
+#include "request.h"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace hots3::s3 {
+
+inline constexpr std::uint64_t kKeyBytesMax = 1024;
+
+// Amazon S3's rules for general purpose bucket names.
+bool valid_bucket_name(std::string_view name);
+
+// Keys: UTF-8 without NUL, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.
+std::optional<Error> validate_key(std::string_view key);
+
+// ?versionId on an object read: hots3 keeps no versions, so "null" (the version of every object
+// in a bucket that never had versioning) is the current object and any other id names a version
+// that does not exist. Errors: InvalidArgument (empty), NoSuchVersion.
+std::optional<Error> check_version_id(const Request& r);
+
+}  // namespace hots3::s3
