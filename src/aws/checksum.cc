@@ -525,15 +525,21 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
-std::string hex_encode(std::span<const std::byte> data) {
-  constexpr std::string_view kDigits = "0123456789abcdef";
-  std::string out(data.size() * 2, '\0');
-  for (std::size_t i = 0; i < data.size(); ++i) {
-    const auto b = std::to_integer<unsigned>(data[i]);
-    out[2 * i] = kDigits[b >> 4];
-    out[2 * i + 1] = kDigits[b & 15];
+std::uint64_t crc_update(ChecksumAlgorithm algorithm, std::uint64_t previous,
+                         std::span<const std::byte> data) {
+  switch (algorithm) {
+    case ChecksumAlgorithm::kCrc32:
+      return crc32(data, static_cast<std::uint32_t>(previous));
+    case ChecksumAlgorithm::kCrc32c:
+      return crc32c(data, static_cast<std::uint32_t>(previous));
+    case ChecksumAlgorithm::kCrc64Nvme:
+      return crc64nvme(data, previous);
+    case ChecksumAlgorithm::kSha1:
+    case ChecksumAlgorithm::kSha256:
+      break;
   }
-  return out;
+  H3_ASSERT(false, "crc_update of a SHA");
+  return 0;
 }
 
 }  // namespace hots3::aws

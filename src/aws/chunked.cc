@@ -162,7 +162,7 @@ AwsChunkedDecoder::Error AwsChunkedDecoder::end_chunk_data() {
   if (!signing_) return Error::kNone;
   std::array<std::uint8_t, 32> digest{};
   chunk_sha256_->finish(digest);  // also resets it for the next chunk
-  const std::string data_hash = hex_encode(std::as_bytes(std::span(digest)));
+  const std::string data_hash = to_hex(digest);
   const std::string expected = sign(
       signing_->key,
       chunk_string_to_sign(signing_->amz_date, signing_->scope, previous_signature_, data_hash));

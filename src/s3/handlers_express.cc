@@ -85,16 +85,14 @@ std::optional<Error> check(const Conditions& c,
 std::optional<std::pair<aws::ChecksumAlgorithm, std::uint64_t>> extendable_crc(
     const storage::ChecksumSet& c) {
   if (c.type.value_or("") != "FULL_OBJECT") return std::nullopt;
-  std::optional<std::pair<aws::ChecksumAlgorithm, std::string>> found;
-  if (c.crc32) found.emplace(aws::ChecksumAlgorithm::kCrc32, *c.crc32);
-  if (c.crc32c) found.emplace(aws::ChecksumAlgorithm::kCrc32c, *c.crc32c);
-  if (c.crc64nvme) found.emplace(aws::ChecksumAlgorithm::kCrc64Nvme, *c.crc64nvme);
-  if (!found) return std::nullopt;
-  auto raw = aws::base64_decode(found->second);
-  if (!raw || raw->empty() || raw->size() > 8) return std::nullopt;
-  std::uint64_t value = 0;
-  for (const char b : *raw) value = (value << 8) | static_cast<unsigned char>(b);  // big-endian
-  return std::pair{found->first, value};
+  for (const auto algorithm : {aws::ChecksumAlgorithm::kCrc32, aws::ChecksumAlgorithm::kCrc32c,
+                               aws::ChecksumAlgorithm::kCrc64Nvme}) {
+    if (auto value = checksum_of(c, algorithm)) {
+      if (auto crc = aws::crc_from_base64(algorithm, *value)) return std::pair{algorithm, *crc};
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
 }
 
 // The algorithm of the checksum an object keeps (appends must use the same one).
@@ -322,19 +320,7 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
     if (!piece) co_return co_await s.send_error(r, body.error());
     if (piece->empty()) break;
     if (body.payload_bytes() > max_bytes) co_return co_await s.send_error(r, Code::kEntityTooLarge);
-    if (extendable) {
-      switch (extendable->first) {
-        case aws::ChecksumAlgorithm::kCrc32:
-          crc = aws::crc32(*piece, static_cast<std::uint32_t>(crc));
-          break;
-        case aws::ChecksumAlgorithm::kCrc32c:
-          crc = aws::crc32c(*piece, static_cast<std::uint32_t>(crc));
-          break;
-        default:
-          crc = aws::crc64nvme(*piece, crc);
-          break;
-      }
-    }
+    if (extendable) crc = aws::crc_update(extendable->first, crc, *piece);
     if (auto w = co_await writer->write(*piece); !w)
       co_return co_await s.send_error(r, from_errc(w.error()));
   }
@@ -359,30 +345,11 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
     object.headers = base->headers;
     object.user_metadata = base->user_metadata;
     if (extendable) {
-      std::string raw;
-      const std::size_t width = extendable->first == aws::ChecksumAlgorithm::kCrc64Nvme ? 8 : 4;
-      for (std::size_t i = width; i-- > 0;) raw += static_cast<char>((crc >> (8 * i)) & 0xff);
-      set_checksum(object.checksums, extendable->first, aws::base64_encode(raw));
+      set_checksum(object.checksums, extendable->first, aws::crc_to_base64(extendable->first, crc));
       object.checksums.type = "FULL_OBJECT";
     }
     // ETag: chained from the previous one, so that every version has its own.
-    Digest etag(Digest::Algorithm::kMd5);
-    const std::string_view previous = std::string_view(base->etag).substr(0, base->etag.find('-'));
-    std::string previous_raw;
-    if (previous.size() == 32 &&
-        previous.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
-      for (std::size_t k = 0; k < 32; k += 2)
-        previous_raw +=
-            static_cast<char>(std::stoi(std::string(previous.substr(k, 2)), nullptr, 16));
-    } else {
-      previous_raw = base->etag;
-    }
-    etag.update(previous_raw);
-    const auto& data_md5 = writer->md5();
-    etag.update(std::string_view(reinterpret_cast<const char*>(data_md5.data()), data_md5.size()));
-    std::array<std::uint8_t, 32> digest{};
-    etag.finish(digest);
-    object.etag = to_hex(std::span(digest).first(16)) + "-" + std::to_string(parts);
+    object.etag = appended_etag(base->etag, writer->md5(), parts);
     if (base->parts_count == 0) new_parts.push_back({1, 0, base_size, std::nullopt});
     new_parts.push_back({parts, base_size, body.payload_bytes(), part_checksum});
   }

@@ -33,22 +33,6 @@
 namespace hots3::s3 {
 namespace {
 
-std::optional<std::uint32_t> part_number_of(const Request& r) {
-  const std::string* pn = r.param("partNumber");
-  if (pn == nullptr) return std::nullopt;
-  std::uint32_t n = 0;
-  auto [end, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
-  if (ec != std::errc{} || end != pn->data() + pn->size() || n < 1 || n > kPartNumberMax)
-    return std::nullopt;
-  return n;
-}
-
-Error bad_part_number() {
-  return Error(Code::kInvalidArgument,
-               "Part number must be an integer between 1 and 10000, inclusive")
-      .with("ArgumentName", "partNumber");
-}
-
 // The upload named by ?uploadId, if it belongs to this bucket and key.
 std::variant<storage::UploadRecord, Error> upload_of(Service& s, const Request& r,
                                                      const storage::BucketRecord& bucket) {
@@ -59,22 +43,6 @@ std::variant<storage::UploadRecord, Error> upload_of(Service& s, const Request& 
   if (!*upload || (*upload)->bucket_id != bucket.id || (*upload)->key != r.key)
     return Error(Code::kNoSuchUpload).with("UploadId", *id);
   return std::move(**upload);
-}
-
-std::optional<std::string> part_checksum(const storage::PartRecord& p, aws::ChecksumAlgorithm a) {
-  switch (a) {
-    case aws::ChecksumAlgorithm::kCrc32:
-      return p.checksums.crc32;
-    case aws::ChecksumAlgorithm::kCrc32c:
-      return p.checksums.crc32c;
-    case aws::ChecksumAlgorithm::kCrc64Nvme:
-      return p.checksums.crc64nvme;
-    case aws::ChecksumAlgorithm::kSha1:
-      return p.checksums.sha1;
-    case aws::ChecksumAlgorithm::kSha256:
-      return p.checksums.sha256;
-  }
-  return std::nullopt;
 }
 
 // ---- a long CompleteMultipartUpload keeps its connection alive ------------------------------
@@ -256,8 +224,13 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
 asio::awaitable<void> upload_part(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
-  const auto number = part_number_of(r);
-  if (!number) co_return co_await s.send_error(r, bad_part_number());
+  const std::string* number_param = r.param("partNumber");
+  const auto number = number_param ? parse_part_number(*number_param) : std::nullopt;
+  if (!number) {
+    co_return co_await s.send_error(
+        r, invalid_part_number(number_param ? std::optional<std::string_view>(*number_param)
+                                            : std::nullopt));
+  }
   auto found = upload_of(s, r, *bucket);
   if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
   const storage::UploadRecord& upload = std::get<storage::UploadRecord>(found);
@@ -409,144 +382,18 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
   const std::vector<ListedPart> listed = std::get<std::vector<ListedPart>>(std::move(parsed));
 
-  const std::optional<aws::ChecksumAlgorithm> algorithm =
-      upload.checksum_algorithm ? aws::parse_checksum_algorithm(*upload.checksum_algorithm)
-                                : std::nullopt;
-  const bool composite = upload.checksum_type.value_or("COMPOSITE") == "COMPOSITE";
-  // The object's checksum: the upload's algorithm, else S3's default FULL_OBJECT CRC64NVME.
-  const aws::ChecksumAlgorithm object_algorithm =
-      algorithm.value_or(aws::ChecksumAlgorithm::kCrc64Nvme);
-  const bool full_object = !algorithm || !composite;
-  if (claimed_object_checksum && claimed_algorithm && *claimed_algorithm != object_algorithm) {
-    co_return co_await s.send_error(
-        r, Error(Code::kInvalidRequest,
-                 "Checksum Type mismatch occurred, expected checksum Type: " +
-                     lower(aws::checksum_name(object_algorithm)) +
-                     ", actual checksum Type: " + lower(aws::checksum_name(*claimed_algorithm))));
+  if (auto e = check_claimed_algorithm(upload_checksums(upload), claimed_algorithm)) {
+    co_return co_await s.send_error(r, std::move(*e));
   }
   std::optional<Error> plan_error;
   auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
       -> Result<storage::ObjectStore::CompletionPlan> {
-    storage::ObjectStore::CompletionPlan chosen;
-    chosen.spec.headers = up.headers;
-    chosen.spec.user_metadata = up.user_metadata;
-    Digest etag_md5(Digest::Algorithm::kMd5);
-    std::optional<aws::Checksummer> composite_sum;
-    if (algorithm && composite) composite_sum.emplace(*algorithm);
-    // FULL_OBJECT: the CRC of the whole object, combined from the parts' CRCs and sizes. It is
-    // left out (never guessed) when a part has none: parts stored before hots3 kept default
-    // CRC64NVMEs.
-    std::optional<std::uint64_t> full_crc;
-    if (full_object) full_crc = 0;  // the CRC of nothing
-    // S3's order of checks: the list's order first, then each part.
-    for (std::size_t i = 1; i < listed.size(); ++i) {
-      if (listed[i].number <= listed[i - 1].number) {
-        plan_error = Code::kInvalidPartOrder;
-        return errc::kInvalidArgument;
-      }
+    auto planned = plan_completion(up, parts, listed, claimed_object_checksum);
+    if (auto* e = std::get_if<Error>(&planned)) {
+      plan_error = std::move(*e);
+      return errc::kInvalidArgument;
     }
-    for (std::size_t i = 0; i < listed.size(); ++i) {
-      const ListedPart& want = listed[i];
-      // `parts` come ordered by number: a search, not a scan (10,000 parts stay cheap).
-      auto it = std::lower_bound(
-          parts.begin(), parts.end(), want.number,
-          [](const auto& p, std::uint32_t number) { return p.part_number < number; });
-      if (it != parts.end() && it->part_number != want.number) it = parts.end();
-      // A part checksum in the list must be the part's (S3 answers InvalidPart otherwise).
-      const bool checksums_match =
-          it != parts.end() &&
-          std::all_of(want.checksums.begin(), want.checksums.end(), [&](const auto& c) {
-            const auto stored = part_checksum(*it, c.first);
-            return !stored || *stored == c.second;
-          });
-      if (it == parts.end() || it->etag != want.etag || !checksums_match) {
-        plan_error = Error(Code::kInvalidPart)
-                         .with("UploadId", up.upload_id)
-                         .with("PartNumber", std::to_string(want.number))
-                         .with("ETag", want.etag);
-        return errc::kInvalidArgument;
-      }
-      // An upload created with a (composite) checksum algorithm needs each part's checksum.
-      if (algorithm && composite &&
-          std::none_of(want.checksums.begin(), want.checksums.end(),
-                       [&](const auto& c) { return c.first == *algorithm; })) {
-        plan_error =
-            Error(Code::kInvalidRequest,
-                  "The upload was created using a " + lower(aws::checksum_name(*algorithm)) +
-                      " checksum. The complete request must include the checksum for each part. "
-                      "It was missing for part " +
-                      std::to_string(want.number) + " in the request.");
-        return errc::kInvalidArgument;
-      }
-      if (i + 1 < listed.size() && it->size_bytes < kPartBytesMin) {
-        plan_error = Error(Code::kEntityTooSmall)
-                         .with("ProposedSize", std::to_string(it->size_bytes))
-                         .with("MinSizeAllowed", std::to_string(kPartBytesMin))
-                         .with("PartNumber", std::to_string(want.number))
-                         .with("ETag", want.etag);
-        return errc::kInvalidArgument;
-      }
-      // The multipart ETag: MD5 over the parts' binary MD5s, then "-N".
-      std::string raw_md5;
-      for (std::size_t k = 0; k + 1 < it->etag.size(); k += 2) {
-        raw_md5 += static_cast<char>(std::stoi(it->etag.substr(k, 2), nullptr, 16));
-      }
-      etag_md5.update(raw_md5);
-      if (composite_sum) {
-        auto value = part_checksum(*it, *algorithm);
-        auto raw = value ? aws::base64_decode(*value) : std::nullopt;
-        if (!raw) {
-          plan_error = Error(Code::kInvalidRequest,
-                             "Part " + std::to_string(want.number) + " has no " +
-                                 std::string(aws::checksum_name(*algorithm)) + " checksum.");
-          return errc::kInvalidArgument;
-        }
-        composite_sum->update(std::as_bytes(std::span(raw->data(), raw->size())));
-      }
-      if (full_crc) {
-        const auto value = part_checksum(*it, object_algorithm);
-        const auto part_crc = value ? aws::crc_from_base64(object_algorithm, *value) : std::nullopt;
-        full_crc = part_crc ? std::optional(aws::crc_combine(object_algorithm, *full_crc, *part_crc,
-                                                             it->size_bytes))
-                            : std::nullopt;
-        if (!full_crc && algorithm) {
-          // Every part of an upload with a FULL_OBJECT algorithm has its checksum (upload_part).
-          plan_error = Error(Code::kInvalidRequest,
-                             "Part " + std::to_string(want.number) + " has no " +
-                                 std::string(aws::checksum_name(object_algorithm)) + " checksum.");
-          return errc::kInvalidArgument;
-        }
-      }
-      chosen.parts.push_back(*it);
-    }
-    std::array<std::uint8_t, 32> digest{};
-    etag_md5.finish(digest);
-    chosen.spec.etag =
-        to_hex(std::span(digest).first(16)) + "-" + std::to_string(chosen.parts.size());
-    if (composite_sum) {
-      const std::string value = composite_sum->base64() + "-" + std::to_string(chosen.parts.size());
-      if (claimed_object_checksum && unquoted(*claimed_object_checksum) != value &&
-          unquoted(*claimed_object_checksum) + "-" + std::to_string(chosen.parts.size()) != value) {
-        plan_error =
-            Error(Code::kBadDigest, "The " + std::string(aws::checksum_name(*algorithm)) +
-                                        " you specified did not match the calculated checksum.");
-        return errc::kInvalidArgument;
-      }
-      set_checksum(chosen.spec.checksums, *algorithm, value);
-      chosen.spec.checksums.type = "COMPOSITE";
-    }
-    if (full_crc) {
-      const std::string value = aws::crc_to_base64(object_algorithm, *full_crc);
-      if (claimed_object_checksum && *claimed_object_checksum != value) {
-        plan_error =
-            Error(Code::kBadDigest, "The " + std::string(aws::checksum_name(object_algorithm)) +
-                                        " you specified did not match the calculated checksum.");
-        return errc::kInvalidArgument;
-      }
-      set_checksum(chosen.spec.checksums, object_algorithm, value);
-      chosen.spec.checksums.type = "FULL_OBJECT";
-    }
-    return chosen;
+    return std::get<storage::ObjectStore::CompletionPlan>(std::move(planned));
   };
   // The plan refers to this frame's locals: run() returns only once the completion has ended.
   CompletionResponse respond(s, r);

@@ -110,15 +110,9 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   std::optional<std::uint32_t> part_number;
   std::optional<std::string> part_checksum;  // of the upload's algorithm, when the part has one
   if (const std::string* pn = r.param("partNumber")) {
-    std::uint32_t n = 0;
-    auto [end, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
-    if (ec != std::errc{} || end != pn->data() + pn->size() || n < 1 || n > kPartNumberMax) {
-      co_return co_await s.send_error(
-          r, Error(Code::kInvalidArgument,
-                   "Part number must be an integer between 1 and 10000, inclusive")
-                 .with("ArgumentName", "partNumber")
-                 .with("ArgumentValue", *pn));
-    }
+    const auto parsed_number = parse_part_number(*pn);
+    if (!parsed_number) co_return co_await s.send_error(r, invalid_part_number(*pn));
+    const std::uint32_t n = *parsed_number;
     if (r.header("range"))
       co_return co_await s.send_error(
           r, Error(Code::kInvalidRequest,

@@ -1,13 +1,70 @@
 #pragma once
 
-// Private to src/s3: the rules of multipart uploads (and of appends, which S3 Express makes parts
-// of an object), as pure functions of their inputs.
+// Private to src/s3: the rules of multipart uploads (and of appends, which S3 Express makes
+// parts of an object), as pure functions of their inputs: the handlers parse, ask the store, and
+// render; what S3 decides in between is here, and unit-tested (tests/unit/s3).
 
+#include "errors.h"
+#include "request_xml.h"
+
+#include "hots3/aws/checksum.h"
+#include "hots3/storage/object_store.h"
+
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
 
 namespace hots3::s3 {
 
 inline constexpr std::uint64_t kPartBytesMin = 5ULL * 1024 * 1024;  // every part but the last
 inline constexpr std::uint32_t kPartNumberMax = 10000;
+
+// A partNumber: a whole number from 1 to 10,000, nothing else. nullopt otherwise.
+std::optional<std::uint32_t> parse_part_number(std::string_view text);
+// S3's InvalidArgument for a partNumber that is not one (with the value, when there is one).
+Error invalid_part_number(std::optional<std::string_view> value = std::nullopt);
+
+// The ETag of an object made of parts: the MD5 of the parts' binary MD5s, then "-<count>". Each
+// digest is given as hex (a part's ETag; the hash of an earlier multipart ETag); text that is not
+// 32 hex digits goes in as it is (ETags of another making: still a distinct, stable result).
+std::string multipart_etag(std::span<const std::string_view> md5s, std::size_t parts);
+// An append's ETag: chained from the ETag appended to and the MD5 of the appended bytes, so that
+// every version has its own, in the multipart form "-<parts>".
+std::string appended_etag(std::string_view previous_etag,
+                          const std::array<std::uint8_t, 16>& data_md5, std::uint32_t parts);
+
+// What an upload's checksum settings (x-amz-checksum-algorithm and -type at its creation) make
+// of the completed object's checksum.
+struct UploadChecksums {
+  std::optional<aws::ChecksumAlgorithm> algorithm;  // the upload's, if it named one
+  bool composite = true;                            // COMPOSITE (the default) or FULL_OBJECT
+  // The object's checksum algorithm: the upload's, else S3's default CRC64NVME.
+  [[nodiscard]] aws::ChecksumAlgorithm object_algorithm() const {
+    return algorithm.value_or(aws::ChecksumAlgorithm::kCrc64Nvme);
+  }
+  // A FULL_OBJECT checksum (combined from the parts' CRCs), as opposed to a composite one.
+  [[nodiscard]] bool full_object() const { return !algorithm || !composite; }
+};
+UploadChecksums upload_checksums(const storage::UploadRecord& upload);
+
+// The completion of `upload` from the parts the client listed and the parts stored (ordered by
+// number): which parts, in order, and the object's ETag and checksum. `claimed` is the object
+// checksum the client sent with Complete, if any (compared, not trusted). Errors, in S3's order:
+// InvalidPartOrder, InvalidPart (not stored, another ETag, another checksum), InvalidRequest (a
+// composite upload's part listed without its checksum, a part stored without one),
+// EntityTooSmall (a part but the last under 5 MiB), BadDigest (the claimed checksum differs).
+std::variant<storage::ObjectStore::CompletionPlan, Error> plan_completion(
+    const storage::UploadRecord& upload, const std::vector<storage::PartRecord>& stored,
+    const std::vector<ListedPart>& listed, const std::optional<std::string>& claimed);
+
+// InvalidRequest when the client's checksum algorithm on Complete is not the object's.
+std::optional<Error> check_claimed_algorithm(const UploadChecksums& upload,
+                                             std::optional<aws::ChecksumAlgorithm> claimed);
 
 }  // namespace hots3::s3

@@ -104,4 +104,20 @@ void set_checksum(storage::ChecksumSet& set, aws::ChecksumAlgorithm algorithm, s
   }
 }
 
+std::optional<std::string> checksum_of(const storage::ChecksumSet& set, aws::ChecksumAlgorithm a) {
+  switch (a) {
+    case aws::ChecksumAlgorithm::kCrc32:
+      return set.crc32;
+    case aws::ChecksumAlgorithm::kCrc32c:
+      return set.crc32c;
+    case aws::ChecksumAlgorithm::kCrc64Nvme:
+      return set.crc64nvme;
+    case aws::ChecksumAlgorithm::kSha1:
+      return set.sha1;
+    case aws::ChecksumAlgorithm::kSha256:
+      return set.sha256;
+  }
+  return std::nullopt;
+}
+
 }  // namespace hots3::s3

@@ -9,6 +9,7 @@
 #include "hots3/config/config.h"
 #include "hots3/storage/object_store.h"
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -29,5 +30,7 @@ struct StoredChecksum {
 std::vector<StoredChecksum> stored_checksums(const storage::ChecksumSet& set);
 
 void set_checksum(storage::ChecksumSet& set, aws::ChecksumAlgorithm algorithm, std::string value);
+std::optional<std::string> checksum_of(const storage::ChecksumSet& set,
+                                       aws::ChecksumAlgorithm algorithm);
 
 }  // namespace hots3::s3

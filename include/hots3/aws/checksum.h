@@ -52,6 +52,9 @@ class Checksummer {
 std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t previous = 0);
 std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t previous = 0);
 std::uint64_t crc64nvme(std::span<const std::byte> data, std::uint64_t previous = 0);
+// The same for any CRC algorithm. REQUIRES: kCrc32, kCrc32c or kCrc64Nvme.
+std::uint64_t crc_update(ChecksumAlgorithm algorithm, std::uint64_t previous,
+                         std::span<const std::byte> data);
 
 // The CRC of A‖B from crc(A), crc(B) and the length of B, as zlib's crc32_combine: crc(A) is
 // multiplied by x^(8·length_b) modulo the polynomial (GF(2), by squaring) and added to crc(B).
@@ -71,6 +74,5 @@ std::string base64_encode(std::string_view data);
 // Errors: nullopt when `text` is not valid padded base64 of the standard alphabet (no
 // whitespace, '=' only at the end, unused bits zero: one text per value).
 std::optional<std::string> base64_decode(std::string_view text);
-std::string hex_encode(std::span<const std::byte> data);
 
 }  // namespace hots3::aws

@@ -1,0 +1,187 @@
+#include "multipart_rules.h"
+
+#include "conditions.h"
+#include "object_spec.h"
+
+#include "hots3/common/digest.h"
+#include "hots3/common/hex.h"
+#include "hots3/common/text.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace hots3::s3 {
+namespace {
+
+// The 16 bytes of a hex MD5, or the text itself when it is not one.
+std::string md5_bytes(std::string_view hex) {
+  if (hex.size() == 32) {
+    if (auto raw = from_hex(hex)) return *raw;
+  }
+  return std::string(hex);
+}
+
+std::string md5_then_count(Digest& md5, std::size_t parts) {
+  std::array<std::uint8_t, 32> digest{};
+  md5.finish(digest);
+  return to_hex(std::span(digest).first(16)) + "-" + std::to_string(parts);
+}
+
+Error missing_part_checksum(std::uint32_t number, aws::ChecksumAlgorithm algorithm) {
+  return Error(Code::kInvalidRequest, "Part " + std::to_string(number) + " has no " +
+                                          std::string(aws::checksum_name(algorithm)) +
+                                          " checksum.");
+}
+
+Error checksum_mismatch(aws::ChecksumAlgorithm algorithm) {
+  return Error(Code::kBadDigest, "The " + std::string(aws::checksum_name(algorithm)) +
+                                     " you specified did not match the calculated checksum.");
+}
+
+}  // namespace
+
+std::optional<std::uint32_t> parse_part_number(std::string_view text) {
+  std::uint32_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || n < 1 ||
+      n > kPartNumberMax) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+Error invalid_part_number(std::optional<std::string_view> value) {
+  Error e =
+      Error(Code::kInvalidArgument, "Part number must be an integer between 1 and 10000, inclusive")
+          .with("ArgumentName", "partNumber");
+  if (value) e.with("ArgumentValue", std::string(*value));
+  return e;
+}
+
+std::string multipart_etag(std::span<const std::string_view> md5s, std::size_t parts) {
+  Digest md5(Digest::Algorithm::kMd5);
+  for (const std::string_view one : md5s) md5.update(md5_bytes(one));
+  return md5_then_count(md5, parts);
+}
+
+std::string appended_etag(std::string_view previous_etag,
+                          const std::array<std::uint8_t, 16>& data_md5, std::uint32_t parts) {
+  Digest md5(Digest::Algorithm::kMd5);
+  md5.update(md5_bytes(previous_etag.substr(0, previous_etag.find('-'))));
+  md5.update(std::string_view(reinterpret_cast<const char*>(data_md5.data()), data_md5.size()));
+  return md5_then_count(md5, parts);
+}
+
+UploadChecksums upload_checksums(const storage::UploadRecord& upload) {
+  UploadChecksums c;
+  if (upload.checksum_algorithm)
+    c.algorithm = aws::parse_checksum_algorithm(*upload.checksum_algorithm);
+  c.composite = upload.checksum_type.value_or("COMPOSITE") == "COMPOSITE";
+  return c;
+}
+
+std::optional<Error> check_claimed_algorithm(const UploadChecksums& upload,
+                                             std::optional<aws::ChecksumAlgorithm> claimed) {
+  if (!claimed || *claimed == upload.object_algorithm()) return std::nullopt;
+  return Error(Code::kInvalidRequest,
+               "Checksum Type mismatch occurred, expected checksum Type: " +
+                   lower(aws::checksum_name(upload.object_algorithm())) +
+                   ", actual checksum Type: " + lower(aws::checksum_name(*claimed)));
+}
+
+std::variant<storage::ObjectStore::CompletionPlan, Error> plan_completion(
+    const storage::UploadRecord& upload, const std::vector<storage::PartRecord>& stored,
+    const std::vector<ListedPart>& listed, const std::optional<std::string>& claimed) {
+  const UploadChecksums checksums = upload_checksums(upload);
+  const std::optional<aws::ChecksumAlgorithm>& algorithm = checksums.algorithm;
+  const aws::ChecksumAlgorithm object_algorithm = checksums.object_algorithm();
+  storage::ObjectStore::CompletionPlan chosen;
+  chosen.spec.headers = upload.headers;
+  chosen.spec.user_metadata = upload.user_metadata;
+  std::optional<aws::Checksummer> composite_sum;
+  if (algorithm && checksums.composite) composite_sum.emplace(*algorithm);
+  // FULL_OBJECT: the CRC of the whole object, combined from the parts' CRCs and sizes. It is
+  // left out (never guessed) when a part has none: parts stored before hots3 kept default
+  // CRC64NVMEs.
+  std::optional<std::uint64_t> full_crc;
+  if (checksums.full_object()) full_crc = 0;  // the CRC of nothing
+  // S3's order of checks: the list's order first, then each part.
+  for (std::size_t i = 1; i < listed.size(); ++i) {
+    if (listed[i].number <= listed[i - 1].number) return Error(Code::kInvalidPartOrder);
+  }
+  std::vector<std::string_view> part_md5s;
+  part_md5s.reserve(listed.size());
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    const ListedPart& want = listed[i];
+    // `stored` is ordered by number: a search, not a scan (10,000 parts stay cheap).
+    auto it = std::lower_bound(
+        stored.begin(), stored.end(), want.number,
+        [](const auto& p, std::uint32_t number) { return p.part_number < number; });
+    if (it != stored.end() && it->part_number != want.number) it = stored.end();
+    // A part checksum in the list must be the part's (S3 answers InvalidPart otherwise).
+    const bool checksums_match =
+        it != stored.end() &&
+        std::all_of(want.checksums.begin(), want.checksums.end(), [&](const auto& c) {
+          const auto kept = checksum_of(it->checksums, c.first);
+          return !kept || *kept == c.second;
+        });
+    if (it == stored.end() || it->etag != want.etag || !checksums_match) {
+      return Error(Code::kInvalidPart)
+          .with("UploadId", upload.upload_id)
+          .with("PartNumber", std::to_string(want.number))
+          .with("ETag", want.etag);
+    }
+    // An upload created with a (composite) checksum algorithm needs each part's checksum.
+    if (composite_sum && std::none_of(want.checksums.begin(), want.checksums.end(),
+                                      [&](const auto& c) { return c.first == *algorithm; })) {
+      return Error(Code::kInvalidRequest,
+                   "The upload was created using a " + lower(aws::checksum_name(*algorithm)) +
+                       " checksum. The complete request must include the checksum for each "
+                       "part. It was missing for part " +
+                       std::to_string(want.number) + " in the request.");
+    }
+    if (i + 1 < listed.size() && it->size_bytes < kPartBytesMin) {
+      return Error(Code::kEntityTooSmall)
+          .with("ProposedSize", std::to_string(it->size_bytes))
+          .with("MinSizeAllowed", std::to_string(kPartBytesMin))
+          .with("PartNumber", std::to_string(want.number))
+          .with("ETag", want.etag);
+    }
+    part_md5s.emplace_back(it->etag);
+    if (composite_sum) {
+      auto value = checksum_of(it->checksums, *algorithm);
+      auto raw = value ? aws::base64_decode(*value) : std::nullopt;
+      if (!raw) return missing_part_checksum(want.number, *algorithm);
+      composite_sum->update(std::as_bytes(std::span(raw->data(), raw->size())));
+    }
+    if (full_crc) {
+      const auto value = checksum_of(it->checksums, object_algorithm);
+      const auto part_crc = value ? aws::crc_from_base64(object_algorithm, *value) : std::nullopt;
+      full_crc = part_crc ? std::optional(aws::crc_combine(object_algorithm, *full_crc, *part_crc,
+                                                           it->size_bytes))
+                          : std::nullopt;
+      // Every part of an upload with a FULL_OBJECT algorithm has its checksum (UploadPart).
+      if (!full_crc && algorithm) return missing_part_checksum(want.number, object_algorithm);
+    }
+    chosen.parts.push_back(*it);
+  }
+  chosen.spec.etag = multipart_etag(part_md5s, chosen.parts.size());
+  if (composite_sum) {
+    const std::string count = "-" + std::to_string(chosen.parts.size());
+    const std::string value = composite_sum->base64() + count;
+    if (claimed && unquoted(*claimed) != value && unquoted(*claimed) + count != value) {
+      return checksum_mismatch(*algorithm);
+    }
+    set_checksum(chosen.spec.checksums, *algorithm, value);
+    chosen.spec.checksums.type = "COMPOSITE";
+  }
+  if (full_crc) {
+    const std::string value = aws::crc_to_base64(object_algorithm, *full_crc);
+    if (claimed && *claimed != value) return checksum_mismatch(object_algorithm);
+    set_checksum(chosen.spec.checksums, object_algorithm, value);
+    chosen.spec.checksums.type = "FULL_OBJECT";
+  }
+  return chosen;
+}
+
+}  // namespace hots3::s3
