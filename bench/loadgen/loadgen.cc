@@ -23,6 +23,7 @@
 #include "hots3/aws/checksum.h"
 #include "hots3/common/digest.h"
 #include "hots3/common/units.h"
+#include "hots3/http/client.h"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -230,10 +231,10 @@ class LoadGen {
         part_(parse_size_bytes(o_.part_text).value()),
         duration_(parse_duration(o_.duration_text).value()),
         warmup_(parse_duration(o_.warmup_text).value()) {
-    auto ep = parse_endpoint(o_.endpoint);
-    if (!ep) throw std::runtime_error("--endpoint must be http://HOST:PORT");
-    endpoint_ = *ep;
-    credentials_ = {o_.access_key, o_.secret_key, o_.region};
+    if (!http::parse_endpoint(o_.endpoint))
+      throw std::runtime_error("--endpoint must be http(s)://HOST:PORT");
+    endpoint_ = o_.endpoint;
+    credentials_ = {o_.access_key, o_.secret_key, "", o_.region};
     if (!o_.plain && (credentials_.access_key.empty() || credentials_.secret_key.empty())) {
       throw std::runtime_error(
           "credentials: --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or "

@@ -1,13 +1,15 @@
 #pragma once
 
-// The load generator's HTTP/1.1 client: one keep-alive connection per simulated client, requests
-// signed with SigV4 (the project's own signing code, so hots3 and any other S3 endpoint see the
-// same requests) or sent unsigned to a plain HTTP server (nginx, the machine's HTTP ceiling).
+// The load generator's connections: one kept-alive connection per simulated client, through
+// hots3's own S3 client (s3client::Client: SigV4 signing, the HTTP client's pool and timeouts),
+// so that hots3 and any other S3 endpoint see the requests every hots3 client sends; or through
+// the plain HTTP client, unsigned, to a plain HTTP server (nginx, the machine's HTTP ceiling).
 //
 // Request bodies come from a shared read-only payload (no allocation or copy per request);
 // response bodies are read into a per-connection sink and counted, optionally checked against
 // the payload. Threading: a Connection lives on the io_context it was made with.
 
+#include "hots3/aws/signer.h"
 #include "hots3/common/result.h"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -25,20 +27,10 @@
 
 namespace hots3::bench {
 
-struct Endpoint {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 9000;
-  [[nodiscard]] std::string host_header() const { return host + ":" + std::to_string(port); }
-};
+// "http://HOST:PORT" or "https://HOST:PORT" (hots3's HTTP client's endpoints).
+using Endpoint = std::string;
 
-// Parses "http://HOST:PORT" (https is not supported by the generator).
-std::optional<Endpoint> parse_endpoint(std::string_view url);
-
-struct Credentials {
-  std::string access_key;
-  std::string secret_key;
-  std::string region = "us-east-1";
-};
+using Credentials = aws::Credentials;
 
 // Random bytes that request bodies are cut from. An object's bytes are the payload read from
 // `origin` onwards, wrapping around, so a reader can check what it gets back.

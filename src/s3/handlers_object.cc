@@ -7,6 +7,7 @@
 #include "copy_source.h"
 #include "multipart_rules.h"
 #include "names.h"
+#include "object_response.h"
 #include "object_spec.h"
 #include "range.h"
 #include "request_xml.h"
@@ -104,103 +105,23 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   }
 
   // What to send: a part, a range, or everything.
-  std::uint64_t offset = 0;
-  std::uint64_t length = object.size_bytes;
-  bool partial = false;
-  std::optional<std::uint32_t> part_number;
-  std::optional<std::string> part_checksum;  // of the upload's algorithm, when the part has one
-  if (const std::string* pn = r.param("partNumber")) {
-    const auto parsed_number = parse_part_number(*pn);
-    if (!parsed_number) co_return co_await s.send_error(r, invalid_part_number(*pn));
-    const std::uint32_t n = *parsed_number;
-    if (r.header("range"))
-      co_return co_await s.send_error(
-          r, Error(Code::kInvalidRequest,
-                   "Cannot specify both Range header and partNumber query parameter"));
-    part_number = n;
-    if (object.parts_count == 0) {
-      if (n != 1) co_return co_await s.send_error(r, Code::kInvalidPartNumber);
-    } else {
-      auto part = s.store().object_part(object.id, n);
-      if (!part) co_return co_await s.send_error(r, from_errc(part.error()));
-      if (!*part) co_return co_await s.send_error(r, Code::kInvalidPartNumber);
-      offset = (*part)->offset_bytes;
-      length = (*part)->size_bytes;
-      partial = true;
-      part_checksum = (*part)->checksum;
-    }
-  } else if (auto range = r.header("range")) {
-    const RangeResult parsed = parse_range(*range, object.size_bytes);
-    if (parsed.kind == RangeResult::Kind::kUnsatisfiable) {
-      http::Response head = s.response(r, 416);
-      head.add("Content-Range", "bytes */" + std::to_string(object.size_bytes));
-      if (head_only) co_return co_await s.send_empty(r, 416, std::move(head));
-      head.add("Content-Type", "application/xml");
-      Error e = Error(Code::kInvalidRange)
-                    .with("RangeRequested", std::string(*range))
-                    .with("ActualObjectSize", std::to_string(object.size_bytes));
-      co_await r.exchange.respond(std::move(head),
-                                  error_body(e, r.resource(), r.head.request_id, s.host_id()));
-      co_return;
-    }
-    if (parsed.kind == RangeResult::Kind::kRange) {
-      offset = parsed.offset;
-      length = parsed.length;
-      partial = true;
-    }
+  auto requested = requested_part(r);
+  if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
+  const auto part_number = std::get<std::optional<std::uint32_t>>(requested);
+  std::optional<storage::ObjectPartRecord> part;
+  if (part_number && object.parts_count > 0) {
+    auto found = s.store().object_part(object.id, *part_number);
+    if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
+    part = std::move(*found);
   }
-
-  http::Response head = s.response(r, partial ? 206 : 200);
-  auto header_or_override = [&](const char* name, const char* param,
-                                const std::optional<std::string>& stored) {
-    if (const std::string* v = r.param(param)) {
-      head.add(name, *v);
-    } else if (stored) {
-      head.add(name, *stored);
-    }
-  };
-  header_or_override("Content-Type", "response-content-type", object.headers.content_type);
-  header_or_override("Content-Language", "response-content-language",
-                     object.headers.content_language);
-  header_or_override("Expires", "response-expires", object.headers.expires);
-  header_or_override("Cache-Control", "response-cache-control", object.headers.cache_control);
-  header_or_override("Content-Disposition", "response-content-disposition",
-                     object.headers.content_disposition);
-  header_or_override("Content-Encoding", "response-content-encoding",
-                     object.headers.content_encoding);
-  head.add("Last-Modified", http_date(object.created_ms));
-  head.add("ETag", quoted(object.etag));
-  head.add("Accept-Ranges", "bytes");
-  for (const auto& [name, value] : object.user_metadata) head.add("x-amz-meta-" + name, value);
-  if (partial && !part_number) {
-    head.add("Content-Range", "bytes " + std::to_string(offset) + "-" +
-                                  std::to_string(offset + length - 1) + "/" +
-                                  std::to_string(object.size_bytes));
-  }
-  if (part_number) {
-    head.add("x-amz-mp-parts-count",
-             std::to_string(std::max<std::uint32_t>(object.parts_count, 1)));
-    if (partial) {
-      head.add("Content-Range", "bytes " + std::to_string(offset) + "-" +
-                                    std::to_string(offset + length - 1) + "/" +
-                                    std::to_string(object.size_bytes));
-    }
-  }
-  // Checksums for the whole object and for a part that has its own; S3 has none for ranges.
-  if (auto mode = r.header("x-amz-checksum-mode"); mode && iequals(*mode, "ENABLED")) {
-    const auto stored = stored_checksums(object.checksums);
-    if (!partial) {
-      for (const auto& c : stored) head.add(c.header, c.value);
-      if (object.checksums.type) head.add("x-amz-checksum-type", *object.checksums.type);
-    } else if (part_checksum && !stored.empty()) {
-      // A multipart object has the one checksum of its upload's algorithm; so has each part.
-      head.add(stored.front().header, *part_checksum);
-    }
-  }
-  head.content_length = length;
+  auto selected = select_body(r, object, part_number, part);
+  if (auto* e = std::get_if<Error>(&selected)) co_return co_await s.send_error(r, std::move(*e));
+  const BodySelection& selection = std::get<BodySelection>(selected);
+  http::Response head = s.response(r, selection.partial ? 206 : 200);
+  add_object_headers(head, r, object, selection);
   if (head_only) co_return co_await s.send_empty(r, head.status, std::move(head));
 
-  reader->set_range(offset, length);
+  reader->set_range(selection.offset_bytes, selection.length_bytes);
   if (!co_await r.exchange.write_head(std::move(head))) co_return;
   for (;;) {
     auto piece = co_await reader->next();
@@ -208,7 +129,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       // The head is out: all that is left is to cut the body short (the client sees an
       // incomplete response, never wrong bytes).
       log::error("request {}: GET {}/{} failed after {} bytes: {}", r.head.request_id, r.bucket,
-                 log::escaped(r.key), offset, piece.error().message());
+                 log::escaped(r.key), selection.offset_bytes, piece.error().message());
       break;
     }
     if (piece->empty()) break;

@@ -43,6 +43,12 @@ http::Response Service::response(const Request& r, unsigned status) const {
 asio::awaitable<void> Service::send_error(Request& r, Error error) {
   const unsigned status = http_status(error.code);
   http::Response head = response(r, status);
+  if (error.code == Code::kInvalidRange) {
+    // A 416 says what there is to range over (RFC 9110), HEAD included.
+    for (const auto& [name, value] : error.details) {
+      if (name == "ActualObjectSize") head.add("Content-Range", "bytes */" + value);
+    }
+  }
   if (error.code == Code::kNotModified || r.head.method == http::Method::kHead) {
     // HEAD and 304 carry no body (rclone HEADs every key; a body would break the framing).
     co_await send_empty(r, status, std::move(head));
