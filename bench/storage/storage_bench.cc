@@ -17,6 +17,8 @@
 //
 // Output: one line "name value unit" per figure (and a JSON line with --json).
 
+#include "storage/device/device.h"
+
 #include "hots3/common/logging.h"
 #include "hots3/common/units.h"
 #include "hots3/common/worker_pool.h"

@@ -63,13 +63,13 @@ storage::StoreOptions store_options(const config::Config& config) {
   o.device_size_bytes = c.device_size_bytes;
   switch (c.io_engine) {
     case config::StorageConfig::IoEngine::kAuto:
-      o.engine = storage::DeviceOptions::Engine::kAuto;
+      o.engine = storage::IoEngine::kAuto;
       break;
     case config::StorageConfig::IoEngine::kUring:
-      o.engine = storage::DeviceOptions::Engine::kUring;
+      o.engine = storage::IoEngine::kUring;
       break;
     case config::StorageConfig::IoEngine::kPosix:
-      o.engine = storage::DeviceOptions::Engine::kPosix;
+      o.engine = storage::IoEngine::kPosix;
       break;
   }
   o.inline_max_bytes = c.inline_max_bytes;

@@ -1,4 +1,4 @@
-#include "hots3/storage/block_cache.h"
+#include "storage/block_cache.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"

@@ -1,4 +1,4 @@
-#include "hots3/storage/buffer_pool.h"
+#include "storage/buffer_pool.h"
 
 #include "hots3/common/assert.h"
 

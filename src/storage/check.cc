@@ -1,11 +1,11 @@
 #include "hots3/storage/check.h"
 
-#include "sqlite.h"
-#include "store_lock.h"
-
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/checksum.h"
-#include "hots3/storage/format.h"
+#include "storage/buffer_pool.h"
+#include "storage/catalog/sqlite.h"
+#include "storage/checksum.h"
+#include "storage/device/device.h"
+#include "storage/device/format.h"
+#include "storage/store_lock.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>

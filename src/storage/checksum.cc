@@ -1,6 +1,6 @@
-#include "hots3/storage/checksum.h"
+#include "storage/checksum.h"
 
-#include "hots3/storage/format.h"
+#include "storage/device/format.h"
 
 #include <xxhash.h>
 

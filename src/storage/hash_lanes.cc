@@ -1,4 +1,4 @@
-#include "hash_lanes.h"
+#include "storage/hash_lanes.h"
 
 #include "hots3/common/logging.h"
 

@@ -1,6 +1,6 @@
 // LayoutCache: object layouts by version, sharded (see store_impl.h).
 
-#include "store_impl.h"
+#include "storage/layout_cache.h"
 
 namespace hots3::storage::detail {
 

@@ -1,6 +1,6 @@
-#include "metadata_cache.h"
+#include "storage/metadata_cache.h"
 
-#include "store_impl.h"
+#include "storage/store_core.h"
 
 #include "hots3/common/assert.h"
 

@@ -2,7 +2,7 @@
 
 // Private to src/storage: object records by (bucket, key) in front of the catalog.
 
-#include "hots3/storage/catalog.h"
+#include "storage/catalog/catalog.h"
 
 #include <boost/unordered/unordered_flat_map.hpp>
 

@@ -3,12 +3,13 @@
 // ahead of the caller. Every block read from the device is verified against its checksum
 // before any of it is handed out.
 
-#include "store_impl.h"
+#include "storage/checksum.h"
+#include "storage/device/device.h"
+#include "storage/device/format.h"
+#include "storage/store_core.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
-#include "hots3/storage/checksum.h"
-#include "hots3/storage/format.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

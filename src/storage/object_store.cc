@@ -1,8 +1,10 @@
 #include "hots3/storage/object_store.h"
 
-#include "metadata_cache.h"
-#include "store_impl.h"
-#include "store_lock.h"
+#include "storage/device/device.h"
+#include "storage/device/format.h"
+#include "storage/metadata_cache.h"
+#include "storage/store_core.h"
+#include "storage/store_lock.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/clock.h"
@@ -10,7 +12,6 @@
 #include "hots3/common/logging.h"
 #include "hots3/common/random.h"
 #include "hots3/common/units.h"
-#include "hots3/storage/format.h"
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -30,39 +31,6 @@ namespace hots3::storage {
 
 namespace asio = boost::asio;
 using detail::StoreCore;
-
-namespace detail {
-
-// ---- Pipeline --------------------------------------------------------------------------------
-
-void Pipeline::finished(error_code ec) {
-  H3_ASSERT(inflight_ > 0);
-  --inflight_;
-  if (ec && !error_) error_ = ec;
-  if (waiter_) {
-    auto waiter = std::move(waiter_);
-    waiter_ = nullptr;
-    asio::post(executor_, std::move(waiter));
-  }
-}
-
-asio::awaitable<void> Pipeline::wait_any() {
-  if (inflight_ == 0) co_return;
-  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
-      [this](auto handler) {
-        H3_ASSERT(!waiter_, "two waiters on one stream");
-        waiter_ = [h = std::make_shared<decltype(handler)>(std::move(handler))]() mutable {
-          (*h)();
-        };
-      },
-      asio::use_awaitable);
-}
-
-asio::awaitable<void> Pipeline::wait_below(unsigned limit) {
-  while (inflight_ >= limit) co_await wait_any();
-}
-
-}  // namespace detail
 
 namespace {
 
@@ -418,9 +386,8 @@ class StoreImpl final : public ObjectStore {
     return core_.catalog->find_upload(upload_id);
   }
 
-  asio::awaitable<Result<Catalog::UploadCounts>> count_uploads(std::int64_t bucket_id,
-                                                               std::string owner,
-                                                               std::uint64_t limit) override {
+  asio::awaitable<Result<UploadCounts>> count_uploads(std::int64_t bucket_id, std::string owner,
+                                                      std::uint64_t limit) override {
     auto read =
         detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, o = std::move(owner),
                                           limit] { return c->count_uploads(bucket_id, o, limit); });

@@ -3,13 +3,14 @@
 // fill; MD5 for the ETag runs beside the write, in the worker's hash lanes together with its
 // other streams' buffers. Small objects stay in memory and are stored in the catalog.
 
-#include "hash_lanes.h"
-#include "store_impl.h"
+#include "storage/checksum.h"
+#include "storage/device/device.h"
+#include "storage/device/format.h"
+#include "storage/hash_lanes.h"
+#include "storage/store_core.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/md5.h"
-#include "hots3/storage/checksum.h"
-#include "hots3/storage/format.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

@@ -7,7 +7,7 @@
 // - safety (nothing freed that a reader may still read): collect() and drained();
 // - liveness (no lost wake-up, space is not left waiting once its readers are gone): leave().
 
-#include "store_impl.h"
+#include "storage/retirement.h"
 
 #include "hots3/common/assert.h"
 

@@ -1,4 +1,4 @@
-#include "store_lock.h"
+#include "storage/store_lock.h"
 
 #include <cerrno>
 #include <cstring>

@@ -15,8 +15,8 @@
 // (listings) to a reader thread; device I/O to the worker's ring.
 
 #include "hots3/common/result.h"
-#include "hots3/storage/catalog.h"
-#include "hots3/storage/device.h"
+#include "hots3/storage/io_engine.h"
+#include "hots3/storage/records.h"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -36,11 +36,13 @@ class io_context;
 
 namespace hots3::storage {
 
+class Device;  // a block device or a file under the store (tests open stores over their own)
+
 struct StoreOptions {
   std::string data_dir = "./data";
   std::string device_path;              // "" = <data_dir>/device.img
   std::uint64_t device_size_bytes = 0;  // size of a new device file; 0 = automatic
-  DeviceOptions::Engine engine = DeviceOptions::Engine::kAuto;
+  IoEngine engine = IoEngine::kAuto;
   std::uint64_t inline_max_bytes = 4096;  // objects up to this size live in the catalog
   std::uint64_t cache_bytes = 0;          // block cache; 0 = none
   std::uint64_t metadata_cache_bytes = 64 * 1024 * 1024;  // hot objects' metadata and inline data
@@ -90,7 +92,7 @@ struct StoreStats {
   std::uint64_t metadata_cache_entries = 0;
   std::uint64_t metadata_cache_hits = 0;
   std::uint64_t metadata_cache_misses = 0;
-  Catalog::WriterStats catalog_writer;
+  CatalogWriterStats catalog_writer;
   std::chrono::milliseconds startup_rebuild{0};
 };
 
@@ -235,8 +237,9 @@ class ObjectStore {
       std::optional<std::string> checksum_algorithm, std::optional<std::string> checksum_type) = 0;
   virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;
   // Open uploads in the bucket and of the owner, each counted up to `limit` (on a reader thread).
-  virtual boost::asio::awaitable<Result<Catalog::UploadCounts>> count_uploads(
-      std::int64_t bucket_id, std::string owner, std::uint64_t limit) = 0;
+  virtual boost::asio::awaitable<Result<UploadCounts>> count_uploads(std::int64_t bucket_id,
+                                                                     std::string owner,
+                                                                     std::uint64_t limit) = 0;
   // Commits a finished writer's data as part `part_number` of the upload, replacing an earlier
   // part with that number. Errors: kNotFound (no such upload).
   virtual boost::asio::awaitable<Result<PartRecord>> commit_part(

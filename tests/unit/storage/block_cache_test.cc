@@ -1,4 +1,4 @@
-#include "hots3/storage/block_cache.h"
+#include "storage/block_cache.h"
 
 #include "test_support.h"
 

@@ -1,10 +1,9 @@
-#include "hots3/storage/catalog.h"
+#include "storage/catalog/catalog.h"
 
-#include "storage/schema.h"
-#include "storage/wal_vfs.h"
+#include "storage/catalog/schema.h"
+#include "storage/catalog/wal_vfs.h"
+#include "storage/checksum.h"
 #include "test_support.h"
-
-#include "hots3/storage/checksum.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

@@ -1,12 +1,11 @@
 // One conformance suite over every Device implementation (Ceph's AllocTest style).
 
-#include "hots3/storage/device.h"
+#include "storage/device/device.h"
 
-#include "storage/uring_ring.h"
+#include "storage/buffer_pool.h"
+#include "storage/device/fault_device.h"
+#include "storage/device/uring_ring.h"
 #include "test_support.h"
-
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/fault_device.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

@@ -1,4 +1,4 @@
-#include "hots3/storage/extent_allocator.h"
+#include "storage/extent_allocator.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // LayoutCache (src/storage/store_impl.h): sharded, bounded by the bytes of all shards together.
 
-#include "storage/store_impl.h"
+#include "storage/layout_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,15 @@
 #include "hots3/storage/object_store.h"
 
+#include "storage/block_cache.h"
+#include "storage/buffer_pool.h"
+#include "storage/catalog/catalog.h"
+#include "storage/device/fault_device.h"
+#include "storage/device/format.h"
 #include "test_support.h"
 
 #include "hots3/common/digest.h"
 #include "hots3/common/hex.h"
 #include "hots3/common/worker_pool.h"
-#include "hots3/storage/block_cache.h"
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/fault_device.h"
-#include "hots3/storage/format.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -50,8 +51,7 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
     options_.device_size_bytes = 256 * kMiB;
     options_.cache_bytes = 0;
     options_.io_buffers_per_worker = 16;
-    options_.engine = GetParam() == Engine::kPosix ? DeviceOptions::Engine::kPosix
-                                                   : DeviceOptions::Engine::kUring;
+    options_.engine = GetParam() == Engine::kPosix ? IoEngine::kPosix : IoEngine::kUring;
     if (GetParam() == Engine::kFault) fault_ = std::make_shared<FaultDevice>(256 * kMiB);
     open();
   }

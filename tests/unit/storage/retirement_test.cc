@@ -1,7 +1,7 @@
 // Retirement (src/storage/store_impl.h): space retired while readers may use it is freed once
 // they have left, and only then; readers that came later do not hold it back.
 
-#include "storage/store_impl.h"
+#include "storage/retirement.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 #pragma once
 
-// The catalog: buckets, objects, their extents and block checksums, multipart uploads and
-// parts, and tiering state, in SQLite (WAL, synchronous=FULL, prepared statements only). The
-// schema and its migrations are in src/storage/schema.h.
+// Private to src/storage. The catalog: buckets, objects, their extents and block checksums,
+// multipart uploads and parts, and tiering state, in SQLite (WAL, synchronous=FULL, prepared
+// statements only). The schema and its migrations are in schema.h beside this file.
 //
 // Reads run on the calling thread, each thread with its own read-only connection (WAL readers
 // never wait for the writer). Writes go to one writer thread that runs every write queued
@@ -13,9 +13,10 @@
 //
 // Keys compare as bytes (SQLite's BINARY collation over UTF-8), the order S3 lists them in.
 
+#include "storage/device/format.h"
+
 #include "hots3/common/result.h"
-#include "hots3/storage/extent.h"
-#include "hots3/storage/format.h"
+#include "hots3/storage/records.h"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -29,139 +30,6 @@
 #include <vector>
 
 namespace hots3::storage {
-
-using Metadata = std::vector<std::pair<std::string, std::string>>;
-
-struct BucketRecord {
-  std::int64_t id = 0;
-  std::string name;
-  std::string owner;
-  std::int64_t created_ms = 0;
-};
-
-// Checksums as clients send them (base64 of the big-endian value), or as computed.
-struct ChecksumSet {
-  std::optional<std::string> crc32;
-  std::optional<std::string> crc32c;
-  std::optional<std::string> crc64nvme;
-  std::optional<std::string> sha1;
-  std::optional<std::string> sha256;
-  std::optional<std::string> type;  // "FULL_OBJECT" or "COMPOSITE"
-  bool operator==(const ChecksumSet&) const = default;
-};
-
-// Headers an object keeps (S3 returns them on GET and HEAD).
-struct ContentHeaders {
-  std::optional<std::string> content_type;
-  std::optional<std::string> content_encoding;
-  std::optional<std::string> content_disposition;
-  std::optional<std::string> content_language;
-  std::optional<std::string> cache_control;
-  std::optional<std::string> expires;
-  bool operator==(const ContentHeaders&) const = default;
-};
-
-enum class TierState : std::uint8_t {
-  kLocal = 0,         // only here
-  kLocalAndUpstream,  // here and safely upstream
-  kUpstreamOnly,      // evicted: the data is upstream, the row stays for HEAD and LIST
-};
-
-struct ObjectRecord {
-  std::int64_t id = 0;  // version id: unique for every stored version, never reused in a run
-  std::int64_t bucket_id = 0;
-  std::string key;
-  std::uint64_t size_bytes = 0;
-  std::string etag;               // without quotes
-  std::uint32_t parts_count = 0;  // > 0 for multipart objects
-  std::int64_t created_ms = 0;    // Last-Modified
-  std::int64_t accessed_ms = 0;   // last GET (tiering)
-  TierState tier_state = TierState::kLocal;
-  ContentHeaders headers;
-  Metadata user_metadata;
-  ChecksumSet checksums;
-  std::optional<std::string> inline_data;  // small objects live in the catalog
-};
-
-// A run of an object's (or part's) data on the device.
-struct ExtentRecord {
-  std::int64_t row_id = 0;                 // the catalog row (set when read back)
-  std::uint64_t logical_offset_bytes = 0;  // within the object or part
-  std::uint64_t length_bytes = 0;          // data bytes
-  Extent device;                           // allocated device range (a multiple of the block size)
-  std::vector<std::uint32_t> checksums;    // per 4 KiB block of the data (checksum.h)
-};
-
-struct PartRecord {
-  std::int64_t id = 0;
-  std::uint32_t part_number = 0;
-  std::uint64_t size_bytes = 0;
-  std::string etag;
-  std::int64_t created_ms = 0;
-  ChecksumSet checksums;
-};
-
-struct UploadRecord {
-  std::int64_t id = 0;
-  std::string upload_id;  // the opaque id clients see
-  std::int64_t bucket_id = 0;
-  std::string key;
-  std::int64_t created_ms = 0;
-  std::string owner;
-  ContentHeaders headers;
-  Metadata user_metadata;
-  std::optional<std::string> checksum_algorithm;  // "CRC32", ...
-  std::optional<std::string> checksum_type;       // "COMPOSITE" or "FULL_OBJECT"
-};
-
-// Where a completed multipart object's parts start (GET/HEAD ?partNumber=N).
-struct ObjectPartRecord {
-  std::uint32_t part_number = 0;
-  std::uint64_t offset_bytes = 0;
-  std::uint64_t size_bytes = 0;
-  std::optional<std::string> checksum;  // the part's checksum of the upload's algorithm
-};
-
-struct ListQuery {
-  std::string prefix;
-  std::string delimiter;    // any string; "" = none
-  std::string start_after;  // exclusive
-  std::uint32_t max_keys = 1000;
-};
-
-struct ListEntry {
-  std::string key;
-  std::uint64_t size_bytes = 0;
-  std::string etag;
-  std::int64_t created_ms = 0;
-  std::uint32_t parts_count = 0;
-  std::optional<std::string> checksum_algorithm;
-};
-
-struct ListPage {
-  std::vector<ListEntry> objects;
-  std::vector<std::string> common_prefixes;
-  bool truncated = false;
-  std::string last;             // the last key or prefix returned: the next page starts after it
-  std::uint64_t rows_read = 0;  // catalog rows the listing stepped over (what the page cost)
-};
-
-struct UploadListQuery {
-  std::string prefix;
-  std::string delimiter;
-  std::string key_marker;
-  std::string upload_id_marker;
-  std::uint32_t max_uploads = 1000;
-};
-
-struct UploadListPage {
-  std::vector<UploadRecord> uploads;
-  std::vector<std::string> common_prefixes;
-  bool truncated = false;
-  std::string next_key_marker;
-  std::string next_upload_id_marker;
-  std::uint64_t rows_read = 0;  // upload rows the page read (what it costs)
-};
 
 class WriteTxn;
 
@@ -226,10 +94,6 @@ class Catalog {
   Result<UploadListPage> list_uploads(std::int64_t bucket_id, const UploadListQuery& query);
   // Open uploads in a bucket and of an owner, each counted up to `limit` (enough to enforce a cap
   // of `limit`, without reading further).
-  struct UploadCounts {
-    std::uint64_t in_bucket = 0;
-    std::uint64_t of_owner = 0;
-  };
   Result<UploadCounts> count_uploads(std::int64_t bucket_id, std::string_view owner,
                                      std::uint64_t limit);
   // Uploads created before `created_before_ms` (abandoned-upload cleanup).
@@ -256,14 +120,7 @@ class Catalog {
   // The same, blocking the calling thread (start-up, tools, tests). Never on a worker.
   Result<void> write_blocking(WriteFn fn);
 
-  struct WriterStats {
-    std::uint64_t writes = 0;
-    std::uint64_t commits = 0;  // fsyncs; writes / commits is the group-commit factor
-    // The writer's own checkpoints, after which the WAL starts over: the writer stops for each.
-    std::uint64_t writer_checkpoints = 0;
-    std::uint64_t writer_checkpoints_at_limit = 0;  // the checkpointer had not closed in on it
-    std::uint64_t writer_checkpoint_ns = 0;         // the writer's time in them
-  };
+  using WriterStats = CatalogWriterStats;
   [[nodiscard]] WriterStats writer_stats() const noexcept;
 
  private:

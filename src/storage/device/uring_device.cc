@@ -1,11 +1,11 @@
 // UringDevice: O_DIRECT reads, writes and fdatasync through the worker's io_uring.
 
-#include "device_errors.h"
-#include "uring_ring.h"
+#include "storage/buffer_pool.h"
+#include "storage/device/device.h"
+#include "storage/device/device_errors.h"
+#include "storage/device/uring_ring.h"
 
 #include "hots3/common/assert.h"
-#include "hots3/storage/buffer_pool.h"
-#include "hots3/storage/device.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>

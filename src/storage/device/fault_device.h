@@ -6,7 +6,7 @@
 // flip; chosen ranges fail with EIO; flushes fail. Operations complete asynchronously on the
 // caller's executor, as the real devices do.
 
-#include "hots3/storage/device.h"
+#include "storage/device/device.h"
 
 #include <cstdint>
 #include <map>

@@ -1,4 +1,4 @@
-#include "wal_vfs.h"
+#include "storage/catalog/wal_vfs.h"
 
 #include <sqlite3.h>
 

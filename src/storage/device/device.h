@@ -16,6 +16,7 @@
 // an operation while the kernel may still touch its buffer, even on shutdown.
 
 #include "hots3/common/result.h"
+#include "hots3/storage/io_engine.h"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -85,7 +86,8 @@ class Device {
 struct DeviceOptions {
   std::string path;
   std::uint64_t create_size_bytes = 0;  // a missing regular file is created sparse at this size
-  enum class Engine { kAuto, kUring, kPosix } engine = Engine::kAuto;
+  using Engine = IoEngine;
+  Engine engine = Engine::kAuto;
 };
 
 // Opens (or creates, for a file) the device with O_DIRECT, reads its alignment (statx

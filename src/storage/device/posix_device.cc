@@ -1,9 +1,8 @@
 // PosixDevice: pread/pwrite/fdatasync with O_DIRECT on a small thread pool, for machines where
 // io_uring_setup is refused (some containers). Completions come back on the calling worker.
 
-#include "device_errors.h"
-
-#include "hots3/storage/device.h"
+#include "storage/device/device.h"
+#include "storage/device/device_errors.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_executor.hpp>

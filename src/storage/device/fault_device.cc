@@ -1,4 +1,4 @@
-#include "hots3/storage/fault_device.h"
+#include "storage/device/fault_device.h"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>

@@ -1,5 +1,6 @@
+#include "storage/device/format.h"
+
 #include "hots3/common/assert.h"
-#include "hots3/storage/format.h"
 
 #include <fmt/format.h>
 #include <xxhash.h>

@@ -1,4 +1,4 @@
-#include "uring_ring.h"
+#include "storage/device/uring_ring.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"

@@ -1,4 +1,4 @@
-#include "sqlite.h"
+#include "storage/catalog/sqlite.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"

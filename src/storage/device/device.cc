@@ -1,4 +1,4 @@
-#include "hots3/storage/device.h"
+#include "storage/device/device.h"
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"

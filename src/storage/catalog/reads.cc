@@ -1,0 +1,406 @@
+// The catalog's reads, each on the calling thread's own read-only connection: records by key,
+// layouts, parts, and the listings of objects and uploads (each page costs what it returns).
+
+#include "storage/catalog/catalog_impl.h"
+#include "storage/catalog/rows.h"
+#include "storage/catalog/schema.h"
+#include "storage/catalog/sqlite.h"
+#include "storage/catalog/wal_vfs.h"
+#include "storage/checksum.h"
+
+#include "hots3/common/assert.h"
+#include "hots3/common/logging.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <fcntl.h>
+#include <future>
+#include <mutex>
+#include <pthread.h>
+#include <set>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <unordered_map>
+
+namespace hots3::storage {
+
+namespace asio = boost::asio;
+using detail::Connection;
+using detail::Query;
+using namespace detail;  // the row mapping (rows.h)
+
+Result<std::optional<DeviceUuid>> Catalog::device_uuid() {
+  auto q = impl_->reader().query("SELECT value FROM meta WHERE key = 'device_uuid'");
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<DeviceUuid>{};
+  const auto blob = q.blob(0);
+  if (blob.size() != sizeof(DeviceUuid)) return errc::kCorrupt;
+  DeviceUuid uuid{};
+  std::memcpy(uuid.data(), blob.data(), uuid.size());
+  return std::optional<DeviceUuid>(uuid);
+}
+
+Result<std::optional<BucketRecord>> Catalog::find_bucket(std::string_view name) {
+  return find_bucket_on(impl_->reader(), name);
+}
+
+Result<std::vector<BucketRecord>> Catalog::list_buckets() {
+  auto q = impl_->reader().query("SELECT id, name, owner, created_ms FROM buckets ORDER BY name");
+  std::vector<BucketRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({q.int64(0), std::string(q.text(1)), std::string(q.text(2)), q.int64(3)});
+  }
+  return out;
+}
+
+Result<bool> Catalog::bucket_empty(std::int64_t bucket_id) {
+  auto q = impl_->reader().query(
+      "SELECT NOT (EXISTS(SELECT 1 FROM objects WHERE bucket_id = ?1) OR "
+      "EXISTS(SELECT 1 FROM uploads WHERE bucket_id = ?1))");
+  q.bind(1, bucket_id);
+  H3_TRY(q.step());
+  return q.int64(0) != 0;
+}
+
+Result<std::optional<ObjectRecord>> Catalog::find_object(std::int64_t bucket_id,
+                                                         std::string_view key) {
+  return find_object_on(impl_->reader(), bucket_id, key);
+}
+
+namespace {
+Result<std::optional<ObjectRecord>> find_object_with_data_on(Connection& c, std::int64_t bucket_id,
+                                                             std::string_view key) {
+  auto q = c.query("SELECT " H3_OBJECT_COLUMNS_O
+                   ", i.data, i.checksum FROM objects o LEFT JOIN inline_data i "
+                   "ON i.object_id = o.id WHERE o.bucket_id = ?1 AND o.key = ?2");
+  q.bind(1, bucket_id).bind(2, key);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<ObjectRecord>{};
+  ObjectRecord o = read_object(q);
+  if (o.inline_data) {
+    if (q.is_null(23)) return errc::kCorrupt;
+    H3_TRY(*o.inline_data, verified_inline_data(q, 23, o.id));
+  }
+  return std::optional<ObjectRecord>(std::move(o));
+}
+}  // namespace
+
+Result<std::optional<ObjectRecord>> Catalog::find_object_with_data(std::int64_t bucket_id,
+                                                                   std::string_view key) {
+  return find_object_with_data_on(impl_->reader(), bucket_id, key);
+}
+
+Result<std::optional<Catalog::ObjectLayout>> Catalog::find_object_layout(
+    std::int64_t bucket_id, std::string_view key, std::uint64_t checksums_size_max) {
+  Connection& c = impl_->reader();
+  // One read transaction: both statements see the same snapshot of the WAL.
+  H3_TRY(c.exec("BEGIN"));
+  auto read = [&]() -> Result<std::optional<ObjectLayout>> {
+    H3_TRY(auto object, find_object_with_data_on(c, bucket_id, key));
+    if (!object) return std::optional<ObjectLayout>{};
+    ObjectLayout layout;
+    if (!object->inline_data) {
+      H3_TRY(layout.extents, read_extents(c, object->id, object->size_bytes <= checksums_size_max));
+    }
+    layout.object = std::move(*object);
+    return std::optional<ObjectLayout>(std::move(layout));
+  };
+  auto result = read();
+  // A read transaction changes nothing: ending it cannot lose anything, whatever the result.
+  if (auto ended = c.exec(result ? "COMMIT" : "ROLLBACK"); !ended && result) return ended.error();
+  return result;
+}
+
+Result<std::vector<ExtentRecord>> Catalog::object_extents(std::int64_t object_id,
+                                                          bool with_checksums) {
+  return read_extents(impl_->reader(), object_id, with_checksums);
+}
+
+Result<std::vector<ExtentRecord>> Catalog::part_extents(std::int64_t part_id, bool with_checksums) {
+  return read_extents(impl_->reader(), part_id, with_checksums);
+}
+
+Result<std::vector<std::uint32_t>> Catalog::extent_checksums(std::int64_t row_id) {
+  auto q = impl_->reader().query("SELECT checksums FROM extents WHERE id = ?1");
+  q.bind(1, row_id);
+  H3_TRY(bool row, q.step());
+  if (!row) return errc::kNotFound;
+  return decode_checksums(q.blob(0));
+}
+
+Result<std::optional<std::string>> Catalog::inline_data(std::int64_t object_id) {
+  auto q = impl_->reader().query("SELECT data, checksum FROM inline_data WHERE object_id = ?1");
+  q.bind(1, object_id);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<std::string>{};
+  H3_TRY(auto data, verified_inline_data(q, 0, object_id));
+  return std::optional<std::string>(std::move(data));
+}
+
+Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_id) {
+  auto q = impl_->reader().query("SELECT " H3_OBJECT_PART_COLUMNS
+                                 " FROM object_parts WHERE object_id = ?1 ORDER BY part_number");
+  q.bind(1, object_id);
+  std::vector<ObjectPartRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back(read_object_part(q));
+  }
+  return out;
+}
+
+Result<std::optional<ObjectPartRecord>> Catalog::object_part(std::int64_t object_id,
+                                                             std::uint32_t part_number) {
+  auto q = impl_->reader().query("SELECT " H3_OBJECT_PART_COLUMNS
+                                 " FROM object_parts WHERE object_id = ?1 AND part_number = ?2");
+  q.bind(1, object_id).bind(2, static_cast<std::int64_t>(part_number));
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<ObjectPartRecord>{};
+  return std::optional<ObjectPartRecord>(read_object_part(q));
+}
+
+Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& query) {
+  Connection& c = impl_->reader();
+  ListPage page;
+  const std::string upper = upper_bound_of(query.prefix);
+  // The scan position: keys >= `from` (inclusive) or > `from` (exclusive).
+  std::string from = query.prefix;
+  bool exclusive = false;
+  if (query.start_after >= from) {
+    from = query.start_after;
+    exclusive = true;
+  }
+  const std::size_t want = query.max_keys;
+  auto emitted = [&] { return page.objects.size() + page.common_prefixes.size(); };
+  bool more = true;
+  while (more) {
+    // Rows are fetched in runs; a common prefix ends the run with a seek past it.
+    auto q = c.query(
+        exclusive ? "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS "
+                    "NOT NULL, "
+                    "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
+                    "WHERE bucket_id = ?1 AND key > ?2 AND key < ?3 ORDER BY key LIMIT ?4"
+                  : "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS "
+                    "NOT NULL, "
+                    "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
+                    "WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 ORDER BY key LIMIT ?4");
+    q.bind(1, bucket_id).bind(2, std::string_view(from)).bind(3, std::string_view(upper));
+    q.bind(4, static_cast<std::int64_t>(want - emitted() + 1));
+    more = false;
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      ++page.rows_read;
+      const std::string_view key = q.text(0);
+      if (!query.delimiter.empty()) {
+        const auto pos = key.find(query.delimiter, query.prefix.size());
+        if (pos != std::string_view::npos) {
+          std::string common(key.substr(0, pos + query.delimiter.size()));
+          // Seek past everything under this prefix: one index search, however many keys.
+          from = upper_bound_of(common);
+          exclusive = false;
+          more = true;
+          // A prefix at or before the marker was returned on an earlier page.
+          if (common <= query.start_after && !query.start_after.empty()) break;
+          if (emitted() == want) {
+            page.truncated = true;
+            more = false;
+            break;
+          }
+          page.common_prefixes.push_back(common);
+          page.last = std::move(common);
+          break;
+        }
+      }
+      if (emitted() == want) {
+        page.truncated = true;
+        more = false;
+        break;
+      }
+      ListEntry e;
+      e.key = std::string(key);
+      e.size_bytes = q.uint64(1);
+      e.etag = std::string(q.text(2));
+      e.created_ms = q.int64(3);
+      e.parts_count = static_cast<std::uint32_t>(q.int64(4));
+      static constexpr const char* kAlgorithms[] = {"CRC32", "CRC32C", "CRC64NVME", "SHA1",
+                                                    "SHA256"};
+      for (int i = 0; i < 5; ++i) {
+        if (q.int64(5 + i) != 0) {
+          e.checksum_algorithm = kAlgorithms[i];
+          break;
+        }
+      }
+      page.last = e.key;
+      from = e.key;
+      exclusive = true;
+      page.objects.push_back(std::move(e));
+      more = true;  // the run may have ended at LIMIT: fetch the next run
+    }
+    if (page.truncated) break;
+    if (want == 0) break;
+  }
+  return page;
+}
+
+Result<std::optional<UploadRecord>> Catalog::find_upload(std::string_view upload_id) {
+  return find_upload_on(impl_->reader(), upload_id);
+}
+
+Result<std::vector<PartRecord>> Catalog::list_parts(std::int64_t upload_row,
+                                                    std::uint32_t after_part,
+                                                    std::uint32_t max_parts) {
+  auto q = impl_->reader().query(
+      "SELECT " H3_PART_COLUMNS
+      " FROM parts WHERE upload = ?1 AND part_number > ?2 ORDER BY part_number LIMIT ?3");
+  q.bind(1, upload_row)
+      .bind(2, static_cast<std::int64_t>(after_part))
+      .bind(3, static_cast<std::int64_t>(max_parts));
+  std::vector<PartRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back(read_part(q));
+  }
+  return out;
+}
+
+Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const UploadListQuery& query) {
+  Connection& c = impl_->reader();
+  UploadListPage page;
+  const std::string upper = upper_bound_of(query.prefix);
+  // One key's uploads in the order they were initiated (S3's order): by row id, which grows
+  // with each CreateMultipartUpload. The scan starts after (key, id) = (from, after_id); it is
+  // resumed with a seek past every common prefix, like the objects' listing: a page costs what
+  // it returns, not the bucket's number of uploads.
+  std::string from = query.prefix;
+  std::int64_t after_id = -1;  // -1: from `from` inclusive; else after this id of `from`
+  if (!query.key_marker.empty() && query.key_marker >= from) {
+    from = query.key_marker;
+    after_id = std::numeric_limits<std::int64_t>::max();  // after every upload of the marker key
+    if (!query.upload_id_marker.empty()) {
+      H3_TRY(auto marker, find_upload_on(c, query.upload_id_marker));
+      // An upload-id marker that is gone (completed or aborted since): that key's uploads are
+      // listed again rather than lost.
+      after_id = marker && marker->bucket_id == bucket_id && marker->key == query.key_marker
+                     ? marker->id
+                     : 0;
+    }
+  }
+  const std::size_t want = query.max_uploads;
+  auto emitted = [&] { return page.uploads.size() + page.common_prefixes.size(); };
+  for (bool more = want > 0; more;) {
+    auto q = c.query("SELECT " H3_UPLOAD_COLUMNS
+                     " FROM uploads WHERE bucket_id = ?1 AND key < ?3 AND "
+                     "(key > ?2 OR (key = ?2 AND id > ?4)) ORDER BY key, id LIMIT ?5");
+    q.bind(1, bucket_id)
+        .bind(2, std::string_view(from))
+        .bind(3, std::string_view(upper))
+        .bind(4, after_id);
+    q.bind(5, static_cast<std::int64_t>(want - emitted() + 1));
+    more = false;
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      UploadRecord u = read_upload(q);
+      ++page.rows_read;
+      if (!query.delimiter.empty()) {
+        const auto pos = u.key.find(query.delimiter, query.prefix.size());
+        if (pos != std::string::npos) {
+          std::string common = u.key.substr(0, pos + query.delimiter.size());
+          // Seek past everything under this prefix: one index search, however many uploads.
+          from = upper_bound_of(common);
+          after_id = -1;
+          more = true;
+          // A prefix at or before the marker was returned on an earlier page.
+          if (!query.key_marker.empty() && common <= query.key_marker) break;
+          if (emitted() == want) {
+            page.truncated = true;
+            more = false;
+            break;
+          }
+          page.next_key_marker = common;
+          page.next_upload_id_marker.clear();
+          page.common_prefixes.push_back(std::move(common));
+          break;
+        }
+      }
+      if (emitted() == want) {
+        page.truncated = true;
+        more = false;
+        break;
+      }
+      from = u.key;
+      after_id = u.id;
+      page.next_key_marker = u.key;
+      page.next_upload_id_marker = u.upload_id;
+      page.uploads.push_back(std::move(u));
+      more = true;  // the run may have ended at LIMIT: fetch the next run
+    }
+  }
+  return page;
+}
+
+Result<UploadCounts> Catalog::count_uploads(std::int64_t bucket_id, std::string_view owner,
+                                            std::uint64_t limit) {
+  auto q = impl_->reader().query(
+      "SELECT (SELECT count(*) FROM (SELECT 1 FROM uploads WHERE bucket_id = ?1 LIMIT ?3)), "
+      "(SELECT count(*) FROM (SELECT 1 FROM uploads WHERE owner = ?2 LIMIT ?3))");
+  q.bind(1, bucket_id).bind(2, owner).bind(3, static_cast<std::int64_t>(limit));
+  H3_TRY(q.step());
+  return UploadCounts{q.uint64(0), q.uint64(1)};
+}
+
+Result<std::vector<UploadRecord>> Catalog::uploads_older_than(std::int64_t created_before_ms,
+                                                              std::size_t limit) {
+  auto q =
+      impl_->reader().query("SELECT " H3_UPLOAD_COLUMNS
+                            " FROM uploads WHERE created_ms < ?1 ORDER BY created_ms LIMIT ?2");
+  q.bind(1, created_before_ms).bind(2, static_cast<std::int64_t>(limit));
+  std::vector<UploadRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back(read_upload(q));
+  }
+  return out;
+}
+
+Result<ExtentList> Catalog::all_extents() {
+  auto q = impl_->reader().query("SELECT device_offset, device_length FROM extents");
+  ExtentList out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({q.uint64(0), q.uint64(1)});
+  }
+  return out;
+}
+
+Result<Catalog::Counts> Catalog::counts() {
+  Connection& c = impl_->reader();
+  auto q = c.query(
+      "SELECT (SELECT count(*) FROM buckets), (SELECT count(*) FROM objects), (SELECT count(*) "
+      "FROM uploads), "
+      "(SELECT count(*) FROM parts), (SELECT count(*) FROM extents)");
+  H3_TRY(q.step());
+  return Counts{q.uint64(0), q.uint64(1), q.uint64(2), q.uint64(3), q.uint64(4)};
+}
+
+}  // namespace hots3::storage

@@ -1,0 +1,99 @@
+#pragma once
+
+// Private to src/storage/catalog: how records map to rows and back (the column lists, the
+// encodings of metadata, the statements that read a record by its key), shared by the writer's
+// transaction and the readers.
+
+#include "storage/catalog/sqlite.h"
+
+#include "hots3/common/result.h"
+#include "hots3/storage/records.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#define H3_OBJECT_COLUMNS                                                              \
+  "bucket_id, key, id, size, etag, parts_count, created_ms, accessed_ms, tier_state, " \
+  "is_inline, content_type, content_encoding, content_disposition, content_language, " \
+  "cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type"
+
+// An object's row, the values bound as ?1..?23 in H3_OBJECT_COLUMNS' order (insert_object_rows).
+#define H3_INSERT_OBJECT                                                                        \
+  "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                      \
+  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, " \
+  "?19, "                                                                                       \
+  "?20, ?21, ?22, ?23)"
+
+// The same columns qualified for a join with the objects table as "o".
+#define H3_OBJECT_COLUMNS_O                                                                \
+  "o.bucket_id, o.key, o.id, o.size, o.etag, o.parts_count, o.created_ms, o.accessed_ms, " \
+  "o.tier_state, o.is_inline, o.content_type, o.content_encoding, o.content_disposition, " \
+  "o.content_language, o.cache_control, o.expires, o.user_metadata, o.crc32, o.crc32c, "   \
+  "o.crc64nvme, "                                                                          \
+  "o.sha1, o.sha256, o.checksum_type"
+
+#define H3_UPLOAD_COLUMNS                                                              \
+  "id, upload_id, bucket_id, key, created_ms, owner, content_type, content_encoding, " \
+  "content_disposition, content_language, cache_control, expires, user_metadata, "     \
+  "checksum_algorithm, checksum_type"
+
+#define H3_PART_COLUMNS \
+  "id, part_number, size, etag, created_ms, crc32, crc32c, crc64nvme, sha1, sha256"
+
+#define H3_OBJECT_PART_COLUMNS "part_number, offset, size, checksum"
+
+namespace hots3::storage::detail {
+
+std::string encode_metadata(const Metadata& metadata);
+
+Metadata decode_metadata(std::span<const std::byte> blob);
+
+// The smallest string greater than every string that starts with `prefix` ("" if none: the
+// prefix is empty or all 0xFF). Keys compare as bytes.
+std::string prefix_successor(std::string prefix);
+
+// An exclusive upper bound for keys that start with `prefix`, usable by the index range scan.
+// With no prefix: a string above every key (keys are UTF-8 of at most 1024 bytes, and 0xFF
+// never occurs in UTF-8).
+std::string upper_bound_of(const std::string& prefix);
+
+ObjectRecord read_object(const Query& q);
+
+void bind_headers(Query& q, int first, const ContentHeaders& h);
+
+void bind_checksums(Query& q, int first, const ChecksumSet& c);
+
+UploadRecord read_upload(const Query& q);
+
+PartRecord read_part(const Query& q);
+
+ObjectPartRecord read_object_part(const Query& q);
+
+Result<std::vector<ExtentRecord>> read_extents(Connection& c, std::int64_t owner_id,
+                                               bool with_checksums);
+
+Result<std::optional<ObjectRecord>> find_object_on(Connection& c, std::int64_t bucket_id,
+                                                   std::string_view key);
+
+Result<std::optional<BucketRecord>> find_bucket_on(Connection& c, std::string_view name);
+
+Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id);
+
+// Deletes the extents of an owner, returning their device ranges.
+Result<ExtentList> delete_extents(Connection& c, std::int64_t owner_id);
+
+Result<void> insert_extents(Connection& c, std::int64_t owner_id,
+                            const std::vector<ExtentRecord>& extents,
+                            std::uint64_t offset_shift = 0);
+
+void configure_reader(Connection& c);
+
+// The inline data in column `data` of `q`, checked against its checksum in column data + 1.
+// A mismatch is corruption: logged, and the bytes never leave the catalog.
+Result<std::string> verified_inline_data(const Query& q, int data, std::int64_t object_id);
+
+}  // namespace hots3::storage::detail

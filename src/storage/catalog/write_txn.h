@@ -1,0 +1,305 @@
+#pragma once
+
+// Private to src/storage/catalog: the writer's transaction, WriteTxn's implementation. Every
+// method runs on the writer thread inside its batch's transaction.
+
+#include "storage/catalog/catalog.h"
+#include "storage/catalog/rows.h"
+#include "storage/catalog/sqlite.h"
+#include "storage/checksum.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hots3::storage::detail {
+
+class WriteTxnImpl final : public WriteTxn {
+ public:
+  WriteTxnImpl(Connection& c, std::int64_t& next_id) : c_(c), next_id_(next_id) {}
+
+  std::int64_t next_id() override { return next_id_++; }
+
+  Result<void> set_device_uuid(const DeviceUuid& uuid) override {
+    auto q = c_.query("INSERT OR REPLACE INTO meta(key, value) VALUES ('device_uuid', ?1)");
+    q.bind_blob(1, std::as_bytes(std::span(uuid)));
+    return q.run();
+  }
+
+  // Every PUT asks whether its bucket still exists; a batch's writes mostly go to one bucket,
+  // so the last answer is kept until the transaction changes buckets or a write is rolled back
+  // (one SELECT per batch instead of one per write).
+  Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {
+    if (last_bucket_ && last_bucket_->first == name) return last_bucket_->second;
+    H3_TRY(auto found, find_bucket_on(c_, name));
+    last_bucket_.emplace(std::string(name), found);
+    return found;
+  }
+  // After a change of buckets or a ROLLBACK TO: what the last lookup saw may be gone.
+  void forget() { last_bucket_.reset(); }
+
+  Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner,
+                                     std::int64_t created_ms) override {
+    forget();
+    H3_TRY(auto existing, find_bucket_on(c_, name));
+    if (existing) return errc::kAlreadyExists;
+    auto q = c_.query("INSERT INTO buckets(name, owner, created_ms) VALUES (?1, ?2, ?3)");
+    q.bind(1, name).bind(2, owner).bind(3, created_ms);
+    H3_TRY(q.run());
+    return BucketRecord{sqlite3_last_insert_rowid(c_.handle()), std::string(name),
+                        std::string(owner), created_ms};
+  }
+
+  Result<void> delete_bucket(std::int64_t bucket_id) override {
+    forget();
+    {
+      auto q = c_.query(
+          "SELECT EXISTS(SELECT 1 FROM objects WHERE bucket_id = ?1) OR "
+          "EXISTS(SELECT 1 FROM uploads WHERE bucket_id = ?1)");
+      q.bind(1, bucket_id);
+      H3_TRY(q.step());
+      if (q.int64(0) != 0) return errc::kConflict;
+    }
+    auto q = c_.query("DELETE FROM buckets WHERE id = ?1");
+    q.bind(1, bucket_id);
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return errc::kNotFound;
+    return {};
+  }
+
+  Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id,
+                                                  std::string_view key) override {
+    return find_object_on(c_, bucket_id, key);
+  }
+
+  Result<void> insert_object(const ObjectRecord& o,
+                             const std::vector<ExtentRecord>& extents) override {
+    H3_TRY(insert_object_rows(o, extents, /*if_absent=*/false));
+    return {};
+  }
+
+  Result<bool> insert_object_if_absent(const ObjectRecord& o,
+                                       const std::vector<ExtentRecord>& extents) override {
+    return insert_object_rows(o, extents, /*if_absent=*/true);
+  }
+
+  Result<bool> insert_object_rows(const ObjectRecord& o, const std::vector<ExtentRecord>& extents,
+                                  bool if_absent) {
+    auto q = c_.query(if_absent ? H3_INSERT_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING"
+                                : H3_INSERT_OBJECT);
+    q.bind(1, o.bucket_id)
+        .bind(2, std::string_view(o.key))
+        .bind(3, o.id)
+        .bind(4, o.size_bytes)
+        .bind(5, std::string_view(o.etag))
+        .bind(6, static_cast<std::int64_t>(o.parts_count))
+        .bind(7, o.created_ms)
+        .bind(8, o.accessed_ms)
+        .bind(9, static_cast<std::int64_t>(o.tier_state))
+        .bind(10, o.inline_data ? 1 : 0);
+    bind_headers(q, 11, o.headers);
+    q.bind_blob(17, encode_metadata(o.user_metadata));
+    bind_checksums(q, 18, o.checksums);
+    q.bind_optional(23, o.checksums.type);
+    H3_TRY(q.run());
+    if (if_absent && c_.changes() == 0) return false;
+    if (o.inline_data) {
+      auto d = c_.query("INSERT INTO inline_data(object_id, data, checksum) VALUES (?1, ?2, ?3)");
+      d.bind(1, o.id).bind_blob(2, *o.inline_data);
+      d.bind(3,
+             static_cast<std::int64_t>(block_checksum(std::as_bytes(std::span(*o.inline_data)))));
+      H3_TRY(d.run());
+    }
+    H3_TRY(insert_extents(c_, o.id, extents));
+    return true;
+  }
+
+  Result<ExtentList> delete_object(std::int64_t object_id) override {
+    H3_TRY(ExtentList freed, delete_extents(c_, object_id));
+    for (const char* sql :
+         {"DELETE FROM inline_data WHERE object_id = ?1",
+          "DELETE FROM object_parts WHERE object_id = ?1",
+          "DELETE FROM tier_queue WHERE object_id = ?1", "DELETE FROM objects WHERE id = ?1"}) {
+      auto q = c_.query(sql);
+      q.bind(1, object_id);
+      H3_TRY(q.run());
+    }
+    return freed;
+  }
+
+  Result<void> update_object_metadata(const ObjectRecord& o) override {
+    auto q = c_.query(
+        "UPDATE objects SET content_type = ?2, content_encoding = ?3, content_disposition = ?4, "
+        "content_language = ?5, cache_control = ?6, expires = ?7, user_metadata = ?8, "
+        "created_ms = ?9 WHERE id = ?1");
+    q.bind(1, o.id);
+    bind_headers(q, 2, o.headers);
+    q.bind_blob(8, encode_metadata(o.user_metadata)).bind(9, o.created_ms);
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return errc::kNotFound;
+    return {};
+  }
+
+  Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id,
+                           std::string_view key) override {
+    auto q = c_.query("UPDATE objects SET bucket_id = ?2, key = ?3 WHERE id = ?1");
+    q.bind(1, object_id).bind(2, bucket_id).bind(3, key);
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return errc::kNotFound;
+    return {};
+  }
+
+  Result<void> move_object_data(std::int64_t from_object_id, std::int64_t to_object_id) override {
+    for (const char* sql : {"UPDATE extents SET owner_id = ?2 WHERE owner_id = ?1",
+                            "UPDATE object_parts SET object_id = ?2 WHERE object_id = ?1"}) {
+      auto q = c_.query(sql);
+      q.bind(1, from_object_id).bind(2, to_object_id);
+      H3_TRY(q.run());
+    }
+    return {};
+  }
+
+  Result<void> insert_object_parts(std::int64_t object_id,
+                                   const std::vector<ObjectPartRecord>& parts) override {
+    for (const ObjectPartRecord& p : parts) {
+      auto q = c_.query(
+          "INSERT INTO object_parts(object_id, part_number, offset, size, checksum) "
+          "VALUES (?1, ?2, ?3, ?4, ?5)");
+      q.bind(1, object_id)
+          .bind(2, static_cast<std::int64_t>(p.part_number))
+          .bind(3, p.offset_bytes)
+          .bind(4, p.size_bytes)
+          .bind_optional(5, p.checksum);
+      H3_TRY(q.run());
+    }
+    return {};
+  }
+
+  Result<void> insert_upload(const UploadRecord& u) override {
+    auto q =
+        c_.query("INSERT INTO uploads(" H3_UPLOAD_COLUMNS
+                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+    q.bind(1, u.id)
+        .bind(2, std::string_view(u.upload_id))
+        .bind(3, u.bucket_id)
+        .bind(4, std::string_view(u.key))
+        .bind(5, u.created_ms)
+        .bind(6, std::string_view(u.owner));
+    bind_headers(q, 7, u.headers);
+    q.bind_blob(13, encode_metadata(u.user_metadata))
+        .bind_optional(14, u.checksum_algorithm)
+        .bind_optional(15, u.checksum_type);
+    return q.run();
+  }
+
+  Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) override {
+    return find_upload_on(c_, upload_id);
+  }
+
+  Result<ExtentList> put_part(std::int64_t upload_row, const PartRecord& p,
+                              const std::vector<ExtentRecord>& extents) override {
+    ExtentList freed;
+    {
+      auto q = c_.query("SELECT id FROM parts WHERE upload = ?1 AND part_number = ?2");
+      q.bind(1, upload_row).bind(2, static_cast<std::int64_t>(p.part_number));
+      H3_TRY(bool row, q.step());
+      if (row) {
+        const std::int64_t old = q.int64(0);
+        H3_TRY(freed, delete_extents(c_, old));
+        auto d = c_.query("DELETE FROM parts WHERE id = ?1");
+        d.bind(1, old);
+        H3_TRY(d.run());
+      }
+    }
+    auto q = c_.query(
+        "INSERT INTO parts(id, upload, part_number, size, etag, created_ms, crc32, crc32c, "
+        "crc64nvme, sha1, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+    q.bind(1, p.id)
+        .bind(2, upload_row)
+        .bind(3, static_cast<std::int64_t>(p.part_number))
+        .bind(4, p.size_bytes)
+        .bind(5, std::string_view(p.etag))
+        .bind(6, p.created_ms);
+    bind_checksums(q, 7, p.checksums);
+    H3_TRY(q.run());
+    H3_TRY(insert_extents(c_, p.id, extents));
+    return freed;
+  }
+
+  Result<std::vector<PartRecord>> parts(std::int64_t upload_row) override {
+    auto q =
+        c_.query("SELECT " H3_PART_COLUMNS " FROM parts WHERE upload = ?1 ORDER BY part_number");
+    q.bind(1, upload_row);
+    std::vector<PartRecord> out;
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      out.push_back(read_part(q));
+    }
+    return out;
+  }
+
+  Result<ExtentList> complete_upload(
+      std::int64_t upload_row, const ObjectRecord& object,
+      const std::vector<std::pair<PartRecord, std::uint64_t>>& parts_and_offsets,
+      const std::vector<ObjectPartRecord>& part_table) override {
+    ExtentList freed;
+    std::vector<std::int64_t> kept;
+    for (const auto& [part, offset] : parts_and_offsets) {
+      auto q = c_.query(
+          "UPDATE extents SET owner_id = ?1, logical_offset = logical_offset + ?2 WHERE owner_id = "
+          "?3");
+      q.bind(1, object.id).bind(2, offset).bind(3, part.id);
+      H3_TRY(q.run());
+      kept.push_back(part.id);
+    }
+    // Parts the client did not list are dropped with the upload.
+    std::sort(kept.begin(), kept.end());
+    H3_TRY(auto all, parts(upload_row));
+    for (const PartRecord& p : all) {
+      if (!std::binary_search(kept.begin(), kept.end(), p.id)) {
+        H3_TRY(auto gone, delete_extents(c_, p.id));
+        freed.insert(freed.end(), gone.begin(), gone.end());
+      }
+    }
+    {
+      auto q = c_.query("DELETE FROM parts WHERE upload = ?1");
+      q.bind(1, upload_row);
+      H3_TRY(q.run());
+    }
+    {
+      auto q = c_.query("DELETE FROM uploads WHERE id = ?1");
+      q.bind(1, upload_row);
+      H3_TRY(q.run());
+    }
+    H3_TRY(insert_object(object, {}));
+    H3_TRY(insert_object_parts(object.id, part_table));
+    return freed;
+  }
+
+  Result<ExtentList> delete_upload(std::int64_t upload_row) override {
+    ExtentList freed;
+    H3_TRY(auto all, parts(upload_row));
+    for (const PartRecord& p : all) {
+      H3_TRY(auto gone, delete_extents(c_, p.id));
+      freed.insert(freed.end(), gone.begin(), gone.end());
+    }
+    for (const char* sql :
+         {"DELETE FROM parts WHERE upload = ?1", "DELETE FROM uploads WHERE id = ?1"}) {
+      auto q = c_.query(sql);
+      q.bind(1, upload_row);
+      H3_TRY(q.run());
+    }
+    return freed;
+  }
+
+ private:
+  Connection& c_;
+  std::int64_t& next_id_;
+  std::optional<std::pair<std::string, std::optional<BucketRecord>>> last_bucket_;
+};
+
+}  // namespace hots3::storage::detail
