@@ -19,6 +19,7 @@
 
 #include "storage/device/device.h"
 
+#include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/units.h"
 #include "hots3/common/worker_pool.h"
@@ -112,7 +113,7 @@ class Bench {
     o.engine = args_.engine == "posix"      ? DeviceOptions::Engine::kPosix
                : args_.engine == "io_uring" ? DeviceOptions::Engine::kUring
                                             : DeviceOptions::Engine::kAuto;
-    o.etag_md5 = !args_.fast_etag;
+    o.compute_md5 = !args_.fast_etag;
     o.stream_depth = args_.depth;
     o.io_buffers_per_worker = std::max<std::size_t>(32, args_.depth * args_.streams + 8);
     store_ = ObjectStore::open(o);
@@ -163,7 +164,9 @@ class Bench {
           co_await w->write(data.subspan(at, std::min<std::size_t>(1 << 20, data.size() - at))));
     }
     H3_CO_TRY(co_await w->finish());
-    co_return co_await store_->commit_object(std::move(w), bucket_, std::move(key), {}, {});
+    ObjectSpec spec;
+    spec.etag = hots3::to_hex(w->digest());
+    co_return co_await store_->commit_object(std::move(w), bucket_, std::move(key), spec, {});
   }
 
   // Reads the range; copies each piece into `sink` when given, always to its start (as read(2)
@@ -304,7 +307,8 @@ class Bench {
         auto w = (co_await store_->create_writer(data.size(), /*for_part=*/true)).value();
         if (!co_await w->write(data) || !co_await w->finish())
           throw std::runtime_error("part write failed");
-        auto part = co_await store_->commit_part(std::move(w), upload.upload_id, n, {});
+        std::string etag = hots3::to_hex(w->digest());
+        auto part = co_await store_->commit_part(std::move(w), upload.upload_id, n, {}, etag);
         if (!part) throw std::runtime_error("commit_part: " + part.error().message());
       }
       co_return 0;

@@ -78,7 +78,7 @@ storage::StoreOptions store_options(const config::Config& config) {
   o.io_buffer_bytes = static_cast<std::size_t>(c.io_buffer_bytes);
   o.io_buffers_per_worker = static_cast<std::size_t>(c.io_buffers_per_worker);
   o.stream_depth = static_cast<std::size_t>(c.stream_depth);
-  o.etag_md5 = c.etag_md5;
+  o.compute_md5 = c.etag_md5;
   return o;
 }
 

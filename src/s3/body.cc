@@ -278,7 +278,8 @@ asio::awaitable<std::optional<std::string>> Body::read_all(std::size_t max) {
   co_return out;
 }
 
-// Streams a body into a new writer. Returns the writer (finished) or sends the error.
+// Streams a body into a new writer. Returns the writer (finished, the body verified) or sends
+// the error.
 asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,
                                                                 bool for_part,
                                                                 std::uint64_t max_bytes) {
@@ -323,7 +324,18 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
     co_await s.send_error(r, from_errc(f.error()));
     co_return nullptr;
   }
+  // What the client vouched for, with the writer's MD5 where the store computed one.
+  std::optional<std::array<std::uint8_t, 16>> md5;
+  if (s.store().digest_is_md5()) md5 = (*writer)->digest();
+  if (auto e = body.verify(md5)) {
+    co_await s.send_error(r, std::move(*e));
+    co_return nullptr;
+  }
   co_return std::move(*writer);
+}
+
+bool md5_in_body(const storage::ObjectStore& store, const ChecksumRequest& checksums) {
+  return checksums.content_md5.has_value() && !store.digest_is_md5();
 }
 
 }  // namespace hots3::s3

@@ -103,8 +103,13 @@ class Body {
   std::optional<std::string> crc64nvme_;
 };
 
+// Whether a Body must compute the payload's MD5 itself for Content-MD5: the store's writers
+// compute one only when it computes MD5s (StoreOptions::compute_md5).
+bool md5_in_body(const storage::ObjectStore& store, const ChecksumRequest& checksums);
+
 // Streams the request body into a new writer (its size reserved first, so a full device is
-// refused before "100 Continue") and finishes it. Sends the error and returns nullptr on failure.
+// refused before "100 Continue"), finishes it and verifies what the client vouched for
+// (Body::verify). Sends the error and returns nullptr on failure.
 asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,
                                                                 bool for_part,
                                                                 std::uint64_t max_bytes);

@@ -284,9 +284,9 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
   }
 
   // The new data (after the inline base's bytes, which are rewritten with it).
-  const bool md5_in_body =
-      wanted.content_md5.has_value() && (inline_base || !s.store().etag_is_md5());
-  Body body(r, std::move(wanted), DefaultCrc64::kWhenNoneAsked, md5_in_body);
+  const bool md5_here =
+      wanted.content_md5.has_value() && (inline_base || !s.store().digest_is_md5());
+  Body body(r, std::move(wanted), DefaultCrc64::kWhenNoneAsked, md5_here);
   const auto declared = body.declared_length();
   const std::string empty_body = "Request body cannot be empty when 'write offset' is specified.";
   if (declared && *declared == 0)
@@ -329,13 +329,14 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
   if (auto f = co_await writer->finish(); !f)
     co_return co_await s.send_error(r, from_errc(f.error()));
   std::optional<std::array<std::uint8_t, 16>> md5;
-  if (!md5_in_body && s.store().etag_is_md5()) md5 = writer->md5();
+  if (!md5_here && s.store().digest_is_md5()) md5 = writer->digest();
   if (auto e = body.verify(md5)) co_return co_await s.send_error(r, std::move(*e));
 
   std::vector<storage::ObjectPartRecord> new_parts;
   const std::optional<std::string> part_checksum =
       body.checksum() ? std::optional<std::string>(body.checksum()->second) : std::nullopt;
   if (!base) {
+    object.etag = data_etag(*writer);
     if (const auto& c = body.checksum()) {
       set_checksum(object.checksums, c->first, c->second);
       object.checksums.type = "FULL_OBJECT";
@@ -349,7 +350,7 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
       object.checksums.type = "FULL_OBJECT";
     }
     // ETag: chained from the previous one, so that every version has its own.
-    object.etag = appended_etag(base->etag, writer->md5(), parts);
+    object.etag = appended_etag(base->etag, writer->digest(), parts);
     if (base->parts_count == 0) new_parts.push_back({1, 0, base_size, std::nullopt});
     new_parts.push_back({parts, base_size, body.payload_bytes(), part_checksum});
   }

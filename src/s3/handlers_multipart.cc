@@ -327,18 +327,16 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     // An upload created without an algorithm gets S3's default, a FULL_OBJECT CRC64NVME: each
     // part keeps its own CRC64NVME (whatever else its client sent) for Complete to combine.
     const DefaultCrc64 crc64 = upload_algorithm ? DefaultCrc64::kNo : DefaultCrc64::kAlways;
-    const bool md5_here = !s.store().etag_is_md5() && wanted.content_md5.has_value();
+    const bool md5_here = md5_in_body(s.store(), wanted);
     Body body(r, std::move(wanted), crc64, md5_here);
     writer = co_await receive(s, r, body, true, s.config().single_put_max_bytes);
     if (!writer) co_return;
-    std::optional<std::array<std::uint8_t, 16>> md5;
-    if (s.store().etag_is_md5()) md5 = writer->md5();
-    if (auto e = body.verify(md5)) co_return co_await s.send_error(r, std::move(*e));
     if (const auto& c = body.checksum()) set_checksum(checksums, c->first, c->second);
     if (const auto& c = body.crc64nvme()) checksums.crc64nvme = *c;
   }
+  std::string etag = data_etag(*writer);
   auto part =
-      co_await s.store().commit_part(std::move(writer), upload.upload_id, *number, checksums);
+      co_await s.store().commit_part(std::move(writer), upload.upload_id, *number, checksums, etag);
   if (!part) {
     if (part.error() == errc::kNotFound)
       co_return co_await s.send_error(

@@ -37,16 +37,13 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
   auto checksums = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
-  const bool md5_here =
-      !s.store().etag_is_md5() && std::get<ChecksumRequest>(checksums).content_md5.has_value();
+  const bool md5_here = md5_in_body(s.store(), std::get<ChecksumRequest>(checksums));
   Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kWhenNoneAsked,
             md5_here);
   auto writer = co_await receive(s, r, body, false, s.config().single_put_max_bytes);
   if (!writer) co_return;
-  std::optional<std::array<std::uint8_t, 16>> md5;
-  if (s.store().etag_is_md5()) md5 = writer->md5();
-  if (auto e = body.verify(md5)) co_return co_await s.send_error(r, std::move(*e));
   storage::ObjectSpec object = std::get<storage::ObjectSpec>(std::move(spec));
+  object.etag = data_etag(*writer);
   if (const auto& c = body.checksum()) {
     set_checksum(object.checksums, c->first, c->second);
     object.checksums.type = "FULL_OBJECT";
@@ -276,8 +273,7 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
     }
     if (auto f = co_await (*writer)->finish(); !f)
       co_return co_await s.send_error(r, from_errc(f.error()));
-    if (src.parts_count > 0)
-      target.etag = std::nullopt;  // a copy is a single-part object: MD5 ETag
+    target.etag = data_etag(**writer);  // a copy is a single-part object, a multipart source too
     auto committed =
         co_await s.store().commit_object(std::move(*writer), *bucket, r.key, std::move(target),
                                          std::get<storage::WriteCondition>(condition));

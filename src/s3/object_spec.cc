@@ -2,6 +2,7 @@
 
 #include "object_spec.h"
 
+#include "hots3/common/hex.h"
 #include "hots3/common/text.h"
 
 namespace hots3::s3 {
@@ -119,5 +120,7 @@ std::optional<std::string> checksum_of(const storage::ChecksumSet& set, aws::Che
   }
   return std::nullopt;
 }
+
+std::string data_etag(const storage::ObjectWriter& writer) { return to_hex(writer.digest()); }
 
 }  // namespace hots3::s3

@@ -29,6 +29,10 @@ struct StoredChecksum {
 };
 std::vector<StoredChecksum> stored_checksums(const storage::ChecksumSet& set);
 
+// The ETag of a single-part object: the hex of its writer's digest (the data's MD5 where the store
+// computes MD5s).
+std::string data_etag(const storage::ObjectWriter& writer);
+
 void set_checksum(storage::ChecksumSet& set, aws::ChecksumAlgorithm algorithm, std::string value);
 std::optional<std::string> checksum_of(const storage::ChecksumSet& set,
                                        aws::ChecksumAlgorithm algorithm);

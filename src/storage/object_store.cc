@@ -38,10 +38,7 @@ Result<void> check_condition(const WriteCondition& c, const std::optional<Object
   if (c.if_none_match_any && current) return errc::kPreconditionFailed;
   if (c.if_match) {
     if (!current) return errc::kNotFound;
-    std::string_view tag = *c.if_match;
-    if (tag.size() >= 2 && tag.front() == '"' && tag.back() == '"')
-      tag = tag.substr(1, tag.size() - 2);
-    if (tag != "*" && tag != current->etag) return errc::kPreconditionFailed;
+    if (*c.if_match != "*" && *c.if_match != current->etag) return errc::kPreconditionFailed;
   }
   return {};
 }
@@ -192,7 +189,8 @@ class StoreImpl final : public ObjectStore {
     object.bucket_id = bucket.id;
     object.key = std::move(key);
     object.size_bytes = data.size_bytes;
-    object.etag = spec.etag ? *spec.etag : to_hex(data.md5);
+    H3_ASSERT(!spec.etag.empty(), "a commit without an ETag");
+    object.etag = std::move(spec.etag);
     object.created_ms = object.accessed_ms = now_ms();
     object.headers = std::move(spec.headers);
     object.user_metadata = std::move(spec.user_metadata);
@@ -242,12 +240,12 @@ class StoreImpl final : public ObjectStore {
       std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket, std::string key,
       std::int64_t base_version, bool writer_has_base, ObjectSpec spec,
       std::vector<ObjectPartRecord> new_parts) override {
-    H3_ASSERT(spec.etag.has_value() || base_version == 0, "an append without an ETag");
     detail::WrittenData data = detail::written_data(*writer);
     ObjectRecord object;
     object.bucket_id = bucket.id;
     object.key = std::move(key);
-    object.etag = spec.etag ? *spec.etag : to_hex(data.md5);
+    H3_ASSERT(!spec.etag.empty(), "a commit without an ETag");
+    object.etag = std::move(spec.etag);
     object.created_ms = object.accessed_ms = now_ms();
     object.headers = std::move(spec.headers);
     object.user_metadata = std::move(spec.user_metadata);
@@ -396,13 +394,14 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<PartRecord>> commit_part(std::unique_ptr<ObjectWriter> writer,
                                                   std::string upload_id, std::uint32_t part_number,
-                                                  ChecksumSet checksums) override {
+                                                  ChecksumSet checksums,
+                                                  std::string etag) override {
     detail::WrittenData data = detail::written_data(*writer);
     H3_ASSERT(!data.inline_data, "a part was written inline");
     PartRecord part;
     part.part_number = part_number;
     part.size_bytes = data.size_bytes;
-    part.etag = to_hex(data.md5);
+    part.etag = std::move(etag);
     part.created_ms = now_ms();
     part.checksums = std::move(checksums);
     ExtentList freed;
@@ -433,7 +432,7 @@ class StoreImpl final : public ObjectStore {
       if (!upload) return errc::kNotFound;
       H3_TRY(auto parts, t.parts(upload->id));
       H3_TRY(CompletionPlan chosen, plan(*upload, parts));
-      H3_ASSERT(chosen.spec.etag.has_value(), "a completion plan without an ETag");
+      H3_ASSERT(!chosen.spec.etag.empty(), "a completion plan without an ETag");
       H3_TRY(auto current, t.find_object(upload->bucket_id, upload->key));
       H3_TRY(check_condition(condition, current));
       if (current) {
@@ -460,7 +459,7 @@ class StoreImpl final : public ObjectStore {
       object.bucket_id = upload->bucket_id;
       object.key = upload->key;
       object.size_bytes = offset;
-      object.etag = *chosen.spec.etag;
+      object.etag = chosen.spec.etag;
       object.parts_count = static_cast<std::uint32_t>(chosen.parts.size());
       object.created_ms = object.accessed_ms = now_ms();
       object.headers = chosen.spec.headers;
@@ -531,7 +530,7 @@ class StoreImpl final : public ObjectStore {
     co_return aborted;
   }
 
-  bool etag_is_md5() const noexcept override { return core_.options.etag_md5; }
+  bool digest_is_md5() const noexcept override { return core_.options.compute_md5; }
 
   StoreStats stats() const override {
     StoreStats s;

@@ -120,7 +120,7 @@ class WriterImpl final : public ObjectWriter {
       if (auto flushed = co_await core_.device->flush(); !flushed) co_return fail(flushed.error());
     }
     std::array<std::uint8_t, 32> digest{};
-    if (core_.options.etag_md5) {
+    if (core_.options.compute_md5) {
       // Device mode: every buffer has been hashed (the pipeline is empty).
       if (inline_mode_ && !inline_.empty()) {
         // Small objects' bytes go through the lanes too: the puts a worker finishes in one turn
@@ -136,8 +136,7 @@ class WriterImpl final : public ObjectWriter {
       const auto md5 = md5_->finish();
       std::copy(md5.begin(), md5.end(), digest.begin());
     } else {
-      // No MD5 wanted: xxh3-128 of the data's block checksums and size, still 32 hex digits as
-      // clients expect of an ETag.
+      // No MD5 wanted: xxh3-128 of the data's block checksums and size.
       XXH3_state_t* state = XXH3_createState();
       XXH3_128bits_reset(state);
       for (const auto& row : rows_)
@@ -151,19 +150,18 @@ class WriterImpl final : public ObjectWriter {
         digest[i + 8] = static_cast<std::uint8_t>(h.low64 >> (56 - 8 * i));
       }
     }
-    std::copy_n(digest.begin(), 16, md5_result_.begin());
+    std::copy_n(digest.begin(), 16, digest_.begin());
     finished_ = true;
     co_return Result<void>{};
   }
 
   std::uint64_t size() const noexcept override { return size_; }
-  const std::array<std::uint8_t, 16>& md5() const noexcept override { return md5_result_; }
+  const std::array<std::uint8_t, 16>& digest() const noexcept override { return digest_; }
 
   WrittenData data() const {
     H3_ASSERT(finished_ && !failed_, "written_data of an unfinished writer");
     WrittenData out;
     out.size_bytes = size_;
-    out.md5 = md5_result_;
     out.extents = rows_;
     if (inline_mode_) out.inline_data = inline_;
     return out;
@@ -271,7 +269,7 @@ class WriterImpl final : public ObjectWriter {
     co_await pipeline_->wait_below(static_cast<unsigned>(core_.options.stream_depth));
     if (pipeline_->error()) co_return fail(pipeline_->error());
     auto buffer = std::make_shared<IoBuffer>(std::move(buffer_));
-    if (core_.options.etag_md5) {
+    if (core_.options.compute_md5) {
       if (!in_lanes_) {
         in_lanes_ = true;
         lanes_.join();
@@ -321,7 +319,7 @@ class WriterImpl final : public ObjectWriter {
   std::shared_ptr<Pipeline> pipeline_;
   std::shared_ptr<Reservation> reservation_;
   std::shared_ptr<Md5> md5_ = std::make_shared<Md5>();  // shared with the hash lanes
-  std::array<std::uint8_t, 16> md5_result_{};
+  std::array<std::uint8_t, 16> digest_{};
   std::uint64_t size_ = 0;     // bytes accepted
   std::uint64_t written_ = 0;  // bytes handed to the device
   bool inline_mode_;

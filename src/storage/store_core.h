@@ -78,7 +78,6 @@ struct WrittenData {
   std::vector<ExtentRecord> extents;
   std::optional<std::string> inline_data;
   std::uint64_t size_bytes = 0;
-  std::array<std::uint8_t, 16> md5{};
 };
 // REQUIRES: writer finished without error.
 WrittenData written_data(ObjectWriter& writer);

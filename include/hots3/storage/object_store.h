@@ -50,7 +50,9 @@ struct StoreOptions {
   std::size_t io_buffers_per_worker = 32;  // the worker's pool (bounds streaming memory)
   std::size_t stream_depth = 4;            // I/Os in flight per stream
   std::uint64_t extent_row_max_bytes = 16 * 1024 * 1024;  // data per catalog extent row
-  bool etag_md5 = true;  // ETag = MD5 of the data (S3's); false: a cheaper unique tag
+  // Writers compute the MD5 of their data (what S3 makes ETags of); false: a 16-byte digest of
+  // the data's block checksums instead, which costs nothing more.
+  bool compute_md5 = true;
   // A new catalog refuses a device another store formatted (its data would silently become
   // free space); true (serve --force-format) formats it anew with a new UUID instead.
   bool force_format = false;
@@ -72,7 +74,7 @@ struct ObjectSpec {
   ContentHeaders headers;
   Metadata user_metadata;
   ChecksumSet checksums;
-  std::optional<std::string> etag;  // a precomputed ETag (multipart); default: from the data
+  std::string etag;  // the caller's (the S3 layer decides ETags); required by every commit
 };
 
 struct StoreStats {
@@ -113,11 +115,13 @@ class ObjectWriter {
 
   // Errors: kNoSpace, kTooLarge (more than the declared size), kIoError.
   virtual boost::asio::awaitable<Result<void>> write(std::span<const std::byte> data) = 0;
-  // All data is in: writes the rest and flushes the device. After it, size() and md5() are
+  // All data is in: writes the rest and flushes the device. After it, size() and digest() are
   // final. Errors: kInvalidArgument (less than the declared size), kIoError.
   virtual boost::asio::awaitable<Result<void>> finish() = 0;
   [[nodiscard]] virtual std::uint64_t size() const noexcept = 0;
-  [[nodiscard]] virtual const std::array<std::uint8_t, 16>& md5() const noexcept = 0;
+  // The data's MD5 when the store computes MD5s (StoreOptions::compute_md5), else a 16-byte
+  // digest of its block checksums: unique to the data, and free.
+  [[nodiscard]] virtual const std::array<std::uint8_t, 16>& digest() const noexcept = 0;
 };
 
 // A streaming read of one version of an object, pinned from open to destruction: its data
@@ -198,7 +202,7 @@ class ObjectStore {
   // Appends a finished writer's data to version `base_version` of (bucket, key) (S3 Express's
   // PutObject with x-amz-write-offset-bytes): the new version keeps the base version's extents
   // and part table, without copying its data, followed by the writer's data; `new_parts` are
-  // added to its part table, and spec.etag (required) is its ETag. `writer_has_base`: the
+  // added to its part table. `writer_has_base`: the
   // caller wrote the base version's data (an inline object) into the writer first, so nothing
   // is kept. `base_version` 0: the key must not exist; the writer's data becomes the object.
   // A concurrent write of the key since the caller looked wins: the append is refused.
@@ -240,16 +244,16 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<UploadCounts>> count_uploads(std::int64_t bucket_id,
                                                                      std::string owner,
                                                                      std::uint64_t limit) = 0;
-  // Commits a finished writer's data as part `part_number` of the upload, replacing an earlier
-  // part with that number. Errors: kNotFound (no such upload).
+  // Commits a finished writer's data as part `part_number` of the upload, with `etag`,
+  // replacing an earlier part with that number. Errors: kNotFound (no such upload).
   virtual boost::asio::awaitable<Result<PartRecord>> commit_part(
       std::unique_ptr<ObjectWriter> writer, std::string upload_id, std::uint32_t part_number,
-      ChecksumSet checksums) = 0;
+      ChecksumSet checksums, std::string etag) = 0;
 
   // What a completion turns the upload into, decided from the upload and its parts inside the
   // commit transaction (so parts cannot change under the decision).
   struct CompletionPlan {
-    ObjectSpec spec;                // spec.etag must be set (the multipart ETag)
+    ObjectSpec spec;                // with its ETag (the multipart one)
     std::vector<PartRecord> parts;  // the parts that make up the object, in order
   };
   using PlanFn =
@@ -274,8 +278,8 @@ class ObjectStore {
       std::chrono::milliseconds age) = 0;
 
   [[nodiscard]] virtual StoreStats stats() const = 0;
-  // Whether writers' md5() is the MD5 of the data (StoreOptions::etag_md5).
-  [[nodiscard]] virtual bool etag_is_md5() const noexcept = 0;
+  // Whether writers' digest() is the MD5 of the data (StoreOptions::compute_md5).
+  [[nodiscard]] virtual bool digest_is_md5() const noexcept = 0;
 };
 
 }  // namespace hots3::storage
