@@ -80,31 +80,6 @@ std::optional<Error> check(const Conditions& c,
   return std::nullopt;
 }
 
-// The full-object CRC an append can extend (CRCs continue over appended bytes; SHAs and
-// composite checksums cannot).
-std::optional<std::pair<aws::ChecksumAlgorithm, std::uint64_t>> extendable_crc(
-    const storage::ChecksumSet& c) {
-  if (c.type.value_or("") != "FULL_OBJECT") return std::nullopt;
-  for (const auto algorithm : {aws::ChecksumAlgorithm::kCrc32, aws::ChecksumAlgorithm::kCrc32c,
-                               aws::ChecksumAlgorithm::kCrc64Nvme}) {
-    if (auto value = checksum_of(c, algorithm)) {
-      if (auto crc = aws::crc_from_base64(algorithm, *value)) return std::pair{algorithm, *crc};
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
-
-// The algorithm of the checksum an object keeps (appends must use the same one).
-std::optional<aws::ChecksumAlgorithm> stored_algorithm(const storage::ChecksumSet& c) {
-  if (c.crc32) return aws::ChecksumAlgorithm::kCrc32;
-  if (c.crc32c) return aws::ChecksumAlgorithm::kCrc32c;
-  if (c.crc64nvme) return aws::ChecksumAlgorithm::kCrc64Nvme;
-  if (c.sha1) return aws::ChecksumAlgorithm::kSha1;
-  if (c.sha256) return aws::ChecksumAlgorithm::kSha256;
-  return std::nullopt;
-}
-
 bool valid_client_token(std::string_view token) {
   return !token.empty() && token.size() <= 64 &&
          std::all_of(token.begin(), token.end(), [](char c) { return c >= 33 && c <= 126; });
@@ -200,168 +175,141 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
 
 // ---- PutObject with x-amz-write-offset-bytes (append) ----------------------------------------
 //
-// S3 Express semantics: the offset must be the object's current size (0 creates an object that
-// does not exist); each append adds a part (10,000 at most); the object keeps its metadata, and a
-// request may not set user metadata on an existing object. hots3 keeps the data it extends where
-// it is (the new version re-uses the old version's extents; an inline object is rewritten, it is
-// a few KiB), so an append costs what it writes. Two appends at one offset: one wins, the other
-// gets InvalidWriteOffset. The ETag of an appended object is opaque, in the multipart form
-// "<md5 of the previous ETag and the new data's MD5>-<parts>" (not the MD5 of the data, which
-// clients must then not expect); a full-object CRC (CRC32, CRC32C, CRC64NVME) is carried on over
-// the new bytes, other checksums end with the first append.
+// The rules are in multipart_rules. hots3 keeps the data it extends where it is (the new version
+// re-uses the old version's extents; an inline object is rewritten, it is a few KiB), so an
+// append costs what it writes. Two appends at one offset: one wins, the other gets
+// InvalidWriteOffset. The ETag of an appended object is opaque, in the multipart form (not the
+// MD5 of the data, which clients must then not expect).
+
+namespace {
+
+// The version an append extends (none: a new object). An inline one comes with its reader: its
+// bytes are rewritten into the new version.
+struct AppendBase {
+  std::optional<storage::ObjectRecord> object;
+  std::unique_ptr<storage::ObjectReader> inline_reader;
+};
+
+asio::awaitable<Result<AppendBase>> append_base(storage::ObjectStore& store, std::int64_t bucket_id,
+                                                const std::string& key) {
+  H3_CO_TRY(auto head, store.head(bucket_id, key));
+  AppendBase base;
+  if (head) base.object = *head;
+  if (!base.object || !base.object->inline_data) co_return base;
+  // Read through a reader, which holds the version it opened.
+  auto opened = co_await store.open_reader(bucket_id, key);
+  if (!opened && opened.error() != errc::kNotFound) co_return opened.error();
+  base.object.reset();
+  if (opened) {
+    base.object = (*opened)->object();
+    if (base.object->inline_data) base.inline_reader = std::move(*opened);
+  }
+  co_return base;
+}
+
+const char* const kEmptyAppend = "Request body cannot be empty when 'write offset' is specified.";
+
+// The declared length of an append's body: present (or chunked), not 0, within a single PUT's.
+std::optional<Error> check_append_length(const Request& r, const Body& body,
+                                         std::uint64_t max_bytes) {
+  const auto declared = body.declared_length();
+  if (declared && *declared == 0) return Error(Code::kInvalidRequest, kEmptyAppend);
+  if (!declared && !r.head.chunked) return Error(Code::kMissingContentLength);
+  if (declared && *declared > max_bytes) {
+    return Error(Code::kEntityTooLarge)
+        .with("ProposedSize", std::to_string(*declared))
+        .with("MaxSizeAllowed", std::to_string(max_bytes));
+  }
+  return std::nullopt;
+}
+
+// Writes the inline base's bytes (if any), then the body's, carrying the plan's CRC on over the
+// latter; finishes the writer and verifies the body. Fills `data`.
+asio::awaitable<std::optional<Error>> write_append(storage::ObjectWriter& writer, Body& body,
+                                                   storage::ObjectReader* inline_base,
+                                                   const AppendPlan& plan, bool md5_in_body,
+                                                   std::uint64_t max_bytes, AppendedData& data) {
+  for (; inline_base != nullptr;) {
+    auto piece = co_await inline_base->next();
+    if (!piece) co_return from_errc(piece.error());
+    if (piece->empty()) break;
+    if (auto w = co_await writer.write(*piece); !w) co_return from_errc(w.error());
+  }
+  data.crc = plan.extended_crc ? plan.extended_crc->second : 0;
+  for (;;) {
+    auto piece = co_await body.next();
+    if (!piece) co_return body.error();
+    if (piece->empty()) break;
+    if (body.payload_bytes() > max_bytes) co_return Error(Code::kEntityTooLarge);
+    if (plan.extended_crc) data.crc = aws::crc_update(plan.extended_crc->first, data.crc, *piece);
+    if (auto w = co_await writer.write(*piece); !w) co_return from_errc(w.error());
+  }
+  if (body.payload_bytes() == 0) co_return Error(Code::kInvalidRequest, kEmptyAppend);
+  if (auto f = co_await writer.finish(); !f) co_return from_errc(f.error());
+  std::optional<std::array<std::uint8_t, 16>> md5;
+  if (!md5_in_body) md5 = writer.digest();
+  if (auto e = body.verify(md5)) co_return e;
+  data.etag = data_etag(writer);
+  data.digest = writer.digest();
+  data.bytes = body.payload_bytes();
+  data.checksum = body.checksum();
+  co_return std::nullopt;
+}
+
+}  // namespace
 
 asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecord bucket) {
-  const std::string_view text = *r.header("x-amz-write-offset-bytes");
-  std::uint64_t offset = 0;
-  if (auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), offset);
-      ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
-    co_return co_await s.send_error(
-        r, Error(Code::kInvalidArgument, "x-amz-write-offset-bytes must be a non-negative integer.")
-               .with("ArgumentName", "x-amz-write-offset-bytes")
-               .with("ArgumentValue", std::string(text)));
-  }
+  auto offset = parse_write_offset(*r.header("x-amz-write-offset-bytes"));
+  if (auto* e = std::get_if<Error>(&offset)) co_return co_await s.send_error(r, std::move(*e));
   auto spec = object_spec(r, s.config());
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
   auto condition = write_condition(r);
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
-  const storage::WriteCondition& when = std::get<storage::WriteCondition>(condition);
   auto requested = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
   ChecksumRequest wanted = std::get<ChecksumRequest>(std::move(requested));
 
-  // The version appended to. An inline one is read now: its bytes go into the new version.
-  auto head = s.store().head(bucket.id, r.key);
-  if (!head) co_return co_await s.send_error(r, from_errc(head.error()));
-  std::optional<storage::ObjectRecord> base;
-  if (*head) base = **head;
-  std::unique_ptr<storage::ObjectReader> base_reader;
-  if (base && base->inline_data) {
-    auto opened = co_await s.store().open_reader(bucket.id, r.key);
-    if (!opened && opened.error() != errc::kNotFound)
-      co_return co_await s.send_error(r, from_errc(opened.error()));
-    base.reset();
-    if (opened) {
-      base = (*opened)->object();
-      if (base->inline_data) base_reader = std::move(*opened);
-    }
-  }
-  const bool inline_base = base_reader != nullptr;
-  const std::uint64_t base_size = base ? base->size_bytes : 0;
+  auto base = co_await append_base(s.store(), bucket.id, r.key);
+  if (!base) co_return co_await s.send_error(r, from_errc(base.error()));
+  auto planned = plan_append(base->object, std::get<std::uint64_t>(offset),
+                             std::get<storage::WriteCondition>(condition),
+                             std::get<storage::ObjectSpec>(spec), wanted.algorithm, r.key);
+  if (auto* e = std::get_if<Error>(&planned)) co_return co_await s.send_error(r, std::move(*e));
+  const AppendPlan plan = std::get<AppendPlan>(std::move(planned));
 
-  if (offset != base_size) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidWriteOffset)
-                                           .with("WriteOffsetBytes", std::to_string(offset))
-                                           .with("ObjectSize", std::to_string(base_size)));
-  }
-  if (when.if_none_match_any && base)
-    co_return co_await s.send_error(
-        r, Error(Code::kPreconditionFailed).with("Condition", "If-None-Match"));
-  if (when.if_match) {
-    if (!base) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
-    if (!etag_matches(*when.if_match, base->etag))
-      co_return co_await s.send_error(
-          r, Error(Code::kPreconditionFailed).with("Condition", "If-Match"));
-  }
-  storage::ObjectSpec object = std::get<storage::ObjectSpec>(std::move(spec));
-  if (base && !object.user_metadata.empty()) {
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest,
-                                             "Cannot specify both a write offset value and "
-                                             "user-defined object metadata for existing objects."));
-  }
-  const std::uint32_t parts = !base ? 0 : base->parts_count == 0 ? 2 : base->parts_count + 1;
-  if (parts > kPartNumberMax) co_return co_await s.send_error(r, Code::kTooManyParts);
-  const auto extendable = base ? extendable_crc(base->checksums) : std::nullopt;
-  if (base) {
-    const auto kept = stored_algorithm(base->checksums);
-    if (wanted.algorithm && kept && *wanted.algorithm != *kept) {
-      co_return co_await s.send_error(
-          r, Error(Code::kInvalidRequest,
-                   "Checksum Type mismatch occurred, expected checksum Type: " +
-                       lower(aws::checksum_name(*kept)) + ", actual checksum Type: " +
-                       lower(aws::checksum_name(*wanted.algorithm)) + "."));
-    }
-    if (!wanted.algorithm && extendable) wanted.algorithm = extendable->first;
-  }
-
-  // The new data (after the inline base's bytes, which are rewritten with it).
-  const bool md5_here =
+  const bool inline_base = base->inline_reader != nullptr;
+  // The MD5 of what the client sent is the writer's only when the writer holds nothing else.
+  const bool md5_in_body =
       wanted.content_md5.has_value() && (inline_base || !s.store().digest_is_md5());
-  Body body(r, std::move(wanted), DefaultCrc64::kWhenNoneAsked, md5_here);
-  const auto declared = body.declared_length();
-  const std::string empty_body = "Request body cannot be empty when 'write offset' is specified.";
-  if (declared && *declared == 0)
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
+  wanted.algorithm = plan.body_algorithm;
+  Body body(r, std::move(wanted), DefaultCrc64::kWhenNoneAsked, md5_in_body);
   const std::uint64_t max_bytes = s.config().single_put_max_bytes;
-  if (!declared && !r.head.chunked) co_return co_await s.send_error(r, Code::kMissingContentLength);
-  if (declared && *declared > max_bytes) {
-    co_return co_await s.send_error(r, Error(Code::kEntityTooLarge)
-                                           .with("ProposedSize", std::to_string(*declared))
-                                           .with("MaxSizeAllowed", std::to_string(max_bytes)));
-  }
-  std::optional<std::uint64_t> reserve = declared;
-  if (reserve && inline_base) *reserve += base_size;
+  if (auto e = check_append_length(r, body, max_bytes))
+    co_return co_await s.send_error(r, std::move(*e));
+  std::optional<std::uint64_t> reserve = body.declared_length();
+  if (reserve && inline_base) *reserve += plan.offset;
   // Data after kept extents is never inline; a new object or a rewritten inline one may be.
-  auto created = co_await s.store().create_writer(reserve, base && !inline_base);
+  auto created = co_await s.store().create_writer(reserve, base->object && !inline_base);
   if (!created) co_return co_await s.send_error(r, from_errc(created.error()));
   std::unique_ptr<storage::ObjectWriter> writer = std::move(*created);
-  if (inline_base) {
-    for (;;) {
-      auto piece = co_await base_reader->next();
-      if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
-      if (piece->empty()) break;
-      if (auto w = co_await writer->write(*piece); !w)
-        co_return co_await s.send_error(r, from_errc(w.error()));
-    }
-    base_reader.reset();
+  AppendedData data;
+  if (auto e = co_await write_append(*writer, body, base->inline_reader.get(), plan, md5_in_body,
+                                     max_bytes, data)) {
+    co_return co_await s.send_error(r, std::move(*e));
   }
-  std::uint64_t crc = extendable ? extendable->second : 0;  // carried on over the new bytes
-  for (;;) {
-    auto piece = co_await body.next();
-    if (!piece) co_return co_await s.send_error(r, body.error());
-    if (piece->empty()) break;
-    if (body.payload_bytes() > max_bytes) co_return co_await s.send_error(r, Code::kEntityTooLarge);
-    if (extendable) crc = aws::crc_update(extendable->first, crc, *piece);
-    if (auto w = co_await writer->write(*piece); !w)
-      co_return co_await s.send_error(r, from_errc(w.error()));
-  }
-  if (body.payload_bytes() == 0)
-    co_return co_await s.send_error(r, Error(Code::kInvalidRequest, empty_body));
-  if (auto f = co_await writer->finish(); !f)
-    co_return co_await s.send_error(r, from_errc(f.error()));
-  std::optional<std::array<std::uint8_t, 16>> md5;
-  if (!md5_here && s.store().digest_is_md5()) md5 = writer->digest();
-  if (auto e = body.verify(md5)) co_return co_await s.send_error(r, std::move(*e));
+  base->inline_reader.reset();
 
-  std::vector<storage::ObjectPartRecord> new_parts;
-  const std::optional<std::string> part_checksum =
-      body.checksum() ? std::optional<std::string>(body.checksum()->second) : std::nullopt;
-  if (!base) {
-    object.etag = data_etag(*writer);
-    if (const auto& c = body.checksum()) {
-      set_checksum(object.checksums, c->first, c->second);
-      object.checksums.type = "FULL_OBJECT";
-    }
-  } else {
-    object = storage::ObjectSpec{};
-    object.headers = base->headers;
-    object.user_metadata = base->user_metadata;
-    if (extendable) {
-      set_checksum(object.checksums, extendable->first, aws::crc_to_base64(extendable->first, crc));
-      object.checksums.type = "FULL_OBJECT";
-    }
-    // ETag: chained from the previous one, so that every version has its own.
-    object.etag = appended_etag(base->etag, writer->digest(), parts);
-    if (base->parts_count == 0) new_parts.push_back({1, 0, base_size, std::nullopt});
-    new_parts.push_back({parts, base_size, body.payload_bytes(), part_checksum});
-  }
-  auto committed =
-      co_await s.store().append_object(std::move(writer), bucket, r.key, base ? base->id : 0,
-                                       inline_base, std::move(object), std::move(new_parts));
+  AppendedVersion version =
+      appended_version(base->object, std::get<storage::ObjectSpec>(std::move(spec)), plan, data);
+  auto committed = co_await s.store().append_object(
+      std::move(writer), bucket, r.key, base->object ? base->object->id : 0, inline_base,
+      std::move(version.spec), std::move(version.new_parts));
   if (!committed) {
     // Another write of the key came first: the offset is no longer its size.
     if (committed.error() == errc::kPreconditionFailed) {
       co_return co_await s.send_error(
-          r, Error(Code::kInvalidWriteOffset).with("WriteOffsetBytes", std::to_string(offset)));
+          r,
+          Error(Code::kInvalidWriteOffset).with("WriteOffsetBytes", std::to_string(plan.offset)));
     }
     if (committed.error() == errc::kNotFound)
       co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));

@@ -221,6 +221,79 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
   co_await s.send_xml(r, 200, xml.finish(), std::move(head));
 }
 
+namespace {
+
+// A part's data, written and finished, with its checksums.
+struct WrittenPart {
+  std::unique_ptr<storage::ObjectWriter> writer;
+  storage::ChecksumSet checksums;
+};
+
+// UploadPartCopy: the part's data comes from an existing object (or a range of it), checksummed
+// with the upload's algorithm, or CRC64NVME for the object's default FULL_OBJECT checksum.
+asio::awaitable<std::variant<WrittenPart, Error>> copy_part(
+    Service& s, Request& r, std::string_view copy_source,
+    std::optional<aws::ChecksumAlgorithm> upload_algorithm) {
+  auto named = parse_copy_source(copy_source);
+  if (auto* e = std::get_if<Error>(&named)) co_return std::move(*e);
+  const auto& [bucket_name, key] = std::get<std::pair<std::string, std::string>>(named);
+  auto bucket = copy_source_bucket(s.store(), r, bucket_name);
+  if (auto* e = std::get_if<Error>(&bucket)) co_return std::move(*e);
+  auto opened =
+      co_await open_copy_source(s.store(), r, std::get<storage::BucketRecord>(bucket).id, key);
+  if (auto* e = std::get_if<Error>(&opened)) co_return std::move(*e);
+  storage::ObjectReader& reader = *std::get<std::unique_ptr<storage::ObjectReader>>(opened);
+  std::pair<std::uint64_t, std::uint64_t> range{0, reader.object().size_bytes};
+  if (auto header = r.header("x-amz-copy-source-range")) {
+    auto parsed = parse_copy_source_range(*header, reader.object().size_bytes);
+    if (auto* e = std::get_if<Error>(&parsed)) co_return std::move(*e);
+    range = std::get<std::pair<std::uint64_t, std::uint64_t>>(parsed);
+  }
+  if (auto e = check_copy_size(range.second, s.config())) co_return std::move(*e);
+  reader.set_range(range.first, range.second);
+  auto created = co_await s.store().create_writer(range.second, true);
+  if (!created) co_return from_errc(created.error());
+  WrittenPart part{std::move(*created), {}};
+  aws::Checksummer checksummer(upload_algorithm.value_or(aws::ChecksumAlgorithm::kCrc64Nvme));
+  if (auto e = co_await copy_data(reader, *part.writer, &checksummer)) co_return std::move(*e);
+  set_checksum(part.checksums, checksummer.algorithm(), checksummer.base64());
+  co_return part;
+}
+
+// UploadPart: the part's data is the request body. Sends the error and returns nullopt on
+// failure.
+asio::awaitable<std::optional<WrittenPart>> receive_part(
+    Service& s, Request& r, std::optional<aws::ChecksumAlgorithm> upload_algorithm) {
+  auto requested = read_checksum_request(r);
+  if (auto* e = std::get_if<Error>(&requested)) {
+    co_await s.send_error(r, std::move(*e));
+    co_return std::nullopt;
+  }
+  ChecksumRequest wanted = std::get<ChecksumRequest>(std::move(requested));
+  if (wanted.algorithm && upload_algorithm && *wanted.algorithm != *upload_algorithm) {
+    co_await s.send_error(r, Error(Code::kInvalidRequest,
+                                   "Checksum Type mismatch occurred, expected checksum Type: " +
+                                       std::string(aws::checksum_name(*upload_algorithm)) +
+                                       ", actual checksum Type: " +
+                                       std::string(aws::checksum_name(*wanted.algorithm))));
+    co_return std::nullopt;
+  }
+  if (!wanted.algorithm) wanted.algorithm = upload_algorithm;  // computed for the Complete
+  // An upload created without an algorithm gets S3's default, a FULL_OBJECT CRC64NVME: each
+  // part keeps its own CRC64NVME (whatever else its client sent) for Complete to combine.
+  const DefaultCrc64 crc64 = upload_algorithm ? DefaultCrc64::kNo : DefaultCrc64::kAlways;
+  const bool md5_here = md5_in_body(s.store(), wanted);
+  Body body(r, std::move(wanted), crc64, md5_here);
+  WrittenPart part;
+  part.writer = co_await receive(s, r, body, true, s.config().single_put_max_bytes);
+  if (!part.writer) co_return std::nullopt;
+  if (const auto& c = body.checksum()) set_checksum(part.checksums, c->first, c->second);
+  if (const auto& c = body.crc64nvme()) part.checksums.crc64nvme = *c;
+  co_return part;
+}
+
+}  // namespace
+
 asio::awaitable<void> upload_part(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
@@ -237,106 +310,19 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
   const std::optional<aws::ChecksumAlgorithm> upload_algorithm =
       upload.checksum_algorithm ? aws::parse_checksum_algorithm(*upload.checksum_algorithm)
                                 : std::nullopt;
-
-  std::unique_ptr<storage::ObjectWriter> writer;
-  storage::ChecksumSet checksums;
-  if (auto copy_source = r.header("x-amz-copy-source")) {
-    // UploadPartCopy: the part's data comes from an existing object (or a range of it).
-    auto source = parse_copy_source(*copy_source);
-    if (auto* e = std::get_if<Error>(&source)) co_return co_await s.send_error(r, std::move(*e));
-    const auto& [source_bucket_name, source_key] =
-        std::get<std::pair<std::string, std::string>>(source);
-    auto source_bucket = s.store().find_bucket(source_bucket_name);
-    if (!source_bucket) co_return co_await s.send_error(r, from_errc(source_bucket.error()));
-    if (!*source_bucket)
-      co_return co_await s.send_error(
-          r, Error(Code::kNoSuchBucket).with("BucketName", source_bucket_name));
-    if (!allowed(*r.auth.user, **source_bucket, Access::kRead))
-      co_return co_await s.send_error(r, Code::kAccessDenied);
-    auto opened = co_await s.store().open_reader((*source_bucket)->id, source_key);
-    if (!opened) {
-      if (opened.error() == errc::kNotFound)
-        co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
-      co_return co_await s.send_error(r, from_errc(opened.error()));
-    }
-    storage::ObjectReader& reader = **opened;
-    if (auto e = read_conditions(r, reader.object(), true))
-      co_return co_await s.send_error(r, std::move(*e));
-    std::uint64_t offset = 0;
-    std::uint64_t length = reader.object().size_bytes;
-    if (auto range = r.header("x-amz-copy-source-range")) {
-      // UploadPartCopy takes "bytes=first-last" only (no suffix, no open end), within the object:
-      // S3 refuses a range past the source's end rather than cutting it short as GET does.
-      const std::uint64_t size = reader.object().size_bytes;
-      const auto parsed = parse_byte_range(*range);
-      if (!parsed || !parsed->first || !parsed->last) {
-        Error malformed =
-            Error(Code::kInvalidArgument,
-                  "The x-amz-copy-source-range value must be of the form bytes=first-last where "
-                  "first "
-                  "and last are the zero-based offsets of the first and last bytes to copy")
-                .with("ArgumentName", "x-amz-copy-source-range")
-                .with("ArgumentValue", std::string(*range));
-        co_return co_await s.send_error(r, std::move(malformed));
-      }
-      const std::uint64_t first = *parsed->first;
-      const std::uint64_t last = *parsed->last;
-      if (last >= size) {
-        Error outside =
-            Error(Code::kInvalidArgument,
-                  "Range specified is not valid for source object of size: " + std::to_string(size))
-                .with("ArgumentName", "x-amz-copy-source-range")
-                .with("ArgumentValue", std::string(*range));
-        co_return co_await s.send_error(r, std::move(outside));
-      }
-      offset = first;
-      length = last - first + 1;
-    }
-    if (auto e = check_copy_size(length, s.config()))
-      co_return co_await s.send_error(r, std::move(*e));
-    reader.set_range(offset, length);
-    auto created = co_await s.store().create_writer(length, true);
-    if (!created) co_return co_await s.send_error(r, from_errc(created.error()));
-    writer = std::move(*created);
-    // The upload's algorithm, or CRC64NVME for the object's default FULL_OBJECT checksum.
-    aws::Checksummer checksummer(upload_algorithm.value_or(aws::ChecksumAlgorithm::kCrc64Nvme));
-    for (;;) {
-      auto piece = co_await reader.next();
-      if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
-      if (piece->empty()) break;
-      checksummer.update(*piece);
-      if (auto w = co_await writer->write(*piece); !w)
-        co_return co_await s.send_error(r, from_errc(w.error()));
-    }
-    if (auto f = co_await writer->finish(); !f)
-      co_return co_await s.send_error(r, from_errc(f.error()));
-    set_checksum(checksums, checksummer.algorithm(), checksummer.base64());
+  const auto copy_source = r.header("x-amz-copy-source");
+  std::optional<WrittenPart> written;
+  if (copy_source) {
+    auto copied = co_await copy_part(s, r, *copy_source, upload_algorithm);
+    if (auto* e = std::get_if<Error>(&copied)) co_return co_await s.send_error(r, std::move(*e));
+    written = std::get<WrittenPart>(std::move(copied));
   } else {
-    auto requested = read_checksum_request(r);
-    if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
-    ChecksumRequest wanted = std::get<ChecksumRequest>(std::move(requested));
-    if (wanted.algorithm && upload_algorithm && *wanted.algorithm != *upload_algorithm) {
-      co_return co_await s.send_error(
-          r,
-          Error(Code::kInvalidRequest, "Checksum Type mismatch occurred, expected checksum Type: " +
-                                           std::string(aws::checksum_name(*upload_algorithm)) +
-                                           ", actual checksum Type: " +
-                                           std::string(aws::checksum_name(*wanted.algorithm))));
-    }
-    if (!wanted.algorithm) wanted.algorithm = upload_algorithm;  // computed for the Complete
-    // An upload created without an algorithm gets S3's default, a FULL_OBJECT CRC64NVME: each
-    // part keeps its own CRC64NVME (whatever else its client sent) for Complete to combine.
-    const DefaultCrc64 crc64 = upload_algorithm ? DefaultCrc64::kNo : DefaultCrc64::kAlways;
-    const bool md5_here = md5_in_body(s.store(), wanted);
-    Body body(r, std::move(wanted), crc64, md5_here);
-    writer = co_await receive(s, r, body, true, s.config().single_put_max_bytes);
-    if (!writer) co_return;
-    if (const auto& c = body.checksum()) set_checksum(checksums, c->first, c->second);
-    if (const auto& c = body.crc64nvme()) checksums.crc64nvme = *c;
+    written = co_await receive_part(s, r, upload_algorithm);
+    if (!written) co_return;
   }
-  std::string etag = data_etag(*writer);
-  auto part =
-      co_await s.store().commit_part(std::move(writer), upload.upload_id, *number, checksums, etag);
+  std::string etag = data_etag(*written->writer);
+  auto part = co_await s.store().commit_part(std::move(written->writer), upload.upload_id, *number,
+                                             written->checksums, etag);
   if (!part) {
     if (part.error() == errc::kNotFound)
       co_return co_await s.send_error(
@@ -346,7 +332,7 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
   http::Response head = s.response(r, 200);
   // The part's checksum goes back to the client: SDKs put it in their Complete request.
   for (const auto& c : stored_checksums(part->checksums)) head.add(c.header, c.value);
-  if (r.header("x-amz-copy-source")) {
+  if (copy_source) {
     XmlWriter xml("CopyPartResult");
     xml.element("LastModified", iso8601(part->created_ms));
     xml.element("ETag", quoted(part->etag));

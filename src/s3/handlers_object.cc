@@ -197,24 +197,57 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
 
 // ---- CopyObject -------------------------------------------------------------------------------
 
+namespace {
+
+// The spec of a copy's target: the request's (REPLACE) or the source's (COPY); the data is the
+// same, so are its checksums.
+storage::ObjectSpec copy_target(const storage::ObjectRecord& source, bool replace,
+                                storage::ObjectSpec requested) {
+  storage::ObjectSpec target;
+  if (replace) {
+    target = std::move(requested);
+  } else {
+    target.headers = source.headers;
+    target.user_metadata = source.user_metadata;
+  }
+  target.checksums = source.checksums;
+  return target;
+}
+
+// A copy to another key: the data is read and written again, and is a single-part object (a
+// multipart source too).
+asio::awaitable<std::variant<storage::ObjectRecord, Error>> copy_to(
+    Service& s, storage::ObjectReader& reader, const storage::BucketRecord& bucket,
+    const std::string& key, storage::ObjectSpec target, const storage::WriteCondition& when) {
+  auto writer = co_await s.store().create_writer(reader.object().size_bytes);
+  if (!writer) co_return from_errc(writer.error());
+  if (auto e = co_await copy_data(reader, **writer)) co_return std::move(*e);
+  target.etag = data_etag(**writer);
+  auto committed =
+      co_await s.store().commit_object(std::move(*writer), bucket, key, std::move(target), when);
+  if (!committed) {
+    if (committed.error() == errc::kNotFound) co_return Error(Code::kNoSuchKey).with("Key", key);
+    co_return from_errc(committed.error());
+  }
+  co_return std::move(*committed);
+}
+
+}  // namespace
+
 asio::awaitable<void> copy_object(Service& s, Request& r) {
   if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
-  auto source = parse_copy_source(*r.header("x-amz-copy-source"));
-  if (auto* e = std::get_if<Error>(&source)) co_return co_await s.send_error(r, std::move(*e));
+  auto named = parse_copy_source(*r.header("x-amz-copy-source"));
+  if (auto* e = std::get_if<Error>(&named)) co_return co_await s.send_error(r, std::move(*e));
   const auto [source_bucket_name, source_key] =
-      std::get<std::pair<std::string, std::string>>(source);
+      std::get<std::pair<std::string, std::string>>(named);
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
-  auto source_bucket = s.store().find_bucket(source_bucket_name);
-  if (!source_bucket) co_return co_await s.send_error(r, from_errc(source_bucket.error()));
-  if (!*source_bucket)
-    co_return co_await s.send_error(
-        r, Error(Code::kNoSuchBucket).with("BucketName", source_bucket_name));
-  if (!allowed(*r.auth.user, **source_bucket, Access::kRead))
-    co_return co_await s.send_error(r, Code::kAccessDenied);
+  auto source_bucket = copy_source_bucket(s.store(), r, source_bucket_name);
+  if (auto* e = std::get_if<Error>(&source_bucket))
+    co_return co_await s.send_error(r, std::move(*e));
+  const std::int64_t source_bucket_id = std::get<storage::BucketRecord>(source_bucket).id;
 
-  std::string directive = "COPY";
-  if (auto d = r.header("x-amz-metadata-directive")) directive = std::string(*d);
+  const std::string directive(r.header("x-amz-metadata-directive").value_or("COPY"));
   if (directive != "COPY" && directive != "REPLACE") {
     co_return co_await s.send_error(r, Error(Code::kInvalidArgument, "Unknown metadata directive.")
                                            .with("ArgumentName", "x-amz-metadata-directive"));
@@ -223,71 +256,41 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
   auto condition = write_condition(r);
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
-
-  auto opened = co_await s.store().open_reader((*source_bucket)->id, source_key);
-  if (!opened) {
-    if (opened.error() == errc::kNotFound)
-      co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
-    co_return co_await s.send_error(r, from_errc(opened.error()));
-  }
-  storage::ObjectReader& reader = **opened;
+  auto opened = co_await open_copy_source(s.store(), r, source_bucket_id, source_key);
+  if (auto* e = std::get_if<Error>(&opened)) co_return co_await s.send_error(r, std::move(*e));
+  storage::ObjectReader& reader = *std::get<std::unique_ptr<storage::ObjectReader>>(opened);
   const storage::ObjectRecord& src = reader.object();
-  if (auto e = read_conditions(r, src, true)) co_return co_await s.send_error(r, std::move(*e));
   // A copy is bounded as a single PUT is (S3: 5 GiB); larger objects copy with UploadPartCopy.
   if (auto e = check_copy_size(src.size_bytes, s.config()))
     co_return co_await s.send_error(r, std::move(*e));
 
-  const bool same = (*source_bucket)->id == bucket->id && source_key == r.key;
-  storage::ObjectSpec target;
-  if (directive == "REPLACE") {
-    target = std::get<storage::ObjectSpec>(std::move(spec));
-    target.checksums = src.checksums;  // the data is the same, so are its checksums
+  storage::ObjectSpec target =
+      copy_target(src, directive == "REPLACE", std::get<storage::ObjectSpec>(std::move(spec)));
+  std::variant<storage::ObjectRecord, Error> result;
+  if (source_bucket_id != bucket->id || source_key != r.key) {
+    result = co_await copy_to(s, reader, *bucket, r.key, std::move(target),
+                              std::get<storage::WriteCondition>(condition));
+  } else if (directive != "REPLACE") {
+    result = Error(Code::kInvalidRequest,
+                   "This copy request is illegal because it is trying to copy an object to itself "
+                   "without changing the object's metadata, storage class, website redirect "
+                   "location or encryption attributes.");
   } else {
-    target.headers = src.headers;
-    target.user_metadata = src.user_metadata;
-    target.checksums = src.checksums;
-  }
-  storage::ObjectRecord result;
-  if (same) {
-    if (directive != "REPLACE") {
-      co_return co_await s.send_error(r, Error(Code::kInvalidRequest,
-                                               "This copy request is illegal because it is trying "
-                                               "to copy an object to itself without changing the "
-                                               "object's metadata, storage class, website redirect "
-                                               "location or encryption attributes."));
-    }
     // Copy onto itself: the metadata changes, the data stays where it is.
     auto replaced =
         co_await s.store().replace_metadata(bucket->id, r.key, src.etag, std::move(target));
-    if (!replaced) co_return co_await s.send_error(r, from_errc(replaced.error()));
-    result = std::move(*replaced);
-  } else {
-    auto writer = co_await s.store().create_writer(src.size_bytes);
-    if (!writer) co_return co_await s.send_error(r, from_errc(writer.error()));
-    for (;;) {
-      auto piece = co_await reader.next();
-      if (!piece) co_return co_await s.send_error(r, from_errc(piece.error()));
-      if (piece->empty()) break;
-      if (auto w = co_await (*writer)->write(*piece); !w)
-        co_return co_await s.send_error(r, from_errc(w.error()));
+    if (replaced) {
+      result = std::move(*replaced);
+    } else {
+      result = from_errc(replaced.error());
     }
-    if (auto f = co_await (*writer)->finish(); !f)
-      co_return co_await s.send_error(r, from_errc(f.error()));
-    target.etag = data_etag(**writer);  // a copy is a single-part object, a multipart source too
-    auto committed =
-        co_await s.store().commit_object(std::move(*writer), *bucket, r.key, std::move(target),
-                                         std::get<storage::WriteCondition>(condition));
-    if (!committed) {
-      if (committed.error() == errc::kNotFound)
-        co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
-      co_return co_await s.send_error(r, from_errc(committed.error()));
-    }
-    result = std::move(*committed);
   }
+  if (auto* e = std::get_if<Error>(&result)) co_return co_await s.send_error(r, std::move(*e));
+  const auto& copied = std::get<storage::ObjectRecord>(result);
   XmlWriter xml("CopyObjectResult");
-  xml.element("LastModified", iso8601(result.created_ms));
-  xml.element("ETag", quoted(result.etag));
-  for (const auto& c : stored_checksums(result.checksums)) xml.element(c.xml, c.value);
+  xml.element("LastModified", iso8601(copied.created_ms));
+  xml.element("ETag", quoted(copied.etag));
+  for (const auto& c : stored_checksums(copied.checksums)) xml.element(c.xml, c.value);
   co_await s.send_xml(r, 200, xml.finish());
 }
 

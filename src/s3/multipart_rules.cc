@@ -38,6 +38,31 @@ Error checksum_mismatch(aws::ChecksumAlgorithm algorithm) {
                                      " you specified did not match the calculated checksum.");
 }
 
+// The full-object CRC an append can extend (CRCs continue over appended bytes; SHAs and
+// composite checksums cannot).
+std::optional<std::pair<aws::ChecksumAlgorithm, std::uint64_t>> extendable_crc(
+    const storage::ChecksumSet& c) {
+  if (c.type.value_or("") != "FULL_OBJECT") return std::nullopt;
+  for (const auto algorithm : {aws::ChecksumAlgorithm::kCrc32, aws::ChecksumAlgorithm::kCrc32c,
+                               aws::ChecksumAlgorithm::kCrc64Nvme}) {
+    if (auto value = checksum_of(c, algorithm)) {
+      if (auto crc = aws::crc_from_base64(algorithm, *value)) return std::pair{algorithm, *crc};
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// The algorithm of the checksum an object keeps (appends must use the same one).
+std::optional<aws::ChecksumAlgorithm> stored_algorithm(const storage::ChecksumSet& c) {
+  if (c.crc32) return aws::ChecksumAlgorithm::kCrc32;
+  if (c.crc32c) return aws::ChecksumAlgorithm::kCrc32c;
+  if (c.crc64nvme) return aws::ChecksumAlgorithm::kCrc64Nvme;
+  if (c.sha1) return aws::ChecksumAlgorithm::kSha1;
+  if (c.sha256) return aws::ChecksumAlgorithm::kSha256;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::uint32_t> parse_part_number(std::string_view text) {
@@ -182,6 +207,86 @@ std::variant<storage::ObjectStore::CompletionPlan, Error> plan_completion(
     chosen.spec.checksums.type = "FULL_OBJECT";
   }
   return chosen;
+}
+
+std::variant<std::uint64_t, Error> parse_write_offset(std::string_view text) {
+  std::uint64_t offset = 0;
+  if (auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), offset);
+      ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
+    return Error(Code::kInvalidArgument, "x-amz-write-offset-bytes must be a non-negative integer.")
+        .with("ArgumentName", "x-amz-write-offset-bytes")
+        .with("ArgumentValue", std::string(text));
+  }
+  return offset;
+}
+
+std::variant<AppendPlan, Error> plan_append(const std::optional<storage::ObjectRecord>& base,
+                                            std::uint64_t offset,
+                                            const storage::WriteCondition& condition,
+                                            const storage::ObjectSpec& requested,
+                                            std::optional<aws::ChecksumAlgorithm> body_algorithm,
+                                            std::string_view key) {
+  const std::uint64_t size = base ? base->size_bytes : 0;
+  if (offset != size) {
+    return Error(Code::kInvalidWriteOffset)
+        .with("WriteOffsetBytes", std::to_string(offset))
+        .with("ObjectSize", std::to_string(size));
+  }
+  if (condition.if_none_match_any && base)
+    return Error(Code::kPreconditionFailed).with("Condition", "If-None-Match");
+  if (condition.if_match) {
+    if (!base) return Error(Code::kNoSuchKey).with("Key", std::string(key));
+    if (!etag_matches(*condition.if_match, base->etag))
+      return Error(Code::kPreconditionFailed).with("Condition", "If-Match");
+  }
+  AppendPlan plan;
+  plan.offset = offset;
+  plan.body_algorithm = body_algorithm;
+  if (!base) return plan;
+  if (!requested.user_metadata.empty()) {
+    return Error(Code::kInvalidRequest,
+                 "Cannot specify both a write offset value and user-defined object metadata for "
+                 "existing objects.");
+  }
+  plan.parts = base->parts_count == 0 ? 2 : base->parts_count + 1;
+  if (plan.parts > kPartNumberMax) return Error(Code::kTooManyParts);
+  const auto kept = stored_algorithm(base->checksums);
+  if (body_algorithm && kept && *body_algorithm != *kept) {
+    return Error(Code::kInvalidRequest,
+                 "Checksum Type mismatch occurred, expected checksum Type: " +
+                     lower(aws::checksum_name(*kept)) +
+                     ", actual checksum Type: " + lower(aws::checksum_name(*body_algorithm)) + ".");
+  }
+  plan.extended_crc = extendable_crc(base->checksums);
+  if (!plan.body_algorithm && plan.extended_crc) plan.body_algorithm = plan.extended_crc->first;
+  return plan;
+}
+
+AppendedVersion appended_version(const std::optional<storage::ObjectRecord>& base,
+                                 storage::ObjectSpec requested, const AppendPlan& plan,
+                                 const AppendedData& data) {
+  AppendedVersion version;
+  if (!base) {
+    version.spec = std::move(requested);
+    version.spec.etag = data.etag;
+    if (data.checksum) {
+      set_checksum(version.spec.checksums, data.checksum->first, data.checksum->second);
+      version.spec.checksums.type = "FULL_OBJECT";
+    }
+    return version;
+  }
+  version.spec.headers = base->headers;
+  version.spec.user_metadata = base->user_metadata;
+  if (const auto& crc = plan.extended_crc) {
+    set_checksum(version.spec.checksums, crc->first, aws::crc_to_base64(crc->first, data.crc));
+    version.spec.checksums.type = "FULL_OBJECT";
+  }
+  version.spec.etag = appended_etag(base->etag, data.digest, plan.parts);
+  if (base->parts_count == 0) version.new_parts.push_back({1, 0, plan.offset, std::nullopt});
+  std::optional<std::string> part_checksum;
+  if (data.checksum) part_checksum = data.checksum->second;
+  version.new_parts.push_back({plan.parts, plan.offset, data.bytes, part_checksum});
+  return version;
 }
 
 }  // namespace hots3::s3

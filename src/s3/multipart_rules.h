@@ -67,4 +67,55 @@ std::variant<storage::ObjectStore::CompletionPlan, Error> plan_completion(
 std::optional<Error> check_claimed_algorithm(const UploadChecksums& upload,
                                              std::optional<aws::ChecksumAlgorithm> claimed);
 
+// ---- appends ------------------------------------------------------------------------------
+//
+// S3 Express semantics: the offset must be the object's current size (0 creates an object that
+// does not exist); each append adds a part (10,000 at most); the object keeps its metadata, and a
+// request may not set user metadata on an existing object. A full-object CRC (CRC32, CRC32C,
+// CRC64NVME) is carried on over the new bytes; other checksums end with the first append.
+
+// x-amz-write-offset-bytes: a whole number of bytes, else InvalidArgument.
+std::variant<std::uint64_t, Error> parse_write_offset(std::string_view text);
+
+// What an append to `base` (nullopt: there is no object) will make, decided before any data.
+struct AppendPlan {
+  std::uint64_t offset = 0;  // == the base's size
+  std::uint32_t parts = 0;   // the new version's part count; 0 for a new object
+  // The base's full-object CRC, carried on over the appended bytes.
+  std::optional<std::pair<aws::ChecksumAlgorithm, std::uint64_t>> extended_crc;
+  // The checksum the appended bytes are verified against (the client's algorithm, else the
+  // extended CRC's).
+  std::optional<aws::ChecksumAlgorithm> body_algorithm;
+};
+// Errors, in S3's order: InvalidWriteOffset, PreconditionFailed (If-None-Match, If-Match),
+// NoSuchKey (If-Match without an object), InvalidRequest (user metadata for an existing object),
+// TooManyParts, InvalidRequest (another checksum algorithm than the object's).
+std::variant<AppendPlan, Error> plan_append(const std::optional<storage::ObjectRecord>& base,
+                                            std::uint64_t offset,
+                                            const storage::WriteCondition& condition,
+                                            const storage::ObjectSpec& requested,
+                                            std::optional<aws::ChecksumAlgorithm> body_algorithm,
+                                            std::string_view key);
+
+// The appended data, as the writer and the request body saw it.
+struct AppendedData {
+  std::string etag;  // the writer's (what a new object's ETag is)
+  // The writer's digest, which the chained ETag is made of: of the appended bytes, after the
+  // base's when an inline base is rewritten with them.
+  std::array<std::uint8_t, 16> digest{};
+  std::uint64_t bytes = 0;
+  std::optional<std::pair<aws::ChecksumAlgorithm, std::string>> checksum;  // verified
+  std::uint64_t crc = 0;  // plan.extended_crc carried on over the bytes
+};
+// The new version: its spec and the part boundaries to add. A new object takes the request's
+// spec; an extended one keeps the base's headers and metadata, and an ETag chained from the
+// previous one (every version has its own).
+struct AppendedVersion {
+  storage::ObjectSpec spec;
+  std::vector<storage::ObjectPartRecord> new_parts;
+};
+AppendedVersion appended_version(const std::optional<storage::ObjectRecord>& base,
+                                 storage::ObjectSpec requested, const AppendPlan& plan,
+                                 const AppendedData& data);
+
 }  // namespace hots3::s3

@@ -134,5 +134,128 @@ TEST_F(CompletionTest, ACompositeUploadNeedsEveryPartsChecksumListed) {
   EXPECT_EQ(spec.checksums.type, "COMPOSITE");
 }
 
+// ---- appends --------------------------------------------------------------------------------
+
+TEST(AppendRules, TheOffsetIsAWholeNumber) {
+  EXPECT_EQ(std::get<std::uint64_t>(parse_write_offset("0")), 0U);
+  EXPECT_EQ(std::get<std::uint64_t>(parse_write_offset("18446744073709551615")),
+            18446744073709551615ULL);
+  for (const char* bad : {"", "-1", "+1", "1.5", " 1", "18446744073709551616", "x"}) {
+    auto parsed = parse_write_offset(bad);
+    ASSERT_TRUE(std::holds_alternative<Error>(parsed)) << bad;
+    EXPECT_EQ(std::get<Error>(parsed).code, Code::kInvalidArgument) << bad;
+  }
+}
+
+class AppendTest : public ::testing::Test {
+ protected:
+  AppendTest() {
+    base_.id = 7;
+    base_.size_bytes = 100;
+    base_.etag = md5_hex("base");
+    base_.headers.content_type = "text/plain";
+    base_.user_metadata.emplace_back("owner", "training");
+    base_.checksums.crc32c = aws::crc_to_base64(aws::ChecksumAlgorithm::kCrc32c, 0x1234);
+    base_.checksums.type = "FULL_OBJECT";
+  }
+
+  std::variant<AppendPlan, Error> plan(std::optional<storage::ObjectRecord> base,
+                                       std::uint64_t offset,
+                                       std::optional<aws::ChecksumAlgorithm> algorithm = {}) {
+    return plan_append(base, offset, condition_, requested_, algorithm, "k");
+  }
+
+  // The error's code; nullopt when the append may go ahead.
+  static std::optional<Code> refused(const std::variant<AppendPlan, Error>& planned) {
+    if (const auto* e = std::get_if<Error>(&planned)) return e->code;
+    return std::nullopt;
+  }
+
+  storage::ObjectRecord base_;
+  storage::WriteCondition condition_;
+  storage::ObjectSpec requested_;
+};
+
+TEST_F(AppendTest, TheOffsetIsTheObjectsSize) {
+  EXPECT_EQ(refused(plan(std::nullopt, 0)), std::nullopt);
+  EXPECT_EQ(refused(plan(std::nullopt, 1)), Code::kInvalidWriteOffset);
+  EXPECT_EQ(refused(plan(base_, 99)), Code::kInvalidWriteOffset);
+  const auto planned = plan(base_, 100);
+  ASSERT_EQ(refused(planned), std::nullopt);
+  EXPECT_EQ(std::get<AppendPlan>(planned).parts, 2U);  // the first part is the object so far
+  base_.parts_count = 2;
+  EXPECT_EQ(std::get<AppendPlan>(plan(base_, 100)).parts, 3U);
+  base_.parts_count = kPartNumberMax;
+  EXPECT_EQ(refused(plan(base_, 100)), Code::kTooManyParts);
+}
+
+TEST_F(AppendTest, ConditionsMetadataAndChecksumsAreCheckedInS3sOrder) {
+  condition_.if_none_match_any = true;
+  EXPECT_EQ(refused(plan(base_, 100)), Code::kPreconditionFailed);
+  EXPECT_EQ(refused(plan(base_, 5)), Code::kInvalidWriteOffset);  // the offset first
+  EXPECT_EQ(refused(plan(std::nullopt, 0)), std::nullopt);
+  condition_ = {};
+  condition_.if_match = "other";
+  EXPECT_EQ(refused(plan(base_, 100)), Code::kPreconditionFailed);
+  EXPECT_EQ(refused(plan(std::nullopt, 0)), Code::kNoSuchKey);
+  condition_.if_match = base_.etag;
+  EXPECT_EQ(refused(plan(base_, 100)), std::nullopt);
+  requested_.user_metadata.emplace_back("new", "value");
+  EXPECT_EQ(refused(plan(base_, 100)), Code::kInvalidRequest);
+  condition_ = {};
+  EXPECT_EQ(refused(plan(std::nullopt, 0)), std::nullopt);  // a new object may set its metadata
+  requested_ = {};
+  EXPECT_EQ(refused(plan(base_, 100, aws::ChecksumAlgorithm::kSha256)), Code::kInvalidRequest);
+}
+
+TEST_F(AppendTest, AFullObjectCrcCarriesOnAndTheEtagChains) {
+  const auto planned = std::get<AppendPlan>(plan(base_, 100));
+  ASSERT_TRUE(planned.extended_crc.has_value());
+  EXPECT_EQ(planned.extended_crc->first, aws::ChecksumAlgorithm::kCrc32c);
+  EXPECT_EQ(planned.extended_crc->second, 0x1234U);
+  EXPECT_EQ(planned.body_algorithm, aws::ChecksumAlgorithm::kCrc32c);  // verified on the new bytes
+
+  AppendedData data;
+  data.digest = md5(std::as_bytes(std::span(std::string_view("more"))));
+  data.bytes = 4;
+  data.crc = 0x5678;
+  data.checksum = {{aws::ChecksumAlgorithm::kCrc32c, "part-crc"}};
+  const AppendedVersion version = appended_version(base_, requested_, planned, data);
+  EXPECT_EQ(version.spec.etag, appended_etag(base_.etag, data.digest, 2));
+  EXPECT_TRUE(version.spec.etag.ends_with("-2"));
+  EXPECT_EQ(version.spec.headers, base_.headers);
+  EXPECT_EQ(version.spec.user_metadata, base_.user_metadata);
+  EXPECT_EQ(version.spec.checksums.crc32c,
+            aws::crc_to_base64(aws::ChecksumAlgorithm::kCrc32c, 0x5678));
+  ASSERT_EQ(version.new_parts.size(), 2U);  // the object so far becomes part 1
+  EXPECT_EQ(version.new_parts[0].part_number, 1U);
+  EXPECT_EQ(version.new_parts[0].size_bytes, 100U);
+  EXPECT_EQ(version.new_parts[1].part_number, 2U);
+  EXPECT_EQ(version.new_parts[1].offset_bytes, 100U);
+  EXPECT_EQ(version.new_parts[1].size_bytes, 4U);
+  EXPECT_EQ(version.new_parts[1].checksum, "part-crc");
+
+  // A SHA-256 object keeps no checksum past its first append.
+  base_.checksums = {};
+  base_.checksums.sha256 = "sha";
+  const auto sha_plan = std::get<AppendPlan>(plan(base_, 100));
+  EXPECT_FALSE(sha_plan.extended_crc.has_value());
+  EXPECT_FALSE(appended_version(base_, requested_, sha_plan, data).spec.checksums.sha256);
+}
+
+TEST_F(AppendTest, ANewObjectIsAnOrdinaryOne) {
+  requested_.user_metadata.emplace_back("new", "value");
+  const auto planned = std::get<AppendPlan>(plan(std::nullopt, 0));
+  AppendedData data;
+  data.etag = md5_hex("data");
+  data.checksum = {{aws::ChecksumAlgorithm::kCrc32, "crc"}};
+  const AppendedVersion version = appended_version(std::nullopt, requested_, planned, data);
+  EXPECT_EQ(version.spec.etag, data.etag);
+  EXPECT_EQ(version.spec.user_metadata, requested_.user_metadata);
+  EXPECT_EQ(version.spec.checksums.crc32, "crc");
+  EXPECT_EQ(version.spec.checksums.type, "FULL_OBJECT");
+  EXPECT_TRUE(version.new_parts.empty());
+}
+
 }  // namespace
 }  // namespace hots3::s3

@@ -1,5 +1,7 @@
-// Pure pieces of the S3 layer: the error table, Range parsing, time formats, XML.
+// Pure pieces of the S3 layer: the error table, Range parsing (of GET and of UploadPartCopy),
+// time formats, XML.
 
+#include "s3/copy_source.h"
 #include "s3/errors.h"
 #include "s3/range.h"
 #include "s3/s3_xml.h"
@@ -91,6 +93,18 @@ TEST(Range, Forms) {
   EXPECT_EQ(parse_range("items=0-1", 100).kind, K::kWhole);
   EXPECT_EQ(parse_range("bytes=a-b", 100).kind, K::kWhole);
   EXPECT_EQ(parse_range("bytes=99999999999999999999999-", 100).kind, K::kWhole);
+}
+
+TEST(Range, UploadPartCopyTakesFirstToLastInsideTheSource) {
+  using Span = std::pair<std::uint64_t, std::uint64_t>;
+  EXPECT_EQ(std::get<Span>(parse_copy_source_range("bytes=0-9", 100)), Span(0, 10));
+  EXPECT_EQ(std::get<Span>(parse_copy_source_range("bytes=99-99", 100)), Span(99, 1));
+  // GET would accept all of these (suffix, open end, cut short); a part copy does not.
+  for (const char* refused : {"bytes=-5", "bytes=90-", "bytes=50-100", "bytes=a-b", "0-9"}) {
+    auto parsed = parse_copy_source_range(refused, 100);
+    ASSERT_TRUE(std::holds_alternative<Error>(parsed)) << refused;
+    EXPECT_EQ(std::get<Error>(parsed).code, Code::kInvalidArgument) << refused;
+  }
 }
 
 TEST(TimeFormat, RoundTrips) {
