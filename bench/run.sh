@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hots3 against the machine's own limits, side by side, in one run on one device (issue 7).
+# hots3 against the machine's own limits, side by side, in one run on one device.
 #
 #   limits  fio (io_uring, direct=1) on the device for each pattern, at the queue depth hots3
 #           itself reaches; nginx on loopback serving the same sizes from files (GET, page

@@ -34,9 +34,10 @@ BUILD_PACKAGES=(
 )
 # What the tests drive hots3 with: the image's python3 already has boto3 1.43 and AWS CLI v1;
 # Debian adds boto3 1.26 (older defaults, for /usr/bin/python3) and AWS CLI v2, and the clients
-# of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse).
+# of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse); and the lint: clang-format
+# and clang-tidy.
 TEST_PACKAGES=(
-  curl python3-boto3 python3-pytest awscli s3cmd rclone s3fs clang-format
+  curl python3-boto3 python3-pytest awscli s3cmd rclone s3fs clang-format clang-tidy
 )
 # The fuzz harnesses: clang with libFuzzer (its runtime is in libclang-rt-14-dev).
 FUZZ_PACKAGES=(

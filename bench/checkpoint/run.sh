@@ -11,7 +11,7 @@
 #          hots3's cache off, so every byte comes from the device,
 #          vs fio: sequential O_DIRECT read at the same queue depth,
 #             nginx: the same ranged GETs of files in the page cache.
-# Goal (issue 5): at least 85% of the lower limit for both.
+# Goal: at least 85% of the lower limit for both.
 #
 # usage: bench/checkpoint/run.sh [BUILD_DIR]        (default build/release)
 # env:   WRITERS (8) SHARD (1GiB) PART (8MiB) PART_CONCURRENCY (2) ROUNDS (3) READERS (8)

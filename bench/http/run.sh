@@ -4,7 +4,7 @@
 #   64 MiB response:      MB/s at 64 connections
 # Both servers get the same number of worker threads/processes and no access log; wrk runs on
 # the same machine with 2 threads (so that it is not the bottleneck), so the ratios are what
-# matters, not the absolute numbers. Prints PASS/FAIL against the goals of issue 2: at least
+# matters, not the absolute numbers. Prints PASS/FAIL against its goals: at least
 # 80% of nginx's requests/s for the small response and 90% of its MB/s for 64 MiB responses.
 # Exits 1 on a FAIL, and on any socket error or error status in a wrk run (a run with errors
 # measures nothing); both servers must answer exactly 200 before the runs.

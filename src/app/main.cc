@@ -56,9 +56,8 @@ hots3::config::Config build_config(const ServeFlags& flags) {
   return config;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line, parsed and run. Throws ConfigError and whatever start-up throws.
+int run(int argc, char** argv) {
   CLI::App app{"hots3: an S3-compatible hot tier for GPU racks, on NVMe", "hots3"};
   app.set_version_flag("--version", std::string("hots3 ") + hots3::kVersion);
   app.require_subcommand(1);
@@ -97,20 +96,27 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  if (serve->parsed()) {
+    return hots3::app::serve(build_config(flags),
+                             {.port_file = flags.port_file, .force_format = flags.force_format});
+  }
+  if (check->parsed()) {
+    hots3::config::Config config;
+    if (!check_config.empty()) hots3::config::apply_file(config, check_config);
+    config.storage.data_dir = check_data;
+    if (!check_device.empty()) config.storage.device_path = check_device;
+    config.storage.cache_bytes = 0;
+    config.log.access_log_path = "";
+    return hots3::app::check(config);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    if (serve->parsed()) {
-      return hots3::app::serve(build_config(flags),
-                               {.port_file = flags.port_file, .force_format = flags.force_format});
-    }
-    if (check->parsed()) {
-      hots3::config::Config config;
-      if (!check_config.empty()) hots3::config::apply_file(config, check_config);
-      config.storage.data_dir = check_data;
-      if (!check_device.empty()) config.storage.device_path = check_device;
-      config.storage.cache_bytes = 0;
-      config.log.access_log_path = "";
-      return hots3::app::check(config);
-    }
+    return run(argc, argv);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "hots3: configuration error: %s\n", e.what());
     return 2;
@@ -118,5 +124,4 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hots3: %s\n", e.what());
     return 1;
   }
-  return 0;
 }

@@ -2,7 +2,7 @@
 
 // Wiring of a running server: configuration → logs → store → S3 handler → HTTP server →
 // worker threads, and the orderly stop on SIGTERM / SIGINT. The only place that knows every
-// module (STYLE.md, dependency direction).
+// module (docs/STYLE.md, "Modules and what they may include").
 
 #include "hots3/config/config.h"
 #include "hots3/storage/object_store.h"

@@ -50,13 +50,13 @@ template <class V>
   V b = h[1];
   V c = h[2];
   V d = h[3];
-  const auto advance = [](V& a_, V& b_, V& c_, V& d_, const V& f, std::size_t i, const V& word) {
+  const auto advance = [](V& va, V& vb, V& vc, V& vd, const V& f, std::size_t i, const V& word) {
     const int s = kRotation[(i / 16) * 4 + i % 4];
-    const V x = a_ + f + kSine[i] + word;
-    a_ = d_;
-    d_ = c_;
-    c_ = b_;
-    b_ = b_ + ((x << s) | (x >> (32 - s)));
+    const V x = va + f + kSine[i] + word;
+    va = vd;
+    vd = vc;
+    vc = vb;
+    vb = vb + ((x << s) | (x >> (32 - s)));
   };
 #pragma GCC unroll 16
   for (std::size_t i = 0; i < 16; ++i)

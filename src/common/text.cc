@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <system_error>
 
 namespace hots3 {
 
@@ -60,5 +61,7 @@ bool valid_utf8(std::string_view text) noexcept {
   }
   return true;
 }
+
+std::string errno_text(int error) { return std::generic_category().message(error); }
 
 }  // namespace hots3

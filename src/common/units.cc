@@ -27,7 +27,7 @@ constexpr std::array kSizeUnits = {
     Unit{"KB", 1000},
     Unit{"M", kMiB},
     Unit{"MiB", kMiB},
-    Unit{"MB", 1000 * 1000},
+    Unit{"MB", 1000ULL * 1000},
     Unit{"G", kGiB},
     Unit{"GiB", kGiB},
     Unit{"GB", 1000ULL * 1000 * 1000},
@@ -70,11 +70,11 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   } else if (suffix == "ms") {
     factor_ms = 1;
   } else if (suffix == "m" || suffix == "min") {
-    factor_ms = 60 * 1000;
+    factor_ms = 60ULL * 1000;
   } else if (suffix == "h") {
-    factor_ms = 3600 * 1000;
+    factor_ms = 3600ULL * 1000;
   } else if (suffix == "d") {
-    factor_ms = 24 * 3600 * 1000;
+    factor_ms = 24ULL * 3600ULL * 1000;
   } else {
     return errc::kInvalidArgument;
   }

@@ -2,6 +2,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -90,7 +91,7 @@ StopSignals::StopSignals() {
   // Non-blocking: wait() and the Watch poll first, so a signal is taken by whoever reads it and
   // the other finds nothing instead of blocking.
   signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+  if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + errno_text(errno));
 }
 
 StopSignals::~StopSignals() { ::close(signal_fd_); }
@@ -125,7 +126,7 @@ int StopSignals::wait() {
 
 StopSignals::Watch::Watch(const StopSignals& signals, std::function<void(int)> on_signal)
     : wake_fd_(::eventfd(0, EFD_CLOEXEC)) {
-  if (wake_fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  if (wake_fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + errno_text(errno));
   thread_ = std::thread(
       [signal_fd = signals.signal_fd_, wake_fd = wake_fd_, on_signal = std::move(on_signal)] {
         pthread_setname_np(pthread_self(), "h3-signals");

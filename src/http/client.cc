@@ -4,6 +4,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/text.h"
+#include "hots3/common/units.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
@@ -92,7 +93,7 @@ std::optional<std::string_view> ClientResponseHead::find(std::string_view name) 
 
 asio::awaitable<Result<std::string>> Call::read_all(std::size_t max_bytes) {
   std::string out;
-  std::array<std::byte, 16 * 1024> buffer{};
+  std::array<std::byte, 16 * kKiB> buffer{};
   for (;;) {
     auto n = co_await read_body(buffer);
     if (!n) co_return n.error();
@@ -127,7 +128,7 @@ class Link {
 
   tcp::socket& socket() { return stream_ ? stream_->next_layer() : *socket_; }
   beast::flat_buffer& buffer() { return buffer_; }
-  bool timed_out() const { return timed_out_; }
+  [[nodiscard]] bool timed_out() const { return timed_out_; }
 
   void arm(std::chrono::milliseconds timeout) {
     timer_.expires_after(timeout);
@@ -401,7 +402,7 @@ class ClientCall final : public Call {
       if (parser_->is_done()) done_ = true;
       if (n > 0 || done_) co_return n;
       auto [rec, got] =
-          co_await link_->read_some(buffer.prepare(16 * 1024), client_->options.stall_timeout);
+          co_await link_->read_some(buffer.prepare(16 * kKiB), client_->options.stall_timeout);
       if (rec == asio::error::eof) {
         error_code ec;
         parser_->put_eof(ec);
@@ -422,7 +423,7 @@ class ClientCall final : public Call {
     parser_->body_limit(boost::none);
     if (request_.method == "HEAD") parser_->skip(true);
     auto& buffer = link_->buffer();
-    buffer.max_size(client_->options.header_bytes_max + 16 * 1024);
+    buffer.max_size(client_->options.header_bytes_max + 16 * kKiB);
     bool first = true;
     nothing_received_ = buffer.size() == 0;
     for (;;) {
@@ -436,7 +437,7 @@ class ClientCall final : public Call {
       if (buffer.size() >= client_->options.header_bytes_max)
         co_return fail(bhttp::error::header_limit);
       auto [ec, n] = co_await link_->read_some(
-          buffer.prepare(16 * 1024),
+          buffer.prepare(16 * kKiB),
           first ? client_->options.first_byte_timeout : client_->options.stall_timeout);
       first = false;
       if (ec)

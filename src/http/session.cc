@@ -13,6 +13,7 @@
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/text.h"
+#include "hots3/common/units.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -39,7 +40,7 @@ namespace bhttp = boost::beast::http;
 using asio::use_awaitable;
 using boost::system::error_code;
 constexpr auto kTuple = asio::as_tuple(use_awaitable);
-const boost::system::error_category& kBeastHttpCategory =
+const boost::system::error_category& beast_http_category =
     bhttp::make_error_code(bhttp::error::end_of_stream).category();
 
 using Parser = RequestParser;
@@ -47,9 +48,9 @@ using TlsStream = asio::ssl::stream<tcp::socket>;
 
 // Unread request bodies up to this size are read and dropped so the connection can be kept;
 // larger ones close it (RFC 9112 §9.3: read the rest of the request or close).
-constexpr std::uint64_t kDrainBytesMax = 256 * 1024;
+constexpr std::uint64_t kDrainBytesMax = 256 * kKiB;
 // First read of a request.
-constexpr std::size_t kReadChunkBytes = 16 * 1024;
+constexpr std::size_t kReadChunkBytes = 16 * kKiB;
 
 Method to_method(bhttp::verb verb) {
   switch (verb) {
@@ -108,9 +109,9 @@ class Session final : public Connection, public Exchange {
   }
 
   // --- Exchange -------------------------------------------------------------------------
-  const RequestHead& request() const noexcept override { return head_; }
-  bool body_complete() const noexcept override { return body_done_; }
-  bool response_started() const noexcept override { return response_started_; }
+  [[nodiscard]] const RequestHead& request() const noexcept override { return head_; }
+  [[nodiscard]] bool body_complete() const noexcept override { return body_done_; }
+  [[nodiscard]] bool response_started() const noexcept override { return response_started_; }
   asio::awaitable<Result<std::size_t>> read_body(std::span<std::byte> out) override;
   asio::awaitable<Result<void>> write_head(Response response) override;
   asio::awaitable<Result<void>> write_body(std::span<const std::byte> data) override;
@@ -125,9 +126,9 @@ class Session final : public Connection, public Exchange {
   asio::awaitable<void> drain_body();
   void prepare_head();
   void log_access();
-  bool is_health_check() const;
+  [[nodiscard]] bool is_health_check() const;
 
-  error_code read_error(error_code ec) const {
+  [[nodiscard]] error_code read_error(error_code ec) const {
     if (timed_out_) return errc::kTimedOut;
     if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension ||
         ec == bhttp::error::bad_transfer_encoding) {
@@ -191,7 +192,7 @@ asio::awaitable<void> Session<Stream>::loop() {
     const error_code ec = co_await read_head();
     disarm();
     if (ec) {
-      const bool parse_error = ec.category() == kBeastHttpCategory &&
+      const bool parse_error = ec.category() == beast_http_category &&
                                ec != bhttp::error::end_of_stream &&
                                ec != bhttp::error::partial_message;
       if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {

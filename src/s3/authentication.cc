@@ -8,6 +8,7 @@
 #include "hots3/common/clock.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/text.h"
+#include "hots3/common/units.h"
 
 #include <fmt/format.h>
 
@@ -99,7 +100,7 @@ namespace {
 // (and again as hex bytes, three characters a byte) a small request would draw a reply many
 // times its size. Each text is sent whole only up to kEchoBytesMax, its bytes form only up to
 // kEchoHexBytesMax; real requests stay well within both.
-constexpr std::size_t kEchoBytesMax = 8 * 1024;
+constexpr std::size_t kEchoBytesMax = 8 * kKiB;
 constexpr std::size_t kEchoHexBytesMax = 1024;
 
 Error signature_mismatch(std::string_view access_key, const std::string& string_to_sign,
@@ -153,6 +154,72 @@ std::optional<Error> unsigned_headers(const Request& r,
       .with("HeadersNotSigned", missing.substr(0, kEchoBytesMax));
 }
 
+// The scope's service must be s3, and with `region_check` its region this endpoint's. `code` and
+// `context` say where the scope was ("The authorization header is malformed").
+std::optional<Error> check_scope(const aws::SigningScope& scope, const config::S3Config& config,
+                                 Code code, std::string_view context) {
+  if (scope.service != "s3") {
+    return Error(code, std::string(context) + "; incorrect service \"" + scope.service +
+                           "\". This endpoint belongs to \"s3\".");
+  }
+  if (config.region_check && scope.region != config.region) {
+    return Error(code, std::string(context) + "; the region '" + scope.region +
+                           "' is wrong; expecting '" + config.region + "'")
+        .with("Region", config.region);
+  }
+  return std::nullopt;
+}
+
+// The canonical request of `r` and the string to sign made of it, as SigV4 defines them.
+struct SignedText {
+  std::string canonical;
+  std::string to_sign;
+};
+SignedText signed_text(const Request& r, const aws::Authorization& a, std::string_view amz_date,
+                       std::string_view payload_hash, std::string_view exclude_query) {
+  const aws::CanonicalInput input{
+      .method = r.head.method_string,
+      .path = r.path,
+      .query = &r.query,
+      .exclude_query = exclude_query,
+      .header_values =
+          [&r](std::string_view name) {
+            std::vector<std::string_view> values;
+            for (const auto& h : r.head.headers) {
+              if (iequals(h.name, name)) values.push_back(h.value);
+            }
+            return values;
+          },
+      .signed_headers = &a.signed_headers,
+      .payload_hash = payload_hash,
+  };
+  SignedText text;
+  text.canonical = aws::canonical_request(input);
+  text.to_sign = aws::string_to_sign(amz_date, a.scope, text.canonical);
+  return text;
+}
+
+// A presigned URL is good from its X-Amz-Date (less the allowed skew) for X-Amz-Expires seconds.
+std::optional<Error> check_presigned_window(std::int64_t signed_at_ms, std::uint64_t expires_s,
+                                            std::chrono::milliseconds skew) {
+  const std::int64_t now = now_ms();
+  const std::int64_t expires_ms = signed_at_ms + static_cast<std::int64_t>(expires_s) * 1000;
+  if (signed_at_ms > now + skew.count()) {
+    // S3's words and details (X-Amz-Date in epoch milliseconds, as S3 writes it).
+    return Error(Code::kAccessDenied, "Request is not yet valid")
+        .with("X-Amz-Date", std::to_string(signed_at_ms))
+        .with("Expires", iso8601(expires_ms))
+        .with("ServerTime", iso8601(now));
+  }
+  if (now > expires_ms) {
+    return Error(Code::kExpiredPresignedRequest)
+        .with("X-Amz-Expires", std::to_string(expires_s))
+        .with("Expires", iso8601(expires_ms))
+        .with("ServerTime", iso8601(now));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
@@ -163,17 +230,9 @@ std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
   auto& a = std::get<aws::Authorization>(parsed);
   const config::UserConfig* user = user_for(a.access_key);
   if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", a.access_key);
-  if (a.scope.service != "s3") {
-    return Error(Code::kAuthorizationHeaderMalformed,
-                 "The authorization header is malformed; incorrect service \"" + a.scope.service +
-                     "\". This endpoint belongs to \"s3\".");
-  }
-  if (config_.region_check && a.scope.region != config_.region) {
-    return Error(Code::kAuthorizationHeaderMalformed,
-                 "The authorization header is malformed; the region '" + a.scope.region +
-                     "' is wrong; expecting '" + config_.region + "'")
-        .with("Region", config_.region);
-  }
+  if (auto e = check_scope(a.scope, config_, Code::kAuthorizationHeaderMalformed,
+                           "The authorization header is malformed"))
+    return e;
   if (auto e = unsigned_headers(r, a.signed_headers)) return e;
   auto amz_date = r.header("x-amz-date");
   if (!amz_date)
@@ -204,26 +263,9 @@ std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
                  "Missing required header for this request: x-amz-content-sha256");
   if (auto e = payload_mode(r, *content_sha256)) return e;
 
-  const aws::CanonicalInput input{
-      .method = r.head.method_string,
-      .path = r.path,
-      .query = &r.query,
-      .exclude_query = {},
-      .header_values =
-          [&r](std::string_view name) {
-            std::vector<std::string_view> values;
-            for (const auto& h : r.head.headers) {
-              if (iequals(h.name, name)) values.push_back(h.value);
-            }
-            return values;
-          },
-      .signed_headers = &a.signed_headers,
-      .payload_hash = *content_sha256,
-  };
-  const std::string canonical = aws::canonical_request(input);
-  const std::string to_sign = aws::string_to_sign(*amz_date, a.scope, canonical);
-  auto key = verified_signing_key(*user, a.scope, to_sign, a.signature);
-  if (!key) return signature_mismatch(a.access_key, to_sign, a.signature, canonical);
+  const SignedText text = signed_text(r, a, *amz_date, *content_sha256, {});
+  auto key = verified_signing_key(*user, a.scope, text.to_sign, a.signature);
+  if (!key) return signature_mismatch(a.access_key, text.to_sign, a.signature, text.canonical);
   r.auth.user = user;
   if (r.auth.payload == Payload::kStreamingSigned ||
       r.auth.payload == Payload::kStreamingSignedTrailer) {
@@ -241,39 +283,18 @@ std::optional<Error> Authenticator::authenticate_v4_query(Request& r) {
   const config::UserConfig* user = user_for(p.authorization.access_key);
   if (user == nullptr)
     return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
-  if (p.authorization.scope.service != "s3") {
-    return Error(Code::kAuthorizationQueryParametersError,
-                 "Error parsing the X-Amz-Credential parameter; incorrect service \"" +
-                     p.authorization.scope.service + "\". This endpoint belongs to \"s3\".");
-  }
-  if (config_.region_check && p.authorization.scope.region != config_.region) {
-    return Error(Code::kAuthorizationQueryParametersError,
-                 "Error parsing the X-Amz-Credential parameter; the region '" +
-                     p.authorization.scope.region + "' is wrong; expecting '" + config_.region +
-                     "'")
-        .with("Region", config_.region);
-  }
+  if (auto e = check_scope(p.authorization.scope, config_, Code::kAuthorizationQueryParametersError,
+                           "Error parsing the X-Amz-Credential parameter"))
+    return e;
   if (auto e = unsigned_headers(r, p.authorization.signed_headers)) return e;
   const auto signed_at = parse_amz_date(p.amz_date);
   if (!signed_at)
     return Error(Code::kAuthorizationQueryParametersError,
                  "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
-  const std::int64_t now = now_ms();
-  const std::int64_t skew_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
-  if (*signed_at > now + skew_ms) {
-    // S3's words and details (X-Amz-Date in epoch milliseconds, as S3 writes it).
-    return Error(Code::kAccessDenied, "Request is not yet valid")
-        .with("X-Amz-Date", std::to_string(*signed_at))
-        .with("Expires", iso8601(*signed_at + static_cast<std::int64_t>(p.expires_s) * 1000))
-        .with("ServerTime", iso8601(now));
-  }
-  if (now > *signed_at + static_cast<std::int64_t>(p.expires_s) * 1000) {
-    return Error(Code::kExpiredPresignedRequest)
-        .with("X-Amz-Expires", std::to_string(p.expires_s))
-        .with("Expires", iso8601(*signed_at + static_cast<std::int64_t>(p.expires_s) * 1000))
-        .with("ServerTime", iso8601(now));
-  }
+  if (auto e = check_presigned_window(
+          *signed_at, p.expires_s,
+          std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max)))
+    return e;
   const std::string* hash_param = r.param("X-Amz-Content-Sha256");
   const std::string payload_hash = hash_param != nullptr ? *hash_param : "UNSIGNED-PAYLOAD";
   if (auto e = payload_mode(r, payload_hash)) return e;
@@ -284,27 +305,12 @@ std::optional<Error> Authenticator::authenticate_v4_query(Request& r) {
                  "Presigned requests do not take aws-chunked payloads: "
                  "sign UNSIGNED-PAYLOAD or the payload's SHA-256.");
   }
-  const aws::CanonicalInput input{
-      .method = r.head.method_string,
-      .path = r.path,
-      .query = &r.query,
-      .exclude_query = "X-Amz-Signature",
-      .header_values =
-          [&r](std::string_view name) {
-            std::vector<std::string_view> values;
-            for (const auto& h : r.head.headers) {
-              if (iequals(h.name, name)) values.push_back(h.value);
-            }
-            return values;
-          },
-      .signed_headers = &p.authorization.signed_headers,
-      .payload_hash = payload_hash,
-  };
-  const std::string canonical = aws::canonical_request(input);
-  const std::string to_sign = aws::string_to_sign(p.amz_date, p.authorization.scope, canonical);
-  if (!verified_signing_key(*user, p.authorization.scope, to_sign, p.authorization.signature)) {
-    return signature_mismatch(p.authorization.access_key, to_sign, p.authorization.signature,
-                              canonical);
+  const SignedText text =
+      signed_text(r, p.authorization, p.amz_date, payload_hash, "X-Amz-Signature");
+  if (!verified_signing_key(*user, p.authorization.scope, text.to_sign,
+                            p.authorization.signature)) {
+    return signature_mismatch(p.authorization.access_key, text.to_sign, p.authorization.signature,
+                              text.canonical);
   }
   r.auth.user = user;
   return std::nullopt;

@@ -3,6 +3,7 @@
 #include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/text.h"
+#include "hots3/common/units.h"
 #include "hots3/storage/object_store.h"
 
 #include <charconv>
@@ -12,7 +13,7 @@
 namespace hots3::s3 {
 namespace {
 
-constexpr std::size_t kReadBytes = 256 * 1024;
+constexpr std::size_t kReadBytes = 256 * kKiB;
 
 constexpr aws::ChecksumAlgorithm kAlgorithms[] = {
     aws::ChecksumAlgorithm::kCrc32, aws::ChecksumAlgorithm::kCrc32c,

@@ -16,6 +16,7 @@
 #include "hots3/common/digest.h"
 #include "hots3/common/hex.h"
 #include "hots3/common/text.h"
+#include "hots3/common/units.h"
 
 #include <charconv>
 
@@ -38,56 +39,78 @@ asio::awaitable<void> list_buckets(Service& s, Request& r) {
   co_await s.send_xml(r, 200, xml.finish());
 }
 
+namespace {
+
+// What a CreateBucket may ask for beyond a private bucket: nothing hots3 does not do.
+std::optional<Error> check_bucket_options(const Request& r) {
+  if (auto acl = r.header("x-amz-acl");
+      acl && *acl != "private" && *acl != "bucket-owner-full-control") {
+    return Error(Code::kNotImplemented, "Only the private canned ACL is supported.");
+  }
+  if (auto lock = r.header("x-amz-bucket-object-lock-enabled"); lock && iequals(*lock, "true"))
+    return Error(Code::kNotImplemented, "Object Lock is not supported.");
+  if (auto ownership = r.header("x-amz-object-ownership");
+      ownership && *ownership != "BucketOwnerEnforced") {
+    return Error(Code::kNotImplemented, "Only BucketOwnerEnforced object ownership is supported.");
+  }
+  return std::nullopt;
+}
+
+// With `region_check` the LocationConstraint must name this endpoint's region, as S3's regional
+// endpoints require (none, or none given, is us-east-1; "EU" is eu-west-1); without it any is
+// accepted (clients configured for another region sign for it too, and the data lives here
+// either way).
+std::optional<Error> check_location(const config::S3Config& config,
+                                    const std::optional<std::string>& location) {
+  if (!config.region_check) return std::nullopt;
+  const std::string& here = config.region;
+  const std::string wanted = location.value_or("");
+  if (wanted == "us-east-1" && here == "us-east-1") return Error(Code::kInvalidLocationConstraint);
+  const std::string region = wanted.empty() ? "us-east-1" : wanted == "EU" ? "eu-west-1" : wanted;
+  if (region == here) return std::nullopt;
+  return Error(Code::kIllegalLocationConstraint,
+               "The " + (wanted.empty() ? std::string("unspecified") : wanted) +
+                   " location constraint is incompatible for the region specific endpoint this "
+                   "request was sent to.")
+      .with("LocationConstraint", wanted);
+}
+
+// The optional CreateBucketConfiguration body: its LocationConstraint, if any. Sends the error
+// and returns false on failure.
+asio::awaitable<bool> read_location(Service& s, Request& r, std::optional<std::string>& location) {
+  if (!r.head.has_body()) co_return true;
+  auto checksums = read_checksum_request(r);
+  if (auto* e = std::get_if<Error>(&checksums)) {
+    co_await s.send_error(r, std::move(*e));
+    co_return false;
+  }
+  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
+  auto text = co_await body.read_all(64 * kKiB);
+  if (!text) {
+    co_await s.send_error(r, body.error());
+    co_return false;
+  }
+  auto parsed = parse_create_bucket_configuration(*text);
+  if (auto* e = std::get_if<Error>(&parsed)) {
+    co_await s.send_error(r, std::move(*e));
+    co_return false;
+  }
+  location = std::get<std::optional<std::string>>(std::move(parsed));
+  co_return true;
+}
+
+}  // namespace
+
 asio::awaitable<void> create_bucket(Service& s, Request& r) {
   if (!valid_bucket_name(r.bucket))
     co_return co_await s.send_error(r,
                                     Error(Code::kInvalidBucketName).with("BucketName", r.bucket));
-  if (auto acl = r.header("x-amz-acl");
-      acl && *acl != "private" && *acl != "bucket-owner-full-control") {
-    co_return co_await s.send_error(
-        r, Error(Code::kNotImplemented, "Only the private canned ACL is supported."));
-  }
-  if (auto lock = r.header("x-amz-bucket-object-lock-enabled"); lock && iequals(*lock, "true")) {
-    co_return co_await s.send_error(r,
-                                    Error(Code::kNotImplemented, "Object Lock is not supported."));
-  }
-  if (auto ownership = r.header("x-amz-object-ownership");
-      ownership && *ownership != "BucketOwnerEnforced") {
-    co_return co_await s.send_error(
-        r, Error(Code::kNotImplemented, "Only BucketOwnerEnforced object ownership is supported."));
-  }
-  // Optional CreateBucketConfiguration. With `region_check` the LocationConstraint must name this
-  // endpoint's region, as S3's regional endpoints require (none, or none given, is us-east-1;
-  // "EU" is eu-west-1); without it any is accepted (clients configured for another region sign
-  // for it too, and the data lives here either way).
+  if (auto e = check_bucket_options(r)) co_return co_await s.send_error(r, std::move(*e));
   std::optional<std::string> location;
-  if (r.head.has_body()) {
-    auto checksums = read_checksum_request(r);
-    if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
-    Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
-    auto text = co_await body.read_all(64 * 1024);
-    if (!text) co_return co_await s.send_error(r, body.error());
-    auto parsed = parse_create_bucket_configuration(*text);
-    if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
-    location = std::get<std::optional<std::string>>(std::move(parsed));
-  }
-  if (s.config().region_check) {
-    const std::string& here = s.config().region;
-    const std::string wanted = location.value_or("");
-    if (wanted == "us-east-1" && here == "us-east-1")
-      co_return co_await s.send_error(r, Code::kInvalidLocationConstraint);
-    const std::string region = wanted.empty() ? "us-east-1" : wanted == "EU" ? "eu-west-1" : wanted;
-    if (region != here) {
-      // Built before the co_await: GCC 12 destroys temporaries that live across one twice.
-      Error illegal =
-          Error(Code::kIllegalLocationConstraint,
-                "The " + (wanted.empty() ? std::string("unspecified") : wanted) +
-                    " location constraint is incompatible for the region specific endpoint this "
-                    "request was sent to.")
-              .with("LocationConstraint", wanted);
-      co_return co_await s.send_error(r, std::move(illegal));
-    }
-  }
+  const bool location_read = co_await read_location(s, r, location);
+  if (!location_read) co_return;
+  if (auto e = check_location(s.config(), location))
+    co_return co_await s.send_error(r, std::move(*e));
   auto mine = [&s, &r] {
     auto existing = s.store().find_bucket(r.bucket);
     return existing && *existing && (*existing)->owner == r.auth.user->name;
@@ -153,15 +176,42 @@ asio::awaitable<void> get_bucket_location(Service& s, Request& r) {
 
 namespace {
 
-// ListObjects parameters common to V1 and V2. Errors as S3 reports them.
+// ListObjects (V1) and ListObjectsV2 parameters. Errors as S3 reports them.
 struct ListParameters {
+  bool v2 = false;
   storage::ListQuery query;
   bool url_encoding = false;
   std::uint32_t max_keys = 1000;
+  std::string continuation;  // V2: as the client sent it
+  std::string start_after;   // V2
+  std::string marker;        // V1
+  bool fetch_owner = true;   // V1 always; V2 when asked
 };
 
-std::variant<ListParameters, Error> list_parameters(const Request& r) {
+// Where the listing starts: V2's continuation-token (our base64 of the last key) or start-after,
+// V1's marker.
+std::optional<Error> read_list_position(const Request& r, ListParameters& p) {
+  if (!p.v2) {
+    if (const std::string* m = r.param("marker")) p.marker = p.query.start_after = *m;
+    return std::nullopt;
+  }
+  if (const std::string* token = r.param("continuation-token")) {
+    auto decoded = aws::base64_decode(*token);
+    if (!decoded || token->empty()) {
+      return Error(Code::kInvalidArgument, "The continuation token provided is incorrect")
+          .with("ArgumentName", "continuation-token");
+    }
+    p.continuation = *token;
+    p.query.start_after = *decoded;
+  } else if (const std::string* after = r.param("start-after")) {
+    p.start_after = p.query.start_after = *after;
+  }
+  return std::nullopt;
+}
+
+std::variant<ListParameters, Error> list_parameters(const Request& r, bool v2) {
   ListParameters p;
+  p.v2 = v2;
   if (const std::string* v = r.param("prefix")) p.query.prefix = *v;
   if (const std::string* v = r.param("delimiter")) p.query.delimiter = *v;
   if (const std::string* v = r.param("encoding-type")) {
@@ -182,7 +232,57 @@ std::variant<ListParameters, Error> list_parameters(const Request& r) {
     p.max_keys = static_cast<std::uint32_t>(std::min<long long>(n, 1000));
   }
   p.query.max_keys = p.max_keys;
+  if (auto e = read_list_position(r, p)) return std::move(*e);
+  const std::string* fetch_owner = r.param("fetch-owner");
+  p.fetch_owner = !v2 || (fetch_owner != nullptr && *fetch_owner == "true");
   return p;
+}
+
+std::string list_result(const ListParameters& p, const storage::BucketRecord& bucket,
+                        const storage::ListPage& page) {
+  auto text = [&](std::string_view value) {
+    return p.url_encoding ? aws::uri_encode(value, false) : std::string(value);
+  };
+  XmlWriter xml("ListBucketResult");
+  xml.element("Name", bucket.name);
+  xml.element("Prefix", text(p.query.prefix));
+  if (p.v2) {
+    if (!p.continuation.empty()) xml.element("ContinuationToken", p.continuation);
+    if (!p.start_after.empty()) xml.element("StartAfter", text(p.start_after));
+    xml.element("KeyCount",
+                static_cast<std::uint64_t>(page.objects.size() + page.common_prefixes.size()));
+  } else {
+    xml.element("Marker", text(p.marker));
+  }
+  xml.element("MaxKeys", static_cast<std::uint64_t>(p.max_keys));
+  if (!p.query.delimiter.empty()) xml.element("Delimiter", text(p.query.delimiter));
+  if (p.url_encoding) xml.element("EncodingType", "url");
+  xml.element("IsTruncated", page.truncated);
+  if (page.truncated) {
+    if (p.v2) {
+      xml.element("NextContinuationToken", aws::base64_encode(page.last));
+    } else if (!p.query.delimiter.empty()) {
+      // S3 sends NextMarker only with a delimiter; without one, the last key is the marker.
+      xml.element("NextMarker", text(page.last));
+    }
+  }
+  for (const auto& o : page.objects) {
+    xml.open("Contents");
+    xml.element("Key", text(o.key));
+    xml.element("LastModified", iso8601(o.created_ms));
+    xml.element("ETag", quoted(o.etag));
+    if (o.checksum_algorithm) xml.element("ChecksumAlgorithm", *o.checksum_algorithm);
+    xml.element("Size", o.size_bytes);
+    if (p.fetch_owner) write_owner(xml, bucket.owner);
+    xml.element("StorageClass", "STANDARD");
+    xml.close();
+  }
+  for (const auto& prefix : page.common_prefixes) {
+    xml.open("CommonPrefixes");
+    xml.element("Prefix", text(prefix));
+    xml.close();
+  }
+  return xml.finish();
 }
 
 }  // namespace
@@ -190,81 +290,15 @@ std::variant<ListParameters, Error> list_parameters(const Request& r) {
 asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   auto bucket = co_await s.bucket_for(r, Access::kRead);
   if (!bucket) co_return;
-  auto parsed = list_parameters(r);
+  auto parsed = list_parameters(r, v2);
   if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
-  ListParameters p = std::get<ListParameters>(std::move(parsed));
-  std::string continuation;
-  std::string start_after;
-  std::string marker;
-  if (v2) {
-    if (const std::string* token = r.param("continuation-token")) {
-      auto decoded = aws::base64_decode(*token);
-      if (!decoded || token->empty()) {
-        co_return co_await s.send_error(
-            r, Error(Code::kInvalidArgument, "The continuation token provided is incorrect")
-                   .with("ArgumentName", "continuation-token"));
-      }
-      continuation = *token;
-      p.query.start_after = *decoded;
-    } else if (const std::string* after = r.param("start-after")) {
-      start_after = *after;
-      p.query.start_after = *after;
-    }
-  } else if (const std::string* m = r.param("marker")) {
-    marker = *m;
-    p.query.start_after = *m;
-  }
-  const bool fetch_owner =
-      !v2 || (r.param("fetch-owner") != nullptr && *r.param("fetch-owner") == "true");
+  const ListParameters& p = std::get<ListParameters>(parsed);
   auto page = co_await s.store().list_objects(bucket->id, p.query);
   if (!page) co_return co_await s.send_error(r, from_errc(page.error()));
   // max-keys=0 asks for nothing and gets a complete, empty page (S3: IsTruncated false, no
   // token), whatever the bucket holds; a token past "" would only restart the listing.
   if (p.max_keys == 0) page->truncated = false;
-
-  auto text = [&](std::string_view value) {
-    return p.url_encoding ? aws::uri_encode(value, false) : std::string(value);
-  };
-  XmlWriter xml("ListBucketResult");
-  xml.element("Name", bucket->name);
-  xml.element("Prefix", text(p.query.prefix));
-  if (v2) {
-    if (!continuation.empty()) xml.element("ContinuationToken", continuation);
-    if (!start_after.empty()) xml.element("StartAfter", text(start_after));
-    xml.element("KeyCount",
-                static_cast<std::uint64_t>(page->objects.size() + page->common_prefixes.size()));
-  } else {
-    xml.element("Marker", text(marker));
-  }
-  xml.element("MaxKeys", static_cast<std::uint64_t>(p.max_keys));
-  if (!p.query.delimiter.empty()) xml.element("Delimiter", text(p.query.delimiter));
-  if (p.url_encoding) xml.element("EncodingType", "url");
-  xml.element("IsTruncated", page->truncated);
-  if (page->truncated) {
-    if (v2) {
-      xml.element("NextContinuationToken", aws::base64_encode(page->last));
-    } else if (!p.query.delimiter.empty()) {
-      // S3 sends NextMarker only with a delimiter; without one, the last key is the marker.
-      xml.element("NextMarker", text(page->last));
-    }
-  }
-  for (const auto& o : page->objects) {
-    xml.open("Contents");
-    xml.element("Key", text(o.key));
-    xml.element("LastModified", iso8601(o.created_ms));
-    xml.element("ETag", "\"" + o.etag + "\"");
-    if (o.checksum_algorithm) xml.element("ChecksumAlgorithm", *o.checksum_algorithm);
-    xml.element("Size", o.size_bytes);
-    if (fetch_owner) write_owner(xml, bucket->owner);
-    xml.element("StorageClass", "STANDARD");
-    xml.close();
-  }
-  for (const auto& prefix : page->common_prefixes) {
-    xml.open("CommonPrefixes");
-    xml.element("Prefix", text(prefix));
-    xml.close();
-  }
-  co_await s.send_xml(r, 200, xml.finish());
+  co_await s.send_xml(r, 200, list_result(p, *bucket, *page));
 }
 
 asio::awaitable<void> bucket_subresource(Service& s, Request& r) {

@@ -80,22 +80,40 @@ std::optional<Error> check(const Conditions& c,
   return std::nullopt;
 }
 
-bool valid_client_token(std::string_view token) {
-  return !token.empty() && token.size() <= 64 &&
-         std::all_of(token.begin(), token.end(), [](char c) { return c >= 33 && c <= 126; });
+// x-amz-client-token: nullopt when absent; InvalidArgument unless 1 to 64 printable ASCII
+// characters.
+std::variant<std::optional<std::string>, Error> client_token(const Request& r) {
+  const auto token = r.header("x-amz-client-token");
+  if (!token) return std::optional<std::string>();
+  if (token->empty() || token->size() > 64 ||
+      !std::all_of(token->begin(), token->end(), [](char c) { return c >= 33 && c <= 126; })) {
+    return Error(Code::kInvalidArgument,
+                 "x-amz-client-token must be 1 to 64 ASCII characters from 33 to 126.")
+        .with("ArgumentName", "x-amz-client-token");
+  }
+  return std::optional<std::string>(*token);
 }
 
-}  // namespace
+// What a retry with the same client token must repeat exactly: the object names and every
+// condition.
+std::string rename_parameters(const Request& r, std::string_view source_key) {
+  std::string parameters = std::string(source_key) + '\0' + r.key;
+  for (std::string_view h :
+       {"if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+        "x-amz-rename-source-if-match", "x-amz-rename-source-if-none-match",
+        "x-amz-rename-source-if-modified-since", "x-amz-rename-source-if-unmodified-since"}) {
+    parameters += '\0';
+    parameters += r.header(h).value_or("-");
+  }
+  return parameters;
+}
 
-// ---- RenameObject ---------------------------------------------------------------------------
-
-asio::awaitable<void> rename_object(Service& s, Request& r) {
-  if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
+// The source of a rename: x-amz-rename-source, "/bucket/key" → (bucket, key).
+std::variant<std::pair<std::string, std::string>, Error> rename_source(const Request& r) {
   auto header = r.header("x-amz-rename-source");
   if (!header || header->empty()) {
-    co_return co_await s.send_error(
-        r, Error(Code::kInvalidRequest,
-                 "Missing required header for this request: x-amz-rename-source"));
+    return Error(Code::kInvalidRequest,
+                 "Missing required header for this request: x-amz-rename-source");
   }
   auto source = parse_copy_source(*header);
   if (auto* e = std::get_if<Error>(&source)) {
@@ -105,11 +123,22 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
     }
     if (error.code == Code::kInvalidArgument)
       error.message = "Rename Source must mention the bucket and the key: /bucket/key";
-    co_return co_await s.send_error(r, std::move(error));
+    return error;
   }
-  const auto [source_bucket, source_key] =
-      std::get<std::pair<std::string, std::string>>(std::move(source));
-  if (auto e = validate_key(source_key)) co_return co_await s.send_error(r, std::move(*e));
+  auto named = std::get<std::pair<std::string, std::string>>(std::move(source));
+  if (auto e = validate_key(named.second)) return std::move(*e);
+  return named;
+}
+
+}  // namespace
+
+// ---- RenameObject ---------------------------------------------------------------------------
+
+asio::awaitable<void> rename_object(Service& s, Request& r) {
+  if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
+  auto source = rename_source(r);
+  if (auto* e = std::get_if<Error>(&source)) co_return co_await s.send_error(r, std::move(*e));
+  const auto& [source_bucket, source_key] = std::get<std::pair<std::string, std::string>>(source);
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
   if (source_bucket != bucket->name) {
@@ -117,33 +146,18 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
         r, Error(Code::kInvalidRequest,
                  "The source and the destination of a rename must be in the same bucket."));
   }
-  std::optional<std::string> token;
-  if (auto t = r.header("x-amz-client-token")) {
-    if (!valid_client_token(*t)) {
-      co_return co_await s.send_error(
-          r, Error(Code::kInvalidArgument,
-                   "x-amz-client-token must be 1 to 64 ASCII characters from 33 to 126.")
-                 .with("ArgumentName", "x-amz-client-token"));
-    }
-    token = std::string(*t);
-  }
+  auto token = client_token(r);
+  if (auto* e = std::get_if<Error>(&token)) co_return co_await s.send_error(r, std::move(*e));
+  const std::optional<std::string>& client = std::get<std::optional<std::string>>(token);
   const Conditions on_source = conditions_of(r, "x-amz-rename-source-");
   const Conditions on_target = conditions_of(r, "");
 
-  // What a retry with the same token must repeat exactly: the object names and every condition.
   std::string parameters;
   std::string token_scope;
-  if (token) {
+  if (client) {
     token_scope = r.auth.user->name + '/' + std::to_string(bucket->id);
-    parameters = source_key + '\0' + r.key;
-    for (std::string_view h :
-         {"if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
-          "x-amz-rename-source-if-match", "x-amz-rename-source-if-none-match",
-          "x-amz-rename-source-if-modified-since", "x-amz-rename-source-if-unmodified-since"}) {
-      parameters += '\0';
-      parameters += r.header(h).value_or("-");
-    }
-    switch (s.client_tokens().find(token_scope, *token, parameters)) {
+    parameters = rename_parameters(r, source_key);
+    switch (s.client_tokens().find(token_scope, *client, parameters)) {
       case ClientTokens::Seen::kSame:
         co_return co_await s.send_empty(r, 200, s.response(r, 200));
       case ClientTokens::Seen::kDifferent:
@@ -169,7 +183,7 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
       co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", source_key));
     co_return co_await s.send_error(r, from_errc(renamed.error()));
   }
-  if (token) s.client_tokens().remember(token_scope, *token, parameters);
+  if (client) s.client_tokens().remember(token_scope, *client, parameters);
   co_await s.send_empty(r, 200, s.response(r, 200));
 }
 

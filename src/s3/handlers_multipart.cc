@@ -18,6 +18,7 @@
 #include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/text.h"
+#include "hots3/common/units.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -49,8 +50,8 @@ std::variant<storage::UploadRecord, Error> upload_of(Service& s, const Request& 
 //
 // S3 answers a Complete that takes a while with "200 OK" at once and then white space every few
 // seconds until the result, so that neither the client nor a proxy times out; a failure after
-// that is an Error XML document in the 200 body (the SDKs look for one). MinIO does the same:
-// the XML declaration, then a space every 10 s.
+// that is an Error XML document in the 200 body (the SDKs look for one). hots3 sends the XML
+// declaration, then a space every keep-alive period (at most one a second).
 
 constexpr std::string_view kXmlDeclaration = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
 
@@ -360,7 +361,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   const std::optional<aws::ChecksumAlgorithm> claimed_algorithm =
       std::get<ChecksumRequest>(requested).algorithm;
   Body body(r, ChecksumRequest{}, DefaultCrc64::kNo, false);
-  auto text = co_await body.read_all(4 * 1024 * 1024);
+  auto text = co_await body.read_all(4 * kMiB);
   if (!text) co_return co_await s.send_error(r, body.error());
   auto parsed = parse_complete_request(*text);
   if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));

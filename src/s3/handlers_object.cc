@@ -17,6 +17,7 @@
 
 #include "hots3/common/logging.h"
 #include "hots3/common/text.h"
+#include "hots3/common/units.h"
 
 #include <charconv>
 #include <cstring>
@@ -116,10 +117,12 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   const BodySelection& selection = std::get<BodySelection>(selected);
   http::Response head = s.response(r, selection.partial ? 206 : 200);
   add_object_headers(head, r, object, selection);
-  if (head_only) co_return co_await s.send_empty(r, head.status, std::move(head));
+  const unsigned status = head.status;
+  if (head_only) co_return co_await s.send_empty(r, status, std::move(head));
 
   reader->set_range(selection.offset_bytes, selection.length_bytes);
-  if (!co_await r.exchange.write_head(std::move(head))) co_return;
+  const auto started = co_await r.exchange.write_head(std::move(head));
+  if (!started) co_return;
   for (;;) {
     auto piece = co_await reader->next();
     if (!piece) {
@@ -162,7 +165,7 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   }
   const bool md5 = wanted.content_md5.has_value();
   Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, md5);
-  auto text = co_await body.read_all(2 * 1024 * 1024);
+  auto text = co_await body.read_all(2 * kMiB);
   if (!text) co_return co_await s.send_error(r, body.error());
   auto parsed = parse_delete_request(*text);
   if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
@@ -319,7 +322,7 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
         if (auto* e = std::get_if<Error>(&checksums))
           co_return co_await s.send_error(r, std::move(*e));
         Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
-        auto text = co_await body.read_all(64 * 1024);
+        auto text = co_await body.read_all(64 * kKiB);
         if (!text) co_return co_await s.send_error(r, body.error());
         auto parsed = acl_is_owner_full_control(*text, owner_id(bucket->owner));
         if (auto* e = std::get_if<Error>(&parsed))

@@ -2,6 +2,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/units.h"
 
 #include <algorithm>
 #include <atomic>
@@ -31,7 +32,7 @@ struct KeyHash {
   }
 };
 
-constexpr std::uint64_t kPrefaultStepBytes = 2 * 1024 * 1024;  // one huge page at a time
+constexpr std::uint64_t kPrefaultStepBytes = 2 * kMiB;  // one huge page at a time
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // A RAM cache of object data blocks in front of the O_DIRECT reads (O_DIRECT bypasses the
-// kernel's page cache, so hots3 keeps its own, as BlueStore does). Training reads the same
+// kernel's page cache, so hots3 keeps its own). Training reads the same
 // dataset every epoch: the second read must come at memory speed.
 //
 // - Bounded: a fixed arena of capacity_bytes, in 64 KiB slots. Slots are prefaulted ahead of
@@ -21,6 +21,8 @@
 //
 // Handed-out blocks are reference-counted: an entry evicted while a reader still sends it
 // stays valid until that reader lets go.
+
+#include "hots3/common/units.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -60,7 +62,7 @@ class CacheRef {
 
 class BlockCache {
  public:
-  static constexpr std::size_t kBlockBytes = 64 * 1024;
+  static constexpr std::size_t kBlockBytes = 64 * kKiB;
 
   // capacity_bytes 0 disables the cache (every lookup misses, nothing is kept).
   explicit BlockCache(std::uint64_t capacity_bytes);
@@ -98,7 +100,7 @@ class BlockCache {
 
  private:
   struct Shard;
-  Shard& shard_of(const CacheKey& key) const noexcept;
+  [[nodiscard]] Shard& shard_of(const CacheKey& key) const noexcept;
 
   std::uint64_t capacity_bytes_;
   std::unique_ptr<Arena> arena_;

@@ -1,6 +1,7 @@
 #include "storage/buffer_pool.h"
 
 #include "hots3/common/assert.h"
+#include "hots3/common/text.h"
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/io_context.hpp>
@@ -67,7 +68,7 @@ BufferPool::BufferPool(const BufferPoolOptions& options)
   void* memory = ::mmap(nullptr, region_bytes_, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (memory == MAP_FAILED) {
-    throw std::runtime_error(std::string("buffer pool: mmap failed: ") + std::strerror(errno));
+    throw std::runtime_error(std::string("buffer pool: mmap failed: ") + errno_text(errno));
   }
   base_ = static_cast<std::byte*>(memory);
   free_.reserve(count_);

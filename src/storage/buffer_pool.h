@@ -8,6 +8,8 @@
 // returned on that thread; when all are in use, acquire() waits in FIFO order. That wait is
 // the back-pressure that bounds the memory of many concurrent streams.
 
+#include "hots3/common/units.h"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <cstddef>
@@ -50,7 +52,7 @@ class IoBuffer {
 };
 
 struct BufferPoolOptions {
-  std::size_t buffer_bytes = 1024 * 1024;
+  std::size_t buffer_bytes = kMiB;
   std::size_t count = 32;
   std::size_t alignment_bytes = 4096;
 };

@@ -1,8 +1,8 @@
 #pragma once
 
 // Block checksums of stored data (format.h, "Integrity"): the low 32 bits of xxh3-64 per
-// 4 KiB block. 4 bytes per 4 KiB keeps the catalog at about 0.1% of the data, as BlueStore's
-// crc32c per 4 KiB does, while still catching bit rot, torn and misdirected writes.
+// 4 KiB block. 4 bytes per 4 KiB keeps the catalog at about 0.1% of the data
+// while still catching bit rot, torn and misdirected writes.
 
 #include <cstddef>
 #include <cstdint>

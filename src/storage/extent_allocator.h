@@ -1,6 +1,6 @@
 #pragma once
 
-// Free space of the device, in memory (BlueStore's Allocator). Nothing of it is persisted: at
+// Free space of the device, in memory. Nothing of it is persisted: at
 // start-up it is rebuilt from the extents the catalog references (build_from_used), so space
 // written by a transaction that never committed is free again after a crash.
 //

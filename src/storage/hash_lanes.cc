@@ -69,6 +69,7 @@ void HashLanes::pass() {
   deferrals_ = 0;
 
   std::vector<Job> batch;
+  batch.reserve(first.size());
   for (Job* job : first) batch.push_back(std::move(*job));
   std::erase_if(jobs_, [](const Job& j) { return !j.stream; });
   std::vector<Md5*> streams;

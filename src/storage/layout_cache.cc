@@ -1,4 +1,4 @@
-// LayoutCache: object layouts by version, sharded (see store_impl.h).
+// LayoutCache: object layouts by version, sharded (see layout_cache.h).
 
 #include "storage/layout_cache.h"
 

@@ -100,18 +100,19 @@ void MetadataCache::insert(std::int64_t bucket_id, std::string_view key,
 MetadataCache::Update MetadataCache::prepare(std::int64_t bucket_id, std::string_view key,
                                              std::shared_ptr<const ObjectRecord> record) {
   Update update;
-  update.entries = entry_of(bucket_id, key, std::move(record));
+  update.entries_ = entry_of(bucket_id, key, std::move(record));
   return update;
 }
 
 void MetadataCache::put(Update& update) {
-  H3_ASSERT(update.entries.size() == 1, "MetadataCache::put of an Update not fresh from prepare()");
-  const Entry& fresh = update.entries.front();
+  H3_ASSERT(update.entries_.size() == 1,
+            "MetadataCache::put of an Update not fresh from prepare()");
+  const Entry& fresh = update.entries_.front();
   Shard& s = shard_of(fresh.hash);
   std::lock_guard lock(s.mutex);
   ++s.generation;  // a reader's catalog row from before this commit is stale
   if (capacity_bytes_per_shard_ == 0) return;
-  store(s, update.entries, s.index.find(Key{fresh.key, fresh.hash}));
+  store(s, update.entries_, s.index.find(Key{fresh.key, fresh.hash}));
 }
 
 void MetadataCache::invalidate(std::int64_t bucket_id, std::string_view key) {

@@ -54,7 +54,7 @@ class MetadataCache {
   // freed where the Update is destroyed, the writer's thread again.
   class Update {
     friend class MetadataCache;
-    Lru entries;  // before put(): the new entry; after: what it displaced
+    Lru entries_;  // before put(): the new entry; after: what it displaced
   };
   // The record may still change (its version id is set in the catalog transaction) until put().
   [[nodiscard]] static Update prepare(std::int64_t bucket_id, std::string_view key,

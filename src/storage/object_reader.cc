@@ -65,7 +65,7 @@ struct Segment {
   std::size_t skip = 0;  // bytes of the buffer/cache block before `begin`
   std::shared_ptr<SegmentResult> result;
 
-  std::span<const std::byte> bytes() const {
+  [[nodiscard]] std::span<const std::byte> bytes() const {
     const std::size_t n = static_cast<std::size_t>(end - begin);
     if (cached) return cached.bytes().subspan(skip, n);
     return std::span<const std::byte>(result->buffer.data() + skip, n);
@@ -127,7 +127,7 @@ class ReaderImpl final : public ObjectReader {
     end_ = st_->object().size_bytes;
   }
 
-  const ObjectRecord& object() const noexcept override { return st_->object(); }
+  [[nodiscard]] const ObjectRecord& object() const noexcept override { return st_->object(); }
 
   void set_range(std::uint64_t offset, std::uint64_t length) override {
     H3_ASSERT(!started_ && offset <= st_->object().size_bytes &&
@@ -172,6 +172,26 @@ class ReaderImpl final : public ObjectReader {
     return row_hint_;
   }
 
+  // The bytes of a row one device read covers, relative to the row: whole chunks (cached
+  // afterwards) unless the request covers only part of one chunk (small random reads read just
+  // their 4 KiB blocks).
+  struct ReadSpan {
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+    bool cacheable = false;
+  };
+  static ReadSpan read_span(std::uint64_t relative, std::uint64_t wanted_end,
+                            std::uint64_t row_length, std::uint64_t buffer_bytes) {
+    const std::uint64_t chunk = relative - relative % kChunk;
+    if (wanted_end - chunk < std::min<std::uint64_t>(kChunk, row_length - chunk) ||
+        relative != chunk) {
+      return {relative - relative % kChecksumBlockBytes, std::min(wanted_end, chunk + kChunk),
+              false};
+    }
+    return {chunk, std::min({row_length, chunk + buffer_bytes, round_up(wanted_end, kChunk)}),
+            true};
+  }
+
   enum class Wait {
     kIfIdle,  // wait for a buffer when nothing is queued (REQUIRES: the reader holds no buffer)
     kNever,
@@ -201,8 +221,7 @@ class ReaderImpl final : public ObjectReader {
         queue_.push_back(std::move(segment));
         continue;
       }
-      // From the device: whole chunks (cached afterwards) unless the request covers only part
-      // of one chunk (small random reads read just their 4 KiB blocks).
+      // From the device, into a buffer of the pool.
       IoBuffer buffer;
       if (queue_.empty() && wait == Wait::kIfIdle) {
         buffer = co_await pool_.acquire();
@@ -213,21 +232,8 @@ class ReaderImpl final : public ObjectReader {
       }
       const std::uint64_t wanted_end =
           std::min(end_, row_end) - row.logical_offset_bytes;  // relative
-      std::uint64_t read_begin;
-      std::uint64_t read_end;
-      bool cacheable;
-      if (wanted_end - chunk < std::min<std::uint64_t>(kChunk, row.length_bytes - chunk) ||
-          relative != chunk) {
-        // Partial chunk: only the blocks asked for.
-        read_begin = relative - relative % kChecksumBlockBytes;
-        read_end = std::min(wanted_end, chunk + kChunk);
-        cacheable = false;
-      } else {
-        read_begin = chunk;
-        read_end =
-            std::min({row.length_bytes, chunk + buffer.size(), round_up(wanted_end, kChunk)});
-        cacheable = true;
-      }
+      const auto [read_begin, read_end, cacheable] =
+          read_span(relative, wanted_end, row.length_bytes, buffer.size());
       const std::uint64_t device_length =
           std::min(round_up(read_end - read_begin, kChecksumBlockBytes),
                    row.device.length_bytes - read_begin);

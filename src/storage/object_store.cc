@@ -78,7 +78,7 @@ struct AlignedBlock {
   AlignedBlock& operator=(const AlignedBlock&) = delete;
   AlignedBlock(AlignedBlock&&) = delete;
   AlignedBlock& operator=(AlignedBlock&&) = delete;
-  std::span<std::byte> span() const { return {data, size}; }
+  [[nodiscard]] std::span<std::byte> span() const { return {data, size}; }
   std::byte* data;
   std::size_t size;
 };

@@ -11,6 +11,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/md5.h"
+#include "hots3/common/units.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -24,7 +25,7 @@ namespace {
 namespace asio = boost::asio;
 
 // Space to grow an object of unknown size by, at a time.
-constexpr std::uint64_t kGrowBytes = 64 * 1024 * 1024;
+constexpr std::uint64_t kGrowBytes = 64 * kMiB;
 
 std::uint64_t round_up(std::uint64_t n, std::uint64_t unit) { return (n + unit - 1) / unit * unit; }
 
@@ -58,8 +59,9 @@ asio::awaitable<void> write_one(Device& device, std::shared_ptr<Reservation> kee
 
 class WriterImpl final : public ObjectWriter {
  public:
-  WriterImpl(StoreCore& core, BufferPool& pool, HashLanes& lanes, asio::any_io_executor executor,
-             std::optional<std::uint64_t> declared, bool inline_allowed)
+  WriterImpl(StoreCore& core, BufferPool& pool, HashLanes& lanes,
+             const asio::any_io_executor& executor, std::optional<std::uint64_t> declared,
+             bool inline_allowed)
       : core_(core),
         pool_(pool),
         lanes_(lanes),
@@ -155,10 +157,12 @@ class WriterImpl final : public ObjectWriter {
     co_return Result<void>{};
   }
 
-  std::uint64_t size() const noexcept override { return size_; }
-  const std::array<std::uint8_t, 16>& digest() const noexcept override { return digest_; }
+  [[nodiscard]] std::uint64_t size() const noexcept override { return size_; }
+  [[nodiscard]] const std::array<std::uint8_t, 16>& digest() const noexcept override {
+    return digest_;
+  }
 
-  WrittenData data() const {
+  [[nodiscard]] WrittenData data() const {
     H3_ASSERT(finished_ && !failed_, "written_data of an unfinished writer");
     WrittenData out;
     out.size_bytes = size_;

@@ -1,4 +1,4 @@
-// Retirement: SRCU-style reclamation of device space (see store_impl.h for the design).
+// Retirement: SRCU-style reclamation of device space (the design is in retirement.h).
 //
 // Memory ordering. Every operation on phase_, the slot counters and pending_versions_ is
 // seq_cst (the default). On x86 that costs nothing extra where it matters: enter and leave are

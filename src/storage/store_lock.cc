@@ -1,5 +1,7 @@
 #include "storage/store_lock.h"
 
+#include "hots3/common/text.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -14,7 +16,7 @@ StoreLock::StoreLock(const std::string& data_dir, Kind kind) {
   const std::string path = (std::filesystem::path(data_dir) / "lock").string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
-    throw std::runtime_error("cannot open the store lock " + path + ": " + std::strerror(errno));
+    throw std::runtime_error("cannot open the store lock " + path + ": " + errno_text(errno));
   const int op = (kind == Kind::kExclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
   int rc = 0;
   do {
@@ -31,7 +33,7 @@ StoreLock::StoreLock(const std::string& data_dir, Kind kind) {
                                     : "a running hots3 server: stop it first") +
           ")");
     }
-    throw std::runtime_error("cannot lock " + path + ": " + std::strerror(error));
+    throw std::runtime_error("cannot lock " + path + ": " + errno_text(error));
   }
 }
 

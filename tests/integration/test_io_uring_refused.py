@@ -1,4 +1,4 @@
-"""The real `hots3 serve` where io_uring_setup is refused (issue 3): some container runtimes'
+"""The real `hots3 serve` where io_uring_setup is refused: some container runtimes'
 seccomp profiles refuse it, and tests/support/no_io_uring.cc refuses it the same way (EPERM from
 a seccomp filter) before it execs the server.
 

@@ -5,7 +5,7 @@
 // strings: the router gathers the request's parts, this computes and compares signatures.
 // The rules, with the quirks real clients exercise, are in tests/data/wire/README.md (the
 // 26-point checklist) and are pinned by tests built from its captures
-// (tests/unit/s3/wire_captures_test.cc re-verifies every one of them).
+// (tests/unit/aws/wire_captures_test.cc re-verifies every one of them).
 //
 // OpenSSL (HMAC, SHA-256) stays in the .cc files.
 

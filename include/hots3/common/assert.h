@@ -1,6 +1,6 @@
 #pragma once
 
-// Assertions are for programmer errors (TigerBeetle style); operating errors are values.
+// Assertions are for programmer errors; operating errors are values (docs/STYLE.md, "Errors").
 // H3_ASSERT is always on, in every build. H3_DASSERT is for checks too expensive for release
 // builds and is on in Debug and sanitizer builds (H3_ENABLE_DASSERT).
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// Operating errors of hots3 as values (STYLE.md, "Error handling"). Every module turns its
+// Operating errors of hots3 as values (docs/STYLE.md, "Errors"). Every module turns its
 // own failure sources (errno, cqe->res, SQLite codes) into these in exactly one place, and
 // src/s3/errors.cc turns them into HTTP status + S3 error code in one table.
 

@@ -48,4 +48,4 @@ struct Failure {
   if (!H3_TRY_VAR_.has_value()) {              \
     ret ::hots3::Failure{H3_TRY_VAR_.error()}; \
   }                                            \
-  decl = std::move(*H3_TRY_VAR_)
+  decl = std::move(*H3_TRY_VAR_) /* NOLINT(bugprone-macro-parentheses): a declaration */

@@ -23,6 +23,9 @@ std::string lower(std::string_view text);
 std::string_view trim(std::string_view text) noexcept;
 // Case-insensitive ASCII comparison, as HTTP header names compare.
 bool iequals(std::string_view a, std::string_view b) noexcept;
+// The text of an errno value ("No such file or directory"); unlike strerror, safe from any
+// thread.
+std::string errno_text(int error);
 bool istarts_with(std::string_view text, std::string_view prefix) noexcept;
 
 // The length of the UTF-8 sequence at text[at] if it is well-formed (shortest form, no

@@ -1,7 +1,8 @@
 #pragma once
 
-// The worker threads: one io_context per thread (thread-per-core, STYLE.md "Async model").
-// Connections, device rings and buffer pools attach to a worker's context and stay there.
+// The worker threads: one io_context per thread (thread-per-core, docs/STYLE.md "Threads and
+// coroutines"). Connections, device rings and buffer pools attach to a worker's context and stay
+// there.
 
 #include <functional>
 #include <memory>

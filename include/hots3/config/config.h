@@ -6,6 +6,7 @@
 // Units are last in names: *_bytes, *_ms.
 
 #include "hots3/common/logging.h"
+#include "hots3/common/units.h"
 
 #include <chrono>
 #include <cstdint>
@@ -42,7 +43,7 @@ struct TlsConfig {
 struct HttpConfig {
   ListenAddress listen;
   unsigned threads = 0;                        // worker threads; 0 = number of cores
-  std::uint64_t header_bytes_max = 64 * 1024;  // request line + headers
+  std::uint64_t header_bytes_max = 64 * kKiB;  // request line + headers
   milliseconds header_timeout{10'000};         // from a request's first byte to its last header
   milliseconds idle_timeout{60'000};           // keep-alive connection with no request
   milliseconds body_stall_timeout{30'000};     // no request body byte arrived for this long
@@ -60,11 +61,11 @@ struct StorageConfig {
   std::uint64_t inline_max_bytes = 4096;     // objects up to this size live in the catalog
   std::optional<std::uint64_t> cache_bytes;  // block cache; unset = automatic, 0 = off
   std::optional<std::uint64_t>
-      metadata_cache_bytes;                     // objects' records; unset = automatic, 0 = off
-  std::uint64_t io_buffer_bytes = 1024 * 1024;  // one device I/O
-  std::uint64_t io_buffers_per_worker = 32;     // bounds the memory of streams
-  std::uint64_t stream_depth = 4;               // device I/Os in flight per stream
-  bool etag_md5 = true;                         // ETag = MD5 of the data, as S3 does
+      metadata_cache_bytes;                  // objects' records; unset = automatic, 0 = off
+  std::uint64_t io_buffer_bytes = kMiB;      // one device I/O
+  std::uint64_t io_buffers_per_worker = 32;  // bounds the memory of streams
+  std::uint64_t stream_depth = 4;            // device I/Os in flight per stream
+  bool etag_md5 = true;                      // ETag = MD5 of the data, as S3 does
 
   // The cache sizes in effect: the configured ones, or an eighth of the memory (at most 8 GiB).
   [[nodiscard]] std::uint64_t effective_cache_bytes() const;

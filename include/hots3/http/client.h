@@ -8,14 +8,17 @@
 // stay in src/http/client.cc.
 //
 // A request whose pooled connection turns out to have been closed by the server while it waited
-// idle (the write fails, or the response ends before its first byte) is sent once more on a new
-// connection: that is the client's one retry, safe because the server cannot have acted on a
-// request it never received whole. Retrying anything else is the caller's decision.
+// idle (writing the head fails; or, for a request without a body, the response ends before its
+// first byte) is sent once more on a new connection: that is the client's one retry, safe
+// because the server cannot have acted on a request it never received whole. A streamed body
+// has been consumed by then, so such a request is not sent again. Retrying anything else is the
+// caller's decision.
 //
 // Threading: a Client and its Calls live on the executor the Client was made with; every call is
 // made from it.
 
 #include "hots3/common/result.h"
+#include "hots3/common/units.h"
 #include "hots3/http/handler.h"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -42,7 +45,7 @@ struct ClientOptions {
   std::chrono::milliseconds first_byte_timeout{60'000};  // from the request's end to the answer
   std::chrono::milliseconds stall_timeout{30'000};       // no byte moving either way
   std::size_t idle_connections_max = 16;                 // kept alive between requests
-  std::uint64_t header_bytes_max = 64 * 1024;            // of a response head
+  std::uint64_t header_bytes_max = 64 * kKiB;            // of a response head
 };
 
 // Where a ClientOptions::endpoint points. Errors: kInvalidArgument for anything else.
@@ -121,7 +124,7 @@ class Client {
     std::string body;
   };
   boost::asio::awaitable<Result<Reply>> request(ClientRequest request, std::string body,
-                                                std::size_t max_response_bytes = 16 * 1024 * 1024);
+                                                std::size_t max_response_bytes = 16 * kMiB);
 
   [[nodiscard]] const Endpoint& endpoint() const noexcept;
   [[nodiscard]] std::size_t idle_connections() const noexcept;

@@ -1,9 +1,9 @@
 #pragma once
 
-// The HTTP/1.1 server: one listener per worker (SO_REUSEPORT), connections that stay on the
-// worker that accepted them, keep-alive, pipelining (in order), streamed bodies both ways,
-// optional TLS, limits and timeouts from config::HttpConfig, /health/live and /health/ready,
-// and the access log. Everything else goes to the Handler.
+// The HTTP/1.1 server: one listener per worker (SO_REUSEPORT), each connection handed at accept
+// to the least loaded worker and kept there, keep-alive, pipelining (in order), streamed bodies
+// both ways, optional TLS, limits and timeouts from config::HttpConfig, /health/live and
+// /health/ready, and the access log. Everything else goes to the Handler.
 
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"

@@ -10,6 +10,7 @@
 
 #include "hots3/aws/signer.h"
 #include "hots3/common/result.h"
+#include "hots3/common/units.h"
 #include "hots3/http/client.h"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -61,7 +62,7 @@ class Client {
   boost::asio::awaitable<Result<std::unique_ptr<http::Call>>> start(Request request);
   // The whole exchange in memory; the body's SHA-256 is signed.
   boost::asio::awaitable<Result<http::Client::Reply>> request(
-      Request request, std::string body, std::size_t max_response_bytes = 16 * 1024 * 1024);
+      Request request, std::string body, std::size_t max_response_bytes = 16 * kMiB);
 
   [[nodiscard]] http::Client& http() noexcept { return http_; }
 

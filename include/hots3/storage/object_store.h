@@ -3,18 +3,19 @@
 // The object store: buckets and objects on a Device, described by the Catalog. No HTTP and no
 // S3 here; the S3 layer turns requests into these calls.
 //
-// Durability (DESIGN.md): a committed write has its data written and flushed before its catalog
-// transaction commits, and the transaction is durable before commit() returns. Overwrites are
-// atomic (one transaction switches the key to the new version). Space of a replaced or deleted
-// version is freed only after that transaction is durable and no reader that could see the old
-// version is still reading (epochs). Written-but-uncommitted space is free after a crash:
-// free space is rebuilt from the catalog at start-up.
+// Durability (docs/ARCHITECTURE.md, "Durability"): a committed write has its data written and
+// flushed before its catalog transaction commits, and the transaction is durable before
+// commit_object() returns. Overwrites are atomic (one transaction switches the key to the new
+// version). Space of a replaced or deleted version is freed only after that transaction is durable
+// and no reader that could see the old version is still reading (epochs). Written-but-uncommitted
+// space is free after a crash: free space is rebuilt from the catalog at start-up.
 //
 // Threads: every coroutine here runs on a worker (an io_context the store was opened with) and
 // completes there. Catalog writes go to the catalog's writer thread; long catalog reads
 // (listings) to a reader thread; device I/O to the worker's ring.
 
 #include "hots3/common/result.h"
+#include "hots3/common/units.h"
 #include "hots3/storage/io_engine.h"
 #include "hots3/storage/records.h"
 
@@ -43,13 +44,13 @@ struct StoreOptions {
   std::string device_path;              // "" = <data_dir>/device.img
   std::uint64_t device_size_bytes = 0;  // size of a new device file; 0 = automatic
   IoEngine engine = IoEngine::kAuto;
-  std::uint64_t inline_max_bytes = 4096;  // objects up to this size live in the catalog
-  std::uint64_t cache_bytes = 0;          // block cache; 0 = none
-  std::uint64_t metadata_cache_bytes = 64 * 1024 * 1024;  // hot objects' metadata and inline data
-  std::size_t io_buffer_bytes = 1024 * 1024;              // one device I/O
-  std::size_t io_buffers_per_worker = 32;  // the worker's pool (bounds streaming memory)
-  std::size_t stream_depth = 4;            // I/Os in flight per stream
-  std::uint64_t extent_row_max_bytes = 16 * 1024 * 1024;  // data per catalog extent row
+  std::uint64_t inline_max_bytes = 4096;           // objects up to this size live in the catalog
+  std::uint64_t cache_bytes = 0;                   // block cache; 0 = none
+  std::uint64_t metadata_cache_bytes = 64 * kMiB;  // hot objects' metadata and inline data
+  std::size_t io_buffer_bytes = kMiB;              // one device I/O
+  std::size_t io_buffers_per_worker = 32;          // the worker's pool (bounds streaming memory)
+  std::size_t stream_depth = 4;                    // I/Os in flight per stream
+  std::uint64_t extent_row_max_bytes = 16 * kMiB;  // data per catalog extent row
   // Writers compute the MD5 of their data (what S3 makes ETags of); false: a 16-byte digest of
   // the data's block checksums instead, which costs nothing more.
   bool compute_md5 = true;

@@ -59,7 +59,7 @@ struct ObjectRecord {
   std::string etag;               // without quotes
   std::uint32_t parts_count = 0;  // > 0 for multipart objects
   std::int64_t created_ms = 0;    // Last-Modified
-  std::int64_t accessed_ms = 0;   // last GET (tiering)
+  std::int64_t accessed_ms = 0;   // the creation time, until reads are tracked (tiering)
   TierState tier_state = TierState::kLocal;
   ContentHeaders headers;
   Metadata user_metadata;

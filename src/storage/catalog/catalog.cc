@@ -9,6 +9,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -38,7 +39,6 @@ namespace hots3::storage {
 
 namespace asio = boost::asio;
 using detail::Connection;
-using detail::Query;
 using namespace detail;  // the row mapping (rows.h)
 
 namespace {
@@ -48,6 +48,68 @@ void block_checksum_sql(sqlite3_context* context, int, sqlite3_value** argv) {
   const auto* data = static_cast<const std::byte*>(sqlite3_value_blob(argv[0]));
   const auto n = static_cast<std::size_t>(sqlite3_value_bytes(argv[0]));
   sqlite3_result_int64(context, static_cast<sqlite3_int64>(block_checksum({data, n})));
+}
+
+// The writer's settings, its checkpoint hook (counting the WAL's frames into `wal_frames`) and the
+// SQL functions migrations use.
+void configure_writer(Connection& w, std::atomic<int>& wal_frames, const std::string& path) {
+  // WAL: readers never wait for the writer. synchronous=FULL: every commit syncs the WAL; the
+  // writer's COMMIT runs under DeferWalFlush, where that sync only hands the commit's frames to
+  // the kernel, and run_syncer flushes them before any write is answered.
+  w.exec_or_throw(
+      "PRAGMA journal_mode = WAL;"
+      "PRAGMA synchronous = FULL;"
+      "PRAGMA foreign_keys = OFF;"
+      "PRAGMA cache_size = -65536;"
+      "PRAGMA temp_store = MEMORY;"
+      "PRAGMA journal_size_limit = 67108864;");
+  // Checkpoints are ours (see kCheckpointFrames): this hook replaces SQLite's automatic one.
+  sqlite3_wal_hook(
+      w.handle(),
+      [](void* counter, sqlite3*, const char*, int frames) {
+        static_cast<std::atomic<int>*>(counter)->store(frames, std::memory_order_relaxed);
+        return SQLITE_OK;
+      },
+      &wal_frames);
+  if (sqlite3_create_function_v2(w.handle(), "h3_block_checksum", 1,
+                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr, block_checksum_sql,
+                                 nullptr, nullptr, nullptr) != SQLITE_OK) {
+    throw std::runtime_error("catalog " + path + ": cannot register h3_block_checksum");
+  }
+}
+
+std::int64_t single_integer(Connection& w, const char* sql, const std::string& path,
+                            const char* what) {
+  auto q = w.query(sql);
+  if (auto row = q.step(); !row || !*row)
+    throw std::runtime_error("catalog " + path + ": cannot read " + what);
+  return q.int64(0);
+}
+
+// Brings the schema to this build's version, one migration per transaction; returns it. A
+// catalog of a newer hots3 is refused.
+int migrate(Connection& w, const std::string& path) {
+  auto version = static_cast<int>(single_integer(w, "PRAGMA user_version", path, "the schema"));
+  const auto latest = static_cast<int>(detail::kMigrations.size());
+  if (version > latest) {
+    throw std::runtime_error("catalog " + path + " has schema version " + std::to_string(version) +
+                             ", newer than this hots3 (" + std::to_string(latest) + ")");
+  }
+  for (; version < latest; ++version) {
+    const auto started = std::chrono::steady_clock::now();
+    w.exec_or_throw("BEGIN IMMEDIATE");
+    w.exec_or_throw(detail::kMigrations[static_cast<std::size_t>(version)]);
+    w.exec_or_throw(("PRAGMA user_version = " + std::to_string(version + 1)).c_str());
+    w.exec_or_throw("COMMIT");
+    if (version > 0) {
+      // Some migrations rewrite a table (3: every object's row, 4.5 s for 10^6 objects here).
+      log::info("catalog migrated to schema version {} in {} ms", version + 1,
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - started)
+                    .count());
+    }
+  }
+  return version;
 }
 
 }  // namespace
@@ -64,66 +126,14 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
   impl->writer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite, true,
                                               detail::wal_batching_vfs());
   Connection& w = *impl->writer;
-  // WAL: readers never wait for the writer. synchronous=FULL: every commit syncs the WAL; the
-  // writer's COMMIT runs under DeferWalFlush, where that sync only hands the commit's frames to
-  // the kernel, and run_syncer flushes them before any write is answered.
-  w.exec_or_throw(
-      "PRAGMA journal_mode = WAL;"
-      "PRAGMA synchronous = FULL;"
-      "PRAGMA foreign_keys = OFF;"
-      "PRAGMA cache_size = -65536;"
-      "PRAGMA temp_store = MEMORY;"
-      "PRAGMA journal_size_limit = 67108864;");
-  // Checkpoints are ours (see kCheckpointFrames): this hook replaces SQLite's automatic one.
-  sqlite3_wal_hook(
-      w.handle(),
-      [](void* self, sqlite3*, const char*, int frames) {
-        static_cast<Impl*>(self)->wal_frames.store(frames, std::memory_order_relaxed);
-        return SQLITE_OK;
-      },
-      impl.get());
-  if (sqlite3_create_function_v2(w.handle(), "h3_block_checksum", 1,
-                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr, block_checksum_sql,
-                                 nullptr, nullptr, nullptr) != SQLITE_OK) {
-    throw std::runtime_error("catalog " + options.path + ": cannot register h3_block_checksum");
-  }
-  {
-    auto q = w.query("PRAGMA user_version");
-    if (auto row = q.step(); !row || !*row) {
-      throw std::runtime_error("catalog " + options.path + ": cannot read the schema version");
-    }
-    impl->schema_version = static_cast<int>(q.int64(0));
-  }
-  if (impl->schema_version > static_cast<int>(detail::kMigrations.size())) {
-    throw std::runtime_error("catalog " + options.path + " has schema version " +
-                             std::to_string(impl->schema_version) + ", newer than this hots3 (" +
-                             std::to_string(detail::kMigrations.size()) + ")");
-  }
-  while (impl->schema_version < static_cast<int>(detail::kMigrations.size())) {
-    const int to = impl->schema_version + 1;
-    const auto started = std::chrono::steady_clock::now();
-    w.exec_or_throw("BEGIN IMMEDIATE");
-    w.exec_or_throw(detail::kMigrations[static_cast<std::size_t>(impl->schema_version)]);
-    w.exec_or_throw(("PRAGMA user_version = " + std::to_string(to)).c_str());
-    w.exec_or_throw("COMMIT");
-    if (impl->schema_version > 0) {
-      // Some migrations rewrite a table (3: every object's row, 4.5 s for 10^6 objects here).
-      log::info("catalog migrated to schema version {} in {} ms", to,
-                std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::steady_clock::now() - started)
-                    .count());
-    }
-    impl->schema_version = to;
-  }
-  {
-    auto q = w.query(
-        "SELECT max(coalesce((SELECT max(id) FROM objects), 0), coalesce((SELECT max(id) FROM "
-        "parts), 0), "
-        "coalesce((SELECT max(id) FROM uploads), 0))");
-    if (auto row = q.step(); !row || !*row)
-      throw std::runtime_error("catalog " + options.path + ": cannot read ids");
-    impl->next_id = q.int64(0) + 1;
-  }
+  configure_writer(w, impl->wal_frames, options.path);
+  impl->schema_version = migrate(w, options.path);
+  impl->next_id = single_integer(w,
+                                 "SELECT max(coalesce((SELECT max(id) FROM objects), 0), "
+                                 "coalesce((SELECT max(id) FROM parts), 0), "
+                                 "coalesce((SELECT max(id) FROM uploads), 0))",
+                                 options.path, "ids") +
+                  1;
   impl->checkpointer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite,
                                                     false, detail::wal_batching_vfs());
   // A connection opens the WAL on its first read; until then a checkpoint through it does nothing
@@ -132,23 +142,26 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
   impl->db_fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (impl->db_fd < 0) {
     throw std::runtime_error("catalog " + options.path +
-                             ": cannot open it for writeback: " + std::strerror(errno));
+                             ": cannot open it for writeback: " + errno_text(errno));
   }
-  Impl* raw = impl.get();
-  impl->writer_thread = std::thread([raw] {
+  impl->start_threads();
+  return std::unique_ptr<Catalog>(new Catalog(std::move(impl)));
+}
+
+void Catalog::Impl::start_threads() {
+  writer_thread = std::thread([this] {
     pthread_setname_np(pthread_self(), "h3-catalog");
-    raw->run_writer();
+    run_writer();
   });
-  impl->syncer_thread = std::thread([raw] {
+  syncer_thread = std::thread([this] {
     pthread_setname_np(pthread_self(), "h3-catalog-sync");
-    raw->run_syncer();
+    run_syncer();
   });
-  impl->checkpointer_thread = std::thread([raw] {
+  checkpointer_thread = std::thread([this] {
     pthread_setname_np(pthread_self(), "h3-catalog-ckpt");
     (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
-    raw->run_checkpointer();
+    run_checkpointer();
   });
-  return std::unique_ptr<Catalog>(new Catalog(std::move(impl)));
 }
 
 Catalog::~Catalog() {

@@ -6,10 +6,11 @@
 //
 // Reads run on the calling thread, each thread with its own read-only connection (WAL readers
 // never wait for the writer). Writes go to one writer thread that runs every write queued
-// while it was busy in one transaction (group commit), each write inside its own savepoint so
-// that one failing write does not undo the others. A syncer thread beside it flushes the WAL
-// once for all the transactions committed since its last flush, and runs the checkpoints. A
-// write completes only once its transaction is durable.
+// while it was busy in one transaction (group commit); when one of them fails, the batch is run
+// again with each write inside its own savepoint, so that one failing write does not undo the
+// others. A syncer thread beside it flushes the WAL once for all the transactions committed
+// since its last flush; a checkpointer thread copies the WAL back into the database. A write
+// completes only once its transaction is durable.
 //
 // Keys compare as bytes (SQLite's BINARY collation over UTF-8), the order S3 lists them in.
 

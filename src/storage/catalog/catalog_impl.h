@@ -145,6 +145,8 @@ struct Catalog::Impl {
     return *slot;
   }
 
+  // The writer, syncer and checkpointer threads.
+  void start_threads();
   void run_writer();
   void run_batch(std::deque<detail::Pending>& batch);
   bool run_writes(std::deque<detail::Pending>& batch, std::vector<error_code>& results,

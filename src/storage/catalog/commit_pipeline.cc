@@ -11,6 +11,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -38,9 +39,7 @@
 
 namespace hots3::storage {
 
-namespace asio = boost::asio;
 using detail::Connection;
-using detail::Query;
 using namespace detail;  // the row mapping (rows.h)
 
 void Catalog::Impl::run_writer() {
@@ -156,7 +155,7 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
   if (closed_in || wal_frames.load(std::memory_order_relaxed) >= kWriterCheckpointFrames) {
     const auto started = std::chrono::steady_clock::now();
     if (checkpoint(w) < 0) {
-      // Another checkpoint in progress (the syncer's periodic one) made this one give up: again
+      // Another checkpoint in progress (the checkpointer's) made this one give up: again
       // after the next batch.
       wal_restart_ready.store(closed_in, std::memory_order_relaxed);
       return;
@@ -316,7 +315,7 @@ error_code Catalog::Impl::sync_wal() {
     // does on a new journal's first sync.
     wal_fd = ::open(wal.c_str(), O_RDONLY | O_CLOEXEC);
     if (wal_fd < 0) {
-      log::error("catalog: cannot open {} to flush it: {}", wal, std::strerror(errno));
+      log::error("catalog: cannot open {} to flush it: {}", wal, errno_text(errno));
       return errc::kIoError;
     }
     const auto slash = options.path.find_last_of('/');
@@ -344,7 +343,7 @@ error_code Catalog::Impl::sync_wal() {
     // is unknown. Refuse every later write rather than acknowledge one that may be lost.
     wal_sync_failed.store(true, std::memory_order_relaxed);
     log::error("catalog: flushing {} failed: {}; writes are refused from now on", wal,
-               std::strerror(errno));
+               errno_text(errno));
     return errc::kIoError;
   }
   return {};

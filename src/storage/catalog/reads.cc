@@ -37,9 +37,7 @@
 
 namespace hots3::storage {
 
-namespace asio = boost::asio;
 using detail::Connection;
-using detail::Query;
 using namespace detail;  // the row mapping (rows.h)
 
 Result<std::optional<DeviceUuid>> Catalog::device_uuid() {
@@ -175,6 +173,52 @@ Result<std::optional<ObjectPartRecord>> Catalog::object_part(std::int64_t object
   return std::optional<ObjectPartRecord>(read_object_part(q));
 }
 
+namespace {
+
+// A key under a common prefix (the listing's prefix, then anything, then the delimiter) shows
+// as that prefix, once, in its place; the scan then seeks past the prefix: one index search
+// however many keys it holds, so that a page costs what it returns.
+struct Grouping {
+  enum class Kind {
+    kNone,         // no delimiter after the prefix: the row is listed as itself
+    kEarlierPage,  // a common prefix at or before the marker: listed on an earlier page
+    kNoRoom,       // a common prefix, but the page is full: the listing is truncated
+    kListed,       // a common prefix, appended to the page's
+  } kind = Kind::kNone;
+  std::string common;
+};
+
+Grouping group_key(std::string_view key, const std::string& prefix, const std::string& delimiter,
+                   const std::string& marker, bool page_full,
+                   std::vector<std::string>& common_prefixes) {
+  if (delimiter.empty()) return {};
+  const auto pos = key.find(delimiter, prefix.size());
+  if (pos == std::string_view::npos) return {};
+  Grouping g{Grouping::Kind::kListed, std::string(key.substr(0, pos + delimiter.size()))};
+  if (!marker.empty() && g.common <= marker) {
+    g.kind = Grouping::Kind::kEarlierPage;
+  } else if (page_full) {
+    g.kind = Grouping::Kind::kNoRoom;
+  } else {
+    common_prefixes.push_back(g.common);
+  }
+  return g;
+}
+
+// Where a ListMultipartUploads page resumes within its key marker's uploads: after the upload-id
+// marker's row, or after all of them (no upload-id marker). An upload-id marker that is gone
+// (completed or aborted since): that key's uploads are listed again rather than lost.
+Result<std::int64_t> upload_marker_id(Connection& c, std::int64_t bucket_id,
+                                      const UploadListQuery& query) {
+  if (query.upload_id_marker.empty()) return std::numeric_limits<std::int64_t>::max();
+  H3_TRY(auto marker, find_upload_on(c, query.upload_id_marker));
+  if (marker && marker->bucket_id == bucket_id && marker->key == query.key_marker)
+    return marker->id;
+  return 0;
+}
+
+}  // namespace
+
 Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& query) {
   Connection& c = impl_->reader();
   ListPage page;
@@ -188,18 +232,15 @@ Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& 
   }
   const std::size_t want = query.max_keys;
   auto emitted = [&] { return page.objects.size() + page.common_prefixes.size(); };
-  bool more = true;
-  while (more) {
+  // max-keys=0 still reads one row: the empty page is truncated when there is one.
+  for (bool more = true; more && !page.truncated;) {
     // Rows are fetched in runs; a common prefix ends the run with a seek past it.
-    auto q = c.query(
-        exclusive ? "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS "
-                    "NOT NULL, "
-                    "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
-                    "WHERE bucket_id = ?1 AND key > ?2 AND key < ?3 ORDER BY key LIMIT ?4"
-                  : "SELECT key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS "
-                    "NOT NULL, "
-                    "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL FROM objects "
-                    "WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 ORDER BY key LIMIT ?4");
+    auto q = c.query(exclusive ? "SELECT " H3_LIST_ENTRY_COLUMNS
+                                 " FROM objects WHERE bucket_id = ?1 AND key > ?2 AND key < ?3 "
+                                 "ORDER BY key LIMIT ?4"
+                               : "SELECT " H3_LIST_ENTRY_COLUMNS
+                                 " FROM objects WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 "
+                                 "ORDER BY key LIMIT ?4");
     q.bind(1, bucket_id).bind(2, std::string_view(from)).bind(3, std::string_view(upper));
     q.bind(4, static_cast<std::int64_t>(want - emitted() + 1));
     more = false;
@@ -207,53 +248,25 @@ Result<ListPage> Catalog::list_objects(std::int64_t bucket_id, const ListQuery& 
       H3_TRY(bool row, q.step());
       if (!row) break;
       ++page.rows_read;
-      const std::string_view key = q.text(0);
-      if (!query.delimiter.empty()) {
-        const auto pos = key.find(query.delimiter, query.prefix.size());
-        if (pos != std::string_view::npos) {
-          std::string common(key.substr(0, pos + query.delimiter.size()));
-          // Seek past everything under this prefix: one index search, however many keys.
-          from = upper_bound_of(common);
-          exclusive = false;
-          more = true;
-          // A prefix at or before the marker was returned on an earlier page.
-          if (common <= query.start_after && !query.start_after.empty()) break;
-          if (emitted() == want) {
-            page.truncated = true;
-            more = false;
-            break;
-          }
-          page.common_prefixes.push_back(common);
-          page.last = std::move(common);
-          break;
-        }
+      const Grouping g = group_key(q.text(0), query.prefix, query.delimiter, query.start_after,
+                                   emitted() == want, page.common_prefixes);
+      if (g.kind == Grouping::Kind::kListed) page.last = g.common;
+      if (g.kind != Grouping::Kind::kNone) {
+        page.truncated = g.kind == Grouping::Kind::kNoRoom;
+        from = upper_bound_of(g.common);
+        exclusive = false;
+        more = true;
+        break;
       }
       if (emitted() == want) {
         page.truncated = true;
-        more = false;
         break;
       }
-      ListEntry e;
-      e.key = std::string(key);
-      e.size_bytes = q.uint64(1);
-      e.etag = std::string(q.text(2));
-      e.created_ms = q.int64(3);
-      e.parts_count = static_cast<std::uint32_t>(q.int64(4));
-      static constexpr const char* kAlgorithms[] = {"CRC32", "CRC32C", "CRC64NVME", "SHA1",
-                                                    "SHA256"};
-      for (int i = 0; i < 5; ++i) {
-        if (q.int64(5 + i) != 0) {
-          e.checksum_algorithm = kAlgorithms[i];
-          break;
-        }
-      }
-      page.last = e.key;
-      from = e.key;
+      page.objects.push_back(read_list_entry(q));
+      page.last = from = page.objects.back().key;
       exclusive = true;
-      page.objects.push_back(std::move(e));
       more = true;  // the run may have ended at LIMIT: fetch the next run
     }
-    if (page.truncated) break;
     if (want == 0) break;
   }
   return page;
@@ -286,26 +299,16 @@ Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const Uploa
   UploadListPage page;
   const std::string upper = upper_bound_of(query.prefix);
   // One key's uploads in the order they were initiated (S3's order): by row id, which grows
-  // with each CreateMultipartUpload. The scan starts after (key, id) = (from, after_id); it is
-  // resumed with a seek past every common prefix, like the objects' listing: a page costs what
-  // it returns, not the bucket's number of uploads.
+  // with each CreateMultipartUpload. The scan starts after (key, id) = (from, after_id).
   std::string from = query.prefix;
   std::int64_t after_id = -1;  // -1: from `from` inclusive; else after this id of `from`
   if (!query.key_marker.empty() && query.key_marker >= from) {
     from = query.key_marker;
-    after_id = std::numeric_limits<std::int64_t>::max();  // after every upload of the marker key
-    if (!query.upload_id_marker.empty()) {
-      H3_TRY(auto marker, find_upload_on(c, query.upload_id_marker));
-      // An upload-id marker that is gone (completed or aborted since): that key's uploads are
-      // listed again rather than lost.
-      after_id = marker && marker->bucket_id == bucket_id && marker->key == query.key_marker
-                     ? marker->id
-                     : 0;
-    }
+    H3_TRY(after_id, upload_marker_id(c, bucket_id, query));
   }
   const std::size_t want = query.max_uploads;
   auto emitted = [&] { return page.uploads.size() + page.common_prefixes.size(); };
-  for (bool more = want > 0; more;) {
+  for (bool more = true; more && !page.truncated && want > 0;) {
     auto q = c.query("SELECT " H3_UPLOAD_COLUMNS
                      " FROM uploads WHERE bucket_id = ?1 AND key < ?3 AND "
                      "(key > ?2 OR (key = ?2 AND id > ?4)) ORDER BY key, id LIMIT ?5");
@@ -318,39 +321,28 @@ Result<UploadListPage> Catalog::list_uploads(std::int64_t bucket_id, const Uploa
     for (;;) {
       H3_TRY(bool row, q.step());
       if (!row) break;
-      UploadRecord u = read_upload(q);
       ++page.rows_read;
-      if (!query.delimiter.empty()) {
-        const auto pos = u.key.find(query.delimiter, query.prefix.size());
-        if (pos != std::string::npos) {
-          std::string common = u.key.substr(0, pos + query.delimiter.size());
-          // Seek past everything under this prefix: one index search, however many uploads.
-          from = upper_bound_of(common);
-          after_id = -1;
-          more = true;
-          // A prefix at or before the marker was returned on an earlier page.
-          if (!query.key_marker.empty() && common <= query.key_marker) break;
-          if (emitted() == want) {
-            page.truncated = true;
-            more = false;
-            break;
-          }
-          page.next_key_marker = common;
-          page.next_upload_id_marker.clear();
-          page.common_prefixes.push_back(std::move(common));
-          break;
-        }
+      const Grouping g = group_key(q.text(3), query.prefix, query.delimiter, query.key_marker,
+                                   emitted() == want, page.common_prefixes);
+      if (g.kind == Grouping::Kind::kListed) {
+        page.next_key_marker = g.common;
+        page.next_upload_id_marker.clear();
+      }
+      if (g.kind != Grouping::Kind::kNone) {
+        page.truncated = g.kind == Grouping::Kind::kNoRoom;
+        from = upper_bound_of(g.common);
+        after_id = -1;
+        more = true;
+        break;
       }
       if (emitted() == want) {
         page.truncated = true;
-        more = false;
         break;
       }
-      from = u.key;
-      after_id = u.id;
-      page.next_key_marker = u.key;
+      UploadRecord& u = page.uploads.emplace_back(read_upload(q));
+      page.next_key_marker = from = u.key;
       page.next_upload_id_marker = u.upload_id;
-      page.uploads.push_back(std::move(u));
+      after_id = u.id;
       more = true;  // the run may have ended at LIMIT: fetch the next run
     }
   }

@@ -118,6 +118,23 @@ UploadRecord read_upload(const Query& q) {
   return u;
 }
 
+ListEntry read_list_entry(const Query& q) {
+  ListEntry e;
+  e.key = std::string(q.text(0));
+  e.size_bytes = q.uint64(1);
+  e.etag = std::string(q.text(2));
+  e.created_ms = q.int64(3);
+  e.parts_count = static_cast<std::uint32_t>(q.int64(4));
+  static constexpr const char* kAlgorithms[] = {"CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"};
+  for (int i = 0; i < 5; ++i) {
+    if (q.int64(5 + i) != 0) {
+      e.checksum_algorithm = kAlgorithms[i];
+      break;
+    }
+  }
+  return e;
+}
+
 PartRecord read_part(const Query& q) {
   PartRecord p;
   p.id = q.int64(0);

@@ -46,6 +46,11 @@
 
 #define H3_OBJECT_PART_COLUMNS "part_number, offset, size, checksum"
 
+// What a listing shows of an object (read_list_entry).
+#define H3_LIST_ENTRY_COLUMNS                                                         \
+  "key, size, etag, created_ms, parts_count, crc32 IS NOT NULL, crc32c IS NOT NULL, " \
+  "crc64nvme IS NOT NULL, sha1 IS NOT NULL, sha256 IS NOT NULL"
+
 namespace hots3::storage::detail {
 
 std::string encode_metadata(const Metadata& metadata);
@@ -72,6 +77,8 @@ UploadRecord read_upload(const Query& q);
 PartRecord read_part(const Query& q);
 
 ObjectPartRecord read_object_part(const Query& q);
+
+ListEntry read_list_entry(const Query& q);
 
 Result<std::vector<ExtentRecord>> read_extents(Connection& c, std::int64_t owner_id,
                                                bool with_checksums);

@@ -48,7 +48,7 @@ Query& Query::bind(int index, std::string_view text) {
 
 Query& Query::bind_blob(int index, std::span<const std::byte> blob) {
   // A zero-length blob must still be a blob, not NULL: pass a non-null pointer.
-  static const std::byte kEmpty{};
+  static constexpr std::byte kEmpty{};
   H3_ASSERT(sqlite3_bind_blob64(stmt_, index, blob.empty() ? &kEmpty : blob.data(), blob.size(),
                                 SQLITE_TRANSIENT) == SQLITE_OK);
   return *this;

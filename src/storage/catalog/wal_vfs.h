@@ -2,8 +2,8 @@
 
 // Private to src/storage: the SQLite VFS of the catalog's writer and checkpointer. It is the
 // default (unix) VFS except for the write-ahead log, whose frames it gathers in memory and
-// hands to the kernel in one pwrite when SQLite syncs, reads, sizes or truncates the log
-// (SQLite writes a frame as two pwrites, header and page: at 64 writes per commit that was
+// hands to the kernel in large writes (64 KiB pieces) when SQLite syncs, reads, sizes or truncates
+// the log (SQLite writes a frame as two pwrites, header and page: at 64 writes per commit that was
 // most of the writer's time). What SQLite reads back is always in the file first, and nothing
 // is published to readers before the sync that follows a commit's last frame, so readers never
 // miss a frame.
@@ -26,6 +26,8 @@ class DeferWalFlush {
   ~DeferWalFlush();
   DeferWalFlush(const DeferWalFlush&) = delete;
   DeferWalFlush& operator=(const DeferWalFlush&) = delete;
+  DeferWalFlush(DeferWalFlush&&) = delete;
+  DeferWalFlush& operator=(DeferWalFlush&&) = delete;
 };
 
 // Within a RecordDatabaseWrites scope, the file offset of every write this thread makes to a
@@ -37,6 +39,8 @@ class RecordDatabaseWrites {
   ~RecordDatabaseWrites();
   RecordDatabaseWrites(const RecordDatabaseWrites&) = delete;
   RecordDatabaseWrites& operator=(const RecordDatabaseWrites&) = delete;
+  RecordDatabaseWrites(RecordDatabaseWrites&&) = delete;
+  RecordDatabaseWrites& operator=(RecordDatabaseWrites&&) = delete;
 };
 
 }  // namespace hots3::storage::detail

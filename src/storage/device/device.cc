@@ -2,6 +2,7 @@
 
 #include "hots3/common/assert.h"
 #include "hots3/common/logging.h"
+#include "hots3/common/text.h"
 #include "hots3/common/units.h"
 
 #include <liburing.h>
@@ -25,7 +26,7 @@ namespace hots3::storage {
 namespace {
 
 std::runtime_error system_failure(const std::string& what, const std::string& path) {
-  return std::runtime_error(what + " " + path + ": " + std::strerror(errno));
+  return std::runtime_error(what + " " + path + ": " + errno_text(errno));
 }
 
 // Direct-I/O alignment of an open file: statx STATX_DIOALIGN (Linux 6.1+), and for a block

@@ -1,6 +1,6 @@
 #pragma once
 
-// The device seam (LevelDB's Env, BlueStore's BlockDevice): every byte of object data goes
+// The device seam: every byte of object data goes
 // through a Device. Implementations: UringDevice (io_uring, the default), PosixDevice
 // (pread/pwrite on a small thread pool, when io_uring_setup is refused) and FaultDevice (tests:
 // lost unflushed writes, torn writes, bit flips, EIO).
@@ -68,15 +68,15 @@ class Device {
   virtual boost::asio::awaitable<Result<void>> write(std::uint64_t offset_bytes,
                                                      std::span<const std::byte> data) = 0;
 
-  // Makes every write that completed before this call durable (fdatasync). Concurrent flushes
-  // on one worker are combined.
+  // Makes every write that completed before this call durable (fdatasync). Each call is a flush
+  // of its own: a writer's finish() issues one.
   virtual boost::asio::awaitable<Result<void>> flush() = 0;
 
   [[nodiscard]] bool is_valid_io(std::uint64_t offset_bytes, std::uint64_t length_bytes,
                                  const void* address) const noexcept;
 
  protected:
-  // Asserts is_valid_io (Ceph's is_valid_io at the device boundary).
+  // Asserts is_valid_io: a misaligned I/O stops here, at the device boundary.
   void check_io(std::uint64_t offset_bytes, std::uint64_t length_bytes, const void* address) const;
 
  private:

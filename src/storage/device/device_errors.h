@@ -1,6 +1,6 @@
 #pragma once
 
-// errno → hots3::errc for the storage module, in one place (LevelDB's PosixError).
+// errno → hots3::errc for the storage module, in one place.
 
 #include "hots3/common/result.h"
 

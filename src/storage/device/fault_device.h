@@ -1,8 +1,7 @@
 #pragma once
 
-// A device for tests, in memory, that fails the ways real devices fail (LevelDB's
-// FaultInjectionTestEnv, TigerBeetle's storage fault model): writes are volatile until flushed
-// and a crash() decides what became of them (lost, torn at a 4 KiB boundary, or kept); bits
+// A device for tests, in memory, that fails the ways real devices fail: writes are volatile until
+// flushed and a crash() decides what became of them (lost, torn at a 4 KiB boundary, or kept); bits
 // flip; chosen ranges fail with EIO; flushes fail. Operations complete asynchronously on the
 // caller's executor, as the real devices do.
 

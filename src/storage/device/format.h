@@ -1,6 +1,6 @@
 #pragma once
 
-// The on-disk formats of hots3, in one place (LevelDB keeps its formats next to the code).
+// The on-disk formats of hots3, in one place, next to the code that reads and writes them.
 //
 // DEVICE (a block device or a regular file)
 //
@@ -33,9 +33,10 @@
 //   40  u64     creation time, ms since the Unix epoch
 //   48  u32     xxh3-32 (low 32 bits of xxh3-64) of bytes 0..47
 //
-// CATALOG (SQLite, <data_dir>/catalog.db, WAL mode): see src/storage/schema.sql.
+// CATALOG (SQLite, <data_dir>/catalog.db, WAL mode): see src/storage/catalog/schema.h.
 
 #include "hots3/common/result.h"
+#include "hots3/common/units.h"
 
 #include <array>
 #include <cstddef>
@@ -48,7 +49,7 @@ namespace hots3::storage {
 inline constexpr std::uint32_t kFormatVersion = 1;
 inline constexpr std::uint64_t kSuperblockBytes = 4096;
 // Data starts at 1 MiB so that large extents are 1 MiB aligned from the start of the device.
-inline constexpr std::uint64_t kDataStartBytes = 1024 * 1024;
+inline constexpr std::uint64_t kDataStartBytes = kMiB;
 inline constexpr std::uint64_t kChecksumBlockBytes = 4096;
 
 using DeviceUuid = std::array<std::uint8_t, 16>;

@@ -54,7 +54,7 @@ class PosixDevice final : public Device {
   PosixDevice(PosixDevice&&) = delete;
   PosixDevice& operator=(PosixDevice&&) = delete;
 
-  std::string_view engine() const noexcept override { return "posix"; }
+  [[nodiscard]] std::string_view engine() const noexcept override { return "posix"; }
   void attach(asio::io_context& /*context*/) override {}
 
   asio::awaitable<Result<void>> read(std::uint64_t offset, std::span<std::byte> buffer) override {

@@ -101,7 +101,7 @@ class UringDevice final : public Device {
   UringDevice(UringDevice&&) = delete;
   UringDevice& operator=(UringDevice&&) = delete;
 
-  std::string_view engine() const noexcept override { return "io_uring"; }
+  [[nodiscard]] std::string_view engine() const noexcept override { return "io_uring"; }
 
   void attach(asio::io_context& context) override {
     UringRing& ring = asio::has_service<UringRing>(context)

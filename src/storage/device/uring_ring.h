@@ -14,7 +14,7 @@
 // In-flight operations are capped (well below the ring size); further operations queue and are
 // submitted as earlier ones complete: waiters queue, never spin. On shutdown the ring waits for
 // every submitted operation to complete before anything is freed: the kernel never writes into
-// memory that has been released (STYLE.md, coroutine pitfall 5).
+// memory that has been released (docs/STYLE.md, "Threads and coroutines").
 
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>

@@ -1,4 +1,4 @@
-// LayoutCache (src/storage/store_impl.h): sharded, bounded by the bytes of all shards together.
+// LayoutCache (src/storage/layout_cache.h): sharded, bounded by the bytes of all shards together.
 
 #include "storage/layout_cache.h"
 

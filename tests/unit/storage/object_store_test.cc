@@ -219,7 +219,9 @@ TEST_P(StoreTest, SlowReaderOfAnOverwrittenKeyGetsExactlyTheOldBytes) {
     got.insert(got.end(), piece.begin(), piece.end());
     // The key is overwritten many times while the reader is half-way.
     for (std::uint32_t i = 0; i < 12; ++i) {
-      auto r = co_await put_async("k", test::pattern_bytes(6 * kMiB, 200 + i), i % 2 == 0);
+      // Built before the co_await: GCC 12 destroys temporaries of a co_await expression twice.
+      auto overwrite = put_async("k", test::pattern_bytes(6 * kMiB, 200 + i), i % 2 == 0);
+      auto r = co_await std::move(overwrite);
       EXPECT_TRUE(r.has_value());
     }
     for (;;) {
@@ -237,10 +239,10 @@ TEST_P(StoreTest, SlowReaderOfAnOverwrittenKeyGetsExactlyTheOldBytes) {
   EXPECT_TRUE(get("k").value() == test::pattern_bytes(6 * kMiB, 211));
 }
 
-// Issue 3, made deterministic: an append or a delete of the key becomes durable while the store
-// has not yet invalidated its metadata cache (the committing worker is held), so a reader on
-// another worker finds the replaced version in the cache and then loads its rows, which that
-// commit took. It must read what the key holds now: the new version whole, or nothing after a
+// A stale metadata cache, made deterministic: an append or a delete of the key becomes durable
+// while the store has not yet invalidated its metadata cache (the committing worker is held), so a
+// reader on another worker finds the replaced version in the cache and then loads its rows, which
+// that commit took. It must read what the key holds now: the new version whole, or nothing after a
 // delete. An overwrite instead puts its version into the cache as it becomes durable, before its
 // writer resumes (write-through, in commit order): the reader finds the new version.
 TEST_P(StoreTest, AReaderWhoseVersionIsReplacedBeforeItsRowsLoadReadsTheNewState) {
@@ -358,9 +360,9 @@ class KnownVersions {
   std::set<std::string> md5s_;
 };
 
-// Issue 3: open_reader finds the version (often in the metadata cache) and then loads its
-// extent rows in a second read; a commit of the key in between (overwrite, append, delete,
-// rename) takes those rows. A reader must then see the key's next state, never an empty or
+// A commit between two reads: open_reader finds the version (often in the metadata cache) and then
+// loads its extent rows in a second read; a commit of the key in between (overwrite, append,
+// delete, rename) takes those rows. A reader must then see the key's next state, never an empty or
 // partial layout. One thread changes one key every way it can while others open and read it:
 // every read is "no such key" or a whole version that was written, byte for byte.
 TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
@@ -468,10 +470,10 @@ TEST_P(StoreTest, ReadersRacingEveryChangeOfTheirKeySeeWholeVersionsOnly) {
             << versions.absent << " found no key\n";
 }
 
-// Issue 3, under load: several threads read the same few keys while two others overwrite and
-// delete them, on a device so small that freed space is reused many times over, with the block
-// cache on. Every read returns a whole version the key held (a reader whose space was freed
-// and rewritten under it would return a mix, or fail its checksums), and once all keys are
+// Readers beside writers, under load: several threads read the same few keys while two others
+// overwrite and delete them, on a device so small that freed space is reused many times over, with
+// the block cache on. Every read returns a whole version the key held (a reader whose space was
+// freed and rewritten under it would return a mix, or fail its checksums), and once all keys are
 // deleted the space in use is back where it started, with nothing left pending.
 TEST_P(StoreTest, ConcurrentReadersAndWritersOnASmallDeviceSeeWholeVersionsAndLeakNothing) {
   close();
@@ -693,7 +695,8 @@ TEST_P(StoreTest, AStreamOfUnknownSizeFitsIntoTheLastFreeSpace) {
   auto streamed = run([&]() -> asio::awaitable<Result<ObjectRecord>> {
     H3_CO_TRY(auto writer, co_await store_->create_writer(std::nullopt));
     H3_CO_TRY(co_await writer->write(head_of_stream));
-    auto declared = co_await put_async("beside", beside, true);
+    auto put_beside = put_async("beside", beside, true);
+    auto declared = co_await std::move(put_beside);
     EXPECT_TRUE(declared.has_value()) << declared.error().message();
     H3_CO_TRY(co_await writer->finish());
     ObjectSpec spec = spec_of(*writer);
@@ -852,7 +855,7 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
 
 // Parts are never read by an ObjectReader: the space of a replaced part, of an aborted or
 // abandoned upload and of a part left out of a completion is free as soon as the catalog says so,
-// even while long GETs of other objects are running (issue 5).
+// even while long GETs of other objects are running.
 TEST_P(StoreTest, ReplacedPartsAndAbortedUploadsFreeTheirSpaceAtOnce) {
   ASSERT_TRUE(put("dataset", test::pattern_bytes(3 * kMiB, 40)).has_value());
   const std::uint64_t base = used();
@@ -946,7 +949,7 @@ TEST_P(StoreTest, RenameMovesWithoutCopying) {
 }
 
 // S3 Express appends: the new version keeps the extents it extends (no data copied), a reader
-// of the old version still reads exactly it, and a stale base version loses (issue 5).
+// of the old version still reads exactly it, and a stale base version loses.
 TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
   auto append = [&](const std::string& key, const Bytes& piece, std::int64_t base, bool has_base,
                     std::vector<ObjectPartRecord> parts) {
@@ -1312,11 +1315,12 @@ std::uint64_t allocation_of(std::size_t size, bool may_be_inline = true) {
   return (std::uint64_t{size} + 4095) / 4096 * 4096;
 }
 
-// Issue 3: the process dies after writers' data reached the device (flushed, or half-written)
-// and before their catalog commits: overwrites, an append, a multipart part and new keys are in
-// flight. After the restart every acknowledged value reads back exactly, nothing in flight is
-// visible, and the space used is exactly what the live objects were given, computed here from
-// what this test wrote (so a leak or a double free shows, whatever the store's counters say).
+// A crash between data and commit: the process dies after writers' data reached the device
+// (flushed, or half-written) and before their catalog commits: overwrites, an append, a multipart
+// part and new keys are in flight. After the restart every acknowledged value reads back exactly,
+// nothing in flight is visible, and the space used is exactly what the live objects were given,
+// computed here from what this test wrote (so a leak or a double free shows, whatever the store's
+// counters say).
 TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
   const auto modes = {FaultDevice::Crash::kLoseUnflushed, FaultDevice::Crash::kTearUnflushed,
                       FaultDevice::Crash::kScatterUnflushed, FaultDevice::Crash::kKeepUnflushed};
@@ -1408,9 +1412,9 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
   }
 }
 
-// Issue 3: a device read that fails (EIO) is an error to that reader, never data, and only to
-// it: other objects, other ranges of the same object and writes go on; the block cache keeps
-// nothing of the failed read, so the object reads whole once the device recovers.
+// A failing device read: a device read that fails (EIO) is an error to that reader, never data, and
+// only to it: other objects, other ranges of the same object and writes go on; the block cache
+// keeps nothing of the failed read, so the object reads whole once the device recovers.
 TEST_P(FaultStoreTest, ReadErrorsReachTheReaderAndNothingElse) {
   close();
   options_.cache_bytes = 64 * kMiB;
@@ -1470,10 +1474,10 @@ TEST_P(FaultStoreTest, ReadErrorsReachTheReaderAndNothingElse) {
   EXPECT_TRUE(get("bad").value() == bad);
 }
 
-// Issue 3: a device that acknowledges flushes it did not do loses power; of each write, any
-// sectors may have reached the medium (later ones without earlier ones: not a prefix). The
-// catalog, durable on its own, references data that is partly missing: every block of it
-// reads back exactly or fails its checksum, never as other bytes.
+// A torn write after a power loss: a device that acknowledges flushes it did not do loses power; of
+// each write, any sectors may have reached the medium (later ones without earlier ones: not a
+// prefix). The catalog, durable on its own, references data that is partly missing: every block of
+// it reads back exactly or fails its checksum, never as other bytes.
 TEST_P(FaultStoreTest, TornWritesThatAreNotAPrefixFailTheirChecksums) {
   std::map<std::string, Bytes> written;
   fault_->ignore_flushes(true);

@@ -1,4 +1,4 @@
-// Retirement (src/storage/store_impl.h): space retired while readers may use it is freed once
+// Retirement (src/storage/retirement.h): space retired while readers may use it is freed once
 // they have left, and only then; readers that came later do not hold it back.
 
 #include "storage/retirement.h"
