@@ -104,6 +104,16 @@ asio::awaitable<Result<std::string>> Call::read_all(std::size_t max_bytes) {
   co_return out;
 }
 
+asio::awaitable<Result<ClientReply>> Call::complete(std::span<const std::byte> body,
+                                                    std::size_t max_response_bytes) {
+  if (!body.empty()) H3_CO_TRY(co_await write_body(body));
+  auto head = co_await response();
+  if (!head) co_return head.error();
+  auto content = co_await read_all(max_response_bytes);
+  if (!content) co_return content.error();
+  co_return ClientReply{std::move(*head), std::move(*content)};
+}
+
 namespace {
 
 using TlsStream = asio::ssl::stream<tcp::socket>;
@@ -537,12 +547,7 @@ asio::awaitable<Result<Client::Reply>> Client::request(ClientRequest request, st
   request.content_length = body.size();
   auto call = co_await start(std::move(request));
   if (!call) co_return call.error();
-  H3_CO_TRY(co_await (*call)->write_body(std::as_bytes(std::span(body))));
-  auto head = co_await (*call)->response();
-  if (!head) co_return head.error();
-  auto content = co_await (*call)->read_all(max_response_bytes);
-  if (!content) co_return content.error();
-  co_return Reply{std::move(*head), std::move(*content)};
+  co_return co_await (*call)->complete(std::as_bytes(std::span(body)), max_response_bytes);
 }
 
 }  // namespace hots3::http

@@ -60,12 +60,7 @@ boost::asio::awaitable<Result<http::Client::Reply>> Client::request(
   request.payload_hash = aws::sha256_hex(body);
   auto call = co_await start(std::move(request));
   if (!call) co_return call.error();
-  H3_CO_TRY(co_await (*call)->write_body(std::as_bytes(std::span(body))));
-  auto head = co_await (*call)->response();
-  if (!head) co_return head.error();
-  auto content = co_await (*call)->read_all(max_response_bytes);
-  if (!content) co_return content.error();
-  co_return http::Client::Reply{std::move(*head), std::move(*content)};
+  co_return co_await (*call)->complete(std::as_bytes(std::span(body)), max_response_bytes);
 }
 
 }  // namespace hots3::s3client

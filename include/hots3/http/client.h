@@ -75,6 +75,12 @@ struct ClientResponseHead {
   [[nodiscard]] std::optional<std::string_view> find(std::string_view name) const;
 };
 
+// A whole response in memory.
+struct ClientReply {
+  ClientResponseHead head;
+  std::string body;
+};
+
 // One request and its response on a connection of the pool. Destroying it returns the
 // connection to the pool when the response was read to its end and the server keeps it alive;
 // otherwise the connection is closed.
@@ -98,6 +104,10 @@ class Call {
   virtual boost::asio::awaitable<Result<std::size_t>> read_body(std::span<std::byte> buffer) = 0;
   // The rest of the body in memory; kTooLarge past `max_bytes`.
   boost::asio::awaitable<Result<std::string>> read_all(std::size_t max_bytes);
+  // The rest of the exchange: `body` (all of content_length that is left), the response head
+  // and up to `max_response_bytes` of its body.
+  boost::asio::awaitable<Result<ClientReply>> complete(std::span<const std::byte> body,
+                                                       std::size_t max_response_bytes);
 };
 
 class Client {
@@ -119,10 +129,7 @@ class Client {
 
   // A whole exchange in memory: the head and `body`, then the response with up to
   // `max_response_bytes` of body (kTooLarge beyond).
-  struct Reply {
-    ClientResponseHead head;
-    std::string body;
-  };
+  using Reply = ClientReply;
   boost::asio::awaitable<Result<Reply>> request(ClientRequest request, std::string body,
                                                 std::size_t max_response_bytes = 16 * kMiB);
 

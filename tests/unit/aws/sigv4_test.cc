@@ -3,6 +3,8 @@
 
 #include "hots3/aws/sigv4.h"
 
+#include "wire_payload.h"
+
 #include "hots3/aws/checksum.h"
 #include "hots3/aws/chunked.h"
 #include "hots3/common/digest.h"
@@ -23,6 +25,8 @@
 namespace hots3::aws {
 namespace {
 
+using test::generated_payload;
+
 constexpr std::string_view kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
 
 std::span<const std::byte> bytes(std::string_view s) {
@@ -32,21 +36,6 @@ std::span<const std::byte> bytes(std::string_view s) {
 std::string random_bytes(std::mt19937_64& rng, std::size_t n) {
   std::string out(n, '\0');
   for (char& c : out) c = static_cast<char>(rng() & 0xff);
-  return out;
-}
-
-// The captures' deterministic payloads (tests/data/wire/README.md, section 5): the
-// concatenation of sha256(seed + i as 8 big-endian bytes), i = 0, 1, 2, ...
-std::string generated_payload(std::string_view seed, std::size_t n) {
-  std::string out;
-  out.reserve(n + 32);
-  for (std::uint64_t i = 0; out.size() < n; ++i) {
-    std::string block(seed);
-    for (int b = 7; b >= 0; --b) block.push_back(static_cast<char>((i >> (8 * b)) & 0xff));
-    const auto h = hots3::sha256(bytes(block));
-    out.append(reinterpret_cast<const char*>(h.data()), h.size());
-  }
-  out.resize(n);
   return out;
 }
 

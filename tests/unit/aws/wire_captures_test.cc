@@ -11,6 +11,8 @@
 // whole wire body before anything is verified, and then goes through the same checks as a
 // complete capture. The .json's digests only pick which payload a request carried.
 
+#include "wire_payload.h"
+
 #include "hots3/aws/checksum.h"
 #include "hots3/aws/chunked.h"
 #include "hots3/aws/sigv4.h"
@@ -34,6 +36,8 @@
 
 namespace hots3::aws {
 namespace {
+
+using test::generated_payload;
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
@@ -195,19 +199,6 @@ std::optional<std::string> dechunk_http(std::string_view raw) {
 }
 
 // ---- rebuilding truncated bodies ---------------------------------------------------------------
-
-std::string generated_payload(std::string_view seed, std::size_t n) {
-  std::string out;
-  out.reserve(n + 32);
-  for (std::uint64_t i = 0; out.size() < n; ++i) {
-    std::string block(seed);
-    for (int b = 7; b >= 0; --b) block.push_back(static_cast<char>((i >> (8 * b)) & 0xff));
-    const auto h = hots3::sha256(bytes(block));
-    out.append(reinterpret_cast<const char*>(h.data()), h.size());
-  }
-  out.resize(n);
-  return out;
-}
 
 // The payloads of the truncated captures: 70k.bin, and the two 5 MiB parts of 10m.bin.
 const std::vector<std::string>& known_payloads() {

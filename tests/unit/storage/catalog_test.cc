@@ -740,7 +740,9 @@ TEST_F(CatalogTest, TheWalStaysBoundedUnderASteadyStreamOfWrites) {
   const auto streamed = catalog_->writer_stats();
   EXPECT_GE(streamed.writer_checkpoints, 1u);
   EXPECT_GT(largest.load(), 1u << 20);  // it was in use
-  EXPECT_LT(largest.load(), 80u << 20) << "the WAL grew to " << largest.load() << " bytes";
+  // The writer checkpoints at 64 MiB, unless the checkpointer (at nice 10) has one under way:
+  // then the WAL grows until that one ends, which on a busy machine takes a while longer.
+  EXPECT_LT(largest.load(), 128u << 20) << "the WAL grew to " << largest.load() << " bytes";
   // Whether the checkpointer (at nice 10) closes in on a stream depends on the CPU it gets: on a
   // busy machine every checkpoint can come at the limit. Once the writes let up, one at a time,
   // it closes in, and the WAL starts over before the limit: within the 12,000 frames to where it
