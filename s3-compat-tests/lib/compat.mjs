@@ -7,7 +7,14 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 
 export const AREAS = ["basic", "multipart", "dataset", "small-files", "checkpoint", "errors",
-  "concurrency", "presign"];
+  "concurrency", "presign", "reuse"];
+
+// The connection-reuse soak ("reuse"): one client with a small connection pool runs a long random
+// mix of operations, successes and errors alike, and none may take longer than this. A request
+// that leaves a pooled connection in a state the client misreads shows up as one operation
+// waiting for the client's read timeout.
+export const SOAK_OPERATIONS = Number(process.env.S3COMPAT_SOAK_OPERATIONS || 600);
+export const SOAK_BOUND_SECONDS = Number(process.env.S3COMPAT_SOAK_BOUND_SECONDS || 2);
 
 export const ENDPOINT = process.env.S3COMPAT_ENDPOINT ?? "";
 export const ACCESS_KEY = process.env.S3COMPAT_ACCESS_KEY ?? "";
@@ -142,4 +149,54 @@ export async function pool(limit, tasks) {
   }
   await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
   return results;
+}
+
+// A seeded generator of floats in [0, 1) (mulberry32), so that a soak can be replayed.
+export function seededRandom(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// The connection-reuse soak: SOAK_OPERATIONS steps, each an operation of `operations` (async
+// (key, rng, call) => void) on one of `keys`. Operations make every request through
+// call(name, fn), which times it; no request may take longer than SOAK_BOUND_SECONDS, and a
+// step that hangs fails after 30 s instead of waiting for a client that has no timeout.
+export async function soak(operations, keys, seed = 28) {
+  const rng = seededRandom(seed);
+  let longest = { seconds: 0, name: "", status: "" };
+  for (let n = 0; n < SOAK_OPERATIONS; n++) {
+    const op = operations[Math.floor(rng() * operations.length)];
+    const key = keys[Math.floor(rng() * keys.length)];
+    const step = `step ${n} (${op.name} of ${key})`;
+    const call = async (name, fn) => {
+      const started = performance.now();
+      let status = "ok";
+      try {
+        return await fn();
+      } catch (e) {
+        status = e.$metadata?.httpStatusCode ?? e.code ?? e.name;
+        throw e;
+      } finally {
+        const seconds = (performance.now() - started) / 1000;
+        if (seconds > longest.seconds) longest = { seconds, name, status };
+        expect(seconds <= SOAK_BOUND_SECONDS, `${step}: ${name} answered ${status} after ${seconds.toFixed(1)} s`);
+      }
+    };
+    let timer;
+    const hung = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${step} did not end in 30 s`)), 30000);
+    });
+    try {
+      await Promise.race([op(key, rng, call), hung]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+  console.log(`soak: ${SOAK_OPERATIONS} steps, the longest request ${longest.seconds.toFixed(3)} s (${longest.name}, ${longest.status})`);
 }

@@ -29,7 +29,14 @@ import traceback
 
 # The columns of the README table, in order. A check belongs to exactly one.
 AREAS = ("basic", "multipart", "dataset", "small-files", "checkpoint", "errors", "concurrency",
-         "presign")
+         "presign", "reuse")
+
+# The connection-reuse soak ("reuse"): one client with a small connection pool runs a long random
+# mix of operations, successes and errors alike, and none may take longer than this. A request
+# that leaves a pooled connection in a state the client misreads shows up as one operation
+# waiting for the client's read timeout.
+SOAK_OPERATIONS = int(os.environ.get("S3COMPAT_SOAK_OPERATIONS", "600"))
+SOAK_BOUND_SECONDS = float(os.environ.get("S3COMPAT_SOAK_BOUND_SECONDS", "2"))
 
 ENDPOINT = os.environ.get("S3COMPAT_ENDPOINT", "")
 ACCESS_KEY = os.environ.get("S3COMPAT_ACCESS_KEY", "")

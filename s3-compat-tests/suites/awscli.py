@@ -5,9 +5,11 @@ Configured as a user does it: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_DE
 and chunks, 10 concurrent requests, sync by size and time, DeleteObjects for rm --recursive."""
 
 import concurrent.futures
+import datetime
 import json
 import os
 import random
+import re
 import shlex
 import sys
 import time
@@ -313,6 +315,67 @@ def _():
         body = e.read().decode()
         expect_equal(e.code, 403, "status of an expired URL")
         expect("<Code>AccessDenied</Code>" in body and "expired" in body.lower(), "body: " + body)
+
+
+# --- Connection reuse -----------------------------------------------------------------------------
+
+_DEBUG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - (\S+) - "
+                         r"botocore\.(endpoint|parsers) - DEBUG - (Sending http request|Response headers)")
+
+
+def request_times(debug_log):
+    """[(seconds, thread)] from sending each request to reading its response head, from the
+    CLI's --debug log (each thread of the transfer manager sends one request at a time)."""
+    sent, out = {}, []
+    for line in debug_log.splitlines():
+        m = _DEBUG_LINE.match(line)
+        if not m:
+            continue
+        at = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if m.group(4) == "Sending http request":
+            sent[m.group(2)] = at
+        elif m.group(2) in sent:
+            out.append((at - sent.pop(m.group(2)), m.group(2)))
+    return out
+
+
+RB = B + "-reuse"
+
+
+@suite.check("reuse", "s3 sync up and down, cp --recursive, rm --recursive of 300 files, a third "
+                      "of them empty, on 2 connections: each request under %g s" % compat.SOAK_BOUND_SECONDS)
+def _():
+    rng = random.Random(28)
+    up = suite.dir("reuse-up")
+    files = {}
+    for i in range(300):
+        name = "d%d/f%03d" % (i % 3, i)
+        files[name] = b"" if rng.random() < 1 / 3 else compat.random_bytes(rng.randrange(1, 70 * KiB), i)
+        compat.write_file(os.path.join(up, name), files[name])
+    config = suite.path("reuse-config")
+    with open(config, "w") as f:
+        f.write("[default]\ns3 =\n  max_concurrent_requests = 2\n")
+    env = dict(ENV, AWS_CONFIG_FILE=config)
+    aws("s3", "mb", "s3://" + RB)
+    down = suite.dir("reuse-down")
+    longest = (0.0, "")
+    for command in (["s3", "sync", up, "s3://%s/reuse/" % RB],
+                    ["s3", "sync", "s3://%s/reuse/" % RB, down],
+                    ["s3", "cp", "--recursive", "s3://%s/reuse/" % RB, "s3://%s/reuse-copy/" % RB],
+                    ["s3", "rm", "--recursive", "s3://%s/reuse-copy/" % RB],
+                    ["s3", "rm", "--recursive", "s3://%s/reuse/" % RB]):
+        # A request waiting for a read timeout (60 s) fails the check within the command's limit.
+        r = aws("--debug", *command, env=env, timeout=120)
+        times = request_times(r.stderr)
+        expect(times, "no requests found in the --debug log of %s" % " ".join(command[:2]))
+        worst = max(times)
+        expect(worst[0] <= compat.SOAK_BOUND_SECONDS, "%s: a request took %.1f s"
+               % (" ".join(command[:3]), worst[0]))
+        longest = max(longest, (worst[0], " ".join(command[:2])))
+    for name, data in files.items():
+        expect_equal(compat.read_file(os.path.join(down, name)), data, "downloaded " + name)
+    aws("s3", "rb", "s3://" + RB)
+    print("soak: the longest request %.3f s (%s)" % longest)
 
 
 @suite.check("basic", "clean up: s3 rb --force")

@@ -26,6 +26,7 @@ from compat import KiB, MiB, expect, expect_equal  # noqa: E402
 
 import boto3  # noqa: E402
 import botocore  # noqa: E402
+import botocore.config  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
 suite = compat.Suite()
@@ -82,6 +83,21 @@ def put_if_absent(key, body, bucket=None):
         return s3.put_object(Bucket=bucket, Key=key, Body=body)
     finally:
         _create_only.on = False
+
+
+def put_if_absent_with(c, bucket):
+    """put_object with If-None-Match: * through client `c` (keyword arguments key, body)."""
+    def put_if_absent_on(key, body):
+        if supports("PutObject", "IfNoneMatch"):
+            return c.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+        c.meta.events.register("before-sign.s3.PutObject", _add_if_none_match, unique_id="if-none-match")
+        _create_only.on = True
+        try:
+            return c.put_object(Bucket=bucket, Key=key, Body=body)
+        finally:
+            _create_only.on = False
+    put_if_absent_on.__name__ = "put_object"
+    return put_if_absent_on
 
 
 def body_of(key, bucket=None, **kwargs):
@@ -551,6 +567,156 @@ def _():
         [t.join() for t in threads]
     expect(reads[0] > 0, "no read overlapped the writes")
     expect_equal(bad, [], "reads that match no written version (of %d)" % reads[0])
+
+
+# --- Connection reuse -----------------------------------------------------------------------------
+
+SB = B + "-reuse"
+soak_longest = [(0.0, "", "")]
+_bad_signature = threading.local()
+
+
+def _spoil_signature(request, **_):
+    """Makes the next request of this thread fail its signature check (403 before the body)."""
+    if getattr(_bad_signature, "on", False):
+        auth = request.headers["Authorization"]
+        if isinstance(auth, bytes):  # botocore 1.29 keeps it as bytes
+            auth = auth.decode()
+        request.headers["Authorization"] = auth[:-1] + ("0" if auth[-1] != "0" else "1")
+
+
+@suite.check("reuse", "%d random operations, errors included, on a pool of 2 connections: "
+                      "each under %g s" % (compat.SOAK_OPERATIONS, compat.SOAK_BOUND_SECONDS))
+def _():
+    c = boto3.client("s3", endpoint_url=compat.ENDPOINT, aws_access_key_id=compat.ACCESS_KEY,
+                     aws_secret_access_key=compat.SECRET_KEY, region_name=compat.REGION,
+                     config=botocore.config.Config(max_pool_connections=2))
+    c.meta.events.register("before-send.s3", _spoil_signature)
+    c.create_bucket(Bucket=SB)
+    rng = random.Random(28)
+    keys = ["soak/k%02d" % i for i in range(12)]
+    model = {}  # key -> bytes, what the bucket holds under soak/
+    etags = {}  # key -> ETag
+
+    def fails(code, status, fn, **kwargs):
+        try:
+            fn(**kwargs)
+        except ClientError as e:
+            expect_equal(code_of(e), (code, status), "error of %s" % fn.__name__)
+            return
+        raise compat.CheckFailed("%s succeeded, expected %s" % (fn.__name__, code))
+
+    def body():
+        return compat.random_bytes(rng.choice((0, 0, 1, 100, 4 * KiB, 70 * KiB)), rng.random())
+
+    def put(key):
+        data = body()
+        extra = {}
+        algorithm = rng.choice((None, None, "CRC32", "SHA1", "SHA256"))
+        if algorithm and supports("PutObject", "ChecksumAlgorithm"):
+            extra["ChecksumAlgorithm"] = algorithm
+        r = c.put_object(Bucket=SB, Key=key, Body=data, **extra)
+        expect_equal(r["ETag"], '"%s"' % compat.md5(data), "ETag of a PUT")
+        model[key], etags[key] = data, r["ETag"]
+
+    def get(key):
+        if key not in model:
+            return fails("NoSuchKey", 404, c.get_object, Bucket=SB, Key=key)
+        expect_equal(c.get_object(Bucket=SB, Key=key)["Body"].read(), model[key], "GET " + key)
+
+    def ranged(key):
+        data = model.get(key)
+        if not data:
+            return put(key)
+        first = rng.randrange(len(data))
+        got = c.get_object(Bucket=SB, Key=key, Range="bytes=%d-%d" % (first, first + 99))["Body"].read()
+        expect_equal(got, data[first:first + 100], "ranged GET")
+
+    def bad_range(key):
+        if key not in model:
+            return fails("404", 404, c.head_object, Bucket=SB, Key=key)
+        fails("InvalidRange", 416, c.get_object, Bucket=SB, Key=key,
+              Range="bytes=%d-" % (len(model[key]) + 5))
+
+    def conditions(key):
+        if key not in model:
+            return put(key)
+        fails("PreconditionFailed", 412, put_if_absent_with(c, SB), key=key, body=b"never")
+        fails("PreconditionFailed", 412, c.get_object, Bucket=SB, Key=key, IfMatch='"%s"' % ("0" * 32))
+        fails("304", 304, c.get_object, Bucket=SB, Key=key, IfNoneMatch=etags[key])
+
+    def refused(key):
+        _bad_signature.on = True
+        try:
+            fails("SignatureDoesNotMatch", 403, c.put_object, Bucket=SB, Key=key, Body=body() or b"x")
+        finally:
+            _bad_signature.on = False
+        # (No BadDigest here: botocore's legacy retry mode retries it four times with back-off.)
+        if key in model:
+            fails("InvalidArgument", 400, c.get_object, Bucket=SB, Key=key, PartNumber=0)
+        fails("NoSuchBucket", 404, c.put_object, Bucket="boto3-soak-no-such-bucket", Key=key, Body=body())
+
+    def delete(key):
+        c.delete_object(Bucket=SB, Key=key)
+        model.pop(key, None)
+        etags.pop(key, None)
+
+    def copy(key):
+        source = rng.choice(keys)
+        if source not in model:
+            return fails("NoSuchKey", 404, c.copy_object, Bucket=SB, Key=key,
+                         CopySource={"Bucket": SB, "Key": source})
+        if source == key:
+            return fails("InvalidRequest", 400, c.copy_object, Bucket=SB, Key=key,
+                         CopySource={"Bucket": SB, "Key": source})
+        r = c.copy_object(Bucket=SB, Key=key, CopySource={"Bucket": SB, "Key": source})
+        # A copy is a new object in one part: its ETag is the MD5 of its data, as on S3.
+        expect_equal(r["CopyObjectResult"]["ETag"], '"%s"' % compat.md5(model[source]), "ETag of a copy")
+        model[key], etags[key] = model[source], r["CopyObjectResult"]["ETag"]
+
+    def multipart(key):
+        upload = c.create_multipart_upload(Bucket=SB, Key=key)["UploadId"]
+        data = body()
+        etag = c.upload_part(Bucket=SB, Key=key, UploadId=upload, PartNumber=1, Body=data)["ETag"]
+        if rng.random() < 0.5:
+            c.abort_multipart_upload(Bucket=SB, Key=key, UploadId=upload)
+            return fails("NoSuchUpload", 404, c.upload_part, Bucket=SB, Key=key, UploadId=upload,
+                         PartNumber=2, Body=body())
+        done = c.complete_multipart_upload(Bucket=SB, Key=key, UploadId=upload,
+                                           MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+        model[key], etags[key] = data, done["ETag"]
+
+    def listing(_):
+        got = sorted(o["Key"] for o in c.list_objects_v2(Bucket=SB, Prefix="soak/").get("Contents", []))
+        expect_equal(got, sorted(model), "the keys under soak/")
+
+    # Each attempt is timed from botocore's own events, from its send to its response: a retry
+    # the client chooses to make (legacy mode retries BadDigest) is not a wait on the server.
+    calls, sent = [], [0.0]
+
+    def attempt_sent(**_):
+        sent[0] = time.monotonic()
+
+    def attempt_answered(event_name, response_dict=None, exception=None, **_):
+        status = str(response_dict["status_code"]) if response_dict else repr(exception)
+        calls.append((time.monotonic() - sent[0], event_name.split(".")[-1], status))
+    c.meta.events.register("before-send.s3", attempt_sent)
+    c.meta.events.register("response-received.s3", attempt_answered)
+
+    operations = [put, put, put, get, get, ranged, bad_range, conditions, refused, delete, copy,
+                  multipart, listing]
+    for n in range(compat.SOAK_OPERATIONS):
+        op, key = rng.choice(operations), rng.choice(keys)
+        del calls[:]
+        op(key)
+        for took, name, status in calls:
+            expect(took <= compat.SOAK_BOUND_SECONDS, "step %d (%s of %s): %s answered %s after %.1f s"
+                   % (n, op.__name__, key, name, status, took))
+            soak_longest[0] = max(soak_longest[0], (took, name, status))
+    print("soak: %d steps, the longest request %.3f s (%s, %s)" % (compat.SOAK_OPERATIONS, *soak_longest[0]))
+    for key in list(model):
+        delete(key)
+    c.delete_bucket(Bucket=SB)
 
 
 @suite.check("basic", "clean up: delete everything, delete_bucket")

@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createRequire } from "node:module";
+import { Agent } from "node:http";
 
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CopyObjectCommand, CreateBucketCommand,
@@ -21,7 +22,7 @@ import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 
 import {
   ACCESS_KEY, AWKWARD_NAMES, ENDPOINT, KiB, MiB, READER_ACCESS_KEY, READER_SECRET_KEY, REGION, SECRET_KEY,
-  Suite, expect, expectEqual, pool, randomBytes, rejects, sha256,
+  SOAK_BOUND_SECONDS, SOAK_OPERATIONS, Suite, expect, expectEqual, pool, randomBytes, rejects, sha256, soak,
 } from "../lib/compat.mjs";
 
 const suite = new Suite();
@@ -269,6 +270,114 @@ suite.check("concurrency", "readers streaming during overwrites (PutObject and U
   });
   await Promise.all([writer, ...readers]);
   expect(reads > 0, "no read overlapped the writes");
+});
+
+suite.check("reuse", `${SOAK_OPERATIONS} random operations, errors included, on a pool of 2 connections: ` +
+  `each under ${SOAK_BOUND_SECONDS} s`, async () => {
+  const SB = "js-v3-reuse";
+  const c = new S3Client({ endpoint: ENDPOINT, region: REGION, credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY },
+    requestHandler: { httpAgent: new Agent({ keepAlive: true, maxSockets: 2 }) } });
+  // Spoils the signature of the requests sent while `spoil` is set (after signing): a 403 before the body.
+  let spoil = false;
+  c.middlewareStack.add((next) => async (args) => {
+    const headers = args.request?.headers;
+    if (spoil && headers?.authorization) {
+      headers.authorization = headers.authorization.slice(0, -1) + (headers.authorization.endsWith("0") ? "1" : "0");
+    }
+    return next(args);
+  }, { step: "deserialize", name: "soakSpoilSignature" });
+  const model = new Map();  // key -> bytes
+  const etags = new Map();  // key -> ETag
+  const body = (rng) => randomBytes([0, 0, 1, 100, 4 * KiB, 70 * KiB][Math.floor(rng() * 6)], Math.floor(rng() * 1e9));
+  const fails = async (call, name, command, code, status) => {
+    const e = await rejects(() => call(name, () => c.send(command)), name);
+    expectEqual([e.name, e.$metadata?.httpStatusCode], [code, status], `error of ${name}`);
+  };
+  const put = async (key, rng, call) => {
+    const data = body(rng);
+    const ChecksumAlgorithm = [undefined, undefined, "CRC32", "CRC32C", "SHA1", "SHA256"][Math.floor(rng() * 6)];
+    const r = await call("PutObject", () => c.send(new PutObjectCommand({ Bucket: SB, Key: key, Body: data, ChecksumAlgorithm })));
+    expectEqual(r.ETag, `"${md5(data)}"`, "ETag of a PUT");
+    model.set(key, data);
+    etags.set(key, r.ETag);
+  };
+  const get = async (key, rng, call) => {
+    if (!model.has(key)) return fails(call, "GetObject", new GetObjectCommand({ Bucket: SB, Key: key }), "NoSuchKey", 404);
+    const got = await call("GetObject", async () => bytes((await c.send(new GetObjectCommand({ Bucket: SB, Key: key }))).Body));
+    expectEqual(sha256(got), sha256(model.get(key)), `GET ${key}`);
+  };
+  const ranged = async (key, rng, call) => {
+    const data = model.get(key);
+    if (!data?.length) return put(key, rng, call);
+    const first = Math.floor(rng() * data.length);
+    const got = await call("GetObject", async () => bytes((await c.send(new GetObjectCommand({ Bucket: SB, Key: key,
+      Range: `bytes=${first}-${first + 99}` }))).Body));
+    expectEqual(sha256(got), sha256(data.subarray(first, first + 100)), "ranged GET");
+  };
+  const badRange = async (key, rng, call) => {
+    if (!model.has(key)) return fails(call, "HeadObject", new HeadObjectCommand({ Bucket: SB, Key: key }), "NotFound", 404);
+    await fails(call, "GetObject", new GetObjectCommand({ Bucket: SB, Key: key, Range: `bytes=${model.get(key).length + 5}-` }),
+      "InvalidRange", 416);
+  };
+  const conditions = async (key, rng, call) => {
+    if (!model.has(key)) return put(key, rng, call);
+    await fails(call, "PutObject", new PutObjectCommand({ Bucket: SB, Key: key, Body: "never", IfNoneMatch: "*" }), "PreconditionFailed", 412);
+    await fails(call, "GetObject", new GetObjectCommand({ Bucket: SB, Key: key, IfMatch: `"${"0".repeat(32)}"` }), "PreconditionFailed", 412);
+    // A 304 is an answer without a body: this SDK returns it rather than throwing it.
+    const notModified = await call("GetObject", () => c.send(new GetObjectCommand({ Bucket: SB, Key: key,
+      IfNoneMatch: etags.get(key) })).catch((e) => e));
+    expectEqual(notModified.$metadata?.httpStatusCode, 304, "GetObject If-None-Match");
+  };
+  const refused = async (key, rng, call) => {
+    spoil = true;
+    try {
+      await fails(call, "PutObject", new PutObjectCommand({ Bucket: SB, Key: key, Body: body(rng) }), "SignatureDoesNotMatch", 403);
+    } finally {
+      spoil = false;
+    }
+    await fails(call, "PutObject", new PutObjectCommand({ Bucket: SB, Key: key, Body: "some bytes",
+      ContentMD5: "1B2M2Y8AsgTpgAmY7PhCfg==" }), "BadDigest", 400);
+    if (model.has(key)) await fails(call, "GetObject", new GetObjectCommand({ Bucket: SB, Key: key, PartNumber: 0 }), "InvalidArgument", 400);
+    await fails(call, "PutObject", new PutObjectCommand({ Bucket: "js-v3-soak-no-such-bucket", Key: key, Body: body(rng) }), "NoSuchBucket", 404);
+  };
+  const remove = async (key, rng, call) => {
+    await call("DeleteObject", () => c.send(new DeleteObjectCommand({ Bucket: SB, Key: key })));
+    model.delete(key);
+    etags.delete(key);
+  };
+  const copy = async (key, rng, call) => {
+    const source = keys[Math.floor(rng() * keys.length)];
+    const command = new CopyObjectCommand({ Bucket: SB, Key: key, CopySource: `${SB}/${source}` });
+    if (!model.has(source)) return fails(call, "CopyObject", command, "NoSuchKey", 404);
+    if (source === key) return fails(call, "CopyObject", command, "InvalidRequest", 400);
+    const r = await call("CopyObject", () => c.send(command));
+    // A copy is a new object in one part: its ETag is the MD5 of its data, as on S3.
+    expectEqual(r.CopyObjectResult.ETag, `"${md5(model.get(source))}"`, "ETag of a copy");
+    model.set(key, model.get(source));
+    etags.set(key, r.CopyObjectResult.ETag);
+  };
+  const multipart = async (key, rng, call) => {
+    const { UploadId } = await call("CreateMultipartUpload", () => c.send(new CreateMultipartUploadCommand({ Bucket: SB, Key: key })));
+    const data = body(rng);
+    const { ETag } = await call("UploadPart", () => c.send(new UploadPartCommand({ Bucket: SB, Key: key, UploadId, PartNumber: 1, Body: data })));
+    if (rng() < 0.5) {
+      await call("AbortMultipartUpload", () => c.send(new AbortMultipartUploadCommand({ Bucket: SB, Key: key, UploadId })));
+      return fails(call, "UploadPart", new UploadPartCommand({ Bucket: SB, Key: key, UploadId, PartNumber: 2, Body: body(rng) }), "NoSuchUpload", 404);
+    }
+    const done = await call("CompleteMultipartUpload", () => c.send(new CompleteMultipartUploadCommand({ Bucket: SB, Key: key, UploadId,
+      MultipartUpload: { Parts: [{ PartNumber: 1, ETag }] } })));
+    model.set(key, data);
+    etags.set(key, done.ETag);
+  };
+  const listing = async (key, rng, call) => {
+    const r = await call("ListObjectsV2", () => c.send(new ListObjectsV2Command({ Bucket: SB, Prefix: "soak/" })));
+    expectEqual((r.Contents ?? []).map((o) => o.Key), [...model.keys()].sort(), "the keys under soak/");
+  };
+  const keys = Array.from({ length: 12 }, (_, i) => `soak/k${String(i).padStart(2, "0")}`);
+  await c.send(new CreateBucketCommand({ Bucket: SB }));
+  await soak([put, put, put, get, get, ranged, badRange, conditions, refused, remove, copy, multipart, listing], keys);
+  for (const key of model.keys()) await c.send(new DeleteObjectCommand({ Bucket: SB, Key: key }));
+  await c.send(new DeleteBucketCommand({ Bucket: SB }));
 });
 
 suite.check("basic", "clean up: DeleteObjects everything, DeleteBucket", async () => {

@@ -7,13 +7,18 @@
 import { createReadStream, readFileSync, writeFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createRequire } from "node:module";
+import { createHash } from "node:crypto";
+import { Agent } from "node:http";
 
 import * as Minio from "minio";
 
 import {
   ACCESS_KEY, AWKWARD_NAMES, ENDPOINT, KiB, MiB, READER_ACCESS_KEY, READER_SECRET_KEY, SECRET_KEY,
-  Suite, expect, expectEqual, path, pool, randomBytes, rejects, sha256, streamToBuffer,
+  SOAK_BOUND_SECONDS, SOAK_OPERATIONS, Suite, expect, expectEqual, path, pool, randomBytes, rejects, sha256, soak,
+  streamToBuffer,
 } from "../lib/compat.mjs";
+
+const md5 = (b) => createHash("md5").update(b).digest("hex");
 
 const suite = new Suite();
 const url = new URL(ENDPOINT);
@@ -304,6 +309,94 @@ suite.check("concurrency", "readers during overwrites see one whole version", as
   });
   await Promise.all([writer, ...readers]);
   expect(reads > 0, "no read overlapped the writes");
+});
+
+suite.check("reuse", `${SOAK_OPERATIONS} random operations, errors included, on a pool of 2 connections: ` +
+  `each under ${SOAK_BOUND_SECONDS} s`, async () => {
+  const SB = "minio-js-reuse";
+  // Both clients share one pool of two keep-alive connections.
+  const transportAgent = new Agent({ keepAlive: true, maxSockets: 2 });
+  const c = new Minio.Client({ ...options, accessKey: ACCESS_KEY, secretKey: SECRET_KEY, region: "us-east-1", transportAgent });
+  const wrong = new Minio.Client({ ...options, accessKey: ACCESS_KEY, secretKey: SECRET_KEY + "x", region: "us-east-1", transportAgent });
+  const model = new Map();  // key -> bytes
+  const etags = new Map();  // key -> ETag, unquoted as minio-js gives it
+  const body = (rng) => randomBytes([0, 0, 1, 100, 4 * KiB, 70 * KiB][Math.floor(rng() * 6)], Math.floor(rng() * 1e9));
+  const fails = async (call, name, fn, code) => {
+    const e = await rejects(() => call(name, fn), name);
+    expectEqual(e.code, code, `error of ${name}`);
+  };
+  const set = (key, data, etag) => { model.set(key, data); etags.set(key, etag); };
+  const put = async (key, rng, call) => {
+    const data = body(rng);
+    const r = await call("putObject", () => c.putObject(SB, key, data));
+    expectEqual(r.etag, md5(data), "ETag of a PUT");
+    set(key, data, r.etag);
+  };
+  const get = async (key, rng, call) => {
+    if (!model.has(key)) return fails(call, "getObject", () => c.getObject(SB, key), "NoSuchKey");
+    const got = await call("getObject", async () => streamToBuffer(await c.getObject(SB, key)));
+    expectEqual(sha256(got), sha256(model.get(key)), `GET ${key}`);
+  };
+  const ranged = async (key, rng, call) => {
+    const data = model.get(key);
+    if (!data?.length) return put(key, rng, call);
+    const first = Math.floor(rng() * data.length);
+    const length = Math.min(100, data.length - first);
+    const got = await call("getPartialObject", async () => streamToBuffer(await c.getPartialObject(SB, key, first, length)));
+    expectEqual(sha256(got), sha256(data.subarray(first, first + length)), "ranged GET");
+  };
+  const badRange = async (key, rng, call) => {
+    if (!model.has(key)) return fails(call, "statObject", () => c.statObject(SB, key), "NotFound");
+    await fails(call, "getPartialObject", () => c.getPartialObject(SB, key, model.get(key).length + 5, 10), "InvalidRange");
+  };
+  const conditions = async (key, rng, call) => {
+    const source = keys[Math.floor(rng() * keys.length)];
+    if (!model.has(source) || source === key) return put(key, rng, call);
+    const cond = new Minio.CopyConditions();
+    cond.setMatchETag("0".repeat(32));
+    await fails(call, "copyObject", () => c.copyObject(SB, key, `/${SB}/${source}`, cond), "PreconditionFailed");
+  };
+  const refused = async (key, rng, call) => {
+    await fails(call, "putObject", () => wrong.putObject(SB, key, body(rng)), "SignatureDoesNotMatch");
+    await fails(call, "putObject", () => c.putObject("minio-js-soak-no-such-bucket", key, body(rng)), "NoSuchBucket");
+  };
+  const remove = async (key, rng, call) => {
+    await call("removeObject", () => c.removeObject(SB, key));
+    model.delete(key);
+    etags.delete(key);
+  };
+  const copy = async (key, rng, call) => {
+    const source = keys[Math.floor(rng() * keys.length)];
+    const run = () => c.copyObject(SB, key, `/${SB}/${source}`, new Minio.CopyConditions());
+    if (!model.has(source)) return fails(call, "copyObject", run, "NoSuchKey");
+    if (source === key) return fails(call, "copyObject", run, "InvalidRequest");
+    const r = await call("copyObject", run);
+    // A copy is a new object in one part: its ETag is the MD5 of its data, as on S3.
+    expectEqual(r.etag, md5(model.get(source)), "ETag of a copy");
+    set(key, model.get(source), r.etag);
+  };
+  const multipart = async (key, rng, call) => {
+    const uploadID = await call("initiateNewMultipartUpload", () => c.initiateNewMultipartUpload(SB, key, {}));
+    const data = body(rng);
+    const part = (partNumber, payload) => c.uploadPart({ bucketName: SB, objectName: key, uploadID, partNumber, headers: {} }, payload);
+    await fails(call, "uploadPart", () => part(0, data), "InvalidArgument");
+    const { etag } = await call("uploadPart", () => part(1, data));
+    if (rng() < 0.5) {
+      await call("abortMultipartUpload", () => c.abortMultipartUpload(SB, key, uploadID));
+      return fails(call, "uploadPart", () => part(2, body(rng)), "NoSuchUpload");
+    }
+    const done = await call("completeMultipartUpload", () => c.completeMultipartUpload(SB, key, uploadID, [{ part: 1, etag }]));
+    set(key, data, done.etag);
+  };
+  const listing = async (key, rng, call) => {
+    const got = await call("listObjectsV2", () => listAll(c.listObjectsV2(SB, "soak/", true)));
+    expectEqual(got.map((o) => o.name), [...model.keys()].sort(), "the keys under soak/");
+  };
+  const keys = Array.from({ length: 12 }, (_, i) => `soak/k${String(i).padStart(2, "0")}`);
+  await c.makeBucket(SB);
+  await soak([put, put, put, get, get, ranged, badRange, conditions, refused, remove, copy, multipart, listing], keys);
+  for (const key of model.keys()) await c.removeObject(SB, key);
+  await c.removeBucket(SB);
 });
 
 suite.check("basic", "clean up: remove everything and the bucket", async () => {

@@ -49,6 +49,12 @@ using TlsStream = asio::ssl::stream<tcp::socket>;
 // Unread request bodies up to this size are read and dropped so the connection can be kept;
 // larger ones close it (RFC 9112 §9.3: read the rest of the request or close).
 constexpr std::uint64_t kDrainBytesMax = 256 * kKiB;
+// After refusing a body, how long and how much of it is read and dropped before the connection
+// closes (see linger()).
+constexpr std::chrono::milliseconds kLingerTime{2000};
+constexpr std::uint64_t kLingerBytesMax = 4 * kMiB;
+// The interim response to "Expect: 100-continue".
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 // First read of a request.
 constexpr std::size_t kReadChunkBytes = 16 * kKiB;
 
@@ -125,6 +131,7 @@ class Session final : public Connection, public Exchange {
   asio::awaitable<Result<void>> send(std::span<const asio::const_buffer> buffers);
   asio::awaitable<void> drain_body();
   void prepare_head();
+  asio::awaitable<void> linger();
   void log_access();
   [[nodiscard]] bool is_health_check() const;
 
@@ -217,9 +224,28 @@ asio::awaitable<void> Session<Stream>::loop() {
   }
   // No TLS close_notify: it would need its own timeout, and every HTTP/1.1 response is
   // delimited without it.
+  if (!body_done_ && !timed_out_) co_await linger();
   error_code ignored;  // the peer may have gone already
   lowest(stream_).shutdown(tcp::socket::shutdown_both, ignored);
   lowest(stream_).close(ignored);
+}
+
+template <class Stream>
+asio::awaitable<void> Session<Stream>::linger() {
+  // The client may still be sending a body the answer refused. Closing with unread bytes makes
+  // the kernel reset the connection, and a reset can destroy the answer in the client's receive
+  // buffer before it is read. So: end our side, and read and drop what still comes for a moment.
+  error_code ignored;  // the peer may have gone already
+  lowest(stream_).shutdown(tcp::socket::shutdown_send, ignored);
+  arm(kLingerTime);
+  std::array<char, kReadChunkBytes> sink{};
+  std::uint64_t dropped = 0;
+  while (dropped < kLingerBytesMax && !timed_out_) {
+    auto [ec, n] = co_await lowest(stream_).async_read_some(asio::buffer(sink), kTuple);
+    if (ec) break;
+    dropped += n;
+  }
+  disarm();
 }
 
 template <class Stream>
@@ -264,7 +290,9 @@ asio::awaitable<void> Session<Stream>::serve() {
   head_.headers = headers_;
   if (auto length = parser_->content_length()) head_.content_length = *length;
   head_.chunked = parser_->chunked();
-  if (auto expect = head_.find("expect")) head_.expects_continue = iequals(*expect, "100-continue");
+  // An HTTP/1.0 client cannot read a 100 Continue: its expectation is ignored (RFC 9110 §10.1.1).
+  if (auto expect = head_.find("expect"); expect && head_.version >= 11)
+    head_.expects_continue = iequals(*expect, "100-continue");
   head_.tls = tls_;
   head_.remote_address = remote_;
   head_.request_id = std::string_view(request_id_, sizeof request_id_);
@@ -331,15 +359,17 @@ asio::awaitable<void> Session<Stream>::answer_protocol_error(ProtocolError error
 
 template <class Stream>
 asio::awaitable<Result<std::size_t>> Session<Stream>::read_body(std::span<std::byte> out) {
-  if (body_done_ || out.empty()) co_return std::size_t{0};
-  H3_ASSERT(!response_started_ || continue_sent_ || !head_.expects_continue,
-            "read_body after a final response refused the body");
-  if (head_.expects_continue && !continue_sent_) {
-    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  if (out.empty()) co_return std::size_t{0};
+  // Reading the body is processing the request: the client hears 100 Continue, for a body of 0
+  // bytes too.
+  if (head_.expects_continue && !continue_sent_ && !response_started_) {
     continue_sent_ = true;
     const asio::const_buffer buffer(kContinue.data(), kContinue.size());
     H3_CO_TRY(co_await send(std::span(&buffer, 1)));
   }
+  if (body_done_) co_return std::size_t{0};
+  H3_ASSERT(!response_started_ || continue_sent_ || !head_.expects_continue,
+            "read_body after a final response refused the body");
   if (!head_.chunked) {
     // Content-Length body: what the head read left in the buffer first, then straight from the
     // socket into the caller's buffer (no intermediate copy).
@@ -401,11 +431,15 @@ asio::awaitable<Result<void>> Session<Stream>::write_head(Response response) {
   H3_ASSERT(!response_started_, "write_head called twice");
   response_started_ = true;
   status_ = response.status;
+  // A client that sent "Expect: 100-continue" and got no 100 Continue yet may keep the state of
+  // that wait with its pooled connection (botocore then misreads the next response on it). With
+  // an empty body nothing is left to send: 100 Continue goes first, as for a request read to its
+  // end. A final status instead of 100 Continue refuses the body: it is never sent, and the
+  // connection closes after the answer so that nobody reuses it half-way.
+  const bool continue_first = head_.expects_continue && !continue_sent_ && !head_.has_body();
+  if (head_.expects_continue && !continue_sent_ && !continue_first) closing_ = true;
   // An unread body: drop it if it is small and the client is sending it; otherwise close.
-  if (!body_done_) {
-    const bool refused = head_.expects_continue && !continue_sent_;
-    if (refused || head_.chunked || body_left_bytes_ > kDrainBytesMax) closing_ = true;
-  }
+  if (!body_done_ && (head_.chunked || body_left_bytes_ > kDrainBytesMax)) closing_ = true;
   if (worker_.draining) closing_ = true;
 
   no_body_ = head_.method == Method::kHead || status_ < 200 || status_ == 204 || status_ == 304;
@@ -417,6 +451,10 @@ asio::awaitable<Result<void>> Session<Stream>::write_head(Response response) {
     closing_ = true;
   }
   prepare_head();
+  if (continue_first) {
+    continue_sent_ = true;
+    head_bytes_.insert(0, kContinue);
+  }
   for (const Header& h : response.headers) append_header(head_bytes_, h.name, h.value);
   if (response_length_ && status_ >= 200 && status_ != 204 && status_ != 304) {
     append_header(head_bytes_, "Content-Length", std::to_string(*response_length_));

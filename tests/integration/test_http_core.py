@@ -706,6 +706,51 @@ class TestServerOnlyTest(unittest.TestCase):
             self.assertEqual(resp.header("connection"), "close")
             self.assertTrue(r.closed())
 
+    def test_expect_100_continue_with_an_empty_body(self):
+        # Processed or refused, an empty body is answered with 100 Continue first: a client that
+        # waits for it (botocore) keeps the state of that wait with its pooled connection, and
+        # misreads the next response on it when no 100 came.
+        for target, status in (("/sink", 200), ("/nowhere", 404)):
+            with self.conn() as s:
+                r = harness.Reader(s)
+                send_request(s, "PUT", target, {"Content-Length": "0", "Expect": "100-continue"})
+                self.assertEqual(r.read_response().status, 100)
+                resp = r.read_response()
+                self.assertEqual(resp.status, status)
+                self.assertIsNone(resp.header("connection"))
+                # The same connection then serves a PUT whose body follows its 100 Continue.
+                data = pattern(3000)
+                send_request(s, "PUT", "/sink", {"Content-Length": str(len(data)), "Expect": "100-continue"})
+                self.assertEqual(r.read_response().status, 100)
+                s.sendall(data)
+                self.assertEqual(r.read_response().body, sink_answer(data))
+
+    def test_expect_100_continue_is_ignored_for_http_1_0(self):
+        data = pattern(100)
+        with self.conn() as s:
+            s.sendall(b"PUT /sink HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n"
+                      b"Expect: 100-continue\r\n\r\n" + data)
+            resp = harness.Reader(s).read_response()
+            self.assertEqual(resp.status, 200)  # no 100 first: HTTP/1.0 has none
+            self.assertEqual(resp.body, sink_answer(data))
+
+    def test_a_refused_body_sent_anyway_does_not_reset_the_answer(self):
+        # The client sends its body without waiting for 100 Continue (curl does after a second):
+        # the refusal must still reach it whole, not be destroyed by a reset when the server
+        # closes with the body unread.
+        for _ in range(5):
+            with self.conn() as s:
+                r = harness.Reader(s)
+                send_request(s, "PUT", "/limited", {"Content-Length": str(10 * MiB),
+                                                    "Expect": "100-continue"})
+                try:
+                    s.sendall(pattern(2 * MiB))
+                except OSError:
+                    pass  # the server may have ended its side: the answer is what matters
+                resp = r.read_response()
+                self.assertEqual(resp.status, 413)
+                self.assertEqual(resp.header("connection"), "close")
+
     def test_small_unread_body_is_drained_and_connection_kept(self):
         with self.conn() as s:
             r = harness.Reader(s)

@@ -43,7 +43,7 @@ struct RequestHead {
   std::span<const HeaderView> headers;
   std::optional<std::uint64_t> content_length;  // absent for chunked bodies and no body
   bool chunked = false;                         // Transfer-Encoding: chunked
-  bool expects_continue = false;                // Expect: 100-continue (any case)
+  bool expects_continue = false;                // Expect: 100-continue (any case), HTTP/1.1
   bool tls = false;
   std::string_view remote_address;
   std::string_view request_id;  // unique per request; also sent as the handler chooses
