@@ -4,6 +4,8 @@
 
 #include "time_format.h"
 
+#include <charconv>
+
 namespace hots3::s3 {
 
 std::string quoted(std::string_view etag) { return "\"" + std::string(etag) + "\""; }
@@ -38,6 +40,29 @@ std::variant<storage::WriteCondition, Error> write_condition(const Request& r) {
     c.if_none_match_any = true;
   }
   if (auto match = r.header("if-match")) c.if_match = unquoted(*match);
+  return c;
+}
+
+std::variant<storage::DeleteCondition, Error> delete_condition(const Request& r) {
+  storage::DeleteCondition c;
+  if (auto match = r.header("if-match")) c.if_match = unquoted(*match);
+  if (auto modified = r.header("x-amz-if-match-last-modified-time")) {
+    auto ms = parse_http_date(*modified);
+    if (!ms) {
+      return Error(Code::kInvalidArgument, "Invalid x-amz-if-match-last-modified-time")
+          .with("ArgumentName", "x-amz-if-match-last-modified-time");
+    }
+    c.last_modified_s = *ms / 1000;
+  }
+  if (auto size = r.header("x-amz-if-match-size")) {
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(size->data(), size->data() + size->size(), n);
+    if (ec != std::errc{} || end != size->data() + size->size()) {
+      return Error(Code::kInvalidArgument, "Invalid x-amz-if-match-size")
+          .with("ArgumentName", "x-amz-if-match-size");
+    }
+    c.size_bytes = n;
+  }
   return c;
 }
 

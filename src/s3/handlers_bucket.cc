@@ -188,13 +188,15 @@ struct ListParameters {
   bool fetch_owner = true;   // V1 always; V2 when asked
 };
 
-// Where the listing starts: V2's continuation-token (our base64 of the last key) or start-after,
-// V1's marker.
+// Where the listing starts: V2's continuation-token (our base64 of the last key) or else
+// start-after, which is echoed either way; V1's marker.
 std::optional<Error> read_list_position(const Request& r, ListParameters& p) {
   if (!p.v2) {
     if (const std::string* m = r.param("marker")) p.marker = p.query.start_after = *m;
     return std::nullopt;
   }
+  if (const std::string* after = r.param("start-after"))
+    p.start_after = p.query.start_after = *after;
   if (const std::string* token = r.param("continuation-token")) {
     auto decoded = aws::base64_decode(*token);
     if (!decoded || token->empty()) {
@@ -202,9 +204,7 @@ std::optional<Error> read_list_position(const Request& r, ListParameters& p) {
           .with("ArgumentName", "continuation-token");
     }
     p.continuation = *token;
-    p.query.start_after = *decoded;
-  } else if (const std::string* after = r.param("start-after")) {
-    p.start_after = p.query.start_after = *after;
+    if (*decoded > p.query.start_after) p.query.start_after = *decoded;
   }
   return std::nullopt;
 }
@@ -245,7 +245,10 @@ std::string list_result(const ListParameters& p, const storage::BucketRecord& bu
   };
   XmlWriter xml("ListBucketResult");
   xml.element("Name", bucket.name);
-  xml.element("Prefix", text(p.query.prefix));
+  // With encoding-type=url, V1's Prefix goes back as given. The SDKs decode exactly the fields S3
+  // encodes (V1: Delimiter, Marker, NextMarker, keys, common prefixes; V2: Delimiter, Prefix,
+  // StartAfter, keys, common prefixes): one encoded beyond those reaches the user still encoded.
+  xml.element("Prefix", p.v2 ? text(p.query.prefix) : p.query.prefix);
   if (p.v2) {
     if (!p.continuation.empty()) xml.element("ContinuationToken", p.continuation);
     if (!p.start_after.empty()) xml.element("StartAfter", text(p.start_after));

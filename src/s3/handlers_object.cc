@@ -7,6 +7,7 @@
 #include "copy_source.h"
 #include "multipart_rules.h"
 #include "names.h"
+#include "object_attributes.h"
 #include "object_response.h"
 #include "object_spec.h"
 #include "range.h"
@@ -23,6 +24,16 @@
 #include <cstring>
 
 namespace hots3::s3 {
+
+namespace {
+
+// A failed (conditional) delete as S3 reports it.
+Error delete_error(error_code e, std::string_view key) {
+  if (e == errc::kNotFound) return Error(Code::kNoSuchKey).with("Key", std::string(key));
+  return from_errc(e);
+}
+
+}  // namespace
 
 // ---- PutObject ------------------------------------------------------------------------------
 
@@ -144,8 +155,11 @@ asio::awaitable<void> delete_object(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
   if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
-  auto deleted = co_await s.store().delete_object(bucket->id, r.key);
-  if (!deleted) co_return co_await s.send_error(r, from_errc(deleted.error()));
+  auto condition = delete_condition(r);
+  if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
+  auto deleted = co_await s.store().delete_object(
+      bucket->id, r.key, std::get<storage::DeleteCondition>(std::move(condition)));
+  if (!deleted) co_return co_await s.send_error(r, delete_error(deleted.error(), r.key));
   co_await s.send_empty(r, 204, s.response(r, 204));
 }
 
@@ -171,14 +185,14 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
   const DeleteRequest& request = std::get<DeleteRequest>(parsed);
   XmlWriter xml("DeleteResult");
-  for (const auto& [key, version] : request.objects) {
+  for (const auto& [key, version, condition] : request.objects) {
     std::optional<Error> failed = validate_key(key);
     if (!failed && version && *version != "null")
       failed = Error(Code::kNoSuchVersion);  // hots3 keeps none
     if (!failed && key.empty()) failed = Error(Code::kInvalidArgument, "The key is empty.");
     if (!failed) {
-      auto deleted = co_await s.store().delete_object(bucket->id, key);
-      if (!deleted) failed = from_errc(deleted.error());
+      auto deleted = co_await s.store().delete_object(bucket->id, key, condition);
+      if (!deleted) failed = delete_error(deleted.error(), key);
     }
     if (failed) {
       xml.open("Error");
@@ -295,6 +309,30 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
   xml.element("ETag", quoted(copied.etag));
   for (const auto& c : stored_checksums(copied.checksums)) xml.element(c.xml, c.value);
   co_await s.send_xml(r, 200, xml.finish());
+}
+
+// ---- GetObjectAttributes ---------------------------------------------------------------------
+
+asio::awaitable<void> get_object_attributes(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kRead);
+  if (!bucket) co_return;
+  if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
+  auto requested = attributes_request(r);
+  if (auto* e = std::get_if<Error>(&requested)) co_return co_await s.send_error(r, std::move(*e));
+  const AttributesRequest& asked = std::get<AttributesRequest>(requested);
+  auto found = s.store().head(bucket->id, r.key);
+  if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
+  if (!*found) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
+  const storage::ObjectRecord& object = **found;
+  std::vector<storage::ObjectPartRecord> parts;
+  if (asked.object_parts && object.parts_count > 0) {
+    auto listed = s.store().object_parts(object.id);
+    if (!listed) co_return co_await s.send_error(r, from_errc(listed.error()));
+    parts = std::move(*listed);
+  }
+  http::Response head = s.response(r, 200);
+  head.add("Last-Modified", http_date(object.created_ms));
+  co_await s.send_xml(r, 200, attributes_response(asked, object, parts), std::move(head));
 }
 
 // ---- object sub-resources ---------------------------------------------------------------------

@@ -36,18 +36,17 @@ std::variant<storage::ObjectSpec, Error> object_spec(const Request& r,
   copy_header("cache-control", spec.headers.cache_control);
   copy_header("expires", spec.headers.expires);
   if (auto enc = r.header("content-encoding")) {
-    // aws-chunked is transfer framing, not a property of the object; drop it from the list.
+    // aws-chunked is transfer framing, not a property of the object: it leaves the list, and
+    // the rest stays as the client wrote it ("deflate, gzip" stays "deflate, gzip").
     std::string kept;
     std::size_t at = 0;
     while (at <= enc->size()) {
       const auto comma = enc->find(',', at);
-      std::string_view item =
+      const std::string_view item =
           enc->substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
-      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-      if (!item.empty() && !iequals(item, "aws-chunked")) {
+      if (!iequals(trim(item), "aws-chunked") && !trim(item).empty()) {
         if (!kept.empty()) kept += ",";
-        kept += item;
+        kept += kept.empty() ? trim(item) : item;
       }
       if (comma == std::string_view::npos) break;
       at = comma + 1;

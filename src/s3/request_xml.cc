@@ -7,6 +7,7 @@
 #include "names.h"
 #include "object_spec.h"
 #include "s3_xml.h"
+#include "time_format.h"
 
 #include <charconv>
 
@@ -24,8 +25,22 @@ std::variant<DeleteRequest, Error> parse_delete_request(std::string_view body) {
     } else if (e.name() == "Object") {
       auto key = e.child("Key");
       if (!key) return Error(Code::kMalformedXML);
-      DeleteRequest::Object object{key->text(), std::nullopt};
+      DeleteRequest::Object object{key->text(), std::nullopt, {}};
       if (auto v = e.child("VersionId")) object.version_id = v->text();
+      if (auto etag = e.child("ETag")) object.condition.if_match = unquoted(etag->text());
+      if (auto modified = e.child("LastModifiedTime")) {
+        auto ms = parse_iso8601(modified->text());
+        if (!ms) return Error(Code::kMalformedXML);
+        object.condition.last_modified_s = *ms / 1000;
+      }
+      if (auto size = e.child("Size")) {
+        const std::string text = size->text();
+        std::uint64_t n = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+        if (ec != std::errc{} || end != text.data() + text.size())
+          return Error(Code::kMalformedXML);
+        object.condition.size_bytes = n;
+      }
       request.objects.push_back(std::move(object));
       if (request.objects.size() > 1000) return Error(Code::kMalformedXML);
     }

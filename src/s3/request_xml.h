@@ -7,6 +7,7 @@
 #include "errors.h"
 
 #include "hots3/aws/checksum.h"
+#include "hots3/storage/object_store.h"
 
 #include <cstdint>
 #include <optional>
@@ -25,6 +26,7 @@ struct DeleteRequest {
   struct Object {
     std::string key;
     std::optional<std::string> version_id;
+    storage::DeleteCondition condition;  // <ETag>, <LastModifiedTime>, <Size>
   };
   std::vector<Object> objects;
 };

@@ -78,6 +78,7 @@ asio::awaitable<void> delete_object(Service& s, Request& r);
 asio::awaitable<void> delete_objects(Service& s, Request& r);
 asio::awaitable<void> copy_object(Service& s, Request& r);
 asio::awaitable<void> object_subresource(Service& s, Request& r);  // acl, tagging
+asio::awaitable<void> get_object_attributes(Service& s, Request& r);
 
 asio::awaitable<void> create_multipart_upload(Service& s, Request& r);
 asio::awaitable<void> upload_part(Service& s, Request& r);

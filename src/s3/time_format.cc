@@ -120,4 +120,29 @@ std::optional<std::int64_t> parse_amz_date(std::string_view t) {
   return to_ms(year, month - 1, day, hour, minute, second);
 }
 
+std::optional<std::int64_t> parse_iso8601(std::string_view t) {
+  // "2026-11-22T02:16:54Z" or with ".123" (any number of fraction digits) before the Z.
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  if (t.size() < 20 || t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' || t[16] != ':' ||
+      t.back() != 'Z') {
+    return std::nullopt;
+  }
+  if (!number(t.substr(0, 4), year) || !number(t.substr(5, 2), month) ||
+      !number(t.substr(8, 2), day) || !number(t.substr(11, 2), hour) ||
+      !number(t.substr(14, 2), minute) || !number(t.substr(17, 2), second)) {
+    return std::nullopt;
+  }
+  int fraction_ms = 0;
+  const std::string_view fraction = t.substr(19, t.size() - 20);
+  if (!fraction.empty()) {
+    if (fraction.size() < 2 || fraction[0] != '.' ||
+        !number(fraction.substr(1, std::min<std::size_t>(3, fraction.size() - 1)), fraction_ms))
+      return std::nullopt;
+    for (std::size_t digits = fraction.size() - 1; digits < 3; ++digits) fraction_ms *= 10;
+  }
+  auto ms = to_ms(year, month - 1, day, hour, minute, second);
+  if (!ms) return std::nullopt;
+  return *ms + fraction_ms;
+}
+
 }  // namespace hots3::s3

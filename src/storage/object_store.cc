@@ -43,6 +43,12 @@ Result<void> check_condition(const WriteCondition& c, const std::optional<Object
   return {};
 }
 
+bool meets(const ObjectRecord& current, const DeleteCondition& c) {
+  if (c.if_match && *c.if_match != "*" && *c.if_match != current.etag) return false;
+  if (c.last_modified_s && *c.last_modified_s != current.created_ms / 1000) return false;
+  return !c.size_bytes || *c.size_bytes == current.size_bytes;
+}
+
 std::string random_upload_id() {
   std::array<std::uint8_t, 24> bytes{};
   random_bytes(std::as_writable_bytes(std::span(bytes)));
@@ -284,13 +290,15 @@ class StoreImpl final : public ObjectStore {
     co_return object;
   }
 
-  asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(std::int64_t bucket_id,
-                                                                     std::string key) override {
+  using ObjectStore::delete_object;
+  asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(
+      std::int64_t bucket_id, std::string key, DeleteCondition condition) override {
     std::optional<ObjectRecord> deleted;
     ExtentList freed;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(deleted, t.find_object(bucket_id, key));
-      if (!deleted) return {};
+      if (!deleted) return condition.if_match ? Result<void>(errc::kNotFound) : Result<void>{};
+      if (!meets(*deleted, condition)) return errc::kPreconditionFailed;
       H3_TRY(freed, t.delete_object(deleted->id));
       return {};
     }));

@@ -90,6 +90,8 @@ OPERATIONS = [
        lambda c: ("POST", "/" + BUCKET, [("delete", "")], {"content-md5": s3_md5(DELETE_BODY)}, DELETE_BODY)),
     Op("GetObject", "get_object_body", "read", 200, lambda c: ("GET", obj(), [], {}, b"")),
     Op("HeadObject", "head_object", "read", 200, lambda c: ("HEAD", obj(), [], {}, b"")),
+    Op("GetObjectAttributes", "get_object_attributes", "read", 200,
+       lambda c: ("GET", obj(), [("attributes", "")], {"x-amz-object-attributes": "ETag,ObjectSize"}, b"")),
     Op("PutObject", "put_or_copy_object", "write", 200, lambda c: ("PUT", obj("new"), [], {}, b"data")),
     Op("CopyObject", "put_or_copy_object", "readwrite", 200,
        lambda c: ("PUT", obj("copy"), [], {"x-amz-copy-source": obj()}, b"")),

@@ -70,6 +70,13 @@ struct WriteCondition {
                                         //                      kNotFound if there is none
 };
 
+// What a conditional delete requires of the current version; nothing when all are unset.
+struct DeleteCondition {
+  std::optional<std::string> if_match;          // an ETag, or "*": the key must exist
+  std::optional<std::int64_t> last_modified_s;  // Last-Modified, in whole seconds
+  std::optional<std::uint64_t> size_bytes;
+};
+
 // The metadata a new object version gets.
 struct ObjectSpec {
   ContentHeaders headers;
@@ -213,9 +220,14 @@ class ObjectStore {
       std::unique_ptr<ObjectWriter> writer, const BucketRecord& bucket, std::string key,
       std::int64_t base_version, bool writer_has_base, ObjectSpec spec,
       std::vector<ObjectPartRecord> new_parts) = 0;
-  // Deletes the current version; returns it (nullopt if there was none).
+  // Deletes the current version if it meets `condition`; returns it (nullopt if there was none).
+  // Errors: kPreconditionFailed (it does not), kNotFound (if_match set and no current version).
   virtual boost::asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(
-      std::int64_t bucket_id, std::string key) = 0;
+      std::int64_t bucket_id, std::string key, DeleteCondition condition) = 0;
+  boost::asio::awaitable<Result<std::optional<ObjectRecord>>> delete_object(std::int64_t bucket_id,
+                                                                            std::string key) {
+    return delete_object(bucket_id, std::move(key), DeleteCondition{});
+  }
   // Replaces the metadata of the current version (S3: copy onto itself) if its ETag is still
   // `etag`. Errors: kNotFound, kPreconditionFailed.
   virtual boost::asio::awaitable<Result<ObjectRecord>> replace_metadata(std::int64_t bucket_id,

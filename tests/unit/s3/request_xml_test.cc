@@ -32,6 +32,28 @@ TEST(RequestXml, DeleteTakesOneToAThousandObjects) {
   EXPECT_TRUE(std::holds_alternative<Error>(parse_delete_request(many + "</Delete>")));
 }
 
+TEST(RequestXml, DeleteCarriesEachObjectsConditions) {
+  auto parsed = parse_delete_request(
+      "<Delete><Object><Key>a</Key><ETag>\"e1\"</ETag><Size>12</Size>"
+      "<LastModifiedTime>1994-11-06T08:49:37.123Z</LastModifiedTime></Object>"
+      "<Object><Key>b</Key></Object></Delete>");
+  ASSERT_TRUE(std::holds_alternative<DeleteRequest>(parsed));
+  const auto& objects = std::get<DeleteRequest>(parsed).objects;
+  ASSERT_EQ(objects.size(), 2U);
+  EXPECT_EQ(objects[0].condition.if_match, "e1");
+  EXPECT_EQ(objects[0].condition.size_bytes, 12U);
+  EXPECT_EQ(objects[0].condition.last_modified_s, 784111777);
+  EXPECT_FALSE(objects[1].condition.if_match || objects[1].condition.size_bytes ||
+               objects[1].condition.last_modified_s);
+  for (const std::string field :
+       {"<Size>-1</Size>", "<Size>1x</Size>", "<LastModifiedTime>yesterday</LastModifiedTime>"}) {
+    auto refused =
+        parse_delete_request("<Delete><Object><Key>a</Key>" + field + "</Object></Delete>");
+    ASSERT_TRUE(std::holds_alternative<Error>(refused)) << field;
+    EXPECT_EQ(std::get<Error>(refused).code, Code::kMalformedXML) << field;
+  }
+}
+
 TEST(RequestXml, CompleteListsPartsAsSent) {
   auto parsed = parse_complete_request(
       "<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>\"e2\"</ETag>"

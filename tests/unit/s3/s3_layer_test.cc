@@ -3,6 +3,7 @@
 
 #include "s3/copy_source.h"
 #include "s3/errors.h"
+#include "s3/object_attributes.h"
 #include "s3/range.h"
 #include "s3/s3_xml.h"
 #include "s3/time_format.h"
@@ -125,6 +126,49 @@ TEST(TimeFormat, RoundTrips) {
   EXPECT_FALSE(parse_amz_date("20250229T080901Z").has_value());
   EXPECT_TRUE(parse_amz_date("20240229T080901Z").has_value());
   EXPECT_FALSE(parse_http_date("Sun, -6 Nov 1994 08:49:37 GMT").has_value());
+  EXPECT_EQ(parse_iso8601("1994-11-06T08:49:37Z"), t);
+  EXPECT_EQ(parse_iso8601("1994-11-06T08:49:37.123Z"), t + 123);
+  EXPECT_EQ(parse_iso8601("1994-11-06T08:49:37.1Z"), t + 100);
+  EXPECT_EQ(parse_iso8601(iso8601(t + 7)), t + 7);
+  for (const char* bad : {"1994-11-06 08:49:37Z", "1994-11-06T08:49:37", "1994-11-06T08:49:37.Z",
+                          "1994-13-06T08:49:37Z", "1994-11-06T08:49:37.12xZ"}) {
+    EXPECT_FALSE(parse_iso8601(bad).has_value()) << bad;
+  }
+}
+
+TEST(ObjectAttributes, PartsArePagedAfterTheMarker) {
+  storage::ObjectRecord object;
+  object.etag = "abc-3";
+  object.size_bytes = 30;
+  object.parts_count = 3;
+  object.checksums.crc32 = "AAAAAA==-3";
+  object.checksums.type = "COMPOSITE";
+  std::vector<storage::ObjectPartRecord> parts;
+  for (std::uint32_t n = 1; n <= 3; ++n)
+    parts.push_back({n, (n - 1) * 10, 10, "c" + std::to_string(n)});
+  AttributesRequest asked;
+  asked.etag = asked.checksum = asked.object_parts = true;
+  asked.max_parts = 1;
+  asked.part_number_marker = 1;
+  const std::string xml = attributes_response(asked, object, parts);
+  EXPECT_NE(xml.find("<ETag>abc-3</ETag>"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<Checksum><ChecksumCRC32>AAAAAA==-3</ChecksumCRC32><ChecksumType>COMPOSITE"
+                     "</ChecksumType></Checksum>"),
+            std::string::npos)
+      << xml;
+  EXPECT_NE(
+      xml.find("<PartsCount>3</PartsCount><PartNumberMarker>1</PartNumberMarker>"
+               "<NextPartNumberMarker>2</NextPartNumberMarker><MaxParts>1</MaxParts>"
+               "<IsTruncated>true</IsTruncated><Part><PartNumber>2</PartNumber><Size>10</Size>"
+               "<ChecksumCRC32>c2</ChecksumCRC32></Part></ObjectParts>"),
+      std::string::npos)
+      << xml;
+  EXPECT_EQ(xml.find("ObjectSize"), std::string::npos) << xml;  // not asked for
+  // The last page is not truncated; an object in one piece has no parts.
+  asked.max_parts = 5;
+  EXPECT_NE(attributes_response(asked, object, parts).find("<IsTruncated>false</IsTruncated>"),
+            std::string::npos);
+  EXPECT_EQ(attributes_response(asked, object, {}).find("ObjectParts"), std::string::npos);
 }
 
 TEST(Xml, WriterEscapesAndReaderIgnoresNamespaces) {
