@@ -746,6 +746,19 @@ class PresignedTimeTest(ServerTest):
         self.assertError(r, 403, "AccessDenied")
         self.assertIn(b"<Message>Request has expired</Message>", r.body)
 
+    def test_expired_sigv4(self):
+        self.s3.put_object(Bucket="main", Key="p4x", Body=b"v4")
+        when = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=2)
+        r = harness.request(self.port, "GET", s3.presign_v4("GET", "/main/p4x", self.port, when=when, expires_s=60))
+        self.assertError(r, 403, "AccessDenied")
+        self.assertIn(b"<Message>Request has expired</Message>", r.body)
+        self.assertEqual(xml_field(r.body, "X-Amz-Expires"), "60")
+        # boto3's own presigned URL (SigV4), a second after it expired.
+        url = self.s3.generate_presigned_url("get_object", Params={"Bucket": "main", "Key": "p4x"}, ExpiresIn=1)
+        time.sleep(2.1)
+        r = harness.request(self.port, "GET", url.split(str(self.port), 1)[1])
+        self.assertError(r, 403, "AccessDenied")
+
     def test_sigv4_signed_in_the_future(self):
         self.s3.put_object(Bucket="main", Key="p4", Body=b"v4")
         now = datetime.datetime.now(datetime.timezone.utc)
