@@ -344,11 +344,56 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
   co_await s.send_empty(r, 200, std::move(head));
 }
 
+namespace {
+
+std::string completion_result(const storage::BucketRecord& bucket, const std::string& key,
+                              const storage::ObjectRecord& object) {
+  XmlWriter xml("CompleteMultipartUploadResult");
+  xml.element("Location", "/" + bucket.name + "/" + key);
+  xml.element("Bucket", bucket.name);
+  xml.element("Key", key);
+  xml.element("ETag", quoted(object.etag));
+  for (const auto& c : stored_checksums(object.checksums)) xml.element(c.xml, c.value);
+  if (object.checksums.type) xml.element("ChecksumType", *object.checksums.type);
+  return xml.finish();
+}
+
+// A Complete retried after the first one succeeded (its answer lost on the way, so the SDK
+// sends it again) finds no upload. It gets the first answer again while the object that upload
+// made is still the key's current version, as S3 keeps a completed upload answerable; once the
+// key holds something else, NoSuchUpload.
+std::shared_ptr<const storage::ObjectRecord> completed_object(Service& s, const Request& r,
+                                                              const storage::BucketRecord& bucket) {
+  const std::string* id = r.param("uploadId");
+  if (id == nullptr || id->empty()) return nullptr;
+  auto ended = s.store().ended_upload(*id);
+  if (!ended || !*ended || !(*ended)->object_id) return nullptr;
+  auto current = s.store().head(bucket.id, r.key);
+  if (!current || !*current || (*current)->id != *(*ended)->object_id) return nullptr;
+  return std::move(*current);
+}
+
+// An Abort retried after the first one succeeded gets its 204 again, for kAbortRemembered.
+bool was_aborted(Service& s, const Request& r) {
+  const std::string* id = r.param("uploadId");
+  if (id == nullptr || id->empty()) return false;
+  auto ended = s.store().ended_upload(*id);
+  return ended && *ended && !(*ended)->object_id &&
+         now_ms() - (*ended)->ended_ms < storage::kAbortRemembered.count();
+}
+
+}  // namespace
+
 asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
   auto found = upload_of(s, r, *bucket);
-  if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
+  if (auto* e = std::get_if<Error>(&found)) {
+    if (auto done = completed_object(s, r, *bucket)) {
+      co_return co_await s.send_xml(r, 200, completion_result(*bucket, r.key, *done));
+    }
+    co_return co_await s.send_error(r, std::move(*e));
+  }
   const storage::UploadRecord upload = std::get<storage::UploadRecord>(std::move(found));
   auto condition = write_condition(r);
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
@@ -389,6 +434,9 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   if (!completed) {
     if (plan_error) co_return co_await respond.error(std::move(*plan_error));
     if (completed.error() == errc::kNotFound) {
+      // The same Complete sent twice at once: the other one completed it.
+      if (auto done = completed_object(s, r, *bucket))
+        co_return co_await respond.xml(completion_result(*bucket, r.key, *done));
       co_return co_await respond.error(
           std::get<storage::WriteCondition>(condition).if_match
               ? Error(Code::kNoSuchKey).with("Key", r.key)
@@ -396,26 +444,24 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     }
     co_return co_await respond.error(from_errc(completed.error()));
   }
-  XmlWriter xml("CompleteMultipartUploadResult");
-  xml.element("Location", "/" + bucket->name + "/" + r.key);
-  xml.element("Bucket", bucket->name);
-  xml.element("Key", r.key);
-  xml.element("ETag", quoted(completed->etag));
-  for (const auto& c : stored_checksums(completed->checksums)) xml.element(c.xml, c.value);
-  if (completed->checksums.type) xml.element("ChecksumType", *completed->checksums.type);
-  co_await respond.xml(xml.finish());
+  co_await respond.xml(completion_result(*bucket, r.key, *completed));
 }
 
 asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
   auto found = upload_of(s, r, *bucket);
-  if (auto* e = std::get_if<Error>(&found)) co_return co_await s.send_error(r, std::move(*e));
+  if (auto* e = std::get_if<Error>(&found)) {
+    if (was_aborted(s, r)) co_return co_await s.send_empty(r, 204, s.response(r, 204));
+    co_return co_await s.send_error(r, std::move(*e));
+  }
   auto aborted = co_await s.store().abort_upload(std::get<storage::UploadRecord>(found).upload_id);
   if (!aborted) {
-    if (aborted.error() == errc::kNotFound)
+    if (aborted.error() == errc::kNotFound) {
+      if (was_aborted(s, r)) co_return co_await s.send_empty(r, 204, s.response(r, 204));
       co_return co_await s.send_error(
           r, Error(Code::kNoSuchUpload).with("UploadId", *r.param("uploadId")));
+    }
     co_return co_await s.send_error(r, from_errc(aborted.error()));
   }
   co_await s.send_empty(r, 204, s.response(r, 204));

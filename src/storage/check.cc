@@ -190,6 +190,19 @@ void check_orphans(detail::Connection& db, CheckReport& report) {
         add(report,
             fmt::format("upload {} is in bucket {}, which does not exist", q.text(0), q.int64(1)));
       });
+  // A catalog of a schema before ended uploads were kept has no such table.
+  bool ends_kept = false;
+  each("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'ended_uploads'",
+       [&](detail::Query&) { ends_kept = true; });
+  if (ends_kept) {
+    each(
+        "SELECT e.upload_id, e.object_id FROM ended_uploads e "
+        "LEFT JOIN objects o ON o.id = e.object_id WHERE e.object_id IS NOT NULL AND o.id IS NULL",
+        [&](detail::Query& q) {
+          add(report, fmt::format("completed upload {} made object id {}, which does not exist",
+                                  q.text(0), q.int64(1)));
+        });
+  }
   each(
       "SELECT i.object_id FROM inline_data i LEFT JOIN objects o ON o.id = i.object_id "
       "WHERE o.id IS NULL",

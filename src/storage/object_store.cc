@@ -392,6 +392,10 @@ class StoreImpl final : public ObjectStore {
     return core_.catalog->find_upload(upload_id);
   }
 
+  Result<std::optional<EndedUpload>> ended_upload(std::string_view upload_id) override {
+    return core_.catalog->ended_upload(upload_id);
+  }
+
   asio::awaitable<Result<UploadCounts>> count_uploads(std::int64_t bucket_id, std::string owner,
                                                       std::uint64_t limit) override {
     auto read =
@@ -487,6 +491,7 @@ class StoreImpl final : public ObjectStore {
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(auto upload, t.find_upload(upload_id));
       if (!upload) return errc::kNotFound;
+      H3_TRY(t.record_abort(upload->id, now_ms()));
       H3_TRY(freed, t.delete_upload(upload->id));
       return {};
     }));

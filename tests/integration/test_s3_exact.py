@@ -19,6 +19,7 @@ import s3_support as s3  # noqa: E402
 
 import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
+import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
 
@@ -962,6 +963,105 @@ class ConditionalDeleteTest(ServerTest):
         self.assertEqual(deleted, ["dm-a", "dm-c"])
         self.assertEqual(errors, [("dm-b", "PreconditionFailed"), ("dm-none", "NoSuchKey")])
         self.assertTrue(self.exists("dm-b"))
+
+
+class LostResponseTest(ServerTest):
+    """SDKs retry a request whose response was lost. Here the client loses it: the request goes
+    out and is answered (the server finished it), then the client drops the answer as a broken
+    connection would, and botocore's own retry sends it again. The retry must get the answer
+    the first one would have got."""
+
+    def lossy_client(self, operation):
+        # At the SDK's own retry settings.
+        c = boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % self.port, aws_access_key_id=s3.ACCESS_KEY,
+                         aws_secret_access_key=s3.SECRET_KEY, region_name=s3.REGION,
+                         config=Config(s3={"addressing_style": "path"}))
+        endpoint = c._endpoint
+        real_send = endpoint.http_session.send
+        lost = []
+
+        def send_losing_first(request):
+            response = real_send(request)
+            response.content  # read to its end: the server has answered
+            if not lost and self.current_operation[0] == operation:
+                lost.append(request.url)
+                raise botocore.exceptions.ConnectionClosedError(endpoint_url=request.url)
+            return response
+        endpoint.http_session.send = send_losing_first
+        self.current_operation = [None]
+
+        def note_operation(model, **_):
+            self.current_operation[0] = model.name
+        c.meta.events.register("before-call.s3", note_operation)
+        return c, lost
+
+    def test_complete_multipart_upload(self):
+        c, lost = self.lossy_client("CompleteMultipartUpload")
+        up = c.create_multipart_upload(Bucket="main", Key="lr-mp", ChecksumAlgorithm="CRC32")["UploadId"]
+        body = data(5 * 1024 * 1024 + 7, 90)
+        part = c.upload_part(Bucket="main", Key="lr-mp", UploadId=up, PartNumber=1, Body=body, ChecksumAlgorithm="CRC32")
+        done = c.complete_multipart_upload(Bucket="main", Key="lr-mp", UploadId=up, MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": part["ETag"], "ChecksumCRC32": part["ChecksumCRC32"]}]})
+        self.assertEqual(len(lost), 1, "the first answer was not lost")
+        self.assertEqual(done["ResponseMetadata"]["RetryAttempts"], 1)
+        head = self.s3.head_object(Bucket="main", Key="lr-mp", ChecksumMode="ENABLED")
+        self.assertEqual((done["ETag"], done["ChecksumCRC32"]), (head["ETag"], head["ChecksumCRC32"]))
+        self.assertEqual(self.s3.get_object(Bucket="main", Key="lr-mp")["Body"].read(), body)
+        # Once the key holds something else, the upload is gone for good.
+        self.s3.put_object(Bucket="main", Key="lr-mp", Body=b"replaced")
+        with self.assertRaises(ClientError) as e:
+            self.s3.complete_multipart_upload(Bucket="main", Key="lr-mp", UploadId=up, MultipartUpload={
+                "Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+        self.assertEqual(error_code(e.exception), "NoSuchUpload")
+
+    def test_writes_and_deletes(self):
+        self.s3.put_object(Bucket="main", Key="lr-src", Body=data(300000, 91))
+        cases = [
+            ("PutObject", lambda c: c.put_object(Bucket="main", Key="lr-put", Body=data(1000, 92))["ETag"],
+             lambda: '"%s"' % hashlib.md5(data(1000, 92)).hexdigest()),
+            ("CopyObject", lambda c: c.copy_object(Bucket="main", Key="lr-copy", CopySource="main/lr-src")["CopyObjectResult"]["ETag"],
+             lambda: '"%s"' % hashlib.md5(data(300000, 91)).hexdigest()),
+            ("DeleteObject", lambda c: c.delete_object(Bucket="main", Key="lr-copy")["ResponseMetadata"]["HTTPStatusCode"],
+             lambda: 204),
+            ("DeleteObjects", lambda c: sorted(d["Key"] for d in c.delete_objects(
+                Bucket="main", Delete={"Objects": [{"Key": "lr-put"}, {"Key": "lr-none"}]})["Deleted"]),
+             lambda: ["lr-none", "lr-put"]),
+        ]
+        for operation, call, expected in cases:
+            c, lost = self.lossy_client(operation)
+            self.assertEqual(call(c), expected(), operation)
+            self.assertEqual(len(lost), 1, operation)
+        self.assertFalse(self.exists("lr-put"))
+        self.assertFalse(self.exists("lr-copy"))
+
+    def test_abort_multipart_upload(self):
+        up = self.s3.create_multipart_upload(Bucket="main", Key="lr-abort")["UploadId"]
+        self.s3.upload_part(Bucket="main", Key="lr-abort", UploadId=up, PartNumber=1, Body=b"part")
+        c, lost = self.lossy_client("AbortMultipartUpload")
+        r = c.abort_multipart_upload(Bucket="main", Key="lr-abort", UploadId=up)
+        self.assertEqual((len(lost), r["ResponseMetadata"]["HTTPStatusCode"]), (1, 204))
+        with self.assertRaises(ClientError) as e:
+            self.s3.list_parts(Bucket="main", Key="lr-abort", UploadId=up)
+        self.assertEqual(error_code(e.exception), "NoSuchUpload")
+        # An upload that never was is still NoSuchUpload.
+        with self.assertRaises(ClientError) as e:
+            self.s3.abort_multipart_upload(Bucket="main", Key="lr-abort", UploadId="no-such-upload")
+        self.assertEqual(error_code(e.exception), "NoSuchUpload")
+
+    def test_upload_part_and_part_copy(self):
+        up = self.s3.create_multipart_upload(Bucket="main", Key="lr-parts")["UploadId"]
+        c, lost = self.lossy_client("UploadPart")
+        body = data(5 * 1024 * 1024, 93)
+        first = c.upload_part(Bucket="main", Key="lr-parts", UploadId=up, PartNumber=1, Body=body)
+        self.assertEqual((len(lost), first["ETag"]), (1, '"%s"' % hashlib.md5(body).hexdigest()))
+        self.s3.put_object(Bucket="main", Key="lr-src2", Body=data(100000, 94))
+        c, lost = self.lossy_client("UploadPartCopy")
+        second = c.upload_part_copy(Bucket="main", Key="lr-parts", UploadId=up, PartNumber=2, CopySource="main/lr-src2")
+        self.assertEqual(len(lost), 1)
+        self.assertEqual(second["CopyPartResult"]["ETag"], '"%s"' % hashlib.md5(data(100000, 94)).hexdigest())
+        self.s3.complete_multipart_upload(Bucket="main", Key="lr-parts", UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": first["ETag"]}, {"PartNumber": 2, "ETag": second["CopyPartResult"]["ETag"]}]})
+        self.assertEqual(self.s3.get_object(Bucket="main", Key="lr-parts")["Body"].read(), body + data(100000, 94))
 
 
 class ContentHeadersTest(ServerTest):

@@ -253,6 +253,9 @@ class ObjectStore {
       const BucketRecord& bucket, std::string key, std::string owner, ObjectSpec spec,
       std::optional<std::string> checksum_algorithm, std::optional<std::string> checksum_type) = 0;
   virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;
+  // How an upload ended: the version a completion made while that version exists (it may have
+  // been renamed since), or an abort for kAbortRemembered.
+  virtual Result<std::optional<EndedUpload>> ended_upload(std::string_view upload_id) = 0;
   // Open uploads in the bucket and of the owner, each counted up to `limit` (on a reader thread).
   virtual boost::asio::awaitable<Result<UploadCounts>> count_uploads(std::int64_t bucket_id,
                                                                      std::string owner,

@@ -6,6 +6,7 @@
 
 #include "hots3/storage/extent.h"
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -84,6 +85,14 @@ struct PartRecord {
   std::int64_t created_ms = 0;
   ChecksumSet checksums;
 };
+
+// How a multipart upload ended: a retried Complete or Abort is answered from it.
+struct EndedUpload {
+  std::optional<std::int64_t> object_id;  // the version a completion made; none: aborted
+  std::int64_t ended_ms = 0;
+};
+// How long an abort is remembered.
+inline constexpr std::chrono::milliseconds kAbortRemembered = std::chrono::hours(1);
 
 struct UploadRecord {
   std::int64_t id = 0;

@@ -89,6 +89,8 @@ class Catalog {
   // A page costs what it returns: a delimiter listing skips each common prefix with one seek.
   Result<ListPage> list_objects(std::int64_t bucket_id, const ListQuery& query);
   Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id);
+  // How an upload ended, while that is remembered (an index lookup).
+  Result<std::optional<EndedUpload>> ended_upload(std::string_view upload_id);
   Result<std::vector<PartRecord>> list_parts(std::int64_t upload_row, std::uint32_t after_part,
                                              std::uint32_t max_parts);
   Result<std::vector<ExtentRecord>> part_extents(std::int64_t part_id, bool with_checksums = false);
@@ -191,6 +193,8 @@ class WriteTxn {
       const std::vector<ObjectPartRecord>& part_table) = 0;
   // Deletes the upload, its parts and their extents; returns the device extents.
   virtual Result<ExtentList> delete_upload(std::int64_t upload_row) = 0;
+  // Remembers that the upload was aborted (for kAbortRemembered; older ones are forgotten).
+  virtual Result<void> record_abort(std::int64_t upload_row, std::int64_t now_ms) = 0;
 };
 
 }  // namespace hots3::storage

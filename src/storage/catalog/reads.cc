@@ -276,6 +276,18 @@ Result<std::optional<UploadRecord>> Catalog::find_upload(std::string_view upload
   return find_upload_on(impl_->reader(), upload_id);
 }
 
+Result<std::optional<EndedUpload>> Catalog::ended_upload(std::string_view upload_id) {
+  auto q =
+      impl_->reader().query("SELECT object_id, ended_ms FROM ended_uploads WHERE upload_id = ?1");
+  q.bind(1, upload_id);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<EndedUpload>();
+  EndedUpload ended;
+  if (!q.is_null(0)) ended.object_id = q.int64(0);
+  ended.ended_ms = q.int64(1);
+  return std::optional<EndedUpload>(ended);
+}
+
 Result<std::vector<PartRecord>> Catalog::list_parts(std::int64_t upload_row,
                                                     std::uint32_t after_part,
                                                     std::uint32_t max_parts) {

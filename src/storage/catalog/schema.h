@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 4> kMigrations = {
+inline constexpr std::array<const char*, 5> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -182,6 +182,18 @@ CREATE INDEX objects_accessed ON objects(accessed_ms);
 DROP INDEX uploads_key;
 CREATE INDEX uploads_listing ON uploads(bucket_id, key, id);
 CREATE INDEX uploads_owner ON uploads(owner);
+)sql",
+    // 4 → 5: an ended upload stays answerable, so that a retried Complete or Abort (its first
+    // answer lost) gets that answer again: a completion while the object it made is the key's
+    // current version (its row goes with that version), an abort for an hour.
+    R"sql(
+CREATE TABLE ended_uploads(
+  upload_id           TEXT PRIMARY KEY,
+  object_id           INTEGER,          -- the version a completion made; NULL: aborted
+  ended_ms            INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX ended_uploads_object ON ended_uploads(object_id);
+CREATE INDEX ended_uploads_aborted ON ended_uploads(ended_ms) WHERE object_id IS NULL;
 )sql",
 };
 

@@ -122,7 +122,8 @@ class WriteTxnImpl final : public WriteTxn {
     for (const char* sql :
          {"DELETE FROM inline_data WHERE object_id = ?1",
           "DELETE FROM object_parts WHERE object_id = ?1",
-          "DELETE FROM tier_queue WHERE object_id = ?1", "DELETE FROM objects WHERE id = ?1"}) {
+          "DELETE FROM tier_queue WHERE object_id = ?1",
+          "DELETE FROM ended_uploads WHERE object_id = ?1", "DELETE FROM objects WHERE id = ?1"}) {
       auto q = c_.query(sql);
       q.bind(1, object_id);
       H3_TRY(q.run());
@@ -271,6 +272,13 @@ class WriteTxnImpl final : public WriteTxn {
       H3_TRY(q.run());
     }
     {
+      auto q = c_.query(
+          "INSERT INTO ended_uploads(upload_id, object_id, ended_ms) SELECT upload_id, ?2, ?3 "
+          "FROM uploads WHERE id = ?1");
+      q.bind(1, upload_row).bind(2, object.id).bind(3, object.created_ms);
+      H3_TRY(q.run());
+    }
+    {
       auto q = c_.query("DELETE FROM uploads WHERE id = ?1");
       q.bind(1, upload_row);
       H3_TRY(q.run());
@@ -278,6 +286,17 @@ class WriteTxnImpl final : public WriteTxn {
     H3_TRY(insert_object(object, {}));
     H3_TRY(insert_object_parts(object.id, part_table));
     return freed;
+  }
+
+  Result<void> record_abort(std::int64_t upload_row, std::int64_t now_ms) override {
+    auto q = c_.query(
+        "INSERT INTO ended_uploads(upload_id, object_id, ended_ms) SELECT upload_id, NULL, ?2 "
+        "FROM uploads WHERE id = ?1");
+    q.bind(1, upload_row).bind(2, now_ms);
+    H3_TRY(q.run());
+    auto prune = c_.query("DELETE FROM ended_uploads WHERE object_id IS NULL AND ended_ms < ?1");
+    prune.bind(1, now_ms - kAbortRemembered.count());
+    return prune.run();
   }
 
   Result<ExtentList> delete_upload(std::int64_t upload_row) override {

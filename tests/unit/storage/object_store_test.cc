@@ -834,6 +834,9 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
   const auto table = store_->object_parts(object->id).value();
   ASSERT_EQ(table.size(), 3U);
   EXPECT_EQ(table[2].offset_bytes, 2 * (5 * kMiB) + 3);
+  // The completed upload names the version it made (for a retried Complete) while it exists.
+  EXPECT_EQ(store_->ended_upload(upload.upload_id).value()->object_id, object->id);
+  EXPECT_FALSE(store_->ended_upload("no-such-upload").value().has_value());
   // An aborted upload leaves nothing behind.
   auto second =
       run(store_->create_upload(bucket_, "mp2", "owner", {}, std::nullopt, std::nullopt)).value();
@@ -849,8 +852,12 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
   EXPECT_TRUE(run(store_->abort_upload(second.upload_id)).has_value());
   EXPECT_EQ(used(), with_parts);
   EXPECT_EQ(run(store_->abort_upload(second.upload_id)).error(), errc::kNotFound);
+  // An abort is remembered as one (no version).
+  ASSERT_TRUE(store_->ended_upload(second.upload_id).value().has_value());
+  EXPECT_FALSE(store_->ended_upload(second.upload_id).value()->object_id.has_value());
   EXPECT_TRUE(run(store_->delete_object(bucket_.id, "mp")).has_value());
   EXPECT_EQ(used(), before);
+  EXPECT_FALSE(store_->ended_upload(upload.upload_id).value().has_value());
 }
 
 // Parts are never read by an ObjectReader: the space of a replaced part, of an aborted or
