@@ -133,6 +133,12 @@ class CheckTest(unittest.TestCase):
         self.sql("DELETE FROM objects WHERE key = 'small'")
         self.assertProblem(r"PROBLEM: inline data of object id \d+, which does not exist")
 
+    def test_completed_upload_of_a_missing_object(self):
+        self.sql("INSERT INTO ended_uploads(upload_id, object_id, ended_ms) VALUES ('gone-upload', 999999, 0)",
+                 "INSERT INTO ended_uploads(upload_id, object_id, ended_ms) VALUES ('aborted', NULL, 0)")
+        out = self.assertProblem(r"PROBLEM: completed upload gone-upload made object id 999999, which does not exist")
+        self.assertNotIn("aborted", out)  # an abort names no object
+
     def test_overlapping_extents(self):
         big = self.object_id("big")
         self.sql("UPDATE extents SET device_offset = (SELECT device_offset FROM extents WHERE owner_id = %d) "
