@@ -4,7 +4,7 @@
 
 #include "time_format.h"
 
-#include <charconv>
+#include "hots3/common/text.h"
 
 namespace hots3::s3 {
 
@@ -55,13 +55,11 @@ std::variant<storage::DeleteCondition, Error> delete_condition(const Request& r)
     c.last_modified_s = *ms / 1000;
   }
   if (auto size = r.header("x-amz-if-match-size")) {
-    std::uint64_t n = 0;
-    auto [end, ec] = std::from_chars(size->data(), size->data() + size->size(), n);
-    if (ec != std::errc{} || end != size->data() + size->size()) {
+    c.size_bytes = parse_decimal<std::uint64_t>(*size);
+    if (!c.size_bytes) {
       return Error(Code::kInvalidArgument, "Invalid x-amz-if-match-size")
           .with("ArgumentName", "x-amz-if-match-size");
     }
-    c.size_bytes = n;
   }
   return c;
 }

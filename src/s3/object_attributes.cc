@@ -5,19 +5,8 @@
 
 #include "hots3/common/text.h"
 
-#include <charconv>
-
 namespace hots3::s3 {
 namespace {
-
-std::optional<std::uint32_t> header_number(const Request& r, std::string_view name) {
-  auto text = r.header(name);
-  if (!text) return std::nullopt;
-  std::uint32_t n = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
-  if (ec != std::errc{} || end != text->data() + text->size()) return std::nullopt;
-  return n;
-}
 
 Error invalid(std::string message, std::string_view argument) {
   return Error(Code::kInvalidArgument, std::move(message))
@@ -55,14 +44,14 @@ std::variant<AttributesRequest, Error> attributes_request(const Request& r) {
     if (comma == std::string_view::npos) break;
     at = comma + 1;
   }
-  if (r.header("x-amz-max-parts")) {
-    auto n = header_number(r, "x-amz-max-parts");
+  if (auto text = r.header("x-amz-max-parts")) {
+    auto n = parse_decimal<std::uint32_t>(*text);
     if (!n)
       return invalid("Provided max-parts not an integer or within integer range", "max-parts");
     asked.max_parts = std::min<std::uint32_t>(*n, 1000);
   }
-  if (r.header("x-amz-part-number-marker")) {
-    auto n = header_number(r, "x-amz-part-number-marker");
+  if (auto text = r.header("x-amz-part-number-marker")) {
+    auto n = parse_decimal<std::uint32_t>(*text);
     if (!n) {
       return invalid("Provided part-number-marker not an integer or within integer range",
                      "part-number-marker");

@@ -9,7 +9,7 @@
 #include "s3_xml.h"
 #include "time_format.h"
 
-#include <charconv>
+#include "hots3/common/text.h"
 
 namespace hots3::s3 {
 
@@ -34,12 +34,8 @@ std::variant<DeleteRequest, Error> parse_delete_request(std::string_view body) {
         object.condition.last_modified_s = *ms / 1000;
       }
       if (auto size = e.child("Size")) {
-        const std::string text = size->text();
-        std::uint64_t n = 0;
-        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-        if (ec != std::errc{} || end != text.data() + text.size())
-          return Error(Code::kMalformedXML);
-        object.condition.size_bytes = n;
+        object.condition.size_bytes = parse_decimal<std::uint64_t>(size->text());
+        if (!object.condition.size_bytes) return Error(Code::kMalformedXML);
       }
       request.objects.push_back(std::move(object));
       if (request.objects.size() > 1000) return Error(Code::kMalformedXML);
@@ -58,11 +54,9 @@ std::variant<std::vector<ListedPart>, Error> parse_complete_request(std::string_
     auto number = part.child("PartNumber");
     auto etag = part.child("ETag");
     if (!number || !etag) return Error(Code::kMalformedXML);
-    const std::string n = number->text();
-    std::uint32_t value = 0;
-    auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
-    if (ec != std::errc{} || end != n.data() + n.size()) return Error(Code::kMalformedXML);
-    ListedPart entry{value, unquoted(etag->text()), {}};
+    const auto value = parse_decimal<std::uint32_t>(number->text());
+    if (!value) return Error(Code::kMalformedXML);
+    ListedPart entry{*value, unquoted(etag->text()), {}};
     for (const XmlElement& field : part.children()) {
       const std::string_view name = field.name();
       if (!name.starts_with("Checksum") || name == "ChecksumType") continue;

@@ -3,7 +3,9 @@
 // ASCII text helpers for protocol fields (header names, tokens, hex): locale-free, so that a
 // header compares the same whatever the process's locale.
 
+#include <charconv>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,5 +34,15 @@ bool istarts_with(std::string_view text, std::string_view prefix) noexcept;
 // surrogates, at most U+10FFFF), else 0. REQUIRES: at < text.size().
 std::size_t utf8_sequence_length(std::string_view text, std::size_t at) noexcept;
 bool valid_utf8(std::string_view text) noexcept;
+
+// `text` as an unsigned decimal number when all of it is one that fits T: no sign, no spaces,
+// nothing after it (the spelling of S3's numeric headers and XML fields).
+template <class T>
+std::optional<T> parse_decimal(std::string_view text) noexcept {
+  T n{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return n;
+}
 
 }  // namespace hots3

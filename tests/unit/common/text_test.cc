@@ -22,6 +22,14 @@ TEST(Text, CaseAndSpaceAreAsciiOnly) {
   EXPECT_EQ(trim("   "), "");
 }
 
+TEST(Text, DecimalsAreWholeUnsignedNumbersThatFit) {
+  EXPECT_EQ(parse_decimal<std::uint32_t>("0"), 0U);
+  EXPECT_EQ(parse_decimal<std::uint32_t>("4294967295"), 4294967295U);
+  EXPECT_EQ(parse_decimal<std::uint64_t>("18446744073709551615"), 18446744073709551615ULL);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "1x", "0x10", "4294967296"})
+    EXPECT_FALSE(parse_decimal<std::uint32_t>(bad).has_value()) << bad;
+}
+
 TEST(Hex, RoundTripsAndRefusesWhatIsNotHex) {
   const std::uint8_t bytes[] = {0x00, 0x9f, 0xff, 0x10};
   EXPECT_EQ(to_hex(bytes), "009fff10");
