@@ -326,7 +326,7 @@ asio::awaitable<void> get_object_attributes(Service& s, Request& r) {
   const storage::ObjectRecord& object = **found;
   std::vector<storage::ObjectPartRecord> parts;
   if (asked.object_parts && object.parts_count > 0) {
-    auto listed = s.store().object_parts(object.id);
+    auto listed = co_await s.store().object_parts(object.id);
     if (!listed) co_return co_await s.send_error(r, from_errc(listed.error()));
     parts = std::move(*listed);
   }

@@ -517,8 +517,11 @@ class StoreImpl final : public ObjectStore {
     co_return co_await std::move(read);
   }
 
-  Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id) override {
-    return core_.catalog->object_parts(object_id);
+  asio::awaitable<Result<std::vector<ObjectPartRecord>>> object_parts(
+      std::int64_t object_id) override {
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), object_id] { return c->object_parts(object_id); });
+    co_return co_await std::move(read);
   }
 
   Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id,

@@ -284,8 +284,9 @@ class ObjectStore {
       std::int64_t upload_row, std::uint32_t after_part, std::uint32_t max_parts) = 0;
   virtual boost::asio::awaitable<Result<UploadListPage>> list_uploads(std::int64_t bucket_id,
                                                                       UploadListQuery query) = 0;
-  // Part boundaries of a completed multipart object.
-  virtual Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id) = 0;
+  // Part boundaries of a completed multipart object (up to 10,000 rows: on a catalog reader).
+  virtual boost::asio::awaitable<Result<std::vector<ObjectPartRecord>>> object_parts(
+      std::int64_t object_id) = 0;
   // One of them (an index lookup: GET/HEAD with partNumber), or nullopt.
   virtual Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id,
                                                               std::uint32_t part_number) = 0;

@@ -831,7 +831,7 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
   Bytes whole;
   for (const auto& p : parts) whole.insert(whole.end(), p.begin(), p.end());
   EXPECT_TRUE(get("mp").value() == whole);
-  const auto table = store_->object_parts(object->id).value();
+  const auto table = run(store_->object_parts(object->id)).value();
   ASSERT_EQ(table.size(), 3U);
   EXPECT_EQ(table[2].offset_bytes, 2 * (5 * kMiB) + 3);
   // The completed upload names the version it made (for a retried Complete) while it exists.
@@ -991,7 +991,7 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
   auto tail = get("log", std::pair{std::uint64_t{first.size() - 2}, std::uint64_t{10}}).value();
   EXPECT_TRUE(std::equal(tail.begin(), tail.end(),
                          whole.begin() + static_cast<std::ptrdiff_t>(first.size() - 2)));
-  const auto table = store_->object_parts(appended->id).value();
+  const auto table = run(store_->object_parts(appended->id)).value();
   ASSERT_EQ(table.size(), 2U);
   EXPECT_EQ(table[1].offset_bytes, first.size());
   run([&]() -> asio::awaitable<void> {  // the reader of the base version reads exactly it
@@ -1013,7 +1013,7 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
                       {{3, whole.size(), 10, std::nullopt}});
   ASSERT_TRUE(third.has_value());
   EXPECT_EQ(third->parts_count, 3U);
-  EXPECT_EQ(store_->object_parts(third->id).value().size(), 3U);
+  EXPECT_EQ(run(store_->object_parts(third->id)).value().size(), 3U);
   EXPECT_EQ(get("log").value().size(), whole.size() + 10);
   EXPECT_EQ(append("log", Bytes(10), 0, false, {}).error(), errc::kPreconditionFailed);
   auto created = append("new", Bytes(5000, std::byte{1}), 0, false, {});
@@ -1030,7 +1030,7 @@ TEST_P(StoreTest, AppendKeepsTheDataItExtends) {
   EXPECT_EQ(grown->size_bytes, 150U);
   EXPECT_TRUE(get("small").value() == both);
   EXPECT_TRUE(store_->head(bucket_.id, "small").value()->inline_data.has_value());
-  EXPECT_EQ(store_->object_parts(grown->id).value().size(), 2U);
+  EXPECT_EQ(run(store_->object_parts(grown->id)).value().size(), 2U);
   // Deleting the appended object frees all of it.
   EXPECT_TRUE(run(store_->delete_object(bucket_.id, "log")).has_value());
   EXPECT_TRUE(run(store_->delete_object(bucket_.id, "new")).has_value());
