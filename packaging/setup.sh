@@ -34,10 +34,13 @@ BUILD_PACKAGES=(
 )
 # What the tests drive hots3 with: the image's python3 already has boto3 1.43 and AWS CLI v1;
 # Debian adds boto3 1.26 (older defaults, for /usr/bin/python3) and AWS CLI v2, and the clients
-# of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse); and the lint: clang-format
-# and clang-tidy.
+# of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse; wget; smart_open; Go with the
+# AWS SDK for Go v2 and minio-go, as source the suite is built against); and the lint:
+# clang-format and clang-tidy.
 TEST_PACKAGES=(
-  curl python3-boto3 python3-pytest awscli s3cmd rclone s3fs clang-format clang-tidy
+  curl wget python3-boto3 python3-pytest python3-smart-open awscli s3cmd rclone s3fs
+  golang-go golang-github-aws-aws-sdk-go-v2-dev golang-github-minio-minio-go-v7-dev
+  clang-format clang-tidy
 )
 # The fuzz harnesses: clang with libFuzzer (its runtime is in libclang-rt-14-dev).
 FUZZ_PACKAGES=(

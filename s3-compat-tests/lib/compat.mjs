@@ -110,7 +110,7 @@ export class Suite {
 
   async main() {
     for (const { area, name, fn } of this.checks) {
-      if (this.only && !name.includes(this.only)) continue;
+      if (this.only && !this.only.split("|").some((t) => name.includes(t))) continue;
       const start = performance.now();
       let ok = true;
       let detail = "";

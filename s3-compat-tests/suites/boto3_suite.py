@@ -3,7 +3,8 @@ image's python3 (boto3 1.43: CRC32 checksums in aws-chunked trailers on every up
 x-amz-checksum-mode on GETs) and under Debian's /usr/bin/python3 (boto3 1.26: Content-MD5, no
 checksums). A client is made the way a training script makes one: endpoint_url and keys, no
 Config. The transfer manager (upload_file, download_file, upload_fileobj) keeps its defaults:
-8 MiB multipart threshold and parts, 10 threads."""
+8 MiB multipart threshold and parts, 10 threads; one check runs it with 64 threads, as scripts
+that want speed do."""
 
 import concurrent.futures
 import hashlib
@@ -25,6 +26,7 @@ import compat  # noqa: E402
 from compat import KiB, MiB, expect, expect_equal  # noqa: E402
 
 import boto3  # noqa: E402
+import boto3.s3.transfer  # noqa: E402
 import botocore  # noqa: E402
 import botocore.config  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
@@ -192,6 +194,45 @@ def _():
     expect_equal(compat.sha256(compat.read_file(dst)), compat.sha256(data), "downloaded")
     part2 = s3.get_object(Bucket=B, Key="big/big.bin", PartNumber=2)
     expect_equal(part2["Body"].read(), data[8 * MiB:16 * MiB], "GET partNumber=2")
+
+
+@suite.check("multipart", "transfer manager with 64 threads: upload_file, download_file, a non-seekable "
+                          "upload_fileobj")
+def _():
+    # What a data-loading script does to go faster: many threads, the client left at its default
+    # pool of 10 connections, so urllib3 opens and discards connections beyond it all the time.
+    config = boto3.s3.transfer.TransferConfig(max_concurrency=64)
+    data = compat.random_bytes(200 * MiB + 7, 5)
+    src = suite.path("up64", "big.bin")
+    compat.write_file(src, data)
+    s3.upload_file(src, B, "big/64-threads.bin", Config=config)
+    head = s3.head_object(Bucket=B, Key="big/64-threads.bin")
+    expect(head["ETag"].endswith('-26"'), "ETag of 26 parts of 8 MiB: %s" % head["ETag"])
+    dst = suite.path("down64", "big.bin")
+    s3.download_file(B, "big/64-threads.bin", dst, Config=config)
+    expect_equal(compat.sha256(compat.read_file(dst)), compat.sha256(data), "downloaded")
+    os.remove(src)
+    os.remove(dst)
+
+    class Pipe(io.RawIOBase):
+        """A stream that cannot seek or tell its length, like a socket or a compressor."""
+        def __init__(self, payload):
+            self.rest = memoryview(payload)
+
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            n = min(len(b), len(self.rest), 3 * MiB + 1)
+            b[:n] = self.rest[:n]
+            self.rest = self.rest[n:]
+            return n
+    s3.upload_fileobj(Pipe(data[:50 * MiB]), B, "big/64-threads-stream.bin", Config=config)
+    buf = io.BytesIO()
+    s3.download_fileobj(B, "big/64-threads-stream.bin", buf, Config=config)
+    expect_equal(compat.sha256(buf.getvalue()), compat.sha256(data[:50 * MiB]), "streamed upload")
+    s3.delete_objects(Bucket=B, Delete={"Objects": [{"Key": "big/64-threads.bin"},
+                                                    {"Key": "big/64-threads-stream.bin"}]})
 
 
 @suite.check("multipart", "create, upload_part in parallel, list_parts, list uploads, complete, abort")
@@ -569,10 +610,34 @@ def _():
     expect_equal(bad, [], "reads that match no written version (of %d)" % reads[0])
 
 
+@suite.check("concurrency", "64 threads read random ranges of one object through one client "
+                            "(its default pool, then a pool of 64)")
+def _():
+    # A data loader's workers sharing one client: every sample is a ranged GET of a shard.
+    data = compat.random_bytes(64 * MiB, 77)
+    s3.put_object(Bucket=B, Key="ranged/shard.bin", Body=data)
+    for c in (s3, boto3.client("s3", endpoint_url=compat.ENDPOINT, aws_access_key_id=compat.ACCESS_KEY,
+                               aws_secret_access_key=compat.SECRET_KEY, region_name=compat.REGION,
+                               config=botocore.config.Config(max_pool_connections=64))):
+        def reader(seed):
+            rng = random.Random(seed)
+            wrong = 0
+            for _ in range(12):
+                first = rng.randrange(len(data))
+                size = rng.choice((1, 4 * KiB, 100 * KiB, 1 * MiB))
+                got = c.get_object(Bucket=B, Key="ranged/shard.bin",
+                                   Range="bytes=%d-%d" % (first, first + size - 1))["Body"].read()
+                wrong += got != data[first:first + size]
+            return wrong
+        with concurrent.futures.ThreadPoolExecutor(64) as ex:
+            wrong = sum(ex.map(reader, range(64)))
+        expect_equal(wrong, 0, "ranges that differ (of 768)")
+    s3.delete_object(Bucket=B, Key="ranged/shard.bin")
+
+
 # --- Connection reuse -----------------------------------------------------------------------------
 
 SB = B + "-reuse"
-soak_longest = [(0.0, "", "")]
 _bad_signature = threading.local()
 
 
@@ -690,30 +755,8 @@ def _():
         got = sorted(o["Key"] for o in c.list_objects_v2(Bucket=SB, Prefix="soak/").get("Contents", []))
         expect_equal(got, sorted(model), "the keys under soak/")
 
-    # Each attempt is timed from botocore's own events, from its send to its response: a retry
-    # the client chooses to make (legacy mode retries BadDigest) is not a wait on the server.
-    calls, sent = [], [0.0]
-
-    def attempt_sent(**_):
-        sent[0] = time.monotonic()
-
-    def attempt_answered(event_name, response_dict=None, exception=None, **_):
-        status = str(response_dict["status_code"]) if response_dict else repr(exception)
-        calls.append((time.monotonic() - sent[0], event_name.split(".")[-1], status))
-    c.meta.events.register("before-send.s3", attempt_sent)
-    c.meta.events.register("response-received.s3", attempt_answered)
-
-    operations = [put, put, put, get, get, ranged, bad_range, conditions, refused, delete, copy,
-                  multipart, listing]
-    for n in range(compat.SOAK_OPERATIONS):
-        op, key = rng.choice(operations), rng.choice(keys)
-        del calls[:]
-        op(key)
-        for took, name, status in calls:
-            expect(took <= compat.SOAK_BOUND_SECONDS, "step %d (%s of %s): %s answered %s after %.1f s"
-                   % (n, op.__name__, key, name, status, took))
-            soak_longest[0] = max(soak_longest[0], (took, name, status))
-    print("soak: %d steps, the longest request %.3f s (%s, %s)" % (compat.SOAK_OPERATIONS, *soak_longest[0]))
+    compat.SoakTimer(c).run([put, put, put, get, get, ranged, bad_range, conditions, refused, delete,
+                             copy, multipart, listing], keys, rng)
     for key in list(model):
         delete(key)
     c.delete_bucket(Bucket=SB)

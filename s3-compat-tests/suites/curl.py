@@ -145,9 +145,7 @@ def _():
 
 @suite.check("basic", "clean up")
 def _():
-    for key in compat.list_keys(B):
-        compat.raw_ok("DELETE", "/%s/%s" % (B, key))
-    compat.raw_ok("DELETE", "/" + B)
+    compat.delete_bucket(B)
 
 
 suite.main()
