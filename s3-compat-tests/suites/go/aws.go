@@ -20,10 +20,8 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -144,30 +142,20 @@ func awsError(err error) (string, int) {
 	return code, status
 }
 
-func expectAWSError(err error, code string, status int, what string) {
-	err = rejects(err, what)
-	gotCode, gotStatus := awsError(err)
-	if gotCode != code || gotStatus != status {
-		fail("%s: got %s %d (%v), expected %s %d", what, gotCode, gotStatus, err, code, status)
+// awsCodes reads the errors of this SDK.
+var awsCodes errorCodes = awsError
+
+// awsGet makes a GetObject request and reads the whole body.
+func awsGet(ctx context.Context, c *s3.Client, in *s3.GetObjectInput, opts ...func(*s3.Options)) (
+	[]byte, *s3.GetObjectOutput, error) {
+	out, err := c.GetObject(ctx, in, opts...)
+	if err != nil {
+		return nil, nil, err
 	}
+	defer out.Body.Close()
+	data, err := readAllSized(out.Body, out.ContentLength)
+	return data, out, err
 }
-
-func awsStatus(err error) string {
-	code, status := awsError(err)
-	switch {
-	case status != 0 && code != "":
-		return fmt.Sprintf("%d %s", status, code)
-	case status != 0:
-		return strconv.Itoa(status)
-	default:
-		return err.Error()
-	}
-}
-
-func quoted(etag string) string { return `"` + etag + `"` }
-
-// hideSeek is a reader whose length the SDK cannot learn: a stream.
-type hideSeek struct{ io.Reader }
 
 // awsChecks registers the checks of the AWS SDK for Go v2 in suite.
 func awsChecks(suite *Suite, s Settings) {
@@ -175,14 +163,8 @@ func awsChecks(suite *Suite, s Settings) {
 	const B = "go-v2"
 	c := newAWSClient(ctx, s, s.AccessKey, s.SecretKey, nil)
 
-	get := func(c *s3.Client, in *s3.GetObjectInput, opts ...func(*s3.Options)) ([]byte, *s3.GetObjectOutput, error) {
-		out, err := c.GetObject(ctx, in, opts...)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer out.Body.Close()
-		data, err := readAllSized(out.Body, out.ContentLength)
-		return data, out, err
+	get := func(c *s3.Client, in *s3.GetObjectInput) ([]byte, *s3.GetObjectOutput, error) {
+		return awsGet(ctx, c, in)
 	}
 	getBytes := func(key string, mods ...func(*s3.GetObjectInput)) []byte {
 		in := &s3.GetObjectInput{Bucket: aws.String(B), Key: aws.String(key)}
@@ -217,6 +199,16 @@ func awsChecks(suite *Suite, s Settings) {
 			}
 		}
 		return out, pages
+	}
+	// prefixes lists the common prefixes under prefix with the delimiter "/".
+	prefixes := func(bucket, prefix string) []string {
+		out := must(c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix),
+			Delimiter: aws.String("/")}))
+		var got []string
+		for _, p := range out.CommonPrefixes {
+			got = append(got, aws.ToString(p.Prefix))
+		}
+		return got
 	}
 	deleteAll := func(bucket string, all []string) {
 		for i := 0; i < len(all); i += 1000 {
@@ -379,90 +371,73 @@ func awsChecks(suite *Suite, s Settings) {
 		expectEqual(len(uploads.Uploads), 0, "uploads left")
 		_, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(B), Key: aws.String("mp/aborted.bin"),
 			UploadId: other.UploadId, PartNumber: 1, Body: bytes.NewReader(a[:10])})
-		expectAWSError(err, "NoSuchUpload", 404, "UploadPart of an aborted upload")
+		awsCodes.expect(err, "NoSuchUpload", 404, "UploadPart of an aborted upload")
 		return nil
 	})
 
 	suite.Check("small-files", "3,000 small objects from 32 goroutines: paginators, StartAfter, DeleteObjects", func(ctx context.Context) error {
-		const count = 3000
-		var all []string
-		for i := 0; i < count; i++ {
-			all = append(all, fmt.Sprintf("small/p%d/obj-%05d.bin", i%5, i))
-		}
-		check(parallelLimit(count, 32, func(i int) error {
-			body := randomBytes(100+(i%15)*KiB, int64(100+i))
-			_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(B), Key: aws.String(all[i]),
-				Body: bytes.NewReader(body)})
-			return err
-		}), "PutObject")
-		sort.Strings(all)
-		got, pages := keys(c, B, "small/", 0, "")
-		expectEqual([]interface{}{len(got), pages}, []interface{}{count, 3}, "keys and pages at the default page size")
-		expectEqual(got, all, "listing order and keys")
-		got, pages = keys(c, B, "small/", 250, "")
-		expectEqual([]interface{}{len(got), pages}, []interface{}{count, 12}, "keys and pages of 250")
-		got, _ = keys(c, B, "small/", 0, "small/p4/obj-02989.bin")
-		expectEqual(got, []string{"small/p4/obj-02994.bin", "small/p4/obj-02999.bin"}, "StartAfter")
-		dirs := must(c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(B), Prefix: aws.String("small/"),
-			Delimiter: aws.String("/")}))
-		var prefixes []string
-		for _, p := range dirs.CommonPrefixes {
-			prefixes = append(prefixes, aws.ToString(p.Prefix))
-		}
-		expectEqual(prefixes, []string{"small/p0/", "small/p1/", "small/p2/", "small/p3/", "small/p4/"}, "prefixes")
-		// ListObjects (V1) has no paginator in this SDK: a caller follows NextMarker, or the last
-		// key when a listing without a delimiter leaves NextMarker out.
-		var v1 []string
-		marker := ""
-		for {
-			in := &s3.ListObjectsInput{Bucket: aws.String(B), Prefix: aws.String("small/")}
-			if marker != "" {
-				in.Marker = aws.String(marker)
-			}
-			page := must(c.ListObjects(ctx, in))
-			for _, o := range page.Contents {
-				v1 = append(v1, aws.ToString(o.Key))
-			}
-			if !page.IsTruncated {
-				break
-			}
-			marker = aws.ToString(page.NextMarker)
-			if marker == "" {
-				marker = v1[len(v1)-1]
-			}
-		}
-		expectEqual(v1, all, "ListObjects (V1) with markers")
-		deleteAll(B, all)
-		got, _ = keys(c, B, "small/", 0, "")
-		expectEqual(len(got), 0, "objects left after DeleteObjects")
+		smallFiles(smallFilesClient{
+			put: func(key string, body []byte) error {
+				_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(B), Key: aws.String(key),
+					Body: bytes.NewReader(body)})
+				return err
+			},
+			list: func(startAfter string) []string {
+				got, _ := keys(c, B, "small/", 0, startAfter)
+				return got
+			},
+			prefixes: func() []string { return prefixes(B, "small/") },
+			remove:   func(all []string) { deleteAll(B, all) },
+			listings: func(all []string) {
+				got, pages := keys(c, B, "small/", 0, "")
+				expectEqual([]interface{}{len(got), pages}, []interface{}{len(all), 3},
+					"keys and pages at the default page size")
+				expectEqual(got, all, "listing order and keys")
+				got, pages = keys(c, B, "small/", 250, "")
+				expectEqual([]interface{}{len(got), pages}, []interface{}{len(all), 12}, "keys and pages of 250")
+				// ListObjects (V1) has no paginator in this SDK: a caller follows NextMarker, or the
+				// last key when a listing without a delimiter leaves NextMarker out.
+				var v1 []string
+				marker := ""
+				for {
+					in := &s3.ListObjectsInput{Bucket: aws.String(B), Prefix: aws.String("small/")}
+					if marker != "" {
+						in.Marker = aws.String(marker)
+					}
+					page := must(c.ListObjects(ctx, in))
+					for _, o := range page.Contents {
+						v1 = append(v1, aws.ToString(o.Key))
+					}
+					if !page.IsTruncated {
+						break
+					}
+					marker = aws.ToString(page.NextMarker)
+					if marker == "" {
+						marker = v1[len(v1)-1]
+					}
+				}
+				expectEqual(v1, all, "ListObjects (V1) with markers")
+			},
+		})
 		return nil
 	})
 
 	suite.Check("small-files", "awkward key names: put, list (also encoding-type=url), get", func(ctx context.Context) error {
-		var ks []string
-		for i, n := range awkwardNames {
-			k := "odd/" + n
-			ks = append(ks, k)
-			put(k, []byte(fmt.Sprintf("body %d", i)))
-		}
-		want := append([]string{}, ks...)
-		sort.Strings(want) // byte order, as S3 lists
-		got, _ := keys(c, B, "odd/", 0, "")
-		expectEqual(got, want, "plain listing")
-		enc := must(c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(B), Prefix: aws.String("odd/"),
-			EncodingType: types.EncodingTypeUrl}))
-		// This SDK asks for encoding-type=url only when told to, and then hands the keys over as
-		// the server sent them, percent-encoded: the caller decodes them.
-		var raw, decoded []string
-		for _, o := range enc.Contents {
-			raw = append(raw, aws.ToString(o.Key))
-			decoded = append(decoded, must(url.QueryUnescape(aws.ToString(o.Key))))
-		}
-		expectEqual(decoded, want, "decoded encoding-type=url listing")
-		expect(strings.Contains(strings.Join(raw, "\n"), "%09"), "the tab is not percent-encoded: %q", raw)
-		for i, k := range ks {
-			expectEqual(string(getBytes(k)), fmt.Sprintf("body %d", i), fmt.Sprintf("body of %q", k))
-		}
+		awkwardKeys(func(key string, body []byte) { put(key, body) }, func(want []string) {
+			got, _ := keys(c, B, "odd/", 0, "")
+			expectEqual(got, want, "plain listing")
+			enc := must(c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(B), Prefix: aws.String("odd/"),
+				EncodingType: types.EncodingTypeUrl}))
+			// This SDK asks for encoding-type=url only when told to, and then hands the keys over
+			// as the server sent them, percent-encoded: the caller decodes them.
+			var raw, decoded []string
+			for _, o := range enc.Contents {
+				raw = append(raw, aws.ToString(o.Key))
+				decoded = append(decoded, must(url.QueryUnescape(aws.ToString(o.Key))))
+			}
+			expectEqual(decoded, want, "decoded encoding-type=url listing")
+			expect(strings.Contains(strings.Join(raw, "\n"), "%09"), "the tab is not percent-encoded: %q", raw)
+		}, func(key string) []byte { return getBytes(key) })
 		return nil
 	})
 
@@ -484,7 +459,7 @@ func awsChecks(suite *Suite, s Settings) {
 		}
 		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(B), Key: aws.String("ckpt/step-300/COMMIT"),
 			Body: strings.NewReader("again")}, ifNoneMatch)
-		expectAWSError(err, "PreconditionFailed", 412, "a second commit")
+		awsCodes.expect(err, "PreconditionFailed", 412, "a second commit")
 		expectEqual(string(getBytes("ckpt/step-300/COMMIT")), "step 300", "the first marker stays")
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
@@ -535,37 +510,31 @@ func awsChecks(suite *Suite, s Settings) {
 				CopySource: aws.String(B + "/" + k)}))
 			must(c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(B), Key: aws.String(k)}))
 		}
-		steps := must(c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(B), Prefix: aws.String("ckpt/"),
-			Delimiter: aws.String("/")}))
-		var prefixes []string
-		for _, p := range steps.CommonPrefixes {
-			prefixes = append(prefixes, aws.ToString(p.Prefix))
-		}
-		expectEqual(prefixes, []string{"ckpt/best/", "ckpt/race/", "ckpt/step-200/"}, "steps")
+		expectEqual(prefixes(B, "ckpt/"), []string{"ckpt/best/", "ckpt/race/", "ckpt/step-200/"}, "steps")
 		expectSameBytes(getBytes("ckpt/best/rank-1.pt"), randomBytes(ckpt, 3001), "renamed rank 1")
 		return nil
 	})
 
 	suite.Check("errors", "NoSuchKey, NotFound, NoSuchBucket, BucketNotEmpty, InvalidRange, 412", func(ctx context.Context) error {
 		_, _, err := get(c, &s3.GetObjectInput{Bucket: aws.String(B), Key: aws.String("no/such/key")})
-		expectAWSError(err, "NoSuchKey", 404, "GetObject")
+		awsCodes.expect(err, "NoSuchKey", 404, "GetObject")
 		_, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(B), Key: aws.String("no/such/key")})
-		expectAWSError(err, "NotFound", 404, "HeadObject")
+		awsCodes.expect(err, "NotFound", 404, "HeadObject")
 		_, err = c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("go-v2-no-such-bucket")})
-		expectAWSError(err, "NoSuchBucket", 404, "listing a missing bucket")
+		awsCodes.expect(err, "NoSuchBucket", 404, "listing a missing bucket")
 		_, err = c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("go-v2-no-such-bucket")})
-		expectAWSError(err, "NotFound", 404, "HeadBucket of a missing bucket")
+		awsCodes.expect(err, "NotFound", 404, "HeadBucket of a missing bucket")
 		_, err = c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(B)})
-		expectAWSError(err, "BucketNotEmpty", 409, "DeleteBucket")
+		awsCodes.expect(err, "BucketNotEmpty", 409, "DeleteBucket")
 		_, _, err = get(c, &s3.GetObjectInput{Bucket: aws.String(B), Key: aws.String("obj/hello.txt"),
 			Range: aws.String("bytes=1000-2000")})
-		expectAWSError(err, "InvalidRange", 416, "range past the end")
+		awsCodes.expect(err, "InvalidRange", 416, "range past the end")
 		_, _, err = get(c, &s3.GetObjectInput{Bucket: aws.String(B), Key: aws.String("obj/hello.txt"),
 			IfMatch: aws.String(`"0123456789abcdef0123456789abcdef"`)})
-		expectAWSError(err, "PreconditionFailed", 412, "If-Match")
+		awsCodes.expect(err, "PreconditionFailed", 412, "If-Match")
 		_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(B), Key: aws.String("obj/hello.txt"),
 			Body: strings.NewReader("x")}, withHeader("If-Match", `"0123456789abcdef0123456789abcdef"`))
-		expectAWSError(err, "PreconditionFailed", 412, "PutObject If-Match")
+		awsCodes.expect(err, "PreconditionFailed", 412, "PutObject If-Match")
 		expectEqual(string(getBytes("obj/hello.txt")), "hello from go-v2", "the object after a refused PUT")
 		return nil
 	})
@@ -573,13 +542,13 @@ func awsChecks(suite *Suite, s Settings) {
 	suite.Check("errors", "SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied", func(ctx context.Context) error {
 		wrong := newAWSClient(ctx, s, s.AccessKey, s.SecretKey+"x", nil)
 		_, _, err := get(wrong, &s3.GetObjectInput{Bucket: aws.String(B), Key: aws.String("obj/hello.txt")})
-		expectAWSError(err, "SignatureDoesNotMatch", 403, "wrong secret")
+		awsCodes.expect(err, "SignatureDoesNotMatch", 403, "wrong secret")
 		_, err = wrong.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(B), Key: aws.String("obj/x"),
 			Body: strings.NewReader("x")})
-		expectAWSError(err, "SignatureDoesNotMatch", 403, "wrong secret, PUT")
+		awsCodes.expect(err, "SignatureDoesNotMatch", 403, "wrong secret, PUT")
 		_, err = newAWSClient(ctx, s, "AKIANOSUCHKEY0000000", s.SecretKey, nil).ListObjectsV2(ctx,
 			&s3.ListObjectsV2Input{Bucket: aws.String(B)})
-		expectAWSError(err, "InvalidAccessKeyId", 403, "unknown key")
+		awsCodes.expect(err, "InvalidAccessKeyId", 403, "unknown key")
 		const shared = "shared-go-v2"
 		must(c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(shared)}))
 		must(c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(shared), Key: aws.String("r.txt"),
@@ -590,7 +559,7 @@ func awsChecks(suite *Suite, s Settings) {
 		expectEqual(string(got), "readable", "reader")
 		_, err = reader.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(shared), Key: aws.String("w.txt"),
 			Body: strings.NewReader("no")})
-		expectAWSError(err, "AccessDenied", 403, "read-only user")
+		awsCodes.expect(err, "AccessDenied", 403, "read-only user")
 		must(c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(shared), Key: aws.String("r.txt")}))
 		must(c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(shared)}))
 		return nil
@@ -598,114 +567,59 @@ func awsChecks(suite *Suite, s Settings) {
 
 	suite.Check("presign", "PresignPutObject, PresignGetObject, PresignHeadObject fetched; an expired URL", func(ctx context.Context) error {
 		presigner := s3.NewPresignClient(c)
-		fetch := func(method, u string, header http.Header, body []byte) (int, string, http.Header) {
-			req := must(http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body)))
-			for k, v := range header {
-				if !strings.EqualFold(k, "Host") {
-					req.Header[k] = v
-				}
-			}
-			resp := must(http.DefaultClient.Do(req))
-			defer resp.Body.Close()
-			return resp.StatusCode, string(must(io.ReadAll(resp.Body))), resp.Header
-		}
 		body := []byte("through a presigned PUT")
 		put := must(presigner.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(B),
 			Key: aws.String("presigned/up.bin")}, s3.WithPresignExpires(2*time.Minute)))
-		status, text, _ := fetch(put.Method, put.URL, put.SignedHeader, body)
+		status, text, _ := fetch(ctx, put.Method, put.URL, put.SignedHeader, body)
 		expectEqual(status, 200, "presigned PUT ("+text+")")
 		got := must(presigner.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(B),
 			Key: aws.String("presigned/up.bin")}, s3.WithPresignExpires(2*time.Minute)))
-		status, text, _ = fetch(got.Method, got.URL, got.SignedHeader, nil)
+		status, text, _ = fetch(ctx, got.Method, got.URL, got.SignedHeader, nil)
 		expectEqual([]interface{}{status, text}, []interface{}{200, string(body)}, "presigned GET")
 		head := must(presigner.PresignHeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(B),
 			Key: aws.String("presigned/up.bin")}, s3.WithPresignExpires(2*time.Minute)))
-		status, _, header := fetch(head.Method, head.URL, head.SignedHeader, nil)
-		expectEqual([]interface{}{status, header.Get("Content-Length"), header.Get("ETag")},
-			[]interface{}{200, strconv.Itoa(len(body)), quoted(md5hex(body))}, "presigned HEAD")
+		status, _, header := fetch(ctx, head.Method, head.URL, head.SignedHeader, nil)
+		expectPresignedHead(status, header, body)
 		short := must(presigner.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(B),
 			Key: aws.String("presigned/up.bin")}, s3.WithPresignExpires(time.Second)))
-		time.Sleep(2100 * time.Millisecond)
-		status, text, _ = fetch(short.Method, short.URL, short.SignedHeader, nil)
-		expectEqual(status, 403, "expired URL")
-		expect(strings.Contains(text, "<Code>AccessDenied</Code>") && strings.Contains(strings.ToLower(text), "expired"),
-			"expired URL body: %s", text)
+		expectExpired(ctx, short.Method, short.URL, short.SignedHeader)
 		return nil
 	})
 
 	suite.Check("concurrency", "64 goroutines read random 1 MiB ranges of a 64 MiB object", func(ctx context.Context) error {
-		data := randomBytes(64*MiB, 600)
-		put("loader/shard.bin", data)
 		// One client and its default HTTP client, as a data loader's workers share them.
-		rng := newRand(600)
-		const readers, reads = 64, 4
-		offsets := make([]int, readers*reads)
-		for i := range offsets {
-			offsets[i] = rng.Intn(len(data) - 1*MiB)
-		}
-		return parallel(readers, func(r int) error {
-			for i := 0; i < reads; i++ {
-				first := offsets[r*reads+i]
-				got := getBytes("loader/shard.bin", func(in *s3.GetObjectInput) {
-					in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", first, first+1*MiB-1))
-				})
-				expectSameBytes(got, data[first:first+1*MiB], fmt.Sprintf("range at %d", first))
-			}
-			return nil
+		return concurrentRangedReads(func(data []byte) { put("loader/shard.bin", data) }, func(first, last int) []byte {
+			return getBytes("loader/shard.bin", func(in *s3.GetObjectInput) {
+				in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", first, last))
+			})
 		})
 	})
 
 	suite.Check("concurrency", "readers streaming during overwrites (PutObject and Uploader) see one version", func(ctx context.Context) error {
-		versions := make([][]byte, 6)
-		hashes := map[string]bool{}
-		for v := range versions {
-			versions[v] = randomBytes(12*MiB, int64(700+v))
-			hashes[sha256hex(versions[v])] = true
-		}
-		put("race/obj", versions[0])
-		var writing int32 = 1
-		var reads int32
-		err := parallel(4, func(i int) error {
-			if i == 0 {
-				defer atomic.StoreInt32(&writing, 0)
-				for round := 0; round < 2; round++ {
-					for v, body := range versions {
-						if v%2 == 1 {
-							upload("race/obj", bytes.NewReader(body)) // multipart
-						} else {
-							put("race/obj", body)
-						}
-					}
-				}
-				return nil
+		return readersDuringOverwrites(func(int) int { return 12 * MiB }, func(v int, body []byte) {
+			if v%2 == 1 {
+				upload("race/obj", bytes.NewReader(body)) // multipart
+			} else {
+				put("race/obj", body)
 			}
+		}, func() func() []byte {
 			reader := newAWSClient(ctx, s, s.AccessKey, s.SecretKey, nil)
-			for atomic.LoadInt32(&writing) == 1 {
+			return func() []byte {
 				got, _, err := get(reader, &s3.GetObjectInput{Bucket: aws.String(B), Key: aws.String("race/obj")})
 				check(err, "GetObject")
-				n := atomic.AddInt32(&reads, 1)
-				expect(hashes[sha256hex(got)], "a read (%d) of %d bytes matches no written version", n, len(got))
+				return got
 			}
-			return nil
 		})
-		if err != nil {
-			return err
-		}
-		expect(atomic.LoadInt32(&reads) > 0, "no read overlapped the writes")
-		return nil
 	})
 
-	suite.Check("reuse", fmt.Sprintf("%d random operations, errors included, on a pool of 2 connections: each under %g s",
-		s.SoakOperations, s.SoakBound.Seconds()), func(ctx context.Context) error {
-		return awsSoak(ctx, s)
-	})
+	suite.SoakCheck(awsSoak)
 
 	suite.Check("basic", "clean up: DeleteObjects everything, DeleteBucket", func(ctx context.Context) error {
 		all, _ := keys(c, B, "", 0, "")
 		deleteAll(B, all)
 		must(c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(B)}))
 		_, err := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(B)})
-		expectAWSError(err, "NotFound", 404, "HeadBucket after DeleteBucket")
+		awsCodes.expect(err, "NotFound", 404, "HeadBucket after DeleteBucket")
 		return nil
 	})
 }
@@ -722,31 +636,15 @@ func awsSoak(ctx context.Context, s Settings) error {
 	// The same pool, a wrong secret: its 403s come back on the connections the next requests use.
 	wrong := newAWSClient(ctx, s, s.AccessKey, s.SecretKey+"x", httpClient)
 	watch := s3.WithAPIOptions(logRetries)
-	model := map[string][]byte{}
-	etags := map[string]string{}
-	keys := make([]string, 12)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("soak/k%02d", i)
-	}
-	sizes := []int{0, 0, 1, 100, 4 * KiB, 70 * KiB}
-	body := func(rng *Rand) []byte {
-		n := sizes[rng.Intn(len(sizes))]
-		return randomBytes(n, int64(rng.Intn(1e9)))
-	}
-	fails := func(call SoakCall, name string, fn func() error, code string, status int) {
-		expectAWSError(call(name, fn), code, status, "error of "+name)
-	}
-	readBody := func(out *s3.GetObjectOutput) ([]byte, error) {
-		defer out.Body.Close()
-		return readAllSized(out.Body, out.ContentLength)
+	model := newSoakModel()
+	fails := awsCodes.fails
+	read := func(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) ([]byte, error) {
+		data, _, err := awsGet(ctx, c, in, append(opts, watch)...)
+		return data, err
 	}
 	getObject := func(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) func() error {
 		return func() error {
-			out, err := c.GetObject(ctx, in, append(opts, watch)...)
-			if err != nil {
-				return err
-			}
-			_, err = readBody(out)
+			_, err := read(ctx, in, opts...)
 			return err
 		}
 	}
@@ -758,60 +656,27 @@ func awsSoak(ctx context.Context, s Settings) error {
 
 	var put, get, ranged, badRange, conditions, refused, remove, copyOp, multipart, listing SoakOp
 	put = SoakOp{"put", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		data := body(rng)
+		data := model.Body(rng)
 		algorithm := checksums[rng.Intn(len(checksums))]
-		var out *s3.PutObjectOutput
-		check(call("PutObject", func() (err error) {
-			out, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(SB), Key: aws.String(key),
+		out := succeeds(call, "PutObject", func() (*s3.PutObjectOutput, error) {
+			return c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(SB), Key: aws.String(key),
 				Body: bytes.NewReader(data), ChecksumAlgorithm: algorithm}, watch)
-			return err
-		}), "PutObject")
+		})
 		expectEqual(aws.ToString(out.ETag), quoted(md5hex(data)), "ETag of a PUT")
-		model[key] = data
-		etags[key] = aws.ToString(out.ETag)
+		model.Set(key, data, aws.ToString(out.ETag))
 		return nil
 	}}
-	get = SoakOp{"get", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		if _, ok := model[key]; !ok {
-			fails(call, "GetObject", getObject(ctx, in(key)), "NoSuchKey", 404)
-			return nil
-		}
-		var got []byte
-		check(call("GetObject", func() error {
-			out, err := c.GetObject(ctx, in(key), watch)
-			if err == nil {
-				got, err = readBody(out)
-			}
-			return err
-		}), "GetObject")
-		expectSameBytes(got, model[key], "GET "+key)
-		return nil
-	}}
-	ranged = SoakOp{"ranged", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		data := model[key]
-		if len(data) == 0 {
-			return put.Run(ctx, key, rng, call)
-		}
-		first := rng.Intn(len(data))
-		var got []byte
-		check(call("GetObject", func() error {
-			r := in(key)
-			r.Range = aws.String(fmt.Sprintf("bytes=%d-%d", first, first+99))
-			out, err := c.GetObject(ctx, r, watch)
-			if err == nil {
-				got, err = readBody(out)
-			}
-			return err
-		}), "ranged GetObject")
-		end := first + 100
-		if end > len(data) {
-			end = len(data)
-		}
-		expectSameBytes(got, data[first:end], "ranged GET")
-		return nil
-	}}
+	get = soakGet(model, awsCodes, func(ctx context.Context, key string) ([]byte, error) {
+		return read(ctx, in(key))
+	})
+	ranged = soakRanged(model, put, func(ctx context.Context, key string, first, end int) ([]byte, error) {
+		// 100 bytes even where fewer are left: the server cuts a range that runs past the end.
+		r := in(key)
+		r.Range = aws.String(fmt.Sprintf("bytes=%d-%d", first, first+99))
+		return read(ctx, r)
+	})
 	badRange = SoakOp{"badRange", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		data, ok := model[key]
+		data, ok := model.Get(key)
 		if !ok {
 			fails(call, "HeadObject", func() error {
 				_, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(SB), Key: aws.String(key)}, watch)
@@ -825,7 +690,7 @@ func awsSoak(ctx context.Context, s Settings) error {
 		return nil
 	}}
 	conditions = SoakOp{"conditions", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		if _, ok := model[key]; !ok {
+		if _, ok := model.Get(key); !ok {
 			return put.Run(ctx, key, rng, call)
 		}
 		fails(call, "PutObject", func() error {
@@ -839,7 +704,7 @@ func awsSoak(ctx context.Context, s Settings) error {
 		// A 304 has no body, so no error code: this SDK reports it as an error with the status
 		// (and a code made of the status text); what matters is the status.
 		r = in(key)
-		r.IfNoneMatch = aws.String(etags[key])
+		r.IfNoneMatch = aws.String(model.ETag(key))
 		err := rejects(call("GetObject", getObject(ctx, r)), "GetObject If-None-Match")
 		_, status := awsError(err)
 		expectEqual(status, 304, fmt.Sprintf("status of GetObject If-None-Match (%v)", err))
@@ -848,7 +713,7 @@ func awsSoak(ctx context.Context, s Settings) error {
 	refused = SoakOp{"refused", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
 		fails(call, "PutObject", func() error {
 			_, err := wrong.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(SB), Key: aws.String(key),
-				Body: bytes.NewReader(body(rng))}, watch)
+				Body: bytes.NewReader(model.Body(rng))}, watch)
 			return err
 		}, "SignatureDoesNotMatch", 403)
 		// The MD5 of nothing for a body of ten bytes: BadDigest, which the retryer must not retry.
@@ -857,14 +722,14 @@ func awsSoak(ctx context.Context, s Settings) error {
 				Body: strings.NewReader("some bytes"), ContentMD5: aws.String("1B2M2Y8AsgTpgAmY7PhCfg==")}, watch)
 			return err
 		}, "BadDigest", 400)
-		if _, ok := model[key]; ok {
+		if _, ok := model.Get(key); ok {
 			// The SDK leaves PartNumber 0 out (an int32 whose zero means "not set"): the query
 			// parameter goes in through a middleware, before signing.
 			fails(call, "GetObject", getObject(ctx, in(key), withQuery("partNumber", "0")), "InvalidArgument", 400)
 		}
 		fails(call, "PutObject", func() error {
 			_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("go-v2-soak-no-such-bucket"),
-				Key: aws.String(key), Body: bytes.NewReader(body(rng))}, watch)
+				Key: aws.String(key), Body: bytes.NewReader(model.Body(rng))}, watch)
 			return err
 		}, "NoSuchBucket", 404)
 		return nil
@@ -874,48 +739,31 @@ func awsSoak(ctx context.Context, s Settings) error {
 			_, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(SB), Key: aws.String(key)}, watch)
 			return err
 		}), "DeleteObject")
-		delete(model, key)
-		delete(etags, key)
+		model.Delete(key)
 		return nil
 	}}
-	copyOp = SoakOp{"copy", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		source := keys[rng.Intn(len(keys))]
-		var out *s3.CopyObjectOutput
-		run := func() (err error) {
-			out, err = c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(SB), Key: aws.String(key),
-				CopySource: aws.String(SB + "/" + source)}, watch)
-			return err
+	copyOp = soakCopy(model, awsCodes, func(ctx context.Context, key, source string) (string, error) {
+		out, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(SB), Key: aws.String(key),
+			CopySource: aws.String(SB + "/" + source)}, watch)
+		if err != nil {
+			return "", err
 		}
-		data, ok := model[source]
-		switch {
-		case !ok:
-			fails(call, "CopyObject", run, "NoSuchKey", 404)
-		case source == key:
-			fails(call, "CopyObject", run, "InvalidRequest", 400)
-		default:
-			check(call("CopyObject", run), "CopyObject")
-			// A copy is a new object in one part: its ETag is the MD5 of its data, as on S3.
-			expectEqual(aws.ToString(out.CopyObjectResult.ETag), quoted(md5hex(data)), "ETag of a copy")
-			model[key] = data
-			etags[key] = aws.ToString(out.CopyObjectResult.ETag)
-		}
-		return nil
-	}}
+		return aws.ToString(out.CopyObjectResult.ETag), nil
+	}, func(ctx context.Context, call SoakCall, key string, data []byte, etag string) string {
+		expectEqual(etag, quoted(md5hex(data)), "ETag of a copy")
+		return etag
+	})
 	multipart = SoakOp{"multipart", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		var created *s3.CreateMultipartUploadOutput
-		check(call("CreateMultipartUpload", func() (err error) {
-			created, err = c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(SB),
+		created := succeeds(call, "CreateMultipartUpload", func() (*s3.CreateMultipartUploadOutput, error) {
+			return c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(SB),
 				Key: aws.String(key)}, watch)
-			return err
-		}), "CreateMultipartUpload")
+		})
 		id := created.UploadId
-		data := body(rng)
-		var part *s3.UploadPartOutput
-		check(call("UploadPart", func() (err error) {
-			part, err = c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(SB), Key: aws.String(key),
+		data := model.Body(rng)
+		part := succeeds(call, "UploadPart", func() (*s3.UploadPartOutput, error) {
+			return c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(SB), Key: aws.String(key),
 				UploadId: id, PartNumber: 1, Body: bytes.NewReader(data)}, watch)
-			return err
-		}), "UploadPart")
+		})
 		if rng.Float() < 0.5 {
 			check(call("AbortMultipartUpload", func() error {
 				_, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(SB),
@@ -924,48 +772,38 @@ func awsSoak(ctx context.Context, s Settings) error {
 			}), "AbortMultipartUpload")
 			fails(call, "UploadPart", func() error {
 				_, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(SB), Key: aws.String(key),
-					UploadId: id, PartNumber: 2, Body: bytes.NewReader(body(rng))}, watch)
+					UploadId: id, PartNumber: 2, Body: bytes.NewReader(model.Body(rng))}, watch)
 				return err
 			}, "NoSuchUpload", 404)
 			return nil
 		}
-		var done *s3.CompleteMultipartUploadOutput
-		check(call("CompleteMultipartUpload", func() (err error) {
-			done, err = c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(SB),
+		done := succeeds(call, "CompleteMultipartUpload", func() (*s3.CompleteMultipartUploadOutput, error) {
+			return c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(SB),
 				Key: aws.String(key), UploadId: id, MultipartUpload: &types.CompletedMultipartUpload{
 					Parts: []types.CompletedPart{{PartNumber: 1, ETag: part.ETag}}}}, watch)
-			return err
-		}), "CompleteMultipartUpload")
-		model[key] = data
-		etags[key] = aws.ToString(done.ETag)
+		})
+		model.Set(key, data, aws.ToString(done.ETag))
 		return nil
 	}}
-	listing = SoakOp{"listing", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		var out *s3.ListObjectsV2Output
-		check(call("ListObjectsV2", func() (err error) {
-			out, err = c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(SB), Prefix: aws.String("soak/")}, watch)
-			return err
-		}), "ListObjectsV2")
-		got := []string{}
+	listing = soakListing(model, "ListObjectsV2", func(ctx context.Context) ([]string, error) {
+		out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(SB), Prefix: aws.String("soak/")}, watch)
+		if err != nil {
+			return nil, err
+		}
+		var got []string
 		for _, o := range out.Contents {
 			got = append(got, aws.ToString(o.Key))
 		}
-		want := []string{}
-		for k := range model {
-			want = append(want, k)
-		}
-		sort.Strings(want)
-		expectEqual(got, want, "the keys under soak/")
-		return nil
-	}}
+		return got, nil
+	})
 
 	must(c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(SB)}))
 	err := soak(ctx, s, []SoakOp{put, put, put, get, get, ranged, badRange, conditions, refused, remove, copyOp,
-		multipart, listing}, keys, 28, awsStatus)
+		multipart, listing}, model, awsCodes)
 	if err != nil {
 		return err
 	}
-	for key := range model {
+	for _, key := range model.Stored() {
 		must(c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(SB), Key: aws.String(key)}))
 	}
 	must(c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(SB)}))

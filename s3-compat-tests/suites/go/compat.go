@@ -19,10 +19,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"net/http/httptrace"
 	"os"
 	"reflect"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,6 +168,39 @@ func rejects(err error, what string) error {
 		fail("%s: succeeded, expected an error", what)
 	}
 	return err
+}
+
+// errorCodes reads the S3 error code and the HTTP status a client reports for a failed request:
+// each client has its own error types.
+type errorCodes func(err error) (code string, status int)
+
+// expect fails unless err is an error with code and status.
+func (codes errorCodes) expect(err error, code string, status int, what string) {
+	err = rejects(err, what)
+	gotCode, gotStatus := codes(err)
+	if gotCode != code || gotStatus != status {
+		fail("%s: got %s %d (%v), expected %s %d", what, gotCode, gotStatus, err, code, status)
+	}
+}
+
+// describe names the outcome of a failed request for the messages of a soak: the status and the
+// code of an answer (an answer without a body, such as a 304, may have no code), or the error
+// itself when no answer came.
+func (codes errorCodes) describe(err error) string {
+	code, status := codes(err)
+	switch {
+	case status != 0 && code != "":
+		return fmt.Sprintf("%d %s", status, code)
+	case status != 0:
+		return strconv.Itoa(status)
+	default:
+		return err.Error()
+	}
+}
+
+// fails makes a request of a soak step through call, which must fail with code and status.
+func (codes errorCodes) fails(call SoakCall, name string, fn func() error, code string, status int) {
+	codes.expect(call(name, fn), code, status, "error of "+name)
 }
 
 // protect runs fn and turns its panic, if any, into an error: goroutines of a check must not
@@ -418,14 +453,163 @@ type SoakOp struct {
 	Run  func(ctx context.Context, key string, rng *Rand, call SoakCall) error
 }
 
+// SoakModel is what the bucket of a soak holds after the steps so far: the data and the ETag
+// (as the client gives it) of each key written. The operations check the answers against it.
+type SoakModel struct {
+	Keys  []string // the twelve keys the steps pick from, as in the JavaScript suites' soaks
+	data  map[string][]byte
+	etags map[string]string
+}
+
+func newSoakModel() *SoakModel {
+	m := &SoakModel{Keys: make([]string, 12), data: map[string][]byte{}, etags: map[string]string{}}
+	for i := range m.Keys {
+		m.Keys[i] = fmt.Sprintf("soak/k%02d", i)
+	}
+	return m
+}
+
+// soakSizes are the sizes of the bodies a soak writes, drawn as the JavaScript suites' soaks draw
+// them: an empty body twice as often as each other size.
+var soakSizes = []int{0, 0, 1, 100, 4 * KiB, 70 * KiB}
+
+// Body draws a body for a write from rng.
+func (m *SoakModel) Body(rng *Rand) []byte {
+	n := soakSizes[rng.Intn(len(soakSizes))]
+	return randomBytes(n, int64(rng.Intn(1e9)))
+}
+
+// Get returns the data of key, and whether the key holds an object.
+func (m *SoakModel) Get(key string) ([]byte, bool) {
+	data, ok := m.data[key]
+	return data, ok
+}
+
+// ETag is the ETag of the object of key.
+func (m *SoakModel) ETag(key string) string { return m.etags[key] }
+
+// Set records a write of data to key, with the ETag the answer gave.
+func (m *SoakModel) Set(key string, data []byte, etag string) {
+	m.data[key], m.etags[key] = data, etag
+}
+
+// Delete records that key holds nothing.
+func (m *SoakModel) Delete(key string) {
+	delete(m.data, key)
+	delete(m.etags, key)
+}
+
+// Stored lists the keys that hold an object, in listing order.
+func (m *SoakModel) Stored() []string {
+	keys := []string{}
+	for k := range m.data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// succeeds makes a request of a soak step through call, which must succeed, and returns its
+// answer.
+func succeeds[T any](call SoakCall, name string, fn func() (T, error)) T {
+	var answer T
+	check(call(name, func() (err error) {
+		answer, err = fn()
+		return err
+	}), name)
+	return answer
+}
+
+// soakGet is the "get" operation of a soak: read(ctx, key) reads a whole object, which must be
+// what the model holds, or fail with NoSuchKey where the model holds nothing.
+func soakGet(model *SoakModel, codes errorCodes, read func(ctx context.Context, key string) ([]byte, error)) SoakOp {
+	return SoakOp{"get", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
+		data, ok := model.Get(key)
+		if !ok {
+			codes.fails(call, "GetObject", func() error {
+				_, err := read(ctx, key)
+				return err
+			}, "NoSuchKey", 404)
+			return nil
+		}
+		got := succeeds(call, "GetObject", func() ([]byte, error) { return read(ctx, key) })
+		expectSameBytes(got, data, "GET "+key)
+		return nil
+	}}
+}
+
+// soakRanged is the "ranged" operation of a soak: up to 100 bytes at a random offset of an
+// object, bytes first to end-1 (end is cut to the object's size), which readRange reads. A key
+// the model holds no data under is written with put instead.
+func soakRanged(model *SoakModel, put SoakOp,
+	readRange func(ctx context.Context, key string, first, end int) ([]byte, error)) SoakOp {
+	return SoakOp{"ranged", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
+		data, _ := model.Get(key)
+		if len(data) == 0 {
+			return put.Run(ctx, key, rng, call)
+		}
+		first := rng.Intn(len(data))
+		end := first + 100
+		if end > len(data) {
+			end = len(data)
+		}
+		got := succeeds(call, "GetObject", func() ([]byte, error) { return readRange(ctx, key, first, end) })
+		expectSameBytes(got, data[first:end], "ranged GET")
+		return nil
+	}}
+}
+
+// soakCopy is the "copy" operation of a soak: copyObject(ctx, key, source) copies a random key of
+// the model to key and returns the ETag the answer gives. The copy must fail with NoSuchKey where
+// the source holds nothing, and with InvalidRequest where it is key itself (a copy onto itself
+// that changes nothing). copied(ctx, call, key, data, etag) checks the ETag of a copy that
+// succeeded (a copy is a new object in one part: its ETag is the MD5 of its data, as on S3) and
+// returns it.
+func soakCopy(model *SoakModel, codes errorCodes,
+	copyObject func(ctx context.Context, key, source string) (string, error),
+	copied func(ctx context.Context, call SoakCall, key string, data []byte, etag string) string) SoakOp {
+	return SoakOp{"copy", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
+		source := model.Keys[rng.Intn(len(model.Keys))]
+		var etag string
+		run := func() (err error) {
+			etag, err = copyObject(ctx, key, source)
+			return err
+		}
+		data, ok := model.Get(source)
+		switch {
+		case !ok:
+			codes.fails(call, "CopyObject", run, "NoSuchKey", 404)
+		case source == key:
+			codes.fails(call, "CopyObject", run, "InvalidRequest", 400)
+		default:
+			check(call("CopyObject", run), "CopyObject")
+			model.Set(key, data, copied(ctx, call, key, data, etag))
+		}
+		return nil
+	}}
+}
+
+// soakListing is the "listing" operation of a soak: list(ctx), the request name, lists the keys
+// under soak/, which must be the keys the model holds.
+func soakListing(model *SoakModel, name string, list func(ctx context.Context) ([]string, error)) SoakOp {
+	return SoakOp{"listing", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
+		got := succeeds(call, name, func() ([]string, error) { return list(ctx) })
+		if got == nil {
+			got = []string{}
+		}
+		expectEqual(got, model.Stored(), "the keys under soak/")
+		return nil
+	}}
+}
+
 // soak is soak() of compat.mjs: settings.SoakOperations steps, each an operation of ops on one
-// of keys, picked by a generator seeded with seed. No request may take longer than
-// settings.SoakBound, and a step that hangs fails after 30 s instead of waiting for a client
-// whose timeouts are minutes. statusOf names the outcome of a failed request (an HTTP status or
-// an error code) for the messages.
-func soak(ctx context.Context, settings Settings, ops []SoakOp, keys []string, seed uint32,
-	statusOf func(error) string) error {
-	rng := newRand(seed)
+// of model.Keys, picked by a generator seeded with 28 as the JavaScript suites'. No request may
+// take longer than settings.SoakBound, and a step that hangs fails after 30 s instead of waiting
+// for a client whose timeouts are minutes. codes names the outcome of a failed request for the
+// messages.
+func soak(ctx context.Context, settings Settings, ops []SoakOp, model *SoakModel, codes errorCodes) error {
+	keys := model.Keys
+	rng := newRand(28)
 	// Which requests went out on a connection of the pool: a soak whose connections are never
 	// reused proves nothing about reuse.
 	var taken, reused int64
@@ -474,7 +658,7 @@ func soak(ctx context.Context, settings Settings, ops []SoakOp, keys []string, s
 			elapsed := time.Since(started)
 			status := "ok"
 			if err != nil {
-				status = statusOf(err)
+				status = codes.describe(err)
 			}
 			mu.Lock()
 			if elapsed.Seconds() > longest.seconds {
@@ -522,4 +706,167 @@ func readAllSized(r io.Reader, size int64) ([]byte, error) {
 	buf := bytes.NewBuffer(make([]byte, 0, size+1))
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
+}
+
+// quoted is an ETag as S3 sends it in a header.
+func quoted(etag string) string { return `"` + etag + `"` }
+
+// hideSeek is a reader whose length a client cannot learn: a stream.
+type hideSeek struct{ io.Reader }
+
+// What follows are the workloads both Go clients run: the drivers, with the client's requests
+// passed in as functions. What a client does differently (which API, its quirks) stays in its
+// file.
+
+// SoakCheck registers the connection-reuse soak that run makes with a client of its own.
+func (s *Suite) SoakCheck(run func(ctx context.Context, settings Settings) error) {
+	s.Check("reuse", fmt.Sprintf("%d random operations, errors included, on a pool of 2 connections: each under %g s",
+		s.settings.SoakOperations, s.settings.SoakBound.Seconds()), func(ctx context.Context) error {
+		return run(ctx, s.settings)
+	})
+}
+
+// smallFilesClient is how the small-files workload makes its requests.
+type smallFilesClient struct {
+	put func(key string, body []byte) error
+	// list lists the keys under small/ (after startAfter, unless it is empty).
+	list func(startAfter string) []string
+	// prefixes lists the common prefixes under small/ with the delimiter "/".
+	prefixes func() []string
+	// remove deletes keys, as a user empties a prefix: in batches.
+	remove func(keys []string)
+	// listings runs the client's own listings of all of them (in listing order): pages,
+	// ListObjects V1.
+	listings func(all []string)
+}
+
+// smallFiles writes 3,000 objects of 100 bytes to 14 KiB under five prefixes from 32
+// goroutines, lists them (the client's listings, the prefixes, StartAfter near the end) and
+// deletes them.
+func smallFiles(c smallFilesClient) {
+	const count = 3000
+	var all []string
+	for i := 0; i < count; i++ {
+		all = append(all, fmt.Sprintf("small/p%d/obj-%05d.bin", i%5, i))
+	}
+	check(parallelLimit(count, 32, func(i int) error {
+		return c.put(all[i], randomBytes(100+(i%15)*KiB, int64(100+i)))
+	}), "PutObject")
+	sort.Strings(all)
+	c.listings(all)
+	expectEqual(c.prefixes(), []string{"small/p0/", "small/p1/", "small/p2/", "small/p3/", "small/p4/"}, "prefixes")
+	expectEqual(c.list("small/p4/obj-02989.bin"), []string{"small/p4/obj-02994.bin", "small/p4/obj-02999.bin"},
+		"StartAfter")
+	c.remove(all)
+	expectEqual(len(c.list("")), 0, "objects left after deleting them")
+}
+
+// awkwardKeys writes a small body under odd/ for each of awkwardNames with put, hands the keys in
+// listing (byte) order to listed for the client's listings, and reads every body back with get.
+func awkwardKeys(put func(key string, body []byte), listed func(want []string), get func(key string) []byte) {
+	var ks []string
+	for i, n := range awkwardNames {
+		k := "odd/" + n
+		ks = append(ks, k)
+		put(k, []byte(fmt.Sprintf("body %d", i)))
+	}
+	want := append([]string{}, ks...)
+	sort.Strings(want) // byte order, as S3 lists
+	listed(want)
+	for i, k := range ks {
+		expectEqual(string(get(k)), fmt.Sprintf("body %d", i), fmt.Sprintf("body of %q", k))
+	}
+}
+
+// fetch sends a request to a presigned URL with net/http, as a browser or curl would, and
+// returns the status, the body and the header of the answer. header holds the headers the URL
+// was signed with (Host is the URL's own).
+func fetch(ctx context.Context, method, u string, header http.Header, body []byte) (int, string, http.Header) {
+	req := must(http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body)))
+	for k, v := range header {
+		if !strings.EqualFold(k, "Host") {
+			req.Header[k] = v
+		}
+	}
+	resp := must(http.DefaultClient.Do(req))
+	defer resp.Body.Close()
+	return resp.StatusCode, string(must(io.ReadAll(resp.Body))), resp.Header
+}
+
+// expectPresignedHead checks the answer to a presigned HEAD of an object holding body.
+func expectPresignedHead(status int, header http.Header, body []byte) {
+	expectEqual([]interface{}{status, header.Get("Content-Length"), header.Get("ETag")},
+		[]interface{}{200, strconv.Itoa(len(body)), quoted(md5hex(body))}, "presigned HEAD")
+}
+
+// expectExpired waits until a URL presigned for one second has expired, and expects it refused.
+func expectExpired(ctx context.Context, method, u string, header http.Header) {
+	time.Sleep(2100 * time.Millisecond)
+	status, text, _ := fetch(ctx, method, u, header, nil)
+	expectEqual(status, 403, "expired URL")
+	expect(strings.Contains(text, "<Code>AccessDenied</Code>") && strings.Contains(strings.ToLower(text), "expired"),
+		"expired URL body: %s", text)
+}
+
+// concurrentRangedReads is a data loader's access: 64 goroutines read 1 MiB ranges at random
+// offsets of a 64 MiB object, which put writes first. readRange reads bytes first to last
+// (inclusive).
+func concurrentRangedReads(put func(data []byte), readRange func(first, last int) []byte) error {
+	data := randomBytes(64*MiB, 600)
+	put(data)
+	rng := newRand(600)
+	const readers, reads = 64, 4
+	offsets := make([]int, readers*reads)
+	for i := range offsets {
+		offsets[i] = rng.Intn(len(data) - 1*MiB)
+	}
+	return parallel(readers, func(r int) error {
+		for i := 0; i < reads; i++ {
+			first := offsets[r*reads+i]
+			got := readRange(first, first+1*MiB-1)
+			expectSameBytes(got, data[first:first+1*MiB], fmt.Sprintf("range at %d", first))
+		}
+		return nil
+	})
+}
+
+// readersDuringOverwrites overwrites an object with six versions (of sizeOf(v) bytes), twice
+// over, while three goroutines read it whole until the writes end: every read must be one of the
+// versions, never a mix, and at least one read must overlap the writes. write(v, body) writes
+// version v; newReader gives each reading goroutine a client of its own, as separate processes
+// have.
+func readersDuringOverwrites(sizeOf func(v int) int, write func(v int, body []byte),
+	newReader func() (read func() []byte)) error {
+	versions := make([][]byte, 6)
+	hashes := map[string]bool{}
+	for v := range versions {
+		versions[v] = randomBytes(sizeOf(v), int64(700+v))
+		hashes[sha256hex(versions[v])] = true
+	}
+	write(0, versions[0])
+	var writing int32 = 1
+	var reads int32
+	err := parallel(4, func(i int) error {
+		if i == 0 {
+			defer atomic.StoreInt32(&writing, 0)
+			for round := 0; round < 2; round++ {
+				for v, body := range versions {
+					write(v, body)
+				}
+			}
+			return nil
+		}
+		read := newReader()
+		for atomic.LoadInt32(&writing) == 1 {
+			got := read()
+			n := atomic.AddInt32(&reads, 1)
+			expect(hashes[sha256hex(got)], "a read (%d) of %d bytes matches no written version", n, len(got))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	expect(atomic.LoadInt32(&reads) > 0, "no read overlapped the writes")
+	return nil
 }

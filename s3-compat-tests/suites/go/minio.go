@@ -22,9 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -48,25 +46,32 @@ func newMinioClient(s Settings, accessKey, secretKey string, transport http.Roun
 	}))
 }
 
-func minioError(err error) (string, int) {
+// minioCodes reads minio.ErrorResponse, which minio-go makes of every answer that is an error.
+var minioCodes errorCodes = func(err error) (string, int) {
 	e := minio.ToErrorResponse(err)
 	return e.Code, e.StatusCode
 }
 
-func expectMinioError(err error, code string, status int, what string) {
-	err = rejects(err, what)
-	gotCode, gotStatus := minioError(err)
-	if gotCode != code || gotStatus != status {
-		fail("%s: got %s %d (%v), expected %s %d", what, gotCode, gotStatus, err, code, status)
+// minioRead reads a whole object (or the range opts asks for) through minio.Object.
+func minioRead(ctx context.Context, c *minio.Client, bucket, key string, opts minio.GetObjectOptions) ([]byte, error) {
+	obj, err := c.GetObject(ctx, bucket, key, opts)
+	if err != nil {
+		return nil, err
 	}
+	defer obj.Close()
+	return io.ReadAll(obj)
 }
 
-func minioStatus(err error) string {
-	code, status := minioError(err)
-	if status == 0 {
-		return err.Error()
+// minioList lists the keys ListObjects hands over, up to the first error.
+func minioList(ctx context.Context, c *minio.Client, bucket string, opts minio.ListObjectsOptions) ([]string, error) {
+	var out []string
+	for o := range c.ListObjects(ctx, bucket, opts) {
+		if o.Err != nil {
+			return out, o.Err
+		}
+		out = append(out, o.Key)
 	}
-	return fmt.Sprintf("%d %s", status, code)
+	return out, nil
 }
 
 // minioChecks registers the checks of minio-go in suite.
@@ -75,17 +80,8 @@ func minioChecks(suite *Suite, s Settings) {
 	mc := newMinioClient(s, s.AccessKey, s.SecretKey, nil)
 	core := minio.Core{Client: mc}
 
-	// read reads a whole object (or the range opts asks for) through minio.Object.
-	read := func(ctx context.Context, c *minio.Client, bucket, key string, opts minio.GetObjectOptions) ([]byte, error) {
-		obj, err := c.GetObject(ctx, bucket, key, opts)
-		if err != nil {
-			return nil, err
-		}
-		defer obj.Close()
-		return io.ReadAll(obj)
-	}
 	getBytes := func(ctx context.Context, key string) []byte {
-		return must(read(ctx, mc, B, key, minio.GetObjectOptions{}))
+		return must(minioRead(ctx, mc, B, key, minio.GetObjectOptions{}))
 	}
 	ranged := func(start, end int64) minio.GetObjectOptions {
 		var opts minio.GetObjectOptions
@@ -94,16 +90,6 @@ func minioChecks(suite *Suite, s Settings) {
 	}
 	put := func(ctx context.Context, key string, body []byte, opts minio.PutObjectOptions) minio.UploadInfo {
 		return must(mc.PutObject(ctx, B, key, bytes.NewReader(body), int64(len(body)), opts))
-	}
-	list := func(ctx context.Context, c *minio.Client, bucket string, opts minio.ListObjectsOptions) ([]string, error) {
-		var out []string
-		for o := range c.ListObjects(ctx, bucket, opts) {
-			if o.Err != nil {
-				return out, o.Err
-			}
-			out = append(out, o.Key)
-		}
-		return out, nil
 	}
 	removeAll := func(ctx context.Context, bucket string, keys []string) {
 		ch := make(chan minio.ObjectInfo)
@@ -164,11 +150,11 @@ func minioChecks(suite *Suite, s Settings) {
 		body := randomBytes(1*MiB, 3)
 		put(ctx, "objects/ranged.bin", body, minio.PutObjectOptions{})
 		for _, r := range [][2]int64{{0, 0}, {12345, 12345 + 4095}, {MiB - 10, MiB - 1}} {
-			got := must(read(ctx, mc, B, "objects/ranged.bin", ranged(r[0], r[1])))
+			got := must(minioRead(ctx, mc, B, "objects/ranged.bin", ranged(r[0], r[1])))
 			expectSameBytes(got, body[r[0]:r[1]+1], fmt.Sprintf("range %d-%d", r[0], r[1]))
 		}
-		expectSameBytes(must(read(ctx, mc, B, "objects/ranged.bin", ranged(500000, 0))), body[500000:], "open range")
-		expectSameBytes(must(read(ctx, mc, B, "objects/ranged.bin", ranged(0, -7))), body[len(body)-7:], "suffix range")
+		expectSameBytes(must(minioRead(ctx, mc, B, "objects/ranged.bin", ranged(500000, 0))), body[500000:], "open range")
+		expectSameBytes(must(minioRead(ctx, mc, B, "objects/ranged.bin", ranged(0, -7))), body[len(body)-7:], "suffix range")
 		return nil
 	})
 
@@ -184,11 +170,11 @@ func minioChecks(suite *Suite, s Settings) {
 		expectSameBytes(getBytes(ctx, "objects/copy.bin"), getBytes(ctx, "objects/one.bin"), "copy")
 		_, err := mc.CopyObject(ctx, minio.CopyDestOptions{Bucket: B, Object: "objects/copy2.bin"},
 			minio.CopySrcOptions{Bucket: B, Object: "objects/one.bin", MatchETag: "0123456789abcdef0123456789abcdef"})
-		expectMinioError(err, "PreconditionFailed", 412, "copy with a stale ETag")
+		minioCodes.expect(err, "PreconditionFailed", 412, "copy with a stale ETag")
 		check(mc.RemoveObject(ctx, B, "objects/copy.bin", minio.RemoveObjectOptions{}), "RemoveObject")
 		_, err = mc.StatObject(ctx, B, "objects/copy.bin", minio.StatObjectOptions{})
 		// A HEAD answer has no body: minio-go names a 404 of an object NoSuchKey itself.
-		expectMinioError(err, "NoSuchKey", 404, "StatObject after RemoveObject")
+		minioCodes.expect(err, "NoSuchKey", 404, "StatObject after RemoveObject")
 		return nil
 	})
 
@@ -219,11 +205,11 @@ func minioChecks(suite *Suite, s Settings) {
 		expectEqual(flat[len(flat)-1].Size, int64(len("content of tree/top.txt")), "size in the listing")
 		// Without Recursive, minio-go lists with the delimiter "/" and hands the common prefixes
 		// over as entries whose key ends in "/", after the keys of the same page.
-		dir := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "tree/"}))
+		dir := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "tree/"}))
 		expectEqual(dir, []string{"tree/top.txt", "tree/d0/", "tree/d1/", "tree/d2/"}, "listing by directory")
-		v1 := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "tree/d1/", UseV1: true}))
+		v1 := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "tree/d1/", UseV1: true}))
 		expectEqual(v1, []string{"tree/d1/f0.txt", "tree/d1/f1.txt", "tree/d1/f2.txt", "tree/d1/f3.txt"}, "V1")
-		after := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "tree/", Recursive: true,
+		after := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "tree/", Recursive: true,
 			StartAfter: "tree/d2/f1.txt"}))
 		expectEqual(after, []string{"tree/d2/f2.txt", "tree/d2/f3.txt", "tree/top.txt"}, "StartAfter")
 		return nil
@@ -239,7 +225,7 @@ func minioChecks(suite *Suite, s Settings) {
 		expectSameBytes(getBytes(ctx, "big/known.bin"), big, "content")
 		var part minio.GetObjectOptions
 		part.PartNumber = 2
-		expectSameBytes(must(read(ctx, mc, B, "big/known.bin", part)), big[16*MiB:32*MiB], "GET partNumber=2")
+		expectSameBytes(must(minioRead(ctx, mc, B, "big/known.bin", part)), big[16*MiB:32*MiB], "GET partNumber=2")
 		info = must(mc.PutObject(ctx, B, "big/stream.bin", hideSeek{bytes.NewReader(big)}, -1, minio.PutObjectOptions{}))
 		expect(strings.HasSuffix(info.ETag, "-1"), "ETag of a stream of unknown size (one 528 MiB part): %s", info.ETag)
 		expectSameBytes(getBytes(ctx, "big/stream.bin"), big, "streamed content")
@@ -336,62 +322,51 @@ func minioChecks(suite *Suite, s Settings) {
 		}
 		expectEqual(len(pending), 0, fmt.Sprintf("uploads left: %q", pending))
 		_, err := core.PutObjectPart(ctx, B, "mp/left.bin", other, 2, bytes.NewReader(b), int64(len(b)), "", "", nil)
-		expectMinioError(err, "NoSuchUpload", 404, "PutObjectPart of a removed upload")
+		minioCodes.expect(err, "NoSuchUpload", 404, "PutObjectPart of a removed upload")
 		return nil
 	})
 
 	suite.Check("small-files", "3,000 small objects from 32 goroutines: ListObjects (V2, V1, directories, StartAfter), RemoveObjects", func(ctx context.Context) error {
-		const count = 3000
-		var all []string
-		for i := 0; i < count; i++ {
-			all = append(all, fmt.Sprintf("small/p%d/obj-%05d.bin", i%5, i))
-		}
-		check(parallelLimit(count, 32, func(i int) error {
-			body := randomBytes(100+(i%15)*KiB, int64(100+i))
-			_, err := mc.PutObject(ctx, B, all[i], bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
-			return err
-		}), "PutObject")
-		sort.Strings(all)
-		// Pages of 1,000 by default: three ListObjectsV2 requests.
-		got := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true, WithVersions: false}))
-		expectEqual(len(got), count, "objects listed")
-		expectEqual(got, all, "listing order and keys")
-		got = must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true, MaxKeys: 250}))
-		expectEqual(got, all, "listing in pages of 250")
-		got = must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true, UseV1: true}))
-		expectEqual(got, all, "listing by V1 (marker pagination)")
-		dirs := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/"}))
-		expectEqual(dirs, []string{"small/p0/", "small/p1/", "small/p2/", "small/p3/", "small/p4/"}, "prefixes")
-		got = must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true,
-			StartAfter: "small/p4/obj-02989.bin"}))
-		expectEqual(got, []string{"small/p4/obj-02994.bin", "small/p4/obj-02999.bin"}, "StartAfter")
-		removeAll(ctx, B, all)
-		got = must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true}))
-		expectEqual(len(got), 0, "objects left after RemoveObjects")
+		smallFiles(smallFilesClient{
+			put: func(key string, body []byte) error {
+				_, err := mc.PutObject(ctx, B, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+				return err
+			},
+			list: func(startAfter string) []string {
+				return must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true,
+					StartAfter: startAfter}))
+			},
+			// Without Recursive: the common prefixes, as entries whose key ends in "/".
+			prefixes: func() []string { return must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/"})) },
+			remove:   func(all []string) { removeAll(ctx, B, all) },
+			listings: func(all []string) {
+				// Pages of 1,000 by default: three ListObjectsV2 requests.
+				got := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true}))
+				expectEqual(len(got), len(all), "objects listed")
+				expectEqual(got, all, "listing order and keys")
+				got = must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true, MaxKeys: 250}))
+				expectEqual(got, all, "listing in pages of 250")
+				got = must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "small/", Recursive: true, UseV1: true}))
+				expectEqual(got, all, "listing by V1 (marker pagination)")
+			},
+		})
 		return nil
 	})
 
 	suite.Check("small-files", "awkward key names: put, list (V2 and V1, encoding-type=url), get", func(ctx context.Context) error {
-		var ks []string
-		for i, n := range awkwardNames {
-			k := "odd/" + n
-			ks = append(ks, k)
-			put(ctx, k, []byte(fmt.Sprintf("body %d", i)), minio.PutObjectOptions{})
-		}
-		want := append([]string{}, ks...)
-		sort.Strings(want) // byte order, as S3 lists
-		expectEqual(must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "odd/", Recursive: true})), want, "listed keys")
-		expectEqual(must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "odd/", Recursive: true, UseV1: true})), want,
-			"listed keys (V1)")
-		dir := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "odd/"}))
-		found := false
-		for _, k := range dir {
-			found = found || k == "odd/unicodé/"
-		}
-		expect(found, "prefix odd/unicodé/ in %q", dir)
-		for i, k := range ks {
-			expectEqual(string(getBytes(ctx, k)), fmt.Sprintf("body %d", i), fmt.Sprintf("body of %q", k))
-		}
+		awkwardKeys(func(key string, body []byte) { put(ctx, key, body, minio.PutObjectOptions{}) }, func(want []string) {
+			// minio-go asks for encoding-type=url and decodes the keys itself.
+			expectEqual(must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "odd/", Recursive: true})), want,
+				"listed keys")
+			expectEqual(must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "odd/", Recursive: true, UseV1: true})),
+				want, "listed keys (V1)")
+			dir := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "odd/"}))
+			found := false
+			for _, k := range dir {
+				found = found || k == "odd/unicodé/"
+			}
+			expect(found, "prefix odd/unicodé/ in %q", dir)
+		}, func(key string) []byte { return getBytes(ctx, key) })
 		return nil
 	})
 
@@ -411,14 +386,14 @@ func minioChecks(suite *Suite, s Settings) {
 			// the race of two committers is checked with go-v2.
 			marker := fmt.Sprintf("ckpt/step-%d/COMMIT", step)
 			_, err := mc.StatObject(ctx, B, marker, minio.StatObjectOptions{})
-			expectMinioError(err, "NoSuchKey", 404, "StatObject of a marker not written yet")
+			minioCodes.expect(err, "NoSuchKey", 404, "StatObject of a marker not written yet")
 			put(ctx, marker, []byte(fmt.Sprintf("step %d", step)), minio.PutObjectOptions{})
 		}
 		return nil
 	})
 
 	suite.Check("checkpoint", "load the latest step, rotate with RemoveObjects, rename by copy + remove", func(ctx context.Context) error {
-		steps := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "ckpt/"}))
+		steps := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "ckpt/"}))
 		expectEqual(steps, []string{"ckpt/step-100/", "ckpt/step-200/", "ckpt/step-300/"}, "steps")
 		latest := steps[len(steps)-1]
 		expectEqual(string(getBytes(ctx, latest+"COMMIT")), "step 300", "commit marker")
@@ -427,160 +402,114 @@ func minioChecks(suite *Suite, s Settings) {
 				fmt.Sprintf("rank %d", rank))
 			return nil
 		}), "load")
-		old := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "ckpt/step-100/", Recursive: true}))
+		old := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "ckpt/step-100/", Recursive: true}))
 		expectEqual(len(old), 4, "objects of step 100")
 		removeAll(ctx, B, old)
-		moved := must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "ckpt/step-300/", Recursive: true}))
+		moved := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "ckpt/step-300/", Recursive: true}))
 		for _, k := range moved {
 			must(mc.CopyObject(ctx, minio.CopyDestOptions{Bucket: B, Object: strings.Replace(k, "step-300", "best", 1)},
 				minio.CopySrcOptions{Bucket: B, Object: k}))
 			check(mc.RemoveObject(ctx, B, k, minio.RemoveObjectOptions{}), "RemoveObject")
 		}
-		steps = must(list(ctx, mc, B, minio.ListObjectsOptions{Prefix: "ckpt/"}))
+		steps = must(minioList(ctx, mc, B, minio.ListObjectsOptions{Prefix: "ckpt/"}))
 		expectEqual(steps, []string{"ckpt/best/", "ckpt/step-200/"}, "steps after rotation and renaming")
 		expectSameBytes(getBytes(ctx, "ckpt/best/rank-2.pt"), randomBytes(ckpt, 3002), "renamed rank 2")
 		return nil
 	})
 
 	suite.Check("errors", "NoSuchKey (GET and HEAD), NoSuchBucket, BucketNotEmpty, InvalidRange, 412", func(ctx context.Context) error {
-		_, err := read(ctx, mc, B, "no/such/key", minio.GetObjectOptions{})
-		expectMinioError(err, "NoSuchKey", 404, "GetObject")
+		_, err := minioRead(ctx, mc, B, "no/such/key", minio.GetObjectOptions{})
+		minioCodes.expect(err, "NoSuchKey", 404, "GetObject")
 		// A HEAD answer has no body: minio-go names a 404 of an object NoSuchKey itself.
 		_, err = mc.StatObject(ctx, B, "no/such/key", minio.StatObjectOptions{})
-		expectMinioError(err, "NoSuchKey", 404, "StatObject")
-		_, err = read(ctx, mc, "minio-go-no-such-bucket", "k", minio.GetObjectOptions{})
-		expectMinioError(err, "NoSuchBucket", 404, "GetObject in a missing bucket")
-		_, err = list(ctx, mc, "minio-go-no-such-bucket", minio.ListObjectsOptions{})
-		expectMinioError(err, "NoSuchBucket", 404, "ListObjects of a missing bucket")
-		expectMinioError(mc.RemoveBucket(ctx, "minio-go-no-such-bucket"), "NoSuchBucket", 404, "RemoveBucket of a missing bucket")
-		expectMinioError(mc.RemoveBucket(ctx, B), "BucketNotEmpty", 409, "RemoveBucket of a bucket with objects")
-		_, err = read(ctx, mc, B, "objects/hello.txt", ranged(1000, 1009))
-		expectMinioError(err, "InvalidRange", 416, "range past the end")
+		minioCodes.expect(err, "NoSuchKey", 404, "StatObject")
+		_, err = minioRead(ctx, mc, "minio-go-no-such-bucket", "k", minio.GetObjectOptions{})
+		minioCodes.expect(err, "NoSuchBucket", 404, "GetObject in a missing bucket")
+		_, err = minioList(ctx, mc, "minio-go-no-such-bucket", minio.ListObjectsOptions{})
+		minioCodes.expect(err, "NoSuchBucket", 404, "ListObjects of a missing bucket")
+		minioCodes.expect(mc.RemoveBucket(ctx, "minio-go-no-such-bucket"), "NoSuchBucket", 404, "RemoveBucket of a missing bucket")
+		minioCodes.expect(mc.RemoveBucket(ctx, B), "BucketNotEmpty", 409, "RemoveBucket of a bucket with objects")
+		_, err = minioRead(ctx, mc, B, "objects/hello.txt", ranged(1000, 1009))
+		minioCodes.expect(err, "InvalidRange", 416, "range past the end")
 		var opts minio.GetObjectOptions
 		check(opts.SetMatchETag("0123456789abcdef0123456789abcdef"), "SetMatchETag")
-		_, err = read(ctx, mc, B, "objects/hello.txt", opts)
-		expectMinioError(err, "PreconditionFailed", 412, "If-Match")
+		_, err = minioRead(ctx, mc, B, "objects/hello.txt", opts)
+		minioCodes.expect(err, "PreconditionFailed", 412, "If-Match")
 		return nil
 	})
 
 	suite.Check("errors", "SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied", func(ctx context.Context) error {
 		wrong := newMinioClient(s, s.AccessKey, s.SecretKey+"x", nil)
 		_, err := wrong.ListBuckets(ctx)
-		expectMinioError(err, "SignatureDoesNotMatch", 403, "ListBuckets with a wrong secret")
-		_, err = read(ctx, wrong, B, "objects/hello.txt", minio.GetObjectOptions{})
-		expectMinioError(err, "SignatureDoesNotMatch", 403, "GetObject with a wrong secret")
+		minioCodes.expect(err, "SignatureDoesNotMatch", 403, "ListBuckets with a wrong secret")
+		_, err = minioRead(ctx, wrong, B, "objects/hello.txt", minio.GetObjectOptions{})
+		minioCodes.expect(err, "SignatureDoesNotMatch", 403, "GetObject with a wrong secret")
 		_, err = wrong.PutObject(ctx, B, "objects/x", strings.NewReader("x"), 1, minio.PutObjectOptions{})
-		expectMinioError(err, "SignatureDoesNotMatch", 403, "PutObject with a wrong secret")
-		_, err = list(ctx, newMinioClient(s, "AKIANOSUCHKEY0000000", s.SecretKey, nil), B, minio.ListObjectsOptions{})
-		expectMinioError(err, "InvalidAccessKeyId", 403, "an unknown key")
+		minioCodes.expect(err, "SignatureDoesNotMatch", 403, "PutObject with a wrong secret")
+		_, err = minioList(ctx, newMinioClient(s, "AKIANOSUCHKEY0000000", s.SecretKey, nil), B, minio.ListObjectsOptions{})
+		minioCodes.expect(err, "InvalidAccessKeyId", 403, "an unknown key")
 		const shared = "shared-minio-go"
 		check(mc.MakeBucket(ctx, shared, minio.MakeBucketOptions{}), "MakeBucket")
 		must(mc.PutObject(ctx, shared, "readable.txt", strings.NewReader("for the reader"), 14, minio.PutObjectOptions{}))
 		reader := newMinioClient(s, s.ReaderAccessKey, s.ReaderSecretKey, nil)
-		expectEqual(string(must(read(ctx, reader, shared, "readable.txt", minio.GetObjectOptions{}))), "for the reader",
+		expectEqual(string(must(minioRead(ctx, reader, shared, "readable.txt", minio.GetObjectOptions{}))), "for the reader",
 			"the reader reads")
 		_, err = reader.PutObject(ctx, shared, "written.txt", strings.NewReader("no"), 2, minio.PutObjectOptions{})
-		expectMinioError(err, "AccessDenied", 403, "PutObject by a read-only user")
+		minioCodes.expect(err, "AccessDenied", 403, "PutObject by a read-only user")
 		check(mc.RemoveObject(ctx, shared, "readable.txt", minio.RemoveObjectOptions{}), "RemoveObject")
 		check(mc.RemoveBucket(ctx, shared), "RemoveBucket")
 		return nil
 	})
 
 	suite.Check("presign", "PresignedPutObject, PresignedGetObject, PresignedHeadObject fetched; an expired URL", func(ctx context.Context) error {
-		fetch := func(method string, u *url.URL, body []byte) (int, string, http.Header) {
-			req := must(http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body)))
-			resp := must(http.DefaultClient.Do(req))
-			defer resp.Body.Close()
-			return resp.StatusCode, string(must(io.ReadAll(resp.Body))), resp.Header
+		// minio-go hands a presigned URL over alone: no header goes with it.
+		fetchURL := func(method string, u *url.URL, body []byte) (int, string, http.Header) {
+			return fetch(ctx, method, u.String(), nil, body)
 		}
 		body := []byte("through a presigned PUT")
-		status, text, _ := fetch(http.MethodPut, must(mc.PresignedPutObject(ctx, B, "presigned/up.txt", time.Minute)), body)
+		status, text, _ := fetchURL(http.MethodPut, must(mc.PresignedPutObject(ctx, B, "presigned/up.txt", time.Minute)), body)
 		expectEqual(status, 200, "presigned PUT ("+text+")")
-		status, text, _ = fetch(http.MethodGet, must(mc.PresignedGetObject(ctx, B, "presigned/up.txt", time.Minute, nil)), nil)
+		status, text, _ = fetchURL(http.MethodGet, must(mc.PresignedGetObject(ctx, B, "presigned/up.txt", time.Minute, nil)), nil)
 		expectEqual([]interface{}{status, text}, []interface{}{200, string(body)}, "presigned GET")
-		status, _, header := fetch(http.MethodGet, must(mc.PresignedGetObject(ctx, B, "presigned/up.txt", time.Minute,
+		status, _, header := fetchURL(http.MethodGet, must(mc.PresignedGetObject(ctx, B, "presigned/up.txt", time.Minute,
 			url.Values{"response-content-type": {"text/x-minio"}})), nil)
 		expectEqual([]interface{}{status, header.Get("Content-Type")}, []interface{}{200, "text/x-minio"},
 			"response-content-type override")
-		status, _, header = fetch(http.MethodHead, must(mc.PresignedHeadObject(ctx, B, "presigned/up.txt", time.Minute, nil)), nil)
-		expectEqual([]interface{}{status, header.Get("Content-Length"), header.Get("ETag")},
-			[]interface{}{200, strconv.Itoa(len(body)), quoted(md5hex(body))}, "presigned HEAD")
+		status, _, header = fetchURL(http.MethodHead, must(mc.PresignedHeadObject(ctx, B, "presigned/up.txt", time.Minute, nil)), nil)
+		expectPresignedHead(status, header, body)
 		short := must(mc.PresignedGetObject(ctx, B, "presigned/up.txt", time.Second, nil))
-		time.Sleep(2100 * time.Millisecond)
-		status, text, _ = fetch(http.MethodGet, short, nil)
-		expectEqual(status, 403, "expired URL")
-		expect(strings.Contains(text, "<Code>AccessDenied</Code>") && strings.Contains(strings.ToLower(text), "expired"),
-			"expired URL body: %s", text)
+		expectExpired(ctx, http.MethodGet, short.String(), nil)
 		return nil
 	})
 
 	suite.Check("concurrency", "64 goroutines read random 1 MiB ranges of a 64 MiB object", func(ctx context.Context) error {
-		data := randomBytes(64*MiB, 600)
-		put(ctx, "loader/shard.bin", data, minio.PutObjectOptions{})
 		// One client and its default transport, as a data loader's workers share them.
-		rng := newRand(600)
-		const readers, reads = 64, 4
-		offsets := make([]int64, readers*reads)
-		for i := range offsets {
-			offsets[i] = int64(rng.Intn(len(data) - 1*MiB))
-		}
-		return parallel(readers, func(r int) error {
-			for i := 0; i < reads; i++ {
-				first := offsets[r*reads+i]
-				got := must(read(ctx, mc, B, "loader/shard.bin", ranged(first, first+1*MiB-1)))
-				expectSameBytes(got, data[first:first+1*MiB], fmt.Sprintf("range at %d", first))
-			}
-			return nil
-		})
+		return concurrentRangedReads(func(data []byte) { put(ctx, "loader/shard.bin", data, minio.PutObjectOptions{}) },
+			func(first, last int) []byte {
+				return must(minioRead(ctx, mc, B, "loader/shard.bin", ranged(int64(first), int64(last))))
+			})
 	})
 
 	suite.Check("concurrency", "readers streaming during overwrites (PUT and multipart) see one version", func(ctx context.Context) error {
 		// 12 MiB goes up in one PUT, 20 MiB as a multipart upload (16 MiB + 4 MiB).
-		versions := make([][]byte, 6)
-		hashes := map[string]bool{}
-		for v := range versions {
-			size := 12 * MiB
+		size := func(v int) int {
 			if v%2 == 1 {
-				size = 20 * MiB
+				return 20 * MiB
 			}
-			versions[v] = randomBytes(size, int64(700+v))
-			hashes[sha256hex(versions[v])] = true
+			return 12 * MiB
 		}
-		put(ctx, "race/obj", versions[0], minio.PutObjectOptions{})
-		var writing int32 = 1
-		var reads int32
-		err := parallel(4, func(i int) error {
-			if i == 0 {
-				defer atomic.StoreInt32(&writing, 0)
-				for round := 0; round < 2; round++ {
-					for _, body := range versions {
-						put(ctx, "race/obj", body, minio.PutObjectOptions{})
-					}
-				}
-				return nil
-			}
+		return readersDuringOverwrites(size, func(_ int, body []byte) {
+			put(ctx, "race/obj", body, minio.PutObjectOptions{})
+		}, func() func() []byte {
 			reader := newMinioClient(s, s.AccessKey, s.SecretKey, nil)
-			for atomic.LoadInt32(&writing) == 1 {
-				got := must(read(ctx, reader, B, "race/obj", minio.GetObjectOptions{}))
-				n := atomic.AddInt32(&reads, 1)
-				expect(hashes[sha256hex(got)], "a read (%d) of %d bytes matches no written version", n, len(got))
-			}
-			return nil
+			return func() []byte { return must(minioRead(ctx, reader, B, "race/obj", minio.GetObjectOptions{})) }
 		})
-		if err != nil {
-			return err
-		}
-		expect(atomic.LoadInt32(&reads) > 0, "no read overlapped the writes")
-		return nil
 	})
 
-	suite.Check("reuse", fmt.Sprintf("%d random operations, errors included, on a pool of 2 connections: each under %g s",
-		s.SoakOperations, s.SoakBound.Seconds()), func(ctx context.Context) error {
-		return minioSoak(ctx, s)
-	})
+	suite.SoakCheck(minioSoak)
 
 	suite.Check("basic", "clean up: RemoveObjects everything, RemoveBucket", func(ctx context.Context) error {
-		all := must(list(ctx, mc, B, minio.ListObjectsOptions{Recursive: true}))
+		all := must(minioList(ctx, mc, B, minio.ListObjectsOptions{Recursive: true}))
 		removeAll(ctx, B, all)
 		check(mc.RemoveBucket(ctx, B), "RemoveBucket")
 		expect(!must(mc.BucketExists(ctx, B)), "the bucket still exists")
@@ -599,27 +528,10 @@ func minioSoak(ctx context.Context, s Settings) error {
 	// The same pool, a wrong secret: its 403s come back on the connections the next requests use.
 	wrong := newMinioClient(s, s.AccessKey, s.SecretKey+"x", transport)
 	core := minio.Core{Client: c}
-	model := map[string][]byte{}
-	etags := map[string]string{} // unquoted, as minio-go gives them
-	keys := make([]string, 12)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("soak/k%02d", i)
-	}
-	sizes := []int{0, 0, 1, 100, 4 * KiB, 70 * KiB}
-	body := func(rng *Rand) []byte {
-		n := sizes[rng.Intn(len(sizes))]
-		return randomBytes(n, int64(rng.Intn(1e9)))
-	}
-	fails := func(call SoakCall, name string, fn func() error, code string, status int) {
-		expectMinioError(call(name, fn), code, status, "error of "+name)
-	}
+	model := newSoakModel() // ETags unquoted, as minio-go gives them
+	fails := minioCodes.fails
 	read := func(ctx context.Context, key string, opts minio.GetObjectOptions) ([]byte, error) {
-		obj, err := c.GetObject(ctx, SB, key, opts)
-		if err != nil {
-			return nil, err
-		}
-		defer obj.Close()
-		return io.ReadAll(obj)
+		return minioRead(ctx, c, SB, key, opts)
 	}
 	putObject := func(ctx context.Context, c *minio.Client, bucket, key string, data []byte) (minio.UploadInfo, error) {
 		return c.PutObject(ctx, bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
@@ -627,54 +539,24 @@ func minioSoak(ctx context.Context, s Settings) error {
 
 	var put, get, ranged, badRange, conditions, refused, remove, copyOp, multipart, listing SoakOp
 	put = SoakOp{"put", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		data := body(rng)
-		var info minio.UploadInfo
-		check(call("PutObject", func() (err error) {
-			info, err = putObject(ctx, c, SB, key, data)
-			return err
-		}), "PutObject")
+		data := model.Body(rng)
+		info := succeeds(call, "PutObject", func() (minio.UploadInfo, error) {
+			return putObject(ctx, c, SB, key, data)
+		})
 		expectEqual(info.ETag, md5hex(data), "ETag of a PUT")
-		model[key], etags[key] = data, info.ETag
+		model.Set(key, data, info.ETag)
 		return nil
 	}}
-	get = SoakOp{"get", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		if _, ok := model[key]; !ok {
-			fails(call, "GetObject", func() error {
-				_, err := read(ctx, key, minio.GetObjectOptions{})
-				return err
-			}, "NoSuchKey", 404)
-			return nil
-		}
-		var got []byte
-		check(call("GetObject", func() (err error) {
-			got, err = read(ctx, key, minio.GetObjectOptions{})
-			return err
-		}), "GetObject")
-		expectSameBytes(got, model[key], "GET "+key)
-		return nil
-	}}
-	ranged = SoakOp{"ranged", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		data := model[key]
-		if len(data) == 0 {
-			return put.Run(ctx, key, rng, call)
-		}
-		first := rng.Intn(len(data))
-		end := first + 100
-		if end > len(data) {
-			end = len(data)
-		}
+	get = soakGet(model, minioCodes, func(ctx context.Context, key string) ([]byte, error) {
+		return read(ctx, key, minio.GetObjectOptions{})
+	})
+	ranged = soakRanged(model, put, func(ctx context.Context, key string, first, end int) ([]byte, error) {
 		var opts minio.GetObjectOptions
 		check(opts.SetRange(int64(first), int64(end-1)), "SetRange")
-		var got []byte
-		check(call("GetObject", func() (err error) {
-			got, err = read(ctx, key, opts)
-			return err
-		}), "ranged GetObject")
-		expectSameBytes(got, data[first:end], "ranged GET")
-		return nil
-	}}
+		return read(ctx, key, opts)
+	})
 	badRange = SoakOp{"badRange", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		data, ok := model[key]
+		data, ok := model.Get(key)
 		if !ok {
 			// minio-go names a 404 of HEAD (no body) NoSuchKey itself.
 			fails(call, "StatObject", func() error {
@@ -692,8 +574,8 @@ func minioSoak(ctx context.Context, s Settings) error {
 		return nil
 	}}
 	conditions = SoakOp{"conditions", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		source := keys[rng.Intn(len(keys))]
-		if _, ok := model[source]; !ok || source == key {
+		source := model.Keys[rng.Intn(len(model.Keys))]
+		if _, ok := model.Get(source); !ok || source == key {
 			return put.Run(ctx, key, rng, call)
 		}
 		// minio-go 7.0.46 has no If-None-Match for PUT; its conditions are on GET and on the
@@ -712,18 +594,18 @@ func minioSoak(ctx context.Context, s Settings) error {
 		// A 304 is not a success for minio-go: it reports an error whose code is the status
 		// line (the answer has no body); what matters is the status.
 		var ifNoneMatch minio.GetObjectOptions
-		check(ifNoneMatch.SetMatchETagExcept(etags[source]), "SetMatchETagExcept")
+		check(ifNoneMatch.SetMatchETagExcept(model.ETag(source)), "SetMatchETagExcept")
 		err := rejects(call("GetObject", func() error {
 			_, err := read(ctx, source, ifNoneMatch)
 			return err
 		}), "GetObject If-None-Match")
-		_, status := minioError(err)
+		_, status := minioCodes(err)
 		expectEqual(status, 304, fmt.Sprintf("status of GetObject If-None-Match (%v)", err))
 		return nil
 	}}
 	refused = SoakOp{"refused", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
 		fails(call, "PutObject", func() error {
-			_, err := putObject(ctx, wrong, SB, key, body(rng))
+			_, err := putObject(ctx, wrong, SB, key, model.Body(rng))
 			return err
 		}, "SignatureDoesNotMatch", 403)
 		fails(call, "GetObject", func() error {
@@ -735,7 +617,7 @@ func minioSoak(ctx context.Context, s Settings) error {
 			return err
 		}, "SignatureDoesNotMatch", 403)
 		fails(call, "PutObject", func() error {
-			_, err := putObject(ctx, c, "minio-go-soak-no-such-bucket", key, body(rng))
+			_, err := putObject(ctx, c, "minio-go-soak-no-such-bucket", key, model.Body(rng))
 			return err
 		}, "NoSuchBucket", 404)
 		return nil
@@ -744,98 +626,60 @@ func minioSoak(ctx context.Context, s Settings) error {
 		check(call("RemoveObject", func() error {
 			return c.RemoveObject(ctx, SB, key, minio.RemoveObjectOptions{})
 		}), "RemoveObject")
-		delete(model, key)
-		delete(etags, key)
+		model.Delete(key)
 		return nil
 	}}
-	copyOp = SoakOp{"copy", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		source := keys[rng.Intn(len(keys))]
-		run := func() error {
-			_, err := c.CopyObject(ctx, minio.CopyDestOptions{Bucket: SB, Object: key},
-				minio.CopySrcOptions{Bucket: SB, Object: source})
-			return err
-		}
-		data, ok := model[source]
-		switch {
-		case !ok:
-			fails(call, "CopyObject", run, "NoSuchKey", 404)
-		case source == key:
-			fails(call, "CopyObject", run, "InvalidRequest", 400)
-		default:
-			check(call("CopyObject", run), "CopyObject")
-			// minio-go 7.0.46 leaves the ETag of a copy empty (it looks for a response header
-			// S3 does not send): StatObject tells it.
-			var stat minio.ObjectInfo
-			check(call("StatObject", func() (err error) {
-				stat, err = c.StatObject(ctx, SB, key, minio.StatObjectOptions{})
-				return err
-			}), "StatObject")
-			// A copy is a new object in one part: its ETag is the MD5 of its data, as on S3.
-			expectEqual(stat.ETag, md5hex(data), "ETag of a copy")
-			model[key], etags[key] = data, stat.ETag
-		}
-		return nil
-	}}
+	copyOp = soakCopy(model, minioCodes, func(ctx context.Context, key, source string) (string, error) {
+		info, err := c.CopyObject(ctx, minio.CopyDestOptions{Bucket: SB, Object: key},
+			minio.CopySrcOptions{Bucket: SB, Object: source})
+		return info.ETag, err
+	}, func(ctx context.Context, call SoakCall, key string, data []byte, _ string) string {
+		// minio-go 7.0.46 leaves the ETag of a copy empty (it looks for a response header S3
+		// does not send): StatObject tells it.
+		stat := succeeds(call, "StatObject", func() (minio.ObjectInfo, error) {
+			return c.StatObject(ctx, SB, key, minio.StatObjectOptions{})
+		})
+		expectEqual(stat.ETag, md5hex(data), "ETag of a copy")
+		return stat.ETag
+	})
 	multipart = SoakOp{"multipart", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		var id string
-		check(call("NewMultipartUpload", func() (err error) {
-			id, err = core.NewMultipartUpload(ctx, SB, key, minio.PutObjectOptions{})
-			return err
-		}), "NewMultipartUpload")
-		data := body(rng)
+		id := succeeds(call, "NewMultipartUpload", func() (string, error) {
+			return core.NewMultipartUpload(ctx, SB, key, minio.PutObjectOptions{})
+		})
+		data := model.Body(rng)
 		// minio-go refuses part number 0 itself, before sending anything.
-		var part minio.ObjectPart
-		check(call("PutObjectPart", func() (err error) {
-			part, err = core.PutObjectPart(ctx, SB, key, id, 1, bytes.NewReader(data), int64(len(data)), "", "", nil)
-			return err
-		}), "PutObjectPart")
+		part := succeeds(call, "PutObjectPart", func() (minio.ObjectPart, error) {
+			return core.PutObjectPart(ctx, SB, key, id, 1, bytes.NewReader(data), int64(len(data)), "", "", nil)
+		})
 		if rng.Float() < 0.5 {
 			check(call("AbortMultipartUpload", func() error {
 				return core.AbortMultipartUpload(ctx, SB, key, id)
 			}), "AbortMultipartUpload")
 			fails(call, "PutObjectPart", func() error {
-				more := body(rng)
+				more := model.Body(rng)
 				_, err := core.PutObjectPart(ctx, SB, key, id, 2, bytes.NewReader(more), int64(len(more)), "", "", nil)
 				return err
 			}, "NoSuchUpload", 404)
 			return nil
 		}
-		var etag string
-		check(call("CompleteMultipartUpload", func() (err error) {
-			etag, err = core.CompleteMultipartUpload(ctx, SB, key, id,
+		etag := succeeds(call, "CompleteMultipartUpload", func() (string, error) {
+			return core.CompleteMultipartUpload(ctx, SB, key, id,
 				[]minio.CompletePart{{PartNumber: 1, ETag: part.ETag}}, minio.PutObjectOptions{})
-			return err
-		}), "CompleteMultipartUpload")
-		model[key], etags[key] = data, etag
+		})
+		model.Set(key, data, etag)
 		return nil
 	}}
-	listing = SoakOp{"listing", func(ctx context.Context, key string, rng *Rand, call SoakCall) error {
-		got := []string{}
-		check(call("ListObjects", func() error {
-			for o := range c.ListObjects(ctx, SB, minio.ListObjectsOptions{Prefix: "soak/", Recursive: true}) {
-				if o.Err != nil {
-					return o.Err
-				}
-				got = append(got, o.Key)
-			}
-			return nil
-		}), "ListObjects")
-		want := []string{}
-		for k := range model {
-			want = append(want, k)
-		}
-		sort.Strings(want)
-		expectEqual(got, want, "the keys under soak/")
-		return nil
-	}}
+	listing = soakListing(model, "ListObjects", func(ctx context.Context) ([]string, error) {
+		return minioList(ctx, c, SB, minio.ListObjectsOptions{Prefix: "soak/", Recursive: true})
+	})
 
 	check(c.MakeBucket(ctx, SB, minio.MakeBucketOptions{}), "MakeBucket")
 	err := soak(ctx, s, []SoakOp{put, put, put, get, get, ranged, badRange, conditions, refused, remove, copyOp,
-		multipart, listing}, keys, 28, minioStatus)
+		multipart, listing}, model, minioCodes)
 	if err != nil {
 		return err
 	}
-	for key := range model {
+	for _, key := range model.Stored() {
 		check(c.RemoveObject(ctx, SB, key, minio.RemoveObjectOptions{}), "RemoveObject")
 	}
 	return c.RemoveBucket(ctx, SB)
