@@ -79,6 +79,7 @@ storage::StoreOptions store_options(const config::Config& config) {
   o.io_buffers_per_worker = static_cast<std::size_t>(c.io_buffers_per_worker);
   o.stream_depth = static_cast<std::size_t>(c.stream_depth);
   o.compute_md5 = c.etag_md5;
+  o.tier_delay = config.tier.writeback.delay;
   return o;
 }
 
@@ -86,6 +87,13 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // First, before any thread exists (logging, catalog, workers): from here on SIGTERM / SIGINT
   // wait until the server can stop cleanly, however early they come.
   StopSignals signals;
+  // The catalog queues write-back jobs and the configuration reads bindings, but nothing yet
+  // uploads them: a binding that silently kept everything local would be a promise broken.
+  if (!config.tier.buckets.empty()) {
+    throw config::ConfigError(config.source +
+                              ": tier.bucket: this build of hots3 does not upload "
+                              "to an upstream yet; remove the [[tier.bucket]] bindings");
+  }
   log::init(config.log);
   fs::create_directories(config.storage.data_dir);
   const config::ResolvedUsers users = config::resolve_users(config);

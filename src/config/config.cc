@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <iterator>
@@ -111,6 +112,36 @@ class TableReader {
     const auto* a = node->as_array();
     if (a == nullptr) fail(*node, key, "expected an array");
     return a;
+  }
+
+  // An array of non-empty strings.
+  void strings(std::string_view key, std::vector<std::string>& out) {
+    const toml::array* a = array(key);
+    if (a == nullptr) return;
+    out.clear();
+    for (const toml::node& item : *a) {
+      const auto* text = item.as_string();
+      if (text == nullptr || text->get().empty()) fail(item, key, "expected non-empty strings");
+      out.push_back(text->get());
+    }
+  }
+
+  // One of `choices` (name, value), by name.
+  template <class E>
+  void choice(std::string_view key, E& out,
+              std::initializer_list<std::pair<std::string_view, E>> choices) {
+    const toml::node* node = take(key);
+    if (node == nullptr) return;
+    const auto* text = node->as_string();
+    std::string names;
+    for (const auto& [name, value] : choices) {
+      if (text != nullptr && text->get() == name) {
+        out = value;
+        return;
+      }
+      names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", name);
+    }
+    fail(*node, key, fmt::format("must be one of {}", names));
   }
 
   // Rejects every key that no reader method asked for.
@@ -343,7 +374,176 @@ void read_users(const std::string& path, const toml::array& array, std::vector<U
   }
 }
 
+// [[tier.upstream]] entries.
+void read_upstreams(const std::string& path, const toml::array& array,
+                    std::vector<UpstreamConfig>& upstreams) {
+  upstreams.clear();
+  for (const toml::node& node : array) {
+    const auto* table = node.as_table();
+    if (table == nullptr) {
+      throw ConfigError(
+          fmt::format("{}:{}: tier.upstream: each entry must be a table "
+                      "([[tier.upstream]])",
+                      path, node.source().begin.line));
+    }
+    TableReader r(path, "tier.upstream.", *table);
+    UpstreamConfig u;
+    r.string("name", u.name);
+    r.string("endpoint", u.endpoint);
+    r.string("region", u.region);
+    r.choice("addressing", u.virtual_host, {{"path", false}, {"virtual", true}});
+    r.boolean("tls_verify", u.tls_verify);
+    r.string("ca_file", u.ca_file);
+    r.string("credentials_file", u.credentials_file);
+    r.integer("max_connections", u.max_connections, 1, 1024);
+    r.choice("checksums", u.checksums,
+             {{"auto", UpstreamConfig::Checksums::kAuto},
+              {"on", UpstreamConfig::Checksums::kOn},
+              {"off", UpstreamConfig::Checksums::kOff}});
+    r.done();
+    const bool name_ok = !u.name.empty() && u.name.size() <= 64 &&
+                         u.name.find_first_not_of(
+                             "abcdefghijklmnopqrstuvwxyz"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == std::string::npos;
+    if (!name_ok) r.fail(*table, "name", "must be 1 to 64 letters, digits, '_' or '-'");
+    if (!u.endpoint.starts_with("http://") && !u.endpoint.starts_with("https://")) {
+      r.fail(*table, "endpoint", "must be an http:// or https:// URL");
+    }
+    if (u.region.empty()) r.fail(*table, "region", "must not be empty");
+    if (u.credentials_file.empty()) r.fail(*table, "credentials_file", "missing");
+    for (const UpstreamConfig& other : upstreams) {
+      if (other.name == u.name) r.fail(*table, "name", "duplicate upstream name");
+    }
+    upstreams.push_back(std::move(u));
+  }
+}
+
+// A name S3 would accept for a general purpose bucket (3 to 63 lowercase letters, digits, '.'
+// and '-'); the S3 layer checks the finer rules when the bucket is created.
+bool plausible_bucket_name(std::string_view name) {
+  return name.size() >= 3 && name.size() <= 63 &&
+         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") == std::string::npos;
+}
+
+// [[tier.bucket]] entries; their upstreams must be among `upstreams`.
+void read_tier_buckets(const std::string& path, const toml::array& array,
+                       const std::vector<UpstreamConfig>& upstreams,
+                       std::vector<TierBucketConfig>& buckets) {
+  buckets.clear();
+  for (const toml::node& node : array) {
+    const auto* table = node.as_table();
+    if (table == nullptr) {
+      throw ConfigError(
+          fmt::format("{}:{}: tier.bucket: each entry must be a table "
+                      "([[tier.bucket]])",
+                      path, node.source().begin.line));
+    }
+    TableReader r(path, "tier.bucket.", *table);
+    TierBucketConfig b;
+    r.string("bucket", b.bucket);
+    r.string("upstream", b.upstream);
+    r.string("upstream_bucket", b.upstream_bucket);
+    r.string("upstream_prefix", b.upstream_prefix);
+    r.choice("mode", b.mode,
+             {{"writeback", TierMode::kWriteback},
+              {"writethrough", TierMode::kWritethrough},
+              {"cache", TierMode::kCache}});
+    r.done();
+    if (!plausible_bucket_name(b.bucket)) r.fail(*table, "bucket", "not a bucket name");
+    if (b.upstream_bucket.empty()) b.upstream_bucket = b.bucket;
+    if (!plausible_bucket_name(b.upstream_bucket)) {
+      r.fail(*table, "upstream_bucket", "not a bucket name");
+    }
+    if (b.upstream_prefix.size() > 512) {
+      r.fail(*table, "upstream_prefix", "must be at most 512 bytes");
+    }
+    const bool known = std::any_of(upstreams.begin(), upstreams.end(),
+                                   [&](const UpstreamConfig& u) { return u.name == b.upstream; });
+    if (!known) {
+      r.fail(*table, "upstream",
+             b.upstream.empty() ? std::string("missing")
+                                : fmt::format("no [[tier.upstream]] is named '{}'", b.upstream));
+    }
+    for (const TierBucketConfig& other : buckets) {
+      if (other.bucket == b.bucket) r.fail(*table, "bucket", "bound twice");
+    }
+    buckets.push_back(std::move(b));
+  }
+}
+
+void read_writeback(const std::string& path, const toml::table& table, WritebackConfig& w) {
+  TableReader r(path, "tier.writeback.", table);
+  constexpr auto kDay = milliseconds(24LL * 3600 * 1000);
+  std::uint64_t dirty = w.max_dirty_bytes.value_or(0);
+  const bool dirty_set = table.contains("max_dirty");
+  r.size("max_dirty", dirty, kMiB, 1024 * kTiB);
+  if (dirty_set) w.max_dirty_bytes = dirty;
+  r.duration("max_dirty_age", w.max_dirty_age, milliseconds(1000), 30 * kDay);
+  r.duration("delay", w.delay, milliseconds(0), kDay);
+  r.strings("commit_markers", w.commit_markers);
+  r.size("multipart_threshold", w.multipart_threshold_bytes, 5 * kMiB, 5 * kGiB);
+  r.size("part_size", w.part_size_bytes, 5 * kMiB, 5 * kGiB);
+  r.integer("parallelism", w.parallelism, 1, 256);
+  r.duration("retry_base", w.retry_base, milliseconds(10), kDay);
+  r.duration("retry_cap", w.retry_cap, milliseconds(10), kDay);
+  r.choice("on_conflict", w.on_conflict,
+           {{"side-copy", WritebackConfig::OnConflict::kSideCopy},
+            {"keep-upstream", WritebackConfig::OnConflict::kKeepUpstream},
+            {"overwrite", WritebackConfig::OnConflict::kOverwrite}});
+  r.done();
+  if (w.retry_cap < w.retry_base) r.fail(table, "retry_cap", "must not be below retry_base");
+}
+
+void read_tier(const std::string& path, const toml::table& table, TierConfig& tier) {
+  TableReader r(path, "tier.", table);
+  if (const toml::array* a = r.array("upstream")) read_upstreams(path, *a, tier.upstreams);
+  if (const toml::array* a = r.array("bucket")) {
+    read_tier_buckets(path, *a, tier.upstreams, tier.buckets);
+  }
+  if (const toml::table* t = r.table("writeback")) read_writeback(path, *t, tier.writeback);
+  r.done();
+}
+
 }  // namespace
+
+const UpstreamConfig* TierConfig::upstream(std::string_view name) const {
+  for (const UpstreamConfig& u : upstreams) {
+    if (u.name == name) return &u;
+  }
+  return nullptr;
+}
+
+const TierBucketConfig* TierConfig::binding(std::string_view bucket) const {
+  for (const TierBucketConfig& b : buckets) {
+    if (b.bucket == bucket) return &b;
+  }
+  return nullptr;
+}
+
+UpstreamCredentials read_upstream_credentials(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot be opened for reading", path));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    // The parser's description may quote the text, and the text holds secrets.
+    throw ConfigError(
+        fmt::format("{}:{}: not a TOML file of access_key, secret_key and "
+                    "session_token",
+                    path, e.source().begin.line));
+  }
+  TableReader r(path, "", root);
+  UpstreamCredentials credentials;
+  r.string("access_key", credentials.access_key);
+  r.string("secret_key", credentials.secret_key);
+  r.string("session_token", credentials.session_token);
+  r.done();
+  if (credentials.access_key.empty()) r.fail(root, "access_key", "missing");
+  if (credentials.secret_key.empty()) r.fail(root, "secret_key", "missing");
+  return credentials;
+}
 
 namespace {
 // An eighth of the memory, at most 8 GiB (256 MiB where the memory is unknown).
@@ -419,6 +619,7 @@ void apply_text(Config& config, std::string_view text, const std::string& path) 
   if (const toml::table* t = r.table("multipart")) read_multipart(path, *t, config.s3.multipart);
   if (const toml::table* t = r.table("log")) read_log(path, *t, config.log);
   if (const toml::array* a = r.array("users")) read_users(path, *a, config.users);
+  if (const toml::table* t = r.table("tier")) read_tier(path, *t, config.tier);
   r.done();
   config.source = path;
 }

@@ -124,8 +124,27 @@ class StoreImpl final : public ObjectStore {
   Result<void> load_buckets() {
     H3_TRY(auto all, core_.catalog->list_buckets());
     std::unique_lock lock(buckets_mutex_);
-    for (auto& b : all) buckets_.emplace(b.name, std::move(b));
+    for (auto& b : all) {
+      tiers_[b.id] = b.tier;
+      buckets_.emplace(b.name, std::move(b));
+    }
     return {};
+  }
+
+  // Whether changes in the bucket leave write-back jobs.
+  bool writes_back(std::int64_t bucket_id) const {
+    std::shared_lock lock(buckets_mutex_);
+    const auto it = tiers_.find(bucket_id);
+    return it != tiers_.end() && it->second == BucketTier::kWriteback;
+  }
+
+  // Queues the upload (object_id) or upstream delete (none) of `key`'s new state in the
+  // transaction that makes the change, after the coalescing delay.
+  Result<void> queue_change(WriteTxn& t, std::int64_t bucket_id, std::string_view key,
+                            std::optional<std::int64_t> object_id, std::uint64_t size_bytes) {
+    const std::int64_t now = now_ms();
+    return t.queue_tier_job(bucket_id, key, object_id, size_bytes, now,
+                            now + core_.options.tier_delay.count());
   }
 
   Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {
@@ -152,19 +171,82 @@ class StoreImpl final : public ObjectStore {
       return {};
     }));
     std::unique_lock lock(buckets_mutex_);
+    tiers_[created.id] = created.tier;
     buckets_.insert_or_assign(created.name, created);
     co_return created;
   }
 
   asio::awaitable<Result<void>> delete_bucket(std::string name) override {
+    std::int64_t id = 0;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(auto bucket, t.find_bucket(name));
       if (!bucket) return errc::kNotFound;
+      id = bucket->id;
       return t.delete_bucket(bucket->id);
     }));
     std::unique_lock lock(buckets_mutex_);
     buckets_.erase(name);
+    tiers_.erase(id);
     co_return Result<void>{};
+  }
+
+  asio::awaitable<Result<void>> set_bucket_tier(std::string name, BucketTier tier,
+                                                std::string upstream) override {
+    BucketRecord bound;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto bucket, t.find_bucket(name));
+      if (!bucket) return errc::kNotFound;
+      H3_TRY(t.set_bucket_tier(bucket->id, tier, upstream));
+      bound = std::move(*bucket);
+      bound.tier = tier;
+      bound.upstream = upstream;
+      return {};
+    }));
+    std::unique_lock lock(buckets_mutex_);
+    tiers_[bound.id] = tier;
+    buckets_.insert_or_assign(bound.name, bound);
+    co_return Result<void>{};
+  }
+
+  asio::awaitable<Result<std::vector<TierJob>>> due_tier_jobs(std::int64_t now,
+                                                              std::size_t max) override {
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), now, max] { return c->due_tier_jobs(now, max); });
+    co_return co_await std::move(read);
+  }
+
+  asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(std::int64_t bucket_id) override {
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), bucket_id] { return c->tier_jobs(bucket_id); });
+    co_return co_await std::move(read);
+  }
+
+  asio::awaitable<Result<TierBacklog>> tier_backlog() override {
+    auto read =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get()] { return c->tier_backlog(); });
+    co_return co_await std::move(read);
+  }
+
+  asio::awaitable<Result<bool>> finish_tier_job(TierJob job,
+                                                std::optional<std::string> upstream_etag) override {
+    bool finished = false;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(finished, t.finish_tier_job(job));
+      if (!finished || !job.object_id) return {};
+      return t.set_object_uploaded(*job.object_id, upstream_etag);
+    }));
+    if (finished && job.object_id) core_.metadata->invalidate(job.bucket_id, job.key);
+    co_return finished;
+  }
+
+  asio::awaitable<Result<bool>> defer_tier_job(TierJob job, std::int64_t due_ms, std::string error,
+                                               bool park) override {
+    bool deferred = false;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(deferred, t.defer_tier_job(job, due_ms, error, park));
+      return {};
+    }));
+    co_return deferred;
   }
 
   Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id,
@@ -214,11 +296,15 @@ class StoreImpl final : public ObjectStore {
     object.inline_data = std::move(data.inline_data);
     ExtentList freed;
     std::int64_t replaced = 0;
+    const bool tracked = writes_back(bucket.id);
     H3_CO_TRY(co_await core_.catalog->write(
         [&](WriteTxn& t) -> Result<void> {
           H3_TRY(auto b, t.find_bucket(bucket.name));
           if (!b || b->id != bucket.id) return errc::kNotFound;
           object.id = cached->id = t.next_id();
+          if (tracked) {
+            H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes));
+          }
           if (!condition.if_match) {
             // A new key (checkpoints, datasets) is inserted without a lookup first; the insert's
             // own uniqueness check finds an object already there. 64 writers of 4 KiB objects: the
@@ -258,6 +344,7 @@ class StoreImpl final : public ObjectStore {
     object.checksums = std::move(spec.checksums);
     object.inline_data = data.inline_data;
     ExtentList freed;
+    const bool tracked = writes_back(bucket.id);
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(auto b, t.find_bucket(bucket.name));
       if (!b || b->id != bucket.id) return errc::kNotFound;
@@ -280,6 +367,7 @@ class StoreImpl final : public ObjectStore {
       H3_ASSERT(!object.inline_data || kept_bytes == 0, "inline data after extents");
       for (ExtentRecord& e : extents) e.logical_offset_bytes += kept_bytes;
       H3_TRY(t.insert_object(object, extents));
+      if (tracked) H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes));
       return t.insert_object_parts(object.id, new_parts);
     }));
     detail::mark_committed(*writer);
@@ -295,11 +383,13 @@ class StoreImpl final : public ObjectStore {
       std::int64_t bucket_id, std::string key, DeleteCondition condition) override {
     std::optional<ObjectRecord> deleted;
     ExtentList freed;
+    const bool tracked = writes_back(bucket_id);
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(deleted, t.find_object(bucket_id, key));
       if (!deleted) return condition.if_match ? Result<void>(errc::kNotFound) : Result<void>{};
       if (!meets(*deleted, condition)) return errc::kPreconditionFailed;
       H3_TRY(freed, t.delete_object(deleted->id));
+      if (tracked) H3_TRY(queue_change(t, bucket_id, key, std::nullopt, 0));
       return {};
     }));
     core_.metadata->invalidate(bucket_id, key);
@@ -311,6 +401,7 @@ class StoreImpl final : public ObjectStore {
                                                          std::string etag,
                                                          ObjectSpec spec) override {
     ObjectRecord updated;
+    const bool tracked = writes_back(bucket_id);
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(auto current, t.find_object(bucket_id, key));
       if (!current) return errc::kNotFound;
@@ -319,7 +410,9 @@ class StoreImpl final : public ObjectStore {
       updated.headers = spec.headers;
       updated.user_metadata = spec.user_metadata;
       updated.created_ms = now_ms();
-      return t.update_object_metadata(updated);
+      H3_TRY(t.update_object_metadata(updated));
+      if (!tracked) return {};
+      return queue_change(t, bucket_id, key, updated.id, updated.size_bytes);
     }));
     core_.metadata->invalidate(bucket_id, key);
     updated.inline_data.reset();
@@ -331,6 +424,7 @@ class StoreImpl final : public ObjectStore {
     ObjectRecord moved;
     ExtentList freed;
     std::int64_t replaced = 0;
+    const bool tracked = writes_back(bucket_id);
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(auto source, t.find_object(bucket_id, from));
       if (!source) return errc::kNotFound;
@@ -348,7 +442,10 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(t.move_object(source->id, bucket_id, to));
       moved = std::move(*source);
       moved.key = to;
-      return {};
+      moved.tier_state = TierState::kLocal;
+      if (!tracked) return {};
+      H3_TRY(queue_change(t, bucket_id, from, std::nullopt, 0));
+      return queue_change(t, bucket_id, to, moved.id, moved.size_bytes);
     }));
     core_.metadata->invalidate(bucket_id, from);
     core_.metadata->invalidate(bucket_id, to);
@@ -478,7 +575,8 @@ class StoreImpl final : public ObjectStore {
       object.user_metadata = chosen.spec.user_metadata;
       object.checksums = chosen.spec.checksums;
       H3_TRY(dropped, t.complete_upload(upload->id, object, placed, table));
-      return {};
+      if (!writes_back(object.bucket_id)) return {};
+      return queue_change(t, object.bucket_id, object.key, object.id, object.size_bytes);
     }));
     core_.metadata->invalidate(object.bucket_id, object.key);
     if (replaced != 0) core_.retirement->retire(std::move(replaced_extents), replaced);
@@ -584,8 +682,9 @@ class StoreImpl final : public ObjectStore {
   StoreCore core_;
   asio::thread_pool reader_pool_;
   bool shut_down_ = false;
-  std::shared_mutex buckets_mutex_;
+  mutable std::shared_mutex buckets_mutex_;
   std::unordered_map<std::string, BucketRecord> buckets_;
+  std::unordered_map<std::int64_t, BucketTier> tiers_;  // by bucket id
 };
 
 // Reads or writes the superblock and checks that device and catalog belong together.

@@ -125,6 +125,70 @@ struct S3Config {
   MultipartConfig multipart;  // read from the top-level [multipart] table
 };
 
+// Tiering (TOML [tier]): upstream S3 endpoints that hold the golden copy, and the local buckets
+// bound to them. An upstream is named once ([[tier.upstream]]) and used by any number of
+// buckets ([[tier.bucket]]). Secrets live only in each upstream's credentials file.
+struct UpstreamConfig {
+  std::string name;
+  std::string endpoint;  // http://host[:port] or https://host[:port]
+  std::string region = "us-east-1";
+  bool virtual_host = false;  // addressing = "virtual": "bucket.host/key"
+  bool tls_verify = true;
+  std::string ca_file;           // PEM bundle for https; "" = the system's
+  std::string credentials_file;  // TOML: access_key, secret_key, optional session_token
+  std::uint64_t max_connections = 16;
+  // x-amz-checksum-* on uploads: kAuto sends them once the upstream has echoed one (hots3, AWS),
+  // so that an upstream without them (Ceph RGW 16) still works.
+  enum class Checksums { kAuto, kOn, kOff } checksums = Checksums::kAuto;
+};
+
+enum class TierMode {
+  kWriteback,     // acknowledged on local durability, uploaded in the background
+  kWritethrough,  // acknowledged once the upstream has the object too
+  kCache,         // read-through of an upstream bucket others also write
+};
+
+struct TierBucketConfig {
+  std::string bucket;           // the local bucket (created at start if missing)
+  std::string upstream;         // an UpstreamConfig::name
+  std::string upstream_bucket;  // "" = the same name as the local bucket
+  std::string upstream_prefix;  // the upstream key is upstream_prefix + key, byte for byte
+  TierMode mode = TierMode::kWriteback;
+};
+
+struct WritebackConfig {
+  // Bytes acknowledged but not yet upstream, all buckets together; past it writes to tiered
+  // buckets answer 503 SlowDown. Unset: half the device.
+  std::optional<std::uint64_t> max_dirty_bytes;
+  milliseconds max_dirty_age{15LL * 60 * 1000};  // older un-uploaded data: "behind"
+  milliseconds delay{5'000};  // a write waits this long for a newer one of its key to replace it
+  // Keys matching these globs ('**' any run, '*' any run without '/', '?' one character) reach
+  // the upstream only after everything acknowledged before them under the same prefix.
+  std::vector<std::string> commit_markers{"**/.metadata"};
+  // Single-part objects above this go up as multipart uploads of part_size (the upstream's ETag
+  // then differs from ours and is kept apart); multipart objects keep their own parts.
+  std::uint64_t multipart_threshold_bytes = 64 * kMiB;
+  std::uint64_t part_size_bytes = 16 * kMiB;
+  std::uint64_t parallelism = 8;  // objects (or parts) uploaded at once per upstream
+  milliseconds retry_base{1'000};
+  milliseconds retry_cap{5LL * 60 * 1000};
+  // A 412 from the upstream (someone else wrote the key there): keep theirs and upload ours
+  // beside it as "<key>.hots3-conflict-<ms>", keep theirs only, or overwrite theirs.
+  enum class OnConflict {
+    kSideCopy,
+    kKeepUpstream,
+    kOverwrite
+  } on_conflict = OnConflict::kSideCopy;
+};
+
+struct TierConfig {
+  std::vector<UpstreamConfig> upstreams;
+  std::vector<TierBucketConfig> buckets;
+  WritebackConfig writeback;
+  [[nodiscard]] const UpstreamConfig* upstream(std::string_view name) const;
+  [[nodiscard]] const TierBucketConfig* binding(std::string_view bucket) const;
+};
+
 struct Config {
   std::string source;  // the file this was read from, "" for defaults only
   HttpConfig http;
@@ -132,6 +196,7 @@ struct Config {
   S3Config s3;
   log::Options log;
   std::vector<UserConfig> users;
+  TierConfig tier;
 };
 
 // Reads `path` (TOML) on top of `config`. Throws ConfigError for a file that cannot be read or
@@ -143,6 +208,16 @@ void apply_text(Config& config, std::string_view text, const std::string& path);
 
 // Parses "host:port", "[v6]:port" or ":port" (host 127.0.0.1). Throws ConfigError.
 ListenAddress parse_listen(std::string_view text);
+
+// An upstream's keys, from its credentials file (TOML: access_key, secret_key, optional
+// session_token). Read at start and again on SIGHUP, never stored elsewhere. Throws ConfigError
+// naming the file (never a secret).
+struct UpstreamCredentials {
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;
+};
+UpstreamCredentials read_upstream_credentials(const std::string& path);
 
 }  // namespace hots3::config
 

@@ -57,6 +57,9 @@ struct StoreOptions {
   // A new catalog refuses a device another store formatted (its data would silently become
   // free space); true (serve --force-format) formats it anew with a new UUID instead.
   bool force_format = false;
+  // Write-back: a change of a key waits this long before its job is due, so that a newer change
+  // (a rewrite, a delete, a rename) replaces it and only the final state goes up.
+  std::chrono::milliseconds tier_delay{5'000};
 
   // The catalog's database file in `data_dir`: its presence is what makes a data directory an
   // existing store.
@@ -293,6 +296,29 @@ class ObjectStore {
   // Aborts uploads created before `age` ago; returns how many.
   virtual boost::asio::awaitable<Result<std::size_t>> abort_uploads_older_than(
       std::chrono::milliseconds age) = 0;
+
+  // ---- write-back to an upstream S3 (driven by the tier module) ----
+  // Binds bucket `name` (kNone: unbinds); `upstream` is the binding as JSON, without secrets.
+  // From then on every change of a key in a kWriteback bucket queues a TierJob in the
+  // transaction that makes it. Errors: kNotFound.
+  virtual boost::asio::awaitable<Result<void>> set_bucket_tier(std::string name, BucketTier tier,
+                                                               std::string upstream) = 0;
+  // Queued jobs due by `now_ms`, in acknowledgement order, at most `max`.
+  virtual boost::asio::awaitable<Result<std::vector<TierJob>>> due_tier_jobs(std::int64_t now_ms,
+                                                                             std::size_t max) = 0;
+  // A bucket's jobs, parked ones included, in acknowledgement order.
+  virtual boost::asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(
+      std::int64_t bucket_id) = 0;
+  virtual boost::asio::awaitable<Result<TierBacklog>> tier_backlog() = 0;
+  // The upstream confirmed `job`: it leaves the queue and its version is marked as upstream too
+  // (with the upstream's ETag where it differs from ours) in one transaction. false: a newer
+  // change of the key replaced the job meanwhile, and that one stays queued.
+  virtual boost::asio::awaitable<Result<bool>> finish_tier_job(
+      TierJob job, std::optional<std::string> upstream_etag) = 0;
+  // One more failed attempt: due again at `due_ms`, or parked (kept, not retried) with `error`.
+  // false: a newer change replaced the job.
+  virtual boost::asio::awaitable<Result<bool>> defer_tier_job(TierJob job, std::int64_t due_ms,
+                                                              std::string error, bool park) = 0;
 
   [[nodiscard]] virtual StoreStats stats() const = 0;
   // Whether writers' digest() is the MD5 of the data (StoreOptions::compute_md5).

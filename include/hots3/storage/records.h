@@ -17,11 +17,17 @@ namespace hots3::storage {
 
 using Metadata = std::vector<std::pair<std::string, std::string>>;
 
+// How a bucket is bound to an upstream S3. In kWriteback every change of a key leaves an upload
+// job (TierJob) in the transaction that acknowledges it.
+enum class BucketTier : std::uint8_t { kNone = 0, kWriteback, kWritethrough, kCache };
+
 struct BucketRecord {
   std::int64_t id = 0;
   std::string name;
   std::string owner;
   std::int64_t created_ms = 0;
+  BucketTier tier = BucketTier::kNone;
+  std::string upstream;  // the binding as JSON, without secrets; "" = none
 };
 
 // Checksums as clients send them (base64 of the big-endian value), or as computed.
@@ -154,6 +160,29 @@ struct UploadListPage {
   std::string next_key_marker;
   std::string next_upload_id_marker;
   std::uint64_t rows_read = 0;  // upload rows the page read (what it costs)
+};
+
+// A key's change in a write-back bucket that the upstream does not have yet: its final state,
+// to put (the version object_id) or to delete. One per key; a newer change replaces it.
+struct TierJob {
+  std::int64_t bucket_id = 0;
+  std::string key;
+  std::int64_t seq = 0;                   // acknowledgement order (from the id sequence)
+  std::optional<std::int64_t> object_id;  // the version to upload; none: delete upstream
+  std::uint64_t size_bytes = 0;           // bytes to upload
+  std::int64_t first_ms = 0;  // acknowledgement of the oldest change of the key not yet upstream
+  std::int64_t due_ms = 0;    // not before
+  std::uint32_t attempts = 0;
+  bool parked = false;  // an answer no retry changes (403, 400): an operator must act
+  std::string last_error;
+};
+
+// What write-back owes the upstream, all buckets together.
+struct TierBacklog {
+  std::uint64_t jobs = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t parked = 0;
+  std::int64_t oldest_first_ms = 0;  // 0 = nothing owed
 };
 
 // The catalog writer's counters (StoreStats).

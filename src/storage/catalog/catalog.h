@@ -59,6 +59,11 @@ class Catalog {
   Result<std::optional<DeviceUuid>> device_uuid();
   Result<std::optional<BucketRecord>> find_bucket(std::string_view name);
   Result<std::vector<BucketRecord>> list_buckets();
+  // Queued (not parked) write-back jobs due by `now_ms`, in acknowledgement order; at most `max`.
+  Result<std::vector<TierJob>> due_tier_jobs(std::int64_t now_ms, std::size_t max);
+  // Every job of a bucket, parked ones included, in acknowledgement order (status, tests).
+  Result<std::vector<TierJob>> tier_jobs(std::int64_t bucket_id);
+  Result<TierBacklog> tier_backlog();
   Result<bool> bucket_empty(std::int64_t bucket_id);
   Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key);
   // The same with the inline data (small objects) filled in, in one statement: a small GET
@@ -167,7 +172,8 @@ class WriteTxn {
   // extents it held (free them once the commit is durable and no reader uses them).
   virtual Result<ExtentList> delete_object(std::int64_t object_id) = 0;
   virtual Result<void> update_object_metadata(const ObjectRecord& object) = 0;
-  // Renames an object (same bucket or another) without touching its data.
+  // Renames an object (same bucket or another) without touching its data; the version is then
+  // local only (TierState::kLocal).
   virtual Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id,
                                    std::string_view key) = 0;
   // Gives version `from_object_id`'s data to version `to_object_id`: its extents (with their
@@ -195,6 +201,24 @@ class WriteTxn {
   virtual Result<ExtentList> delete_upload(std::int64_t upload_row) = 0;
   // Remembers that the upload was aborted (for kAbortRemembered; older ones are forgotten).
   virtual Result<void> record_abort(std::int64_t upload_row, std::int64_t now_ms) = 0;
+
+  // ---- write-back to an upstream ----
+  virtual Result<void> set_bucket_tier(std::int64_t bucket_id, BucketTier tier,
+                                       std::string_view upstream) = 0;
+  // Records that `key` changed to version `object_id` (none: deleted), replacing the key's
+  // pending job if any (keeping the time of its oldest change); due at `due_ms`.
+  virtual Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
+                                      std::optional<std::int64_t> object_id,
+                                      std::uint64_t size_bytes, std::int64_t now_ms,
+                                      std::int64_t due_ms) = 0;
+  // Removes `job` if it is still its key's (same seq): false when a newer change replaced it.
+  virtual Result<bool> finish_tier_job(const TierJob& job) = 0;
+  // Reschedules `job` if it is still its key's: one more attempt, due at `due_ms`, parked or not.
+  virtual Result<bool> defer_tier_job(const TierJob& job, std::int64_t due_ms,
+                                      std::string_view error, bool park) = 0;
+  // Marks a version as upstream too (tier_state), with the upstream's ETag where it differs.
+  virtual Result<void> set_object_uploaded(std::int64_t object_id,
+                                           std::optional<std::string_view> upstream_etag) = 0;
 };
 
 }  // namespace hots3::storage

@@ -56,14 +56,51 @@ Result<std::optional<BucketRecord>> Catalog::find_bucket(std::string_view name) 
 }
 
 Result<std::vector<BucketRecord>> Catalog::list_buckets() {
-  auto q = impl_->reader().query("SELECT id, name, owner, created_ms FROM buckets ORDER BY name");
+  auto q = impl_->reader().query("SELECT " H3_BUCKET_COLUMNS " FROM buckets ORDER BY name");
   std::vector<BucketRecord> out;
   for (;;) {
     H3_TRY(bool row, q.step());
     if (!row) break;
-    out.push_back({q.int64(0), std::string(q.text(1)), std::string(q.text(2)), q.int64(3)});
+    out.push_back(read_bucket(q));
   }
   return out;
+}
+
+namespace {
+Result<std::vector<TierJob>> read_tier_jobs(Query& q) {
+  std::vector<TierJob> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back(read_tier_job(q));
+  }
+  return out;
+}
+}  // namespace
+
+Result<std::vector<TierJob>> Catalog::due_tier_jobs(std::int64_t now_ms, std::size_t max) {
+  // The due index gives the candidates; the order of acknowledgement is what the upstream sees.
+  auto q = impl_->reader().query(
+      "SELECT * FROM (SELECT " H3_TIER_JOB_COLUMNS
+      " FROM tier_jobs WHERE state = 0 AND due_ms <= ?1 ORDER BY due_ms LIMIT ?2) ORDER BY seq");
+  q.bind(1, now_ms).bind(2, static_cast<std::int64_t>(max));
+  return read_tier_jobs(q);
+}
+
+Result<std::vector<TierJob>> Catalog::tier_jobs(std::int64_t bucket_id) {
+  auto q = impl_->reader().query("SELECT " H3_TIER_JOB_COLUMNS
+                                 " FROM tier_jobs WHERE bucket_id = ?1 ORDER BY seq");
+  q.bind(1, bucket_id);
+  return read_tier_jobs(q);
+}
+
+Result<TierBacklog> Catalog::tier_backlog() {
+  auto q = impl_->reader().query(
+      "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(state = 1), 0), "
+      "coalesce(min(first_ms), 0) FROM tier_jobs");
+  H3_TRY(q.step());
+  return TierBacklog{static_cast<std::uint64_t>(q.int64(0)), static_cast<std::uint64_t>(q.int64(1)),
+                     static_cast<std::uint64_t>(q.int64(2)), q.int64(3)};
 }
 
 Result<bool> Catalog::bucket_empty(std::int64_t bucket_id) {

@@ -189,12 +189,35 @@ Result<std::optional<ObjectRecord>> find_object_on(Connection& c, std::int64_t b
 }
 
 Result<std::optional<BucketRecord>> find_bucket_on(Connection& c, std::string_view name) {
-  auto q = c.query("SELECT id, name, owner, created_ms FROM buckets WHERE name = ?1");
+  auto q = c.query("SELECT " H3_BUCKET_COLUMNS " FROM buckets WHERE name = ?1");
   q.bind(1, name);
   H3_TRY(bool row, q.step());
   if (!row) return std::optional<BucketRecord>{};
-  return std::optional<BucketRecord>(
-      BucketRecord{q.int64(0), std::string(q.text(1)), std::string(q.text(2)), q.int64(3)});
+  return std::optional<BucketRecord>(read_bucket(q));
+}
+
+BucketRecord read_bucket(const Query& q) {
+  return BucketRecord{q.int64(0),
+                      std::string(q.text(1)),
+                      std::string(q.text(2)),
+                      q.int64(3),
+                      static_cast<BucketTier>(q.int64(4)),
+                      std::string(q.text(5))};
+}
+
+TierJob read_tier_job(const Query& q) {
+  TierJob job;
+  job.bucket_id = q.int64(0);
+  job.key = std::string(q.text(1));
+  job.seq = q.int64(2);
+  if (!q.is_null(3)) job.object_id = q.int64(3);
+  job.size_bytes = static_cast<std::uint64_t>(q.int64(4));
+  job.first_ms = q.int64(5);
+  job.due_ms = q.int64(6);
+  job.attempts = static_cast<std::uint32_t>(q.int64(7));
+  job.parked = q.int64(8) != 0;
+  job.last_error = std::string(q.text(9));
+  return job;
 }
 
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id) {

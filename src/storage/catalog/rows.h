@@ -88,6 +88,15 @@ Result<std::optional<ObjectRecord>> find_object_on(Connection& c, std::int64_t b
 
 Result<std::optional<BucketRecord>> find_bucket_on(Connection& c, std::string_view name);
 
+// A bucket's row, selected as H3_BUCKET_COLUMNS.
+#define H3_BUCKET_COLUMNS "id, name, owner, created_ms, tier_mode, upstream"
+BucketRecord read_bucket(const Query& q);
+
+// A write-back job's row, selected as H3_TIER_JOB_COLUMNS.
+#define H3_TIER_JOB_COLUMNS \
+  "bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, state, last_error"
+TierJob read_tier_job(const Query& q);
+
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id);
 
 // Deletes the extents of an owner, returning their device ranges.

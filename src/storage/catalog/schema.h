@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 5> kMigrations = {
+inline constexpr std::array<const char*, 6> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -194,6 +194,32 @@ CREATE TABLE ended_uploads(
 ) WITHOUT ROWID;
 CREATE INDEX ended_uploads_object ON ended_uploads(object_id);
 CREATE INDEX ended_uploads_aborted ON ended_uploads(ended_ms) WHERE object_id IS NULL;
+)sql",
+    // 5 → 6: write-back to an upstream S3. A bucket bound to an upstream keeps its mode (and the
+    // binding, without secrets, as JSON in `upstream`); every acknowledged change of a key in a
+    // write-back bucket leaves one job in the same transaction, so no acknowledged write can
+    // lack its upload after any crash. One row per key: a newer write of the key replaces the
+    // pending one (only the final state goes up), its `seq` (from the id sequence) the order of
+    // acknowledgement. tier_queue, never written, gives way.
+    R"sql(
+ALTER TABLE buckets ADD COLUMN tier_mode INTEGER NOT NULL DEFAULT 0;  -- 0 none, 1 writeback, 2 writethrough, 3 cache
+ALTER TABLE objects ADD COLUMN upstream_etag TEXT;  -- the upstream's ETag where it differs from ours
+DROP TABLE tier_queue;
+CREATE TABLE tier_jobs(
+  bucket_id  INTEGER NOT NULL,
+  key        TEXT NOT NULL,
+  seq        INTEGER NOT NULL,   -- acknowledgement order of the change it carries
+  object_id  INTEGER,            -- the version to upload; NULL: delete the key upstream
+  size       INTEGER NOT NULL,   -- bytes still to upload (0 for a delete)
+  first_ms   INTEGER NOT NULL,   -- acknowledgement of the oldest change not yet upstream
+  due_ms     INTEGER NOT NULL,   -- not before: the coalescing delay, then the retry back-off
+  attempts   INTEGER NOT NULL DEFAULT 0,
+  state      INTEGER NOT NULL DEFAULT 0,  -- 0 queued, 1 parked (an answer no retry can change)
+  last_error TEXT,
+  PRIMARY KEY (bucket_id, key)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX tier_jobs_seq ON tier_jobs(seq);
+CREATE INDEX tier_jobs_due ON tier_jobs(state, due_ms);
 )sql",
 };
 

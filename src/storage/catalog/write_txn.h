@@ -49,8 +49,12 @@ class WriteTxnImpl final : public WriteTxn {
     auto q = c_.query("INSERT INTO buckets(name, owner, created_ms) VALUES (?1, ?2, ?3)");
     q.bind(1, name).bind(2, owner).bind(3, created_ms);
     H3_TRY(q.run());
-    return BucketRecord{sqlite3_last_insert_rowid(c_.handle()), std::string(name),
-                        std::string(owner), created_ms};
+    return BucketRecord{sqlite3_last_insert_rowid(c_.handle()),
+                        std::string(name),
+                        std::string(owner),
+                        created_ms,
+                        BucketTier::kNone,
+                        {}};
   }
 
   Result<void> delete_bucket(std::int64_t bucket_id) override {
@@ -122,13 +126,75 @@ class WriteTxnImpl final : public WriteTxn {
     for (const char* sql :
          {"DELETE FROM inline_data WHERE object_id = ?1",
           "DELETE FROM object_parts WHERE object_id = ?1",
-          "DELETE FROM tier_queue WHERE object_id = ?1",
           "DELETE FROM ended_uploads WHERE object_id = ?1", "DELETE FROM objects WHERE id = ?1"}) {
       auto q = c_.query(sql);
       q.bind(1, object_id);
       H3_TRY(q.run());
     }
     return freed;
+  }
+
+  Result<void> set_bucket_tier(std::int64_t bucket_id, BucketTier tier,
+                               std::string_view upstream) override {
+    forget();
+    auto q = c_.query("UPDATE buckets SET tier_mode = ?2, upstream = ?3 WHERE id = ?1");
+    q.bind(1, bucket_id).bind(2, static_cast<std::int64_t>(tier));
+    if (upstream.empty()) {
+      q.bind_null(3);
+    } else {
+      q.bind(3, upstream);
+    }
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return errc::kNotFound;
+    return {};
+  }
+
+  Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
+                              std::optional<std::int64_t> object_id, std::uint64_t size_bytes,
+                              std::int64_t now_ms, std::int64_t due_ms) override {
+    auto q = c_.query(
+        "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(bucket_id, key) DO UPDATE SET "
+        "seq = excluded.seq, object_id = excluded.object_id, size = excluded.size, "
+        "due_ms = excluded.due_ms, attempts = 0, state = 0, last_error = NULL");
+    q.bind(1, bucket_id).bind(2, key).bind(3, next_id());
+    if (object_id) {
+      q.bind(4, *object_id);
+    } else {
+      q.bind_null(4);
+    }
+    q.bind(5, static_cast<std::int64_t>(size_bytes)).bind(6, now_ms).bind(7, due_ms);
+    return q.run();
+  }
+
+  Result<bool> finish_tier_job(const TierJob& job) override {
+    auto q = c_.query("DELETE FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3");
+    q.bind(1, job.bucket_id).bind(2, std::string_view(job.key)).bind(3, job.seq);
+    H3_TRY(q.run());
+    return c_.changes() != 0;
+  }
+
+  Result<bool> defer_tier_job(const TierJob& job, std::int64_t due_ms, std::string_view error,
+                              bool park) override {
+    auto q = c_.query(
+        "UPDATE tier_jobs SET due_ms = ?4, attempts = attempts + 1, last_error = ?5, state = ?6 "
+        "WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3");
+    q.bind(1, job.bucket_id).bind(2, std::string_view(job.key)).bind(3, job.seq);
+    q.bind(4, due_ms).bind(5, error).bind(6, park ? 1 : 0);
+    H3_TRY(q.run());
+    return c_.changes() != 0;
+  }
+
+  Result<void> set_object_uploaded(std::int64_t object_id,
+                                   std::optional<std::string_view> upstream_etag) override {
+    auto q = c_.query("UPDATE objects SET tier_state = ?2, upstream_etag = ?3 WHERE id = ?1");
+    q.bind(1, object_id).bind(2, static_cast<std::int64_t>(TierState::kLocalAndUpstream));
+    if (upstream_etag) {
+      q.bind(3, *upstream_etag);
+    } else {
+      q.bind_null(3);
+    }
+    return q.run();
   }
 
   Result<void> update_object_metadata(const ObjectRecord& o) override {
@@ -146,7 +212,10 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<void> move_object(std::int64_t object_id, std::int64_t bucket_id,
                            std::string_view key) override {
-    auto q = c_.query("UPDATE objects SET bucket_id = ?2, key = ?3 WHERE id = ?1");
+    // Under its new name the version is not upstream, whatever it was under the old one.
+    auto q = c_.query(
+        "UPDATE objects SET bucket_id = ?2, key = ?3, tier_state = 0, upstream_etag = NULL "
+        "WHERE id = ?1");
     q.bind(1, object_id).bind(2, bucket_id).bind(3, key);
     H3_TRY(q.run());
     if (c_.changes() == 0) return errc::kNotFound;

@@ -79,6 +79,11 @@ TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config.log.level, defaults.log.level);
   EXPECT_EQ(config.log.access_log_path, defaults.log.access_log_path);
   EXPECT_TRUE(config.users.empty());
+  EXPECT_TRUE(config.tier.upstreams.empty());
+  EXPECT_TRUE(config.tier.buckets.empty());
+  EXPECT_EQ(config.tier.writeback.delay, defaults.tier.writeback.delay);
+  EXPECT_EQ(config.tier.writeback.commit_markers, defaults.tier.writeback.commit_markers);
+  EXPECT_EQ(config.tier.writeback.max_dirty_bytes, defaults.tier.writeback.max_dirty_bytes);
 }
 
 TEST_F(ConfigFile, ReadsValuesWithUnits) {
@@ -232,6 +237,132 @@ access_key = "SAME"
 secret_key = "secret-two"
 )";
   EXPECT_NE(error_of(two).find("duplicate access key"), std::string::npos);
+}
+
+constexpr const char* kTier = R"(
+[[tier.upstream]]
+name = "golden"
+endpoint = "http://127.0.0.1:9100"
+region = "eu-west-1"
+addressing = "virtual"
+credentials_file = "/etc/hots3/golden.toml"
+max_connections = 4
+checksums = "off"
+
+[[tier.bucket]]
+bucket = "ckpt"
+upstream = "golden"
+upstream_bucket = "team-ckpt"
+upstream_prefix = "rack7/"
+mode = "writethrough"
+
+[[tier.bucket]]
+bucket = "data"
+upstream = "golden"
+
+[tier.writeback]
+max_dirty = "2GiB"
+max_dirty_age = "10m"
+delay = "250ms"
+commit_markers = ["**/.metadata", "**/COMMIT"]
+multipart_threshold = "32MiB"
+part_size = "8MiB"
+parallelism = 4
+on_conflict = "keep-upstream"
+)";
+
+TEST_F(ConfigFile, TierUpstreamsAndBindings) {
+  Config config;
+  apply_file(config, write(kTier));
+  ASSERT_EQ(config.tier.upstreams.size(), 1U);
+  const UpstreamConfig& u = config.tier.upstreams[0];
+  EXPECT_EQ(u.endpoint, "http://127.0.0.1:9100");
+  EXPECT_EQ(u.region, "eu-west-1");
+  EXPECT_TRUE(u.virtual_host);
+  EXPECT_EQ(u.max_connections, 4U);
+  EXPECT_EQ(u.checksums, UpstreamConfig::Checksums::kOff);
+  EXPECT_EQ(config.tier.upstream("golden"), &u);
+  EXPECT_EQ(config.tier.upstream("other"), nullptr);
+  const TierBucketConfig* ckpt = config.tier.binding("ckpt");
+  ASSERT_NE(ckpt, nullptr);
+  EXPECT_EQ(ckpt->upstream_bucket, "team-ckpt");
+  EXPECT_EQ(ckpt->upstream_prefix, "rack7/");
+  EXPECT_EQ(ckpt->mode, TierMode::kWritethrough);
+  const TierBucketConfig* data = config.tier.binding("data");
+  ASSERT_NE(data, nullptr);
+  EXPECT_EQ(data->upstream_bucket, "data");  // the local name when not given
+  EXPECT_EQ(data->mode, TierMode::kWriteback);
+  const WritebackConfig& w = config.tier.writeback;
+  EXPECT_EQ(w.max_dirty_bytes, 2 * kGiB);
+  EXPECT_EQ(w.max_dirty_age, std::chrono::minutes(10));
+  EXPECT_EQ(w.delay, milliseconds(250));
+  EXPECT_EQ(w.commit_markers, (std::vector<std::string>{"**/.metadata", "**/COMMIT"}));
+  EXPECT_EQ(w.multipart_threshold_bytes, 32 * kMiB);
+  EXPECT_EQ(w.part_size_bytes, 8 * kMiB);
+  EXPECT_EQ(w.parallelism, 4U);
+  EXPECT_EQ(w.on_conflict, WritebackConfig::OnConflict::kKeepUpstream);
+}
+
+TEST_F(ConfigFile, TierMistakesNameTheKey) {
+  const std::string upstream =
+      "[[tier.upstream]]\nname = \"golden\"\nendpoint = \"http://h:1\"\n"
+      "credentials_file = \"/c\"\n";
+  EXPECT_EQ(error_of(upstream), "");
+  EXPECT_NE(error_of(upstream + "mode = \"x\"\n").find("tier.upstream.mode: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[tier.upstream]]\nname = \"g\"\nendpoint = \"h:1\"\n"
+                     "credentials_file = \"/c\"\n")
+                .find("tier.upstream.endpoint: must be an http:// or https:// URL"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[tier.upstream]]\nname = \"g\"\nendpoint = \"http://h\"\n")
+                .find("tier.upstream.credentials_file: missing"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + "addressing = \"vhost\"\n")
+                .find("tier.upstream.addressing: must be one of \"path\", \"virtual\""),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + upstream).find("duplicate upstream name"), std::string::npos);
+  EXPECT_NE(error_of(upstream + "[[tier.bucket]]\nbucket = \"ckpt\"\nupstream = \"cold\"\n")
+                .find("tier.bucket.upstream: no [[tier.upstream]] is named 'cold'"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + "[[tier.bucket]]\nbucket = \"Ckpt\"\nupstream = \"golden\"\n")
+                .find("tier.bucket.bucket: not a bucket name"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + "[[tier.bucket]]\nbucket = \"ckpt\"\nupstream = \"golden\"\n"
+                                "mode = \"writearound\"\n")
+                .find("tier.bucket.mode: must be one of"),
+            std::string::npos);
+  const std::string bound = "[[tier.bucket]]\nbucket = \"ckpt\"\nupstream = \"golden\"\n";
+  EXPECT_NE(error_of(upstream + bound + bound).find("tier.bucket.bucket: bound twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("[tier.writeback]\nparallelism = 0\n").find("tier.writeback.parallelism"),
+            std::string::npos);
+  EXPECT_NE(error_of("[tier.writeback]\npart_size = \"1MiB\"\n").find("tier.writeback.part_size"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("[tier.writeback]\ncommit_markers = [\"\"]\n").find("tier.writeback.commit_markers"),
+      std::string::npos);
+  EXPECT_NE(error_of("[tier]\nupstreams = []\n").find("tier.upstreams: unknown key"),
+            std::string::npos);
+}
+
+TEST_F(ConfigFile, UpstreamCredentialsNeverQuoteTheSecret) {
+  const auto path = (dir_ / "golden.toml").string();
+  std::ofstream(path) << "access_key = \"AKIAGOLDEN\"\nsecret_key = \"s3cr3t-value\"\n";
+  const UpstreamCredentials c = read_upstream_credentials(path);
+  EXPECT_EQ(c.access_key, "AKIAGOLDEN");
+  EXPECT_EQ(c.secret_key, "s3cr3t-value");
+  EXPECT_EQ(c.session_token, "");
+  std::ofstream(path) << "access_key = \"AKIAGOLDEN\"\nsecret_key = s3cr3t-value\n";
+  try {
+    read_upstream_credentials(path);
+    ADD_FAILURE() << "a file that is not TOML was read";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).find("s3cr3t"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("golden.toml:2"), std::string::npos) << e.what();
+  }
+  std::ofstream(path) << "access_key = \"AKIAGOLDEN\"\n";
+  EXPECT_THROW(read_upstream_credentials(path), ConfigError);
+  EXPECT_THROW(read_upstream_credentials((dir_ / "absent.toml").string()), ConfigError);
 }
 
 TEST_F(ConfigFile, MissingFile) {

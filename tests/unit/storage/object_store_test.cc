@@ -1221,6 +1221,141 @@ TEST_P(StoreTest, DataSurvivesARestart) {
   EXPECT_TRUE(get("small").value() == test::pattern_bytes(100, 32));
 }
 
+// ---- write-back jobs ----------------------------------------------------------------------------
+
+// The keys and versions of the bucket's write-back jobs, in acknowledgement order ("-" for a
+// delete).
+std::vector<std::pair<std::string, std::string>> queued(
+    const std::vector<TierJob>& jobs, const std::map<std::int64_t, std::string>& names = {}) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const TierJob& j : jobs) {
+    std::string what = "-";
+    if (j.object_id) {
+      const auto it = names.find(*j.object_id);
+      what = it == names.end() ? std::to_string(*j.object_id) : it->second;
+    }
+    out.emplace_back(j.key, what);
+  }
+  return out;
+}
+
+TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction) {
+  ASSERT_TRUE(put("before", test::pattern_bytes(10, 1)).has_value());
+  ASSERT_TRUE(
+      run(store_->set_bucket_tier("b", BucketTier::kWriteback, R"({"upstream":"g"})")).has_value());
+  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id)).value().empty());  // binding uploads nothing
+  EXPECT_EQ(store_->find_bucket("b").value()->tier, BucketTier::kWriteback);
+  const auto a1 = put("a", test::pattern_bytes(5000, 2)).value();
+  const auto c = put("c", test::pattern_bytes(100, 3)).value();
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "before")).value().has_value());
+  ASSERT_TRUE(run(store_->rename_object(bucket_.id, "c", "d", {})).has_value());
+  std::map<std::int64_t, std::string> names{{a1.id, "a1"}, {c.id, "c"}};
+  auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  using Q = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(queued(jobs, names), (Q{{"a", "a1"}, {"before", "-"}, {"c", "-"}, {"d", "c"}}));
+  EXPECT_EQ(jobs[0].size_bytes, 5000U);
+  EXPECT_EQ(jobs[3].size_bytes, 100U);
+  const std::int64_t first_ms = jobs[0].first_ms;
+  EXPECT_GE(jobs[0].due_ms, first_ms + options_.tier_delay.count());
+
+  // A newer change of a key replaces its pending job: only the final state goes up, in the
+  // order of its own acknowledgement, and the dirty age counts from the oldest change.
+  const auto a2 = put("a", test::pattern_bytes(7000, 4)).value();
+  names[a2.id] = "a2";
+  jobs = run(store_->tier_jobs(bucket_.id)).value();
+  EXPECT_EQ(queued(jobs, names), (Q{{"before", "-"}, {"c", "-"}, {"d", "c"}, {"a", "a2"}}));
+  EXPECT_EQ(jobs[3].first_ms, first_ms);
+  EXPECT_EQ(jobs[3].size_bytes, 7000U);
+  const TierBacklog backlog = run(store_->tier_backlog()).value();
+  EXPECT_EQ(backlog.jobs, 4U);
+  EXPECT_EQ(backlog.bytes, 7100U);
+  EXPECT_EQ(backlog.oldest_first_ms, first_ms);
+
+  // Nothing is due before the delay.
+  EXPECT_TRUE(run(store_->due_tier_jobs(first_ms, 100)).value().empty());
+  const std::int64_t later = jobs[3].due_ms;
+  ASSERT_EQ(run(store_->due_tier_jobs(later, 100)).value().size(), 4U);
+
+  // A job replaced while it was uploaded does not leave: the newer one stays queued.
+  const TierJob old_a = jobs[3];
+  const auto a3 = put("a", test::pattern_bytes(10, 5)).value();
+  EXPECT_FALSE(run(store_->finish_tier_job(old_a, std::nullopt)).value());
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().back().object_id, a3.id);
+  EXPECT_EQ(store_->head(bucket_.id, "a").value()->tier_state, TierState::kLocal);
+
+  // A confirmed upload leaves the queue and marks its version as upstream too.
+  const TierJob current_a = run(store_->tier_jobs(bucket_.id)).value().back();
+  EXPECT_TRUE(run(store_->finish_tier_job(current_a, std::nullopt)).value());
+  EXPECT_EQ(store_->head(bucket_.id, "a").value()->tier_state, TierState::kLocalAndUpstream);
+
+  // Failures: retried later, or parked (kept, never due) with the error.
+  const TierJob d = run(store_->tier_jobs(bucket_.id)).value().back();
+  ASSERT_EQ(d.key, "d");
+  EXPECT_TRUE(run(store_->defer_tier_job(d, later + 1000, "503 SlowDown", false)).value());
+  auto deferred = run(store_->tier_jobs(bucket_.id)).value().back();
+  EXPECT_EQ(deferred.attempts, 1U);
+  EXPECT_EQ(deferred.last_error, "503 SlowDown");
+  EXPECT_EQ(queued(run(store_->due_tier_jobs(later, 100)).value()),
+            (Q{{"before", "-"}, {"c", "-"}}));
+  EXPECT_TRUE(run(store_->defer_tier_job(deferred, later, "403 AccessDenied", true)).value());
+  EXPECT_EQ(run(store_->due_tier_jobs(later + 5000, 100)).value().size(), 2U);
+  EXPECT_EQ(run(store_->tier_backlog()).value().parked, 1U);
+
+  // A renamed version is not upstream under its new name.
+  ASSERT_TRUE(run(store_->rename_object(bucket_.id, "a", "e", {})).has_value());
+  EXPECT_EQ(store_->head(bucket_.id, "e").value()->tier_state, TierState::kLocal);
+
+  // The binding and the queue survive a restart; an unbound bucket queues nothing.
+  close();
+  open();
+  EXPECT_EQ(store_->find_bucket("b").value()->tier, BucketTier::kWriteback);
+  EXPECT_EQ(store_->find_bucket("b").value()->upstream, R"({"upstream":"g"})");
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().size(), 5U);
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kNone, "")).has_value());
+  ASSERT_TRUE(put("f", test::pattern_bytes(10, 6)).has_value());
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().size(), 5U);
+  EXPECT_EQ(run(store_->set_bucket_tier("nope", BucketTier::kNone, "")).error(), errc::kNotFound);
+}
+
+TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  auto upload = run(store_->create_upload(bucket_, "mp", "owner", {}, {}, {})).value();
+  const Bytes data = test::pattern_bytes(6 * kMiB, 7);
+  ASSERT_TRUE(run([&]() -> asio::awaitable<Result<PartRecord>> {
+                H3_CO_TRY(auto w, co_await store_->create_writer(data.size(), true));
+                H3_CO_TRY(co_await w->write(data));
+                H3_CO_TRY(co_await w->finish());
+                std::string etag = etag_of(*w);
+                co_return co_await store_->commit_part(std::move(w), upload.upload_id, 1, {}, etag);
+              }())
+                  .has_value());
+  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id)).value().empty());  // parts are not objects
+  auto object =
+      run(store_->complete_upload(upload.upload_id,
+                                  [](const UploadRecord&, const std::vector<PartRecord>& all)
+                                      -> Result<ObjectStore::CompletionPlan> {
+                                    ObjectStore::CompletionPlan plan;
+                                    plan.parts = all;
+                                    plan.spec.etag = "deadbeef-1";
+                                    return plan;
+                                  },
+                                  {}))
+          .value();
+  auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(jobs.size(), 1U);
+  EXPECT_EQ(jobs[0].object_id, object.id);
+  EXPECT_EQ(jobs[0].size_bytes, data.size());
+  ObjectSpec spec;
+  spec.etag = object.etag;
+  spec.headers.content_type = "text/plain";
+  const auto updated =
+      run(store_->replace_metadata(bucket_.id, "mp", object.etag, std::move(spec))).value();
+  jobs = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(jobs.size(), 1U);
+  EXPECT_EQ(jobs[0].object_id, updated.id);
+  EXPECT_GT(jobs[0].seq, 0);
+}
+
 std::string engine_name(const ::testing::TestParamInfo<Engine>& param_info) {
   switch (param_info.param) {
     case Engine::kUring:
