@@ -9,6 +9,7 @@
 #include "hots3/http/server.h"
 #include "hots3/s3/s3.h"
 #include "hots3/storage/check.h"
+#include "hots3/tier/uploader.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -55,6 +56,16 @@ void print_banner(const config::Config& config, const config::ResolvedUsers& use
 
 }  // namespace
 
+namespace {
+// Who owns the bound buckets hots3 creates: the first admin, or else the first user.
+std::string bucket_owner(const std::vector<config::UserConfig>& users) {
+  for (const auto& u : users) {
+    if (u.admin) return u.name;
+  }
+  return users.empty() ? std::string("admin") : users.front().name;
+}
+}  // namespace
+
 storage::StoreOptions store_options(const config::Config& config) {
   const auto& c = config.storage;
   storage::StoreOptions o;
@@ -87,12 +98,13 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // First, before any thread exists (logging, catalog, workers): from here on SIGTERM / SIGINT
   // wait until the server can stop cleanly, however early they come.
   StopSignals signals;
-  // The catalog queues write-back jobs and the configuration reads bindings, but nothing yet
-  // uploads them: a binding that silently kept everything local would be a promise broken.
-  if (!config.tier.buckets.empty()) {
-    throw config::ConfigError(config.source +
-                              ": tier.bucket: this build of hots3 does not upload "
-                              "to an upstream yet; remove the [[tier.bucket]] bindings");
+  // Write-back is built; write-through and read-through are not yet: a binding that silently
+  // kept everything local would be a promise broken.
+  for (const config::TierBucketConfig& b : config.tier.buckets) {
+    if (b.mode != config::TierMode::kWriteback) {
+      throw config::ConfigError(config.source + ": tier.bucket " + b.bucket +
+                                ": only mode = \"writeback\" is served by this build of hots3");
+    }
   }
   log::init(config.log);
   fs::create_directories(config.storage.data_dir);
@@ -106,6 +118,12 @@ int serve(const config::Config& config, const ServeOptions& options) {
   const bool existing_store = fs::exists(opened.catalog_path());
   auto store = storage::ObjectStore::open(opened);
   const std::string reused = existing_store ? reused_store(config, *store) : std::string();
+  // Bound buckets queue uploads from the first request on: bound (and created) before serving.
+  std::optional<tier::Uploader> uploader;
+  if (!config.tier.buckets.empty()) {
+    uploader.emplace(*store, config.tier, bucket_owner(users.users));
+    uploader->start();
+  }
   auto handler = s3::make_handler(*store, config.s3, users.users);
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);
@@ -138,6 +156,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
     server.shutdown(config.http.shutdown_grace);
   }
   if (sweeper) sweeper->stop();
+  if (uploader) uploader->stop();  // unsent changes stay queued for the next start
   store->shutdown();
   workers.stop();
   // What `hots3 check` calls "referenced" must equal this: anything more is leaked space.

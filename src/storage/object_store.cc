@@ -221,6 +221,13 @@ class StoreImpl final : public ObjectStore {
     co_return co_await std::move(read);
   }
 
+  asio::awaitable<Result<bool>> tier_jobs_before(const TierJob& job, std::string prefix) override {
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), bucket_id = job.bucket_id, seq = job.seq,
+                p = std::move(prefix)] { return c->tier_jobs_before(bucket_id, p, seq); });
+    co_return co_await std::move(read);
+  }
+
   asio::awaitable<Result<TierBacklog>> tier_backlog() override {
     auto read =
         detail::on_catalog_reader(core_, [c = core_.catalog.get()] { return c->tier_backlog(); });
@@ -237,6 +244,15 @@ class StoreImpl final : public ObjectStore {
     }));
     if (finished && job.object_id) core_.metadata->invalidate(job.bucket_id, job.key);
     co_return finished;
+  }
+
+  asio::awaitable<Result<std::uint64_t>> unpark_tier_jobs() override {
+    std::uint64_t unparked = 0;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(unparked, t.unpark_tier_jobs(now_ms()));
+      return {};
+    }));
+    co_return unparked;
   }
 
   asio::awaitable<Result<bool>> defer_tier_job(TierJob job, std::int64_t due_ms, std::string error,

@@ -310,11 +310,18 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(
       std::int64_t bucket_id) = 0;
   virtual boost::asio::awaitable<Result<TierBacklog>> tier_backlog() = 0;
+  // Whether a change acknowledged before `job` (parked ones included) is still owed under
+  // `prefix` of its bucket: a commit marker waits for them.
+  virtual boost::asio::awaitable<Result<bool>> tier_jobs_before(const TierJob& job,
+                                                                std::string prefix) = 0;
   // The upstream confirmed `job`: it leaves the queue and its version is marked as upstream too
   // (with the upstream's ETag where it differs from ours) in one transaction. false: a newer
   // change of the key replaced the job meanwhile, and that one stays queued.
   virtual boost::asio::awaitable<Result<bool>> finish_tier_job(
       TierJob job, std::optional<std::string> upstream_etag) = 0;
+  // Every parked job due again now (its cause may be mended: credentials, a missing bucket);
+  // returns how many.
+  virtual boost::asio::awaitable<Result<std::uint64_t>> unpark_tier_jobs() = 0;
   // One more failed attempt: due again at `due_ms`, or parked (kept, not retried) with `error`.
   // false: a newer change replaced the job.
   virtual boost::asio::awaitable<Result<bool>> defer_tier_job(TierJob job, std::int64_t due_ms,

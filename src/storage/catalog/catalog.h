@@ -64,6 +64,8 @@ class Catalog {
   // Every job of a bucket, parked ones included, in acknowledgement order (status, tests).
   Result<std::vector<TierJob>> tier_jobs(std::int64_t bucket_id);
   Result<TierBacklog> tier_backlog();
+  // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
+  Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
   Result<bool> bucket_empty(std::int64_t bucket_id);
   Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key);
   // The same with the inline data (small objects) filled in, in one statement: a small GET
@@ -216,6 +218,8 @@ class WriteTxn {
   // Reschedules `job` if it is still its key's: one more attempt, due at `due_ms`, parked or not.
   virtual Result<bool> defer_tier_job(const TierJob& job, std::int64_t due_ms,
                                       std::string_view error, bool park) = 0;
+  // Makes every parked job due at `now_ms` (the cause may be mended); returns how many.
+  virtual Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) = 0;
   // Marks a version as upstream too (tier_state), with the upstream's ETag where it differs.
   virtual Result<void> set_object_uploaded(std::int64_t object_id,
                                            std::optional<std::string_view> upstream_etag) = 0;

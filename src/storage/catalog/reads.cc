@@ -103,6 +103,17 @@ Result<TierBacklog> Catalog::tier_backlog() {
                      static_cast<std::uint64_t>(q.int64(2)), q.int64(3)};
 }
 
+Result<bool> Catalog::tier_jobs_before(std::int64_t bucket_id, std::string_view prefix,
+                                       std::int64_t seq) {
+  auto q = impl_->reader().query(
+      "SELECT EXISTS(SELECT 1 FROM tier_jobs WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 "
+      "AND seq < ?4)");
+  const std::string upper = upper_bound_of(std::string(prefix));
+  q.bind(1, bucket_id).bind(2, prefix).bind(3, std::string_view(upper)).bind(4, seq);
+  H3_TRY(q.step());
+  return q.int64(0) != 0;
+}
+
 Result<bool> Catalog::bucket_empty(std::int64_t bucket_id) {
   auto q = impl_->reader().query(
       "SELECT NOT (EXISTS(SELECT 1 FROM objects WHERE bucket_id = ?1) OR "

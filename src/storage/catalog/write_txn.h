@@ -185,6 +185,13 @@ class WriteTxnImpl final : public WriteTxn {
     return c_.changes() != 0;
   }
 
+  Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) override {
+    auto q = c_.query("UPDATE tier_jobs SET state = 0, due_ms = ?1 WHERE state = 1");
+    q.bind(1, now_ms);
+    H3_TRY(q.run());
+    return static_cast<std::uint64_t>(c_.changes());
+  }
+
   Result<void> set_object_uploaded(std::int64_t object_id,
                                    std::optional<std::string_view> upstream_etag) override {
     auto q = c_.query("UPDATE objects SET tier_state = ?2, upstream_etag = ?3 WHERE id = ?1");

@@ -1300,6 +1300,9 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   EXPECT_TRUE(run(store_->defer_tier_job(deferred, later, "403 AccessDenied", true)).value());
   EXPECT_EQ(run(store_->due_tier_jobs(later + 5000, 100)).value().size(), 2U);
   EXPECT_EQ(run(store_->tier_backlog()).value().parked, 1U);
+  EXPECT_EQ(run(store_->unpark_tier_jobs()).value(), 1U);
+  EXPECT_EQ(run(store_->tier_backlog()).value().parked, 0U);
+  EXPECT_EQ(run(store_->due_tier_jobs(later + 5000, 100)).value().size(), 3U);
 
   // A renamed version is not upstream under its new name.
   ASSERT_TRUE(run(store_->rename_object(bucket_.id, "a", "e", {})).has_value());

@@ -1,0 +1,67 @@
+#pragma once
+
+// Write-back to an upstream S3: the buckets bound in [[tier.bucket]] (mode "writeback") keep a
+// job per changed key in the catalog (storage::TierJob, queued in the transaction that
+// acknowledges the change); the uploader drains them to the upstream. It runs on a thread of its
+// own with its own io_context (attached to the store like a worker, for its device reads), so
+// upstream I/O, waits and retries never run on a request's worker.
+//
+// A job leaves the queue only in the transaction that records the upstream's confirmation; a
+// failure the upstream may get over (a refused connection, a timeout, 5xx, 429) is retried with
+// exponential back-off and full jitter, without end; an answer no retry changes (400, 403, 404
+// NoSuchBucket, 412) parks the job with its error, kept for an operator.
+//
+// The upstream key is upstream_prefix + key, byte for byte, with the object's content headers
+// and user metadata; a single-part object goes up as one PUT with Content-MD5, a multipart one
+// keeps its part boundaries (each part with its Content-MD5), so that the upstream's ETag is
+// ours.
+
+#include "hots3/config/config.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace hots3::storage {
+class ObjectStore;
+}
+
+namespace hots3::tier {
+
+// What the uploader has done since it started.
+struct UploaderStats {
+  std::uint64_t uploaded = 0;  // objects the upstream confirmed
+  std::uint64_t deleted = 0;   // upstream deletes confirmed
+  std::uint64_t bytes = 0;     // object bytes sent and confirmed
+  std::uint64_t retried = 0;   // failed attempts to be retried
+  std::uint64_t parked = 0;    // jobs parked
+};
+
+class Uploader {
+ public:
+  // Reads each upstream's credentials file (throws config::ConfigError when one cannot be
+  // read). `bucket_owner` owns the bound buckets that do not exist yet.
+  Uploader(storage::ObjectStore& store, const config::TierConfig& tier, std::string bucket_owner);
+  ~Uploader();  // stop()
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
+  Uploader(Uploader&&) = delete;
+  Uploader& operator=(Uploader&&) = delete;
+
+  // Binds the configured buckets (creating the missing ones; the binding, without secrets, goes
+  // into the catalog as JSON) and starts draining. Blocks until the buckets are bound. Throws
+  // std::runtime_error when the catalog refuses a binding.
+  void start();
+  // Ends the uploads under way (their jobs stay queued: a later start sends them again) and
+  // joins the thread. Call before the store shuts down. Blocking; idempotent.
+  void stop();
+
+  [[nodiscard]] UploaderStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace hots3::tier

@@ -1,0 +1,705 @@
+#include "hots3/tier/uploader.h"
+
+#include "hots3/aws/checksum.h"
+#include "hots3/common/assert.h"
+#include "hots3/common/clock.h"
+#include "hots3/common/hex.h"
+#include "hots3/common/logging.h"
+#include "hots3/common/md5.h"
+#include "hots3/common/random.h"
+#include "hots3/s3client/s3_client.h"
+#include "hots3/storage/object_store.h"
+#include "hots3/xml/xml.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <pthread.h>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace hots3::tier {
+
+namespace asio = boost::asio;
+using storage::ObjectRecord;
+using storage::TierJob;
+
+namespace {
+
+// How often the queue is looked at when nothing wakes the loop (a finished job does).
+constexpr std::chrono::milliseconds kPollInterval{200};
+// S3's multipart rules: every part but the last at least 5 MiB, at most 10,000 parts.
+constexpr std::uint64_t kPartMin = 5 * kMiB;
+constexpr std::uint64_t kPartsMax = 10'000;
+// How long stop() waits for the attempts under way to notice it.
+constexpr std::chrono::seconds kStopGrace{2};
+// A response body the uploader reads: S3's answers to PUT, Complete and errors are small.
+constexpr std::size_t kAnswerBytesMax = 64 * kKiB;
+
+struct Upstream {
+  config::UpstreamConfig config;
+  std::unique_ptr<s3client::Client> client;  // on the uploader's io_context
+};
+
+struct Binding {
+  std::int64_t bucket_id = 0;
+  config::TierBucketConfig config;
+  Upstream* upstream = nullptr;
+};
+
+// What became of one attempt at a job.
+struct Outcome {
+  enum class Kind {
+    kDone,        // the upstream confirmed
+    kSuperseded,  // a newer change of the key replaced the job: nothing to record
+    kRetry,       // the upstream (or the way to it) may get over it
+    kPark,        // no retry changes the answer
+  } kind = Kind::kDone;
+  std::string error;                         // for kRetry and kPark
+  std::optional<std::string> upstream_etag;  // kDone, where it differs from ours
+  std::uint64_t bytes = 0;
+
+  static Outcome retry(std::string why) { return {Kind::kRetry, std::move(why), {}, 0}; }
+  static Outcome park(std::string why) { return {Kind::kPark, std::move(why), {}, 0}; }
+  static Outcome superseded() { return {Kind::kSuperseded, {}, {}, 0}; }
+};
+
+storage::BucketTier bucket_tier(config::TierMode mode) {
+  switch (mode) {
+    case config::TierMode::kWriteback:
+      return storage::BucketTier::kWriteback;
+    case config::TierMode::kWritethrough:
+      return storage::BucketTier::kWritethrough;
+    case config::TierMode::kCache:
+      return storage::BucketTier::kCache;
+  }
+  return storage::BucketTier::kNone;
+}
+
+std::string_view mode_name(config::TierMode mode) {
+  switch (mode) {
+    case config::TierMode::kWriteback:
+      return "writeback";
+    case config::TierMode::kWritethrough:
+      return "writethrough";
+    case config::TierMode::kCache:
+      return "cache";
+  }
+  return "?";
+}
+
+// The binding as the catalog keeps it (buckets.upstream): enough for recovery tools to find the
+// upstream copy from the catalog alone, and no secret.
+std::string binding_json(const config::TierBucketConfig& b, const config::UpstreamConfig& u) {
+  std::string out = "{";
+  const auto field = [&out](std::string_view name, std::string_view value) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    out += name;
+    out += "\":\"";
+    log::append_json_escaped(out, value);
+    out += '"';
+  };
+  field("upstream", u.name);
+  field("endpoint", u.endpoint);
+  field("region", u.region);
+  field("addressing", u.virtual_host ? "virtual" : "path");
+  field("upstream_bucket", b.upstream_bucket);
+  field("upstream_prefix", b.upstream_prefix);
+  field("mode", mode_name(b.mode));
+  out += '}';
+  return out;
+}
+
+// The object's content headers and user metadata, as the upstream keeps them.
+std::vector<http::Header> object_headers(const ObjectRecord& o) {
+  std::vector<http::Header> out;
+  const auto add = [&out](std::string name, const std::optional<std::string>& value) {
+    if (value) out.push_back({std::move(name), *value});
+  };
+  add("Content-Type", o.headers.content_type);
+  add("Content-Encoding", o.headers.content_encoding);
+  add("Content-Disposition", o.headers.content_disposition);
+  add("Content-Language", o.headers.content_language);
+  add("Cache-Control", o.headers.cache_control);
+  add("Expires", o.headers.expires);
+  for (const auto& [name, value] : o.user_metadata) out.push_back({"x-amz-meta-" + name, value});
+  return out;
+}
+
+std::string unquoted(std::string_view etag) {
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return std::string(etag);
+}
+
+// The upstream's answer to a request that was sent whole: kDone for 2xx; a retry for what the
+// upstream may get over (408, 429, 5xx); a park for every other refusal.
+Outcome judge(std::string_view what, unsigned status, std::string_view body) {
+  if (status / 100 == 2) return {};
+  std::string why = fmt::format("{}: HTTP {}", what, status);
+  if (auto e = s3client::parse_error(body)) {
+    why += fmt::format(" {}: {}", e->code, e->message);
+  }
+  if (status == 408 || status == 429 || status / 100 == 5) return Outcome::retry(std::move(why));
+  return Outcome::park(std::move(why));
+}
+
+// [tier.writeback] commit_markers: '**' any run of characters ("**/" also none: a marker at
+// the top), '*' any run without '/', '?' one character.
+bool marker_match(std::string_view pattern, std::string_view key) {
+  if (pattern.empty()) return key.empty();
+  if (pattern.starts_with("**")) {
+    const std::string_view rest = pattern.substr(2);
+    if (rest.starts_with('/') && marker_match(rest.substr(1), key)) return true;
+    for (std::size_t i = 0; i <= key.size(); ++i) {
+      if (marker_match(rest, key.substr(i))) return true;
+    }
+    return false;
+  }
+  if (pattern.front() == '*') {
+    for (std::size_t i = 0; i <= key.size(); ++i) {
+      if (marker_match(pattern.substr(1), key.substr(i))) return true;
+      if (i < key.size() && key[i] == '/') break;
+    }
+    return false;
+  }
+  if (key.empty() || (pattern.front() != '?' && pattern.front() != key.front())) return false;
+  return marker_match(pattern.substr(1), key.substr(1));
+}
+
+std::string error_text(std::string_view what, const boost::system::error_code& e) {
+  return fmt::format("{}: {}", what, e.message());
+}
+
+// An attempt that failed before the upstream answered: retried, unless the local copy itself is
+// damaged (a block checksum mismatch), which no retry mends.
+Outcome failed(std::string_view what, const boost::system::error_code& e) {
+  if (e == errc::kChecksumMismatch) return Outcome::park(error_text(what, e));
+  return Outcome::retry(error_text(what, e));
+}
+
+}  // namespace
+
+struct Uploader::Impl {
+  Impl(storage::ObjectStore& s, const config::TierConfig& t, std::string o)
+      : store(s), tier(t), owner(std::move(o)), wake(io) {}
+
+  storage::ObjectStore& store;
+  config::TierConfig tier;
+  std::string owner;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::thread thread;
+  std::vector<std::unique_ptr<Upstream>> upstreams;
+  std::unordered_map<std::int64_t, Binding> bindings;  // by bucket id
+  // Keys with an attempt under way: a key is sent by one attempt at a time, so that its changes
+  // reach the upstream in the order they were acknowledged.
+  std::set<std::pair<std::int64_t, std::string>> in_flight;
+  asio::steady_timer wake;
+  bool stopping = false;
+  bool started = false;
+  std::promise<void> drained;
+
+  std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0};
+
+  // A range's MD5 (what Content-MD5 carries), read from the version the job names.
+  asio::awaitable<Result<std::optional<std::string>>> range_md5(const TierJob& job,
+                                                                std::uint64_t offset,
+                                                                std::uint64_t length) {
+    auto open = store.open_reader(job.bucket_id, job.key);
+    auto reader = co_await std::move(open);
+    if (!reader) {
+      if (reader.error() == errc::kNotFound) co_return std::optional<std::string>{};
+      co_return reader.error();
+    }
+    if ((*reader)->object().id != *job.object_id) co_return std::optional<std::string>{};
+    (*reader)->set_range(offset, length);
+    Md5 md5;
+    for (;;) {
+      auto next = (*reader)->next();
+      auto piece = co_await std::move(next);
+      if (!piece) co_return piece.error();
+      if (piece->empty()) break;
+      md5.update(*piece);
+    }
+    const auto digest = md5.finish();
+    co_return std::optional<std::string>(aws::base64_encode(std::as_bytes(std::span(digest))));
+  }
+
+  // Sends [offset, offset + length) of the job's version as the body of `request`; the
+  // upstream's answer (head and a small body). nullopt: the version is gone (superseded).
+  struct Sent {
+    unsigned status = 0;
+    std::optional<std::string> etag;
+    std::string body;
+  };
+  asio::awaitable<Result<std::optional<Sent>>> send_range(const Binding& b, const TierJob& job,
+                                                          s3client::Request request,
+                                                          std::uint64_t offset,
+                                                          std::uint64_t length) {
+    auto open = store.open_reader(job.bucket_id, job.key);
+    auto reader = co_await std::move(open);
+    if (!reader) {
+      if (reader.error() == errc::kNotFound) co_return std::optional<Sent>{};
+      co_return reader.error();
+    }
+    if ((*reader)->object().id != *job.object_id) co_return std::optional<Sent>{};
+    (*reader)->set_range(offset, length);
+    request.content_length = length;
+    auto start = b.upstream->client->start(std::move(request));
+    auto call = co_await std::move(start);
+    if (!call) co_return call.error();
+    for (;;) {
+      auto next = (*reader)->next();
+      auto piece = co_await std::move(next);
+      if (!piece) co_return piece.error();
+      if (piece->empty()) break;
+      if (stopping) co_return errc::kCancelled;
+      auto write = (*call)->write_body(*piece);
+      auto written = co_await std::move(write);
+      if (!written) co_return written.error();
+    }
+    auto answer = (*call)->response();
+    auto head = co_await std::move(answer);
+    if (!head) co_return head.error();
+    auto read = (*call)->read_all(kAnswerBytesMax);
+    auto body = co_await std::move(read);
+    if (!body) co_return body.error();
+    Sent sent{head->status, std::nullopt, std::move(*body)};
+    if (auto etag = head->find("ETag")) sent.etag = unquoted(*etag);
+    co_return std::optional<Sent>(std::move(sent));
+  }
+
+  asio::awaitable<Outcome> put_single(const Binding& b, const TierJob& job, const ObjectRecord& o) {
+    s3client::Request request;
+    request.method = "PUT";
+    request.bucket = b.config.upstream_bucket;
+    request.key = b.config.upstream_prefix + o.key;
+    request.headers = object_headers(o);
+    // The ETag of a single-part object is its MD5 when the store computes MD5s; otherwise the
+    // MD5 takes a first pass over the data.
+    std::optional<std::string> md5;
+    if (store.digest_is_md5() && o.etag.size() == 32) {
+      if (auto raw = from_hex(o.etag)) md5 = aws::base64_encode(std::string_view(*raw));
+    }
+    if (!md5) {
+      auto hash = range_md5(job, 0, o.size_bytes);
+      auto hashed = co_await std::move(hash);
+      if (!hashed) co_return failed("reading the object", hashed.error());
+      if (!*hashed) co_return Outcome::superseded();
+      md5 = std::move(**hashed);
+    }
+    request.headers.push_back({"Content-MD5", *md5});
+    const std::string what = fmt::format("PUT {}/{}", request.bucket, request.key);
+    auto send = send_range(b, job, std::move(request), 0, o.size_bytes);
+    auto sent = co_await std::move(send);
+    if (!sent) co_return failed(what, sent.error());
+    if (!*sent) co_return Outcome::superseded();
+    Outcome out = judge(what, (*sent)->status, (*sent)->body);
+    if (out.kind != Outcome::Kind::kDone) co_return out;
+    if ((*sent)->etag && *(*sent)->etag != o.etag) out.upstream_etag = (*sent)->etag;
+    out.bytes = o.size_bytes;
+    co_return out;
+  }
+
+  // A multipart object keeps its part boundaries upstream (so the upstream's ETag is ours); a
+  // large single-part object goes up in parts of part_size, and so does an object whose parts
+  // S3 would refuse (appends leave parts under 5 MiB): its upstream ETag is then kept apart.
+  asio::awaitable<Outcome> put_multipart(const Binding& b, const TierJob& job,
+                                         const ObjectRecord& o) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // offset, length
+    if (o.parts_count > 0) {
+      auto list = store.object_parts(o.id);
+      auto parts = co_await std::move(list);
+      if (!parts) co_return failed("reading the part table", parts.error());
+      for (const auto& p : *parts) ranges.emplace_back(p.offset_bytes, p.size_bytes);
+      const bool acceptable = std::all_of(ranges.begin(), ranges.end() - (ranges.empty() ? 0 : 1),
+                                          [](const auto& r) { return r.second >= kPartMin; });
+      if (!acceptable) ranges.clear();
+    }
+    if (ranges.empty()) {
+      // S3's limit of 10,000 parts decides the part size of very large objects.
+      const std::uint64_t step =
+          std::max(tier.writeback.part_size_bytes, (o.size_bytes + kPartsMax - 1) / kPartsMax);
+      for (std::uint64_t at = 0; at < o.size_bytes; at += step) {
+        ranges.emplace_back(at, std::min(step, o.size_bytes - at));
+      }
+    }
+    const std::string key = b.config.upstream_prefix + o.key;
+    const std::string what =
+        fmt::format("multipart upload of {}/{}", b.config.upstream_bucket, key);
+    s3client::Request create;
+    create.method = "POST";
+    create.bucket = b.config.upstream_bucket;
+    create.key = key;
+    create.query = {{"uploads", ""}};
+    create.headers = object_headers(o);
+    auto creating = b.upstream->client->request(std::move(create), std::string());
+    auto created = co_await std::move(creating);
+    if (!created) co_return failed(what, created.error());
+    if (Outcome out = judge(what, created->head.status, created->body);
+        out.kind != Outcome::Kind::kDone) {
+      co_return out;
+    }
+    std::string upload_id;
+    if (auto doc = xml::XmlDocument::parse(created->body)) {
+      if (auto id = doc->root().child("UploadId")) upload_id = id->text();
+    }
+    if (upload_id.empty()) co_return Outcome::retry(what + ": no UploadId in the answer");
+
+    auto finish = [&]() -> asio::awaitable<Outcome> {
+      xml::XmlWriter complete("CompleteMultipartUpload", "http://s3.amazonaws.com/doc/2006-03-01/");
+      for (std::size_t i = 0; i < ranges.size(); ++i) {
+        const auto [offset, length] = ranges[i];
+        const std::string part = std::to_string(i + 1);
+        auto hash = range_md5(job, offset, length);
+        auto hashed = co_await std::move(hash);
+        if (!hashed) co_return failed("reading the object", hashed.error());
+        if (!*hashed) co_return Outcome::superseded();
+        s3client::Request put;
+        put.method = "PUT";
+        put.bucket = b.config.upstream_bucket;
+        put.key = key;
+        put.query = {{"partNumber", part}, {"uploadId", upload_id}};
+        put.headers.push_back({"Content-MD5", **hashed});
+        auto send = send_range(b, job, std::move(put), offset, length);
+        auto sent = co_await std::move(send);
+        const std::string part_what = fmt::format("{} (part {})", what, part);
+        if (!sent) co_return failed(part_what, sent.error());
+        if (!*sent) co_return Outcome::superseded();
+        if (Outcome out = judge(part_what, (*sent)->status, (*sent)->body);
+            out.kind != Outcome::Kind::kDone) {
+          co_return out;
+        }
+        if (!(*sent)->etag) co_return Outcome::retry(part_what + ": no ETag in the answer");
+        complete.open("Part");
+        complete.element("PartNumber", part);
+        complete.element("ETag", "\"" + *(*sent)->etag + "\"");
+        complete.close();
+      }
+      s3client::Request done;
+      done.method = "POST";
+      done.bucket = b.config.upstream_bucket;
+      done.key = key;
+      done.query = {{"uploadId", upload_id}};
+      auto completing = b.upstream->client->request(std::move(done), complete.finish());
+      auto completed = co_await std::move(completing);
+      if (!completed) co_return failed(what, completed.error());
+      // A completion can fail after its 200: S3 then sends an Error document in the body.
+      if (s3client::parse_error(completed->body)) {
+        co_return judge(what, completed->head.status == 200 ? 500 : completed->head.status,
+                        completed->body);
+      }
+      Outcome out = judge(what, completed->head.status, completed->body);
+      if (out.kind != Outcome::Kind::kDone) co_return out;
+      if (auto doc = xml::XmlDocument::parse(completed->body)) {
+        if (auto etag = doc->root().child("ETag")) {
+          const std::string theirs = unquoted(etag->text());
+          // Some upstreams (Ceph RGW) answer an empty ETag; a HEAD would tell, and nothing is
+          // lost by leaving ours as the reference meanwhile.
+          if (!theirs.empty() && theirs != o.etag) out.upstream_etag = theirs;
+        }
+      }
+      out.bytes = o.size_bytes;
+      co_return out;
+    };
+    auto attempt = finish();
+    Outcome out = co_await std::move(attempt);
+    if (out.kind != Outcome::Kind::kDone) {
+      // An upload left open upstream holds space there; ended here, it costs nothing.
+      s3client::Request abort;
+      abort.method = "DELETE";
+      abort.bucket = b.config.upstream_bucket;
+      abort.key = key;
+      abort.query = {{"uploadId", upload_id}};
+      auto aborting = b.upstream->client->request(std::move(abort), std::string());
+      auto aborted = co_await std::move(aborting);
+      if (!aborted || aborted->head.status / 100 != 2) {
+        log::debug("tier: {}: abort of upload {} failed", what, upload_id);
+      }
+    }
+    co_return out;
+  }
+
+  asio::awaitable<Outcome> upload(const Binding& b, const TierJob& job) {
+    auto found = store.head(job.bucket_id, job.key);
+    if (!found) co_return failed("reading the catalog", found.error());
+    if (!*found || (*found)->id != *job.object_id) co_return Outcome::superseded();
+    const ObjectRecord object = **found;
+    if (object.parts_count > 0 || object.size_bytes > tier.writeback.multipart_threshold_bytes) {
+      auto op = put_multipart(b, job, object);
+      co_return co_await std::move(op);
+    }
+    auto op = put_single(b, job, object);
+    co_return co_await std::move(op);
+  }
+
+  asio::awaitable<Outcome> remove(const Binding& b, const TierJob& job) {
+    s3client::Request request;
+    request.method = "DELETE";
+    request.bucket = b.config.upstream_bucket;
+    request.key = b.config.upstream_prefix + job.key;
+    const std::string what = fmt::format("DELETE {}/{}", request.bucket, request.key);
+    auto deleting = b.upstream->client->request(std::move(request), std::string());
+    auto deleted = co_await std::move(deleting);
+    if (!deleted) co_return failed(what, deleted.error());
+    if (deleted->head.status == 404) {
+      // NoSuchKey: nothing to delete. NoSuchBucket is a binding that cannot work.
+      const auto e = s3client::parse_error(deleted->body);
+      if (!e || e->code != "NoSuchBucket") co_return Outcome{};
+    }
+    co_return judge(what, deleted->head.status, deleted->body);
+  }
+
+  bool is_marker(std::string_view key) const {
+    return std::any_of(tier.writeback.commit_markers.begin(), tier.writeback.commit_markers.end(),
+                       [key](const std::string& pattern) { return marker_match(pattern, key); });
+  }
+
+  // Exponential back-off with full jitter: a random wait up to base * 2^attempts, capped.
+  std::int64_t retry_delay_ms(std::uint32_t attempts) const {
+    const std::int64_t base = tier.writeback.retry_base.count();
+    const std::int64_t cap = tier.writeback.retry_cap.count();
+    std::int64_t ceiling = base;
+    for (std::uint32_t i = 0; i < attempts && ceiling < cap; ++i) ceiling *= 2;
+    ceiling = std::min(ceiling, cap);
+    return static_cast<std::int64_t>(random_u64() % static_cast<std::uint64_t>(ceiling + 1));
+  }
+
+  asio::awaitable<void> run_job(const Binding* b, TierJob job) {
+    auto attempt = job.object_id ? upload(*b, job) : remove(*b, job);
+    const Outcome out = co_await std::move(attempt);
+    switch (out.kind) {
+      case Outcome::Kind::kDone: {
+        auto finish = store.finish_tier_job(job, out.upstream_etag);
+        auto finished = co_await std::move(finish);
+        if (!finished) {
+          log::warn("tier: recording the upload of {} failed: {}", job.key,
+                    finished.error().message());
+        } else if (job.object_id) {
+          n_uploaded.fetch_add(1, std::memory_order_relaxed);
+          n_bytes.fetch_add(out.bytes, std::memory_order_relaxed);
+        } else {
+          n_deleted.fetch_add(1, std::memory_order_relaxed);
+        }
+        break;
+      }
+      case Outcome::Kind::kSuperseded:
+        break;
+      case Outcome::Kind::kRetry:
+      case Outcome::Kind::kPark: {
+        if (stopping) break;  // cut short by stop(): not a failure of the upstream
+        const bool park = out.kind == Outcome::Kind::kPark;
+        const std::int64_t due = now_ms() + (park ? 0 : retry_delay_ms(job.attempts));
+        if (park) {
+          log::warn("tier: parked {} (bucket {}): {}", job.key, b->config.bucket, out.error);
+          n_parked.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          // The first failure of a job says why; the retries after it would only repeat it.
+          if (job.attempts == 0) log::warn("tier: {} (will retry)", out.error);
+          n_retried.fetch_add(1, std::memory_order_relaxed);
+        }
+        auto defer = store.defer_tier_job(job, due, out.error, park);
+        auto deferred = co_await std::move(defer);
+        if (!deferred) {
+          log::warn("tier: rescheduling {} failed: {}", job.key, deferred.error().message());
+        }
+        break;
+      }
+    }
+    in_flight.erase({job.bucket_id, job.key});
+    wake.cancel();
+  }
+
+  asio::awaitable<void> drain() {
+    const std::size_t parallelism = static_cast<std::size_t>(tier.writeback.parallelism);
+    while (!stopping) {
+      if (in_flight.size() < parallelism) {
+        // Jobs under way are still due: ask for enough to see past them.
+        auto read = store.due_tier_jobs(now_ms(), in_flight.size() + 4 * parallelism);
+        auto due = co_await std::move(read);
+        if (!due) {
+          log::warn("tier: reading the write-back queue failed: {}", due.error().message());
+        } else {
+          for (TierJob& job : *due) {
+            if (stopping || in_flight.size() >= parallelism) break;
+            const auto bound = bindings.find(job.bucket_id);
+            if (bound == bindings.end()) continue;  // no longer bound: its jobs wait
+            if (in_flight.count({job.bucket_id, job.key}) != 0) continue;
+            if (job.object_id && is_marker(job.key)) {
+              // A commit marker goes up after everything acknowledged before it under its
+              // prefix, so that a reader of the upstream never sees it without its shards.
+              auto check = store.tier_jobs_before(job, job.key.substr(0, job.key.rfind('/') + 1));
+              auto waiting = co_await std::move(check);
+              if (!waiting || *waiting) continue;
+            }
+            in_flight.emplace(job.bucket_id, job.key);
+            asio::co_spawn(io, run_job(&bound->second, std::move(job)), asio::detached);
+          }
+        }
+      }
+      wake.expires_after(kPollInterval);
+      co_await wake.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    // Attempts under way notice `stopping` between pieces of their bodies.
+    while (!in_flight.empty()) {
+      wake.expires_after(std::chrono::milliseconds(10));
+      co_await wake.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+
+  asio::awaitable<void> bind() {
+    for (const config::TierBucketConfig& c : tier.buckets) {
+      const config::UpstreamConfig* u = tier.upstream(c.upstream);
+      H3_ASSERT(u != nullptr, "a binding to an upstream the configuration does not name");
+      auto found = store.find_bucket(c.bucket);
+      if (!found) throw std::runtime_error("tier: " + found.error().message());
+      if (!*found) {
+        auto create = store.create_bucket(c.bucket, owner);
+        auto created = co_await std::move(create);
+        if (!created && created.error() != errc::kAlreadyExists) {
+          throw std::runtime_error(
+              fmt::format("tier: creating bucket {}: {}", c.bucket, created.error().message()));
+        }
+      }
+      auto set = store.set_bucket_tier(c.bucket, bucket_tier(c.mode), binding_json(c, *u));
+      auto bound = co_await std::move(set);
+      if (!bound) {
+        throw std::runtime_error(
+            fmt::format("tier: binding bucket {}: {}", c.bucket, bound.error().message()));
+      }
+      const auto record = store.find_bucket(c.bucket);
+      H3_ASSERT(record && *record, "a bucket vanished while it was bound");
+      Upstream* upstream = nullptr;
+      for (auto& candidate : upstreams) {
+        if (candidate->config.name == c.upstream) upstream = candidate.get();
+      }
+      bindings[(*record)->id] = Binding{(*record)->id, c, upstream};
+    }
+    // Parked jobs get another chance at each start: what parked them (a key, a bucket, a policy
+    // upstream) may have been mended meanwhile.
+    auto unpark = store.unpark_tier_jobs();
+    auto unparked = co_await std::move(unpark);
+    if (unparked && *unparked > 0) log::info("tier: {} parked uploads are retried", *unparked);
+    // Buckets bound before and no longer: changes there stop queueing uploads.
+    auto all = store.list_buckets();
+    if (all) {
+      for (const storage::BucketRecord& b : *all) {
+        if (b.tier == storage::BucketTier::kNone || tier.binding(b.name) != nullptr) continue;
+        log::warn("tier: bucket {} is no longer bound to an upstream: {}", b.name, b.upstream);
+        auto unset = store.set_bucket_tier(b.name, storage::BucketTier::kNone, "");
+        auto unbound = co_await std::move(unset);
+        if (!unbound) log::warn("tier: unbinding {}: {}", b.name, unbound.error().message());
+      }
+    }
+  }
+};
+
+Uploader::Uploader(storage::ObjectStore& store, const config::TierConfig& tier,
+                   std::string bucket_owner)
+    : impl_(std::make_shared<Impl>(store, tier, std::move(bucket_owner))) {
+  for (const config::UpstreamConfig& u : tier.upstreams) {
+    const config::UpstreamCredentials keys = config::read_upstream_credentials(u.credentials_file);
+    s3client::Options options;
+    options.http.endpoint = u.endpoint;
+    options.http.verify_tls = u.tls_verify;
+    options.http.ca_file = u.ca_file;
+    options.http.idle_connections_max = static_cast<std::size_t>(u.max_connections);
+    options.credentials = {keys.access_key, keys.secret_key, keys.session_token, u.region};
+    options.virtual_host = u.virtual_host;
+    auto upstream = std::make_unique<Upstream>();
+    upstream->config = u;
+    try {
+      upstream->client =
+          std::make_unique<s3client::Client>(impl_->io.get_executor(), std::move(options));
+    } catch (const std::exception& e) {
+      throw config::ConfigError(fmt::format("tier.upstream {}: {}", u.name, e.what()));
+    }
+    impl_->upstreams.push_back(std::move(upstream));
+  }
+}
+
+Uploader::~Uploader() { stop(); }
+
+void Uploader::start() {
+  Impl& im = *impl_;
+  H3_ASSERT(!im.started);
+  im.started = true;
+  im.store.attach(im.io);  // the uploader reads objects from the device like a worker
+  im.work.emplace(im.io.get_executor());
+  im.thread = std::thread([&im] {
+    pthread_setname_np(pthread_self(), "h3-tier-upload");
+    im.io.run();
+  });
+  std::promise<void> bound;
+  auto bound_future = bound.get_future();
+  asio::co_spawn(im.io, im.bind(), [&bound](const std::exception_ptr& e) {
+    if (e) {
+      bound.set_exception(e);
+    } else {
+      bound.set_value();
+    }
+  });
+  try {
+    bound_future.get();
+  } catch (...) {
+    im.work.reset();
+    im.io.stop();
+    im.thread.join();
+    im.started = false;
+    throw;
+  }
+  // Raw pointers: a handler owning the Impl would be owned by the Impl's own io_context.
+  asio::co_spawn(im.io, im.drain(), [st = impl_.get()](const std::exception_ptr& e) {
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        log::error("tier: the uploader stopped: {}", ex.what());
+      }
+    }
+    st->drained.set_value();
+  });
+}
+
+void Uploader::stop() {
+  Impl& im = *impl_;
+  if (!im.started) return;
+  im.started = false;
+  asio::post(im.io, [st = impl_.get()] {
+    st->stopping = true;
+    st->wake.cancel();
+  });
+  // Attempts notice the stop between two pieces of a body; one waiting for an upstream's answer
+  // is not waited for beyond the grace: its job stays queued, and the io_context's end ends it.
+  const auto drained = im.drained.get_future().wait_for(kStopGrace);
+  if (drained != std::future_status::ready) {
+    log::info("tier: uploads under way abandoned at stop; they are sent again at the next start");
+  }
+  im.work.reset();
+  im.io.stop();
+  im.thread.join();
+}
+
+UploaderStats Uploader::stats() const {
+  const Impl& im = *impl_;
+  return {im.n_uploaded.load(), im.n_deleted.load(), im.n_bytes.load(), im.n_retried.load(),
+          im.n_parked.load()};
+}
+
+}  // namespace hots3::tier

@@ -1,0 +1,282 @@
+"""Write-back to an upstream S3, end to end: a hots3 whose bucket is bound ([[tier.bucket]],
+mode "writeback") to a second hots3 used as the upstream. What a client writes reaches the
+upstream under upstream_prefix + key with the same bytes, ETag, content headers and metadata;
+deletes and renames follow; the binding is in the catalog without its secret; an unreachable
+upstream stops nothing and loses nothing; a kill -9 after the 200 loses no upload."""
+
+import hashlib
+import os
+import shutil
+import signal
+import sqlite3
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import s3_support  # noqa: E402
+
+import boto3  # noqa: E402
+import botocore.config  # noqa: E402
+from botocore.exceptions import ClientError  # noqa: E402
+
+KiB = 1024
+MiB = 1024 * KiB
+PREFIX = "rack7/"
+
+
+def data(n, seed):
+    out = bytearray()
+    block = hashlib.sha256(b"%d" % seed).digest()
+    while len(out) < n:
+        out += block
+        block = hashlib.sha256(block).digest()
+    return bytes(out[:n])
+
+
+def client(port):
+    return boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % port,
+                        aws_access_key_id=s3_support.ACCESS_KEY,
+                        aws_secret_access_key=s3_support.SECRET_KEY, region_name=s3_support.REGION,
+                        config=botocore.config.Config(retries={"max_attempts": 1}))
+
+
+def tier_config(endpoint, credentials_file):
+    return """
+[[tier.upstream]]
+name = "golden"
+endpoint = "%s"
+credentials_file = "%s"
+
+[[tier.bucket]]
+bucket = "ckpt"
+upstream = "golden"
+upstream_bucket = "team-ckpt"
+upstream_prefix = "%s"
+
+[tier.writeback]
+delay = "500ms"
+retry_base = "50ms"
+retry_cap = "500ms"
+""" % (endpoint, credentials_file, PREFIX)
+
+
+class WriteBackTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="hots3-tier-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
+        cls.credentials = os.path.join(cls.dir, "golden.toml")
+        with open(cls.credentials, "w") as f:
+            f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY,
+                                                                 s3_support.SECRET_KEY))
+        # The upstream takes less user metadata than hots3 does: an object it refuses.
+        cls.upstream = s3_support.hots3_server('[s3]\nmetadata_max = "1KiB"\n', device_size="1GiB").start()
+        cls.up = client(cls.upstream.port)
+        cls.up.create_bucket(Bucket="team-ckpt")
+        cls.local_dir = os.path.join(cls.dir, "local")
+        os.makedirs(cls.local_dir)
+        cls.local = cls.start_local()
+        cls.s3 = client(cls.local.port)
+
+    @classmethod
+    def start_local(cls, endpoint=None):
+        endpoint = endpoint or "http://127.0.0.1:%d" % cls.upstream.port
+        return s3_support.hots3_server(tier_config(endpoint, cls.credentials), device_size="1GiB",
+                                       workdir=cls.local_dir).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            for server in (cls.local, cls.upstream):
+                if server.proc is not None and server.proc.poll() is None:
+                    assert server.stop() == 0
+        finally:
+            cls.local.cleanup()
+            cls.upstream.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def restart_local(self, endpoint=None, kill=False):
+        """Stops the local server (SIGTERM, or SIGKILL with `kill`) and starts it again; returns
+        how many write-back jobs its catalog held in between."""
+        if kill:
+            self.local.proc.send_signal(signal.SIGKILL)
+            self.local.proc.wait()
+        else:
+            self.assertEqual(self.local.stop(), 0)
+        self.local.cleanup()
+        db = sqlite3.connect(os.path.join(self.local_dir, "data", "catalog.db"))
+        try:
+            pending = db.execute("SELECT count(*) FROM tier_jobs").fetchone()[0]
+        finally:
+            db.close()
+        type(self).local = self.start_local(endpoint)
+        type(self).s3 = client(self.local.port)
+        return pending
+
+    def upstream_object(self, key, timeout=20):
+        """The upstream's GET of PREFIX + key once it has the object (or fails after `timeout`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.up.get_object(Bucket="team-ckpt", Key=PREFIX + key)
+            except ClientError as e:
+                if e.response["Error"]["Code"] != "NoSuchKey" or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
+
+    def wait_upstream_gone(self, key, timeout=20):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.up.head_object(Bucket="team-ckpt", Key=PREFIX + key)
+            except ClientError as e:
+                if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
+                    return
+                raise
+            self.assertLess(time.monotonic(), deadline, "%s is still upstream" % key)
+            time.sleep(0.05)
+
+    def test_objects_reach_the_upstream_with_their_bytes_etag_and_headers(self):
+        small = data(100, 1)
+        one = data(1 * MiB + 3, 2)
+        r_small = self.s3.put_object(Bucket="ckpt", Key="wb/small", Body=small)
+        r_one = self.s3.put_object(Bucket="ckpt", Key="wb/one.bin", Body=one, ContentType="application/x-test",
+                                   ContentDisposition="attachment", CacheControl="no-cache",
+                                   Metadata={"step": "42", "owner": "rank-0"})
+        parts = [data(5 * MiB, 10 + i) for i in range(2)] + [data(1000, 12)]
+        up = self.s3.create_multipart_upload(Bucket="ckpt", Key="wb/three-parts", ContentType="application/x-ckpt")
+        etags = [self.s3.upload_part(Bucket="ckpt", Key="wb/three-parts", UploadId=up["UploadId"], PartNumber=n + 1,
+                                     Body=p)["ETag"] for n, p in enumerate(parts)]
+        done = self.s3.complete_multipart_upload(
+            Bucket="ckpt", Key="wb/three-parts", UploadId=up["UploadId"],
+            MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
+        self.s3.put_object(Bucket="ckpt", Key="wb/dir/", Body=b"")  # a "directory marker"
+        got = self.upstream_object("wb/small")
+        self.assertEqual((got["Body"].read(), got["ETag"]), (small, r_small["ETag"]))
+        self.assertEqual(self.upstream_object("wb/dir/")["ContentLength"], 0)
+        got = self.upstream_object("wb/one.bin")
+        self.assertEqual((got["Body"].read(), got["ETag"]), (one, r_one["ETag"]))
+        self.assertEqual((got["ContentType"], got["ContentDisposition"], got["CacheControl"], got["Metadata"]),
+                         ("application/x-test", "attachment", "no-cache", {"step": "42", "owner": "rank-0"}))
+        got = self.upstream_object("wb/three-parts")
+        self.assertEqual(got["Body"].read(), b"".join(parts))
+        self.assertEqual(got["ETag"], done["ETag"], "a multipart object keeps its parts, so its ETag")
+        self.assertEqual(got["ContentType"], "application/x-ckpt")
+        self.assertEqual(self.up.head_object(Bucket="team-ckpt", Key=PREFIX + "wb/three-parts", PartNumber=2)
+                         ["ContentLength"], 5 * MiB)
+
+    def test_appended_objects_go_up_whole(self):
+        # Each append is a part, far under S3's 5 MiB minimum: the upstream gets the object in
+        # parts of its own (its ETag then differs from ours, which clients keep seeing).
+        self.s3.put_object(Bucket="ckpt", Key="log/train.log", Body=b"epoch 1\n", WriteOffsetBytes=0)
+        self.s3.put_object(Bucket="ckpt", Key="log/train.log", Body=b"epoch 2\n", WriteOffsetBytes=8)
+        ours = self.s3.head_object(Bucket="ckpt", Key="log/train.log")["ETag"]
+        deadline = time.monotonic() + 20
+        while self.upstream_object("log/train.log")["Body"].read() != b"epoch 1\nepoch 2\n":
+            self.assertLess(time.monotonic(), deadline, "the appended object never went up whole")
+            time.sleep(0.05)
+        self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="log/train.log")["ETag"], ours)
+
+    def test_awkward_keys_keep_their_bytes_upstream(self):
+        keys = ["odd/space name", "odd/plus+sign", "odd/percent%41%2F", "odd/double//slash", "odd/unicodé/ファイル",
+                "odd/xml<&>'\""]
+        for i, k in enumerate(keys):
+            self.s3.put_object(Bucket="ckpt", Key=k, Body=b"body %d" % i)
+        for i, k in enumerate(keys):
+            self.assertEqual(self.upstream_object(k)["Body"].read(), b"body %d" % i, k)
+
+    def test_overwrites_deletes_and_renames_reach_the_upstream_in_order(self):
+        for v in range(5):
+            self.s3.put_object(Bucket="ckpt", Key="order/k", Body=b"version %d" % v)
+        deadline = time.monotonic() + 20
+        while self.upstream_object("order/k")["Body"].read() != b"version 4":
+            self.assertLess(time.monotonic(), deadline, "the last version never went up")
+            time.sleep(0.05)
+        self.s3.delete_object(Bucket="ckpt", Key="order/k")
+        self.wait_upstream_gone("order/k")
+        # A temporary name renamed before it goes up is never uploaded under it (S3 Express's
+        # RenameObject: PUT /bucket/final?renameObject with x-amz-rename-source).
+        self.s3.put_object(Bucket="ckpt", Key="order/tmp", Body=b"checkpoint")
+        r = s3_support.send(self.local.port, s3_support.SignedRequest(
+            "PUT", "/ckpt/order/final", [("renameObject", "")], {"x-amz-rename-source": "ckpt/order/tmp"},
+            port=self.local.port).wire())
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(self.upstream_object("order/final")["Body"].read(), b"checkpoint")
+        self.wait_upstream_gone("order/tmp")
+
+    def listed_upstream(self, prefix):
+        return {o["Key"][len(PREFIX):] for o in self.up.list_objects_v2(
+            Bucket="team-ckpt", Prefix=PREFIX + prefix).get("Contents", [])}
+
+    def test_a_commit_marker_waits_for_every_shard_acknowledged_before_it(self):
+        # A distributed checkpoint whose first shard the upstream refuses (its metadata is over
+        # the upstream's limit): the shard is parked, and the marker must not go up without it.
+        self.s3.put_object(Bucket="ckpt", Key="dcp/step-1/__0_0.distcp", Body=data(1000, 59),
+                           Metadata={"big": "x" * 1500})
+        shards = ["dcp/step-1/__%d_0.distcp" % i for i in range(1, 24)]
+        for i, k in enumerate(shards):
+            self.s3.put_object(Bucket="ckpt", Key=k, Body=data(256 * KiB, 60 + i))
+        self.s3.put_object(Bucket="ckpt", Key="dcp/step-1/.metadata", Body=b"{}")
+        # Under another prefix, a marker does not wait for step-1's shards.
+        self.s3.put_object(Bucket="ckpt", Key="dcp/step-2/__0_0.distcp", Body=data(1000, 90))
+        self.s3.put_object(Bucket="ckpt", Key="dcp/step-2/.metadata", Body=b"{}")
+        deadline = time.monotonic() + 30
+        while not set(shards) <= self.listed_upstream("dcp/step-1/"):
+            self.assertLess(time.monotonic(), deadline, "the shards never went up")
+            time.sleep(0.05)
+        self.upstream_object("dcp/step-2/.metadata")
+        time.sleep(1.5)  # three coalescing delays: the marker had every chance to go up
+        self.assertEqual(self.listed_upstream("dcp/step-1/"), set(shards),
+                         "the marker went up without its parked shard")
+
+    def test_the_binding_is_in_the_catalog_without_its_secret(self):
+        catalog = os.path.join(self.local_dir, "data", "catalog.db")
+        db = sqlite3.connect("file:%s?mode=ro" % catalog, uri=True)
+        try:
+            mode, upstream = db.execute("SELECT tier_mode, upstream FROM buckets WHERE name = 'ckpt'").fetchone()
+        finally:
+            db.close()
+        self.assertEqual(mode, 1)
+        self.assertIn('"upstream_bucket":"team-ckpt"', upstream)
+        self.assertIn('"upstream_prefix":"%s"' % PREFIX, upstream)
+        self.assertIn('"endpoint":"http://127.0.0.1:%d"' % self.upstream.port, upstream)
+        for name in os.listdir(os.path.join(self.local_dir, "data")):
+            path = os.path.join(self.local_dir, "data", name)
+            if os.path.isfile(path) and name != "device.img":
+                with open(path, "rb") as f:
+                    self.assertNotIn(s3_support.SECRET_KEY.encode(), f.read(), name)
+
+    def test_an_unreachable_upstream_stops_nothing_and_loses_nothing(self):
+        # Bound to a port where nothing listens: the server starts, serves, and keeps the jobs.
+        closed = socket_port_closed()
+        self.restart_local("http://127.0.0.1:%d" % closed)
+        body = data(300 * KiB, 30)
+        self.s3.put_object(Bucket="ckpt", Key="outage/k", Body=body)
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="outage/k")["Body"].read(), body)
+        time.sleep(1.0)  # several attempts, all refused
+        # kill -9: the acknowledged write's job is in the catalog, whatever the uploader did.
+        self.assertGreaterEqual(self.restart_local(kill=True), 1)
+        self.assertEqual(self.upstream_object("outage/k")["Body"].read(), body)
+
+    def test_a_kill_after_the_200_loses_no_upload(self):
+        keys = ["kill/%03d" % i for i in range(40)]
+        for i, k in enumerate(keys):
+            self.s3.put_object(Bucket="ckpt", Key=k, Body=data(10 * KiB + i, 40 + i))
+        # Killed within the coalescing delay: the uploads are still to be made, from the catalog.
+        self.assertGreater(self.restart_local(kill=True), 0)
+        for i, k in enumerate(keys):
+            self.assertEqual(self.upstream_object(k)["Body"].read(), data(10 * KiB + i, 40 + i), k)
+
+
+def socket_port_closed():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+if __name__ == "__main__":
+    unittest.main()
