@@ -1,5 +1,7 @@
 #include "hots3/tier/uploader.h"
 
+#include "tier/commit_markers.h"
+
 #include "hots3/aws/checksum.h"
 #include "hots3/common/assert.h"
 #include "hots3/common/clock.h"
@@ -157,29 +159,6 @@ Outcome judge(std::string_view what, unsigned status, std::string_view body) {
   }
   if (status == 408 || status == 429 || status / 100 == 5) return Outcome::retry(std::move(why));
   return Outcome::park(std::move(why));
-}
-
-// [tier.writeback] commit_markers: '**' any run of characters ("**/" also none: a marker at
-// the top), '*' any run without '/', '?' one character.
-bool marker_match(std::string_view pattern, std::string_view key) {
-  if (pattern.empty()) return key.empty();
-  if (pattern.starts_with("**")) {
-    const std::string_view rest = pattern.substr(2);
-    if (rest.starts_with('/') && marker_match(rest.substr(1), key)) return true;
-    for (std::size_t i = 0; i <= key.size(); ++i) {
-      if (marker_match(rest, key.substr(i))) return true;
-    }
-    return false;
-  }
-  if (pattern.front() == '*') {
-    for (std::size_t i = 0; i <= key.size(); ++i) {
-      if (marker_match(pattern.substr(1), key.substr(i))) return true;
-      if (i < key.size() && key[i] == '/') break;
-    }
-    return false;
-  }
-  if (key.empty() || (pattern.front() != '?' && pattern.front() != key.front())) return false;
-  return marker_match(pattern.substr(1), key.substr(1));
 }
 
 std::string error_text(std::string_view what, const boost::system::error_code& e) {
@@ -466,11 +445,6 @@ struct Uploader::Impl {
     co_return judge(what, deleted->head.status, deleted->body);
   }
 
-  bool is_marker(std::string_view key) const {
-    return std::any_of(tier.writeback.commit_markers.begin(), tier.writeback.commit_markers.end(),
-                       [key](const std::string& pattern) { return marker_match(pattern, key); });
-  }
-
   // Exponential back-off with full jitter: a random wait up to base * 2^attempts, capped.
   std::int64_t retry_delay_ms(std::uint32_t attempts) const {
     const std::int64_t base = tier.writeback.retry_base.count();
@@ -541,10 +515,10 @@ struct Uploader::Impl {
             const auto bound = bindings.find(job.bucket_id);
             if (bound == bindings.end()) continue;  // no longer bound: its jobs wait
             if (in_flight.count({job.bucket_id, job.key}) != 0) continue;
-            if (job.object_id && is_marker(job.key)) {
+            if (job.object_id && is_commit_marker(tier.writeback.commit_markers, job.key)) {
               // A commit marker goes up after everything acknowledged before it under its
               // prefix, so that a reader of the upstream never sees it without its shards.
-              auto check = store.tier_jobs_before(job, job.key.substr(0, job.key.rfind('/') + 1));
+              auto check = store.tier_jobs_before(job, std::string(marker_prefix(job.key)));
               auto waiting = co_await std::move(check);
               if (!waiting || *waiting) continue;
             }
