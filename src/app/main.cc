@@ -28,6 +28,7 @@ struct ServeFlags {
   std::string access_log;
   int threads = -1;
   bool force_format = false;
+  bool tier_rebind = false;
 };
 
 hots3::config::Config build_config(const ServeFlags& flags) {
@@ -82,7 +83,9 @@ int run(int argc, char** argv) {
   serve->add_flag(
       "--force-format", flags.force_format,
       "Let a new catalog take over a device another store formatted (that store's data is lost)");
-
+  serve->add_flag("--tier-rebind", flags.tier_rebind,
+                  "Let a bucket's upstream, upstream bucket or prefix change (or the bucket be "
+                  "unbound) while changes are still owed to the old one; they go to the new one");
   std::string check_config, check_data, check_device;
   CLI::App* check = app.add_subcommand(
       "check", "Verify a stopped store: catalog against device, and every checksum");
@@ -97,8 +100,9 @@ int run(int argc, char** argv) {
   }
 
   if (serve->parsed()) {
-    return hots3::app::serve(build_config(flags),
-                             {.port_file = flags.port_file, .force_format = flags.force_format});
+    return hots3::app::serve(build_config(flags), {.port_file = flags.port_file,
+                                                   .force_format = flags.force_format,
+                                                   .tier_rebind = flags.tier_rebind});
   }
   if (check->parsed()) {
     hots3::config::Config config;

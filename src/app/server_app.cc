@@ -121,7 +121,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // Bound buckets queue uploads from the first request on: bound (and created) before serving.
   std::optional<tier::Uploader> uploader;
   if (!config.tier.buckets.empty()) {
-    uploader.emplace(*store, config.tier, bucket_owner(users.users));
+    uploader.emplace(*store, config.tier, bucket_owner(users.users), options.tier_rebind);
     uploader->start();
   }
   auto handler = s3::make_handler(*store, config.s3, users.users);

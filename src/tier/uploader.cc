@@ -165,6 +165,20 @@ std::string error_text(std::string_view what, const boost::system::error_code& e
   return fmt::format("{}: {}", what, e.message());
 }
 
+// Whether a binding stored in the catalog (binding_json) sends data where `b` does: the same
+// upstream, upstream bucket and prefix (the endpoint of an upstream may move). The JSON is ours
+// and its values escaped, so each field appears exactly as binding_json writes it.
+bool same_destination(std::string_view stored, const config::TierBucketConfig& b) {
+  const auto field = [stored](std::string_view name, std::string_view value) {
+    std::string text = fmt::format("\"{}\":\"", name);
+    log::append_json_escaped(text, value);
+    text += '"';
+    return stored.find(text) != std::string_view::npos;
+  };
+  return field("upstream", b.upstream) && field("upstream_bucket", b.upstream_bucket) &&
+         field("upstream_prefix", b.upstream_prefix);
+}
+
 // An attempt that failed before the upstream answered: retried, unless the local copy itself is
 // damaged (a block checksum mismatch), which no retry mends.
 Outcome failed(std::string_view what, const boost::system::error_code& e) {
@@ -175,12 +189,13 @@ Outcome failed(std::string_view what, const boost::system::error_code& e) {
 }  // namespace
 
 struct Uploader::Impl {
-  Impl(storage::ObjectStore& s, const config::TierConfig& t, std::string o)
-      : store(s), tier(t), owner(std::move(o)), wake(io) {}
+  Impl(storage::ObjectStore& s, const config::TierConfig& t, std::string o, bool r)
+      : store(s), tier(t), owner(std::move(o)), rebind(r), wake(io) {}
 
   storage::ObjectStore& store;
   config::TierConfig tier;
   std::string owner;
+  bool rebind;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread thread;
@@ -537,12 +552,40 @@ struct Uploader::Impl {
     }
   }
 
+  // Changes still owed to a bucket's old binding would go to another place than the one they
+  // were acknowledged for: refused unless the operator says so (--tier-rebind).
+  asio::awaitable<void> refuse_rebind(const storage::BucketRecord& bucket, std::string_view why) {
+    auto list = store.tier_jobs(bucket.id);
+    auto jobs = co_await std::move(list);
+    if (!jobs) throw std::runtime_error("tier: " + jobs.error().message());
+    if (jobs->empty()) co_return;
+    if (rebind) {
+      log::warn(
+          "tier: bucket {}: {} with {} changes owed to {}; they go to the new binding "
+          "(--tier-rebind)",
+          bucket.name, why, jobs->size(), bucket.upstream);
+      co_return;
+    }
+    std::uint64_t bytes = 0;
+    for (const TierJob& j : *jobs) bytes += j.size_bytes;
+    throw config::ConfigError(fmt::format(
+        "tier.bucket {}: {} while changes are still owed to the old binding ({} of them, {} bytes; "
+        "bound to {}); restore that binding until they are upstream, or start with --tier-rebind "
+        "to send them to the new one",
+        bucket.name, why, jobs->size(), bytes, bucket.upstream));
+  }
+
   asio::awaitable<void> bind() {
     for (const config::TierBucketConfig& c : tier.buckets) {
       const config::UpstreamConfig* u = tier.upstream(c.upstream);
       H3_ASSERT(u != nullptr, "a binding to an upstream the configuration does not name");
       auto found = store.find_bucket(c.bucket);
       if (!found) throw std::runtime_error("tier: " + found.error().message());
+      if (*found && (*found)->tier != storage::BucketTier::kNone &&
+          !same_destination((*found)->upstream, c)) {
+        auto check = refuse_rebind(**found, "its binding changed");
+        co_await std::move(check);
+      }
       if (!*found) {
         auto create = store.create_bucket(c.bucket, owner);
         auto created = co_await std::move(create);
@@ -575,6 +618,8 @@ struct Uploader::Impl {
     if (all) {
       for (const storage::BucketRecord& b : *all) {
         if (b.tier == storage::BucketTier::kNone || tier.binding(b.name) != nullptr) continue;
+        auto check = refuse_rebind(b, "it is no longer bound");
+        co_await std::move(check);
         log::warn("tier: bucket {} is no longer bound to an upstream: {}", b.name, b.upstream);
         auto unset = store.set_bucket_tier(b.name, storage::BucketTier::kNone, "");
         auto unbound = co_await std::move(unset);
@@ -585,8 +630,8 @@ struct Uploader::Impl {
 };
 
 Uploader::Uploader(storage::ObjectStore& store, const config::TierConfig& tier,
-                   std::string bucket_owner)
-    : impl_(std::make_shared<Impl>(store, tier, std::move(bucket_owner))) {
+                   std::string bucket_owner, bool rebind)
+    : impl_(std::make_shared<Impl>(store, tier, std::move(bucket_owner), rebind)) {
   for (const config::UpstreamConfig& u : tier.upstreams) {
     const config::UpstreamCredentials keys = config::read_upstream_credentials(u.credentials_file);
     s3client::Options options;

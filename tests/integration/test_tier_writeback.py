@@ -42,7 +42,7 @@ def client(port):
                         config=botocore.config.Config(retries={"max_attempts": 1}))
 
 
-def tier_config(endpoint, credentials_file):
+def tier_config(endpoint, credentials_file, prefix=PREFIX):
     return """
 [[tier.upstream]]
 name = "golden"
@@ -59,7 +59,7 @@ upstream_prefix = "%s"
 delay = "500ms"
 retry_base = "50ms"
 retry_cap = "500ms"
-""" % (endpoint, credentials_file, PREFIX)
+""" % (endpoint, credentials_file, prefix)
 
 
 class WriteBackTest(unittest.TestCase):
@@ -80,10 +80,15 @@ class WriteBackTest(unittest.TestCase):
         cls.s3 = client(cls.local.port)
 
     @classmethod
-    def start_local(cls, endpoint=None):
+    def start_local(cls, endpoint=None, prefix=PREFIX, args=()):
         endpoint = endpoint or "http://127.0.0.1:%d" % cls.upstream.port
-        return s3_support.hots3_server(tier_config(endpoint, cls.credentials), device_size="1GiB",
-                                       workdir=cls.local_dir).start()
+        server = s3_support.hots3_server(tier_config(endpoint, cls.credentials, prefix), device_size="1GiB",
+                                         workdir=cls.local_dir, args=args)
+        try:
+            return server.start()
+        except RuntimeError:
+            server.cleanup()
+            raise
 
     @classmethod
     def tearDownClass(cls):
@@ -229,6 +234,28 @@ class WriteBackTest(unittest.TestCase):
         time.sleep(1.5)  # three coalescing delays: the marker had every chance to go up
         self.assertEqual(self.listed_upstream("dcp/step-1/"), set(shards),
                          "the marker went up without its parked shard")
+
+    def test_a_changed_binding_that_still_owes_changes_is_refused_unless_forced(self):
+        self.restart_local("http://127.0.0.1:%d" % socket_port_closed())  # nothing gets through
+        self.s3.put_object(Bucket="ckpt", Key="rebind/k", Body=b"owed to rack7/")
+        self.assertEqual(self.local.stop(), 0)
+        self.local.cleanup()
+        with self.assertRaises(RuntimeError) as refused:
+            self.start_local(prefix="rack8/")
+        self.assertRegex(str(refused.exception), r"tier\.bucket ckpt: its binding changed while changes are "
+                         r"still owed to the old binding \(\d+ of them")
+        # Forced, the owed change goes to the new binding; back to the old one, nothing is owed.
+        type(self).local = self.start_local(prefix="rack8/", args=("--tier-rebind",))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                got = self.up.get_object(Bucket="team-ckpt", Key="rack8/rebind/k")["Body"].read()
+                break
+            except ClientError:
+                self.assertLess(time.monotonic(), deadline, "the owed change never went up")
+                time.sleep(0.05)
+        self.assertEqual(got, b"owed to rack7/")
+        self.restart_local()
 
     def test_the_binding_is_in_the_catalog_without_its_secret(self):
         catalog = os.path.join(self.local_dir, "data", "catalog.db")

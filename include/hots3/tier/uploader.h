@@ -40,8 +40,11 @@ struct UploaderStats {
 class Uploader {
  public:
   // Reads each upstream's credentials file (throws config::ConfigError when one cannot be
-  // read). `bucket_owner` owns the bound buckets that do not exist yet.
-  Uploader(storage::ObjectStore& store, const config::TierConfig& tier, std::string bucket_owner);
+  // read). `bucket_owner` owns the bound buckets that do not exist yet. `rebind`: a bucket whose
+  // upstream, upstream bucket or prefix changed (or that is no longer bound) may still owe
+  // changes to the old binding; otherwise start() refuses that.
+  Uploader(storage::ObjectStore& store, const config::TierConfig& tier, std::string bucket_owner,
+           bool rebind = false);
   ~Uploader();  // stop()
   Uploader(const Uploader&) = delete;
   Uploader& operator=(const Uploader&) = delete;
@@ -50,6 +53,7 @@ class Uploader {
 
   // Binds the configured buckets (creating the missing ones; the binding, without secrets, goes
   // into the catalog as JSON) and starts draining. Blocks until the buckets are bound. Throws
+  // config::ConfigError for a changed binding that still owes changes (without `rebind`), and
   // std::runtime_error when the catalog refuses a binding.
   void start();
   // Ends the uploads under way (their jobs stay queued: a later start sends them again) and
