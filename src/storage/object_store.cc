@@ -197,6 +197,10 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(auto bucket, t.find_bucket(name));
       if (!bucket) return errc::kNotFound;
       H3_TRY(t.set_bucket_tier(bucket->id, tier, upstream));
+      // What the bucket already holds goes up too: the upstream becomes a complete copy.
+      if (tier == BucketTier::kWriteback && bucket->tier != BucketTier::kWriteback) {
+        H3_TRY(t.queue_local_objects(bucket->id, now_ms()));
+      }
       bound = std::move(*bucket);
       bound.tier = tier;
       bound.upstream = upstream;

@@ -42,7 +42,7 @@ def client(port):
                         config=botocore.config.Config(retries={"max_attempts": 1}))
 
 
-def tier_config(endpoint, credentials_file, prefix=PREFIX):
+def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt"):
     return """
 [[tier.upstream]]
 name = "golden"
@@ -50,7 +50,7 @@ endpoint = "%s"
 credentials_file = "%s"
 
 [[tier.bucket]]
-bucket = "ckpt"
+bucket = "%s"
 upstream = "golden"
 upstream_bucket = "team-ckpt"
 upstream_prefix = "%s"
@@ -59,7 +59,7 @@ upstream_prefix = "%s"
 delay = "500ms"
 retry_base = "50ms"
 retry_cap = "500ms"
-""" % (endpoint, credentials_file, prefix)
+""" % (endpoint, credentials_file, bucket, prefix)
 
 
 class WriteBackTest(unittest.TestCase):
@@ -256,6 +256,36 @@ class WriteBackTest(unittest.TestCase):
                 time.sleep(0.05)
         self.assertEqual(got, b"owed to rack7/")
         self.restart_local()
+
+    def test_binding_a_bucket_sends_up_what_it_already_holds(self):
+        workdir = os.path.join(self.dir, "late")
+        os.makedirs(workdir)
+        plain = s3_support.hots3_server(device_size="256MiB", workdir=workdir).start()
+        try:
+            c = client(plain.port)
+            c.create_bucket(Bucket="late")
+            for i in range(5):
+                c.put_object(Bucket="late", Key="old/%d" % i, Body=data(1000 + i, 70 + i))
+        finally:
+            self.assertEqual(plain.stop(), 0)
+            plain.cleanup()
+        bound = s3_support.hots3_server(
+            tier_config("http://127.0.0.1:%d" % self.upstream.port, self.credentials, "late/", "late"),
+            device_size="256MiB", workdir=workdir).start()
+        try:
+            for i in range(5):
+                deadline = time.monotonic() + 20
+                while True:
+                    try:
+                        got = self.up.get_object(Bucket="team-ckpt", Key="late/old/%d" % i)["Body"].read()
+                        break
+                    except ClientError:
+                        self.assertLess(time.monotonic(), deadline, "old/%d never went up" % i)
+                        time.sleep(0.05)
+                self.assertEqual(got, data(1000 + i, 70 + i))
+        finally:
+            self.assertEqual(bound.stop(), 0)
+            bound.cleanup()
 
     def test_the_binding_is_in_the_catalog_without_its_secret(self):
         catalog = os.path.join(self.local_dir, "data", "catalog.db")

@@ -300,7 +300,8 @@ class ObjectStore {
   // ---- write-back to an upstream S3 (driven by the tier module) ----
   // Binds bucket `name` (kNone: unbinds); `upstream` is the binding as JSON, without secrets.
   // From then on every change of a key in a kWriteback bucket queues a TierJob in the
-  // transaction that makes it. Errors: kNotFound.
+  // transaction that makes it; becoming kWriteback queues every version only here, in the same
+  // transaction. Errors: kNotFound.
   virtual boost::asio::awaitable<Result<void>> set_bucket_tier(std::string name, BucketTier tier,
                                                                std::string upstream) = 0;
   // Queued jobs due by `now_ms`, in acknowledgement order, at most `max`.

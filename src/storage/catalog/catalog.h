@@ -218,6 +218,10 @@ class WriteTxn {
   // Reschedules `job` if it is still its key's: one more attempt, due at `due_ms`, parked or not.
   virtual Result<bool> defer_tier_job(const TierJob& job, std::int64_t due_ms,
                                       std::string_view error, bool park) = 0;
+  // Queues the upload of every version of a bucket that is only here (tier_state 0) and has no
+  // job yet, due at `now_ms`, in the order they were written; returns how many.
+  virtual Result<std::uint64_t> queue_local_objects(std::int64_t bucket_id,
+                                                    std::int64_t now_ms) = 0;
   // Makes every parked job due at `now_ms` (the cause may be mended); returns how many.
   virtual Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) = 0;
   // Marks a version as upstream too (tier_state), with the upstream's ETag where it differs.

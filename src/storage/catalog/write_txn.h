@@ -185,6 +185,27 @@ class WriteTxnImpl final : public WriteTxn {
     return c_.changes() != 0;
   }
 
+  Result<std::uint64_t> queue_local_objects(std::int64_t bucket_id, std::int64_t now_ms) override {
+    std::int64_t count = 0;
+    {
+      auto q = c_.query("SELECT count(*) FROM objects WHERE bucket_id = ?1 AND tier_state = 0");
+      q.bind(1, bucket_id);
+      H3_TRY(q.step());
+      count = q.int64(0);
+    }
+    // Their seqs come from the id sequence, one each, in the order the versions were written.
+    const std::int64_t base = next_id_;
+    next_id_ += count;
+    auto q = c_.query(
+        "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms) "
+        "SELECT bucket_id, key, ?2 + row_number() OVER (ORDER BY id) - 1, id, size, ?3, ?3 "
+        "FROM objects WHERE bucket_id = ?1 AND tier_state = 0 "
+        "ON CONFLICT(bucket_id, key) DO NOTHING");
+    q.bind(1, bucket_id).bind(2, base).bind(3, now_ms);
+    H3_TRY(q.run());
+    return static_cast<std::uint64_t>(c_.changes());
+  }
+
   Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) override {
     auto q = c_.query("UPDATE tier_jobs SET state = 0, due_ms = ?1 WHERE state = 1");
     q.bind(1, now_ms);
