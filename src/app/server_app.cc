@@ -156,7 +156,12 @@ int serve(const config::Config& config, const ServeOptions& options) {
     server.shutdown(config.http.shutdown_grace);
   }
   if (sweeper) sweeper->stop();
-  if (uploader) uploader->stop();  // unsent changes stay queued for the next start
+  if (uploader) {
+    uploader->stop();  // unsent changes stay queued for the next start
+    const tier::UploaderStats up = uploader->stats();
+    log::info("tier: this run uploaded {} objects ({} bytes) and {} deletes; {} retries, {} parked",
+              up.uploaded, up.bytes, up.deleted, up.retried, up.parked);
+  }
   store->shutdown();
   workers.stop();
   // What `hots3 check` calls "referenced" must equal this: anything more is leaked space.

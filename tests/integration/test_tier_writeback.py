@@ -283,8 +283,9 @@ class WriteBackTest(unittest.TestCase):
                         self.assertLess(time.monotonic(), deadline, "old/%d never went up" % i)
                         time.sleep(0.05)
                 self.assertEqual(got, data(1000 + i, 70 + i))
-        finally:
             self.assertEqual(bound.stop(), 0)
+            self.assertIn("tier: this run uploaded 5 objects (5010 bytes)", bound.read_stderr())
+        finally:
             bound.cleanup()
 
     def test_the_binding_is_in_the_catalog_without_its_secret(self):
