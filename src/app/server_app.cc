@@ -11,6 +11,7 @@
 #include "hots3/storage/check.h"
 #include "hots3/tier/uploader.h"
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -64,6 +65,20 @@ std::string bucket_owner(const std::vector<config::UserConfig>& users) {
   }
   return users.empty() ? std::string("admin") : users.front().name;
 }
+// /health/upstream: the uploader's report (JSON, or text with ?format=text); with nothing
+// bound, an empty report that is ok.
+http::ProbeFn health_probes(const std::optional<tier::Uploader>& uploader) {
+  return [&uploader](std::string_view target) -> std::optional<http::Probe> {
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (path != "/health/upstream") return std::nullopt;
+    const bool text = target.substr(path.size()).find("format=text") != std::string_view::npos;
+    if (uploader) return uploader->health(text);
+    if (text) return http::Probe{200, "text/plain", "status: ok\nno bucket is bound\n"};
+    return http::Probe{200, "application/json",
+                       R"({"upstreams":[],"buckets":[],"owed_bytes":0,"status":"ok"})"
+                       "\n"};
+  };
+}
 }  // namespace
 
 storage::StoreOptions store_options(const config::Config& config) {
@@ -91,6 +106,7 @@ storage::StoreOptions store_options(const config::Config& config) {
   o.stream_depth = static_cast<std::size_t>(c.stream_depth);
   o.compute_md5 = c.etag_md5;
   o.tier_delay = config.tier.writeback.delay;
+  o.tier_owed_max_bytes = config.tier.writeback.max_dirty_bytes.value_or(0);
   return o;
 }
 
@@ -124,7 +140,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
     uploader.emplace(*store, config.tier, bucket_owner(users.users), options.tier_rebind);
     uploader->start();
   }
-  auto handler = s3::make_handler(*store, config.s3, users.users);
+  auto handler = s3::make_handler(*store, config.s3, users.users, health_probes(uploader));
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);
   http::Server server(config.http, *handler, workers.contexts());
@@ -143,7 +159,11 @@ int serve(const config::Config& config, const ServeOptions& options) {
 
   // Stop in order: HTTP (requests in flight finish within the grace period), the store (queued
   // catalog writes are committed, the catalog closed), then the workers.
-  const int signal = signals.wait();
+  int signal = 0;
+  while ((signal = signals.wait()) == SIGHUP) {
+    log::info("received SIGHUP: reloading what can change while serving");
+    if (uploader) uploader->reload_credentials();
+  }
   log::info("received {}; stopping (grace {} ms; a second signal stops at once)",
             signal_name(signal), config.http.shutdown_grace.count());
   {

@@ -86,6 +86,7 @@ StopSignals::StopSignals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr);
   H3_ASSERT(rc == 0, "pthread_sigmask failed");
   // Non-blocking: wait() and the Watch poll first, so a signal is taken by whoever reads it and
@@ -134,7 +135,10 @@ StopSignals::Watch::Watch(const StopSignals& signals, std::function<void(int)> o
           std::array<pollfd, 2> fds{{{signal_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}}};
           wait_readable(fds);
           if (fds[1].revents != 0) return;  // the Watch is being destroyed
-          if (const int signal = take_signal(signal_fd); signal != 0) on_signal(signal);
+          // A reload asked for while stopping has nothing left to reload.
+          if (const int signal = take_signal(signal_fd); signal != 0 && signal != SIGHUP) {
+            on_signal(signal);
+          }
         }
       });
 }
@@ -153,6 +157,8 @@ const char* signal_name(int signal) noexcept {
       return "SIGINT";
     case SIGTERM:
       return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
     default:
       return "signal";
   }

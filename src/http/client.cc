@@ -275,7 +275,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
           ec == asio::error::invalid_argument) {
         co_return errc::kUnavailable;
       }
-      co_return errc::kClosed;
+      // The system's own error (connection refused, no route to host): it says why.
+      co_return ec;
     }
     co_return link;
   }

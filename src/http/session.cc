@@ -268,9 +268,12 @@ asio::awaitable<error_code> Session<Stream>::read_head() {
 template <class Stream>
 bool Session<Stream>::is_health_check() const {
   if (head_.method != Method::kGet && head_.method != Method::kHead) return false;
-  if (head_.target != "/health/live" && head_.target != "/health/ready") return false;
-  // A signed request for the same path is an S3 request (bucket "health"), not a probe.
-  return !head_.find("authorization").has_value();
+  if (!head_.target.starts_with("/health/")) return false;
+  // A signed request for the same path is an S3 request (bucket "health"), not a probe; so is
+  // a presigned one.
+  return !head_.find("authorization").has_value() &&
+         head_.target.find("X-Amz-Signature") == std::string_view::npos &&
+         head_.target.find("Signature=") == std::string_view::npos;
 }
 
 template <class Stream>
@@ -306,12 +309,21 @@ asio::awaitable<void> Session<Stream>::serve() {
   status_ = 0;
   if (!parser_->keep_alive()) closing_ = true;
 
+  std::optional<Probe> probe;
   if (is_health_check()) {
-    const bool ok =
-        head_.target == "/health/live" || (worker_.shared.handler.ready() && !worker_.draining);
-    Response response(ok ? 200U : 503U);
-    response.add("Content-Type", "text/plain");
-    co_await respond(std::move(response), ok ? "OK\n" : "not ready\n");
+    if (head_.target == "/health/live" || head_.target == "/health/ready") {
+      const bool ok =
+          head_.target == "/health/live" || (worker_.shared.handler.ready() && !worker_.draining);
+      probe = Probe{ok ? 200U : 503U, "text/plain", ok ? "OK\n" : "not ready\n"};
+    } else {
+      probe = worker_.shared.handler.probe(head_.target);
+    }
+  }
+  if (probe) {
+    Response response(probe->status);
+    response.add("Content-Type", std::move(probe->content_type));
+    response.add("Cache-Control", "no-store");
+    co_await respond(std::move(response), std::move(probe->body));
   } else {
     bool failed = false;
     try {

@@ -298,6 +298,8 @@ asio::awaitable<std::optional<WrittenPart>> receive_part(
 asio::awaitable<void> upload_part(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
+  if (auto e = s.tier_budget(*bucket, r.head.content_length.value_or(0)))
+    co_return co_await s.send_error(r, std::move(*e));
   const std::string* number_param = r.param("partNumber");
   const auto number = number_param ? parse_part_number(*number_param) : std::nullopt;
   if (!number) {
@@ -395,6 +397,8 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     co_return co_await s.send_error(r, std::move(*e));
   }
   const storage::UploadRecord upload = std::get<storage::UploadRecord>(std::move(found));
+  // The parts are here already; the object they make is owed to the upstream only from now.
+  if (auto e = s.tier_budget(*bucket, 0)) co_return co_await s.send_error(r, std::move(*e));
   auto condition = write_condition(r);
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
   auto requested = read_checksum_request(r);

@@ -41,6 +41,8 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
+  if (auto e = s.tier_budget(*bucket, r.head.content_length.value_or(0)))
+    co_return co_await s.send_error(r, std::move(*e));
   if (r.header("x-amz-write-offset-bytes"))
     co_return co_await append_object(s, r, std::move(*bucket));
   auto spec = object_spec(r, s.config());
@@ -279,6 +281,8 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
   const storage::ObjectRecord& src = reader.object();
   // A copy is bounded as a single PUT is (S3: 5 GiB); larger objects copy with UploadPartCopy.
   if (auto e = check_copy_size(src.size_bytes, s.config()))
+    co_return co_await s.send_error(r, std::move(*e));
+  if (auto e = s.tier_budget(*bucket, src.size_bytes))
     co_return co_await s.send_error(r, std::move(*e));
 
   storage::ObjectSpec target =

@@ -12,8 +12,11 @@
 namespace hots3::s3 {
 
 Service::Service(storage::ObjectStore& store, const config::S3Config& config,
-                 std::vector<config::UserConfig> users)
-    : store_(store), config_(config), authenticator_(config_, std::move(users)) {
+                 std::vector<config::UserConfig> users, http::ProbeFn probes)
+    : store_(store),
+      config_(config),
+      authenticator_(config_, std::move(users)),
+      probes_(std::move(probes)) {
   std::array<std::byte, 24> id{};
   random_bytes(id);
   host_id_ = aws::base64_encode(id);
@@ -130,10 +133,20 @@ asio::awaitable<std::optional<storage::BucketRecord>> Service::bucket_for(Reques
   co_return std::move(*found);
 }
 
+std::optional<Error> Service::tier_budget(const storage::BucketRecord& bucket,
+                                          std::uint64_t incoming) const {
+  if (bucket.tier != storage::BucketTier::kWriteback || store_.tier_budget_allows(incoming)) {
+    return std::nullopt;
+  }
+  return Error(Code::kSlowDown,
+               "Too much data is waiting for upload to the upstream; please retry later.");
+}
+
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
                                             const config::S3Config& config,
-                                            std::vector<config::UserConfig> users) {
-  return std::make_unique<Service>(store, config, std::move(users));
+                                            std::vector<config::UserConfig> users,
+                                            http::ProbeFn probes) {
+  return std::make_unique<Service>(store, config, std::move(users), std::move(probes));
 }
 
 }  // namespace hots3::s3

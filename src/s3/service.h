@@ -28,9 +28,12 @@ namespace asio = boost::asio;
 class Service final : public http::Handler {
  public:
   Service(storage::ObjectStore& store, const config::S3Config& config,
-          std::vector<config::UserConfig> users);
+          std::vector<config::UserConfig> users, http::ProbeFn probes);
 
   asio::awaitable<void> handle(http::Exchange& exchange) override;
+  [[nodiscard]] std::optional<http::Probe> probe(std::string_view target) const override {
+    return probes_ ? probes_(target) : std::nullopt;
+  }
   http::Response protocol_error(http::ProtocolError error, std::string_view request_id,
                                 std::string& body) override;
 
@@ -55,12 +58,18 @@ class Service final : public http::Handler {
   // The bucket, if it exists and the caller may do `access` in it; sends the error otherwise.
   asio::awaitable<std::optional<storage::BucketRecord>> bucket_for(Request& r, Access access);
 
+  // SlowDown (which SDKs retry) for a write of `incoming` more bytes into a write-back bucket
+  // while its upstream is owed all it may be: what is not yet upstream stays bounded.
+  [[nodiscard]] std::optional<Error> tier_budget(const storage::BucketRecord& bucket,
+                                                 std::uint64_t incoming) const;
+
  private:
   storage::ObjectStore& store_;
   config::S3Config config_;
   Authenticator authenticator_;
   std::string host_id_;  // x-amz-id-2
   ClientTokens client_tokens_;
+  http::ProbeFn probes_;
 };
 
 // ---- operations (handlers_*.cc) ----

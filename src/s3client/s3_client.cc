@@ -28,6 +28,11 @@ Client::Client(boost::asio::any_io_executor executor, Options options)
       http_(std::move(executor), options_.http),
       signer_(options_.credentials) {}
 
+void Client::set_credentials(aws::Credentials credentials) {
+  options_.credentials = std::move(credentials);
+  signer_ = aws::Signer(options_.credentials);
+}
+
 boost::asio::awaitable<Result<std::unique_ptr<http::Call>>> Client::start(Request request) {
   std::string path = "/";
   std::string host = http_.endpoint().host_header();

@@ -232,7 +232,22 @@ class StoreImpl final : public ObjectStore {
     co_return co_await std::move(read);
   }
 
-  asio::awaitable<Result<TierBacklog>> tier_backlog() override {
+  std::uint64_t tier_owed_bytes() const noexcept override {
+    return core_.catalog->tier_owed_bytes();
+  }
+
+  std::uint64_t tier_owed_max_bytes() const noexcept override {
+    return core_.options.tier_owed_max_bytes != 0 ? core_.options.tier_owed_max_bytes
+                                                  : core_.allocator->size_bytes() / 2;
+  }
+
+  bool tier_budget_allows(std::uint64_t incoming) const noexcept override {
+    const std::uint64_t owed = core_.catalog->tier_owed_bytes();
+    const std::uint64_t max = tier_owed_max_bytes();
+    return owed == 0 || (owed < max && incoming <= max - owed);
+  }
+
+  asio::awaitable<Result<std::vector<TierBacklog>>> tier_backlog() override {
     auto read =
         detail::on_catalog_reader(core_, [c = core_.catalog.get()] { return c->tier_backlog(); });
     co_return co_await std::move(read);

@@ -9,6 +9,7 @@
 #include "hots3/common/logging.h"
 #include "hots3/common/md5.h"
 #include "hots3/common/random.h"
+#include "hots3/common/units.h"
 #include "hots3/s3client/s3_client.h"
 #include "hots3/storage/object_store.h"
 #include "hots3/xml/xml.h"
@@ -26,6 +27,7 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <pthread.h>
 #include <set>
 #include <thread>
@@ -51,15 +53,27 @@ constexpr std::chrono::seconds kStopGrace{2};
 // A response body the uploader reads: S3's answers to PUT, Complete and errors are small.
 constexpr std::size_t kAnswerBytesMax = 64 * kKiB;
 
+// How often the health report (Uploader::health) is brought up to date, and how often each
+// binding's upstream bucket is asked for (HEAD) whether or not uploads are under way.
+constexpr std::chrono::seconds kReportInterval{1};
+constexpr std::chrono::seconds kProbeInterval{30};
+
 struct Upstream {
   config::UpstreamConfig config;
   std::unique_ptr<s3client::Client> client;  // on the uploader's io_context
+  // What the last exchanges with it said (the uploader's thread only): the cause of the last
+  // failure since the last success ("" when there was none), whether nothing answered, and since
+  // when it fails.
+  std::string cause;
+  bool unreachable = false;
+  std::int64_t failing_since_ms = 0;
 };
 
 struct Binding {
   std::int64_t bucket_id = 0;
   config::TierBucketConfig config;
   Upstream* upstream = nullptr;
+  std::string probe_cause;  // why the last HEAD of its upstream bucket failed; "" when it did not
 };
 
 // What became of one attempt at a job.
@@ -70,13 +84,18 @@ struct Outcome {
     kRetry,       // the upstream (or the way to it) may get over it
     kPark,        // no retry changes the answer
   } kind = Kind::kDone;
-  std::string error;                         // for kRetry and kPark
+  // Where a failure came from: the upstream's answer, the way to it (nothing answered), or the
+  // local copy. Only the first two say something about the upstream's health.
+  enum class Source { kAnswer, kTransport, kLocal } source = Source::kAnswer;
+  std::string error;                         // for kRetry and kPark: what failed, and why
+  std::string cause;                         // why alone (no key: status output shows it)
   std::optional<std::string> upstream_etag;  // kDone, where it differs from ours
   std::uint64_t bytes = 0;
 
-  static Outcome retry(std::string why) { return {Kind::kRetry, std::move(why), {}, 0}; }
-  static Outcome park(std::string why) { return {Kind::kPark, std::move(why), {}, 0}; }
-  static Outcome superseded() { return {Kind::kSuperseded, {}, {}, 0}; }
+  static Outcome failure(Kind kind, Source source, std::string_view what, std::string cause) {
+    return {kind, source, fmt::format("{}: {}", what, cause), std::move(cause), {}, 0};
+  }
+  static Outcome superseded() { return {Kind::kSuperseded, Source::kAnswer, {}, {}, {}, 0}; }
 };
 
 storage::BucketTier bucket_tier(config::TierMode mode) {
@@ -153,16 +172,16 @@ std::string unquoted(std::string_view etag) {
 // upstream may get over (408, 429, 5xx); a park for every other refusal.
 Outcome judge(std::string_view what, unsigned status, std::string_view body) {
   if (status / 100 == 2) return {};
-  std::string why = fmt::format("{}: HTTP {}", what, status);
-  if (auto e = s3client::parse_error(body)) {
-    why += fmt::format(" {}: {}", e->code, e->message);
-  }
-  if (status == 408 || status == 429 || status / 100 == 5) return Outcome::retry(std::move(why));
-  return Outcome::park(std::move(why));
+  std::string cause = fmt::format("HTTP {}", status);
+  if (auto e = s3client::parse_error(body)) cause += fmt::format(" {}: {}", e->code, e->message);
+  const bool transient = status == 408 || status == 429 || status / 100 == 5;
+  return Outcome::failure(transient ? Outcome::Kind::kRetry : Outcome::Kind::kPark,
+                          Outcome::Source::kAnswer, what, std::move(cause));
 }
 
-std::string error_text(std::string_view what, const boost::system::error_code& e) {
-  return fmt::format("{}: {}", what, e.message());
+// An answer that lacks what S3 always sends (an UploadId, an ETag): retried.
+Outcome malformed(std::string_view what, std::string cause) {
+  return Outcome::failure(Outcome::Kind::kRetry, Outcome::Source::kAnswer, what, std::move(cause));
 }
 
 // Whether a binding stored in the catalog (binding_json) sends data where `b` does: the same
@@ -182,8 +201,38 @@ bool same_destination(std::string_view stored, const config::TierBucketConfig& b
 // An attempt that failed before the upstream answered: retried, unless the local copy itself is
 // damaged (a block checksum mismatch), which no retry mends.
 Outcome failed(std::string_view what, const boost::system::error_code& e) {
-  if (e == errc::kChecksumMismatch) return Outcome::park(error_text(what, e));
-  return Outcome::retry(error_text(what, e));
+  const bool local = e == errc::kChecksumMismatch || e == errc::kIoError;
+  return Outcome::failure(
+      e == errc::kChecksumMismatch ? Outcome::Kind::kPark : Outcome::Kind::kRetry,
+      local ? Outcome::Source::kLocal : Outcome::Source::kTransport, what, e.message());
+}
+
+// The health of an upstream or a binding, from good to bad.
+enum class Health { kOk, kDegraded, kBehind };
+
+std::string_view health_name(Health h) {
+  switch (h) {
+    case Health::kOk:
+      return "ok";
+    case Health::kDegraded:
+      return "degraded";
+    case Health::kBehind:
+      return "behind";
+  }
+  return "?";
+}
+
+std::string_view upstream_state(const Upstream& u) {
+  if (u.cause.empty()) return "ok";
+  return u.unreachable ? "unreachable" : "failing";
+}
+
+// A JSON string value (quoted, escaped).
+std::string json_string(std::string_view value) {
+  std::string out = "\"";
+  log::append_json_escaped(out, value);
+  out += '"';
+  return out;
 }
 
 }  // namespace
@@ -210,6 +259,152 @@ struct Uploader::Impl {
   std::promise<void> drained;
 
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0};
+
+  // The health report as JSON and as text, rebuilt every kReportInterval by watch().
+  std::int64_t next_probe_ms = 0;  // when watch() next probes the bindings
+  mutable std::mutex report_mutex;
+  http::Probe report_json{200, "application/json", "{\"status\":\"ok\"}\n"};
+  http::Probe report_text{200, "text/plain", "status: ok\n"};
+
+  // What an exchange with an upstream says about it: a success ends a failure streak, a failure
+  // (not one of the local copy's) starts or continues one. Changes are logged once each.
+  void note(Upstream& u, const Outcome& out) {
+    if (out.kind == Outcome::Kind::kSuperseded || out.source == Outcome::Source::kLocal) return;
+    if (out.kind == Outcome::Kind::kDone) {
+      if (!u.cause.empty()) log::info("tier: upstream {} answers again", u.config.name);
+      u.cause.clear();
+      u.unreachable = false;
+      u.failing_since_ms = 0;
+      return;
+    }
+    const bool unreachable = out.source == Outcome::Source::kTransport;
+    if (u.cause.empty() || u.unreachable != unreachable) {
+      log::warn("tier: upstream {} ({}) is {}: {}", u.config.name, u.config.endpoint,
+                unreachable ? "unreachable" : "failing", out.cause);
+    }
+    if (u.cause.empty()) u.failing_since_ms = now_ms();
+    u.cause = out.cause;
+    u.unreachable = unreachable;
+  }
+
+  // HEAD of the binding's upstream bucket: whether the binding can work at all, asked before
+  // any upload needs it (nothing listening, no such bucket, no access).
+  asio::awaitable<void> probe(Binding& b) {
+    s3client::Request head;
+    head.method = "HEAD";
+    head.bucket = b.config.upstream_bucket;
+    const std::string what = fmt::format("HEAD {}", head.bucket);
+    auto asking = b.upstream->client->request(std::move(head), std::string());
+    auto answer = co_await std::move(asking);
+    Outcome out;
+    if (!answer) {
+      out = failed(what, answer.error());
+    } else if (answer->head.status == 404) {
+      out = Outcome::failure(Outcome::Kind::kPark, Outcome::Source::kAnswer, what,
+                             fmt::format("no bucket {} upstream", b.config.upstream_bucket));
+    } else if (answer->head.status == 403) {
+      out = Outcome::failure(
+          Outcome::Kind::kPark, Outcome::Source::kAnswer, what,
+          fmt::format("access to bucket {} denied (HTTP 403)", b.config.upstream_bucket));
+    } else {
+      out = judge(what, answer->head.status, answer->body);
+    }
+    if (out.kind != Outcome::Kind::kDone && b.probe_cause != out.cause) {
+      log::warn("tier: bucket {}: the upstream bucket cannot be used: {}", b.config.bucket,
+                out.error);
+    }
+    b.probe_cause = out.kind == Outcome::Kind::kDone ? std::string() : out.cause;
+    note(*b.upstream, out);
+  }
+
+  // Rebuilds the health report from the upstreams' state and the queue.
+  void publish(const std::vector<storage::TierBacklog>& backlog) {
+    const std::int64_t now = now_ms();
+    Health overall = Health::kOk;
+    std::string json = "{\"upstreams\":[";
+    std::string text;
+    for (std::size_t i = 0; i < upstreams.size(); ++i) {
+      const Upstream& u = *upstreams[i];
+      if (!u.cause.empty()) overall = std::max(overall, Health::kDegraded);
+      const std::int64_t failing_s = u.cause.empty() ? 0 : (now - u.failing_since_ms) / 1000;
+      json += fmt::format(
+          "{}{{\"name\":{},\"endpoint\":{},\"state\":\"{}\",\"error\":{},\"failing_for_s\":{}}}",
+          i == 0 ? "" : ",", json_string(u.config.name), json_string(u.config.endpoint),
+          upstream_state(u), json_string(u.cause), failing_s);
+      text +=
+          fmt::format("upstream {} {}: {}", u.config.name, u.config.endpoint, upstream_state(u));
+      if (!u.cause.empty()) text += fmt::format(": {} (for {} s)", u.cause, failing_s);
+      text += '\n';
+    }
+    json += "],\"buckets\":[";
+    bool first = true;
+    for (const config::TierBucketConfig& c : tier.buckets) {
+      const auto bound = std::find_if(bindings.begin(), bindings.end(), [&c](const auto& e) {
+        return e.second.config.bucket == c.bucket;
+      });
+      if (bound == bindings.end()) continue;
+      const Binding& b = bound->second;
+      storage::TierBacklog owed;
+      for (const auto& candidate : backlog) {
+        if (candidate.bucket_id == b.bucket_id) owed = candidate;
+      }
+      const std::int64_t oldest_s = owed.jobs == 0 ? 0 : (now - owed.oldest_first_ms) / 1000;
+      Health h = Health::kOk;
+      if (!b.probe_cause.empty() || owed.parked > 0 || !b.upstream->cause.empty()) {
+        h = Health::kDegraded;
+      }
+      if (owed.jobs > 0 && now - owed.oldest_first_ms > tier.writeback.max_dirty_age.count()) {
+        h = Health::kBehind;
+      }
+      overall = std::max(overall, h);
+      json += fmt::format(
+          "{}{{\"bucket\":{},\"upstream\":{},\"upstream_bucket\":{},\"upstream_prefix\":{},"
+          "\"mode\":\"{}\",\"state\":\"{}\",\"error\":{},\"queued\":{},\"queued_bytes\":{},"
+          "\"parked\":{},\"oldest_owed_age_s\":{}}}",
+          first ? "" : ",", json_string(c.bucket), json_string(c.upstream),
+          json_string(c.upstream_bucket), json_string(c.upstream_prefix), mode_name(c.mode),
+          health_name(h), json_string(b.probe_cause), owed.jobs, owed.bytes, owed.parked, oldest_s);
+      first = false;
+      text +=
+          fmt::format("bucket {} -> {}:{}/{} ({}): {}; queued {} ({}), parked {}, oldest {} s\n",
+                      c.bucket, c.upstream, c.upstream_bucket, c.upstream_prefix, mode_name(c.mode),
+                      health_name(h), owed.jobs, format_size(owed.bytes), owed.parked, oldest_s);
+      if (!b.probe_cause.empty()) text += fmt::format("  {}\n", b.probe_cause);
+    }
+    const std::uint64_t owed_bytes = store.tier_owed_bytes();
+    const std::uint64_t owed_max = store.tier_owed_max_bytes();
+    json += fmt::format("],\"owed_bytes\":{},\"owed_max_bytes\":{},\"status\":\"{}\"}}\n",
+                        owed_bytes, owed_max, health_name(overall));
+    text = fmt::format("status: {}\n{}owed to upstreams: {} of {} allowed\n", health_name(overall),
+                       text, format_size(owed_bytes), format_size(owed_max));
+    const unsigned status = overall == Health::kOk ? 200 : 503;
+    const std::lock_guard lock(report_mutex);
+    report_json = {status, "application/json", std::move(json)};
+    report_text = {status, "text/plain", std::move(text)};
+  }
+
+  asio::awaitable<void> watch() {
+    asio::steady_timer timer(io);
+    while (!stopping) {
+      if (now_ms() >= next_probe_ms) {
+        for (auto& [id, b] : bindings) {
+          if (stopping) co_return;
+          auto asking = probe(b);
+          co_await std::move(asking);
+        }
+        next_probe_ms = now_ms() + std::chrono::milliseconds(kProbeInterval).count();
+      }
+      auto read = store.tier_backlog();
+      auto backlog = co_await std::move(read);
+      if (backlog) {
+        publish(*backlog);
+      } else {
+        log::warn("tier: reading the write-back queue failed: {}", backlog.error().message());
+      }
+      timer.expires_after(kReportInterval);
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
 
   // A range's MD5 (what Content-MD5 carries), read from the version the job names.
   asio::awaitable<Result<std::optional<std::string>>> range_md5(const TierJob& job,
@@ -354,7 +549,7 @@ struct Uploader::Impl {
     if (auto doc = xml::XmlDocument::parse(created->body)) {
       if (auto id = doc->root().child("UploadId")) upload_id = id->text();
     }
-    if (upload_id.empty()) co_return Outcome::retry(what + ": no UploadId in the answer");
+    if (upload_id.empty()) co_return malformed(what, "no UploadId in the answer");
 
     auto finish = [&]() -> asio::awaitable<Outcome> {
       xml::XmlWriter complete("CompleteMultipartUpload", "http://s3.amazonaws.com/doc/2006-03-01/");
@@ -380,7 +575,7 @@ struct Uploader::Impl {
             out.kind != Outcome::Kind::kDone) {
           co_return out;
         }
-        if (!(*sent)->etag) co_return Outcome::retry(part_what + ": no ETag in the answer");
+        if (!(*sent)->etag) co_return malformed(part_what, "no ETag in the answer");
         complete.open("Part");
         complete.element("PartNumber", part);
         complete.element("ETag", "\"" + *(*sent)->etag + "\"");
@@ -473,6 +668,7 @@ struct Uploader::Impl {
   asio::awaitable<void> run_job(const Binding* b, TierJob job) {
     auto attempt = job.object_id ? upload(*b, job) : remove(*b, job);
     const Outcome out = co_await std::move(attempt);
+    if (!stopping) note(*b->upstream, out);
     switch (out.kind) {
       case Outcome::Kind::kDone: {
         auto finish = store.finish_tier_job(job, out.upstream_etag);
@@ -606,7 +802,7 @@ struct Uploader::Impl {
       for (auto& candidate : upstreams) {
         if (candidate->config.name == c.upstream) upstream = candidate.get();
       }
-      bindings[(*record)->id] = Binding{(*record)->id, c, upstream};
+      bindings[(*record)->id] = Binding{(*record)->id, c, upstream, {}};
     }
     // Parked jobs get another chance at each start: what parked them (a key, a bucket, a policy
     // upstream) may have been mended meanwhile.
@@ -629,17 +825,25 @@ struct Uploader::Impl {
   }
 };
 
+namespace {
+// The signing credentials of upstream `u`, read from its credentials file now. Throws
+// config::ConfigError when the file cannot be read.
+aws::Credentials read_credentials(const config::UpstreamConfig& u) {
+  const config::UpstreamCredentials keys = config::read_upstream_credentials(u.credentials_file);
+  return {keys.access_key, keys.secret_key, keys.session_token, u.region};
+}
+}  // namespace
+
 Uploader::Uploader(storage::ObjectStore& store, const config::TierConfig& tier,
                    std::string bucket_owner, bool rebind)
     : impl_(std::make_shared<Impl>(store, tier, std::move(bucket_owner), rebind)) {
   for (const config::UpstreamConfig& u : tier.upstreams) {
-    const config::UpstreamCredentials keys = config::read_upstream_credentials(u.credentials_file);
     s3client::Options options;
     options.http.endpoint = u.endpoint;
     options.http.verify_tls = u.tls_verify;
     options.http.ca_file = u.ca_file;
     options.http.idle_connections_max = static_cast<std::size_t>(u.max_connections);
-    options.credentials = {keys.access_key, keys.secret_key, keys.session_token, u.region};
+    options.credentials = read_credentials(u);
     options.virtual_host = u.virtual_host;
     auto upstream = std::make_unique<Upstream>();
     upstream->config = u;
@@ -683,6 +887,14 @@ void Uploader::start() {
     im.started = false;
     throw;
   }
+  asio::co_spawn(im.io, im.watch(), [](const std::exception_ptr& e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      log::error("tier: the health report stopped: {}", ex.what());
+    }
+  });
   // Raw pointers: a handler owning the Impl would be owned by the Impl's own io_context.
   asio::co_spawn(im.io, im.drain(), [st = impl_.get()](const std::exception_ptr& e) {
     if (e) {
@@ -713,6 +925,43 @@ void Uploader::stop() {
   im.work.reset();
   im.io.stop();
   im.thread.join();
+}
+
+bool Uploader::reload_credentials() {
+  Impl& im = *impl_;
+  std::vector<aws::Credentials> fresh;
+  try {
+    for (const auto& u : im.upstreams) fresh.push_back(read_credentials(u->config));
+  } catch (const std::exception& e) {
+    log::error("tier: credentials not reloaded, the ones in use stay: {}", e.what());
+    return false;
+  }
+  asio::post(im.io, [st = impl_.get(), fresh = std::move(fresh)]() mutable {
+    for (std::size_t i = 0; i < fresh.size(); ++i) {
+      st->upstreams[i]->client->set_credentials(std::move(fresh[i]));
+    }
+    // What the old key was refused may go through with the new one: parked jobs and the
+    // bindings' probes try again now.
+    st->next_probe_ms = 0;
+    asio::co_spawn(
+        st->io,
+        [st]() -> asio::awaitable<void> {
+          auto unpark = st->store.unpark_tier_jobs();
+          auto unparked = co_await std::move(unpark);
+          if (unparked && *unparked > 0)
+            log::info("tier: {} parked uploads are retried", *unparked);
+          st->wake.cancel();
+        },
+        asio::detached);
+  });
+  log::info("tier: credentials of {} upstream(s) reloaded", im.upstreams.size());
+  return true;
+}
+
+http::Probe Uploader::health(bool text) const {
+  const Impl& im = *impl_;
+  const std::lock_guard lock(im.report_mutex);
+  return text ? im.report_text : im.report_json;
 }
 
 UploaderStats Uploader::stats() const {

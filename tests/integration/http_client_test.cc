@@ -154,7 +154,8 @@ TEST_F(ClientTest, EveryWaitIsBounded) {
   Client refused(context_.get_executor(), options(closed));
   reply = run(get(refused, "/bytes/1"));
   ASSERT_FALSE(reply);
-  EXPECT_EQ(reply.error(), errc::kClosed);
+  EXPECT_EQ(reply.error(), boost::system::errc::connection_refused);
+  EXPECT_EQ(reply.error().message(), "Connection refused");  // what an operator reads
 }
 
 TEST_F(ClientTest, TlsIsVerifiedAgainstTheGivenAuthority) {

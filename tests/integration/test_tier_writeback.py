@@ -5,6 +5,7 @@ deletes and renames follow; the binding is in the catalog without its secret; an
 upstream stops nothing and loses nothing; a kill -9 after the 200 loses no upload."""
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -13,6 +14,8 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import s3_support  # noqa: E402
@@ -42,7 +45,8 @@ def client(port):
                         config=botocore.config.Config(retries={"max_attempts": 1}))
 
 
-def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt"):
+def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt", writeback=""):
+    """`writeback`: more keys of [tier.writeback], one per line."""
     return """
 [[tier.upstream]]
 name = "golden"
@@ -59,7 +63,31 @@ upstream_prefix = "%s"
 delay = "500ms"
 retry_base = "50ms"
 retry_cap = "500ms"
-""" % (endpoint, credentials_file, bucket, prefix)
+%s
+""" % (endpoint, credentials_file, bucket, prefix, writeback)
+
+
+def health(port, text=False):
+    """/health/upstream: (HTTP status, body as JSON, or as text with `text`)."""
+    url = "http://127.0.0.1:%d/health/upstream%s" % (port, "?format=text" if text else "")
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            status, body = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, body = e.code, e.read().decode()
+    return status, body if text else json.loads(body)
+
+
+def wait_health(port, check, timeout=20):
+    """The /health/upstream report once `check(status, report)` holds (fails after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, report = health(port)
+        if check(status, report):
+            return report
+        if time.monotonic() > deadline:
+            raise AssertionError("the health report never came to pass: %d %r" % (status, report))
+        time.sleep(0.1)
 
 
 class WriteBackTest(unittest.TestCase):
@@ -313,9 +341,125 @@ class WriteBackTest(unittest.TestCase):
         self.s3.put_object(Bucket="ckpt", Key="outage/k", Body=body)
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="outage/k")["Body"].read(), body)
         time.sleep(1.0)  # several attempts, all refused
+        # The probe names the cause; the server itself stays ready.
+        report = wait_health(self.local.port, lambda status, r: r["buckets"][0]["queued"] >= 1)
+        self.assertEqual(report["status"], "degraded")
+        self.assertEqual(health(self.local.port)[0], 503)
+        self.assertEqual(report["upstreams"][0]["state"], "unreachable")
+        self.assertRegex(report["upstreams"][0]["error"], "(?i)connection refused")
+        self.assertEqual(report["buckets"][0]["bucket"], "ckpt")
+        self.assertGreaterEqual(report["buckets"][0]["queued_bytes"], len(body))
+        self.assertGreaterEqual(report["owed_bytes"], len(body))
+        status, text = health(self.local.port, text=True)
+        self.assertEqual(status, 503)
+        self.assertIn("upstream golden http://127.0.0.1:%d: unreachable" % closed, text)
+        self.assertIn("bucket ckpt -> golden:team-ckpt/rack7/ (writeback): degraded", text)
+        with urllib.request.urlopen("http://127.0.0.1:%d/health/ready" % self.local.port) as r:
+            self.assertEqual(r.status, 200)
+        for shown in (json.dumps(report), text):
+            self.assertNotIn("outage", shown)  # keys are not status
+        for shown in (json.dumps(report), text, self.local.read_stderr()):
+            self.assertNotIn(s3_support.SECRET_KEY, shown)
         # kill -9: the acknowledged write's job is in the catalog, whatever the uploader did.
         self.assertGreaterEqual(self.restart_local(kill=True), 1)
         self.assertEqual(self.upstream_object("outage/k")["Body"].read(), body)
+        report = wait_health(self.local.port, lambda status, r: status == 200)
+        self.assertEqual(report["upstreams"][0]["state"], "ok")
+        self.assertEqual(report["buckets"][0]["state"], "ok")
+
+    def bound_server(self, name, endpoint, writeback="", credentials=None):
+        """Another bound hots3 with a store of its own in self.dir/name (kept across restarts)."""
+        workdir = os.path.join(self.dir, name)
+        os.makedirs(workdir, exist_ok=True)
+        config = tier_config(endpoint, credentials or self.credentials, name + "/", name, writeback)
+        return s3_support.hots3_server(config, device_size="256MiB", workdir=workdir).start()
+
+    def test_writes_past_the_owed_budget_slow_down_and_deletes_make_room(self):
+        closed = "http://127.0.0.1:%d" % socket_port_closed()
+        server = self.bound_server("budget", closed, 'max_dirty = "1MiB"\nmax_dirty_age = "1s"')
+        try:
+            c = client(server.port)
+            # 256 KiB each: four fit the 1 MiB that may be owed, the fifth would not.
+            for i in range(4):
+                c.put_object(Bucket="budget", Key="k%d" % i, Body=data(256 * KiB, 90 + i))
+            for attempt in (lambda: c.put_object(Bucket="budget", Key="k4", Body=b"x" * 1024),
+                            lambda: c.copy_object(Bucket="budget", Key="k5",
+                                                  CopySource={"Bucket": "budget", "Key": "k0"})):
+                with self.assertRaises(ClientError) as refused:
+                    attempt()
+                self.assertEqual(refused.exception.response["Error"]["Code"], "SlowDown")
+                self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            upload = c.create_multipart_upload(Bucket="budget", Key="mp")["UploadId"]
+            with self.assertRaises(ClientError) as refused:
+                c.upload_part(Bucket="budget", Key="mp", UploadId=upload, PartNumber=1, Body=b"p")
+            self.assertEqual(refused.exception.response["Error"]["Code"], "SlowDown")
+            c.abort_multipart_upload(Bucket="budget", Key="mp", UploadId=upload)
+            # Reads go on; the report shows what is owed, and its age past max_dirty_age.
+            self.assertEqual(c.get_object(Bucket="budget", Key="k1")["Body"].read(), data(256 * KiB, 91))
+            report = wait_health(server.port, lambda status, r: r["buckets"][0]["state"] == "behind")
+            self.assertEqual(report["status"], "behind")
+            self.assertEqual(report["owed_bytes"], 4 * 256 * KiB)
+            self.assertEqual(report["owed_max_bytes"], MiB)
+            self.assertEqual(report["buckets"][0]["queued"], 4)
+            self.assertGreaterEqual(report["buckets"][0]["oldest_owed_age_s"], 1)
+            # A delete is never refused, and what it replaces is no longer owed.
+            c.delete_object(Bucket="budget", Key="k3")
+            c.put_object(Bucket="budget", Key="k4", Body=data(256 * KiB, 94))
+            with self.assertRaises(ClientError):
+                c.put_object(Bucket="budget", Key="k5", Body=b"x")
+        finally:
+            self.assertEqual(server.stop(), 0)
+            server.cleanup()
+        # Bound to a working upstream, the owed data drains and writes are let in again.
+        server = self.bound_server("budget", "http://127.0.0.1:%d" % self.upstream.port,
+                                   'max_dirty = "1MiB"')
+        try:
+            report = wait_health(server.port, lambda status, r: r["owed_bytes"] == 0)
+            self.assertEqual(report["status"], "ok")
+            self.assertEqual(report["buckets"][0]["oldest_owed_age_s"], 0)
+            client(server.port).put_object(Bucket="budget", Key="k5", Body=data(256 * KiB, 95))
+            for i in (0, 1, 2, 4):
+                got = self.up.get_object(Bucket="team-ckpt", Key="budget/k%d" % i)["Body"].read()
+                self.assertEqual(got, data(256 * KiB, 90 + i))
+        finally:
+            self.assertEqual(server.stop(), 0)
+            server.cleanup()
+
+    def test_sighup_rereads_the_credentials_and_retries_what_they_refused(self):
+        keys = os.path.join(self.dir, "rotated.toml")
+        with open(keys, "w") as f:
+            f.write('access_key = "%s"\nsecret_key = "not-the-secret-any-more"\n' % s3_support.ACCESS_KEY)
+        server = self.bound_server("rotate", "http://127.0.0.1:%d" % self.upstream.port, credentials=keys)
+        try:
+            c = client(server.port)
+            c.put_object(Bucket="rotate", Key="k", Body=b"signed with the new key")
+            # Refused by the upstream (403): parked, and named in the report.
+            report = wait_health(server.port, lambda status, r: r["buckets"][0]["parked"] == 1)
+            self.assertEqual(report["status"], "degraded")
+            self.assertRegex(report["upstreams"][0]["error"], "HTTP 403")
+            with open(keys, "w") as f:
+                f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY,
+                                                                     s3_support.SECRET_KEY))
+            server.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    got = self.up.get_object(Bucket="team-ckpt", Key="rotate/k")["Body"].read()
+                    break
+                except ClientError:
+                    self.assertLess(time.monotonic(), deadline, "the parked upload never went up")
+                    time.sleep(0.05)
+            self.assertEqual(got, b"signed with the new key")
+            self.assertEqual(server.proc.poll(), None)  # SIGHUP reloads; it does not stop
+            report = wait_health(server.port, lambda status, r: status == 200)
+            self.assertEqual(report["buckets"][0]["parked"], 0)
+        finally:
+            self.assertEqual(server.stop(), 0)
+            log = server.read_stderr()
+            server.cleanup()
+        self.assertIn("tier: credentials of 1 upstream(s) reloaded", log)
+        for secret in (s3_support.SECRET_KEY, "not-the-secret-any-more"):
+            self.assertNotIn(secret, log)
 
     def test_a_kill_after_the_200_loses_no_upload(self):
         keys = ["kill/%03d" % i for i in range(40)]

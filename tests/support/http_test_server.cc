@@ -28,6 +28,7 @@
 #include <boost/crc.hpp>
 
 #include <charconv>
+#include <csignal>
 #include <functional>
 #include <string>
 #include <thread>
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
   if (!port_file.empty()) {
     hots3::write_file_atomically(port_file, std::to_string(server.port()) + "\n");
   }
-  signals.wait();
+  while (signals.wait() == SIGHUP) {
+  }
   {
     const hots3::StopSignals::Watch again(signals, [&server](int second) {
       hots3::log::warn("received {} again: closing connections now", hots3::signal_name(second));

@@ -42,7 +42,8 @@ class WorkerPool {
   std::unique_ptr<Impl> impl_;
 };
 
-// SIGINT and SIGTERM as requests to stop, with no moment at which they kill the process.
+// SIGINT and SIGTERM as requests to stop, and SIGHUP as one to reload, with no moment at which
+// they kill the process.
 //
 // The constructor blocks both signals in the calling thread, and every thread started after it
 // inherits that mask, so a stop signal stays pending until wait() takes it: one sent while the
@@ -60,11 +61,12 @@ class StopSignals {
   StopSignals(StopSignals&&) = delete;
   StopSignals& operator=(StopSignals&&) = delete;
 
-  // Blocks until SIGINT or SIGTERM arrives (or returns at once if one is pending); returns the
-  // signal number.
+  // Blocks until SIGINT, SIGTERM or SIGHUP (reload) arrives, or returns at once if one is
+  // pending; returns the signal number.
   int wait();
 
-  // Calls a function on a thread of its own for every SIGINT or SIGTERM that arrives while it
+  // Calls a function on a thread of its own for every SIGINT or SIGTERM (SIGHUP is ignored
+  // then) that arrives while it
   // lives (after the first, taken by wait(): "stop now, not gracefully"). The destructor stops
   // and joins the thread, so declare it after everything the function touches.
   class Watch {
@@ -82,10 +84,10 @@ class StopSignals {
   };
 
  private:
-  int signal_fd_;  // signalfd(2) for SIGINT and SIGTERM
+  int signal_fd_;  // signalfd(2) for SIGINT, SIGTERM and SIGHUP
 };
 
-// The name of a stop signal for logs: "SIGTERM", "SIGINT".
+// The name of a signal for logs: "SIGTERM", "SIGINT", "SIGHUP".
 const char* signal_name(int signal) noexcept;
 
 // Writes `content` to `path` through a temporary file and a rename, so a reader sees the old

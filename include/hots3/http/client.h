@@ -122,9 +122,10 @@ class Client {
   Client& operator=(Client&&) = delete;
 
   // Sends `request`'s head on a pooled or new connection. When it has a body, the caller writes
-  // it through the Call, then reads the response. Errors: kTimedOut, kClosed (cannot connect: the
-  // message says why), kInvalidArgument (the name does not resolve), kUnavailable (TLS handshake
-  // or verification failed).
+  // it through the Call, then reads the response. Errors: kTimedOut, the system's error when it
+  // cannot connect (connection refused, no route to host: its message says why), kClosed (a
+  // pooled connection closed under it), kInvalidArgument (the name does not resolve),
+  // kUnavailable (TLS handshake or verification failed).
   boost::asio::awaitable<Result<std::unique_ptr<Call>>> start(ClientRequest request);
 
   // A whole exchange in memory: the head and `body`, then the response with up to

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -118,6 +119,14 @@ class Exchange {
   boost::asio::awaitable<Result<void>> respond(Response response, std::string body);
 };
 
+// A health probe's answer (Handler::probe).
+struct Probe {
+  unsigned status = 200;
+  std::string content_type;
+  std::string body;
+};
+using ProbeFn = std::function<std::optional<Probe>(std::string_view target)>;
+
 // A protocol-level failure the core answers by itself (the handler never sees the request).
 enum class ProtocolError : std::uint8_t {
   kBadRequest,          // malformed request line, headers or framing          → 400
@@ -148,6 +157,14 @@ class Handler {
 
   // /health/ready answers 200 while this is true (and the server is not draining).
   [[nodiscard]] virtual bool ready() const noexcept { return true; }
+
+  // The answer to an unsigned GET or HEAD of /health/<name>[?query] other than live and ready
+  // (`target` as received); nullopt: no such probe, and the request is served as any other.
+  // Runs on a worker; must not block.
+  [[nodiscard]] virtual std::optional<Probe> probe(std::string_view target) const {
+    (void)target;
+    return std::nullopt;
+  }
 };
 
 }  // namespace hots3::http

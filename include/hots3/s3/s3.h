@@ -15,9 +15,11 @@ class ObjectStore;
 
 namespace hots3::s3 {
 
-// `store` must outlive the handler. Users are fixed for the handler's lifetime.
+// `store` must outlive the handler. Users are fixed for the handler's lifetime. `probes`
+// answers the health probes beyond live and ready (http::Handler::probe).
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
                                             const config::S3Config& config,
-                                            std::vector<config::UserConfig> users);
+                                            std::vector<config::UserConfig> users,
+                                            http::ProbeFn probes = {});
 
 }  // namespace hots3::s3

@@ -64,6 +64,9 @@ class Client {
   boost::asio::awaitable<Result<http::Client::Reply>> request(
       Request request, std::string body, std::size_t max_response_bytes = 16 * kMiB);
 
+  // Requests signed from now on use these (a rotated key). On the client's executor.
+  void set_credentials(aws::Credentials credentials);
+
   [[nodiscard]] http::Client& http() noexcept { return http_; }
 
  private:

@@ -60,6 +60,9 @@ struct StoreOptions {
   // Write-back: a change of a key waits this long before its job is due, so that a newer change
   // (a rewrite, a delete, a rename) replaces it and only the final state goes up.
   std::chrono::milliseconds tier_delay{5'000};
+  // Write-back exposure: past this many bytes owed to upstreams, tier_budget_allows() refuses
+  // more. 0: half the device's data area.
+  std::uint64_t tier_owed_max_bytes = 0;
 
   // The catalog's database file in `data_dir`: its presence is what makes a data directory an
   // existing store.
@@ -310,7 +313,16 @@ class ObjectStore {
   // A bucket's jobs, parked ones included, in acknowledgement order.
   virtual boost::asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(
       std::int64_t bucket_id) = 0;
-  virtual boost::asio::awaitable<Result<TierBacklog>> tier_backlog() = 0;
+  // What each bucket with queued jobs owes, by bucket id.
+  virtual boost::asio::awaitable<Result<std::vector<TierBacklog>>> tier_backlog() = 0;
+  // Bytes acknowledged in write-back buckets and not yet upstream, all buckets together (from
+  // memory: cheap enough for every write to ask).
+  [[nodiscard]] virtual std::uint64_t tier_owed_bytes() const noexcept = 0;
+  // Whether a write of `incoming` more bytes into a write-back bucket stays within the bytes
+  // that may be owed (StoreOptions::tier_owed_max_bytes). One object larger than the budget is
+  // let in when nothing is owed, or it could never be written.
+  [[nodiscard]] virtual bool tier_budget_allows(std::uint64_t incoming) const noexcept = 0;
+  [[nodiscard]] virtual std::uint64_t tier_owed_max_bytes() const noexcept = 0;
   // Whether a change acknowledged before `job` (parked ones included) is still owed under
   // `prefix` of its bucket: a commit marker waits for them.
   virtual boost::asio::awaitable<Result<bool>> tier_jobs_before(const TierJob& job,

@@ -177,8 +177,9 @@ struct TierJob {
   std::string last_error;
 };
 
-// What write-back owes the upstream, all buckets together.
+// What write-back owes the upstream for one bucket.
 struct TierBacklog {
+  std::int64_t bucket_id = 0;
   std::uint64_t jobs = 0;
   std::uint64_t bytes = 0;
   std::uint64_t parked = 0;

@@ -17,6 +17,7 @@
 // ours.
 
 #include "hots3/config/config.h"
+#include "hots3/http/handler.h"
 
 #include <cstdint>
 #include <memory>
@@ -61,6 +62,18 @@ class Uploader {
   void stop();
 
   [[nodiscard]] UploaderStats stats() const;
+
+  // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
+  // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.
+  bool reload_credentials();
+
+  // The health report (/health/upstream): per upstream, whether it answers and the cause of its
+  // last failure; per bound bucket, whether its upstream bucket can be used, what it owes
+  // (queued, parked, the age of the oldest change not yet upstream), and a state: "ok",
+  // "degraded" (an upstream failing, a parked job) or "behind" (un-uploaded data older than
+  // writeback.max_dirty_age). 200 when all is ok, else 503. No secret and no key appears in it.
+  // As JSON, or as text for people. Up to a second old; callable from any thread.
+  [[nodiscard]] http::Probe health(bool text) const;
 
   struct Impl;
 

@@ -134,6 +134,8 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
                                  "coalesce((SELECT max(id) FROM uploads), 0))",
                                  options.path, "ids") +
                   1;
+  impl->tier_owed_bytes =
+      single_integer(w, "SELECT coalesce(sum(size), 0) FROM tier_jobs", options.path, "tier_jobs");
   impl->checkpointer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite,
                                                     false, detail::wal_batching_vfs());
   // A connection opens the WAL on its first read; until then a checkpoint through it does nothing
@@ -202,6 +204,11 @@ int Catalog::schema_version() const noexcept { return impl_->schema_version; }
 Catalog::WriterStats Catalog::writer_stats() const noexcept {
   return {impl_->writes.load(), impl_->commits.load(), impl_->writer_checkpoints.load(),
           impl_->writer_checkpoints_at_limit.load(), impl_->writer_checkpoint_ns.load()};
+}
+
+std::uint64_t Catalog::tier_owed_bytes() const noexcept {
+  return static_cast<std::uint64_t>(
+      std::max<std::int64_t>(0, impl_->tier_owed_bytes.load(std::memory_order_relaxed)));
 }
 
 asio::awaitable<Result<void>> Catalog::write(WriteFn fn, std::function<void()> on_durable) {

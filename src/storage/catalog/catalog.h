@@ -63,7 +63,7 @@ class Catalog {
   Result<std::vector<TierJob>> due_tier_jobs(std::int64_t now_ms, std::size_t max);
   // Every job of a bucket, parked ones included, in acknowledgement order (status, tests).
   Result<std::vector<TierJob>> tier_jobs(std::int64_t bucket_id);
-  Result<TierBacklog> tier_backlog();
+  Result<std::vector<TierBacklog>> tier_backlog();  // per bucket owing anything
   // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
   Result<bool> bucket_empty(std::int64_t bucket_id);
@@ -129,6 +129,10 @@ class Catalog {
   boost::asio::awaitable<Result<void>> write(WriteFn fn, std::function<void()> on_durable = {});
   // The same, blocking the calling thread (start-up, tools, tests). Never on a worker.
   Result<void> write_blocking(WriteFn fn);
+
+  // Bytes acknowledged in write-back buckets and not yet upstream (queued uploads, parked ones
+  // included), as of the last commit: kept in memory, so a request may ask.
+  [[nodiscard]] std::uint64_t tier_owed_bytes() const noexcept;
 
   using WriterStats = CatalogWriterStats;
   [[nodiscard]] WriterStats writer_stats() const noexcept;

@@ -103,6 +103,8 @@ struct Catalog::Impl {
   std::atomic<std::uint64_t> writer_checkpoints{0};
   std::atomic<std::uint64_t> writer_checkpoints_at_limit{0};
   std::atomic<std::uint64_t> writer_checkpoint_ns{0};
+  // The sum of tier_jobs.size (bytes acknowledged and not yet upstream), kept by the writer.
+  std::atomic<std::int64_t> tier_owed_bytes{0};
 
   // Committed writes waiting for the WAL to reach the disk (see run_syncer).
   struct Unsynced {
@@ -149,8 +151,9 @@ struct Catalog::Impl {
   void start_threads();
   void run_writer();
   void run_batch(std::deque<detail::Pending>& batch);
+  // `owed_delta`: the change in tier_owed_bytes of the writes that stand.
   bool run_writes(std::deque<detail::Pending>& batch, std::vector<error_code>& results,
-                  bool savepoints, error_code& lost);
+                  bool savepoints, error_code& lost, std::int64_t& owed_delta);
   void run_syncer();
   void write_back_chunk(std::unique_lock<std::mutex>& sync_lock);
   void run_checkpointer();

@@ -66,11 +66,13 @@ void Catalog::Impl::run_writer() {
 // failure rolled the whole transaction back (disk full, I/O error), the run ends too and `lost`
 // says why.
 bool Catalog::Impl::run_writes(std::deque<Pending>& batch, std::vector<error_code>& results,
-                               bool savepoints, error_code& lost) {
+                               bool savepoints, error_code& lost, std::int64_t& owed_delta) {
   Connection& w = *writer;
   WriteTxnImpl txn(w, next_id);
+  owed_delta = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     results[i] = {};
+    owed_delta = txn.owed_delta();  // up to the last write that stands
     if (savepoints) {
       if (auto s = w.query("SAVEPOINT w").run(); !s) {
         results[i] = s.error();
@@ -83,6 +85,7 @@ bool Catalog::Impl::run_writes(std::deque<Pending>& batch, std::vector<error_cod
       if (savepoints) {
         if (auto rel = w.query("RELEASE w").run(); !rel) results[i] = rel.error();
       }
+      if (!results[i]) owed_delta = txn.owed_delta();
       continue;
     }
     if (sqlite3_get_autocommit(w.handle()) != 0) {
@@ -93,6 +96,7 @@ bool Catalog::Impl::run_writes(std::deque<Pending>& batch, std::vector<error_cod
     }
     results[i] = r.error();
     txn.forget();
+    txn.set_owed_delta(owed_delta);
     if (savepoints) {
       (void)w.query("ROLLBACK TO w").run();  // cannot fail: the savepoint exists
       (void)w.query("RELEASE w").run();
@@ -110,13 +114,14 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
   Connection& w = *writer;
   std::vector<error_code> results(batch.size());
   error_code commit_error;
+  std::int64_t owed_delta = 0;
   if (wal_sync_failed.load(std::memory_order_relaxed)) {
     // The disk lost committed writes once: nothing more is promised durable.
     commit_error = errc::kIoError;
   } else if (auto begun = w.query("BEGIN IMMEDIATE").run(); !begun) {
     commit_error = begun.error();
   } else {
-    if (run_writes(batch, results, /*savepoints=*/false, commit_error)) {
+    if (run_writes(batch, results, /*savepoints=*/false, commit_error, owed_delta)) {
       // A write failed after changing something, and only a savepoint undoes one write alone:
       // the batch runs again from the start, each write in a savepoint of its own.
       if (auto r = w.query("ROLLBACK").run(); !r) {
@@ -124,7 +129,7 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
       } else if (auto again = w.query("BEGIN IMMEDIATE").run(); !again) {
         commit_error = again.error();
       } else {
-        (void)run_writes(batch, results, /*savepoints=*/true, commit_error);
+        (void)run_writes(batch, results, /*savepoints=*/true, commit_error, owed_delta);
       }
     }
     if (!commit_error) {
@@ -145,6 +150,7 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
     for (auto& pending : batch) pending.done(commit_error, nullptr);
     return;
   }
+  if (owed_delta != 0) tier_owed_bytes.fetch_add(owed_delta, std::memory_order_relaxed);
   {
     std::lock_guard lock(sync_mutex);
     for (std::size_t i = 0; i < batch.size(); ++i)

@@ -94,13 +94,19 @@ Result<std::vector<TierJob>> Catalog::tier_jobs(std::int64_t bucket_id) {
   return read_tier_jobs(q);
 }
 
-Result<TierBacklog> Catalog::tier_backlog() {
+Result<std::vector<TierBacklog>> Catalog::tier_backlog() {
   auto q = impl_->reader().query(
-      "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(state = 1), 0), "
-      "coalesce(min(first_ms), 0) FROM tier_jobs");
-  H3_TRY(q.step());
-  return TierBacklog{static_cast<std::uint64_t>(q.int64(0)), static_cast<std::uint64_t>(q.int64(1)),
-                     static_cast<std::uint64_t>(q.int64(2)), q.int64(3)};
+      "SELECT bucket_id, count(*), sum(size), sum(state = 1), min(first_ms) FROM tier_jobs "
+      "GROUP BY bucket_id ORDER BY bucket_id");
+  std::vector<TierBacklog> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({q.int64(0), static_cast<std::uint64_t>(q.int64(1)),
+                   static_cast<std::uint64_t>(q.int64(2)), static_cast<std::uint64_t>(q.int64(3)),
+                   q.int64(4)});
+  }
+  return out;
 }
 
 Result<bool> Catalog::tier_jobs_before(std::int64_t bucket_id, std::string_view prefix,

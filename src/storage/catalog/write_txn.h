@@ -23,6 +23,11 @@ class WriteTxnImpl final : public WriteTxn {
 
   std::int64_t next_id() override { return next_id_++; }
 
+  // How much the bytes owed to upstreams (the sizes of queued uploads) changed in this
+  // transaction: applied to the catalog's count when it commits.
+  [[nodiscard]] std::int64_t owed_delta() const noexcept { return owed_delta_; }
+  void set_owed_delta(std::int64_t delta) noexcept { owed_delta_ = delta; }
+
   Result<void> set_device_uuid(const DeviceUuid& uuid) override {
     auto q = c_.query("INSERT OR REPLACE INTO meta(key, value) VALUES ('device_uuid', ?1)");
     q.bind_blob(1, std::as_bytes(std::span(uuid)));
@@ -152,6 +157,14 @@ class WriteTxnImpl final : public WriteTxn {
   Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
                               std::optional<std::int64_t> object_id, std::uint64_t size_bytes,
                               std::int64_t now_ms, std::int64_t due_ms) override {
+    {
+      // The job it replaces no longer owes its bytes.
+      auto old = c_.query("SELECT size FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
+      old.bind(1, bucket_id).bind(2, key);
+      H3_TRY(bool row, old.step());
+      if (row) owed_delta_ -= old.int64(0);
+    }
+    owed_delta_ += static_cast<std::int64_t>(size_bytes);
     auto q = c_.query(
         "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(bucket_id, key) DO UPDATE SET "
@@ -171,7 +184,9 @@ class WriteTxnImpl final : public WriteTxn {
     auto q = c_.query("DELETE FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3");
     q.bind(1, job.bucket_id).bind(2, std::string_view(job.key)).bind(3, job.seq);
     H3_TRY(q.run());
-    return c_.changes() != 0;
+    if (c_.changes() == 0) return false;
+    owed_delta_ -= static_cast<std::int64_t>(job.size_bytes);
+    return true;
   }
 
   Result<bool> defer_tier_job(const TierJob& job, std::int64_t due_ms, std::string_view error,
@@ -203,7 +218,13 @@ class WriteTxnImpl final : public WriteTxn {
         "ON CONFLICT(bucket_id, key) DO NOTHING");
     q.bind(1, bucket_id).bind(2, base).bind(3, now_ms);
     H3_TRY(q.run());
-    return static_cast<std::uint64_t>(c_.changes());
+    const auto queued = static_cast<std::uint64_t>(c_.changes());
+    // The rows just inserted are the ones with this transaction's seqs.
+    auto sum = c_.query("SELECT coalesce(sum(size), 0) FROM tier_jobs WHERE seq >= ?1");
+    sum.bind(1, base);
+    H3_TRY(sum.step());
+    owed_delta_ += sum.int64(0);
+    return queued;
   }
 
   Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) override {
@@ -415,6 +436,7 @@ class WriteTxnImpl final : public WriteTxn {
  private:
   Connection& c_;
   std::int64_t& next_id_;
+  std::int64_t owed_delta_ = 0;
   std::optional<std::pair<std::string, std::optional<BucketRecord>>> last_bucket_;
 };
 
