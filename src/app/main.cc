@@ -2,6 +2,7 @@
 // environment < flags.
 
 #include "server_app.h"
+#include "tier_commands.h"
 
 #include "hots3/common/logging.h"
 #include "hots3/common/units.h"
@@ -93,6 +94,31 @@ int run(int argc, char** argv) {
   check->add_option("--data", check_data, "Data directory")->required();
   check->add_option("--device", check_device, "Device (default DATA/device.img)");
 
+  CLI::App* tier = app.add_subcommand("tier", "Ask a running server about its upstreams");
+  tier->require_subcommand(1);
+  hots3::app::TierCommandOptions tier_options;
+  bool status_json = false;
+  bool flush_wait = false;
+  std::string flush_bucket, flush_prefix;
+  const auto endpoint_options = [&tier_options](CLI::App* command) {
+    command->add_option("--endpoint", tier_options.endpoint, "The server: http://HOST:PORT")
+        ->required();
+    command->add_option("--ca-file", tier_options.ca_file, "https: certificates to trust");
+    command->add_flag("--insecure", tier_options.insecure, "https: do not verify the server");
+  };
+  CLI::App* status = tier->add_subcommand(
+      "status", "Upstreams (reachable? last error) and per bucket what is owed; exit 1 unless ok");
+  endpoint_options(status);
+  status->add_flag("--json", status_json, "The report as JSON");
+  CLI::App* flush = tier->add_subcommand(
+      "flush", "Send a prefix's changes up now (credentials: AWS_ACCESS_KEY_ID, ...)");
+  endpoint_options(flush);
+  flush->add_option("--bucket", flush_bucket, "The bound bucket")->required();
+  flush->add_option("--prefix", flush_prefix, "Only keys starting with this");
+  flush->add_flag("--wait", flush_wait,
+                  "Return once everything acknowledged under the prefix before the call is "
+                  "upstream");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -103,6 +129,10 @@ int run(int argc, char** argv) {
     return hots3::app::serve(build_config(flags), {.port_file = flags.port_file,
                                                    .force_format = flags.force_format,
                                                    .tier_rebind = flags.tier_rebind});
+  }
+  if (status->parsed()) return hots3::app::tier_status(tier_options, status_json);
+  if (flush->parsed()) {
+    return hots3::app::tier_flush(tier_options, flush_bucket, flush_prefix, flush_wait);
   }
   if (check->parsed()) {
     hots3::config::Config config;

@@ -179,8 +179,10 @@ int serve(const config::Config& config, const ServeOptions& options) {
   if (uploader) {
     uploader->stop();  // unsent changes stay queued for the next start
     const tier::UploaderStats up = uploader->stats();
-    log::info("tier: this run uploaded {} objects ({} bytes) and {} deletes; {} retries, {} parked",
-              up.uploaded, up.bytes, up.deleted, up.retried, up.parked);
+    log::info(
+        "tier: this run uploaded {} objects ({} bytes) and {} deletes; {} retries, {} parked, {} "
+        "slow-downs; {} bytes sent",
+        up.uploaded, up.bytes, up.deleted, up.retried, up.parked, up.slowdowns, up.sent_bytes);
   }
   store->shutdown();
   workers.stop();

@@ -1,5 +1,6 @@
 #include "hots3/config/config.h"
 
+#include "hots3/common/logging.h"
 #include "hots3/common/units.h"
 
 #include <fmt/format.h>
@@ -396,6 +397,7 @@ void read_upstreams(const std::string& path, const toml::array& array,
     r.string("ca_file", u.ca_file);
     r.string("credentials_file", u.credentials_file);
     r.integer("max_connections", u.max_connections, 1, 1024);
+    r.size("write_bytes_per_s", u.write_bytes_per_s, 64 * kKiB, 1024 * kGiB);
     r.choice("checksums", u.checksums,
              {{"auto", UpstreamConfig::Checksums::kAuto},
               {"on", UpstreamConfig::Checksums::kOn},
@@ -622,6 +624,70 @@ void apply_text(Config& config, std::string_view text, const std::string& path) 
   if (const toml::table* t = r.table("tier")) read_tier(path, *t, config.tier);
   r.done();
   config.source = path;
+}
+
+std::string_view tier_mode_name(TierMode mode) {
+  switch (mode) {
+    case TierMode::kWriteback:
+      return "writeback";
+    case TierMode::kWritethrough:
+      return "writethrough";
+    case TierMode::kCache:
+      return "cache";
+  }
+  return "?";
+}
+
+namespace {
+// `"name":"` followed by `value` JSON-escaped and its closing quote.
+std::string binding_field(std::string_view name, std::string_view value) {
+  std::string out = fmt::format("\"{}\":\"", name);
+  log::append_json_escaped(out, value);
+  out += '"';
+  return out;
+}
+}  // namespace
+
+std::string binding_json(const TierBucketConfig& bucket, const UpstreamConfig& upstream) {
+  std::string out = "{";
+  for (const auto& [name, value] :
+       {std::pair<std::string_view, std::string_view>{"upstream", upstream.name},
+        {"endpoint", upstream.endpoint},
+        {"region", upstream.region},
+        {"addressing", upstream.virtual_host ? "virtual" : "path"},
+        {"upstream_bucket", bucket.upstream_bucket},
+        {"upstream_prefix", bucket.upstream_prefix},
+        {"mode", tier_mode_name(bucket.mode)}}) {
+    if (out.size() > 1) out += ',';
+    out += binding_field(name, value);
+  }
+  out += '}';
+  return out;
+}
+
+// The JSON is ours and its values escaped, so each field appears exactly as binding_json writes
+// it, and a quote inside a value is always escaped.
+bool binding_sends_where(std::string_view binding, const TierBucketConfig& bucket) {
+  for (const auto& [name, value] :
+       {std::pair<std::string_view, std::string_view>{"upstream", bucket.upstream},
+        {"upstream_bucket", bucket.upstream_bucket},
+        {"upstream_prefix", bucket.upstream_prefix}}) {
+    if (binding.find(binding_field(name, value)) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
+std::size_t binding_prefix_bytes(std::string_view binding) {
+  constexpr std::string_view kField = "\"upstream_prefix\":\"";
+  const std::size_t at = binding.find(kField);
+  if (at == std::string_view::npos) return 0;
+  // Each escape append_json_escaped writes (\", \\, \n, \r, \t, \u00XX) stands for one byte.
+  std::size_t bytes = 0;
+  for (std::size_t i = at + kField.size(); i < binding.size() && binding[i] != '"'; ++i) {
+    if (binding[i] == '\\') i += i + 1 < binding.size() && binding[i + 1] == 'u' ? 5U : 1U;
+    ++bytes;
+  }
+  return bytes;
 }
 
 }  // namespace hots3::config

@@ -146,6 +146,8 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
         r, Error(Code::kInvalidRequest,
                  "The source and the destination of a rename must be in the same bucket."));
   }
+  if (auto e = Service::upstream_key_fits(*bucket, r.key))
+    co_return co_await s.send_error(r, std::move(*e));
   auto token = client_token(r);
   if (auto* e = std::get_if<Error>(&token)) co_return co_await s.send_error(r, std::move(*e));
   const std::optional<std::string>& client = std::get<std::optional<std::string>>(token);

@@ -160,6 +160,8 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
   if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
+  if (auto e = Service::upstream_key_fits(*bucket, r.key))
+    co_return co_await s.send_error(r, std::move(*e));
   auto spec = object_spec(r, s.config());
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
   std::optional<std::string> algorithm;
@@ -389,9 +391,17 @@ bool was_aborted(Service& s, const Request& r) {
 asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
+  const auto upstream = s.wants_upstream(r, *bucket);
+  if (const auto* e = std::get_if<Error>(&upstream)) co_return co_await s.send_error(r, *e);
   auto found = upload_of(s, r, *bucket);
   if (auto* e = std::get_if<Error>(&found)) {
     if (auto done = completed_object(s, r, *bucket)) {
+      // A retry whose first answer was lost: it gets the same promise as the first.
+      if (std::get<bool>(upstream)) {
+        auto waiting = s.wait_upstream_for(*bucket, r.key);
+        if (auto waited = co_await std::move(waiting))
+          co_return co_await s.send_error(r, std::move(*waited));
+      }
       co_return co_await s.send_xml(r, 200, completion_result(*bucket, r.key, *done));
     }
     co_return co_await s.send_error(r, std::move(*e));
@@ -429,14 +439,27 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     }
     return std::get<storage::ObjectStore::CompletionPlan>(std::move(planned));
   };
+  // With x-hots3-durability: upstream, the wait for the upstream is part of the completion, so
+  // that the client hears from the connection meanwhile as it does while parts are joined.
+  std::optional<Error> upstream_error;
+  auto complete = [&]() -> asio::awaitable<Result<storage::ObjectRecord>> {
+    auto joining = s.store().complete_upload(upload.upload_id, plan,
+                                             std::get<storage::WriteCondition>(condition));
+    auto joined = co_await std::move(joining);
+    if (!joined || !std::get<bool>(upstream)) co_return joined;
+    auto waiting = s.wait_upstream_for(*bucket, r.key);
+    upstream_error = co_await std::move(waiting);
+    if (upstream_error) co_return errc::kUnavailable;
+    co_return joined;
+  };
   // The plan refers to this frame's locals: run() returns only once the completion has ended.
   CompletionResponse respond(s, r);
+  auto completing = complete();
   auto completed =
-      co_await respond.run(s.store().complete_upload(upload.upload_id, plan,
-                                                     std::get<storage::WriteCondition>(condition)),
-                           s.config().multipart.complete_keepalive);
+      co_await respond.run(std::move(completing), s.config().multipart.complete_keepalive);
   if (!completed) {
     if (plan_error) co_return co_await respond.error(std::move(*plan_error));
+    if (upstream_error) co_return co_await respond.error(std::move(*upstream_error));
     if (completed.error() == errc::kNotFound) {
       // The same Complete sent twice at once: the other one completed it.
       if (auto done = completed_object(s, r, *bucket))

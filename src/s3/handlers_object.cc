@@ -41,8 +41,12 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   if (auto e = validate_key(r.key)) co_return co_await s.send_error(r, std::move(*e));
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
+  if (auto e = Service::upstream_key_fits(*bucket, r.key))
+    co_return co_await s.send_error(r, std::move(*e));
   if (auto e = s.tier_budget(*bucket, r.head.content_length.value_or(0)))
     co_return co_await s.send_error(r, std::move(*e));
+  const auto upstream = s.wants_upstream(r, *bucket);
+  if (const auto* e = std::get_if<Error>(&upstream)) co_return co_await s.send_error(r, *e);
   if (r.header("x-amz-write-offset-bytes"))
     co_return co_await append_object(s, r, std::move(*bucket));
   auto spec = object_spec(r, s.config());
@@ -74,6 +78,11 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
                  : Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
     }
     co_return co_await s.send_error(r, from_errc(committed.error()));
+  }
+  if (std::get<bool>(upstream)) {
+    // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
+    auto waiting = s.wait_upstream_for(*bucket, r.key);
+    if (auto e = co_await std::move(waiting)) co_return co_await s.send_error(r, std::move(*e));
   }
   http::Response head = s.response(r, 200);
   head.add("ETag", quoted(committed->etag));
@@ -261,6 +270,8 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
       std::get<std::pair<std::string, std::string>>(named);
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
+  if (auto e = Service::upstream_key_fits(*bucket, r.key))
+    co_return co_await s.send_error(r, std::move(*e));
   auto source_bucket = copy_source_bucket(s.store(), r, source_bucket_name);
   if (auto* e = std::get_if<Error>(&source_bucket))
     co_return co_await s.send_error(r, std::move(*e));

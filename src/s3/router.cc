@@ -30,47 +30,16 @@ struct Route {
 
 // Every sub-resource of the S3 API (the REST paths of its operations), implemented or not.
 // A request naming one of these is routed by it; hots3 implements the ones in kRoutes.
-constexpr std::string_view kSubresources[] = {"abac",
-                                              "accelerate",
-                                              "acl",
-                                              "analytics",
-                                              "annotation",
-                                              "attributes",
-                                              "cors",
-                                              "delete",
-                                              "encryption",
-                                              "intelligent-tiering",
-                                              "inventory",
-                                              "legal-hold",
-                                              "lifecycle",
-                                              "location",
-                                              "logging",
-                                              "metadataAnnotationTable",
-                                              "metadataConfiguration",
-                                              "metadataInventoryTable",
-                                              "metadataJournalTable",
-                                              "metadataTable",
-                                              "metrics",
-                                              "notification",
-                                              "object-lock",
-                                              "ownershipControls",
-                                              "policy",
-                                              "policyStatus",
-                                              "publicAccessBlock",
-                                              "renameObject",
-                                              "replication",
-                                              "requestPayment",
-                                              "restore",
-                                              "retention",
-                                              "select",
-                                              "session",
-                                              "tagging",
-                                              "torrent",
-                                              "uploadId",
-                                              "uploads",
-                                              "versioning",
-                                              "versions",
-                                              "website"};
+constexpr std::string_view kSubresources[] = {
+    "abac", "accelerate", "acl", "analytics", "annotation", "attributes", "cors", "delete",
+    "encryption", "intelligent-tiering", "inventory", "legal-hold", "lifecycle", "location",
+    "logging", "metadataAnnotationTable", "metadataConfiguration", "metadataInventoryTable",
+    "metadataJournalTable", "metadataTable", "metrics", "notification", "object-lock",
+    "ownershipControls", "policy", "policyStatus", "publicAccessBlock", "renameObject",
+    "replication", "requestPayment", "restore", "retention", "select", "session", "tagging",
+    "torrent", "uploadId", "uploads", "versioning", "versions", "website",
+    // hots3's own
+    "x-hots3-flush"};
 
 asio::awaitable<void> list_objects_v1_or_v2(Service& s, Request& r) {
   const std::string* list_type = r.param("list-type");
@@ -105,6 +74,7 @@ constexpr Route kRoutes[] = {
     {Method::kPut, Target::kBucket, "acl", bucket_subresource},  // the owner-only ACL it has
     {Method::kDelete, Target::kBucket, "", delete_bucket},
     {Method::kPost, Target::kBucket, "delete", delete_objects},
+    {Method::kPost, Target::kBucket, "x-hots3-flush", flush_bucket},  // write-back buckets
 
     {Method::kGet, Target::kObject, "", get_object_body},
     {Method::kHead, Target::kObject, "", head_object},

@@ -7,7 +7,15 @@
 #include "hots3/common/random.h"
 #include "hots3/s3/s3.h"
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <array>
+#include <chrono>
 
 namespace hots3::s3 {
 
@@ -140,6 +148,86 @@ std::optional<Error> Service::tier_budget(const storage::BucketRecord& bucket,
   }
   return Error(Code::kSlowDown,
                "Too much data is waiting for upload to the upstream; please retry later.");
+}
+
+std::optional<Error> Service::upstream_key_fits(const storage::BucketRecord& bucket,
+                                                std::string_view key) {
+  if (bucket.tier == storage::BucketTier::kNone) return std::nullopt;
+  constexpr std::size_t kUpstreamKeyBytesMax = 1024;  // S3's
+  const std::size_t prefix = config::binding_prefix_bytes(bucket.upstream);
+  if (key.size() + prefix <= kUpstreamKeyBytesMax) return std::nullopt;
+  return Error(Code::kKeyTooLong,
+               fmt::format("The key and the bucket's upstream prefix ({} bytes) would be longer "
+                           "than {} bytes upstream.",
+                           prefix, kUpstreamKeyBytesMax))
+      .with("Size", std::to_string(key.size()))
+      .with("MaxSizeAllowed", std::to_string(kUpstreamKeyBytesMax - prefix));
+}
+
+std::variant<bool, Error> Service::wants_upstream(const Request& r,
+                                                  const storage::BucketRecord& bucket) const {
+  const auto asked = r.header("x-hots3-durability");
+  if (!asked || *asked == "local") return false;
+  if (*asked != "upstream") {
+    return Error(Code::kInvalidArgument, "x-hots3-durability is either local or upstream.")
+        .with("ArgumentName", "x-hots3-durability")
+        .with("ArgumentValue", std::string(*asked));
+  }
+  if (bucket.tier != storage::BucketTier::kWriteback) {
+    return Error(Code::kInvalidRequest,
+                 "x-hots3-durability: upstream needs a bucket bound to an upstream in write-back "
+                 "mode.");
+  }
+  return true;
+}
+
+namespace {
+// How long a request waits for the upstream to confirm: under the 60 s read timeout of the
+// common SDKs, so that the client hears why rather than timing out and sending it all again.
+constexpr std::chrono::seconds kUpstreamWait{50};
+// Between two looks at the queue: short at first (a small object is up in milliseconds), then
+// no busier than ten looks a second.
+constexpr std::chrono::milliseconds kUpstreamPollFirst{2};
+constexpr std::chrono::milliseconds kUpstreamPollMax{100};
+}  // namespace
+
+asio::awaitable<Result<Service::UpstreamWait>> Service::wait_upstream(
+    const storage::BucketRecord& bucket, storage::KeySpan span, std::int64_t up_to_seq) {
+  const auto deadline = std::chrono::steady_clock::now() + kUpstreamWait;
+  auto expedite = store_.expedite_tier_jobs(bucket.id, span);
+  auto last = co_await std::move(expedite);
+  if (!last) co_return last.error();
+  UpstreamWait wait{up_to_seq != 0 ? up_to_seq : *last, {}};
+  if (wait.seq == 0) co_return wait;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  std::chrono::milliseconds pause = kUpstreamPollFirst;
+  for (;;) {
+    auto read = store_.tier_owed(bucket.id, span, wait.seq);
+    auto owed = co_await std::move(read);
+    if (!owed) co_return owed.error();
+    wait.owed = std::move(*owed);
+    if (wait.owed.jobs == wait.owed.parked) co_return wait;  // all up, or refused for good
+    if (std::chrono::steady_clock::now() + pause > deadline) co_return wait;
+    timer.expires_after(pause);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    pause = std::min(pause * 2, kUpstreamPollMax);
+  }
+}
+
+asio::awaitable<std::optional<Error>> Service::wait_upstream_for(
+    const storage::BucketRecord& bucket, std::string key) {
+  auto waiting = wait_upstream(bucket, {std::move(key), true});
+  auto waited = co_await std::move(waiting);
+  if (!waited) co_return from_errc(waited.error());
+  if (waited->owed.jobs == 0) co_return std::nullopt;
+  if (waited->owed.parked > 0) {
+    co_return Error(
+        Code::kServiceUnavailable,
+        "The upstream refused the upload; it is kept here, parked: " + waited->owed.parked_error);
+  }
+  co_return Error(Code::kServiceUnavailable,
+                  "The upstream has not confirmed the upload yet; it is durable here and stays "
+                  "queued.");
 }
 
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,

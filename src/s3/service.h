@@ -63,6 +63,32 @@ class Service final : public http::Handler {
   [[nodiscard]] std::optional<Error> tier_budget(const storage::BucketRecord& bucket,
                                                  std::uint64_t incoming) const;
 
+  // KeyTooLongError for a key that, after the bucket's upstream prefix, would be longer than
+  // S3 allows upstream: refused here rather than parked after its 200.
+  [[nodiscard]] static std::optional<Error> upstream_key_fits(const storage::BucketRecord& bucket,
+                                                              std::string_view key);
+
+  // x-hots3-durability: "local" (the default: a 200 means durable here) or "upstream" (a 200
+  // also means the upstream confirmed: write-back buckets only). True for "upstream"; an error
+  // for any other value, or for "upstream" in a bucket that is not write-back.
+  [[nodiscard]] std::variant<bool, Error> wants_upstream(const Request& r,
+                                                         const storage::BucketRecord& bucket) const;
+  // Waits for the upstream to have every change of `span` acknowledged up to `up_to_seq` (0:
+  // before the call); they are sent at once, not after the coalescing delay. Returns what is
+  // still owed when the wait ended: nothing; only parked jobs (the upstream refused them for
+  // good); or more, after kUpstreamWait. Either way the changes stay durable here and queued.
+  struct UpstreamWait {
+    std::int64_t seq = 0;  // the jobs waited for: those up to this one
+    storage::TierOwed owed;
+  };
+  asio::awaitable<Result<UpstreamWait>> wait_upstream(const storage::BucketRecord& bucket,
+                                                      storage::KeySpan span,
+                                                      std::int64_t up_to_seq = 0);
+  // wait_upstream for one request's own change (x-hots3-durability): ServiceUnavailable unless
+  // the upstream has it.
+  asio::awaitable<std::optional<Error>> wait_upstream_for(const storage::BucketRecord& bucket,
+                                                          std::string key);
+
  private:
   storage::ObjectStore& store_;
   config::S3Config config_;
@@ -81,6 +107,7 @@ asio::awaitable<void> get_bucket_location(Service& s, Request& r);
 asio::awaitable<void> list_objects(Service& s, Request& r, bool v2);
 asio::awaitable<void> bucket_subresource(Service& s, Request& r);  // versioning, acl, policy, ...
 
+asio::awaitable<void> flush_bucket(Service& s, Request& r);  // hots3's own
 asio::awaitable<void> put_object(Service& s, Request& r);
 asio::awaitable<void> get_object(Service& s, Request& r, bool head);
 asio::awaitable<void> delete_object(Service& s, Request& r);

@@ -265,6 +265,58 @@ class StoreImpl final : public ObjectStore {
     co_return finished;
   }
 
+  asio::awaitable<Result<bool>> set_tier_upload(TierJob job, std::string upload_id) override {
+    bool set = false;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(set, t.set_tier_upload(job, upload_id));
+      return {};
+    }));
+    co_return set;
+  }
+
+  asio::awaitable<Result<bool>> add_tier_part(TierJob job, TierPart part) override {
+    bool added = false;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(added, t.add_tier_part(job, part));
+      return {};
+    }));
+    co_return added;
+  }
+
+  asio::awaitable<Result<std::vector<TierPart>>> tier_parts(std::int64_t seq) override {
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), seq] { return c->tier_parts(seq); });
+    co_return co_await std::move(read);
+  }
+
+  asio::awaitable<Result<std::vector<std::string>>> tier_upload_ids() override {
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get()] { return c->tier_upload_ids(); });
+    co_return co_await std::move(read);
+  }
+
+  asio::awaitable<Result<std::int64_t>> expedite_tier_jobs(std::int64_t bucket_id,
+                                                           KeySpan span) override {
+    std::int64_t last = 0;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(last, t.expedite_tier_jobs(bucket_id, span, now_ms()));
+      return {};
+    }));
+    if (last != 0 && tier_wake_) tier_wake_();
+    co_return last;
+  }
+
+  asio::awaitable<Result<TierOwed>> tier_owed(std::int64_t bucket_id, KeySpan span,
+                                              std::int64_t up_to_seq) override {
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), bucket_id, s = std::move(span), up_to_seq] {
+          return c->tier_owed(bucket_id, s, up_to_seq);
+        });
+    co_return co_await std::move(read);
+  }
+
+  void set_tier_wake(std::function<void()> wake) override { tier_wake_ = std::move(wake); }
+
   asio::awaitable<Result<std::uint64_t>> unpark_tier_jobs() override {
     std::uint64_t unparked = 0;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
@@ -717,6 +769,7 @@ class StoreImpl final : public ObjectStore {
   StoreCore core_;
   asio::thread_pool reader_pool_;
   bool shut_down_ = false;
+  std::function<void()> tier_wake_;  // set before serving, read by any thread after
   mutable std::shared_mutex buckets_mutex_;
   std::unordered_map<std::string, BucketRecord> buckets_;
   std::unordered_map<std::int64_t, BucketTier> tiers_;  // by bucket id

@@ -57,6 +57,13 @@ constexpr std::size_t kAnswerBytesMax = 64 * kKiB;
 // binding's upstream bucket is asked for (HEAD) whether or not uploads are under way.
 constexpr std::chrono::seconds kReportInterval{1};
 constexpr std::chrono::seconds kProbeInterval{30};
+// The log hears that an upstream fails (or answers again) at most this often.
+constexpr std::chrono::seconds kWarnInterval{10};
+// After a cut of an upstream's window, the refusals of attempts already under way do not cut it
+// again for this long.
+constexpr std::chrono::seconds kSlowDownHold{1};
+// How often upstream uploads no job uses are looked for (and at start).
+constexpr std::chrono::hours kSweepInterval{1};
 
 struct Upstream {
   config::UpstreamConfig config;
@@ -67,6 +74,16 @@ struct Upstream {
   std::string cause;
   bool unreachable = false;
   std::int64_t failing_since_ms = 0;
+  bool warned = false;  // this failure streak was logged (so is its end)
+  std::int64_t last_warn_ms = 0;
+  // write_bytes_per_s: when the next byte may go, all uploads to it together.
+  std::chrono::steady_clock::time_point next_send{};
+  // How many attempts it takes at once (AIMD): halved when it answers 429 or 503 (at most once
+  // per kSlowDownHold, as one burst of refusals is one signal), then one more per window of
+  // successes, up to the uploader's parallelism. Attempts under way: `running`.
+  double window = 1;
+  std::size_t running = 0;
+  std::chrono::steady_clock::time_point last_cut{};
 };
 
 struct Binding {
@@ -91,11 +108,12 @@ struct Outcome {
   std::string cause;                         // why alone (no key: status output shows it)
   std::optional<std::string> upstream_etag;  // kDone, where it differs from ours
   std::uint64_t bytes = 0;
+  unsigned status = 0;  // the upstream's HTTP status, when it answered
 
   static Outcome failure(Kind kind, Source source, std::string_view what, std::string cause) {
-    return {kind, source, fmt::format("{}: {}", what, cause), std::move(cause), {}, 0};
+    return {kind, source, fmt::format("{}: {}", what, cause), std::move(cause), {}, 0, 0};
   }
-  static Outcome superseded() { return {Kind::kSuperseded, Source::kAnswer, {}, {}, {}, 0}; }
+  static Outcome superseded() { return {Kind::kSuperseded, Source::kAnswer, {}, {}, {}, 0, 0}; }
 };
 
 storage::BucketTier bucket_tier(config::TierMode mode) {
@@ -108,41 +126,6 @@ storage::BucketTier bucket_tier(config::TierMode mode) {
       return storage::BucketTier::kCache;
   }
   return storage::BucketTier::kNone;
-}
-
-std::string_view mode_name(config::TierMode mode) {
-  switch (mode) {
-    case config::TierMode::kWriteback:
-      return "writeback";
-    case config::TierMode::kWritethrough:
-      return "writethrough";
-    case config::TierMode::kCache:
-      return "cache";
-  }
-  return "?";
-}
-
-// The binding as the catalog keeps it (buckets.upstream): enough for recovery tools to find the
-// upstream copy from the catalog alone, and no secret.
-std::string binding_json(const config::TierBucketConfig& b, const config::UpstreamConfig& u) {
-  std::string out = "{";
-  const auto field = [&out](std::string_view name, std::string_view value) {
-    if (out.size() > 1) out += ',';
-    out += '"';
-    out += name;
-    out += "\":\"";
-    log::append_json_escaped(out, value);
-    out += '"';
-  };
-  field("upstream", u.name);
-  field("endpoint", u.endpoint);
-  field("region", u.region);
-  field("addressing", u.virtual_host ? "virtual" : "path");
-  field("upstream_bucket", b.upstream_bucket);
-  field("upstream_prefix", b.upstream_prefix);
-  field("mode", mode_name(b.mode));
-  out += '}';
-  return out;
 }
 
 // The object's content headers and user metadata, as the upstream keeps them.
@@ -175,27 +158,15 @@ Outcome judge(std::string_view what, unsigned status, std::string_view body) {
   std::string cause = fmt::format("HTTP {}", status);
   if (auto e = s3client::parse_error(body)) cause += fmt::format(" {}: {}", e->code, e->message);
   const bool transient = status == 408 || status == 429 || status / 100 == 5;
-  return Outcome::failure(transient ? Outcome::Kind::kRetry : Outcome::Kind::kPark,
-                          Outcome::Source::kAnswer, what, std::move(cause));
+  Outcome out = Outcome::failure(transient ? Outcome::Kind::kRetry : Outcome::Kind::kPark,
+                                 Outcome::Source::kAnswer, what, std::move(cause));
+  out.status = status;
+  return out;
 }
 
 // An answer that lacks what S3 always sends (an UploadId, an ETag): retried.
 Outcome malformed(std::string_view what, std::string cause) {
   return Outcome::failure(Outcome::Kind::kRetry, Outcome::Source::kAnswer, what, std::move(cause));
-}
-
-// Whether a binding stored in the catalog (binding_json) sends data where `b` does: the same
-// upstream, upstream bucket and prefix (the endpoint of an upstream may move). The JSON is ours
-// and its values escaped, so each field appears exactly as binding_json writes it.
-bool same_destination(std::string_view stored, const config::TierBucketConfig& b) {
-  const auto field = [stored](std::string_view name, std::string_view value) {
-    std::string text = fmt::format("\"{}\":\"", name);
-    log::append_json_escaped(text, value);
-    text += '"';
-    return stored.find(text) != std::string_view::npos;
-  };
-  return field("upstream", b.upstream) && field("upstream_bucket", b.upstream_bucket) &&
-         field("upstream_prefix", b.upstream_prefix);
 }
 
 // An attempt that failed before the upstream answered: retried, unless the local copy itself is
@@ -258,7 +229,24 @@ struct Uploader::Impl {
   bool started = false;
   std::promise<void> drained;
 
-  std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0};
+  std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
+      n_sent{0}, n_slowdowns{0};
+
+  // Holds a piece of `bytes` back until the upstream's write_bytes_per_s lets it go. Each piece
+  // takes its slot before it waits, so concurrent uploads share the rate in turn.
+  asio::awaitable<void> pace(Upstream& u, std::size_t bytes) {
+    if (u.config.write_bytes_per_s == 0) co_return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto start = std::max(now, u.next_send);
+    u.next_send =
+        start +
+        std::chrono::nanoseconds(static_cast<std::int64_t>(
+            static_cast<double>(bytes) * 1e9 / static_cast<double>(u.config.write_bytes_per_s)));
+    if (start <= now) co_return;
+    asio::steady_timer timer(io);
+    timer.expires_at(start);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
 
   // The health report as JSON and as text, rebuilt every kReportInterval by watch().
   std::int64_t next_probe_ms = 0;  // when watch() next probes the bindings
@@ -267,22 +255,29 @@ struct Uploader::Impl {
   http::Probe report_text{200, "text/plain", "status: ok\n"};
 
   // What an exchange with an upstream says about it: a success ends a failure streak, a failure
-  // (not one of the local copy's) starts or continues one. Changes are logged once each.
+  // (not one of the local copy's) starts or continues one. The log hears of a change at most
+  // once per kWarnInterval: an upstream refusing some requests would otherwise fill it with
+  // every turn of the streak (each failed job says why once anyway).
   void note(Upstream& u, const Outcome& out) {
     if (out.kind == Outcome::Kind::kSuperseded || out.source == Outcome::Source::kLocal) return;
+    const std::int64_t now = now_ms();
     if (out.kind == Outcome::Kind::kDone) {
-      if (!u.cause.empty()) log::info("tier: upstream {} answers again", u.config.name);
+      if (u.warned) log::info("tier: upstream {} answers again", u.config.name);
       u.cause.clear();
       u.unreachable = false;
       u.failing_since_ms = 0;
+      u.warned = false;
       return;
     }
     const bool unreachable = out.source == Outcome::Source::kTransport;
-    if (u.cause.empty() || u.unreachable != unreachable) {
+    if ((u.cause.empty() || u.unreachable != unreachable) &&
+        now - u.last_warn_ms >= std::chrono::milliseconds(kWarnInterval).count()) {
       log::warn("tier: upstream {} ({}) is {}: {}", u.config.name, u.config.endpoint,
                 unreachable ? "unreachable" : "failing", out.cause);
+      u.warned = true;
+      u.last_warn_ms = now;
     }
-    if (u.cause.empty()) u.failing_since_ms = now_ms();
+    if (u.cause.empty()) u.failing_since_ms = now;
     u.cause = out.cause;
     u.unreachable = unreachable;
   }
@@ -328,9 +323,10 @@ struct Uploader::Impl {
       if (!u.cause.empty()) overall = std::max(overall, Health::kDegraded);
       const std::int64_t failing_s = u.cause.empty() ? 0 : (now - u.failing_since_ms) / 1000;
       json += fmt::format(
-          "{}{{\"name\":{},\"endpoint\":{},\"state\":\"{}\",\"error\":{},\"failing_for_s\":{}}}",
+          "{}{{\"name\":{},\"endpoint\":{},\"state\":\"{}\",\"error\":{},\"failing_for_s\":{},"
+          "\"concurrency\":{}}}",
           i == 0 ? "" : ",", json_string(u.config.name), json_string(u.config.endpoint),
-          upstream_state(u), json_string(u.cause), failing_s);
+          upstream_state(u), json_string(u.cause), failing_s, static_cast<int>(u.window));
       text +=
           fmt::format("upstream {} {}: {}", u.config.name, u.config.endpoint, upstream_state(u));
       if (!u.cause.empty()) text += fmt::format(": {} (for {} s)", u.cause, failing_s);
@@ -362,13 +358,14 @@ struct Uploader::Impl {
           "\"mode\":\"{}\",\"state\":\"{}\",\"error\":{},\"queued\":{},\"queued_bytes\":{},"
           "\"parked\":{},\"oldest_owed_age_s\":{}}}",
           first ? "" : ",", json_string(c.bucket), json_string(c.upstream),
-          json_string(c.upstream_bucket), json_string(c.upstream_prefix), mode_name(c.mode),
-          health_name(h), json_string(b.probe_cause), owed.jobs, owed.bytes, owed.parked, oldest_s);
+          json_string(c.upstream_bucket), json_string(c.upstream_prefix),
+          config::tier_mode_name(c.mode), health_name(h), json_string(b.probe_cause), owed.jobs,
+          owed.bytes, owed.parked, oldest_s);
       first = false;
-      text +=
-          fmt::format("bucket {} -> {}:{}/{} ({}): {}; queued {} ({}), parked {}, oldest {} s\n",
-                      c.bucket, c.upstream, c.upstream_bucket, c.upstream_prefix, mode_name(c.mode),
-                      health_name(h), owed.jobs, format_size(owed.bytes), owed.parked, oldest_s);
+      text += fmt::format(
+          "bucket {} -> {}:{}/{} ({}): {}; queued {} ({}), parked {}, oldest {} s\n", c.bucket,
+          c.upstream, c.upstream_bucket, c.upstream_prefix, config::tier_mode_name(c.mode),
+          health_name(h), owed.jobs, format_size(owed.bytes), owed.parked, oldest_s);
       if (!b.probe_cause.empty()) text += fmt::format("  {}\n", b.probe_cause);
     }
     const std::uint64_t owed_bytes = store.tier_owed_bytes();
@@ -383,9 +380,67 @@ struct Uploader::Impl {
     report_text = {status, "text/plain", std::move(text)};
   }
 
+  // Aborts the upstream multipart uploads under the binding's prefix that no job uses: begun
+  // for a version a newer change replaced before a restart, or by a server since gone. They hold
+  // space upstream and nothing will complete them.
+  asio::awaitable<void> sweep_orphans(const Binding& b) {
+    auto read = store.tier_upload_ids();
+    auto ids = co_await std::move(read);
+    if (!ids) co_return;
+    const std::set<std::string> in_use(ids->begin(), ids->end());
+    std::string key_marker;
+    std::string id_marker;
+    std::size_t aborted = 0;
+    for (;;) {
+      s3client::Request list;
+      list.bucket = b.config.upstream_bucket;
+      list.query = {{"uploads", ""}, {"prefix", b.config.upstream_prefix}};
+      if (!key_marker.empty()) {
+        list.query.push_back({"key-marker", key_marker});
+        list.query.push_back({"upload-id-marker", id_marker});
+      }
+      auto listing = b.upstream->client->request(std::move(list), std::string());
+      auto listed = co_await std::move(listing);
+      if (!listed || listed->head.status != 200) break;  // the probe reports why
+      const auto doc = xml::XmlDocument::parse(listed->body);
+      if (!doc) break;
+      for (const xml::XmlElement& e : doc->root().children()) {
+        if (e.name() != "Upload") continue;
+        const auto key = e.child("Key");
+        const auto id = e.child("UploadId");
+        if (!key || !id || in_use.count(id->text()) != 0) continue;
+        auto abort = abort_upload(b, key->text(), id->text());
+        co_await std::move(abort);
+        ++aborted;
+      }
+      const auto truncated = doc->root().child("IsTruncated");
+      const auto next_key = doc->root().child("NextKeyMarker");
+      const auto next_id = doc->root().child("NextUploadIdMarker");
+      if (!truncated || truncated->text() != "true" || !next_key || !next_id ||
+          (next_key->text() == key_marker && next_id->text() == id_marker)) {
+        break;
+      }
+      key_marker = next_key->text();
+      id_marker = next_id->text();
+    }
+    if (aborted > 0) {
+      log::info("tier: bucket {}: {} upstream upload(s) no job uses were aborted", b.config.bucket,
+                aborted);
+    }
+  }
+
   asio::awaitable<void> watch() {
     asio::steady_timer timer(io);
+    std::int64_t next_sweep_ms = 0;
     while (!stopping) {
+      if (now_ms() >= next_sweep_ms) {
+        for (auto& [id, b] : bindings) {
+          if (stopping) co_return;
+          auto sweep = sweep_orphans(b);
+          co_await std::move(sweep);
+        }
+        next_sweep_ms = now_ms() + std::chrono::milliseconds(kSweepInterval).count();
+      }
       if (now_ms() >= next_probe_ms) {
         for (auto& [id, b] : bindings) {
           if (stopping) co_return;
@@ -459,9 +514,13 @@ struct Uploader::Impl {
       if (!piece) co_return piece.error();
       if (piece->empty()) break;
       if (stopping) co_return errc::kCancelled;
+      auto paced = pace(*b.upstream, piece->size());
+      co_await std::move(paced);
+      if (stopping) co_return errc::kCancelled;
       auto write = (*call)->write_body(*piece);
       auto written = co_await std::move(write);
       if (!written) co_return written.error();
+      n_sent.fetch_add(piece->size(), std::memory_order_relaxed);
     }
     auto answer = (*call)->response();
     auto head = co_await std::move(answer);
@@ -506,9 +565,27 @@ struct Uploader::Impl {
     co_return out;
   }
 
+  // Ends an upstream multipart upload that will not be completed: it holds space there.
+  // (By value: a coroutine keeps its parameters, and a reference would outlive a temporary.)
+  asio::awaitable<void> abort_upload(const Binding& b, std::string key, std::string upload_id) {
+    s3client::Request abort;
+    abort.method = "DELETE";
+    abort.bucket = b.config.upstream_bucket;
+    abort.key = key;
+    abort.query = {{"uploadId", upload_id}};
+    auto aborting = b.upstream->client->request(std::move(abort), std::string());
+    auto aborted = co_await std::move(aborting);
+    if (!aborted || (aborted->head.status / 100 != 2 && aborted->head.status != 404)) {
+      log::debug("tier: abort of upload {} of {}/{} failed", upload_id, b.config.upstream_bucket,
+                 key);
+    }
+  }
+
   // A multipart object keeps its part boundaries upstream (so the upstream's ETag is ours); a
   // large single-part object goes up in parts of part_size, and so does an object whose parts
   // S3 would refuse (appends leave parts under 5 MiB): its upstream ETag is then kept apart.
+  // The upload id and each confirmed part are in the catalog (the job's), so that the next
+  // attempt, after a failure or a restart, sends only the parts not yet confirmed.
   asio::awaitable<Outcome> put_multipart(const Binding& b, const TierJob& job,
                                          const ObjectRecord& o) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // offset, length
@@ -532,53 +609,100 @@ struct Uploader::Impl {
     const std::string key = b.config.upstream_prefix + o.key;
     const std::string what =
         fmt::format("multipart upload of {}/{}", b.config.upstream_bucket, key);
-    s3client::Request create;
-    create.method = "POST";
-    create.bucket = b.config.upstream_bucket;
-    create.key = key;
-    create.query = {{"uploads", ""}};
-    create.headers = object_headers(o);
-    auto creating = b.upstream->client->request(std::move(create), std::string());
-    auto created = co_await std::move(creating);
-    if (!created) co_return failed(what, created.error());
-    if (Outcome out = judge(what, created->head.status, created->body);
-        out.kind != Outcome::Kind::kDone) {
-      co_return out;
-    }
-    std::string upload_id;
-    if (auto doc = xml::XmlDocument::parse(created->body)) {
-      if (auto id = doc->root().child("UploadId")) upload_id = id->text();
-    }
-    if (upload_id.empty()) co_return malformed(what, "no UploadId in the answer");
 
+    // The upload a former attempt began, and what of it the upstream has.
+    std::string upload_id = job.upload_id;
+    std::vector<std::optional<std::string>> confirmed(ranges.size());  // ETag by part index
+    if (!upload_id.empty()) {
+      auto list = store.tier_parts(job.seq);
+      auto parts = co_await std::move(list);
+      if (!parts) co_return failed("reading the catalog", parts.error());
+      bool same_parts = true;  // a part_size changed since would make other parts
+      for (const storage::TierPart& p : *parts) {
+        if (p.part_number == 0 || p.part_number > ranges.size() ||
+            ranges[p.part_number - 1].second != p.size_bytes) {
+          same_parts = false;
+          break;
+        }
+        confirmed[p.part_number - 1] = p.etag;
+      }
+      if (!same_parts) {
+        auto abort = abort_upload(b, key, upload_id);
+        co_await std::move(abort);
+        upload_id.clear();
+        std::fill(confirmed.begin(), confirmed.end(), std::nullopt);
+      }
+    }
+    if (upload_id.empty()) {
+      s3client::Request create;
+      create.method = "POST";
+      create.bucket = b.config.upstream_bucket;
+      create.key = key;
+      create.query = {{"uploads", ""}};
+      create.headers = object_headers(o);
+      auto creating = b.upstream->client->request(std::move(create), std::string());
+      auto created = co_await std::move(creating);
+      if (!created) co_return failed(what, created.error());
+      if (Outcome out = judge(what, created->head.status, created->body);
+          out.kind != Outcome::Kind::kDone) {
+        co_return out;
+      }
+      if (auto doc = xml::XmlDocument::parse(created->body)) {
+        if (auto id = doc->root().child("UploadId")) upload_id = id->text();
+      }
+      if (upload_id.empty()) co_return malformed(what, "no UploadId in the answer");
+      auto keep = store.set_tier_upload(job, upload_id);
+      auto kept = co_await std::move(keep);
+      if (!kept || !*kept) {
+        auto abort = abort_upload(b, key, upload_id);
+        co_await std::move(abort);
+        if (!kept) co_return failed("recording the upload", kept.error());
+        co_return Outcome::superseded();
+      }
+    }
+
+    bool upload_gone = false;  // NoSuchUpload: aborted or expired upstream; a new one is needed
+    const auto gone = [&upload_gone](unsigned status, std::string_view body) {
+      const auto e = s3client::parse_error(body);
+      upload_gone = status == 404 && e && e->code == "NoSuchUpload";
+    };
     auto finish = [&]() -> asio::awaitable<Outcome> {
       xml::XmlWriter complete("CompleteMultipartUpload", "http://s3.amazonaws.com/doc/2006-03-01/");
       for (std::size_t i = 0; i < ranges.size(); ++i) {
         const auto [offset, length] = ranges[i];
         const std::string part = std::to_string(i + 1);
-        auto hash = range_md5(job, offset, length);
-        auto hashed = co_await std::move(hash);
-        if (!hashed) co_return failed("reading the object", hashed.error());
-        if (!*hashed) co_return Outcome::superseded();
-        s3client::Request put;
-        put.method = "PUT";
-        put.bucket = b.config.upstream_bucket;
-        put.key = key;
-        put.query = {{"partNumber", part}, {"uploadId", upload_id}};
-        put.headers.push_back({"Content-MD5", **hashed});
-        auto send = send_range(b, job, std::move(put), offset, length);
-        auto sent = co_await std::move(send);
-        const std::string part_what = fmt::format("{} (part {})", what, part);
-        if (!sent) co_return failed(part_what, sent.error());
-        if (!*sent) co_return Outcome::superseded();
-        if (Outcome out = judge(part_what, (*sent)->status, (*sent)->body);
-            out.kind != Outcome::Kind::kDone) {
-          co_return out;
+        if (!confirmed[i]) {
+          auto hash = range_md5(job, offset, length);
+          auto hashed = co_await std::move(hash);
+          if (!hashed) co_return failed("reading the object", hashed.error());
+          if (!*hashed) co_return Outcome::superseded();
+          s3client::Request put;
+          put.method = "PUT";
+          put.bucket = b.config.upstream_bucket;
+          put.key = key;
+          put.query = {{"partNumber", part}, {"uploadId", upload_id}};
+          put.headers.push_back({"Content-MD5", **hashed});
+          auto send = send_range(b, job, std::move(put), offset, length);
+          auto sent = co_await std::move(send);
+          const std::string part_what = fmt::format("{} (part {})", what, part);
+          if (!sent) co_return failed(part_what, sent.error());
+          if (!*sent) co_return Outcome::superseded();
+          gone((*sent)->status, (*sent)->body);
+          if (Outcome out = judge(part_what, (*sent)->status, (*sent)->body);
+              out.kind != Outcome::Kind::kDone) {
+            co_return out;
+          }
+          if (!(*sent)->etag) co_return malformed(part_what, "no ETag in the answer");
+          auto record =
+              store.add_tier_part(job, {static_cast<std::uint32_t>(i + 1), length, *(*sent)->etag});
+          auto recorded = co_await std::move(record);
+          if (!recorded) co_return failed("recording a part", recorded.error());
+          if (!*recorded) co_return Outcome::superseded();
+          confirmed[i] = *(*sent)->etag;
         }
-        if (!(*sent)->etag) co_return malformed(part_what, "no ETag in the answer");
         complete.open("Part");
         complete.element("PartNumber", part);
-        complete.element("ETag", "\"" + *(*sent)->etag + "\"");
+        complete.element("ETag", "\"" + *confirmed[i] + "\"");
         complete.close();
       }
       s3client::Request done;
@@ -589,6 +713,7 @@ struct Uploader::Impl {
       auto completing = b.upstream->client->request(std::move(done), complete.finish());
       auto completed = co_await std::move(completing);
       if (!completed) co_return failed(what, completed.error());
+      gone(completed->head.status, completed->body);
       // A completion can fail after its 200: S3 then sends an Error document in the body.
       if (s3client::parse_error(completed->body)) {
         co_return judge(what, completed->head.status == 200 ? 500 : completed->head.status,
@@ -609,17 +734,18 @@ struct Uploader::Impl {
     };
     auto attempt = finish();
     Outcome out = co_await std::move(attempt);
-    if (out.kind != Outcome::Kind::kDone) {
-      // An upload left open upstream holds space there; ended here, it costs nothing.
-      s3client::Request abort;
-      abort.method = "DELETE";
-      abort.bucket = b.config.upstream_bucket;
-      abort.key = key;
-      abort.query = {{"uploadId", upload_id}};
-      auto aborting = b.upstream->client->request(std::move(abort), std::string());
-      auto aborted = co_await std::move(aborting);
-      if (!aborted || aborted->head.status / 100 != 2) {
-        log::debug("tier: {}: abort of upload {} failed", what, upload_id);
+    if (upload_gone) {
+      // Nothing of it is left upstream: the next attempt begins anew (it is retried: 404).
+      auto forget = store.set_tier_upload(job, "");
+      co_await std::move(forget);
+      out.kind = Outcome::Kind::kRetry;
+    } else if (out.kind == Outcome::Kind::kPark || out.kind == Outcome::Kind::kSuperseded) {
+      // It will not be completed. A retry keeps it, and its confirmed parts, for the next attempt.
+      auto abort = abort_upload(b, key, upload_id);
+      co_await std::move(abort);
+      if (out.kind == Outcome::Kind::kPark) {
+        auto forget = store.set_tier_upload(job, "");
+        co_await std::move(forget);
       }
     }
     co_return out;
@@ -665,10 +791,35 @@ struct Uploader::Impl {
     return static_cast<std::int64_t>(random_u64() % static_cast<std::uint64_t>(ceiling + 1));
   }
 
+  // An upstream that answers 429 or 503 asks for less: its window halves; each success grows
+  // it by 1/window, one more attempt at once per window of successes.
+  void adapt(Upstream& u, const Outcome& out) {
+    const auto most = static_cast<double>(tier.writeback.parallelism);
+    if (out.status == 429 || out.status == 503) {
+      const auto now = std::chrono::steady_clock::now();
+      if (u.last_cut != std::chrono::steady_clock::time_point{} &&
+          now - u.last_cut < kSlowDownHold) {
+        return;
+      }
+      const double before = u.window;
+      u.window = std::max(1.0, u.window / 2);
+      u.last_cut = now;
+      log::info("tier: upstream {} asks to slow down (HTTP {}): {} attempts at once, from {}",
+                u.config.name, out.status, static_cast<int>(u.window), static_cast<int>(before));
+      n_slowdowns.fetch_add(1, std::memory_order_relaxed);
+    } else if (out.kind == Outcome::Kind::kDone) {
+      u.window = std::min(most, u.window + 1.0 / u.window);
+    }
+  }
+
   asio::awaitable<void> run_job(const Binding* b, TierJob job) {
     auto attempt = job.object_id ? upload(*b, job) : remove(*b, job);
     const Outcome out = co_await std::move(attempt);
-    if (!stopping) note(*b->upstream, out);
+    --b->upstream->running;
+    if (!stopping) {
+      note(*b->upstream, out);
+      adapt(*b->upstream, out);
+    }
     switch (out.kind) {
       case Outcome::Kind::kDone: {
         auto finish = store.finish_tier_job(job, out.upstream_etag);
@@ -726,6 +877,8 @@ struct Uploader::Impl {
             const auto bound = bindings.find(job.bucket_id);
             if (bound == bindings.end()) continue;  // no longer bound: its jobs wait
             if (in_flight.count({job.bucket_id, job.key}) != 0) continue;
+            Upstream& upstream = *bound->second.upstream;
+            if (static_cast<double>(upstream.running) + 1 > upstream.window) continue;
             if (job.object_id && is_commit_marker(tier.writeback.commit_markers, job.key)) {
               // A commit marker goes up after everything acknowledged before it under its
               // prefix, so that a reader of the upstream never sees it without its shards.
@@ -734,6 +887,7 @@ struct Uploader::Impl {
               if (!waiting || *waiting) continue;
             }
             in_flight.emplace(job.bucket_id, job.key);
+            ++upstream.running;
             asio::co_spawn(io, run_job(&bound->second, std::move(job)), asio::detached);
           }
         }
@@ -778,7 +932,7 @@ struct Uploader::Impl {
       auto found = store.find_bucket(c.bucket);
       if (!found) throw std::runtime_error("tier: " + found.error().message());
       if (*found && (*found)->tier != storage::BucketTier::kNone &&
-          !same_destination((*found)->upstream, c)) {
+          !config::binding_sends_where((*found)->upstream, c)) {
         auto check = refuse_rebind(**found, "its binding changed");
         co_await std::move(check);
       }
@@ -790,7 +944,7 @@ struct Uploader::Impl {
               fmt::format("tier: creating bucket {}: {}", c.bucket, created.error().message()));
         }
       }
-      auto set = store.set_bucket_tier(c.bucket, bucket_tier(c.mode), binding_json(c, *u));
+      auto set = store.set_bucket_tier(c.bucket, bucket_tier(c.mode), config::binding_json(c, *u));
       auto bound = co_await std::move(set);
       if (!bound) {
         throw std::runtime_error(
@@ -847,6 +1001,7 @@ Uploader::Uploader(storage::ObjectStore& store, const config::TierConfig& tier,
     options.virtual_host = u.virtual_host;
     auto upstream = std::make_unique<Upstream>();
     upstream->config = u;
+    upstream->window = static_cast<double>(tier.writeback.parallelism);
     try {
       upstream->client =
           std::make_unique<s3client::Client>(impl_->io.get_executor(), std::move(options));
@@ -895,7 +1050,9 @@ void Uploader::start() {
       log::error("tier: the health report stopped: {}", ex.what());
     }
   });
-  // Raw pointers: a handler owning the Impl would be owned by the Impl's own io_context.
+  // A client waiting for an upload (x-hots3-durability, a flush) has it looked at now. Raw
+  // pointers: a handler owning the Impl would be owned by the Impl's own io_context.
+  im.store.set_tier_wake([st = impl_.get()] { asio::post(st->io, [st] { st->wake.cancel(); }); });
   asio::co_spawn(im.io, im.drain(), [st = impl_.get()](const std::exception_ptr& e) {
     if (e) {
       try {
@@ -966,8 +1123,8 @@ http::Probe Uploader::health(bool text) const {
 
 UploaderStats Uploader::stats() const {
   const Impl& im = *impl_;
-  return {im.n_uploaded.load(), im.n_deleted.load(), im.n_bytes.load(), im.n_retried.load(),
-          im.n_parked.load()};
+  return {im.n_uploaded.load(), im.n_deleted.load(), im.n_bytes.load(),    im.n_sent.load(),
+          im.n_retried.load(),  im.n_parked.load(),  im.n_slowdowns.load()};
 }
 
 }  // namespace hots3::tier

@@ -116,6 +116,9 @@ OPERATIONS = [
     Op("AbortMultipartUpload", "abort_multipart_upload", "write", 204,
        lambda c: ("DELETE", obj("mpu"), [("uploadId", c.upload())], {}, b"")),
     Op("ListParts", "list_parts", "read", 200, lambda c: ("GET", obj("mpu"), [("uploadId", c.upload())], {}, b"")),
+    # hots3's own; the bucket here is not bound to an upstream, so an allowed caller hears that.
+    Op("FlushBucket", "flush_bucket", "write", 400,
+       lambda c: ("POST", "/" + BUCKET, [("x-hots3-flush", ""), ("prefix", "p/")], {}, b"")),
 ]
 
 

@@ -7,9 +7,11 @@ upstream stops nothing and loses nothing; a kill -9 after the 200 loses no uploa
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -18,6 +20,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
 
 import boto3  # noqa: E402
@@ -219,6 +222,21 @@ class WriteBackTest(unittest.TestCase):
         for i, k in enumerate(keys):
             self.assertEqual(self.upstream_object(k)["Body"].read(), b"body %d" % i, k)
 
+    def test_a_key_too_long_for_the_upstream_is_refused_before_its_200(self):
+        # rack7/ takes 6 of the upstream's 1,024 bytes.
+        fits = "long/" + "k" * (1024 - len(PREFIX) - 5)
+        self.s3.put_object(Bucket="ckpt", Key=fits, Body=b"fits")
+        self.assertEqual(self.upstream_object(fits)["Body"].read(), b"fits")
+        for attempt in (lambda: self.s3.put_object(Bucket="ckpt", Key=fits + "x", Body=b"no"),
+                        lambda: self.s3.create_multipart_upload(Bucket="ckpt", Key=fits + "x"),
+                        lambda: self.s3.copy_object(Bucket="ckpt", Key=fits + "x",
+                                                    CopySource={"Bucket": "ckpt", "Key": fits})):
+            with self.assertRaises(ClientError) as refused:
+                attempt()
+            self.assertEqual(refused.exception.response["Error"]["Code"], "KeyTooLongError")
+        with self.assertRaises(ClientError):
+            self.s3.head_object(Bucket="ckpt", Key=fits + "x")
+
     def test_overwrites_deletes_and_renames_reach_the_upstream_in_order(self):
         for v in range(5):
             self.s3.put_object(Bucket="ckpt", Key="order/k", Body=b"version %d" % v)
@@ -363,16 +381,209 @@ class WriteBackTest(unittest.TestCase):
         # kill -9: the acknowledged write's job is in the catalog, whatever the uploader did.
         self.assertGreaterEqual(self.restart_local(kill=True), 1)
         self.assertEqual(self.upstream_object("outage/k")["Body"].read(), body)
-        report = wait_health(self.local.port, lambda status, r: status == 200)
-        self.assertEqual(report["upstreams"][0]["state"], "ok")
-        self.assertEqual(report["buckets"][0]["state"], "ok")
+        # (A job another test parked on purpose may be left, and the marker waiting behind it.)
+        report = wait_health(self.local.port, lambda status, r: r["upstreams"][0]["state"] == "ok")
+        self.assertEqual(report["buckets"][0]["state"], "ok" if report["buckets"][0]["parked"] == 0 else "degraded")
 
-    def bound_server(self, name, endpoint, writeback="", credentials=None):
-        """Another bound hots3 with a store of its own in self.dir/name (kept across restarts)."""
+    def durable_upstream(self, c):
+        """`c` sends x-hots3-durability: upstream on every PUT and Complete."""
+        def add(request, **_):
+            request.headers["x-hots3-durability"] = "upstream"
+        for op in ("PutObject", "CompleteMultipartUpload"):
+            c.meta.events.register("before-sign.s3.%s" % op, add)
+        return c
+
+    def test_a_write_that_asks_for_upstream_durability_is_upstream_at_its_200(self):
+        c = self.durable_upstream(client(self.local.port))
+        body = data(200 * KiB, 60)
+        etag = c.put_object(Bucket="ckpt", Key="durable/one", Body=body)["ETag"]
+        # No waiting: at the 200 the upstream has it (the coalescing delay was skipped).
+        got = self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "durable/one")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ETag"], etag)
+        parts = [data(5 * MiB, 61), data(MiB, 62)]
+        upload = c.create_multipart_upload(Bucket="ckpt", Key="durable/mp")["UploadId"]
+        listed = [{"PartNumber": i + 1, "ETag": c.upload_part(Bucket="ckpt", Key="durable/mp", UploadId=upload,
+                                                             PartNumber=i + 1, Body=p)["ETag"]}
+                  for i, p in enumerate(parts)]
+        etag = c.complete_multipart_upload(Bucket="ckpt", Key="durable/mp", UploadId=upload,
+                                           MultipartUpload={"Parts": listed})["ETag"]
+        self.assertEqual(self.up.head_object(Bucket="team-ckpt", Key=PREFIX + "durable/mp")["ETag"], etag)
+        # A value it does not know, or a bucket with no upstream: refused before the body.
+        plain = client(self.local.port)
+        plain.create_bucket(Bucket="unbound")
+        for bucket, header, code in (("ckpt", "somewhere", "InvalidArgument"),
+                                     ("unbound", "upstream", "InvalidRequest")):
+            def add(request, header=header, **_):
+                request.headers["x-hots3-durability"] = header
+            plain.meta.events.register("before-sign.s3.PutObject", add)
+            with self.assertRaises(ClientError) as refused:
+                plain.put_object(Bucket=bucket, Key="k", Body=b"x")
+            self.assertEqual(refused.exception.response["Error"]["Code"], code)
+            plain.meta.events.unregister("before-sign.s3.PutObject", add)
+        plain.delete_bucket(Bucket="unbound")
+
+    def hots3(self, *args):
+        """Runs the hots3 binary with `args` and the test user's keys; (exit status, stdout, stderr)."""
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY,
+                   AWS_SECRET_ACCESS_KEY=s3_support.SECRET_KEY)
+        done = subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    def test_tier_flush_returns_once_the_prefix_is_upstream_and_status_reports(self):
+        endpoint = "http://127.0.0.1:%d" % self.local.port
+        for i in range(6):
+            self.s3.put_object(Bucket="ckpt", Key="flush/%d" % i, Body=data(50 * KiB + i, 80 + i))
+        self.s3.put_object(Bucket="ckpt", Key="elsewhere/k", Body=b"not flushed")
+        rc, out, err = self.hots3("tier", "flush", "--endpoint", endpoint, "--bucket", "ckpt",
+                                  "--prefix", "flush/", "--wait")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("ckpt/flush/: everything acknowledged before the flush is upstream", out)
+        for i in range(6):  # at once, not after waiting
+            got = self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "flush/%d" % i)["Body"].read()
+            self.assertEqual(got, data(50 * KiB + i, 80 + i))
+        # (Other tests of the class may have left a parked job: "degraded", exit 1.)
+        rc, out, err = self.hots3("tier", "status", "--endpoint", endpoint)
+        self.assertRegex(out, r"^status: (ok|degraded)\n")
+        self.assertEqual(rc, 0 if out.startswith("status: ok") else 1, out + err)
+        self.assertIn("upstream golden http://127.0.0.1:%d: ok" % self.upstream.port, out)
+        rc, out, _ = self.hots3("tier", "status", "--endpoint", endpoint, "--json")
+        report = json.loads(out)
+        self.assertEqual(report["buckets"][0]["bucket"], "ckpt")
+        self.assertEqual(rc, 0 if report["status"] == "ok" else 1)
+        # Not a write-back bucket, or no keys: the server's error, exit 1.
+        self.s3.create_bucket(Bucket="unbound-flush")
+        rc, _, err = self.hots3("tier", "flush", "--endpoint", endpoint, "--bucket", "unbound-flush")
+        self.assertEqual(rc, 1)
+        self.assertIn("HTTP 400 InvalidRequest", err)
+        self.s3.delete_bucket(Bucket="unbound-flush")
+        env_less = subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), "tier", "flush", "--endpoint", endpoint,
+                                   "--bucket", "ckpt"], capture_output=True, text=True, timeout=60,
+                                  env={k: v for k, v in os.environ.items() if "ACCESS" not in k and "SECRET" not in k})
+        self.assertNotEqual(env_less.returncode, 0)
+        self.assertIn("no credentials", env_less.stderr)
+
+    def bound_server(self, name, endpoint, writeback="", credentials=None, upstream=""):
+        """Another bound hots3 with a store of its own in self.dir/name (kept across restarts).
+        `upstream`: more keys of its [[tier.upstream]]."""
         workdir = os.path.join(self.dir, name)
         os.makedirs(workdir, exist_ok=True)
         config = tier_config(endpoint, credentials or self.credentials, name + "/", name, writeback)
+        config = config.replace("[[tier.bucket]]", upstream + "\n[[tier.bucket]]", 1)
         return s3_support.hots3_server(config, device_size="256MiB", workdir=workdir).start()
+
+    def test_a_kill_during_a_large_upload_resends_only_the_parts_in_flight(self):
+        upstream = "http://127.0.0.1:%d" % self.upstream.port
+        # 48 MiB in 5 MiB parts at 16 MiB/s: three seconds of upload to kill in the middle of.
+        writeback = 'multipart_threshold = "5MiB"\npart_size = "5MiB"'
+        server = self.bound_server("resume", upstream, writeback, upstream='write_bytes_per_s = "16MiB"')
+        catalog = os.path.join(self.dir, "resume", "data", "catalog.db")
+        body = data(48 * MiB, 50)
+        try:
+            # As SDKs save a large checkpoint: a multipart upload, whose part boundaries (and so
+            # whose ETag) the upstream keeps.
+            c = client(server.port)
+            upload = c.create_multipart_upload(Bucket="resume", Key="ckpt/model.bin")["UploadId"]
+            parts = [{"PartNumber": n + 1,
+                      "ETag": c.upload_part(Bucket="resume", Key="ckpt/model.bin", UploadId=upload,
+                                            PartNumber=n + 1, Body=body[n * 5 * MiB:(n + 1) * 5 * MiB])["ETag"]}
+                     for n in range((len(body) + 5 * MiB - 1) // (5 * MiB))]
+            etag = c.complete_multipart_upload(Bucket="resume", Key="ckpt/model.bin", UploadId=upload,
+                                               MultipartUpload={"Parts": parts})["ETag"]
+            deadline = time.monotonic() + 30
+            while True:
+                db = sqlite3.connect("file:%s?mode=ro" % catalog, uri=True)
+                try:
+                    done = db.execute("SELECT count(*) FROM tier_parts").fetchone()[0]
+                finally:
+                    db.close()
+                if done >= 3:
+                    break
+                self.assertLess(time.monotonic(), deadline, "no part was ever confirmed")
+                time.sleep(0.02)
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait()
+        finally:
+            server.cleanup()
+        db = sqlite3.connect(catalog)
+        try:
+            confirmed = db.execute("SELECT count(*) FROM tier_parts").fetchone()[0]
+            self.assertIsNotNone(db.execute("SELECT upload_id FROM tier_jobs").fetchone()[0])
+        finally:
+            db.close()
+        server = self.bound_server("resume", upstream, writeback)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    head = self.up.head_object(Bucket="team-ckpt", Key="resume/ckpt/model.bin")
+                    break
+                except ClientError:
+                    self.assertLess(time.monotonic(), deadline, "the upload never completed")
+                    time.sleep(0.05)
+            self.assertEqual(head["ETag"], etag)
+            got = self.up.get_object(Bucket="team-ckpt", Key="resume/ckpt/model.bin")["Body"].read()
+            self.assertEqual(hashlib.sha256(got).hexdigest(), hashlib.sha256(body).hexdigest())
+            # No upload is left open upstream.
+            self.assertEqual(self.up.list_multipart_uploads(Bucket="team-ckpt", Prefix="resume/").get("Uploads", []), [])
+        finally:
+            self.assertEqual(server.stop(), 0)
+            log = server.read_stderr()
+            server.cleanup()
+        sent = int(re.search(r"; (\d+) bytes sent", log).group(1))
+        self.assertGreaterEqual(confirmed, 3)
+        self.assertLessEqual(sent, len(body) - confirmed * 5 * MiB, "more than the unconfirmed parts were sent again")
+
+    def test_slowdowns_halve_the_concurrency_and_a_reset_loses_nothing(self):
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            proxy.slowdown = 0.3  # 30% of requests answered 503 SlowDown by the proxy
+            proxy.reset_after = 100 * KiB  # and the first body cut off by a reset
+            server = self.bound_server("faults", "http://127.0.0.1:%d" % proxy.port)
+            try:
+                c = client(server.port)
+                bodies = {"k%02d" % i: data(200 * KiB + i, 300 + i) for i in range(24)}
+                for key, body in bodies.items():
+                    c.put_object(Bucket="faults", Key=key, Body=body)
+                rc, out, err = self.hots3("tier", "flush", "--endpoint", "http://127.0.0.1:%d" % server.port,
+                                          "--bucket", "faults", "--wait")
+                self.assertEqual(rc, 0, out + err)
+                for key, body in bodies.items():
+                    got = self.up.get_object(Bucket="team-ckpt", Key="faults/" + key)["Body"].read()
+                    self.assertEqual(got, body, key)
+                refused, resets = proxy.refused, proxy.resets
+            finally:
+                self.assertEqual(server.stop(), 0)
+                log = server.read_stderr()
+                server.cleanup()
+        self.assertGreater(refused, 0)
+        self.assertEqual(resets, 1)
+        self.assertRegex(log, r"tier: upstream golden asks to slow down \(HTTP 503\): 4 attempts at once, from 8")
+        stats = re.search(r"this run uploaded (\d+) objects .* (\d+) retries, (\d+) parked, (\d+) slow-downs", log)
+        self.assertEqual(int(stats.group(1)), len(bodies))
+        self.assertGreater(int(stats.group(2)), 0)
+        self.assertEqual(int(stats.group(3)), 0)  # no job is lost, none parked
+        self.assertGreater(int(stats.group(4)), 0)
+
+    def test_upstream_uploads_no_job_uses_are_aborted(self):
+        # An upload under the bucket's prefix that nothing will complete (a server gone, a version
+        # replaced before a restart): aborted at start.
+        orphan = self.up.create_multipart_upload(Bucket="team-ckpt", Key="orphans/left")["UploadId"]
+        elsewhere = self.up.create_multipart_upload(Bucket="team-ckpt", Key="not-ours/k")["UploadId"]
+        server = self.bound_server("orphans", "http://127.0.0.1:%d" % self.upstream.port)
+        try:
+            deadline = time.monotonic() + 20
+            while self.up.list_multipart_uploads(Bucket="team-ckpt", Prefix="orphans/").get("Uploads"):
+                self.assertLess(time.monotonic(), deadline, "the orphan is still there")
+                time.sleep(0.05)
+            left = self.up.list_multipart_uploads(Bucket="team-ckpt", Prefix="not-ours/")["Uploads"]
+            self.assertEqual([u["UploadId"] for u in left], [elsewhere])
+        finally:
+            self.assertEqual(server.stop(), 0)
+            server.cleanup()
+            self.up.abort_multipart_upload(Bucket="team-ckpt", Key="not-ours/k", UploadId=elsewhere)
+        with self.assertRaises(ClientError):
+            self.up.list_parts(Bucket="team-ckpt", Key="orphans/left", UploadId=orphan)
 
     def test_writes_past_the_owed_budget_slow_down_and_deletes_make_room(self):
         closed = "http://127.0.0.1:%d" % socket_port_closed()
@@ -432,6 +643,14 @@ class WriteBackTest(unittest.TestCase):
         server = self.bound_server("rotate", "http://127.0.0.1:%d" % self.upstream.port, credentials=keys)
         try:
             c = client(server.port)
+            # Asked for upstream durability, the refusal is the client's answer (503), and the
+            # object stays here, parked.
+            with self.assertRaises(ClientError) as refused:
+                self.durable_upstream(client(server.port)).put_object(Bucket="rotate", Key="k",
+                                                                      Body=b"first")
+            self.assertEqual(refused.exception.response["Error"]["Code"], "ServiceUnavailable")
+            self.assertIn("HTTP 403", refused.exception.response["Error"]["Message"])
+            self.assertEqual(c.get_object(Bucket="rotate", Key="k")["Body"].read(), b"first")
             c.put_object(Bucket="rotate", Key="k", Body=b"signed with the new key")
             # Refused by the upstream (403): parked, and named in the report.
             report = wait_health(server.port, lambda status, r: r["buckets"][0]["parked"] == 1)

@@ -137,6 +137,9 @@ struct UpstreamConfig {
   std::string ca_file;           // PEM bundle for https; "" = the system's
   std::string credentials_file;  // TOML: access_key, secret_key, optional session_token
   std::uint64_t max_connections = 16;
+  // Bytes per second sent to it, all uploads together (0: no cap): a shared uplink keeps room
+  // for everything else.
+  std::uint64_t write_bytes_per_s = 0;
   // x-amz-checksum-* on uploads: kAuto sends them once the upstream has echoed one (hots3, AWS),
   // so that an upstream without them (Ceph RGW 16) still works.
   enum class Checksums { kAuto, kOn, kOff } checksums = Checksums::kAuto;
@@ -218,6 +221,19 @@ struct UpstreamCredentials {
   std::string session_token;
 };
 UpstreamCredentials read_upstream_credentials(const std::string& path);
+
+std::string_view tier_mode_name(TierMode mode);  // "writeback", "writethrough", "cache"
+
+// A binding as the catalog keeps it (buckets.upstream): JSON with the upstream's name, endpoint,
+// region and addressing, the upstream bucket, the prefix and the mode; enough for recovery tools
+// to find the upstream copy from the catalog alone, and no secret.
+std::string binding_json(const TierBucketConfig& bucket, const UpstreamConfig& upstream);
+// Whether a binding_json sends data where `bucket` does: the same upstream, upstream bucket and
+// prefix (an upstream's endpoint may move).
+bool binding_sends_where(std::string_view binding, const TierBucketConfig& bucket);
+// The bytes of a binding_json's upstream_prefix (0 without one): an upstream key is the prefix
+// and the key, and S3 keys end at 1,024 bytes.
+std::size_t binding_prefix_bytes(std::string_view binding);
 
 }  // namespace hots3::config
 

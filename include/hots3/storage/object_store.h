@@ -332,6 +332,27 @@ class ObjectStore {
   // change of the key replaced the job meanwhile, and that one stays queued.
   virtual boost::asio::awaitable<Result<bool>> finish_tier_job(
       TierJob job, std::optional<std::string> upstream_etag) = 0;
+  // A job's upstream multipart upload, kept across restarts so that a restart re-sends only
+  // the parts in flight: its id ("" = none any more; its parts are forgotten) and each part the
+  // upstream confirmed. false: a newer change replaced the job.
+  virtual boost::asio::awaitable<Result<bool>> set_tier_upload(TierJob job,
+                                                               std::string upload_id) = 0;
+  virtual boost::asio::awaitable<Result<bool>> add_tier_part(TierJob job, TierPart part) = 0;
+  virtual boost::asio::awaitable<Result<std::vector<TierPart>>> tier_parts(std::int64_t seq) = 0;
+  // The upstream uploads that jobs still use: any other under a binding's prefix is an orphan.
+  virtual boost::asio::awaitable<Result<std::vector<std::string>>> tier_upload_ids() = 0;
+  // A client waits for `span`'s changes to reach the upstream (x-hots3-durability, a flush):
+  // those waiting out the coalescing delay become due now, and the uploader is woken
+  // (set_tier_wake). Returns the highest seq of the span's jobs, 0 when nothing is owed.
+  virtual boost::asio::awaitable<Result<std::int64_t>> expedite_tier_jobs(std::int64_t bucket_id,
+                                                                          KeySpan span) = 0;
+  // What `span` still owes, of the jobs up to `up_to_seq` (a newer change's job is not waited
+  // for: it replaced what the waiter wrote).
+  virtual boost::asio::awaitable<Result<TierOwed>> tier_owed(std::int64_t bucket_id, KeySpan span,
+                                                             std::int64_t up_to_seq) = 0;
+  // Called after each expedite, on the caller's thread: must be quick and thread-safe.
+  // REQUIRES: before the store serves requests (the uploader sets it as it starts).
+  virtual void set_tier_wake(std::function<void()> wake) = 0;
   // Every parked job due again now (its cause may be mended: credentials, a missing bucket);
   // returns how many.
   virtual boost::asio::awaitable<Result<std::uint64_t>> unpark_tier_jobs() = 0;

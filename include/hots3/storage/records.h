@@ -175,6 +175,14 @@ struct TierJob {
   std::uint32_t attempts = 0;
   bool parked = false;  // an answer no retry changes (403, 400): an operator must act
   std::string last_error;
+  std::string upload_id;  // the upstream multipart upload under way for it ("" = none)
+};
+
+// A part of a job's upstream multipart upload that the upstream confirmed.
+struct TierPart {
+  std::uint32_t part_number = 0;
+  std::uint64_t size_bytes = 0;
+  std::string etag;
 };
 
 // What write-back owes the upstream for one bucket.
@@ -184,6 +192,19 @@ struct TierBacklog {
   std::uint64_t bytes = 0;
   std::uint64_t parked = 0;
   std::int64_t oldest_first_ms = 0;  // 0 = nothing owed
+};
+
+// Which keys of a bucket an expedite or a wait for the upstream covers.
+struct KeySpan {
+  std::string text;    // the key, or the prefix
+  bool exact = false;  // the one key `text`, or every key starting with it
+};
+
+// What a bucket still owes the upstream under a KeySpan, of the jobs up to a seq.
+struct TierOwed {
+  std::uint64_t jobs = 0;    // parked ones included
+  std::uint64_t parked = 0;  // no retry will change their answer
+  std::string parked_error;  // one parked job's error
 };
 
 // The catalog writer's counters (StoreStats).

@@ -14,7 +14,8 @@
 // The upstream key is upstream_prefix + key, byte for byte, with the object's content headers
 // and user metadata; a single-part object goes up as one PUT with Content-MD5, a multipart one
 // keeps its part boundaries (each part with its Content-MD5), so that the upstream's ETag is
-// ours.
+// ours. An upstream that answers 429 or 503 gets fewer attempts at once (halved, then grown
+// back by one per window of successes), and write_bytes_per_s caps what is sent to it.
 
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
@@ -31,11 +32,13 @@ namespace hots3::tier {
 
 // What the uploader has done since it started.
 struct UploaderStats {
-  std::uint64_t uploaded = 0;  // objects the upstream confirmed
-  std::uint64_t deleted = 0;   // upstream deletes confirmed
-  std::uint64_t bytes = 0;     // object bytes sent and confirmed
-  std::uint64_t retried = 0;   // failed attempts to be retried
-  std::uint64_t parked = 0;    // jobs parked
+  std::uint64_t uploaded = 0;    // objects the upstream confirmed
+  std::uint64_t deleted = 0;     // upstream deletes confirmed
+  std::uint64_t bytes = 0;       // bytes of the objects the upstream confirmed
+  std::uint64_t sent_bytes = 0;  // bytes sent, confirmed or not (a part sent again counts again)
+  std::uint64_t retried = 0;     // failed attempts to be retried
+  std::uint64_t parked = 0;      // jobs parked
+  std::uint64_t slowdowns = 0;   // times an upstream's 429 or 503 halved its concurrency
 };
 
 class Uploader {

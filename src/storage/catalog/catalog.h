@@ -66,6 +66,12 @@ class Catalog {
   Result<std::vector<TierBacklog>> tier_backlog();  // per bucket owing anything
   // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
+  // The parts of job `seq`'s upstream upload the upstream confirmed, by part number.
+  Result<std::vector<TierPart>> tier_parts(std::int64_t seq);
+  // The upstream uploads jobs still use (the rest under a binding's prefix are orphans).
+  Result<std::vector<std::string>> tier_upload_ids();
+  // What `span` of the bucket still owes, of the jobs up to `up_to_seq`.
+  Result<TierOwed> tier_owed(std::int64_t bucket_id, const KeySpan& span, std::int64_t up_to_seq);
   Result<bool> bucket_empty(std::int64_t bucket_id);
   Result<std::optional<ObjectRecord>> find_object(std::int64_t bucket_id, std::string_view key);
   // The same with the inline data (small objects) filled in, in one statement: a small GET
@@ -226,6 +232,15 @@ class WriteTxn {
   // job yet, due at `now_ms`, in the order they were written; returns how many.
   virtual Result<std::uint64_t> queue_local_objects(std::int64_t bucket_id,
                                                     std::int64_t now_ms) = 0;
+  // Records the upstream multipart upload of `job` ("" = none any more, its parts forgotten);
+  // false when the job is no longer its key's.
+  virtual Result<bool> set_tier_upload(const TierJob& job, std::string_view upload_id) = 0;
+  // Records a part of it the upstream confirmed; false when the job is no longer its key's.
+  virtual Result<bool> add_tier_part(const TierJob& job, const TierPart& part) = 0;
+  // Makes the jobs of `span` that wait out the coalescing delay (not a retry's back-off) due at
+  // `now_ms`; returns the highest seq of the span's jobs (0: none).
+  virtual Result<std::int64_t> expedite_tier_jobs(std::int64_t bucket_id, const KeySpan& span,
+                                                  std::int64_t now_ms) = 0;
   // Makes every parked job due at `now_ms` (the cause may be mended); returns how many.
   virtual Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) = 0;
   // Marks a version as upstream too (tier_state), with the upstream's ETag where it differs.

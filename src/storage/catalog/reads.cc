@@ -461,4 +461,40 @@ Result<Catalog::Counts> Catalog::counts() {
   return Counts{q.uint64(0), q.uint64(1), q.uint64(2), q.uint64(3), q.uint64(4)};
 }
 
+Result<std::vector<TierPart>> Catalog::tier_parts(std::int64_t seq) {
+  auto q = impl_->reader().query(
+      "SELECT part_number, size, etag FROM tier_parts WHERE seq = ?1 ORDER BY part_number");
+  q.bind(1, seq);
+  std::vector<TierPart> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({static_cast<std::uint32_t>(q.int64(0)), q.uint64(1), std::string(q.text(2))});
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> Catalog::tier_upload_ids() {
+  auto q = impl_->reader().query("SELECT upload_id FROM tier_jobs WHERE upload_id IS NOT NULL");
+  std::vector<std::string> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.emplace_back(q.text(0));
+  }
+  return out;
+}
+
+Result<TierOwed> Catalog::tier_owed(std::int64_t bucket_id, const KeySpan& span,
+                                    std::int64_t up_to_seq) {
+  auto q = impl_->reader().query(
+      "SELECT count(*), coalesce(sum(state = 1), 0), max(CASE WHEN state = 1 THEN last_error END) "
+      "FROM tier_jobs WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 AND seq <= ?4");
+  q.bind(1, bucket_id).bind(4, up_to_seq);
+  bind_key_span(q, span, 2);
+  H3_TRY(q.step());
+  return TierOwed{static_cast<std::uint64_t>(q.int64(0)), static_cast<std::uint64_t>(q.int64(1)),
+                  q.optional_text(2).value_or(std::string())};
+}
+
 }  // namespace hots3::storage

@@ -53,6 +53,11 @@ std::string upper_bound_of(const std::string& prefix) {
   return upper;
 }
 
+void bind_key_span(Query& q, const KeySpan& span, int first_parameter) {
+  q.bind(first_parameter, std::string_view(span.text));
+  q.bind(first_parameter + 1, span.exact ? span.text + '\0' : upper_bound_of(span.text));
+}
+
 ObjectRecord read_object(const Query& q) {
   ObjectRecord o;
   o.bucket_id = q.int64(0);
@@ -217,6 +222,7 @@ TierJob read_tier_job(const Query& q) {
   job.attempts = static_cast<std::uint32_t>(q.int64(7));
   job.parked = q.int64(8) != 0;
   job.last_error = std::string(q.text(9));
+  job.upload_id = q.optional_text(10).value_or(std::string());
   return job;
 }
 

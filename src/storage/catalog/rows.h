@@ -65,6 +65,9 @@ std::string prefix_successor(std::string prefix);
 // With no prefix: a string above every key (keys are UTF-8 of at most 1024 bytes, and 0xFF
 // never occurs in UTF-8).
 std::string upper_bound_of(const std::string& prefix);
+// Binds the bounds of a KeySpan for "key >= ?N AND key < ?N+1". The one key k is [k, k + NUL):
+// keys compare as bytes, and nothing lies between a key and that successor.
+void bind_key_span(Query& q, const KeySpan& span, int first_parameter);
 
 ObjectRecord read_object(const Query& q);
 
@@ -94,7 +97,7 @@ BucketRecord read_bucket(const Query& q);
 
 // A write-back job's row, selected as H3_TIER_JOB_COLUMNS.
 #define H3_TIER_JOB_COLUMNS \
-  "bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, state, last_error"
+  "bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, state, last_error, upload_id"
 TierJob read_tier_job(const Query& q);
 
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id);

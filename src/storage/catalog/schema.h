@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 6> kMigrations = {
+inline constexpr std::array<const char*, 7> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -220,6 +220,19 @@ CREATE TABLE tier_jobs(
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX tier_jobs_seq ON tier_jobs(seq);
 CREATE INDEX tier_jobs_due ON tier_jobs(state, due_ms);
+)sql",
+    // 6 → 7: a large object's upload to the upstream survives a restart. The job keeps the id
+    // of its upstream multipart upload, and tier_parts the parts the upstream confirmed, so a
+    // kill -9 re-sends only the parts that were in flight.
+    R"sql(
+ALTER TABLE tier_jobs ADD COLUMN upload_id TEXT;  -- the upstream multipart upload under way
+CREATE TABLE tier_parts(
+  seq         INTEGER NOT NULL,  -- tier_jobs.seq of the job the upload is for
+  part_number INTEGER NOT NULL,
+  size        INTEGER NOT NULL,  -- of the part: a part of another size is not this one
+  etag        TEXT NOT NULL,     -- as the upstream answered
+  PRIMARY KEY (seq, part_number)
+) WITHOUT ROWID;
 )sql",
 };
 

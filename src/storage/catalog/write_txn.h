@@ -157,19 +157,30 @@ class WriteTxnImpl final : public WriteTxn {
   Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
                               std::optional<std::int64_t> object_id, std::uint64_t size_bytes,
                               std::int64_t now_ms, std::int64_t due_ms) override {
+    std::optional<std::int64_t> replaced_seq;
     {
       // The job it replaces no longer owes its bytes.
-      auto old = c_.query("SELECT size FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
+      auto old = c_.query("SELECT size, seq FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
       old.bind(1, bucket_id).bind(2, key);
       H3_TRY(bool row, old.step());
-      if (row) owed_delta_ -= old.int64(0);
+      if (row) {
+        owed_delta_ -= old.int64(0);
+        replaced_seq = old.int64(1);
+      }
+    }
+    if (replaced_seq) {
+      // Its upstream upload, if any, is for a version no longer to be sent: an orphan, which
+      // the uploader's sweep aborts upstream.
+      auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
+      parts.bind(1, *replaced_seq);
+      H3_TRY(parts.run());
     }
     owed_delta_ += static_cast<std::int64_t>(size_bytes);
     auto q = c_.query(
         "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(bucket_id, key) DO UPDATE SET "
         "seq = excluded.seq, object_id = excluded.object_id, size = excluded.size, "
-        "due_ms = excluded.due_ms, attempts = 0, state = 0, last_error = NULL");
+        "due_ms = excluded.due_ms, attempts = 0, state = 0, last_error = NULL, upload_id = NULL");
     q.bind(1, bucket_id).bind(2, key).bind(3, next_id());
     if (object_id) {
       q.bind(4, *object_id);
@@ -186,6 +197,46 @@ class WriteTxnImpl final : public WriteTxn {
     H3_TRY(q.run());
     if (c_.changes() == 0) return false;
     owed_delta_ -= static_cast<std::int64_t>(job.size_bytes);
+    auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
+    parts.bind(1, job.seq);
+    H3_TRY(parts.run());
+    return true;
+  }
+
+  Result<bool> set_tier_upload(const TierJob& job, std::string_view upload_id) override {
+    auto q = c_.query(
+        "UPDATE tier_jobs SET upload_id = ?4 WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3");
+    q.bind(1, job.bucket_id).bind(2, std::string_view(job.key)).bind(3, job.seq);
+    if (upload_id.empty()) {
+      q.bind_null(4);
+    } else {
+      q.bind(4, upload_id);
+    }
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return false;
+    if (upload_id.empty()) {
+      auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
+      parts.bind(1, job.seq);
+      H3_TRY(parts.run());
+    }
+    return true;
+  }
+
+  Result<bool> add_tier_part(const TierJob& job, const TierPart& part) override {
+    {
+      auto q = c_.query(
+          "SELECT EXISTS(SELECT 1 FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3)");
+      q.bind(1, job.bucket_id).bind(2, std::string_view(job.key)).bind(3, job.seq);
+      H3_TRY(q.step());
+      if (q.int64(0) == 0) return false;
+    }
+    auto q = c_.query(
+        "INSERT OR REPLACE INTO tier_parts(seq, part_number, size, etag) VALUES (?1, ?2, ?3, ?4)");
+    q.bind(1, job.seq)
+        .bind(2, static_cast<std::int64_t>(part.part_number))
+        .bind(3, part.size_bytes)
+        .bind(4, std::string_view(part.etag));
+    H3_TRY(q.run());
     return true;
   }
 
@@ -225,6 +276,23 @@ class WriteTxnImpl final : public WriteTxn {
     H3_TRY(sum.step());
     owed_delta_ += sum.int64(0);
     return queued;
+  }
+
+  Result<std::int64_t> expedite_tier_jobs(std::int64_t bucket_id, const KeySpan& span,
+                                          std::int64_t now_ms) override {
+    auto q = c_.query(
+        "UPDATE tier_jobs SET due_ms = ?4 WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 "
+        "AND state = 0 AND attempts = 0 AND due_ms > ?4");
+    q.bind(1, bucket_id).bind(4, now_ms);
+    bind_key_span(q, span, 2);
+    H3_TRY(q.run());
+    auto last = c_.query(
+        "SELECT coalesce(max(seq), 0) FROM tier_jobs WHERE bucket_id = ?1 AND key >= ?2 AND "
+        "key < ?3");
+    last.bind(1, bucket_id);
+    bind_key_span(last, span, 2);
+    H3_TRY(last.step());
+    return last.int64(0);
   }
 
   Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) override {

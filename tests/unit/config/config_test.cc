@@ -247,6 +247,7 @@ region = "eu-west-1"
 addressing = "virtual"
 credentials_file = "/etc/hots3/golden.toml"
 max_connections = 4
+write_bytes_per_s = "20MiB"
 checksums = "off"
 
 [[tier.bucket]]
@@ -280,6 +281,7 @@ TEST_F(ConfigFile, TierUpstreamsAndBindings) {
   EXPECT_EQ(u.region, "eu-west-1");
   EXPECT_TRUE(u.virtual_host);
   EXPECT_EQ(u.max_connections, 4U);
+  EXPECT_EQ(u.write_bytes_per_s, 20 * kMiB);
   EXPECT_EQ(u.checksums, UpstreamConfig::Checksums::kOff);
   EXPECT_EQ(config.tier.upstream("golden"), &u);
   EXPECT_EQ(config.tier.upstream("other"), nullptr);
@@ -438,6 +440,31 @@ TEST_F(Credentials, ConfiguredUsersWin) {
   const ResolvedUsers users = resolve_users(config);
   EXPECT_FALSE(users.generated);
   EXPECT_EQ(users.users[0].access_key, "AKIA1");
+}
+
+TEST(TierBinding, TheCatalogsJsonSaysWhereAndHowLongThePrefixIs) {
+  UpstreamConfig u;
+  u.name = "golden";
+  u.endpoint = "http://10.0.0.5:9000";
+  TierBucketConfig b;
+  b.bucket = "ckpt";
+  b.upstream = "golden";
+  b.upstream_bucket = "team-ckpt";
+  // Every escape the JSON may hold: a quote, a backslash, a tab, a control character.
+  b.upstream_prefix = std::string("r\"7\\\t\x01/\xc3\xa9", 9);
+  const std::string json = binding_json(b, u);
+  EXPECT_EQ(json.find("secret"), std::string::npos);
+  EXPECT_EQ(binding_prefix_bytes(json), b.upstream_prefix.size());
+  EXPECT_TRUE(binding_sends_where(json, b));
+  TierBucketConfig moved = b;
+  moved.upstream_prefix = "r";
+  EXPECT_FALSE(binding_sends_where(json, moved));
+  moved = b;
+  moved.upstream_bucket = "team";
+  EXPECT_FALSE(binding_sends_where(json, moved));
+  b.upstream_prefix.clear();
+  EXPECT_EQ(binding_prefix_bytes(binding_json(b, u)), 0U);
+  EXPECT_EQ(binding_prefix_bytes("{}"), 0U);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "storage/device/format.h"
 #include "test_support.h"
 
+#include "hots3/common/clock.h"
 #include "hots3/common/digest.h"
 #include "hots3/common/hex.h"
 #include "hots3/common/worker_pool.h"
@@ -1331,6 +1332,76 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   ASSERT_TRUE(put("f", test::pattern_bytes(10, 6)).has_value());
   EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().size(), 5U);
   EXPECT_EQ(run(store_->set_bucket_tier("nope", BucketTier::kNone, "")).error(), errc::kNotFound);
+}
+
+TEST_P(StoreTest, AnUpstreamUploadAndItsPartsLastAsLongAsItsJob) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  ASSERT_TRUE(put("big", test::pattern_bytes(3000, 1)).has_value());
+  TierJob job = run(store_->tier_jobs(bucket_.id)).value().at(0);
+  EXPECT_TRUE(job.upload_id.empty());
+  ASSERT_TRUE(run(store_->set_tier_upload(job, "up-1")).value());
+  ASSERT_TRUE(run(store_->add_tier_part(job, {2, 1000, "e2"})).value());
+  ASSERT_TRUE(run(store_->add_tier_part(job, {1, 1000, "e1"})).value());
+  // Kept across a restart, with the parts in order.
+  close();
+  open();
+  job = run(store_->tier_jobs(bucket_.id)).value().at(0);
+  EXPECT_EQ(job.upload_id, "up-1");
+  auto parts = run(store_->tier_parts(job.seq)).value();
+  ASSERT_EQ(parts.size(), 2U);
+  EXPECT_EQ(parts[0].part_number, 1U);
+  EXPECT_EQ(parts[0].size_bytes, 1000U);
+  EXPECT_EQ(parts[1].etag, "e2");
+  EXPECT_EQ(run(store_->tier_upload_ids()).value(), std::vector<std::string>{"up-1"});
+  // Forgotten ("" ), its parts go too.
+  ASSERT_TRUE(run(store_->set_tier_upload(job, "")).value());
+  EXPECT_TRUE(run(store_->tier_parts(job.seq)).value().empty());
+  EXPECT_TRUE(run(store_->tier_upload_ids()).value().empty());
+  // A newer change of the key replaces the job: the old upload is no job's any more, its parts
+  // are gone, and nothing more can be recorded for it.
+  ASSERT_TRUE(run(store_->set_tier_upload(job, "up-2")).value());
+  ASSERT_TRUE(run(store_->add_tier_part(job, {1, 1000, "e1"})).value());
+  ASSERT_TRUE(put("big", test::pattern_bytes(4000, 2)).has_value());
+  EXPECT_TRUE(run(store_->tier_parts(job.seq)).value().empty());
+  EXPECT_TRUE(run(store_->tier_upload_ids()).value().empty());
+  EXPECT_FALSE(run(store_->set_tier_upload(job, "up-3")).value());
+  EXPECT_FALSE(run(store_->add_tier_part(job, {2, 1000, "e2"})).value());
+  // The job's end takes its parts with it.
+  const TierJob newer = run(store_->tier_jobs(bucket_.id)).value().at(0);
+  ASSERT_TRUE(run(store_->set_tier_upload(newer, "up-4")).value());
+  ASSERT_TRUE(run(store_->add_tier_part(newer, {1, 4000, "e"})).value());
+  ASSERT_TRUE(run(store_->finish_tier_job(newer, std::nullopt)).value());
+  EXPECT_TRUE(run(store_->tier_parts(newer.seq)).value().empty());
+}
+
+TEST_P(StoreTest, ExpeditedJobsAreDueNowAndWhatIsOwedIsCountedUpToASeq) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  ASSERT_TRUE(put("ckpt/a", test::pattern_bytes(10, 1)).has_value());
+  ASSERT_TRUE(put("ckpt/b", test::pattern_bytes(10, 2)).has_value());
+  ASSERT_TRUE(put("ckpt-other", test::pattern_bytes(10, 3)).has_value());
+  const std::int64_t now = now_ms();
+  EXPECT_TRUE(run(store_->due_tier_jobs(now, 10)).value().empty());  // the coalescing delay
+  bool woken = false;
+  store_->set_tier_wake([&woken] { woken = true; });
+  const std::int64_t last = run(store_->expedite_tier_jobs(bucket_.id, {"ckpt/", false})).value();
+  EXPECT_TRUE(woken);
+  const auto due = run(store_->due_tier_jobs(now_ms(), 10)).value();
+  ASSERT_EQ(due.size(), 2U);  // the prefix's, not "ckpt-other"
+  EXPECT_EQ(due[1].seq, last);
+  EXPECT_EQ(run(store_->tier_owed(bucket_.id, {"ckpt/", false}, last)).value().jobs, 2U);
+  EXPECT_EQ(run(store_->tier_owed(bucket_.id, {"ckpt/a", true}, last)).value().jobs, 1U);
+  EXPECT_EQ(run(store_->tier_owed(bucket_.id, {"ckpt", true}, last)).value().jobs, 0U);
+  // A change made after the wait began is not waited for; a parked one is counted apart.
+  ASSERT_TRUE(put("ckpt/c", test::pattern_bytes(10, 4)).has_value());
+  EXPECT_EQ(run(store_->tier_owed(bucket_.id, {"ckpt/", false}, last)).value().jobs, 2U);
+  ASSERT_TRUE(run(store_->defer_tier_job(due[0], now, "HTTP 403", true)).value());
+  const TierOwed owed = run(store_->tier_owed(bucket_.id, {"ckpt/", false}, last)).value();
+  EXPECT_EQ(owed.parked, 1U);
+  EXPECT_EQ(owed.parked_error, "HTTP 403");
+  ASSERT_TRUE(run(store_->finish_tier_job(due[1], std::nullopt)).value());
+  EXPECT_EQ(run(store_->tier_owed(bucket_.id, {"ckpt/", false}, last)).value().jobs, 1U);
+  // Nothing owed: 0.
+  EXPECT_EQ(run(store_->expedite_tier_jobs(bucket_.id, {"none/", false})).value(), 0);
 }
 
 TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Write-back to an upstream S3, against the same work done without tiering, in one run:
+#
+#   save     a checkpoint of SHARDS files of SHARD bytes and a small .metadata, written with the
+#            AWS CLI (its default multipart settings) into a write-back bucket and, for the
+#            limit, into a bucket of the same server that is not tiered: the time to the last
+#            200 (goal: the write-back save within 105% of the untiered one).
+#   drain    from the save's start until `hots3 tier flush --wait` says the upstream has it all,
+#            against a direct `aws s3 cp` of the same files to the same upstream (goal: the
+#            drain at >= 90% of the direct copy's MB/s).
+#   4 KiB    durable PUTs at SMALL_C connections into the write-back bucket, against the untiered
+#            bucket (goal: >= 95%).
+#
+# The upstream is a second hots3 on the same machine (a real one: bench/peers/radosgw.sh), so
+# both servers, the uploader and the client share its cores: the ratios are of one run.
+#
+# usage: bench/tier/run.sh [BUILD_DIR]        (default build/release)
+# env:   SHARDS (16) SHARD (128MiB) SMALL_C (64) DURATION (10s) BENCH_TMPDIR (/var/tmp)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+BUILD=${1:-build/release}
+SHARDS=${SHARDS:-16}
+SHARD=${SHARD:-128MiB}
+SMALL_C=${SMALL_C:-64}
+DURATION=${DURATION:-10s}
+HOTS3=$BUILD/src/hots3
+LOADGEN=$BUILD/bench/hots3-loadgen
+[ -x "$HOTS3" ] && [ -x "$LOADGEN" ] || { echo "build $HOTS3 and $LOADGEN first" >&2; exit 1; }
+need aws curl python3
+bench_init tier
+
+SHARD_BYTES=$(python3 -c 'import re, sys
+n, u = re.fullmatch(r"(\d+)\s*([KMGT]i?B?)?", sys.argv[1]).groups()
+print(int(n) * 1024 ** " KMGT".index((u or " ")[0]))' "$SHARD")
+TOTAL_BYTES=$((SHARDS * SHARD_BYTES))
+DEVICE_BYTES=$((TOTAL_BYTES * 3 + 1024 * 1024 * 1024))
+free=$(df -B1 --output=avail "$WORK" | tail -1)
+[ "$free" -gt $((DEVICE_BYTES * 2 + TOTAL_BYTES)) ] || { echo "needs $((DEVICE_BYTES * 2 + TOTAL_BYTES)) bytes free in $WORK" >&2; exit 1; }
+
+# start NAME CONFIG: a hots3 in $WORK/NAME; sets URL_<NAME> and PID_<NAME>.
+start() {
+  local name=$1 dir=$WORK/$1
+  mkdir -p "$dir"
+  cat > "$dir/hots3.toml" <<CONF
+[http]
+threads = $(nproc)
+[log]
+access_log = ""
+level = "warn"
+[storage]
+device_size = $DEVICE_BYTES
+cache_size = "256MiB"
+[[users]]
+name = "bench"
+access_key = "$BENCH_ACCESS_KEY"
+secret_key = "$BENCH_SECRET_KEY"
+admin = true
+$2
+CONF
+  "$HOTS3" serve --config "$dir/hots3.toml" --data "$dir/data" --listen 127.0.0.1:0 \
+    --port-file "$dir/port" >> "$dir/log" 2>&1 &
+  PIDS+=("$!")
+  printf -v "PID_$name" '%s' "$!"
+  while [ ! -s "$dir/port" ]; do
+    kill -0 "$!" 2>/dev/null || { echo "hots3 $name did not start: $(cat "$dir/log")" >&2; exit 1; }
+    sleep 0.01
+  done
+  printf -v "URL_$name" 'http://127.0.0.1:%s' "$(cat "$dir/port")"
+}
+export AWS_ACCESS_KEY_ID=$BENCH_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$BENCH_SECRET_KEY AWS_DEFAULT_REGION=us-east-1
+s3() { local url=$1; shift; aws --endpoint-url "$url" s3 "$@" --only-show-errors; }
+now() { date +%s.%N; }
+elapsed() { python3 -c "print($2 - $1)"; }
+
+# The checkpoint's files, from /dev/urandom (nothing compresses or dedupes them).
+mkdir -p "$WORK/ckpt"
+for i in $(seq 0 $((SHARDS - 1))); do
+  head -c "$SHARD_BYTES" /dev/urandom > "$WORK/ckpt/__${i}_0.distcp"
+done
+echo '{"step": 1}' > "$WORK/ckpt/.metadata"
+
+start up ""
+s3 "$URL_up" mb s3://team-ckpt
+printf 'access_key = "%s"\nsecret_key = "%s"\n' "$BENCH_ACCESS_KEY" "$BENCH_SECRET_KEY" > "$WORK/golden.toml"
+start local "[[tier.upstream]]
+name = \"golden\"
+endpoint = \"$URL_up\"
+credentials_file = \"$WORK/golden.toml\"
+[[tier.bucket]]
+bucket = \"ckpt\"
+upstream = \"golden\"
+upstream_bucket = \"team-ckpt\"
+upstream_prefix = \"rack/\""
+s3 "$URL_local" mb s3://plain
+echo "tier: checkpoint of $SHARDS x $SHARD and .metadata, AWS CLI $(aws --version 2>&1 | cut -d' ' -f1);"
+echo "  4 KiB PUT x$SMALL_C for $DURATION; $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+
+# ---- the direct copy to the upstream (the drain's limit) --------------------------------------
+t0=$(now); s3 "$URL_up" cp --recursive "$WORK/ckpt" s3://team-ckpt/direct/; t1=$(now)
+DIRECT_MBS=$(python3 -c "print($TOTAL_BYTES / 1e6 / ($t1 - $t0))")
+s3 "$URL_up" rm --recursive s3://team-ckpt/direct/
+
+# ---- the save: untiered, then write-back; the drain ---------------------------------------------
+t0=$(now); s3 "$URL_local" cp --recursive "$WORK/ckpt" s3://plain/step-1/; t1=$(now)
+PLAIN_S=$(elapsed "$t0" "$t1")
+t0=$(now); s3 "$URL_local" cp --recursive "$WORK/ckpt" s3://ckpt/step-1/; t1=$(now)
+TIERED_S=$(elapsed "$t0" "$t1")
+"$HOTS3" tier flush --endpoint "$URL_local" --bucket ckpt --prefix step-1/ --wait > /dev/null
+t2=$(now)
+DRAIN_MBS=$(python3 -c "print($TOTAL_BYTES / 1e6 / ($t2 - $t0))")
+# The upstream's copy is the same data, key for key.
+s3 "$URL_up" cp --recursive s3://team-ckpt/rack/step-1/ "$WORK/back"
+diff -r "$WORK/ckpt" "$WORK/back" > /dev/null || { echo "the upstream's copy differs" >&2; exit 1; }
+rm -rf "$WORK/back"
+
+# ---- 4 KiB durable PUTs ------------------------------------------------------------------------
+lg() { "$LOADGEN" --endpoint "$URL_local" --access-key "$BENCH_ACCESS_KEY" --secret-key "$BENCH_SECRET_KEY" "$@"; }
+lg --bucket plain --prefix small/ --workload put --size 4KiB -c "$SMALL_C" --duration "$DURATION" \
+  --warmup 2s --json "$WORK/plain-put.json" > /dev/null
+lg --bucket ckpt --prefix small/ --workload put --size 4KiB -c "$SMALL_C" --duration "$DURATION" \
+  --warmup 2s --json "$WORK/tiered-put.json" > /dev/null
+PLAIN_PUT=$(json_get "$WORK/plain-put.json" ops.PUT.ops_per_s)
+TIERED_PUT=$(json_get "$WORK/tiered-put.json" ops.PUT.ops_per_s)
+
+echo
+table_head
+row "checkpoint save to write-back, MB/s acked" "$(python3 -c "print($TOTAL_BYTES / 1e6 / $TIERED_S)")" \
+  "$(python3 -c "print($TOTAL_BYTES / 1e6 / $PLAIN_S)")" "the same, untiered" 95
+row "checkpoint drain to the upstream, MB/s" "$DRAIN_MBS" "$DIRECT_MBS" "aws s3 cp to it" 90
+row "PUT 4 KiB x$SMALL_C durable, write-back, req/s" "$TIERED_PUT" "$PLAIN_PUT" "the same, untiered" 95
+echo "save: untiered $PLAIN_S s, write-back $TIERED_S s; direct copy to the upstream $DIRECT_MBS MB/s"
+[ "$MISSED" -eq 0 ]

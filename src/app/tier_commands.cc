@@ -1,0 +1,145 @@
+#include "tier_commands.h"
+
+#include "hots3/common/errc.h"
+#include "hots3/http/client.h"
+#include "hots3/s3client/s3_client.h"
+#include "hots3/xml/xml.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace hots3::app {
+namespace {
+
+namespace asio = boost::asio;
+
+http::ClientOptions client_options(const TierCommandOptions& o) {
+  http::ClientOptions options;
+  options.endpoint = o.endpoint;
+  options.ca_file = o.ca_file;
+  options.verify_tls = !o.insecure;
+  // A flush answers within the server's longest wait for the upstream (under a minute).
+  options.first_byte_timeout = std::chrono::seconds(90);
+  return options;
+}
+
+// Runs `op` to its end on an io_context of this thread.
+template <class T>
+T run(asio::io_context& io, asio::awaitable<T> op) {
+  auto done = asio::co_spawn(io, std::move(op), asio::use_future);
+  io.run();
+  return done.get();
+}
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): one thread
+  return value != nullptr ? value : "";
+}
+
+// The signing credentials from the environment, as the AWS CLI and the server's banner have them.
+aws::Credentials credentials() {
+  aws::Credentials c;
+  c.access_key = env("AWS_ACCESS_KEY_ID");
+  c.secret_key = env("AWS_SECRET_ACCESS_KEY");
+  c.session_token = env("AWS_SESSION_TOKEN");
+  if (c.access_key.empty()) {
+    c.access_key = env("HOTS3_ACCESS_KEY");
+    c.secret_key = env("HOTS3_SECRET_KEY");
+  }
+  if (c.access_key.empty() || c.secret_key.empty()) {
+    throw std::runtime_error(
+        "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or HOTS3_ACCESS_KEY and "
+        "HOTS3_SECRET_KEY)");
+  }
+  c.region = env("AWS_DEFAULT_REGION");
+  if (c.region.empty()) c.region = "us-east-1";
+  return c;
+}
+
+std::string child_text(const xml::XmlDocument& doc, const char* name) {
+  auto e = doc.root().child(name);
+  return e ? e->text() : std::string();
+}
+
+}  // namespace
+
+int tier_status(const TierCommandOptions& options, bool json) {
+  asio::io_context io;
+  http::Client client(io.get_executor(), client_options(options));
+  http::ClientRequest request;
+  request.target = json ? "/health/upstream" : "/health/upstream?format=text";
+  auto reply = run(io, client.request(std::move(request), std::string()));
+  if (!reply) {
+    std::fprintf(stderr, "hots3 tier status: %s: %s\n", options.endpoint.c_str(),
+                 reply.error().message().c_str());
+    return 1;
+  }
+  std::fputs(reply->body.c_str(), stdout);
+  return reply->head.status == 200 ? 0 : 1;
+}
+
+int tier_flush(const TierCommandOptions& options, const std::string& bucket,
+               const std::string& prefix, bool wait) {
+  asio::io_context io;
+  s3client::Options s3;
+  s3.http = client_options(options);
+  s3.credentials = credentials();
+  s3client::Client client(io.get_executor(), std::move(s3));
+  std::string seq;
+  for (;;) {
+    s3client::Request request;
+    request.method = "POST";
+    request.bucket = bucket;
+    request.query = {{"x-hots3-flush", ""}, {"prefix", prefix}};
+    if (!seq.empty()) request.query.push_back({"seq", seq});
+    if (!wait) request.query.push_back({"wait", "false"});
+    io.restart();
+    auto reply = run(io, client.request(std::move(request), std::string()));
+    if (!reply) {
+      std::fprintf(stderr, "hots3 tier flush: %s: %s\n", options.endpoint.c_str(),
+                   reply.error().message().c_str());
+      return 1;
+    }
+    if (reply->head.status != 200) {
+      const auto e = s3client::parse_error(reply->body);
+      std::fprintf(stderr, "hots3 tier flush: HTTP %u %s: %s\n", reply->head.status,
+                   e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
+      return 1;
+    }
+    const auto doc = xml::XmlDocument::parse(reply->body);
+    if (!doc) {
+      std::fprintf(stderr, "hots3 tier flush: an answer that is not XML\n");
+      return 1;
+    }
+    seq = child_text(*doc, "Seq");
+    const std::string owed = child_text(*doc, "Owed");
+    const std::string parked = child_text(*doc, "Parked");
+    if (owed == "0") {
+      std::printf("%s/%s: everything acknowledged before the flush is upstream\n", bucket.c_str(),
+                  prefix.c_str());
+      return 0;
+    }
+    if (!wait) {
+      std::printf("%s/%s: %s changes are being sent up (%s parked)\n", bucket.c_str(),
+                  prefix.c_str(), owed.c_str(), parked.c_str());
+      return 0;
+    }
+    if (owed == parked) {
+      std::fprintf(stderr, "%s/%s: %s changes were refused by the upstream and are parked: %s\n",
+                   bucket.c_str(), prefix.c_str(), parked.c_str(),
+                   child_text(*doc, "ParkedError").c_str());
+      return 1;
+    }
+    std::printf("%s/%s: %s changes still owed (%s parked)\n", bucket.c_str(), prefix.c_str(),
+                owed.c_str(), parked.c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace hots3::app

@@ -1,0 +1,27 @@
+#pragma once
+
+// `hots3 tier ...`: commands an operator runs against a running server over HTTP.
+
+#include <string>
+
+namespace hots3::app {
+
+struct TierCommandOptions {
+  std::string endpoint;   // "http://127.0.0.1:9000"
+  std::string ca_file;    // https: certificates to trust ("" = the system's)
+  bool insecure = false;  // https: no verification
+};
+
+// Prints /health/upstream (as text, or the JSON with `json`); 0 when all is ok, 1 when it is
+// not (or the server cannot be asked), as a script or a probe wants.
+int tier_status(const TierCommandOptions& options, bool json);
+
+// Sends the changes under `prefix` of `bucket` up now (POST /bucket?x-hots3-flush, signed with
+// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or HOTS3_ACCESS_KEY / HOTS3_SECRET_KEY). With
+// `wait`, returns once the upstream has everything acknowledged under it before the call,
+// printing progress; 0 then, 1 when some of it was refused for good (parked) or the server
+// failed.
+int tier_flush(const TierCommandOptions& options, const std::string& bucket,
+               const std::string& prefix, bool wait);
+
+}  // namespace hots3::app

@@ -1,0 +1,188 @@
+"""A fault-injecting HTTP/1.1 proxy between hots3 and its upstream, for the tier tests: it
+passes requests through, or answers some with 503 SlowDown, or resets a connection after some
+bytes of a request body, and counts requests and body bytes. Standard library only; it runs in
+the test's own process on 127.0.0.1 with an ephemeral port, and stop() ends every thread.
+
+    with FaultProxy(upstream_port) as proxy:
+        proxy.slowdown = 0.3          # 30% of requests answered 503 SlowDown, never forwarded
+        proxy.reset_after = 64 * 1024 # the next request's connection reset after 64 KiB of body
+        ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ..."""
+
+import random
+import socket
+import struct
+import threading
+
+SLOWDOWN = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
+            b"<Message>Please reduce your request rate.</Message></Error>")
+
+
+class FaultProxy:
+    def __init__(self, upstream_port, seed=7):
+        self.upstream_port = upstream_port
+        self.slowdown = 0.0      # the share of requests answered 503 SlowDown
+        self.reset_after = None  # reset the next request with a body after this many body bytes
+        self.requests = 0        # requests received
+        self.refused = 0         # answered 503 by the proxy
+        self.resets = 0
+        self.body_bytes = 0      # request body bytes passed to the upstream
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = self._listener.getsockname()[1]
+        self._threads = []
+        self._sockets = set()
+        self._stopping = False
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        self._spawn(self._accept)
+        return self
+
+    def stop(self):
+        self._stopping = True
+        self._listener.close()
+        with self._lock:
+            for s in list(self._sockets):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def _spawn(self, target, *args):
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _track(self, s):
+        with self._lock:
+            self._sockets.add(s)
+        return s
+
+    def _accept(self):
+        while not self._stopping:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            self._spawn(self._serve, self._track(client))
+
+    def _serve(self, client):
+        upstream = None
+        buf = b""
+        try:
+            while True:
+                head, buf = _read_head(client, buf)
+                if head is None:
+                    return
+                length = _content_length(head)
+                with self._lock:
+                    self.requests += 1
+                    refuse = self._random.random() < self.slowdown
+                    reset_at = self.reset_after if length > 0 else None
+                    if reset_at is not None:
+                        self.reset_after = None
+                body, buf = _read_exactly(client, buf, length)
+                if body is None:
+                    return
+                if refuse:
+                    with self._lock:
+                        self.refused += 1
+                    client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
+                                   b"Content-Length: %d\r\n\r\n%s" % (len(SLOWDOWN), SLOWDOWN))
+                    continue
+                if upstream is None:
+                    upstream = self._track(socket.create_connection(("127.0.0.1", self.upstream_port)))
+                if reset_at is not None:
+                    upstream.sendall(head + body[:reset_at])
+                    with self._lock:
+                        self.resets += 1
+                        self.body_bytes += min(reset_at, len(body))
+                    _reset(client)
+                    return
+                upstream.sendall(head + body)
+                with self._lock:
+                    self.body_bytes += len(body)
+                if not _relay_response(upstream, client, head.startswith(b"HEAD ")):
+                    return
+        except OSError:
+            return
+        finally:
+            for s in (client, upstream):
+                if s is not None:
+                    with self._lock:
+                        self._sockets.discard(s)
+                    s.close()
+
+
+def _read_head(sock, buf):
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None, buf
+        buf += chunk
+    end = buf.index(b"\r\n\r\n") + 4
+    return buf[:end], buf[end:]
+
+
+def _read_exactly(sock, buf, n):
+    while len(buf) < n:
+        chunk = sock.recv(max(65536, n - len(buf)))
+        if not chunk:
+            return None, buf
+        buf += chunk
+    return buf[:n], buf[n:]
+
+
+def _header(head, name):
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == name:
+            return v.strip()
+    return None
+
+
+def _content_length(head):
+    value = _header(head, b"content-length")
+    return int(value) if value else 0
+
+
+def _relay_response(upstream, client, head_only):
+    """Copies one response from upstream to client; False when either side is gone."""
+    head, rest = _read_head(upstream, b"")
+    if head is None:
+        return False
+    status = int(head.split(b" ", 2)[1])
+    if head_only or status in (204, 304) or 100 <= status < 200:
+        client.sendall(head + rest)
+        return True
+    if (_header(head, b"transfer-encoding") or b"").lower() == b"chunked":
+        data = rest
+        while not data.endswith(b"0\r\n\r\n"):
+            chunk = upstream.recv(65536)
+            if not chunk:
+                return False
+            data += chunk
+        client.sendall(head + data)
+        return True
+    body, _ = _read_exactly(upstream, rest, _content_length(head))
+    if body is None:
+        return False
+    client.sendall(head + body)
+    return True
+
+
+def _reset(sock):
+    """Closes with RST, as a crashed peer or a middlebox does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
