@@ -223,8 +223,11 @@ CREATE INDEX tier_jobs_due ON tier_jobs(state, due_ms);
 )sql",
     // 6 → 7: a large object's upload to the upstream survives a restart. The job keeps the id
     // of its upstream multipart upload, and tier_parts the parts the upstream confirmed, so a
-    // kill -9 re-sends only the parts that were in flight.
+    // kill -9 re-sends only the parts that were in flight. The index on seq goes: no query
+    // needs it (a job is found by its key, due ones by due_ms), and every write-back PUT paid
+    // for it (seqs are unique by the id sequence that makes them).
     R"sql(
+DROP INDEX tier_jobs_seq;
 ALTER TABLE tier_jobs ADD COLUMN upload_id TEXT;  -- the upstream multipart upload under way
 CREATE TABLE tier_parts(
   seq         INTEGER NOT NULL,  -- tier_jobs.seq of the job the upload is for
