@@ -150,12 +150,12 @@ class WriteBackTest(unittest.TestCase):
         type(self).s3 = client(self.local.port)
         return pending
 
-    def upstream_object(self, key, timeout=20):
-        """The upstream's GET of PREFIX + key once it has the object (or fails after `timeout`)."""
+    def upstream_object(self, key, timeout=20, prefix=PREFIX):
+        """The upstream's GET of prefix + key once it has the object (or fails after `timeout`)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.up.get_object(Bucket="team-ckpt", Key=PREFIX + key)
+                return self.up.get_object(Bucket="team-ckpt", Key=prefix + key)
             except ClientError as e:
                 if e.response["Error"]["Code"] != "NoSuchKey" or time.monotonic() > deadline:
                     raise
@@ -292,15 +292,7 @@ class WriteBackTest(unittest.TestCase):
                          r"still owed to the old binding \(\d+ of them")
         # Forced, the owed change goes to the new binding; back to the old one, nothing is owed.
         type(self).local = self.start_local(prefix="rack8/", args=("--tier-rebind",))
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                got = self.up.get_object(Bucket="team-ckpt", Key="rack8/rebind/k")["Body"].read()
-                break
-            except ClientError:
-                self.assertLess(time.monotonic(), deadline, "the owed change never went up")
-                time.sleep(0.05)
-        self.assertEqual(got, b"owed to rack7/")
+        self.assertEqual(self.upstream_object("rebind/k", prefix="rack8/")["Body"].read(), b"owed to rack7/")
         self.restart_local()
 
     def test_binding_a_bucket_sends_up_what_it_already_holds(self):
@@ -320,14 +312,7 @@ class WriteBackTest(unittest.TestCase):
             device_size="256MiB", workdir=workdir).start()
         try:
             for i in range(5):
-                deadline = time.monotonic() + 20
-                while True:
-                    try:
-                        got = self.up.get_object(Bucket="team-ckpt", Key="late/old/%d" % i)["Body"].read()
-                        break
-                    except ClientError:
-                        self.assertLess(time.monotonic(), deadline, "old/%d never went up" % i)
-                        time.sleep(0.05)
+                got = self.upstream_object("old/%d" % i, prefix="late/")["Body"].read()
                 self.assertEqual(got, data(1000 + i, 70 + i))
             self.assertEqual(bound.stop(), 0)
             self.assertIn("tier: this run uploaded 5 objects (5010 bytes)", bound.read_stderr())
@@ -514,16 +499,9 @@ class WriteBackTest(unittest.TestCase):
             db.close()
         server = self.bound_server("resume", upstream, writeback)
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    head = self.up.head_object(Bucket="team-ckpt", Key="resume/ckpt/model.bin")
-                    break
-                except ClientError:
-                    self.assertLess(time.monotonic(), deadline, "the upload never completed")
-                    time.sleep(0.05)
-            self.assertEqual(head["ETag"], etag)
-            got = self.up.get_object(Bucket="team-ckpt", Key="resume/ckpt/model.bin")["Body"].read()
+            got = self.upstream_object("ckpt/model.bin", timeout=30, prefix="resume/")
+            self.assertEqual(got["ETag"], etag)
+            got = got["Body"].read()
             self.assertEqual(hashlib.sha256(got).hexdigest(), hashlib.sha256(body).hexdigest())
             # No upload is left open upstream.
             self.assertEqual(self.up.list_multipart_uploads(Bucket="team-ckpt", Prefix="resume/").get("Uploads", []), [])
@@ -660,15 +638,7 @@ class WriteBackTest(unittest.TestCase):
                 f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY,
                                                                      s3_support.SECRET_KEY))
             server.proc.send_signal(signal.SIGHUP)
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    got = self.up.get_object(Bucket="team-ckpt", Key="rotate/k")["Body"].read()
-                    break
-                except ClientError:
-                    self.assertLess(time.monotonic(), deadline, "the parked upload never went up")
-                    time.sleep(0.05)
-            self.assertEqual(got, b"signed with the new key")
+            self.assertEqual(self.upstream_object("k", prefix="rotate/")["Body"].read(), b"signed with the new key")
             self.assertEqual(server.proc.poll(), None)  # SIGHUP reloads; it does not stop
             report = wait_health(server.port, lambda status, r: status == 200)
             self.assertEqual(report["buckets"][0]["parked"], 0)
