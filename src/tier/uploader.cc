@@ -74,6 +74,7 @@ struct Upstream {
   std::string cause;
   bool unreachable = false;
   std::int64_t failing_since_ms = 0;
+  bool heard = false;   // an exchange with it has ended: until then its state is unknown
   bool warned = false;  // this failure streak was logged (so is its end)
   std::int64_t last_warn_ms = 0;
   // write_bytes_per_s: when the next byte may go, all uploads to it together.
@@ -194,6 +195,7 @@ std::string_view health_name(Health h) {
 }
 
 std::string_view upstream_state(const Upstream& u) {
+  if (!u.heard) return "unknown";
   if (u.cause.empty()) return "ok";
   return u.unreachable ? "unreachable" : "failing";
 }
@@ -251,8 +253,8 @@ struct Uploader::Impl {
   // The health report as JSON and as text, rebuilt every kReportInterval by watch().
   std::int64_t next_probe_ms = 0;  // when watch() next probes the bindings
   mutable std::mutex report_mutex;
-  http::Probe report_json{200, "application/json", "{\"status\":\"ok\"}\n"};
-  http::Probe report_text{200, "text/plain", "status: ok\n"};
+  http::Probe report_json{503, "application/json", "{\"status\":\"starting\"}\n"};
+  http::Probe report_text{503, "text/plain", "status: starting\n"};
 
   // What an exchange with an upstream says about it: a success ends a failure streak, a failure
   // (not one of the local copy's) starts or continues one. The log hears of a change at most
@@ -260,6 +262,13 @@ struct Uploader::Impl {
   // every turn of the streak (each failed job says why once anyway).
   void note(Upstream& u, const Outcome& out) {
     if (out.kind == Outcome::Kind::kSuperseded || out.source == Outcome::Source::kLocal) return;
+    u.heard = true;
+    // A refusal of one request for what it carries (400 bad metadata, 409, 412, 413) is that
+    // key's, parked with it; it says nothing about the upstream.
+    if (out.kind != Outcome::Kind::kDone && out.source == Outcome::Source::kAnswer &&
+        (out.status == 400 || out.status == 409 || out.status == 412 || out.status == 413)) {
+      return;
+    }
     const std::int64_t now = now_ms();
     if (out.kind == Outcome::Kind::kDone) {
       if (u.warned) log::info("tier: upstream {} answers again", u.config.name);
@@ -320,7 +329,8 @@ struct Uploader::Impl {
     std::string text;
     for (std::size_t i = 0; i < upstreams.size(); ++i) {
       const Upstream& u = *upstreams[i];
-      if (!u.cause.empty()) overall = std::max(overall, Health::kDegraded);
+      // Not known to answer is not known to be well.
+      if (!u.heard || !u.cause.empty()) overall = std::max(overall, Health::kDegraded);
       const std::int64_t failing_s = u.cause.empty() ? 0 : (now - u.failing_since_ms) / 1000;
       json += fmt::format(
           "{}{{\"name\":{},\"endpoint\":{},\"state\":\"{}\",\"error\":{},\"failing_for_s\":{},"
@@ -346,7 +356,8 @@ struct Uploader::Impl {
       }
       const std::int64_t oldest_s = owed.jobs == 0 ? 0 : (now - owed.oldest_first_ms) / 1000;
       Health h = Health::kOk;
-      if (!b.probe_cause.empty() || owed.parked > 0 || !b.upstream->cause.empty()) {
+      if (!b.probe_cause.empty() || owed.parked > 0 || !b.upstream->heard ||
+          !b.upstream->cause.empty()) {
         h = Health::kDegraded;
       }
       if (owed.jobs > 0 && now - owed.oldest_first_ms > tier.writeback.max_dirty_age.count()) {
@@ -429,26 +440,38 @@ struct Uploader::Impl {
     }
   }
 
+  // The bindings' probes (every kProbeInterval, or at once after a reload) and the sweep of
+  // orphaned uploads (every kSweepInterval); apart from report(), so that an upstream that lets
+  // a connection hang until its timeout does not hold the health report back.
   asio::awaitable<void> watch() {
     asio::steady_timer timer(io);
     std::int64_t next_sweep_ms = 0;
     while (!stopping) {
-      if (now_ms() >= next_sweep_ms) {
-        for (auto& [id, b] : bindings) {
-          if (stopping) co_return;
-          auto sweep = sweep_orphans(b);
-          co_await std::move(sweep);
-        }
-        next_sweep_ms = now_ms() + std::chrono::milliseconds(kSweepInterval).count();
-      }
       if (now_ms() >= next_probe_ms) {
+        next_probe_ms = now_ms() + std::chrono::milliseconds(kProbeInterval).count();
         for (auto& [id, b] : bindings) {
           if (stopping) co_return;
           auto asking = probe(b);
           co_await std::move(asking);
         }
-        next_probe_ms = now_ms() + std::chrono::milliseconds(kProbeInterval).count();
       }
+      if (now_ms() >= next_sweep_ms) {
+        next_sweep_ms = now_ms() + std::chrono::milliseconds(kSweepInterval).count();
+        for (auto& [id, b] : bindings) {
+          if (stopping) co_return;
+          auto sweep = sweep_orphans(b);
+          co_await std::move(sweep);
+        }
+      }
+      timer.expires_after(kReportInterval);
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+
+  // Rebuilds the health report every kReportInterval.
+  asio::awaitable<void> report() {
+    asio::steady_timer timer(io);
+    while (!stopping) {
       auto read = store.tier_backlog();
       auto backlog = co_await std::move(read);
       if (backlog) {
@@ -1042,14 +1065,16 @@ void Uploader::start() {
     im.started = false;
     throw;
   }
-  asio::co_spawn(im.io, im.watch(), [](const std::exception_ptr& e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      log::error("tier: the health report stopped: {}", ex.what());
-    }
-  });
+  for (auto watcher : {&Impl::report, &Impl::watch}) {
+    asio::co_spawn(im.io, (im.*watcher)(), [](const std::exception_ptr& e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        log::error("tier: the health report stopped: {}", ex.what());
+      }
+    });
+  }
   // A client waiting for an upload (x-hots3-durability, a flush) has it looked at now. Raw
   // pointers: a handler owning the Impl would be owned by the Impl's own io_context.
   im.store.set_tier_wake([st = impl_.get()] { asio::post(st->io, [st] { st->wake.cancel(); }); });

@@ -543,6 +543,27 @@ class WriteBackTest(unittest.TestCase):
         self.assertEqual(int(stats.group(3)), 0)  # no job is lost, none parked
         self.assertGreater(int(stats.group(4)), 0)
 
+    def test_a_hanging_upstream_holds_back_neither_writes_nor_the_report_nor_the_stop(self):
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            proxy.hang = True  # connections accepted, requests read, never an answer
+            server = self.bound_server("hang", "http://127.0.0.1:%d" % proxy.port)
+            try:
+                c = client(server.port)
+                c.put_object(Bucket="hang", Key="k", Body=b"waits for an answer")
+                self.assertEqual(c.get_object(Bucket="hang", Key="k")["Body"].read(), b"waits for an answer")
+                started = time.monotonic()
+                report = wait_health(server.port, lambda status, r: r["buckets"][0]["queued"] == 1)
+                self.assertLess(time.monotonic() - started, 5)
+                # Nothing has answered: not known to be well.
+                self.assertEqual(report["upstreams"][0]["state"], "unknown")
+                self.assertEqual(report["status"], "degraded")
+            finally:
+                started = time.monotonic()
+                self.assertEqual(server.stop(), 0)
+                stopped_in = time.monotonic() - started
+                server.cleanup()
+        self.assertLess(stopped_in, 8)  # the uploader's grace, not the upstream's timeouts
+
     def test_upstream_uploads_no_job_uses_are_aborted(self):
         # An upload under the bucket's prefix that nothing will complete (a server gone, a version
         # replaced before a restart): aborted at start.

@@ -6,6 +6,7 @@ the test's own process on 127.0.0.1 with an ephemeral port, and stop() ends ever
     with FaultProxy(upstream_port) as proxy:
         proxy.slowdown = 0.3          # 30% of requests answered 503 SlowDown, never forwarded
         proxy.reset_after = 64 * 1024 # the next request's connection reset after 64 KiB of body
+        proxy.hang = True             # requests read and never answered
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ..."""
 
 import random
@@ -22,6 +23,7 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.slowdown = 0.0      # the share of requests answered 503 SlowDown
         self.reset_after = None  # reset the next request with a body after this many body bytes
+        self.hang = False        # read requests and never answer them
         self.requests = 0        # requests received
         self.refused = 0         # answered 503 by the proxy
         self.resets = 0
@@ -94,6 +96,10 @@ class FaultProxy:
                         self.reset_after = None
                 body, buf = _read_exactly(client, buf, length)
                 if body is None:
+                    return
+                if self.hang:
+                    while not self._stopping and client.recv(65536):
+                        pass
                     return
                 if refuse:
                     with self._lock:

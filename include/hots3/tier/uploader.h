@@ -70,12 +70,13 @@ class Uploader {
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.
   bool reload_credentials();
 
-  // The health report (/health/upstream): per upstream, whether it answers and the cause of its
-  // last failure; per bound bucket, whether its upstream bucket can be used, what it owes
-  // (queued, parked, the age of the oldest change not yet upstream), and a state: "ok",
-  // "degraded" (an upstream failing, a parked job) or "behind" (un-uploaded data older than
-  // writeback.max_dirty_age). 200 when all is ok, else 503. No secret and no key appears in it.
-  // As JSON, or as text for people. Up to a second old; callable from any thread.
+  // The health report (/health/upstream): per upstream, whether it answers ("unknown" until a
+  // first exchange ends, which counts as not ok) and the cause of its last failure; per bound
+  // bucket, whether its upstream bucket can be used, what it owes (queued, parked, the age of the
+  // oldest change not yet upstream), and a state: "ok", "degraded" (an upstream failing, a parked
+  // job) or "behind" (un-uploaded data older than writeback.max_dirty_age). 200 when all is ok,
+  // else 503. No secret and no key appears in it. As JSON, or as text for people. Up to a second
+  // old; callable from any thread.
   [[nodiscard]] http::Probe health(bool text) const;
 
   struct Impl;
