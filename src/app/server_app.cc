@@ -181,8 +181,9 @@ int serve(const config::Config& config, const ServeOptions& options) {
     const tier::UploaderStats up = uploader->stats();
     log::info(
         "tier: this run uploaded {} objects ({} bytes) and {} deletes; {} retries, {} parked, {} "
-        "slow-downs; {} bytes sent",
-        up.uploaded, up.bytes, up.deleted, up.retried, up.parked, up.slowdowns, up.sent_bytes);
+        "slow-downs, {} conflicts; {} bytes sent",
+        up.uploaded, up.bytes, up.deleted, up.retried, up.parked, up.slowdowns, up.conflicts,
+        up.sent_bytes);
   }
   store->shutdown();
   workers.stop();

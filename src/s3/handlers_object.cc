@@ -298,6 +298,7 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
 
   storage::ObjectSpec target =
       copy_target(src, directive == "REPLACE", std::get<storage::ObjectSpec>(std::move(spec)));
+  if (source_bucket_id == bucket->id) target.copied_from = source_key;
   std::variant<storage::ObjectRecord, Error> result;
   if (source_bucket_id != bucket->id || source_key != r.key) {
     result = co_await copy_to(s, reader, *bucket, r.key, std::move(target),

@@ -140,11 +140,13 @@ class StoreImpl final : public ObjectStore {
 
   // Queues the upload (object_id) or upstream delete (none) of `key`'s new state in the
   // transaction that makes the change, after the coalescing delay.
+  // `source_key`: the key of the bucket the version was renamed or copied from.
   Result<void> queue_change(WriteTxn& t, std::int64_t bucket_id, std::string_view key,
-                            std::optional<std::int64_t> object_id, std::uint64_t size_bytes) {
+                            std::optional<std::int64_t> object_id, std::uint64_t size_bytes,
+                            std::string_view source_key = {}) {
     const std::int64_t now = now_ms();
     return t.queue_tier_job(bucket_id, key, object_id, size_bytes, now,
-                            now + core_.options.tier_delay.count());
+                            now + core_.options.tier_delay.count(), source_key);
   }
 
   Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {
@@ -254,15 +256,45 @@ class StoreImpl final : public ObjectStore {
   }
 
   asio::awaitable<Result<bool>> finish_tier_job(TierJob job,
-                                                std::optional<std::string> upstream_etag) override {
+                                                std::optional<TierSeen> seen) override {
     bool finished = false;
+    const bool uploaded = job.object_id && seen && !seen->ours.empty();
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(finished, t.finish_tier_job(job));
-      if (!finished || !job.object_id) return {};
-      return t.set_object_uploaded(*job.object_id, upstream_etag);
+      if (!finished) return {};
+      H3_TRY(t.set_tier_seen(job.bucket_id, job.key, seen ? &*seen : nullptr));
+      if (!uploaded) return {};
+      return t.set_object_uploaded(*job.object_id, seen->etag != seen->ours
+                                                       ? std::optional<std::string_view>(seen->etag)
+                                                       : std::nullopt);
     }));
-    if (finished && job.object_id) core_.metadata->invalidate(job.bucket_id, job.key);
+    if (finished && uploaded) core_.metadata->invalidate(job.bucket_id, job.key);
     co_return finished;
+  }
+
+  asio::awaitable<Result<std::optional<TierSeen>>> tier_seen(std::int64_t bucket_id,
+                                                             std::string key) override {
+    auto read =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, k = std::move(key)] {
+          return c->tier_seen(bucket_id, k);
+        });
+    co_return co_await std::move(read);
+  }
+
+  asio::awaitable<Result<void>> set_tier_seen(std::int64_t bucket_id, std::string key,
+                                              std::optional<TierSeen> seen) override {
+    co_return co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      return t.set_tier_seen(bucket_id, key, seen ? &*seen : nullptr);
+    });
+  }
+
+  asio::awaitable<Result<bool>> tier_copy_pending(std::int64_t bucket_id,
+                                                  std::string key) override {
+    auto read =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, k = std::move(key)] {
+          return c->tier_copy_pending(bucket_id, k);
+        });
+    co_return co_await std::move(read);
   }
 
   asio::awaitable<Result<bool>> set_tier_upload(TierJob job, std::string upload_id) override {
@@ -390,7 +422,8 @@ class StoreImpl final : public ObjectStore {
           if (!b || b->id != bucket.id) return errc::kNotFound;
           object.id = cached->id = t.next_id();
           if (tracked) {
-            H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes));
+            H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes,
+                                spec.copied_from));
           }
           if (!condition.if_match) {
             // A new key (checkpoints, datasets) is inserted without a lookup first; the insert's
@@ -499,7 +532,7 @@ class StoreImpl final : public ObjectStore {
       updated.created_ms = now_ms();
       H3_TRY(t.update_object_metadata(updated));
       if (!tracked) return {};
-      return queue_change(t, bucket_id, key, updated.id, updated.size_bytes);
+      return queue_change(t, bucket_id, key, updated.id, updated.size_bytes, key);
     }));
     core_.metadata->invalidate(bucket_id, key);
     updated.inline_data.reset();
@@ -532,7 +565,7 @@ class StoreImpl final : public ObjectStore {
       moved.tier_state = TierState::kLocal;
       if (!tracked) return {};
       H3_TRY(queue_change(t, bucket_id, from, std::nullopt, 0));
-      return queue_change(t, bucket_id, to, moved.id, moved.size_bytes);
+      return queue_change(t, bucket_id, to, moved.id, moved.size_bytes, from);
     }));
     core_.metadata->invalidate(bucket_id, from);
     core_.metadata->invalidate(bucket_id, to);

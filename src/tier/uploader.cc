@@ -77,6 +77,8 @@ struct Upstream {
   bool heard = false;   // an exchange with it has ended: until then its state is unknown
   bool warned = false;  // this failure streak was logged (so is its end)
   std::int64_t last_warn_ms = 0;
+  // Whether uploads to it carry If-Match / If-None-Match: * (until it answers 501 to one).
+  bool conditional = true;
   // write_bytes_per_s: when the next byte may go, all uploads to it together.
   std::chrono::steady_clock::time_point next_send{};
   // How many attempts it takes at once (AIMD): halved when it answers 429 or 503 (at most once
@@ -92,6 +94,7 @@ struct Binding {
   config::TierBucketConfig config;
   Upstream* upstream = nullptr;
   std::string probe_cause;  // why the last HEAD of its upstream bucket failed; "" when it did not
+  std::uint64_t conflicts = 0;  // keys another writer changed upstream, since start
 };
 
 // What became of one attempt at a job.
@@ -105,16 +108,37 @@ struct Outcome {
   // Where a failure came from: the upstream's answer, the way to it (nothing answered), or the
   // local copy. Only the first two say something about the upstream's health.
   enum class Source { kAnswer, kTransport, kLocal } source = Source::kAnswer;
-  std::string error;                         // for kRetry and kPark: what failed, and why
-  std::string cause;                         // why alone (no key: status output shows it)
-  std::optional<std::string> upstream_etag;  // kDone, where it differs from ours
+  std::string error;  // for kRetry and kPark: what failed, and why
+  std::string cause;  // why alone (no key: status output shows it)
+  // kDone: what the upstream holds under the key now (none after a delete).
+  std::optional<storage::TierSeen> seen;
   std::uint64_t bytes = 0;
   unsigned status = 0;  // the upstream's HTTP status, when it answered
+  std::string code;     // the S3 error code it answered with
+  // The ETag the upstream gives our version, once its bytes were sent (a 412 may answer an
+  // attempt of ours whose confirmation was lost).
+  std::string expected;
 
   static Outcome failure(Kind kind, Source source, std::string_view what, std::string cause) {
-    return {kind, source, fmt::format("{}: {}", what, cause), std::move(cause), {}, 0, 0};
+    Outcome out;
+    out.kind = kind;
+    out.source = source;
+    out.error = fmt::format("{}: {}", what, cause);
+    out.cause = std::move(cause);
+    return out;
   }
-  static Outcome superseded() { return {Kind::kSuperseded, Source::kAnswer, {}, {}, {}, 0, 0}; }
+  static Outcome superseded() {
+    Outcome out;
+    out.kind = Kind::kSuperseded;
+    return out;
+  }
+};
+
+// Where an upload may copy its data from upstream instead of sending it: the key (upstream
+// name) that holds it, with the ETag it had there.
+struct CopyFrom {
+  std::string key;
+  std::string etag;
 };
 
 storage::BucketTier bucket_tier(config::TierMode mode) {
@@ -157,12 +181,50 @@ std::string unquoted(std::string_view etag) {
 Outcome judge(std::string_view what, unsigned status, std::string_view body) {
   if (status / 100 == 2) return {};
   std::string cause = fmt::format("HTTP {}", status);
-  if (auto e = s3client::parse_error(body)) cause += fmt::format(" {}: {}", e->code, e->message);
-  const bool transient = status == 408 || status == 429 || status / 100 == 5;
+  const auto e = s3client::parse_error(body);
+  if (e) cause += fmt::format(" {}: {}", e->code, e->message);
+  // A conditional write that met another one under way: S3 asks for it to be sent again.
+  const bool transient = status == 408 || status == 429 || status / 100 == 5 ||
+                         (status == 409 && e && e->code == "ConditionalRequestConflict");
   Outcome out = Outcome::failure(transient ? Outcome::Kind::kRetry : Outcome::Kind::kPark,
                                  Outcome::Source::kAnswer, what, std::move(cause));
   out.status = status;
+  if (e) out.code = e->code;
   return out;
+}
+
+// The status an answer stands for: S3 can fail a copy or a completion after its 200, and then
+// sends an Error document in the body.
+unsigned answered(unsigned status, std::string_view body) {
+  return status == 200 && s3client::parse_error(body) ? 500 : status;
+}
+
+// The ETag S3 gives a multipart upload of parts with these ETags (each the MD5 of its part):
+// the MD5 of their MD5s, then the count. "" when a part's ETag is not an MD5.
+std::string multipart_etag(const std::vector<std::optional<std::string>>& parts) {
+  Md5 md5;
+  for (const auto& etag : parts) {
+    const auto raw = etag ? from_hex(*etag) : std::nullopt;
+    if (!raw || raw->size() != 16) return {};
+    md5.update(std::as_bytes(std::span(*raw)));
+  }
+  const auto digest = md5.finish();
+  return fmt::format("{}-{}", to_hex(digest), parts.size());
+}
+
+// The headers that make an upload conditional on what the upstream holds as last seen there:
+// the same ETag, or nothing at all.
+std::vector<http::Header> condition_headers(const std::optional<storage::TierSeen>& seen) {
+  if (seen) return {{"If-Match", "\"" + seen->etag + "\""}};
+  return {{"If-None-Match", "*"}};
+}
+
+// The ETag in a CopyObjectResult or CopyPartResult; "" without one.
+std::string copy_result_etag(std::string_view body) {
+  if (auto doc = xml::XmlDocument::parse(body)) {
+    if (auto etag = doc->root().child("ETag")) return unquoted(etag->text());
+  }
+  return {};
 }
 
 // An answer that lacks what S3 always sends (an UploadId, an ETag): retried.
@@ -232,7 +294,7 @@ struct Uploader::Impl {
   std::promise<void> drained;
 
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
-      n_sent{0}, n_slowdowns{0};
+      n_sent{0}, n_slowdowns{0}, n_conflicts{0};
 
   // Holds a piece of `bytes` back until the upstream's write_bytes_per_s lets it go. Each piece
   // takes its slot before it waits, so concurrent uploads share the rate in turn.
@@ -367,16 +429,17 @@ struct Uploader::Impl {
       json += fmt::format(
           "{}{{\"bucket\":{},\"upstream\":{},\"upstream_bucket\":{},\"upstream_prefix\":{},"
           "\"mode\":\"{}\",\"state\":\"{}\",\"error\":{},\"queued\":{},\"queued_bytes\":{},"
-          "\"parked\":{},\"oldest_owed_age_s\":{}}}",
+          "\"parked\":{},\"oldest_owed_age_s\":{},\"conflicts\":{}}}",
           first ? "" : ",", json_string(c.bucket), json_string(c.upstream),
           json_string(c.upstream_bucket), json_string(c.upstream_prefix),
           config::tier_mode_name(c.mode), health_name(h), json_string(b.probe_cause), owed.jobs,
-          owed.bytes, owed.parked, oldest_s);
+          owed.bytes, owed.parked, oldest_s, b.conflicts);
       first = false;
       text += fmt::format(
-          "bucket {} -> {}:{}/{} ({}): {}; queued {} ({}), parked {}, oldest {} s\n", c.bucket,
-          c.upstream, c.upstream_bucket, c.upstream_prefix, config::tier_mode_name(c.mode),
-          health_name(h), owed.jobs, format_size(owed.bytes), owed.parked, oldest_s);
+          "bucket {} -> {}:{}/{} ({}): {}; queued {} ({}), parked {}, oldest {} s, conflicts {}\n",
+          c.bucket, c.upstream, c.upstream_bucket, c.upstream_prefix,
+          config::tier_mode_name(c.mode), health_name(h), owed.jobs, format_size(owed.bytes),
+          owed.parked, oldest_s, b.conflicts);
       if (!b.probe_cause.empty()) text += fmt::format("  {}\n", b.probe_cause);
     }
     const std::uint64_t owed_bytes = store.tier_owed_bytes();
@@ -556,12 +619,22 @@ struct Uploader::Impl {
     co_return std::optional<Sent>(std::move(sent));
   }
 
-  asio::awaitable<Outcome> put_single(const Binding& b, const TierJob& job, const ObjectRecord& o) {
+  // A PUT of version `o` as `key` of the binding's upstream bucket, with its content headers,
+  // its metadata and `conditions` (condition_headers).
+  static s3client::Request object_put(const Binding& b, const ObjectRecord& o, std::string key,
+                                      const std::vector<http::Header>& conditions) {
     s3client::Request request;
     request.method = "PUT";
     request.bucket = b.config.upstream_bucket;
-    request.key = b.config.upstream_prefix + o.key;
+    request.key = std::move(key);
     request.headers = object_headers(o);
+    request.headers.insert(request.headers.end(), conditions.begin(), conditions.end());
+    return request;
+  }
+
+  asio::awaitable<Outcome> put_single(const Binding& b, const TierJob& job, const ObjectRecord& o,
+                                      std::string key, std::vector<http::Header> conditions) {
+    s3client::Request request = object_put(b, o, std::move(key), conditions);
     // The ETag of a single-part object is its MD5 when the store computes MD5s; otherwise the
     // MD5 takes a first pass over the data.
     std::optional<std::string> md5;
@@ -576,17 +649,64 @@ struct Uploader::Impl {
       md5 = std::move(**hashed);
     }
     request.headers.push_back({"Content-MD5", *md5});
+    std::string expected;
+    if (auto raw = aws::base64_decode(*md5)) {
+      expected = to_hex({reinterpret_cast<const std::uint8_t*>(raw->data()), raw->size()});
+    }
     const std::string what = fmt::format("PUT {}/{}", request.bucket, request.key);
     auto send = send_range(b, job, std::move(request), 0, o.size_bytes);
     auto sent = co_await std::move(send);
     if (!sent) co_return failed(what, sent.error());
     if (!*sent) co_return Outcome::superseded();
     Outcome out = judge(what, (*sent)->status, (*sent)->body);
+    out.expected = std::move(expected);
     if (out.kind != Outcome::Kind::kDone) co_return out;
-    if ((*sent)->etag && *(*sent)->etag != o.etag) out.upstream_etag = (*sent)->etag;
+    out.seen = storage::TierSeen{(*sent)->etag.value_or(o.etag), o.etag};
     out.bytes = o.size_bytes;
     co_return out;
   }
+
+  // CopyObject from where the upstream already holds the version's data (a rename, a copy, new
+  // metadata), with the version's metadata. nullopt: the source is not what it was (gone, or
+  // another ETag): the data must be sent.
+  asio::awaitable<std::optional<Outcome>> copy_single(const Binding& b, const ObjectRecord& o,
+                                                      std::string key,
+                                                      std::vector<http::Header> conditions,
+                                                      CopyFrom from) {
+    s3client::Request request = object_put(b, o, std::move(key), conditions);
+    copy_from(b, request, from);
+    request.headers.push_back({"x-amz-metadata-directive", "REPLACE"});
+    const std::string what =
+        fmt::format("copy of {} to {}/{}", from.key, request.bucket, request.key);
+    auto copying = b.upstream->client->request(std::move(request), std::string());
+    auto copied = co_await std::move(copying);
+    if (!copied) co_return failed(what, copied.error());
+    const unsigned status = answered(copied->head.status, copied->body);
+    if (status == 404 || status == 412) {
+      // The source went away or changed; a 412 may also be the destination's condition, which
+      // the upload answers in its turn.
+      log::debug("tier: {} refused (HTTP {}): the data is sent instead", what, status);
+      co_return std::nullopt;
+    }
+    Outcome out = judge(what, status, copied->body);
+    if (out.kind != Outcome::Kind::kDone) co_return out;
+    const std::string etag = copy_result_etag(copied->body);
+    out.seen = storage::TierSeen{etag.empty() ? from.etag : etag, o.etag};
+    out.bytes = o.size_bytes;
+    co_return out;
+  }
+
+  // Makes `request` copy its data from `from` in the binding's upstream bucket, as long as that
+  // still has the ETag it had.
+  static void copy_from(const Binding& b, s3client::Request& request, const CopyFrom& from) {
+    request.headers.push_back(
+        {"x-amz-copy-source",
+         aws::uri_encode(b.config.upstream_bucket, true) + "/" + aws::uri_encode(from.key, false)});
+    request.headers.push_back({"x-amz-copy-source-if-match", "\"" + from.etag + "\""});
+  }
+
+  // What set_tier_upload answers for an upload the job does not keep.
+  static asio::awaitable<Result<bool>> nothing_to_keep() { co_return true; }
 
   // Ends an upstream multipart upload that will not be completed: it holds space there.
   // (By value: a coroutine keeps its parameters, and a reference would outlive a temporary.)
@@ -609,8 +729,12 @@ struct Uploader::Impl {
   // S3 would refuse (appends leave parts under 5 MiB): its upstream ETag is then kept apart.
   // The upload id and each confirmed part are in the catalog (the job's), so that the next
   // attempt, after a failure or a restart, sends only the parts not yet confirmed.
+  // `conditions` go with the Complete. With `from`, each part is copied from there (UploadPartCopy)
+  // until the upstream refuses a copy; the parts after it are sent.
   asio::awaitable<Outcome> put_multipart(const Binding& b, const TierJob& job,
-                                         const ObjectRecord& o) {
+                                         const ObjectRecord& o, std::string key,
+                                         std::vector<http::Header> conditions,
+                                         std::optional<CopyFrom> from) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // offset, length
     if (o.parts_count > 0) {
       auto list = store.object_parts(o.id);
@@ -629,12 +753,13 @@ struct Uploader::Impl {
         ranges.emplace_back(at, std::min(step, o.size_bytes - at));
       }
     }
-    const std::string key = b.config.upstream_prefix + o.key;
     const std::string what =
         fmt::format("multipart upload of {}/{}", b.config.upstream_bucket, key);
 
-    // The upload a former attempt began, and what of it the upstream has.
-    std::string upload_id = job.upload_id;
+    // The upload a former attempt began, and what of it the upstream has. The job keeps the
+    // upload of its key only: a conflict's side copy starts again when it is retried.
+    const bool resumable = key == b.config.upstream_prefix + o.key;
+    std::string upload_id = resumable ? job.upload_id : std::string();
     std::vector<std::optional<std::string>> confirmed(ranges.size());  // ETag by part index
     if (!upload_id.empty()) {
       auto list = store.tier_parts(job.seq);
@@ -674,7 +799,7 @@ struct Uploader::Impl {
         if (auto id = doc->root().child("UploadId")) upload_id = id->text();
       }
       if (upload_id.empty()) co_return malformed(what, "no UploadId in the answer");
-      auto keep = store.set_tier_upload(job, upload_id);
+      auto keep = resumable ? store.set_tier_upload(job, upload_id) : nothing_to_keep();
       auto kept = co_await std::move(keep);
       if (!kept || !*kept) {
         auto abort = abort_upload(b, key, upload_id);
@@ -684,16 +809,39 @@ struct Uploader::Impl {
       }
     }
 
+    // Keeps a part the upstream confirmed for the next attempt. false: the job was superseded.
+    const auto record_part = [&](std::size_t index, std::uint64_t length,
+                                 std::string etag) -> asio::awaitable<Result<bool>> {
+      confirmed[index] = etag;
+      if (!resumable) co_return true;
+      auto record = store.add_tier_part(
+          job, {static_cast<std::uint32_t>(index + 1), length, std::move(etag)});
+      co_return co_await std::move(record);
+    };
     bool upload_gone = false;  // NoSuchUpload: aborted or expired upstream; a new one is needed
-    const auto gone = [&upload_gone](unsigned status, std::string_view body) {
-      const auto e = s3client::parse_error(body);
-      upload_gone = status == 404 && e && e->code == "NoSuchUpload";
+    const auto gone = [&upload_gone](unsigned status, std::string_view code) {
+      upload_gone = status == 404 && code == "NoSuchUpload";
     };
     auto finish = [&]() -> asio::awaitable<Outcome> {
       xml::XmlWriter complete("CompleteMultipartUpload", "http://s3.amazonaws.com/doc/2006-03-01/");
       for (std::size_t i = 0; i < ranges.size(); ++i) {
         const auto [offset, length] = ranges[i];
         const std::string part = std::to_string(i + 1);
+        if (!confirmed[i] && from) {
+          auto copy = copy_part(b, key, upload_id, i + 1, *from, offset, length);
+          auto copied = co_await std::move(copy);
+          if (!copied) {
+            from.reset();  // the source is not what it was: the data goes instead
+          } else if (copied->kind != Outcome::Kind::kDone) {
+            gone(copied->status, copied->code);
+            co_return *copied;
+          } else {
+            auto record = record_part(i, length, copied->expected);
+            auto recorded = co_await std::move(record);
+            if (!recorded) co_return failed("recording a part", recorded.error());
+            if (!*recorded) co_return Outcome::superseded();
+          }
+        }
         if (!confirmed[i]) {
           auto hash = range_md5(job, offset, length);
           auto hashed = co_await std::move(hash);
@@ -710,18 +858,16 @@ struct Uploader::Impl {
           const std::string part_what = fmt::format("{} (part {})", what, part);
           if (!sent) co_return failed(part_what, sent.error());
           if (!*sent) co_return Outcome::superseded();
-          gone((*sent)->status, (*sent)->body);
           if (Outcome out = judge(part_what, (*sent)->status, (*sent)->body);
               out.kind != Outcome::Kind::kDone) {
+            gone(out.status, out.code);
             co_return out;
           }
           if (!(*sent)->etag) co_return malformed(part_what, "no ETag in the answer");
-          auto record =
-              store.add_tier_part(job, {static_cast<std::uint32_t>(i + 1), length, *(*sent)->etag});
+          auto record = record_part(i, length, *(*sent)->etag);
           auto recorded = co_await std::move(record);
           if (!recorded) co_return failed("recording a part", recorded.error());
           if (!*recorded) co_return Outcome::superseded();
-          confirmed[i] = *(*sent)->etag;
         }
         complete.open("Part");
         complete.element("PartNumber", part);
@@ -733,25 +879,19 @@ struct Uploader::Impl {
       done.bucket = b.config.upstream_bucket;
       done.key = key;
       done.query = {{"uploadId", upload_id}};
+      done.headers = conditions;
+      const std::string expected = multipart_etag(confirmed);
       auto completing = b.upstream->client->request(std::move(done), complete.finish());
       auto completed = co_await std::move(completing);
       if (!completed) co_return failed(what, completed.error());
-      gone(completed->head.status, completed->body);
-      // A completion can fail after its 200: S3 then sends an Error document in the body.
-      if (s3client::parse_error(completed->body)) {
-        co_return judge(what, completed->head.status == 200 ? 500 : completed->head.status,
-                        completed->body);
-      }
-      Outcome out = judge(what, completed->head.status, completed->body);
+      Outcome out = judge(what, answered(completed->head.status, completed->body), completed->body);
+      out.expected = expected;
+      gone(out.status, out.code);
       if (out.kind != Outcome::Kind::kDone) co_return out;
-      if (auto doc = xml::XmlDocument::parse(completed->body)) {
-        if (auto etag = doc->root().child("ETag")) {
-          const std::string theirs = unquoted(etag->text());
-          // Some upstreams (Ceph RGW) answer an empty ETag; a HEAD would tell, and nothing is
-          // lost by leaving ours as the reference meanwhile.
-          if (!theirs.empty() && theirs != o.etag) out.upstream_etag = theirs;
-        }
-      }
+      // Some upstreams (Ceph RGW) answer an empty ETag: the one S3 would give is the reference.
+      std::string theirs = copy_result_etag(completed->body);
+      if (theirs.empty()) theirs = expected.empty() ? o.etag : expected;
+      out.seen = storage::TierSeen{std::move(theirs), o.etag};
       out.bytes = o.size_bytes;
       co_return out;
     };
@@ -759,14 +899,18 @@ struct Uploader::Impl {
     Outcome out = co_await std::move(attempt);
     if (upload_gone) {
       // Nothing of it is left upstream: the next attempt begins anew (it is retried: 404).
-      auto forget = store.set_tier_upload(job, "");
-      co_await std::move(forget);
+      if (resumable) {
+        auto forget = store.set_tier_upload(job, "");
+        co_await std::move(forget);
+      }
       out.kind = Outcome::Kind::kRetry;
-    } else if (out.kind == Outcome::Kind::kPark || out.kind == Outcome::Kind::kSuperseded) {
-      // It will not be completed. A retry keeps it, and its confirmed parts, for the next attempt.
+    } else if (out.kind == Outcome::Kind::kPark || out.kind == Outcome::Kind::kSuperseded ||
+               (out.kind == Outcome::Kind::kRetry && !resumable)) {
+      // It will not be completed. A retry keeps the key's own upload, and its confirmed parts,
+      // for the next attempt.
       auto abort = abort_upload(b, key, upload_id);
       co_await std::move(abort);
-      if (out.kind == Outcome::Kind::kPark) {
+      if (out.kind == Outcome::Kind::kPark && resumable) {
         auto forget = store.set_tier_upload(job, "");
         co_await std::move(forget);
       }
@@ -774,17 +918,160 @@ struct Uploader::Impl {
     co_return out;
   }
 
-  asio::awaitable<Outcome> upload(const Binding& b, const TierJob& job) {
+  // UploadPartCopy of [offset, offset + length) of `from` as part `number`; the Outcome's
+  // `expected` is the part's ETag. nullopt: the source is not what it was.
+  asio::awaitable<std::optional<Outcome>> copy_part(const Binding& b, std::string key,
+                                                    std::string upload_id, std::size_t number,
+                                                    CopyFrom from, std::uint64_t offset,
+                                                    std::uint64_t length) {
+    s3client::Request put;
+    put.method = "PUT";
+    put.bucket = b.config.upstream_bucket;
+    put.key = std::move(key);
+    put.query = {{"partNumber", std::to_string(number)}, {"uploadId", std::move(upload_id)}};
+    copy_from(b, put, from);
+    put.headers.push_back(
+        {"x-amz-copy-source-range", fmt::format("bytes={}-{}", offset, offset + length - 1)});
+    const std::string what =
+        fmt::format("copy of {} to {}/{} (part {})", from.key, put.bucket, put.key, number);
+    auto copying = b.upstream->client->request(std::move(put), std::string());
+    auto copied = co_await std::move(copying);
+    if (!copied) co_return failed(what, copied.error());
+    const unsigned status = answered(copied->head.status, copied->body);
+    Outcome out = judge(what, status, copied->body);
+    if (status == 412 || (status == 404 && out.code != "NoSuchUpload")) co_return std::nullopt;
+    if (out.kind != Outcome::Kind::kDone) co_return out;
+    out.expected = copy_result_etag(copied->body);
+    if (out.expected.empty()) co_return malformed(what, "no ETag in the answer");
+    co_return out;
+  }
+
+  // The version's bytes go up as one PUT, or as a multipart upload; copied upstream when `from`.
+  asio::awaitable<Outcome> send(const Binding& b, const TierJob& job, const ObjectRecord& o,
+                                std::string key, std::vector<http::Header> conditions,
+                                std::optional<CopyFrom> from) {
+    if (o.parts_count > 0 || o.size_bytes > tier.writeback.multipart_threshold_bytes) {
+      auto op = put_multipart(b, job, o, std::move(key), std::move(conditions), std::move(from));
+      co_return co_await std::move(op);
+    }
+    if (from) {
+      auto copy = copy_single(b, o, key, conditions, *from);
+      auto copied = co_await std::move(copy);
+      if (copied) co_return std::move(*copied);
+    }
+    auto op = put_single(b, job, o, std::move(key), std::move(conditions));
+    co_return co_await std::move(op);
+  }
+
+  asio::awaitable<Outcome> upload(Binding& b, const TierJob& job) {
     auto found = store.head(job.bucket_id, job.key);
     if (!found) co_return failed("reading the catalog", found.error());
     if (!*found || (*found)->id != *job.object_id) co_return Outcome::superseded();
     const ObjectRecord object = **found;
-    if (object.parts_count > 0 || object.size_bytes > tier.writeback.multipart_threshold_bytes) {
-      auto op = put_multipart(b, job, object);
-      co_return co_await std::move(op);
+    auto read = store.tier_seen(job.bucket_id, job.key);
+    auto seen = co_await std::move(read);
+    if (!seen) co_return failed("reading the catalog", seen.error());
+    // A version renamed or copied from a key whose upstream copy holds its data is copied there.
+    std::optional<CopyFrom> from;
+    if (!job.source_key.empty()) {
+      auto source = store.tier_seen(job.bucket_id, job.source_key);
+      auto held = co_await std::move(source);
+      if (held && *held && !(*held)->ours.empty() && (*held)->ours == object.etag) {
+        from = CopyFrom{b.config.upstream_prefix + job.source_key, (*held)->etag};
+      }
     }
-    auto op = put_single(b, job, object);
-    co_return co_await std::move(op);
+    const std::string key = b.config.upstream_prefix + object.key;
+    std::vector<http::Header> conditions;
+    if (b.upstream->conditional) conditions = condition_headers(*seen);
+    auto attempt = send(b, job, object, key, conditions, from);
+    Outcome out = co_await std::move(attempt);
+    if (out.status == 501 && !conditions.empty()) {
+      // An upstream without conditional writes: its keys are written as they come.
+      log::warn(
+          "tier: upstream {} refuses conditional writes ({}); writes to it are no longer "
+          "checked for conflicts",
+          b.upstream->config.name, out.cause);
+      b.upstream->conditional = false;
+      auto again = send(b, job, object, key, {}, from);
+      out = co_await std::move(again);
+    }
+    if (!conditions.empty() &&
+        (out.status == 412 || (out.status == 404 && out.code == "NoSuchKey"))) {
+      auto settle = settle_conflict(b, job, object, key, std::move(out));
+      out = co_await std::move(settle);
+    }
+    co_return out;
+  }
+
+  // The upstream refused a conditional write of the version: the key does not hold what was
+  // last seen there. A HEAD says what it holds. Our own attempt whose answer was lost: done.
+  // Nothing: written again (unconditionally new). Another writer's version: a conflict, which
+  // writeback.on_conflict settles.
+  asio::awaitable<Outcome> settle_conflict(Binding& b, const TierJob& job, const ObjectRecord& o,
+                                           std::string key, Outcome refused) {
+    s3client::Request head;
+    head.method = "HEAD";
+    head.bucket = b.config.upstream_bucket;
+    head.key = key;
+    const std::string what = fmt::format("HEAD {}/{}", head.bucket, head.key);
+    auto asking = b.upstream->client->request(std::move(head), std::string());
+    auto answer = co_await std::move(asking);
+    if (!answer) co_return failed(what, answer.error());
+    if (answer->head.status == 404) {
+      auto forget = store.set_tier_seen(job.bucket_id, job.key, std::nullopt);
+      co_await std::move(forget);
+      refused.kind = Outcome::Kind::kRetry;  // If-None-Match: * next time
+      co_return refused;
+    }
+    Outcome out = judge(what, answer->head.status, answer->body);
+    if (out.kind != Outcome::Kind::kDone) co_return out;
+    const std::string theirs = unquoted(answer->head.find("ETag").value_or(""));
+    if (!refused.expected.empty() && theirs == refused.expected) {
+      out.seen = storage::TierSeen{theirs, o.etag};
+      out.bytes = o.size_bytes;
+      co_return out;
+    }
+    // Counted once settled (a side copy that fails is retried, and meets the conflict again).
+    const auto settled = [this, &b](const Outcome& result) {
+      if (result.kind != Outcome::Kind::kDone) return;
+      ++b.conflicts;
+      n_conflicts.fetch_add(1, std::memory_order_relaxed);
+    };
+    const storage::TierSeen other{theirs, ""};
+    switch (tier.writeback.on_conflict) {
+      case config::WritebackConfig::OnConflict::kOverwrite: {
+        log::warn(
+            "tier: conflict: {}/{} was written upstream by another writer (ETag {}); "
+            "overwritten with ours (on_conflict = overwrite)",
+            b.config.upstream_bucket, key, theirs);
+        auto again = send(b, job, o, key, condition_headers(other), std::nullopt);
+        out = co_await std::move(again);
+        settled(out);
+        co_return out;
+      }
+      case config::WritebackConfig::OnConflict::kKeepUpstream:
+        log::warn(
+            "tier: conflict: {}/{} was written upstream by another writer (ETag {}); "
+            "theirs is kept, ours stays here only (on_conflict = keep-upstream)",
+            b.config.upstream_bucket, key, theirs);
+        out.seen = other;
+        settled(out);
+        co_return out;
+      case config::WritebackConfig::OnConflict::kSideCopy: {
+        // Named after the change, so that a retry writes the same side copy.
+        const std::string side = fmt::format("{}.hots3-conflict-{}", key, job.first_ms);
+        log::warn(
+            "tier: conflict: {}/{} was written upstream by another writer (ETag {}); "
+            "theirs is kept, ours goes to {}",
+            b.config.upstream_bucket, key, theirs, side);
+        auto beside = send(b, job, o, side, {}, std::nullopt);
+        out = co_await std::move(beside);
+        if (out.kind == Outcome::Kind::kDone) out.seen = other;
+        settled(out);
+        co_return out;
+      }
+    }
+    co_return out;
   }
 
   asio::awaitable<Outcome> remove(const Binding& b, const TierJob& job) {
@@ -835,7 +1122,7 @@ struct Uploader::Impl {
     }
   }
 
-  asio::awaitable<void> run_job(const Binding* b, TierJob job) {
+  asio::awaitable<void> run_job(Binding* b, TierJob job) {
     auto attempt = job.object_id ? upload(*b, job) : remove(*b, job);
     const Outcome out = co_await std::move(attempt);
     --b->upstream->running;
@@ -845,7 +1132,7 @@ struct Uploader::Impl {
     }
     switch (out.kind) {
       case Outcome::Kind::kDone: {
-        auto finish = store.finish_tier_job(job, out.upstream_etag);
+        auto finish = store.finish_tier_job(job, out.seen);
         auto finished = co_await std::move(finish);
         if (!finished) {
           log::warn("tier: recording the upload of {} failed: {}", job.key,
@@ -902,6 +1189,12 @@ struct Uploader::Impl {
             if (in_flight.count({job.bucket_id, job.key}) != 0) continue;
             Upstream& upstream = *bound->second.upstream;
             if (static_cast<double>(upstream.running) + 1 > upstream.window) continue;
+            if (!job.object_id) {
+              // A rename or copy whose data the upstream holds under this key copies it first.
+              auto check = store.tier_copy_pending(job.bucket_id, job.key);
+              auto pending = co_await std::move(check);
+              if (!pending || *pending) continue;
+            }
             if (job.object_id && is_commit_marker(tier.writeback.commit_markers, job.key)) {
               // A commit marker goes up after everything acknowledged before it under its
               // prefix, so that a reader of the upstream never sees it without its shards.
@@ -1148,8 +1441,8 @@ http::Probe Uploader::health(bool text) const {
 
 UploaderStats Uploader::stats() const {
   const Impl& im = *impl_;
-  return {im.n_uploaded.load(), im.n_deleted.load(), im.n_bytes.load(),    im.n_sent.load(),
-          im.n_retried.load(),  im.n_parked.load(),  im.n_slowdowns.load()};
+  return {im.n_uploaded.load(), im.n_deleted.load(), im.n_bytes.load(),     im.n_sent.load(),
+          im.n_retried.load(),  im.n_parked.load(),  im.n_slowdowns.load(), im.n_conflicts.load()};
 }
 
 }  // namespace hots3::tier

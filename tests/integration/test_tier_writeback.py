@@ -17,6 +17,7 @@ import tempfile
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -30,6 +31,7 @@ from botocore.exceptions import ClientError  # noqa: E402
 KiB = 1024
 MiB = 1024 * KiB
 PREFIX = "rack7/"
+AWKWARD = "a b+c%d/ü"
 
 
 def data(n, seed):
@@ -671,6 +673,147 @@ class WriteBackTest(unittest.TestCase):
         self.assertIn("tier: credentials of 1 upstream(s) reloaded", log)
         for secret in (s3_support.SECRET_KEY, "not-the-secret-any-more"):
             self.assertNotIn(secret, log)
+
+    def flush(self, server, bucket, prefix=""):
+        rc, out, err = self.hots3("tier", "flush", "--endpoint", "http://127.0.0.1:%d" % server.port,
+                                  "--bucket", bucket, "--prefix", prefix, "--wait")
+        self.assertEqual(rc, 0, out + err)
+
+    def upstream_keys(self, prefix):
+        return sorted(o["Key"] for o in self.up.list_objects_v2(Bucket="team-ckpt", Prefix=prefix).get("Contents", []))
+
+    def test_another_writers_version_upstream_is_kept_and_ours_goes_beside_it(self):
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            server = self.bound_server("conflict", "http://127.0.0.1:%d" % proxy.port)
+            try:
+                c = client(server.port)
+                # A key known upstream: the next upload is conditional on the ETag it had there.
+                c.put_object(Bucket="conflict", Key="known", Body=b"ours, first")
+                self.assertEqual(self.upstream_object("known", prefix="conflict/")["Body"].read(), b"ours, first")
+                proxy.slowdown = 1.0  # the upstream is out of reach for hots3 ...
+                ours = data(11 * MiB, 70)
+                upload = c.create_multipart_upload(Bucket="conflict", Key="new")["UploadId"]
+                parts = [{"PartNumber": n + 1, "ETag": c.upload_part(
+                    Bucket="conflict", Key="new", UploadId=upload, PartNumber=n + 1,
+                    Body=ours[n * 6 * MiB:(n + 1) * 6 * MiB])["ETag"]} for n in range(2)]
+                c.complete_multipart_upload(Bucket="conflict", Key="new", UploadId=upload,
+                                            MultipartUpload={"Parts": parts})
+                c.put_object(Bucket="conflict", Key="known", Body=b"ours, second")
+                # ... while another writer writes both keys there directly.
+                self.up.put_object(Bucket="team-ckpt", Key="conflict/new", Body=b"theirs, new")
+                self.up.put_object(Bucket="team-ckpt", Key="conflict/known", Body=b"theirs, known")
+                proxy.slowdown = 0.0
+                self.flush(server, "conflict")
+                # Theirs stay; ours go beside them, whole; the report counts both conflicts.
+                for key, theirs, body in (("new", b"theirs, new", ours), ("known", b"theirs, known", b"ours, second")):
+                    self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key="conflict/" + key)["Body"].read(), theirs)
+                    side = [k for k in self.upstream_keys("conflict/" + key + ".hots3-conflict-")]
+                    self.assertEqual(len(side), 1, side)
+                    self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key=side[0])["Body"].read(), body)
+                    self.assertEqual(c.get_object(Bucket="conflict", Key=key)["Body"].read(), body)
+                report = wait_health(server.port, lambda status, r: r["buckets"][0]["conflicts"] == 2)
+                self.assertIn("conflicts 2", health(server.port, text=True)[1])
+                # An answer lost on the way back: the retry finds our own version there, which
+                # is no conflict, and nothing goes beside it.
+                proxy.lose_answer = True
+                c.put_object(Bucket="conflict", Key="lost", Body=b"ours, answer lost")
+                self.flush(server, "conflict", "lost")
+                self.assertEqual(proxy.lost, 1)
+                self.assertEqual(self.upstream_keys("conflict/lost"), ["conflict/lost"])
+                self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key="conflict/lost")["Body"].read(),
+                                 b"ours, answer lost")
+                # Once the conflict is settled, the key is ours to write again.
+                c.put_object(Bucket="conflict", Key="known", Body=b"ours, third")
+                self.flush(server, "conflict", "known")
+                self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key="conflict/known")["Body"].read(),
+                                 b"ours, third")
+                report = health(server.port)[1]
+                self.assertEqual(report["buckets"][0]["conflicts"], 2)
+                self.assertEqual(report["buckets"][0]["parked"], 0)
+            finally:
+                self.assertEqual(server.stop(), 0)
+                log = server.read_stderr()
+                server.cleanup()
+        self.assertRegex(log, r"tier: conflict: team-ckpt/conflict/known was written upstream by another writer")
+        self.assertRegex(log, r", 2 conflicts")
+
+    def test_on_conflict_keep_upstream_or_overwrite(self):
+        for policy, winner in (("keep-upstream", b"theirs"), ("overwrite", b"ours")):
+            with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+                server = self.bound_server(policy, "http://127.0.0.1:%d" % proxy.port,
+                                           'on_conflict = "%s"' % policy)
+                try:
+                    c = client(server.port)
+                    proxy.slowdown = 1.0
+                    c.put_object(Bucket=policy, Key="k", Body=b"ours")
+                    self.up.put_object(Bucket="team-ckpt", Key=policy + "/k", Body=b"theirs")
+                    proxy.slowdown = 0.0
+                    self.flush(server, policy)
+                    self.assertEqual(self.upstream_keys(policy + "/"), [policy + "/k"])
+                    self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key=policy + "/k")["Body"].read(),
+                                     winner, policy)
+                    self.assertEqual(c.get_object(Bucket=policy, Key="k")["Body"].read(), b"ours")
+                    wait_health(server.port, lambda status, r: r["buckets"][0]["conflicts"] == 1)
+                finally:
+                    self.assertEqual(server.stop(), 0)
+                    server.cleanup()
+
+    def test_renames_and_copies_of_uploaded_objects_are_copied_upstream(self):
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            server = self.bound_server("moves", "http://127.0.0.1:%d" % proxy.port)
+            try:
+                c = client(server.port)
+                single = data(4 * MiB, 80)
+                # (A key that must be encoded in x-amz-copy-source.)
+                etag = c.put_object(Bucket="moves", Key=AWKWARD, Body=single, ContentType="application/x-ckpt",
+                                    Metadata={"step": "100"})["ETag"]
+                multi = data(13 * MiB, 81)
+                upload = c.create_multipart_upload(Bucket="moves", Key="mp")["UploadId"]
+                parts = [{"PartNumber": n + 1, "ETag": c.upload_part(
+                    Bucket="moves", Key="mp", UploadId=upload, PartNumber=n + 1,
+                    Body=multi[n * 5 * MiB:(n + 1) * 5 * MiB])["ETag"]} for n in range(3)]
+                mp_etag = c.complete_multipart_upload(Bucket="moves", Key="mp", UploadId=upload,
+                                                      MultipartUpload={"Parts": parts})["ETag"]
+                self.flush(server, "moves")
+                sent = proxy.body_bytes
+                self.assertGreaterEqual(sent, len(single) + len(multi))
+                # Within one coalescing delay: a copy with new metadata, then renames of both.
+                c.copy_object(Bucket="moves", Key="a-copy", CopySource={"Bucket": "moves", "Key": AWKWARD},
+                              MetadataDirective="REPLACE", Metadata={"step": "200"})
+                for source, target in ((AWKWARD, "b"), ("mp", "mp2")):
+                    r = s3_support.send(server.port, s3_support.SignedRequest(
+                        "PUT", "/moves/" + target, [("renameObject", "")],
+                        {"x-amz-rename-source": urllib.parse.quote("moves/" + source)}, port=server.port).wire())
+                    self.assertEqual(r.status, 200, r.body)
+                self.flush(server, "moves")
+                # No data went up again: only XML (the Complete of the copied parts).
+                self.assertLess(proxy.body_bytes - sent, MiB)
+                self.assertEqual(self.upstream_keys("moves/"), ["moves/a-copy", "moves/b", "moves/mp2"])
+                for key, body, tag, meta in (("b", single, etag, {"step": "100"}),
+                                             ("a-copy", single, etag, {"step": "200"}),
+                                             ("mp2", multi, mp_etag, {})):
+                    got = self.up.get_object(Bucket="team-ckpt", Key="moves/" + key)
+                    self.assertEqual(got["ETag"], tag, key)
+                    self.assertEqual(got["Metadata"], meta, key)
+                    self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(),
+                                     hashlib.sha256(body).hexdigest(), key)
+                self.assertEqual(self.up.head_object(Bucket="team-ckpt", Key="moves/b")["ContentType"],
+                                 "application/x-ckpt")
+                # A rename whose source went away upstream meanwhile sends the data instead.
+                self.up.delete_object(Bucket="team-ckpt", Key="moves/b")
+                sent = proxy.body_bytes
+                r = s3_support.send(server.port, s3_support.SignedRequest(
+                    "PUT", "/moves/c", [("renameObject", "")], {"x-amz-rename-source": "moves/b"},
+                    port=server.port).wire())
+                self.assertEqual(r.status, 200, r.body)
+                self.flush(server, "moves")
+                self.assertGreaterEqual(proxy.body_bytes - sent, len(single))
+                got = self.up.get_object(Bucket="team-ckpt", Key="moves/c")
+                self.assertEqual(got["ETag"], etag)
+                self.assertEqual(got["Body"].read(), single)
+            finally:
+                self.assertEqual(server.stop(), 0)
+                server.cleanup()
 
     def test_a_kill_after_the_200_loses_no_upload(self):
         keys = ["kill/%03d" % i for i in range(40)]

@@ -7,6 +7,8 @@ the test's own process on 127.0.0.1 with an ephemeral port, and stop() ends ever
         proxy.slowdown = 0.3          # 30% of requests answered 503 SlowDown, never forwarded
         proxy.reset_after = 64 * 1024 # the next request's connection reset after 64 KiB of body
         proxy.hang = True             # requests read and never answered
+        proxy.lose_answer = True      # the next request with a body reaches the upstream; its
+                                      # answer does not come back (the connection is reset)
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ..."""
 
 import random
@@ -24,6 +26,8 @@ class FaultProxy:
         self.slowdown = 0.0      # the share of requests answered 503 SlowDown
         self.reset_after = None  # reset the next request with a body after this many body bytes
         self.hang = False        # read requests and never answer them
+        self.lose_answer = False  # forward the next request with a body, then reset, unanswered
+        self.lost = 0             # answers lost that way
         self.requests = 0        # requests received
         self.refused = 0         # answered 503 by the proxy
         self.resets = 0
@@ -94,6 +98,9 @@ class FaultProxy:
                     reset_at = self.reset_after if length > 0 else None
                     if reset_at is not None:
                         self.reset_after = None
+                    lose = self.lose_answer and length > 0
+                    if lose:
+                        self.lose_answer = False
                 body, buf = _read_exactly(client, buf, length)
                 if body is None:
                     return
@@ -119,6 +126,12 @@ class FaultProxy:
                 upstream.sendall(head + body)
                 with self._lock:
                     self.body_bytes += len(body)
+                if lose:
+                    _relay_response(upstream, _Sink(), False)  # the upstream has acted on it
+                    with self._lock:
+                        self.lost += 1
+                    _reset(client)
+                    return
                 if not _relay_response(upstream, client, head.startswith(b"HEAD ")):
                     return
         except OSError:
@@ -186,6 +199,11 @@ def _relay_response(upstream, client, head_only):
         return False
     client.sendall(head + body)
     return True
+
+
+class _Sink:
+    def sendall(self, _data):
+        pass
 
 
 def _reset(sock):

@@ -89,6 +89,9 @@ struct ObjectSpec {
   Metadata user_metadata;
   ChecksumSet checksums;
   std::string etag;  // the caller's (the S3 layer decides ETags); required by every commit
+  // The key of the same bucket the data was copied from ("" = none): write-back may then copy
+  // it upstream instead of uploading it.
+  std::string copied_from;
 };
 
 struct StoreStats {
@@ -327,11 +330,23 @@ class ObjectStore {
   // `prefix` of its bucket: a commit marker waits for them.
   virtual boost::asio::awaitable<Result<bool>> tier_jobs_before(const TierJob& job,
                                                                 std::string prefix) = 0;
-  // The upstream confirmed `job`: it leaves the queue and its version is marked as upstream too
-  // (with the upstream's ETag where it differs from ours) in one transaction. false: a newer
-  // change of the key replaced the job meanwhile, and that one stays queued.
-  virtual boost::asio::awaitable<Result<bool>> finish_tier_job(
-      TierJob job, std::optional<std::string> upstream_etag) = 0;
+  // The upstream confirmed `job`: it leaves the queue and what the upstream now holds under the
+  // key is recorded (`seen`; none: nothing), in one transaction; when that is the job's version
+  // (seen->ours set), the version is marked as upstream too, with the upstream's ETag where it
+  // differs from ours. false: a newer change of the key replaced the job meanwhile, and that
+  // one stays queued.
+  virtual boost::asio::awaitable<Result<bool>> finish_tier_job(TierJob job,
+                                                               std::optional<TierSeen> seen) = 0;
+  // What the upstream holds under `key` as the uploader last saw it (none: nothing it knows of),
+  // and a correction of it (a 412 showed another writer's version, or none).
+  virtual boost::asio::awaitable<Result<std::optional<TierSeen>>> tier_seen(std::int64_t bucket_id,
+                                                                            std::string key) = 0;
+  virtual boost::asio::awaitable<Result<void>> set_tier_seen(std::int64_t bucket_id,
+                                                             std::string key,
+                                                             std::optional<TierSeen> seen) = 0;
+  // Whether a queued job copies its data upstream from `key`: the key's upstream delete waits.
+  virtual boost::asio::awaitable<Result<bool>> tier_copy_pending(std::int64_t bucket_id,
+                                                                 std::string key) = 0;
   // A job's upstream multipart upload, kept across restarts so that a restart re-sends only
   // the parts in flight: its id ("" = none any more; its parts are forgotten) and each part the
   // upstream confirmed. false: a newer change replaced the job.

@@ -176,6 +176,16 @@ struct TierJob {
   bool parked = false;  // an answer no retry changes (403, 400): an operator must act
   std::string last_error;
   std::string upload_id;  // the upstream multipart upload under way for it ("" = none)
+  // A key of the bucket this version was renamed or copied from ("" = none): when the upstream
+  // holds that key's data, an upstream copy replaces the upload.
+  std::string source_key;
+};
+
+// What the upstream holds under a key, as the uploader last saw it.
+struct TierSeen {
+  std::string etag;  // the upstream's ETag
+  std::string ours;  // our ETag of the version it holds; "" when it is not ours (a conflict)
+  bool operator==(const TierSeen&) const = default;
 };
 
 // A part of a job's upstream multipart upload that the upstream confirmed.

@@ -16,6 +16,11 @@
 // keeps its part boundaries (each part with its Content-MD5), so that the upstream's ETag is
 // ours. An upstream that answers 429 or 503 gets fewer attempts at once (halved, then grown
 // back by one per window of successes), and write_bytes_per_s caps what is sent to it.
+//
+// Uploads are conditional on what the upstream held under the key when last seen (If-Match, or
+// If-None-Match: * for a key never seen): another writer's version there is a conflict, settled
+// by writeback.on_conflict and counted. A rename or copy of a version the upstream already
+// holds is an upstream copy, not a second upload.
 
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
@@ -39,6 +44,7 @@ struct UploaderStats {
   std::uint64_t retried = 0;     // failed attempts to be retried
   std::uint64_t parked = 0;      // jobs parked
   std::uint64_t slowdowns = 0;   // times an upstream's 429 or 503 halved its concurrency
+  std::uint64_t conflicts = 0;   // keys another writer had changed upstream
 };
 
 class Uploader {

@@ -70,6 +70,10 @@ class Catalog {
   Result<std::vector<TierPart>> tier_parts(std::int64_t seq);
   // The upstream uploads jobs still use (the rest under a binding's prefix are orphans).
   Result<std::vector<std::string>> tier_upload_ids();
+  // What the upstream holds under `key`, as the uploader last saw it (none: nothing it knows of).
+  Result<std::optional<TierSeen>> tier_seen(std::int64_t bucket_id, std::string_view key);
+  // Whether a queued job would copy its data from `key` upstream (its delete waits for them).
+  Result<bool> tier_copy_pending(std::int64_t bucket_id, std::string_view key);
   // What `span` of the bucket still owes, of the jobs up to `up_to_seq`.
   Result<TierOwed> tier_owed(std::int64_t bucket_id, const KeySpan& span, std::int64_t up_to_seq);
   Result<bool> bucket_empty(std::int64_t bucket_id);
@@ -218,11 +222,15 @@ class WriteTxn {
   virtual Result<void> set_bucket_tier(std::int64_t bucket_id, BucketTier tier,
                                        std::string_view upstream) = 0;
   // Records that `key` changed to version `object_id` (none: deleted), replacing the key's
-  // pending job if any (keeping the time of its oldest change); due at `due_ms`.
+  // pending job if any (keeping the time of its oldest change); due at `due_ms`. `source_key`:
+  // the key of the bucket the version was renamed or copied from ("" = none).
   virtual Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
                                       std::optional<std::int64_t> object_id,
                                       std::uint64_t size_bytes, std::int64_t now_ms,
-                                      std::int64_t due_ms) = 0;
+                                      std::int64_t due_ms, std::string_view source_key) = 0;
+  // Records what the upstream holds under `key` (nullptr: nothing).
+  virtual Result<void> set_tier_seen(std::int64_t bucket_id, std::string_view key,
+                                     const TierSeen* seen) = 0;
   // Removes `job` if it is still its key's (same seq): false when a newer change replaced it.
   virtual Result<bool> finish_tier_job(const TierJob& job) = 0;
   // Reschedules `job` if it is still its key's: one more attempt, due at `due_ms`, parked or not.

@@ -109,6 +109,24 @@ Result<std::vector<TierBacklog>> Catalog::tier_backlog() {
   return out;
 }
 
+Result<std::optional<TierSeen>> Catalog::tier_seen(std::int64_t bucket_id, std::string_view key) {
+  auto q =
+      impl_->reader().query("SELECT etag, ours FROM tier_seen WHERE bucket_id = ?1 AND key = ?2");
+  q.bind(1, bucket_id).bind(2, key);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<TierSeen>{};
+  return std::optional<TierSeen>(TierSeen{std::string(q.text(0)), std::string(q.text(1))});
+}
+
+Result<bool> Catalog::tier_copy_pending(std::int64_t bucket_id, std::string_view key) {
+  auto q = impl_->reader().query(
+      "SELECT EXISTS(SELECT 1 FROM tier_jobs WHERE bucket_id = ?1 AND source_key = ?2 AND "
+      "state = 0)");
+  q.bind(1, bucket_id).bind(2, key);
+  H3_TRY(q.step());
+  return q.int64(0) != 0;
+}
+
 Result<bool> Catalog::tier_jobs_before(std::int64_t bucket_id, std::string_view prefix,
                                        std::int64_t seq) {
   auto q = impl_->reader().query(

@@ -223,6 +223,7 @@ TierJob read_tier_job(const Query& q) {
   job.parked = q.int64(8) != 0;
   job.last_error = std::string(q.text(9));
   job.upload_id = q.optional_text(10).value_or(std::string());
+  job.source_key = q.optional_text(11).value_or(std::string());
   return job;
 }
 

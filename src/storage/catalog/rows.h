@@ -96,8 +96,10 @@ Result<std::optional<BucketRecord>> find_bucket_on(Connection& c, std::string_vi
 BucketRecord read_bucket(const Query& q);
 
 // A write-back job's row, selected as H3_TIER_JOB_COLUMNS.
-#define H3_TIER_JOB_COLUMNS \
-  "bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, state, last_error, upload_id"
+#define H3_TIER_JOB_COLUMNS                                                               \
+  "bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, state, last_error, " \
+  "upload_id, "                                                                           \
+  "source_key"
 TierJob read_tier_job(const Query& q);
 
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id);

@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 7> kMigrations = {
+inline constexpr std::array<const char*, 8> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -236,6 +236,24 @@ CREATE TABLE tier_parts(
   etag        TEXT NOT NULL,     -- as the upstream answered
   PRIMARY KEY (seq, part_number)
 ) WITHOUT ROWID;
+)sql",
+    // 7 → 8: what the upstream holds under each key the uploader wrote or saw there, so that an
+    // upload is conditional on it (If-Match on that ETag, If-None-Match: * for a key it never
+    // saw) and a rename or copy of data already upstream becomes an upstream copy. Versions
+    // uploaded before start it off. A job made by a rename or copy names its source key; an
+    // upstream delete of that key waits for it.
+    R"sql(
+CREATE TABLE tier_seen(
+  bucket_id INTEGER NOT NULL,
+  key       TEXT NOT NULL,
+  etag      TEXT NOT NULL,  -- the upstream's ETag of what it holds
+  ours      TEXT NOT NULL,  -- our ETag of the version it holds; '' when not ours (a conflict)
+  PRIMARY KEY (bucket_id, key)
+) WITHOUT ROWID;
+INSERT INTO tier_seen(bucket_id, key, etag, ours)
+  SELECT bucket_id, key, coalesce(upstream_etag, etag), etag FROM objects WHERE tier_state = 1;
+ALTER TABLE tier_jobs ADD COLUMN source_key TEXT;  -- the data is upstream under this key too
+CREATE INDEX tier_jobs_source ON tier_jobs(bucket_id, source_key) WHERE source_key IS NOT NULL;
 )sql",
 };
 

@@ -156,7 +156,8 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
                               std::optional<std::int64_t> object_id, std::uint64_t size_bytes,
-                              std::int64_t now_ms, std::int64_t due_ms) override {
+                              std::int64_t now_ms, std::int64_t due_ms,
+                              std::string_view source_key) override {
     std::optional<std::int64_t> replaced_seq;
     {
       // The job it replaces no longer owes its bytes.
@@ -177,10 +178,11 @@ class WriteTxnImpl final : public WriteTxn {
     }
     owed_delta_ += static_cast<std::int64_t>(size_bytes);
     auto q = c_.query(
-        "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(bucket_id, key) DO UPDATE SET "
-        "seq = excluded.seq, object_id = excluded.object_id, size = excluded.size, "
-        "due_ms = excluded.due_ms, attempts = 0, state = 0, last_error = NULL, upload_id = NULL");
+        "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms, "
+        "source_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(bucket_id, key) DO "
+        "UPDATE SET seq = excluded.seq, object_id = excluded.object_id, size = excluded.size, "
+        "due_ms = excluded.due_ms, attempts = 0, state = 0, last_error = NULL, upload_id = NULL, "
+        "source_key = excluded.source_key");
     q.bind(1, bucket_id).bind(2, key).bind(3, next_id());
     if (object_id) {
       q.bind(4, *object_id);
@@ -188,6 +190,25 @@ class WriteTxnImpl final : public WriteTxn {
       q.bind_null(4);
     }
     q.bind(5, static_cast<std::int64_t>(size_bytes)).bind(6, now_ms).bind(7, due_ms);
+    if (source_key.empty()) {
+      q.bind_null(8);
+    } else {
+      q.bind(8, source_key);
+    }
+    return q.run();
+  }
+
+  Result<void> set_tier_seen(std::int64_t bucket_id, std::string_view key,
+                             const TierSeen* seen) override {
+    if (seen == nullptr) {
+      auto q = c_.query("DELETE FROM tier_seen WHERE bucket_id = ?1 AND key = ?2");
+      q.bind(1, bucket_id).bind(2, key);
+      return q.run();
+    }
+    auto q = c_.query(
+        "INSERT OR REPLACE INTO tier_seen(bucket_id, key, etag, ours) VALUES (?1, ?2, ?3, ?4)");
+    q.bind(1, bucket_id).bind(2, key).bind(3, std::string_view(seen->etag));
+    q.bind(4, std::string_view(seen->ours));
     return q.run();
   }
 

@@ -1260,6 +1260,8 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   EXPECT_EQ(queued(jobs, names), (Q{{"a", "a1"}, {"before", "-"}, {"c", "-"}, {"d", "c"}}));
   EXPECT_EQ(jobs[0].size_bytes, 5000U);
   EXPECT_EQ(jobs[3].size_bytes, 100U);
+  EXPECT_EQ(jobs[3].source_key, "c");  // renamed: the upstream may hold its data under c
+  EXPECT_EQ(jobs[0].source_key, "");
   const std::int64_t first_ms = jobs[0].first_ms;
   EXPECT_GE(jobs[0].due_ms, first_ms + options_.tier_delay.count());
 
@@ -1295,9 +1297,13 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   // A confirmed upload leaves the queue and marks its version as upstream too.
   const TierJob current_a = run(store_->tier_jobs(bucket_.id)).value().back();
   EXPECT_EQ(store_->tier_owed_bytes(), 100U + 10U);
-  EXPECT_TRUE(run(store_->finish_tier_job(current_a, std::nullopt)).value());
+  EXPECT_TRUE(run(store_->finish_tier_job(current_a, TierSeen{a3.etag, a3.etag})).value());
   EXPECT_EQ(store_->head(bucket_.id, "a").value()->tier_state, TierState::kLocalAndUpstream);
   EXPECT_EQ(store_->tier_owed_bytes(), 100U);
+  const auto seen = run(store_->tier_seen(bucket_.id, "a")).value();
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->etag, a3.etag);
+  EXPECT_EQ(seen->ours, a3.etag);
 
   // Failures: retried later, or parked (kept, never due) with the error.
   const TierJob d = run(store_->tier_jobs(bucket_.id)).value().back();
@@ -1402,6 +1408,55 @@ TEST_P(StoreTest, ExpeditedJobsAreDueNowAndWhatIsOwedIsCountedUpToASeq) {
   EXPECT_EQ(run(store_->tier_owed(bucket_.id, {"ckpt/", false}, last)).value().jobs, 1U);
   // Nothing owed: 0.
   EXPECT_EQ(run(store_->expedite_tier_jobs(bucket_.id, {"none/", false})).value(), 0);
+}
+
+TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  const auto k = put("k", test::pattern_bytes(100, 1)).value();
+  auto job = run(store_->tier_jobs(bucket_.id)).value().at(0);
+  EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value(), std::nullopt);
+  // The upstream answered with an ETag of its own: remembered with ours.
+  ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{"theirs-1", k.etag})).value());
+  EXPECT_EQ(store_->head(bucket_.id, "k").value()->tier_state, TierState::kLocalAndUpstream);
+  EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value()->etag, "theirs-1");
+
+  // A copy in the bucket and a metadata replacement name their source; a copy from elsewhere
+  // (no source) does not.
+  storage::ObjectSpec spec;
+  spec.copied_from = "k";
+  const auto copy = run(put_async("copy", test::pattern_bytes(100, 1), true, {}, spec)).value();
+  ASSERT_TRUE(run(store_->replace_metadata(bucket_.id, "k", k.etag, {})).has_value());
+  auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(jobs.size(), 2U);
+  EXPECT_EQ(jobs[0].key, "copy");
+  EXPECT_EQ(jobs[0].source_key, "k");
+  EXPECT_EQ(jobs[1].key, "k");
+  EXPECT_EQ(jobs[1].source_key, "k");
+  // Its source's upstream delete waits for such a job; a parked one does not hold it.
+  EXPECT_TRUE(run(store_->tier_copy_pending(bucket_.id, "k")).value());
+  EXPECT_FALSE(run(store_->tier_copy_pending(bucket_.id, "copy")).value());
+  ASSERT_TRUE(run(store_->defer_tier_job(jobs[0], 0, "HTTP 403", true)).value());
+  ASSERT_TRUE(run(store_->finish_tier_job(jobs[1], TierSeen{"theirs-1", k.etag})).value());
+  EXPECT_FALSE(run(store_->tier_copy_pending(bucket_.id, "k")).value());
+  (void)copy;
+
+  // A conflict: the upstream holds another writer's version; ours is not marked as upstream.
+  ASSERT_TRUE(put("k", test::pattern_bytes(100, 2)).has_value());
+  job = run(store_->tier_jobs(bucket_.id)).value().back();
+  ASSERT_EQ(job.key, "k");
+  ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{"other", ""})).value());
+  EXPECT_EQ(store_->head(bucket_.id, "k").value()->tier_state, TierState::kLocal);
+  EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value()->ours, "");
+  // A correction, and a confirmed delete, forget or replace what was seen; all of it persists.
+  ASSERT_TRUE(run(store_->set_tier_seen(bucket_.id, "k", TierSeen{"other-2", ""})).has_value());
+  close();
+  open();
+  EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value()->etag, "other-2");
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "k")).has_value());
+  job = run(store_->tier_jobs(bucket_.id)).value().back();
+  ASSERT_EQ(job.key, "k");
+  ASSERT_TRUE(run(store_->finish_tier_job(job, std::nullopt)).value());
+  EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value(), std::nullopt);
 }
 
 TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {
