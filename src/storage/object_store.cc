@@ -260,10 +260,11 @@ class StoreImpl final : public ObjectStore {
     bool finished = false;
     const bool uploaded = job.object_id && seen && !seen->ours.empty();
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(finished, t.finish_tier_job(job));
-      if (!finished) return {};
+      // What the upstream holds now, even when a newer change replaced the job meanwhile: that
+      // change's upload is conditional on it.
       H3_TRY(t.set_tier_seen(job.bucket_id, job.key, seen ? &*seen : nullptr));
-      if (!uploaded) return {};
+      H3_TRY(finished, t.finish_tier_job(job));
+      if (!finished || !uploaded) return {};
       return t.set_object_uploaded(*job.object_id, seen->etag != seen->ours
                                                        ? std::optional<std::string_view>(seen->etag)
                                                        : std::nullopt);
@@ -480,14 +481,17 @@ class StoreImpl final : public ObjectStore {
         if (!writer_has_base) kept_bytes = current->size_bytes;
         H3_TRY(t.move_object_data(current->id, object.id));
         object.parts_count += current->parts_count;
-        H3_TRY(freed, t.delete_object(current->id));
       }
       object.size_bytes = kept_bytes + data.size_bytes;
+      // Queued while the version it replaces is still there (its ETag goes with the job).
+      if (tracked) H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes));
+      if (current) {
+        H3_TRY(freed, t.delete_object(current->id));
+      }
       std::vector<ExtentRecord> extents = data.extents;
       H3_ASSERT(!object.inline_data || kept_bytes == 0, "inline data after extents");
       for (ExtentRecord& e : extents) e.logical_offset_bytes += kept_bytes;
       H3_TRY(t.insert_object(object, extents));
-      if (tracked) H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes));
       return t.insert_object_parts(object.id, new_parts);
     }));
     detail::mark_committed(*writer);
@@ -508,8 +512,8 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(deleted, t.find_object(bucket_id, key));
       if (!deleted) return condition.if_match ? Result<void>(errc::kNotFound) : Result<void>{};
       if (!meets(*deleted, condition)) return errc::kPreconditionFailed;
-      H3_TRY(freed, t.delete_object(deleted->id));
       if (tracked) H3_TRY(queue_change(t, bucket_id, key, std::nullopt, 0));
+      H3_TRY(freed, t.delete_object(deleted->id));
       return {};
     }));
     core_.metadata->invalidate(bucket_id, key);
@@ -555,6 +559,11 @@ class StoreImpl final : public ObjectStore {
       }
       H3_TRY(auto target, t.find_object(bucket_id, to));
       if (check) H3_TRY(check(*source, target));
+      if (tracked) {
+        // Queued while the versions they replace are still there (their ETags go with them).
+        H3_TRY(queue_change(t, bucket_id, from, std::nullopt, 0));
+        H3_TRY(queue_change(t, bucket_id, to, source->id, source->size_bytes, from));
+      }
       if (target) {
         H3_TRY(freed, t.delete_object(target->id));
         replaced = target->id;
@@ -563,9 +572,7 @@ class StoreImpl final : public ObjectStore {
       moved = std::move(*source);
       moved.key = to;
       moved.tier_state = TierState::kLocal;
-      if (!tracked) return {};
-      H3_TRY(queue_change(t, bucket_id, from, std::nullopt, 0));
-      return queue_change(t, bucket_id, to, moved.id, moved.size_bytes, from);
+      return {};
     }));
     core_.metadata->invalidate(bucket_id, from);
     core_.metadata->invalidate(bucket_id, to);
@@ -664,10 +671,6 @@ class StoreImpl final : public ObjectStore {
       H3_ASSERT(!chosen.spec.etag.empty(), "a completion plan without an ETag");
       H3_TRY(auto current, t.find_object(upload->bucket_id, upload->key));
       H3_TRY(check_condition(condition, current));
-      if (current) {
-        H3_TRY(replaced_extents, t.delete_object(current->id));
-        replaced = current->id;
-      }
       std::vector<std::pair<PartRecord, std::uint64_t>> placed;
       std::vector<ObjectPartRecord> table;
       std::uint64_t offset = 0;
@@ -694,9 +697,16 @@ class StoreImpl final : public ObjectStore {
       object.headers = chosen.spec.headers;
       object.user_metadata = chosen.spec.user_metadata;
       object.checksums = chosen.spec.checksums;
+      // Queued while the version it replaces is still there (its ETag goes with the job).
+      if (writes_back(object.bucket_id)) {
+        H3_TRY(queue_change(t, object.bucket_id, object.key, object.id, object.size_bytes));
+      }
+      if (current) {
+        H3_TRY(replaced_extents, t.delete_object(current->id));
+        replaced = current->id;
+      }
       H3_TRY(dropped, t.complete_upload(upload->id, object, placed, table));
-      if (!writes_back(object.bucket_id)) return {};
-      return queue_change(t, object.bucket_id, object.key, object.id, object.size_bytes);
+      return {};
     }));
     core_.metadata->invalidate(object.bucket_id, object.key);
     if (replaced != 0) core_.retirement->retire(std::move(replaced_extents), replaced);

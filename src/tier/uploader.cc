@@ -9,6 +9,7 @@
 #include "hots3/common/logging.h"
 #include "hots3/common/md5.h"
 #include "hots3/common/random.h"
+#include "hots3/common/text.h"
 #include "hots3/common/units.h"
 #include "hots3/s3client/s3_client.h"
 #include "hots3/storage/object_store.h"
@@ -79,8 +80,12 @@ struct Upstream {
   std::int64_t last_warn_ms = 0;
   // Whether uploads to it carry If-Match / If-None-Match: * (until it answers 501 to one).
   bool conditional = true;
-  // write_bytes_per_s: when the next byte may go, all uploads to it together.
+  // Whether an answer of it carried an x-amz-checksum-* header: under checksums = "auto",
+  // uploads carry theirs from then on.
+  bool checksums_echoed = false;
+  // write_bytes_per_s and requests_per_s: when the next byte, and the next request, may go.
   std::chrono::steady_clock::time_point next_send{};
+  std::chrono::steady_clock::time_point next_request{};
   // How many attempts it takes at once (AIMD): halved when it answers 429 or 503 (at most once
   // per kSlowDownHold, as one burst of refusals is one signal), then one more per window of
   // successes, up to the uploader's parallelism. Attempts under way: `running`.
@@ -183,9 +188,12 @@ Outcome judge(std::string_view what, unsigned status, std::string_view body) {
   std::string cause = fmt::format("HTTP {}", status);
   const auto e = s3client::parse_error(body);
   if (e) cause += fmt::format(" {}: {}", e->code, e->message);
-  // A conditional write that met another one under way: S3 asks for it to be sent again.
-  const bool transient = status == 408 || status == 429 || status / 100 == 5 ||
-                         (status == 409 && e && e->code == "ConditionalRequestConflict");
+  // A conditional write that met another one under way: S3 asks for it to be sent again. A
+  // body that does not match its Content-MD5 or checksum there was damaged on the way.
+  const bool transient =
+      status == 408 || status == 429 || status / 100 == 5 ||
+      (status == 409 && e && e->code == "ConditionalRequestConflict") ||
+      (status == 400 && e && (e->code == "BadDigest" || e->code == "XAmzContentChecksumMismatch"));
   Outcome out = Outcome::failure(transient ? Outcome::Kind::kRetry : Outcome::Kind::kPark,
                                  Outcome::Source::kAnswer, what, std::move(cause));
   out.status = status;
@@ -210,6 +218,33 @@ std::string multipart_etag(const std::vector<std::optional<std::string>>& parts)
   }
   const auto digest = md5.finish();
   return fmt::format("{}-{}", to_hex(digest), parts.size());
+}
+
+// Whether `word` is one of the space-separated words of `list`.
+bool listed_in(std::string_view list, std::string_view word) {
+  while (!list.empty()) {
+    const std::size_t end = std::min(list.find(' '), list.size());
+    if (list.substr(0, end) == word) return true;
+    list.remove_prefix(std::min(end + 1, list.size()));
+  }
+  return false;
+}
+
+// The x-amz-checksum-* header a version's whole-object checksum goes up with (S3 takes one per
+// request): an algorithm the client chose before the default CRC64NVME. nullopt: none.
+std::optional<http::Header> object_checksum(const ObjectRecord& o) {
+  const storage::ChecksumSet& c = o.checksums;
+  if (c.type && *c.type != "FULL_OBJECT") return std::nullopt;
+  const std::pair<const char*, const std::optional<std::string>*> order[] = {
+      {"x-amz-checksum-sha256", &c.sha256},
+      {"x-amz-checksum-sha1", &c.sha1},
+      {"x-amz-checksum-crc32c", &c.crc32c},
+      {"x-amz-checksum-crc32", &c.crc32},
+      {"x-amz-checksum-crc64nvme", &c.crc64nvme}};
+  for (const auto& [name, value] : order) {
+    if (*value) return http::Header{name, **value};
+  }
+  return std::nullopt;
 }
 
 // The headers that make an upload conditional on what the upstream holds as last seen there:
@@ -312,6 +347,28 @@ struct Uploader::Impl {
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   }
 
+  // Holds a request back until the upstream's requests_per_s lets it go (each takes its slot
+  // before it waits, as pace() does for bytes).
+  asio::awaitable<void> admitted(Upstream& u) {
+    if (u.config.requests_per_s == 0) co_return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto start = std::max(now, u.next_request);
+    u.next_request = start + std::chrono::nanoseconds(1'000'000'000 / u.config.requests_per_s);
+    if (start <= now) co_return;
+    asio::steady_timer timer(io);
+    timer.expires_at(start);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+
+  // A request with its whole body to the upstream, within its requests_per_s.
+  asio::awaitable<Result<http::Client::Reply>> call(Upstream& u, s3client::Request request,
+                                                    std::string body) {
+    auto admit = admitted(u);
+    co_await std::move(admit);
+    auto sending = u.client->request(std::move(request), std::move(body));
+    co_return co_await std::move(sending);
+  }
+
   // The health report as JSON and as text, rebuilt every kReportInterval by watch().
   std::int64_t next_probe_ms = 0;  // when watch() next probes the bindings
   mutable std::mutex report_mutex;
@@ -360,7 +417,7 @@ struct Uploader::Impl {
     head.method = "HEAD";
     head.bucket = b.config.upstream_bucket;
     const std::string what = fmt::format("HEAD {}", head.bucket);
-    auto asking = b.upstream->client->request(std::move(head), std::string());
+    auto asking = call(*b.upstream, std::move(head), std::string());
     auto answer = co_await std::move(asking);
     Outcome out;
     if (!answer) {
@@ -473,7 +530,7 @@ struct Uploader::Impl {
         list.query.push_back({"key-marker", key_marker});
         list.query.push_back({"upload-id-marker", id_marker});
       }
-      auto listing = b.upstream->client->request(std::move(list), std::string());
+      auto listing = call(*b.upstream, std::move(list), std::string());
       auto listed = co_await std::move(listing);
       if (!listed || listed->head.status != 200) break;  // the probe reports why
       const auto doc = xml::XmlDocument::parse(listed->body);
@@ -483,6 +540,12 @@ struct Uploader::Impl {
         const auto key = e.child("Key");
         const auto id = e.child("UploadId");
         if (!key || !id || in_use.count(id->text()) != 0) continue;
+        // An attempt under way on the key may have begun it and not recorded it yet.
+        const std::string name = key->text();
+        if (name.starts_with(b.config.upstream_prefix) &&
+            in_flight.count({b.bucket_id, name.substr(b.config.upstream_prefix.size())}) != 0) {
+          continue;
+        }
         auto abort = abort_upload(b, key->text(), id->text());
         co_await std::move(abort);
         ++aborted;
@@ -577,6 +640,7 @@ struct Uploader::Impl {
     unsigned status = 0;
     std::optional<std::string> etag;
     std::string body;
+    bool checksum_echoed = false;  // the answer had an x-amz-checksum-* header
   };
   asio::awaitable<Result<std::optional<Sent>>> send_range(const Binding& b, const TierJob& job,
                                                           s3client::Request request,
@@ -591,6 +655,8 @@ struct Uploader::Impl {
     if ((*reader)->object().id != *job.object_id) co_return std::optional<Sent>{};
     (*reader)->set_range(offset, length);
     request.content_length = length;
+    auto admit = admitted(*b.upstream);
+    co_await std::move(admit);
     auto start = b.upstream->client->start(std::move(request));
     auto call = co_await std::move(start);
     if (!call) co_return call.error();
@@ -614,8 +680,11 @@ struct Uploader::Impl {
     auto read = (*call)->read_all(kAnswerBytesMax);
     auto body = co_await std::move(read);
     if (!body) co_return body.error();
-    Sent sent{head->status, std::nullopt, std::move(*body)};
+    Sent sent{head->status, std::nullopt, std::move(*body), false};
     if (auto etag = head->find("ETag")) sent.etag = unquoted(*etag);
+    sent.checksum_echoed =
+        std::any_of(head->headers.begin(), head->headers.end(),
+                    [](const http::Header& h) { return istarts_with(h.name, "x-amz-checksum-"); });
     co_return std::optional<Sent>(std::move(sent));
   }
 
@@ -649,6 +718,11 @@ struct Uploader::Impl {
       md5 = std::move(**hashed);
     }
     request.headers.push_back({"Content-MD5", *md5});
+    const auto checksums = b.upstream->config.checksums;
+    if (checksums == config::UpstreamConfig::Checksums::kOn ||
+        (checksums == config::UpstreamConfig::Checksums::kAuto && b.upstream->checksums_echoed)) {
+      if (auto checksum = object_checksum(o)) request.headers.push_back(std::move(*checksum));
+    }
     std::string expected;
     if (auto raw = aws::base64_decode(*md5)) {
       expected = to_hex({reinterpret_cast<const std::uint8_t*>(raw->data()), raw->size()});
@@ -658,6 +732,7 @@ struct Uploader::Impl {
     auto sent = co_await std::move(send);
     if (!sent) co_return failed(what, sent.error());
     if (!*sent) co_return Outcome::superseded();
+    if ((*sent)->checksum_echoed) b.upstream->checksums_echoed = true;
     Outcome out = judge(what, (*sent)->status, (*sent)->body);
     out.expected = std::move(expected);
     if (out.kind != Outcome::Kind::kDone) co_return out;
@@ -678,7 +753,7 @@ struct Uploader::Impl {
     request.headers.push_back({"x-amz-metadata-directive", "REPLACE"});
     const std::string what =
         fmt::format("copy of {} to {}/{}", from.key, request.bucket, request.key);
-    auto copying = b.upstream->client->request(std::move(request), std::string());
+    auto copying = call(*b.upstream, std::move(request), std::string());
     auto copied = co_await std::move(copying);
     if (!copied) co_return failed(what, copied.error());
     const unsigned status = answered(copied->head.status, copied->body);
@@ -705,6 +780,23 @@ struct Uploader::Impl {
     request.headers.push_back({"x-amz-copy-source-if-match", "\"" + from.etag + "\""});
   }
 
+  // Whether the upstream still has multipart upload `upload_id` of `key` (ListParts of one
+  // part). nullopt: it did not say.
+  asio::awaitable<std::optional<bool>> upload_exists(const Binding& b, std::string key,
+                                                     std::string upload_id) {
+    s3client::Request list;
+    list.bucket = b.config.upstream_bucket;
+    list.key = std::move(key);
+    list.query = {{"max-parts", "1"}, {"uploadId", std::move(upload_id)}};
+    auto listing = call(*b.upstream, std::move(list), std::string());
+    auto listed = co_await std::move(listing);
+    if (!listed) co_return std::nullopt;
+    if (listed->head.status == 200) co_return true;
+    const auto e = s3client::parse_error(listed->body);
+    if (listed->head.status == 404 && e && e->code == "NoSuchUpload") co_return false;
+    co_return std::nullopt;
+  }
+
   // What set_tier_upload answers for an upload the job does not keep.
   static asio::awaitable<Result<bool>> nothing_to_keep() { co_return true; }
 
@@ -716,7 +808,7 @@ struct Uploader::Impl {
     abort.bucket = b.config.upstream_bucket;
     abort.key = key;
     abort.query = {{"uploadId", upload_id}};
-    auto aborting = b.upstream->client->request(std::move(abort), std::string());
+    auto aborting = call(*b.upstream, std::move(abort), std::string());
     auto aborted = co_await std::move(aborting);
     if (!aborted || (aborted->head.status / 100 != 2 && aborted->head.status != 404)) {
       log::debug("tier: abort of upload {} of {}/{} failed", upload_id, b.config.upstream_bucket,
@@ -788,7 +880,7 @@ struct Uploader::Impl {
       create.key = key;
       create.query = {{"uploads", ""}};
       create.headers = object_headers(o);
-      auto creating = b.upstream->client->request(std::move(create), std::string());
+      auto creating = call(*b.upstream, std::move(create), std::string());
       auto created = co_await std::move(creating);
       if (!created) co_return failed(what, created.error());
       if (Outcome out = judge(what, created->head.status, created->body);
@@ -856,7 +948,14 @@ struct Uploader::Impl {
           auto send = send_range(b, job, std::move(put), offset, length);
           auto sent = co_await std::move(send);
           const std::string part_what = fmt::format("{} (part {})", what, part);
-          if (!sent) co_return failed(part_what, sent.error());
+          if (!sent) {
+            // An upstream may refuse a part of an upload it no longer has (aborted, expired)
+            // before reading its body, and close: the body's write fails before the answer
+            // is read. Whether the upload is still there decides the next attempt.
+            auto check = upload_exists(b, key, upload_id);
+            if (auto exists = co_await std::move(check); exists && !*exists) upload_gone = true;
+            co_return failed(part_what, sent.error());
+          }
           if (!*sent) co_return Outcome::superseded();
           if (Outcome out = judge(part_what, (*sent)->status, (*sent)->body);
               out.kind != Outcome::Kind::kDone) {
@@ -881,7 +980,7 @@ struct Uploader::Impl {
       done.query = {{"uploadId", upload_id}};
       done.headers = conditions;
       const std::string expected = multipart_etag(confirmed);
-      auto completing = b.upstream->client->request(std::move(done), complete.finish());
+      auto completing = call(*b.upstream, std::move(done), complete.finish());
       auto completed = co_await std::move(completing);
       if (!completed) co_return failed(what, completed.error());
       Outcome out = judge(what, answered(completed->head.status, completed->body), completed->body);
@@ -934,7 +1033,7 @@ struct Uploader::Impl {
         {"x-amz-copy-source-range", fmt::format("bytes={}-{}", offset, offset + length - 1)});
     const std::string what =
         fmt::format("copy of {} to {}/{} (part {})", from.key, put.bucket, put.key, number);
-    auto copying = b.upstream->client->request(std::move(put), std::string());
+    auto copying = call(*b.upstream, std::move(put), std::string());
     auto copied = co_await std::move(copying);
     if (!copied) co_return failed(what, copied.error());
     const unsigned status = answered(copied->head.status, copied->body);
@@ -1014,7 +1113,7 @@ struct Uploader::Impl {
     head.bucket = b.config.upstream_bucket;
     head.key = key;
     const std::string what = fmt::format("HEAD {}/{}", head.bucket, head.key);
-    auto asking = b.upstream->client->request(std::move(head), std::string());
+    auto asking = call(*b.upstream, std::move(head), std::string());
     auto answer = co_await std::move(asking);
     if (!answer) co_return failed(what, answer.error());
     if (answer->head.status == 404) {
@@ -1030,6 +1129,13 @@ struct Uploader::Impl {
       out.seen = storage::TierSeen{theirs, o.etag};
       out.bytes = o.size_bytes;
       co_return out;
+    }
+    if (!theirs.empty() && listed_in(job.prior_etags, theirs)) {
+      // A version of ours this one replaced, whose upload was never confirmed (a kill after
+      // the upstream's answer): replaced in turn.
+      auto again =
+          send(b, job, o, key, condition_headers(storage::TierSeen{theirs, ""}), std::nullopt);
+      co_return co_await std::move(again);
     }
     // Counted once settled (a side copy that fails is retried, and meets the conflict again).
     const auto settled = [this, &b](const Outcome& result) {
@@ -1080,7 +1186,7 @@ struct Uploader::Impl {
     request.bucket = b.config.upstream_bucket;
     request.key = b.config.upstream_prefix + job.key;
     const std::string what = fmt::format("DELETE {}/{}", request.bucket, request.key);
-    auto deleting = b.upstream->client->request(std::move(request), std::string());
+    auto deleting = call(*b.upstream, std::move(request), std::string());
     auto deleted = co_await std::move(deleting);
     if (!deleted) co_return failed(what, deleted.error());
     if (deleted->head.status == 404) {

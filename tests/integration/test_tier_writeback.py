@@ -205,6 +205,34 @@ class WriteBackTest(unittest.TestCase):
         self.assertEqual(self.up.head_object(Bucket="team-ckpt", Key=PREFIX + "wb/three-parts", PartNumber=2)
                          ["ContentLength"], 5 * MiB)
 
+    def test_checksums_go_up_once_the_upstream_echoes_them_and_requests_keep_their_rate(self):
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            for checksums in ("auto", "off"):
+                name = "sums-" + checksums
+                server = self.bound_server(name, "http://127.0.0.1:%d" % proxy.port,
+                                           upstream='checksums = "%s"\nrequests_per_s = 20' % checksums)
+                try:
+                    c = client(server.port)
+                    # The first upload's answer tells whether the upstream keeps checksums.
+                    c.put_object(Bucket=name, Key="first", Body=b"tells")
+                    self.upstream_object("first", prefix=name + "/")
+                    body = data(200 * KiB, 5)
+                    sha = c.put_object(Bucket=name, Key="summed", Body=body,
+                                       ChecksumAlgorithm="SHA256")["ChecksumSHA256"]
+                    # 30 uploads at 20 requests a second take well over a second.
+                    for i in range(30):
+                        c.put_object(Bucket=name, Key="many/%02d" % i, Body=b"%d" % i)
+                    requests, started = proxy.requests, time.monotonic()
+                    self.flush(server, name)
+                    self.assertGreaterEqual(proxy.requests - requests, 31)
+                    self.assertGreaterEqual(time.monotonic() - started, 30 / 20.0)
+                    got = self.up.head_object(Bucket="team-ckpt", Key=name + "/summed", ChecksumMode="ENABLED")
+                    self.assertEqual(got.get("ChecksumSHA256"), sha if checksums == "auto" else None, checksums)
+                    self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key=name + "/summed")["Body"].read(), body)
+                finally:
+                    self.assertEqual(server.stop(), 0)
+                    server.cleanup()
+
     def test_appended_objects_go_up_whole(self):
         # Each append is a part, far under S3's 5 MiB minimum: the upstream gets the object in
         # parts of its own (its ETag then differs from ours, which clients keep seeing).

@@ -140,6 +140,9 @@ struct UpstreamConfig {
   // Bytes per second sent to it, all uploads together (0: no cap): a shared uplink keeps room
   // for everything else.
   std::uint64_t write_bytes_per_s = 0;
+  // Requests per second sent to it, all together (0: no cap): an upstream that bills or
+  // throttles by request rate is kept under it.
+  std::uint64_t requests_per_s = 0;
   // x-amz-checksum-* on uploads: kAuto sends them once the upstream has echoed one (hots3, AWS),
   // so that an upstream without them (Ceph RGW 16) still works.
   enum class Checksums { kAuto, kOn, kOff } checksums = Checksums::kAuto;

@@ -179,6 +179,9 @@ struct TierJob {
   // A key of the bucket this version was renamed or copied from ("" = none): when the upstream
   // holds that key's data, an upstream copy replaces the upload.
   std::string source_key;
+  // The ETags of versions of the key this job replaced, newest first, space-separated (a few
+  // hundred bytes at most): one may be upstream although its upload was never confirmed.
+  std::string prior_etags;
 };
 
 // What the upstream holds under a key, as the uploader last saw it.

@@ -222,7 +222,8 @@ class WriteTxn {
   virtual Result<void> set_bucket_tier(std::int64_t bucket_id, BucketTier tier,
                                        std::string_view upstream) = 0;
   // Records that `key` changed to version `object_id` (none: deleted), replacing the key's
-  // pending job if any (keeping the time of its oldest change); due at `due_ms`. `source_key`:
+  // pending job if any (keeping the time of its oldest change, and its version's ETag among the
+  // prior ones: REQUIRES that version's row is still there); due at `due_ms`. `source_key`:
   // the key of the bucket the version was renamed or copied from ("" = none).
   virtual Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
                                       std::optional<std::int64_t> object_id,

@@ -224,6 +224,7 @@ TierJob read_tier_job(const Query& q) {
   job.last_error = std::string(q.text(9));
   job.upload_id = q.optional_text(10).value_or(std::string());
   job.source_key = q.optional_text(11).value_or(std::string());
+  job.prior_etags = q.optional_text(12).value_or(std::string());
   return job;
 }
 

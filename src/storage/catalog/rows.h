@@ -98,8 +98,7 @@ BucketRecord read_bucket(const Query& q);
 // A write-back job's row, selected as H3_TIER_JOB_COLUMNS.
 #define H3_TIER_JOB_COLUMNS                                                               \
   "bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, state, last_error, " \
-  "upload_id, "                                                                           \
-  "source_key"
+  "upload_id, source_key, prior_etags"
 TierJob read_tier_job(const Query& q);
 
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id);

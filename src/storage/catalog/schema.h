@@ -241,7 +241,9 @@ CREATE TABLE tier_parts(
     // upload is conditional on it (If-Match on that ETag, If-None-Match: * for a key it never
     // saw) and a rename or copy of data already upstream becomes an upstream copy. Versions
     // uploaded before start it off. A job made by a rename or copy names its source key; an
-    // upstream delete of that key waits for it.
+    // upstream delete of that key waits for it. A job keeps the ETags of the versions it
+    // replaced: one of them may have reached the upstream unconfirmed (a kill after the
+    // upstream's answer), which is not another writer's.
     R"sql(
 CREATE TABLE tier_seen(
   bucket_id INTEGER NOT NULL,
@@ -253,6 +255,7 @@ CREATE TABLE tier_seen(
 INSERT INTO tier_seen(bucket_id, key, etag, ours)
   SELECT bucket_id, key, coalesce(upstream_etag, etag), etag FROM objects WHERE tier_state = 1;
 ALTER TABLE tier_jobs ADD COLUMN source_key TEXT;  -- the data is upstream under this key too
+ALTER TABLE tier_jobs ADD COLUMN prior_etags TEXT;  -- ETags of versions it replaced, newest first
 CREATE INDEX tier_jobs_source ON tier_jobs(bucket_id, source_key) WHERE source_key IS NOT NULL;
 )sql",
 };

@@ -182,7 +182,9 @@ class WriteTxnImpl final : public WriteTxn {
         "source_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(bucket_id, key) DO "
         "UPDATE SET seq = excluded.seq, object_id = excluded.object_id, size = excluded.size, "
         "due_ms = excluded.due_ms, attempts = 0, state = 0, last_error = NULL, upload_id = NULL, "
-        "source_key = excluded.source_key");
+        "source_key = excluded.source_key, prior_etags = substr(coalesce((SELECT etag FROM "
+        "objects WHERE id = tier_jobs.object_id) || ' ', '') || coalesce(tier_jobs.prior_etags, "
+        "''), 1, 400)");
     q.bind(1, bucket_id).bind(2, key).bind(3, next_id());
     if (object_id) {
       q.bind(4, *object_id);

@@ -248,6 +248,7 @@ addressing = "virtual"
 credentials_file = "/etc/hots3/golden.toml"
 max_connections = 4
 write_bytes_per_s = "20MiB"
+requests_per_s = 300
 checksums = "off"
 
 [[tier.bucket]]
@@ -282,6 +283,7 @@ TEST_F(ConfigFile, TierUpstreamsAndBindings) {
   EXPECT_TRUE(u.virtual_host);
   EXPECT_EQ(u.max_connections, 4U);
   EXPECT_EQ(u.write_bytes_per_s, 20 * kMiB);
+  EXPECT_EQ(u.requests_per_s, 300U);
   EXPECT_EQ(u.checksums, UpstreamConfig::Checksums::kOff);
   EXPECT_EQ(config.tier.upstream("golden"), &u);
   EXPECT_EQ(config.tier.upstream("other"), nullptr);

@@ -1457,6 +1457,22 @@ TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) 
   ASSERT_EQ(job.key, "k");
   ASSERT_TRUE(run(store_->finish_tier_job(job, std::nullopt)).value());
   EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value(), std::nullopt);
+
+  // A job keeps the ETags of the versions it replaced (any may be upstream unconfirmed), newest
+  // first; a delete adds none.
+  const auto p1 = put("p", test::pattern_bytes(10, 3)).value();
+  const auto p2 = put("p", test::pattern_bytes(10, 4)).value();
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "p")).has_value());
+  const auto p3 = put("p", test::pattern_bytes(10, 5)).value();
+  job = run(store_->tier_jobs(bucket_.id)).value().back();
+  ASSERT_EQ(job.key, "p");
+  EXPECT_EQ(job.object_id, p3.id);
+  EXPECT_EQ(job.prior_etags, p2.etag + " " + p1.etag + " ");
+  // A superseded upload that reached the upstream is what it holds, for the next one.
+  TierJob old = job;
+  ASSERT_TRUE(put("p", test::pattern_bytes(10, 6)).has_value());
+  EXPECT_FALSE(run(store_->finish_tier_job(old, TierSeen{p3.etag, p3.etag})).value());
+  EXPECT_EQ(run(store_->tier_seen(bucket_.id, "p")).value()->etag, p3.etag);
 }
 
 TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {
