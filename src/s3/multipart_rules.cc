@@ -3,8 +3,7 @@
 #include "conditions.h"
 #include "object_spec.h"
 
-#include "hots3/common/digest.h"
-#include "hots3/common/hex.h"
+#include "hots3/aws/etag.h"
 #include "hots3/common/text.h"
 
 #include <algorithm>
@@ -12,20 +11,6 @@
 
 namespace hots3::s3 {
 namespace {
-
-// The 16 bytes of a hex MD5, or the text itself when it is not one.
-std::string md5_bytes(std::string_view hex) {
-  if (hex.size() == 32) {
-    if (auto raw = from_hex(hex)) return *raw;
-  }
-  return std::string(hex);
-}
-
-std::string md5_then_count(Digest& md5, std::size_t parts) {
-  std::array<std::uint8_t, 32> digest{};
-  md5.finish(digest);
-  return to_hex(std::span(digest).first(16)) + "-" + std::to_string(parts);
-}
 
 Error missing_part_checksum(std::uint32_t number, aws::ChecksumAlgorithm algorithm) {
   return Error(Code::kInvalidRequest, "Part " + std::to_string(number) + " has no " +
@@ -81,20 +66,6 @@ Error invalid_part_number(std::optional<std::string_view> value) {
           .with("ArgumentName", "partNumber");
   if (value) e.with("ArgumentValue", std::string(*value));
   return e;
-}
-
-std::string multipart_etag(std::span<const std::string_view> md5s, std::size_t parts) {
-  Digest md5(Digest::Algorithm::kMd5);
-  for (const std::string_view one : md5s) md5.update(md5_bytes(one));
-  return md5_then_count(md5, parts);
-}
-
-std::string appended_etag(std::string_view previous_etag,
-                          const std::array<std::uint8_t, 16>& data_md5, std::uint32_t parts) {
-  Digest md5(Digest::Algorithm::kMd5);
-  md5.update(md5_bytes(previous_etag.substr(0, previous_etag.find('-'))));
-  md5.update(std::string_view(reinterpret_cast<const char*>(data_md5.data()), data_md5.size()));
-  return md5_then_count(md5, parts);
 }
 
 UploadChecksums upload_checksums(const storage::UploadRecord& upload) {
@@ -190,7 +161,7 @@ std::variant<storage::ObjectStore::CompletionPlan, Error> plan_completion(
     }
     chosen.parts.push_back(*it);
   }
-  chosen.spec.etag = multipart_etag(part_md5s, chosen.parts.size());
+  chosen.spec.etag = aws::multipart_etag(part_md5s, chosen.parts.size());
   if (composite_sum) {
     const std::string count = "-" + std::to_string(chosen.parts.size());
     const std::string value = composite_sum->base64() + count;
@@ -281,7 +252,7 @@ AppendedVersion appended_version(const std::optional<storage::ObjectRecord>& bas
     set_checksum(version.spec.checksums, crc->first, aws::crc_to_base64(crc->first, data.crc));
     version.spec.checksums.type = "FULL_OBJECT";
   }
-  version.spec.etag = appended_etag(base->etag, data.digest, plan.parts);
+  version.spec.etag = aws::appended_etag(base->etag, data.digest, plan.parts);
   if (base->parts_count == 0) version.new_parts.push_back({1, 0, plan.offset, std::nullopt});
   std::optional<std::string> part_checksum;
   if (data.checksum) part_checksum = data.checksum->second;

@@ -30,15 +30,6 @@ std::optional<std::uint32_t> parse_part_number(std::string_view text);
 // S3's InvalidArgument for a partNumber that is not one (with the value, when there is one).
 Error invalid_part_number(std::optional<std::string_view> value = std::nullopt);
 
-// The ETag of an object made of parts: the MD5 of the parts' binary MD5s, then "-<count>". Each
-// digest is given as hex (a part's ETag; the hash of an earlier multipart ETag); text that is not
-// 32 hex digits goes in as it is (ETags of another making: still a distinct, stable result).
-std::string multipart_etag(std::span<const std::string_view> md5s, std::size_t parts);
-// An append's ETag: chained from the ETag appended to and the MD5 of the appended bytes, so that
-// every version has its own, in the multipart form "-<parts>".
-std::string appended_etag(std::string_view previous_etag,
-                          const std::array<std::uint8_t, 16>& data_md5, std::uint32_t parts);
-
 // What an upload's checksum settings (x-amz-checksum-algorithm and -type at its creation) make
 // of the completed object's checksum.
 struct UploadChecksums {

@@ -3,6 +3,7 @@
 #include "tier/commit_markers.h"
 
 #include "hots3/aws/checksum.h"
+#include "hots3/aws/etag.h"
 #include "hots3/common/assert.h"
 #include "hots3/common/clock.h"
 #include "hots3/common/hex.h"
@@ -207,19 +208,6 @@ unsigned answered(unsigned status, std::string_view body) {
   return status == 200 && s3client::parse_error(body) ? 500 : status;
 }
 
-// The ETag S3 gives a multipart upload of parts with these ETags (each the MD5 of its part):
-// the MD5 of their MD5s, then the count. "" when a part's ETag is not an MD5.
-std::string multipart_etag(const std::vector<std::optional<std::string>>& parts) {
-  Md5 md5;
-  for (const auto& etag : parts) {
-    const auto raw = etag ? from_hex(*etag) : std::nullopt;
-    if (!raw || raw->size() != 16) return {};
-    md5.update(std::as_bytes(std::span(*raw)));
-  }
-  const auto digest = md5.finish();
-  return fmt::format("{}-{}", to_hex(digest), parts.size());
-}
-
 // Whether `word` is one of the space-separated words of `list`.
 bool listed_in(std::string_view list, std::string_view word) {
   while (!list.empty()) {
@@ -235,14 +223,15 @@ bool listed_in(std::string_view list, std::string_view word) {
 std::optional<http::Header> object_checksum(const ObjectRecord& o) {
   const storage::ChecksumSet& c = o.checksums;
   if (c.type && *c.type != "FULL_OBJECT") return std::nullopt;
-  const std::pair<const char*, const std::optional<std::string>*> order[] = {
-      {"x-amz-checksum-sha256", &c.sha256},
-      {"x-amz-checksum-sha1", &c.sha1},
-      {"x-amz-checksum-crc32c", &c.crc32c},
-      {"x-amz-checksum-crc32", &c.crc32},
-      {"x-amz-checksum-crc64nvme", &c.crc64nvme}};
-  for (const auto& [name, value] : order) {
-    if (*value) return http::Header{name, **value};
+  using enum aws::ChecksumAlgorithm;
+  const std::pair<aws::ChecksumAlgorithm, const std::optional<std::string>*> order[] = {
+      {kSha256, &c.sha256},
+      {kSha1, &c.sha1},
+      {kCrc32c, &c.crc32c},
+      {kCrc32, &c.crc32},
+      {kCrc64Nvme, &c.crc64nvme}};
+  for (const auto& [algorithm, value] : order) {
+    if (*value) return http::Header{std::string(aws::checksum_header(algorithm)), **value};
   }
   return std::nullopt;
 }
@@ -331,33 +320,28 @@ struct Uploader::Impl {
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
       n_sent{0}, n_slowdowns{0}, n_conflicts{0};
 
-  // Holds a piece of `bytes` back until the upstream's write_bytes_per_s lets it go. Each piece
-  // takes its slot before it waits, so concurrent uploads share the rate in turn.
-  asio::awaitable<void> pace(Upstream& u, std::size_t bytes) {
-    if (u.config.write_bytes_per_s == 0) co_return;
+  // Holds back what costs `units` of an upstream's `per_s` (bytes under write_bytes_per_s,
+  // requests under requests_per_s; 0: no cap) until its turn, `next` being when the next may
+  // go. Each takes its slot before it waits, so concurrent uploads share the rate in turn.
+  asio::awaitable<void> wait_turn(std::chrono::steady_clock::time_point& next, double units,
+                                  std::uint64_t per_s) {
+    if (per_s == 0) co_return;
     const auto now = std::chrono::steady_clock::now();
-    const auto start = std::max(now, u.next_send);
-    u.next_send =
-        start +
-        std::chrono::nanoseconds(static_cast<std::int64_t>(
-            static_cast<double>(bytes) * 1e9 / static_cast<double>(u.config.write_bytes_per_s)));
+    const auto start = std::max(now, next);
+    next = start + std::chrono::nanoseconds(
+                       static_cast<std::int64_t>(units * 1e9 / static_cast<double>(per_s)));
     if (start <= now) co_return;
     asio::steady_timer timer(io);
     timer.expires_at(start);
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   }
-
-  // Holds a request back until the upstream's requests_per_s lets it go (each takes its slot
-  // before it waits, as pace() does for bytes).
+  asio::awaitable<void> pace(Upstream& u, std::size_t bytes) {
+    auto turn = wait_turn(u.next_send, static_cast<double>(bytes), u.config.write_bytes_per_s);
+    co_await std::move(turn);
+  }
   asio::awaitable<void> admitted(Upstream& u) {
-    if (u.config.requests_per_s == 0) co_return;
-    const auto now = std::chrono::steady_clock::now();
-    const auto start = std::max(now, u.next_request);
-    u.next_request = start + std::chrono::nanoseconds(1'000'000'000 / u.config.requests_per_s);
-    if (start <= now) co_return;
-    asio::steady_timer timer(io);
-    timer.expires_at(start);
-    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    auto turn = wait_turn(u.next_request, 1, u.config.requests_per_s);
+    co_await std::move(turn);
   }
 
   // A request with its whole body to the upstream, within its requests_per_s.
@@ -979,7 +963,10 @@ struct Uploader::Impl {
       done.key = key;
       done.query = {{"uploadId", upload_id}};
       done.headers = conditions;
-      const std::string expected = multipart_etag(confirmed);
+      std::vector<std::string_view> part_etags;
+      part_etags.reserve(confirmed.size());
+      for (const auto& etag : confirmed) part_etags.emplace_back(*etag);  // all confirmed by now
+      const std::string expected = aws::multipart_etag(part_etags, part_etags.size());
       auto completing = call(*b.upstream, std::move(done), complete.finish());
       auto completed = co_await std::move(completing);
       if (!completed) co_return failed(what, completed.error());
@@ -989,7 +976,7 @@ struct Uploader::Impl {
       if (out.kind != Outcome::Kind::kDone) co_return out;
       // Some upstreams (Ceph RGW) answer an empty ETag: the one S3 would give is the reference.
       std::string theirs = copy_result_etag(completed->body);
-      if (theirs.empty()) theirs = expected.empty() ? o.etag : expected;
+      if (theirs.empty()) theirs = expected;
       out.seen = storage::TierSeen{std::move(theirs), o.etag};
       out.bytes = o.size_bytes;
       co_return out;

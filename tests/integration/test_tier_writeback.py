@@ -51,7 +51,9 @@ def client(port):
 
 
 def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt", writeback=""):
-    """`writeback`: more keys of [tier.writeback], one per line."""
+    """`writeback`: more keys of [tier.writeback], one per line (retry_base and retry_cap there
+    replace the tests' quick ones)."""
+    retries = "" if "retry_base" in writeback else 'retry_base = "50ms"\nretry_cap = "500ms"'
     return """
 [[tier.upstream]]
 name = "golden"
@@ -66,10 +68,9 @@ upstream_prefix = "%s"
 
 [tier.writeback]
 delay = "500ms"
-retry_base = "50ms"
-retry_cap = "500ms"
 %s
-""" % (endpoint, credentials_file, bucket, prefix, writeback)
+%s
+""" % (endpoint, credentials_file, bucket, prefix, retries, writeback)
 
 
 def health(port, text=False):
@@ -764,6 +765,31 @@ class WriteBackTest(unittest.TestCase):
                 server.cleanup()
         self.assertRegex(log, r"tier: conflict: team-ckpt/conflict/known was written upstream by another writer")
         self.assertRegex(log, r", 2 conflicts")
+
+    def test_an_unconfirmed_upload_of_ours_replaced_before_its_retry_is_no_conflict(self):
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            # A long back-off: the lost answer's retry comes after the newer version is written.
+            server = self.bound_server("unconfirmed", "http://127.0.0.1:%d" % proxy.port,
+                                       'retry_base = "3s"\nretry_cap = "3s"')
+            try:
+                c = client(server.port)
+                proxy.lose_answer = True  # the first upload lands; its answer does not come back
+                c.put_object(Bucket="unconfirmed", Key="k", Body=b"version 1")
+                deadline = time.monotonic() + 10
+                while proxy.lost == 0:
+                    self.assertLess(time.monotonic(), deadline, "the upload was never sent")
+                    time.sleep(0.02)
+                c.put_object(Bucket="unconfirmed", Key="k", Body=b"version 2")
+                self.flush(server, "unconfirmed")
+                self.assertEqual(self.upstream_keys("unconfirmed/"), ["unconfirmed/k"])
+                self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key="unconfirmed/k")["Body"].read(),
+                                 b"version 2")
+            finally:
+                self.assertEqual(server.stop(), 0)
+                log = server.read_stderr()
+                server.cleanup()
+        self.assertNotIn("tier: conflict", log)
+        self.assertRegex(log, r", 0 conflicts")
 
     def test_on_conflict_keep_upstream_or_overwrite(self):
         for policy, winner in (("keep-upstream", b"theirs"), ("overwrite", b"ours")):

@@ -1,6 +1,7 @@
 #include "s3/multipart_rules.h"
 
 #include "hots3/aws/checksum.h"
+#include "hots3/aws/etag.h"
 #include "hots3/common/digest.h"
 #include "hots3/common/hex.h"
 
@@ -38,12 +39,12 @@ TEST(MultipartRules, TheEtagIsTheMd5OfThePartsMd5s) {
   const std::string a = md5_hex("a"), b = md5_hex("b");
   const std::string raw = *from_hex(a) + *from_hex(b);
   const std::string_view parts[] = {a, b};
-  EXPECT_EQ(multipart_etag(parts, 2), md5_hex(raw) + "-2");
+  EXPECT_EQ(aws::multipart_etag(parts, 2), md5_hex(raw) + "-2");
   // An append chains the previous ETag's hash with the new data's MD5.
   const auto data_md5 = md5(std::as_bytes(std::span(std::string_view("c"))));
-  EXPECT_EQ(appended_etag(a + "-2", data_md5, 3),
+  EXPECT_EQ(aws::appended_etag(a + "-2", data_md5, 3),
             md5_hex(*from_hex(a) + *from_hex(md5_hex("c"))) + "-3");
-  EXPECT_EQ(appended_etag(a, data_md5, 2), appended_etag(a + "-7", data_md5, 2));
+  EXPECT_EQ(aws::appended_etag(a, data_md5, 2), aws::appended_etag(a + "-7", data_md5, 2));
 }
 
 class CompletionTest : public ::testing::Test {
@@ -69,7 +70,7 @@ TEST_F(CompletionTest, TheListedPartsInOrderMakeTheObject) {
   ASSERT_EQ(chosen.parts.size(), 2U);
   EXPECT_EQ(chosen.parts[1].part_number, 3U);
   const std::string_view md5s[] = {stored_[0].etag, stored_[2].etag};
-  EXPECT_EQ(chosen.spec.etag, multipart_etag(md5s, 2));
+  EXPECT_EQ(chosen.spec.etag, aws::multipart_etag(md5s, 2));
 }
 
 TEST_F(CompletionTest, SThreesChecksInItsOrder) {
@@ -221,7 +222,7 @@ TEST_F(AppendTest, AFullObjectCrcCarriesOnAndTheEtagChains) {
   data.crc = 0x5678;
   data.checksum = {{aws::ChecksumAlgorithm::kCrc32c, "part-crc"}};
   const AppendedVersion version = appended_version(base_, requested_, planned, data);
-  EXPECT_EQ(version.spec.etag, appended_etag(base_.etag, data.digest, 2));
+  EXPECT_EQ(version.spec.etag, aws::appended_etag(base_.etag, data.digest, 2));
   EXPECT_TRUE(version.spec.etag.ends_with("-2"));
   EXPECT_EQ(version.spec.headers, base_.headers);
   EXPECT_EQ(version.spec.user_metadata, base_.user_metadata);
