@@ -114,12 +114,12 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // First, before any thread exists (logging, catalog, workers): from here on SIGTERM / SIGINT
   // wait until the server can stop cleanly, however early they come.
   StopSignals signals;
-  // Write-back is built; write-through and read-through are not yet: a binding that silently
-  // kept everything local would be a promise broken.
+  // Write-back and write-through are built; read-through (cache) is not yet: a binding that
+  // silently kept everything local would be a promise broken.
   for (const config::TierBucketConfig& b : config.tier.buckets) {
-    if (b.mode != config::TierMode::kWriteback) {
+    if (b.mode == config::TierMode::kCache) {
       throw config::ConfigError(config.source + ": tier.bucket " + b.bucket +
-                                ": only mode = \"writeback\" is served by this build of hots3");
+                                ": mode = \"cache\" is not served by this build of hots3");
     }
   }
   log::init(config.log);
@@ -140,7 +140,8 @@ int serve(const config::Config& config, const ServeOptions& options) {
     uploader.emplace(*store, config.tier, bucket_owner(users.users), options.tier_rebind);
     uploader->start();
   }
-  auto handler = s3::make_handler(*store, config.s3, users.users, health_probes(uploader));
+  auto handler = s3::make_handler(*store, config.s3, users.users, health_probes(uploader),
+                                  uploader ? &*uploader : nullptr);
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);
   http::Server server(config.http, *handler, workers.contexts());

@@ -283,7 +283,8 @@ asio::awaitable<std::optional<std::string>> Body::read_all(std::size_t max) {
 // the error.
 asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,
                                                                 bool for_part,
-                                                                std::uint64_t max_bytes) {
+                                                                std::uint64_t max_bytes,
+                                                                tier::UpstreamPut* upstream) {
   if (body.failed()) {
     co_await s.send_error(r, body.error());
     co_return nullptr;
@@ -320,6 +321,12 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
       co_await s.send_error(r, from_errc(w.error()));
       co_return nullptr;
     }
+    if (upstream != nullptr && !co_await upstream->write(*piece)) {
+      const tier::UpstreamAnswer answer = co_await upstream->finish();
+      Error refusal = upstream_refusal(answer);
+      co_await s.send_error(r, std::move(refusal));
+      co_return nullptr;
+    }
   }
   if (auto f = co_await (*writer)->finish(); !f) {
     co_await s.send_error(r, from_errc(f.error()));
@@ -333,6 +340,16 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
     co_return nullptr;
   }
   co_return std::move(*writer);
+}
+
+Error upstream_refusal(const tier::UpstreamAnswer& answer) {
+  if (answer.kind == tier::UpstreamAnswer::Kind::kConflict) {
+    return Error(Code::kConditionalRequestConflict,
+                 "Another writer changed the object in the upstream bucket; nothing was stored. "
+                 "A new request replaces their version.");
+  }
+  return Error(Code::kServiceUnavailable, "The upstream did not take the object (" + answer.cause +
+                                              "); nothing was stored. Please retry.");
 }
 
 bool md5_in_body(const storage::ObjectStore& store, const ChecksumRequest& checksums) {

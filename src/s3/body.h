@@ -109,9 +109,13 @@ bool md5_in_body(const storage::ObjectStore& store, const ChecksumRequest& check
 
 // Streams the request body into a new writer (its size reserved first, so a full device is
 // refused before "100 Continue"), finishes it and verifies what the client vouched for
-// (Body::verify). Sends the error and returns nullptr on failure.
-asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,
-                                                                bool for_part,
-                                                                std::uint64_t max_bytes);
+// (Body::verify). With `upstream`, each piece goes there too, as it is written here. Sends the
+// error and returns nullptr on failure (ServiceUnavailable when the upstream fails).
+asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(
+    Service& s, Request& r, Body& body, bool for_part, std::uint64_t max_bytes,
+    tier::UpstreamPut* upstream = nullptr);
+
+// The error a write-through PUT the upstream did not take answers with.
+Error upstream_refusal(const tier::UpstreamAnswer& answer);
 
 }  // namespace hots3::s3

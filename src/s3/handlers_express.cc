@@ -148,6 +148,8 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
   }
   if (auto e = Service::upstream_key_fits(*bucket, r.key))
     co_return co_await s.send_error(r, std::move(*e));
+  if (auto up = s.wants_upstream(r, *bucket); std::holds_alternative<Error>(up))
+    co_return co_await s.send_error(r, std::get<Error>(std::move(up)));
   auto token = client_token(r);
   if (auto* e = std::get_if<Error>(&token)) co_return co_await s.send_error(r, std::move(*e));
   const std::optional<std::string>& client = std::get<std::optional<std::string>>(token);
@@ -186,6 +188,9 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
     co_return co_await s.send_error(r, from_errc(renamed.error()));
   }
   if (client) s.client_tokens().remember(token_scope, *client, parameters);
+  // The new name first: the old one's upstream delete waits for its copy there.
+  auto confirming = s.upstream_confirms(r, *bucket, {r.key, source_key});
+  if (auto e = co_await std::move(confirming)) co_return co_await s.send_error(r, std::move(*e));
   co_await s.send_empty(r, 200, s.response(r, 200));
 }
 
@@ -331,6 +336,8 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
       co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
     co_return co_await s.send_error(r, from_errc(committed.error()));
   }
+  auto confirming = s.upstream_confirms(r, bucket, {r.key});
+  if (auto e = co_await std::move(confirming)) co_return co_await s.send_error(r, std::move(*e));
   http::Response response = s.response(r, 200);
   response.add("ETag", quoted(committed->etag));
   response.add("x-amz-object-size", std::to_string(committed->size_bytes));

@@ -27,6 +27,64 @@ namespace hots3::s3 {
 
 namespace {
 
+// The upstream PUT of a write-through bucket's PUT, fed with its body as it arrives, with what
+// the client vouched for it in headers (Content-MD5, a checksum). The body's length must be known
+// up front (S3 requires it of a PUT anyway).
+std::variant<std::unique_ptr<tier::UpstreamPut>, Error> open_passage(
+    Service& s, const Request& r, const storage::BucketRecord& bucket,
+    const storage::ObjectSpec& object, const ChecksumRequest& checksums,
+    std::optional<std::uint64_t> length) {
+  if (s.write_through() == nullptr) {
+    return Error(Code::kServiceUnavailable, "The bucket's upstream is not served by this server.");
+  }
+  if (!length) return Error(Code::kMissingContentLength);
+  std::vector<http::Header> vouched;
+  if (checksums.content_md5) {
+    vouched.push_back(
+        {"Content-MD5", aws::base64_encode(std::string_view(*checksums.content_md5))});
+  }
+  if (checksums.algorithm && checksums.header_value) {
+    vouched.push_back(
+        {std::string(aws::checksum_header(*checksums.algorithm)), *checksums.header_value});
+  }
+  return s.write_through()->put(bucket.id, r.key, *length, object.headers, object.user_metadata,
+                                std::move(vouched));
+}
+
+// Write-through, once the body is here and verified: the upstream takes the version before it
+// is visible here. Its ETag there is the MD5 S3 gives a single PUT; another one means the bytes
+// differ (or the upstream makes other ETags): the version is then committed and sent again as a
+// write-back upload (with Content-MD5), which the request waits for like any write of the bucket.
+// The error to answer when the upstream did not take it; otherwise `sent_up` is the ETag the
+// upstream may hold, and object.upstream_etag is set when it holds this version.
+asio::awaitable<std::optional<Error>> finish_passage(Service& s, const Request& r,
+                                                     const storage::BucketRecord& bucket,
+                                                     tier::UpstreamPut& passage,
+                                                     storage::ObjectSpec& object,
+                                                     std::string& sent_up) {
+  // Before the upstream may take the version: a job that brings the upstream back to the state
+  // here, should the server stop before the commit.
+  auto hold = s.store().hold_tier_key(bucket.id, r.key, object.etag);
+  auto held = co_await std::move(hold);
+  if (!held) co_return from_errc(held.error());
+  const tier::UpstreamAnswer answer = co_await passage.finish();
+  using enum tier::UpstreamAnswer::Kind;
+  if (answer.kind == kFailed || answer.kind == kConflict) {
+    if (*held) {
+      auto cancel = s.store().cancel_tier_job(std::move(**held));
+      if (auto cancelled = co_await std::move(cancel); !cancelled) {
+        log::warn("request {}: {}: {}", r.head.request_id, r.key, cancelled.error().message());
+      }
+    }
+    co_return upstream_refusal(answer);
+  }
+  sent_up = answer.kind == kStored ? answer.etag : object.etag;
+  if (answer.kind == kStored && (!s.store().digest_is_md5() || answer.etag == object.etag)) {
+    object.upstream_etag = answer.etag;
+  }
+  co_return std::nullopt;
+}
+
 // A failed (conditional) delete as S3 reports it.
 Error delete_error(error_code e, std::string_view key) {
   if (e == errc::kNotFound) return Error(Code::kNoSuchKey).with("Key", std::string(key));
@@ -56,19 +114,41 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   auto checksums = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
   const bool md5_here = md5_in_body(s.store(), std::get<ChecksumRequest>(checksums));
-  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kWhenNoneAsked,
-            md5_here);
-  auto writer = co_await receive(s, r, body, false, s.config().single_put_max_bytes);
-  if (!writer) co_return;
   storage::ObjectSpec object = std::get<storage::ObjectSpec>(std::move(spec));
+  const ChecksumRequest& vouched = std::get<ChecksumRequest>(checksums);
+  Body body(r, vouched, DefaultCrc64::kWhenNoneAsked, md5_here);
+  std::unique_ptr<tier::UpstreamPut> passage;
+  if (bucket->tier == storage::BucketTier::kWritethrough && !body.failed()) {
+    auto opened = open_passage(s, r, *bucket, object, vouched, body.declared_length());
+    if (auto* e = std::get_if<Error>(&opened)) co_return co_await s.send_error(r, std::move(*e));
+    passage = std::get<std::unique_ptr<tier::UpstreamPut>>(std::move(opened));
+  }
+  auto writer = co_await receive(s, r, body, false, s.config().single_put_max_bytes, passage.get());
+  if (!writer) co_return;
   object.etag = data_etag(*writer);
   if (const auto& c = body.checksum()) {
     set_checksum(object.checksums, c->first, c->second);
     object.checksums.type = "FULL_OBJECT";
   }
+  std::string sent_up;  // the ETag of what the upstream may hold of this PUT
+  if (passage) {
+    auto finishing = finish_passage(s, r, *bucket, *passage, object, sent_up);
+    if (auto e = co_await std::move(finishing)) co_return co_await s.send_error(r, std::move(*e));
+  }
+  const bool through = object.upstream_etag.has_value();
   auto committed =
       co_await s.store().commit_object(std::move(writer), *bucket, r.key, std::move(object),
                                        std::get<storage::WriteCondition>(condition));
+  if (!sent_up.empty() && (!committed || !through)) {
+    // The upstream may hold a version that is not (or not yet) the one here: the key's state
+    // here goes up again, replacing it.
+    auto resend = s.store().resend_tier_key(bucket->id, r.key, sent_up);
+    if (auto resent = co_await std::move(resend); !resent) {
+      log::warn("request {}: queueing {} for the upstream again failed: {}", r.head.request_id,
+                r.key, resent.error().message());
+    }
+  }
+  passage.reset();  // the key is free for its queued change, which the request may wait for
   if (!committed) {
     if (committed.error() == errc::kNotFound) {
       // If-Match without an object, or the bucket went away meanwhile.
@@ -79,7 +159,7 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
     }
     co_return co_await s.send_error(r, from_errc(committed.error()));
   }
-  if (std::get<bool>(upstream)) {
+  if (std::get<bool>(upstream) && !through) {
     // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
     auto waiting = s.wait_upstream_for(*bucket, r.key);
     if (auto e = co_await std::move(waiting)) co_return co_await s.send_error(r, std::move(*e));
@@ -166,11 +246,15 @@ asio::awaitable<void> delete_object(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
   if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
+  if (auto up = s.wants_upstream(r, *bucket); std::holds_alternative<Error>(up))
+    co_return co_await s.send_error(r, std::get<Error>(std::move(up)));
   auto condition = delete_condition(r);
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
   auto deleted = co_await s.store().delete_object(
       bucket->id, r.key, std::get<storage::DeleteCondition>(std::move(condition)));
   if (!deleted) co_return co_await s.send_error(r, delete_error(deleted.error(), r.key));
+  auto confirming = s.upstream_confirms(r, *bucket, {r.key});
+  if (auto e = co_await std::move(confirming)) co_return co_await s.send_error(r, std::move(*e));
   co_await s.send_empty(r, 204, s.response(r, 204));
 }
 
@@ -195,6 +279,8 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   auto parsed = parse_delete_request(*text);
   if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
   const DeleteRequest& request = std::get<DeleteRequest>(parsed);
+  if (auto up = s.wants_upstream(r, *bucket); std::holds_alternative<Error>(up))
+    co_return co_await s.send_error(r, std::get<Error>(std::move(up)));
   XmlWriter xml("DeleteResult");
   for (const auto& [key, version, condition] : request.objects) {
     std::optional<Error> failed = validate_key(key);
@@ -204,6 +290,11 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
     if (!failed) {
       auto deleted = co_await s.store().delete_object(bucket->id, key, condition);
       if (!deleted) failed = delete_error(deleted.error(), key);
+    }
+    if (!failed) {
+      // Deleted here; the key's own error when it must be gone upstream too and is not yet.
+      auto confirming = s.upstream_confirms(r, *bucket, {key});
+      failed = co_await std::move(confirming);
     }
     if (failed) {
       xml.open("Error");
@@ -286,6 +377,8 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
   auto condition = write_condition(r);
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
+  if (auto up = s.wants_upstream(r, *bucket); std::holds_alternative<Error>(up))
+    co_return co_await s.send_error(r, std::get<Error>(std::move(up)));
   auto opened = co_await open_copy_source(s.store(), r, source_bucket_id, source_key);
   if (auto* e = std::get_if<Error>(&opened)) co_return co_await s.send_error(r, std::move(*e));
   storage::ObjectReader& reader = *std::get<std::unique_ptr<storage::ObjectReader>>(opened);
@@ -319,6 +412,8 @@ asio::awaitable<void> copy_object(Service& s, Request& r) {
     }
   }
   if (auto* e = std::get_if<Error>(&result)) co_return co_await s.send_error(r, std::move(*e));
+  auto confirming = s.upstream_confirms(r, *bucket, {r.key});
+  if (auto e = co_await std::move(confirming)) co_return co_await s.send_error(r, std::move(*e));
   const auto& copied = std::get<storage::ObjectRecord>(result);
   XmlWriter xml("CopyObjectResult");
   xml.element("LastModified", iso8601(copied.created_ms));

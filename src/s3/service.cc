@@ -20,11 +20,13 @@
 namespace hots3::s3 {
 
 Service::Service(storage::ObjectStore& store, const config::S3Config& config,
-                 std::vector<config::UserConfig> users, http::ProbeFn probes)
+                 std::vector<config::UserConfig> users, http::ProbeFn probes,
+                 tier::WriteThrough* write_through)
     : store_(store),
       config_(config),
       authenticator_(config_, std::move(users)),
-      probes_(std::move(probes)) {
+      probes_(std::move(probes)),
+      write_through_(write_through) {
   std::array<std::byte, 24> id{};
   random_bytes(id);
   host_id_ = aws::base64_encode(id);
@@ -167,16 +169,17 @@ std::optional<Error> Service::upstream_key_fits(const storage::BucketRecord& buc
 std::variant<bool, Error> Service::wants_upstream(const Request& r,
                                                   const storage::BucketRecord& bucket) const {
   const auto asked = r.header("x-hots3-durability");
-  if (!asked || *asked == "local") return false;
-  if (*asked != "upstream") {
+  if (asked && *asked != "local" && *asked != "upstream") {
     return Error(Code::kInvalidArgument, "x-hots3-durability is either local or upstream.")
         .with("ArgumentName", "x-hots3-durability")
         .with("ArgumentValue", std::string(*asked));
   }
+  if (bucket.tier == storage::BucketTier::kWritethrough) return true;
+  if (!asked || *asked == "local") return false;
   if (bucket.tier != storage::BucketTier::kWriteback) {
     return Error(Code::kInvalidRequest,
                  "x-hots3-durability: upstream needs a bucket bound to an upstream in write-back "
-                 "mode.");
+                 "or write-through mode.");
   }
   return true;
 }
@@ -230,11 +233,26 @@ asio::awaitable<std::optional<Error>> Service::wait_upstream_for(
                   "queued.");
 }
 
+asio::awaitable<std::optional<Error>> Service::upstream_confirms(
+    const Request& r, const storage::BucketRecord& bucket, std::vector<std::string> keys) {
+  const auto wanted = wants_upstream(r, bucket);
+  if (const auto* wants = std::get_if<bool>(&wanted); wants == nullptr || !*wants) {
+    co_return std::nullopt;  // an invalid x-hots3-durability was refused before the write
+  }
+  for (std::string& key : keys) {
+    auto waiting = wait_upstream_for(bucket, std::move(key));
+    if (auto e = co_await std::move(waiting)) co_return e;
+  }
+  co_return std::nullopt;
+}
+
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
                                             const config::S3Config& config,
                                             std::vector<config::UserConfig> users,
-                                            http::ProbeFn probes) {
-  return std::make_unique<Service>(store, config, std::move(users), std::move(probes));
+                                            http::ProbeFn probes,
+                                            tier::WriteThrough* write_through) {
+  return std::make_unique<Service>(store, config, std::move(users), std::move(probes),
+                                   write_through);
 }
 
 }  // namespace hots3::s3

@@ -13,6 +13,7 @@
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
 #include "hots3/storage/object_store.h"
+#include "hots3/tier/writethrough.h"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -28,7 +29,8 @@ namespace asio = boost::asio;
 class Service final : public http::Handler {
  public:
   Service(storage::ObjectStore& store, const config::S3Config& config,
-          std::vector<config::UserConfig> users, http::ProbeFn probes);
+          std::vector<config::UserConfig> users, http::ProbeFn probes,
+          tier::WriteThrough* write_through = nullptr);
 
   asio::awaitable<void> handle(http::Exchange& exchange) override;
   [[nodiscard]] std::optional<http::Probe> probe(std::string_view target) const override {
@@ -44,6 +46,8 @@ class Service final : public http::Handler {
   const std::string& host_id() const { return host_id_; }
   // The x-amz-client-token of renames that succeeded.
   ClientTokens& client_tokens() { return client_tokens_; }
+  // Where PUTs to write-through buckets go upstream; nullptr when nothing is bound.
+  tier::WriteThrough* write_through() const { return write_through_; }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
@@ -69,8 +73,9 @@ class Service final : public http::Handler {
                                                               std::string_view key);
 
   // x-hots3-durability: "local" (the default: a 200 means durable here) or "upstream" (a 200
-  // also means the upstream confirmed: write-back buckets only). True for "upstream"; an error
-  // for any other value, or for "upstream" in a bucket that is not write-back.
+  // also means the upstream confirmed: write-back buckets only). True for "upstream", and for
+  // every write to a write-through bucket (whatever it asks); an error for any other value, or
+  // for "upstream" in a bucket without an upstream to write to.
   [[nodiscard]] std::variant<bool, Error> wants_upstream(const Request& r,
                                                          const storage::BucketRecord& bucket) const;
   // Waits for the upstream to have every change of `span` acknowledged up to `up_to_seq` (0:
@@ -88,6 +93,12 @@ class Service final : public http::Handler {
   // the upstream has it.
   asio::awaitable<std::optional<Error>> wait_upstream_for(const storage::BucketRecord& bucket,
                                                           std::string key);
+  // After a write that changed `keys` (committed and queued): waits for the upstream to confirm
+  // them, in order, when the write must be upstream before its 200 (a write-through bucket, or
+  // x-hots3-durability: upstream in a write-back one). The first key it did not confirm.
+  asio::awaitable<std::optional<Error>> upstream_confirms(const Request& r,
+                                                          const storage::BucketRecord& bucket,
+                                                          std::vector<std::string> keys);
 
  private:
   storage::ObjectStore& store_;
@@ -96,6 +107,7 @@ class Service final : public http::Handler {
   std::string host_id_;  // x-amz-id-2
   ClientTokens client_tokens_;
   http::ProbeFn probes_;
+  tier::WriteThrough* write_through_;
 };
 
 // ---- operations (handlers_*.cc) ----

@@ -131,11 +131,16 @@ class StoreImpl final : public ObjectStore {
     return {};
   }
 
-  // Whether changes in the bucket leave write-back jobs.
+  // Whether changes in the bucket leave jobs for its upstream: write-back, and write-through
+  // (whose PUTs reach the upstream before their commit, and whose other changes are sent as
+  // write-back ones, the request waiting for them).
   bool writes_back(std::int64_t bucket_id) const {
     std::shared_lock lock(buckets_mutex_);
     const auto it = tiers_.find(bucket_id);
-    return it != tiers_.end() && it->second == BucketTier::kWriteback;
+    return it != tiers_.end() && sends_up(it->second);
+  }
+  static bool sends_up(BucketTier tier) {
+    return tier == BucketTier::kWriteback || tier == BucketTier::kWritethrough;
   }
 
   // Queues the upload (object_id) or upstream delete (none) of `key`'s new state in the
@@ -147,6 +152,16 @@ class StoreImpl final : public ObjectStore {
     const std::int64_t now = now_ms();
     return t.queue_tier_job(bucket_id, key, object_id, size_bytes, now,
                             now + core_.options.tier_delay.count(), source_key);
+  }
+
+  // Queues the upload of the key's `current` version, or its upstream delete without one.
+  static Result<void> queue_state(WriteTxn& t, std::int64_t bucket_id, std::string_view key,
+                                  const std::optional<ObjectRecord>& current, std::int64_t due_ms) {
+    if (current) {
+      return t.queue_tier_job(bucket_id, key, current->id, current->size_bytes, now_ms(), due_ms,
+                              {});
+    }
+    return t.queue_tier_job(bucket_id, key, std::nullopt, 0, now_ms(), due_ms, {});
   }
 
   Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {
@@ -200,7 +215,7 @@ class StoreImpl final : public ObjectStore {
       if (!bucket) return errc::kNotFound;
       H3_TRY(t.set_bucket_tier(bucket->id, tier, upstream));
       // What the bucket already holds goes up too: the upstream becomes a complete copy.
-      if (tier == BucketTier::kWriteback && bucket->tier != BucketTier::kWriteback) {
+      if (sends_up(tier) && !sends_up(bucket->tier)) {
         H3_TRY(t.queue_local_objects(bucket->id, now_ms()));
       }
       bound = std::move(*bucket);
@@ -286,6 +301,42 @@ class StoreImpl final : public ObjectStore {
                                               std::optional<TierSeen> seen) override {
     co_return co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       return t.set_tier_seen(bucket_id, key, seen ? &*seen : nullptr);
+    });
+  }
+
+  asio::awaitable<Result<std::optional<TierJob>>> hold_tier_key(std::int64_t bucket_id,
+                                                                std::string key,
+                                                                std::string attempted) override {
+    std::optional<TierJob> queued;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto existing, t.find_tier_job(bucket_id, key));
+      if (!existing) {
+        H3_TRY(auto current, t.find_object(bucket_id, key));
+        H3_TRY(
+            queue_state(t, bucket_id, key, current, now_ms() + core_.options.tier_delay.count()));
+      }
+      H3_TRY(t.add_prior_etag(bucket_id, key, attempted));
+      if (!existing) {
+        H3_TRY(queued, t.find_tier_job(bucket_id, key));
+      }
+      return {};
+    }));
+    co_return queued;
+  }
+
+  asio::awaitable<Result<void>> resend_tier_key(std::int64_t bucket_id, std::string key,
+                                                std::string attempted) override {
+    co_return co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto current, t.find_object(bucket_id, key));
+      H3_TRY(queue_state(t, bucket_id, key, current, now_ms()));
+      return t.add_prior_etag(bucket_id, key, attempted);
+    });
+  }
+
+  asio::awaitable<Result<void>> cancel_tier_job(TierJob job) override {
+    co_return co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(t.finish_tier_job(job));
+      return {};
     });
   }
 
@@ -403,6 +454,7 @@ class StoreImpl final : public ObjectStore {
     object.headers = std::move(spec.headers);
     object.user_metadata = std::move(spec.user_metadata);
     object.checksums = std::move(spec.checksums);
+    if (spec.upstream_etag) object.tier_state = TierState::kLocalAndUpstream;
     // Write-through of the record once it is durable: HEADs after a PUT need no catalog read.
     // Not of a small object's data (the record says "inline, bytes not loaded"; its first GET
     // reads them): copying every small PUT's bytes into a growing cache cost a third of the
@@ -416,31 +468,43 @@ class StoreImpl final : public ObjectStore {
     object.inline_data = std::move(data.inline_data);
     ExtentList freed;
     std::int64_t replaced = 0;
+    // The version goes in, replacing the key's current one if the write's condition allows.
+    const auto insert = [&](WriteTxn& t) -> Result<void> {
+      if (!condition.if_match) {
+        // A new key (checkpoints, datasets) is inserted without a lookup first; the insert's
+        // own uniqueness check finds an object already there. 64 writers of 4 KiB objects: the
+        // catalog writer's CPU per put 17.0 -> 16.3 µs.
+        H3_TRY(const bool inserted, t.insert_object_if_absent(object, data.extents));
+        if (inserted) return {};
+        if (condition.if_none_match_any) return errc::kPreconditionFailed;
+      }
+      H3_TRY(auto current, t.find_object(bucket.id, object.key));
+      H3_TRY(check_condition(condition, current));
+      if (current) {
+        H3_TRY(freed, t.delete_object(current->id));
+        replaced = current->id;
+      }
+      return t.insert_object(object, data.extents);
+    };
     const bool tracked = writes_back(bucket.id);
     H3_CO_TRY(co_await core_.catalog->write(
         [&](WriteTxn& t) -> Result<void> {
           H3_TRY(auto b, t.find_bucket(bucket.name));
           if (!b || b->id != bucket.id) return errc::kNotFound;
           object.id = cached->id = t.next_id();
-          if (tracked) {
+          if (spec.upstream_etag) {
+            H3_TRY(t.drop_tier_job(bucket.id, object.key));
+            const TierSeen seen{*spec.upstream_etag, object.etag};
+            H3_TRY(t.set_tier_seen(bucket.id, object.key, &seen));
+          } else if (tracked) {
             H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes,
                                 spec.copied_from));
           }
-          if (!condition.if_match) {
-            // A new key (checkpoints, datasets) is inserted without a lookup first; the insert's
-            // own uniqueness check finds an object already there. 64 writers of 4 KiB objects: the
-            // catalog writer's CPU per put 17.0 -> 16.3 µs.
-            H3_TRY(const bool inserted, t.insert_object_if_absent(object, data.extents));
-            if (inserted) return {};
-            if (condition.if_none_match_any) return errc::kPreconditionFailed;
+          H3_TRY(insert(t));
+          if (spec.upstream_etag && *spec.upstream_etag != object.etag) {
+            return t.set_object_uploaded(object.id, *spec.upstream_etag);
           }
-          H3_TRY(auto current, t.find_object(bucket.id, object.key));
-          H3_TRY(check_condition(condition, current));
-          if (current) {
-            H3_TRY(freed, t.delete_object(current->id));
-            replaced = current->id;
-          }
-          return t.insert_object(object, data.extents);
+          return {};
         },
         [&] { core_.metadata->put(cache_update); }));
     detail::mark_committed(*writer);

@@ -20,6 +20,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -66,6 +67,10 @@ constexpr std::chrono::seconds kWarnInterval{10};
 constexpr std::chrono::seconds kSlowDownHold{1};
 // How often upstream uploads no job uses are looked for (and at start).
 constexpr std::chrono::hours kSweepInterval{1};
+// A write-through PUT: pieces of its body buffered between the request and the upstream, and how
+// long it waits for an earlier change of its key to reach the upstream first.
+constexpr std::size_t kPassagePieces = 4;
+constexpr std::chrono::seconds kPassageTurnMax{30};
 
 struct Upstream {
   config::UpstreamConfig config;
@@ -160,19 +165,23 @@ storage::BucketTier bucket_tier(config::TierMode mode) {
 }
 
 // The object's content headers and user metadata, as the upstream keeps them.
-std::vector<http::Header> object_headers(const ObjectRecord& o) {
+std::vector<http::Header> object_headers(const storage::ContentHeaders& headers,
+                                         const storage::Metadata& metadata) {
   std::vector<http::Header> out;
   const auto add = [&out](std::string name, const std::optional<std::string>& value) {
     if (value) out.push_back({std::move(name), *value});
   };
-  add("Content-Type", o.headers.content_type);
-  add("Content-Encoding", o.headers.content_encoding);
-  add("Content-Disposition", o.headers.content_disposition);
-  add("Content-Language", o.headers.content_language);
-  add("Cache-Control", o.headers.cache_control);
-  add("Expires", o.headers.expires);
-  for (const auto& [name, value] : o.user_metadata) out.push_back({"x-amz-meta-" + name, value});
+  add("Content-Type", headers.content_type);
+  add("Content-Encoding", headers.content_encoding);
+  add("Content-Disposition", headers.content_disposition);
+  add("Content-Language", headers.content_language);
+  add("Cache-Control", headers.cache_control);
+  add("Expires", headers.expires);
+  for (const auto& [name, value] : metadata) out.push_back({"x-amz-meta-" + name, value});
   return out;
+}
+std::vector<http::Header> object_headers(const ObjectRecord& o) {
+  return object_headers(o.headers, o.user_metadata);
 }
 
 std::string unquoted(std::string_view etag) {
@@ -294,6 +303,19 @@ std::string json_string(std::string_view value) {
   return out;
 }
 
+// A write-through PUT between the request's worker and the uploader's thread: the body's pieces
+// one way (an empty piece: the body is whole and verified, complete it), the upstream's answer
+// the other. Closing `pieces` cuts the PUT off, or, after the answer, frees its key.
+struct Passage {
+  using Pieces = asio::experimental::concurrent_channel<void(boost::system::error_code,
+                                                             std::vector<std::byte>)>;
+  using Answers =
+      asio::experimental::concurrent_channel<void(boost::system::error_code, UpstreamAnswer)>;
+  explicit Passage(asio::io_context& io) : pieces(io, kPassagePieces), answer(io, 1) {}
+  Pieces pieces;
+  Answers answer;
+};
+
 }  // namespace
 
 struct Uploader::Impl {
@@ -312,6 +334,9 @@ struct Uploader::Impl {
   // Keys with an attempt under way: a key is sent by one attempt at a time, so that its changes
   // reach the upstream in the order they were acknowledged.
   std::set<std::pair<std::int64_t, std::string>> in_flight;
+  // Keys a write-through PUT holds, from its start until its request has committed it or given
+  // up: no job of the key starts meanwhile, nor another write-through PUT of it.
+  std::set<std::pair<std::int64_t, std::string>> through;
   asio::steady_timer wake;
   bool stopping = false;
   bool started = false;
@@ -1167,6 +1192,190 @@ struct Uploader::Impl {
     co_return out;
   }
 
+  // A write-through PUT, fed through `passage`: waits for the key's turn, sends the body as it
+  // comes (conditional like an upload), answers, then holds the key until the request lets go.
+  asio::awaitable<void> pass_through(std::int64_t bucket_id, std::string key, std::uint64_t length,
+                                     std::vector<http::Header> headers,
+                                     std::shared_ptr<Passage> passage) {
+    const std::pair<std::int64_t, std::string> id{bucket_id, key};
+    bool held = false;
+    UpstreamAnswer answer;
+    const auto bound = bindings.find(bucket_id);
+    if (bound == bindings.end()) {
+      answer.cause = "the bucket is not bound to an upstream";
+    } else {
+      asio::steady_timer timer(io);
+      const auto deadline = std::chrono::steady_clock::now() + kPassageTurnMax;
+      while ((in_flight.count(id) != 0 || through.count(id) != 0) && !stopping &&
+             std::chrono::steady_clock::now() < deadline) {
+        timer.expires_after(std::chrono::milliseconds(5));
+        co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      if (stopping) {
+        answer.cause = "the server is stopping";
+      } else if (in_flight.count(id) != 0 || through.count(id) != 0) {
+        answer.cause = "an earlier change of the key is still on its way to the upstream";
+      } else {
+        through.insert(id);
+        held = true;
+        auto sending = send_through(bound->second, key, length, std::move(headers), *passage);
+        answer = co_await std::move(sending);
+      }
+    }
+    passage->answer.try_send(boost::system::error_code{}, std::move(answer));
+    if (!held) co_return;
+    // The request frees the key (closing the channel) once it has committed, or given up.
+    for (;;) {
+      auto [e, piece] = co_await passage->pieces.async_receive(asio::as_tuple(asio::use_awaitable));
+      if (e) break;
+    }
+    through.erase(id);
+    wake.cancel();
+  }
+
+  asio::awaitable<UpstreamAnswer> send_through(Binding& b, const std::string& key,
+                                               std::uint64_t length,
+                                               std::vector<http::Header> headers,
+                                               Passage& passage) {
+    Upstream& u = *b.upstream;
+    UpstreamAnswer answer;
+    auto read = store.tier_seen(b.bucket_id, key);
+    auto seen = co_await std::move(read);
+    if (!seen) {
+      answer.cause = "reading the catalog: " + seen.error().message();
+      co_return answer;
+    }
+    const bool conditional = u.conditional;
+    if (conditional) {
+      auto conditions = condition_headers(*seen);
+      headers.insert(headers.end(), conditions.begin(), conditions.end());
+    }
+    const std::string upstream_key = b.config.upstream_prefix + key;
+    s3client::Request request;
+    request.method = "PUT";
+    request.bucket = b.config.upstream_bucket;
+    request.key = upstream_key;
+    request.headers = std::move(headers);
+    request.content_length = length;
+    const std::string what = fmt::format("PUT {}/{}", request.bucket, upstream_key);
+    // The next piece from the request; nullopt when it gave up (the PUT is then cut off).
+    const auto next = [&passage]() -> asio::awaitable<std::optional<std::vector<std::byte>>> {
+      auto [e, got] = co_await passage.pieces.async_receive(asio::as_tuple(asio::use_awaitable));
+      if (e) co_return std::nullopt;
+      co_return std::move(got);
+    };
+    const auto fail = [&](const Outcome& out) {
+      note(u, out);
+      answer.kind = UpstreamAnswer::Kind::kFailed;
+      answer.cause = out.cause;
+      return answer;
+    };
+    std::optional<std::vector<std::byte>> piece;
+    if (length == 0) {
+      // Nothing of an empty body can be held back: its PUT starts once it is verified.
+      auto receiving = next();
+      piece = co_await std::move(receiving);
+      if (!piece) co_return answer;
+    }
+    auto admit = admitted(u);
+    co_await std::move(admit);
+    auto start = u.client->start(std::move(request));
+    auto call = co_await std::move(start);
+    if (!call) co_return fail(failed(what, call.error()));
+    std::uint64_t sent = 0;
+    for (;;) {
+      if (!piece) {
+        auto receiving = next();
+        piece = co_await std::move(receiving);
+        if (!piece) co_return answer;  // cut off: the upstream never gets the whole body
+      }
+      if (piece->empty()) break;
+      if (stopping) {
+        answer.cause = "the server is stopping";
+        co_return answer;
+      }
+      if (sent + piece->size() > length) co_return answer;
+      auto paced = pace(u, piece->size());
+      co_await std::move(paced);
+      auto write = (*call)->write_body(*piece);
+      auto written = co_await std::move(write);
+      if (!written) co_return fail(failed(what, written.error()));
+      sent += piece->size();
+      n_sent.fetch_add(piece->size(), std::memory_order_relaxed);
+      piece.reset();
+    }
+    if (sent != length) co_return answer;
+    // The body is whole upstream: from here, a failure leaves the upstream's state unknown.
+    const auto unknown = [&](const boost::system::error_code& e) {
+      const Outcome out = failed(what, e);
+      note(u, out);
+      answer.kind = UpstreamAnswer::Kind::kUnknown;
+      answer.cause = out.cause;
+      return answer;
+    };
+    auto reply = (*call)->response();
+    auto head = co_await std::move(reply);
+    if (!head) co_return unknown(head.error());
+    auto read_body = (*call)->read_all(kAnswerBytesMax);
+    auto body = co_await std::move(read_body);
+    if (!body) co_return unknown(body.error());
+    Outcome out = judge(what, head->status, *body);
+    note(u, out);
+    adapt(u, out);
+    if (out.kind == Outcome::Kind::kDone) {
+      answer.kind = UpstreamAnswer::Kind::kStored;
+      answer.etag = unquoted(head->find("ETag").value_or(""));
+      n_uploaded.fetch_add(1, std::memory_order_relaxed);
+      n_bytes.fetch_add(length, std::memory_order_relaxed);
+      co_return answer;
+    }
+    if (out.status == 501 && conditional) {
+      log::warn(
+          "tier: upstream {} refuses conditional writes ({}); writes to it are no longer "
+          "checked for conflicts",
+          u.config.name, out.cause);
+      u.conditional = false;
+    } else if (conditional &&
+               (out.status == 412 || (out.status == 404 && out.code == "NoSuchKey"))) {
+      // Another writer changed the key upstream: refused once, and what it holds is recorded,
+      // so that the client's next PUT replaces it knowingly.
+      auto ask = upstream_etag(b, key);
+      auto theirs = co_await std::move(ask);
+      if (theirs) {
+        auto record = store.set_tier_seen(
+            b.bucket_id, key,
+            theirs->empty() ? std::nullopt : std::optional(storage::TierSeen{*theirs, ""}));
+        co_await std::move(record);
+      }
+      ++b.conflicts;
+      n_conflicts.fetch_add(1, std::memory_order_relaxed);
+      log::warn(
+          "tier: conflict: {}/{} was written upstream by another writer; the write-through "
+          "PUT is refused",
+          b.config.upstream_bucket, upstream_key);
+      answer.kind = UpstreamAnswer::Kind::kConflict;
+      answer.cause = out.cause;
+      co_return answer;
+    }
+    answer.kind = UpstreamAnswer::Kind::kFailed;
+    answer.cause = out.cause;
+    co_return answer;
+  }
+
+  // The ETag the upstream holds under `key` (local name): "" for none; nullopt when it did not say.
+  asio::awaitable<std::optional<std::string>> upstream_etag(Binding& b, std::string key) {
+    s3client::Request head;
+    head.method = "HEAD";
+    head.bucket = b.config.upstream_bucket;
+    head.key = b.config.upstream_prefix + key;
+    auto asking = call(*b.upstream, std::move(head), std::string());
+    auto answer = co_await std::move(asking);
+    if (!answer) co_return std::nullopt;
+    if (answer->head.status == 404) co_return std::string();
+    if (answer->head.status / 100 != 2) co_return std::nullopt;
+    co_return unquoted(answer->head.find("ETag").value_or(""));
+  }
+
   asio::awaitable<Outcome> remove(const Binding& b, const TierJob& job) {
     s3client::Request request;
     request.method = "DELETE";
@@ -1279,7 +1488,10 @@ struct Uploader::Impl {
             if (stopping || in_flight.size() >= parallelism) break;
             const auto bound = bindings.find(job.bucket_id);
             if (bound == bindings.end()) continue;  // no longer bound: its jobs wait
-            if (in_flight.count({job.bucket_id, job.key}) != 0) continue;
+            if (in_flight.count({job.bucket_id, job.key}) != 0 ||
+                through.count({job.bucket_id, job.key}) != 0) {
+              continue;
+            }
             Upstream& upstream = *bound->second.upstream;
             if (static_cast<double>(upstream.running) + 1 > upstream.window) continue;
             if (!job.object_id) {
@@ -1419,6 +1631,78 @@ Uploader::Uploader(storage::ObjectStore& store, const config::TierConfig& tier,
     }
     impl_->upstreams.push_back(std::move(upstream));
   }
+}
+
+namespace {
+
+// The request's end of a Passage. The last piece is held back until finish(): the upstream
+// completes no body that the client's checksums may still refuse.
+class PassagePut final : public UpstreamPut {
+ public:
+  PassagePut(std::shared_ptr<Uploader::Impl> impl, std::shared_ptr<Passage> passage)
+      : impl_(std::move(impl)), passage_(std::move(passage)) {}
+  ~PassagePut() override { passage_->pieces.close(); }
+  PassagePut(const PassagePut&) = delete;
+  PassagePut& operator=(const PassagePut&) = delete;
+  PassagePut(PassagePut&&) = delete;
+  PassagePut& operator=(PassagePut&&) = delete;
+
+  asio::awaitable<bool> write(std::span<const std::byte> piece) override {
+    if (!failed_ && !held_.empty()) {
+      auto passing = pass();
+      co_await std::move(passing);
+    }
+    if (failed_) co_return false;
+    held_.assign(piece.begin(), piece.end());
+    co_return true;
+  }
+
+  asio::awaitable<UpstreamAnswer> finish() override {
+    if (!failed_ && !held_.empty()) {
+      auto passing = pass();
+      co_await std::move(passing);
+    }
+    if (!failed_) {
+      auto ending = pass();  // an empty piece: the body is whole and verified
+      co_await std::move(ending);
+    }
+    auto [e, answer] = co_await passage_->answer.async_receive(asio::as_tuple(asio::use_awaitable));
+    if (e) co_return UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "", "the upstream PUT ended"};
+    co_return std::move(answer);
+  }
+
+ private:
+  // Hands held_ over (it is left empty).
+  asio::awaitable<void> pass() {
+    std::vector<std::byte> piece = std::move(held_);
+    held_.clear();
+    auto [e] = co_await passage_->pieces.async_send(boost::system::error_code{}, std::move(piece),
+                                                    asio::as_tuple(asio::use_awaitable));
+    failed_ = static_cast<bool>(e);
+  }
+
+  std::shared_ptr<Uploader::Impl> impl_;  // keeps the io_context of the channels
+  std::shared_ptr<Passage> passage_;
+  std::vector<std::byte> held_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<UpstreamPut> Uploader::put(std::int64_t bucket_id, std::string key,
+                                           std::uint64_t length,
+                                           const storage::ContentHeaders& content,
+                                           const storage::Metadata& metadata,
+                                           std::vector<http::Header> more) {
+  std::vector<http::Header> headers = object_headers(content, metadata);
+  headers.insert(headers.end(), std::make_move_iterator(more.begin()),
+                 std::make_move_iterator(more.end()));
+  auto passage = std::make_shared<Passage>(impl_->io);
+  asio::co_spawn(
+      impl_->io,
+      impl_->pass_through(bucket_id, std::move(key), length, std::move(headers), passage),
+      asio::detached);
+  return std::make_unique<PassagePut>(impl_, std::move(passage));
 }
 
 Uploader::~Uploader() { stop(); }

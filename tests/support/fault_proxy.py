@@ -2,6 +2,7 @@
 passes requests through, or answers some with 503 SlowDown, or resets a connection after some
 bytes of a request body, and counts requests and body bytes. Standard library only; it runs in
 the test's own process on 127.0.0.1 with an ephemeral port, and stop() ends every thread.
+Request bodies are passed on as they arrive (held whole only when refused or hung).
 
     with FaultProxy(upstream_port) as proxy:
         proxy.slowdown = 0.3          # 30% of requests answered 503 SlowDown, never forwarded
@@ -9,12 +10,16 @@ the test's own process on 127.0.0.1 with an ephemeral port, and stop() ends ever
         proxy.hang = True             # requests read and never answered
         proxy.lose_answer = True      # the next request with a body reaches the upstream; its
                                       # answer does not come back (the connection is reset)
+        proxy.withhold_answer = True  # the next request with a body reaches the upstream; its
+                                      # answer is never passed on (the connection stays open)
+        proxy.bandwidth = 50 << 20    # request bodies pass at most this many bytes/s, in all
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ..."""
 
 import random
 import socket
 import struct
 import threading
+import time
 
 SLOWDOWN = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
             b"<Message>Please reduce your request rate.</Message></Error>")
@@ -28,10 +33,13 @@ class FaultProxy:
         self.hang = False        # read requests and never answer them
         self.lose_answer = False  # forward the next request with a body, then reset, unanswered
         self.lost = 0             # answers lost that way
+        self.withhold_answer = False  # forward the next request with a body, never answer it
         self.requests = 0        # requests received
         self.refused = 0         # answered 503 by the proxy
         self.resets = 0
         self.body_bytes = 0      # request body bytes passed to the upstream
+        self.bandwidth = None    # bytes/s of request bodies, for all connections together
+        self._next_send = 0.0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._listener = socket.socket()
@@ -64,6 +72,17 @@ class FaultProxy:
                 s.close()
         for t in self._threads:
             t.join(timeout=5)
+
+    def _pace(self, n):
+        """Holds `n` bytes back until the bandwidth allows them."""
+        if not self.bandwidth:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next_send)
+            self._next_send = start + n / self.bandwidth
+        if start > now:
+            time.sleep(start - now)
 
     def _spawn(self, target, *args):
         t = threading.Thread(target=target, args=args, daemon=True)
@@ -101,9 +120,13 @@ class FaultProxy:
                     lose = self.lose_answer and length > 0
                     if lose:
                         self.lose_answer = False
-                body, buf = _read_exactly(client, buf, length)
-                if body is None:
-                    return
+                    withhold = self.withhold_answer and length > 0
+                    if withhold:
+                        self.withhold_answer = False
+                if self.hang or refuse:
+                    body, buf = _read_exactly(client, buf, length)
+                    if body is None:
+                        return
                 if self.hang:
                     while not self._stopping and client.recv(65536):
                         pass
@@ -116,16 +139,34 @@ class FaultProxy:
                     continue
                 if upstream is None:
                     upstream = self._track(socket.create_connection(("127.0.0.1", self.upstream_port)))
-                if reset_at is not None:
-                    upstream.sendall(head + body[:reset_at])
+                upstream.sendall(head)
+                passed = 0
+                while passed < length:
+                    if buf:
+                        chunk, buf = buf[:length - passed], buf[length - passed:]
+                    else:
+                        chunk = client.recv(min(65536, length - passed))
+                        if not chunk:
+                            return
+                    if reset_at is not None and passed + len(chunk) >= reset_at:
+                        upstream.sendall(chunk[:reset_at - passed])
+                        with self._lock:
+                            self.resets += 1
+                            self.body_bytes += reset_at - passed
+                        _reset(client)
+                        return
+                    self._pace(len(chunk))
+                    upstream.sendall(chunk)
+                    passed += len(chunk)
                     with self._lock:
-                        self.resets += 1
-                        self.body_bytes += min(reset_at, len(body))
-                    _reset(client)
+                        self.body_bytes += len(chunk)
+                if withhold:
+                    _relay_response(upstream, _Sink(), False)  # the upstream has acted on it
+                    with self._lock:
+                        self.lost += 1
+                    while not self._stopping and client.recv(65536):
+                        pass
                     return
-                upstream.sendall(head + body)
-                with self._lock:
-                    self.body_bytes += len(body)
                 if lose:
                     _relay_response(upstream, _Sink(), False)  # the upstream has acted on it
                     with self._lock:

@@ -13,13 +13,20 @@ namespace hots3::storage {
 class ObjectStore;
 }
 
+namespace hots3::tier {
+class WriteThrough;
+}
+
 namespace hots3::s3 {
 
 // `store` must outlive the handler. Users are fixed for the handler's lifetime. `probes`
-// answers the health probes beyond live and ready (http::Handler::probe).
+// answers the health probes beyond live and ready (http::Handler::probe). `write_through`
+// (outliving the handler) takes the PUTs of buckets bound in write-through mode; without it,
+// they are refused.
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
                                             const config::S3Config& config,
                                             std::vector<config::UserConfig> users,
-                                            http::ProbeFn probes = {});
+                                            http::ProbeFn probes = {},
+                                            tier::WriteThrough* write_through = nullptr);
 
 }  // namespace hots3::s3

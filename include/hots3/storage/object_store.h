@@ -92,6 +92,10 @@ struct ObjectSpec {
   // The key of the same bucket the data was copied from ("" = none): write-back may then copy
   // it upstream instead of uploading it.
   std::string copied_from;
+  // Write-through: the upstream already holds this version under the key, with this ETag. The
+  // commit then records it as upstream instead of queueing its upload, and drops what was still
+  // queued for the key (an older state the upstream no longer needs).
+  std::optional<std::string> upstream_etag;
 };
 
 struct StoreStats {
@@ -344,6 +348,20 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<void>> set_tier_seen(std::int64_t bucket_id,
                                                              std::string key,
                                                              std::optional<TierSeen> seen) = 0;
+  // Write-through. A PUT whose version the upstream may hold (as `attempted`, its ETag there)
+  // without it being committed here: the key's state here (its version, or its absence) must go
+  // up again, and an upstream version `attempted` is then replaced without counting a conflict.
+  // hold_tier_key, before the upstream may take the PUT: a job for the key, queued as any change
+  // (a crash before the commit leaves it to bring the upstream back); the job it queued, none
+  // when the key had one already (which is kept, and now also replaces `attempted`).
+  // resend_tier_key, after a PUT the upstream took but the commit refused: the same, due at once.
+  // cancel_tier_job: the job hold_tier_key queued, when the upstream did not take the PUT.
+  virtual boost::asio::awaitable<Result<std::optional<TierJob>>> hold_tier_key(
+      std::int64_t bucket_id, std::string key, std::string attempted) = 0;
+  virtual boost::asio::awaitable<Result<void>> resend_tier_key(std::int64_t bucket_id,
+                                                               std::string key,
+                                                               std::string attempted) = 0;
+  virtual boost::asio::awaitable<Result<void>> cancel_tier_job(TierJob job) = 0;
   // Whether a queued job copies its data upstream from `key`: the key's upstream delete waits.
   virtual boost::asio::awaitable<Result<bool>> tier_copy_pending(std::int64_t bucket_id,
                                                                  std::string key) = 0;

@@ -24,6 +24,7 @@
 
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
+#include "hots3/tier/writethrough.h"
 
 #include <cstdint>
 #include <memory>
@@ -47,7 +48,7 @@ struct UploaderStats {
   std::uint64_t conflicts = 0;   // keys another writer had changed upstream
 };
 
-class Uploader {
+class Uploader final : public WriteThrough {
  public:
   // Reads each upstream's credentials file (throws config::ConfigError when one cannot be
   // read). `bucket_owner` owns the bound buckets that do not exist yet. `rebind`: a bucket whose
@@ -55,7 +56,7 @@ class Uploader {
   // changes to the old binding; otherwise start() refuses that.
   Uploader(storage::ObjectStore& store, const config::TierConfig& tier, std::string bucket_owner,
            bool rebind = false);
-  ~Uploader();  // stop()
+  ~Uploader() override;  // stop()
   Uploader(const Uploader&) = delete;
   Uploader& operator=(const Uploader&) = delete;
   Uploader(Uploader&&) = delete;
@@ -71,6 +72,13 @@ class Uploader {
   void stop();
 
   [[nodiscard]] UploaderStats stats() const;
+
+  // Write-through PUTs of the bound buckets ("writethrough"; see writethrough.h). A PUT started
+  // before start() or after stop() fails.
+  std::unique_ptr<UpstreamPut> put(std::int64_t bucket_id, std::string key, std::uint64_t length,
+                                   const storage::ContentHeaders& headers,
+                                   const storage::Metadata& metadata,
+                                   std::vector<http::Header> more) override;
 
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.

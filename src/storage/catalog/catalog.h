@@ -234,6 +234,14 @@ class WriteTxn {
                                      const TierSeen* seen) = 0;
   // Removes `job` if it is still its key's (same seq): false when a newer change replaced it.
   virtual Result<bool> finish_tier_job(const TierJob& job) = 0;
+  // The job queued for `key`, if any.
+  virtual Result<std::optional<TierJob>> find_tier_job(std::int64_t bucket_id,
+                                                       std::string_view key) = 0;
+  // Removes whatever is queued for `key` (a write-through commit made the upstream current).
+  virtual Result<void> drop_tier_job(std::int64_t bucket_id, std::string_view key) = 0;
+  // Adds `etag` to the ETags of versions of ours the key's queued job may replace upstream.
+  virtual Result<void> add_prior_etag(std::int64_t bucket_id, std::string_view key,
+                                      std::string_view etag) = 0;
   // Reschedules `job` if it is still its key's: one more attempt, due at `due_ms`, parked or not.
   virtual Result<bool> defer_tier_job(const TierJob& job, std::int64_t due_ms,
                                       std::string_view error, bool park) = 0;

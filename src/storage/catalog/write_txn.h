@@ -226,6 +226,39 @@ class WriteTxnImpl final : public WriteTxn {
     return true;
   }
 
+  Result<std::optional<TierJob>> find_tier_job(std::int64_t bucket_id,
+                                               std::string_view key) override {
+    auto q =
+        c_.query("SELECT " H3_TIER_JOB_COLUMNS " FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
+    q.bind(1, bucket_id).bind(2, key);
+    H3_TRY(bool row, q.step());
+    if (!row) return std::optional<TierJob>{};
+    return std::optional<TierJob>(read_tier_job(q));
+  }
+
+  Result<void> drop_tier_job(std::int64_t bucket_id, std::string_view key) override {
+    auto old = c_.query("SELECT size, seq FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
+    old.bind(1, bucket_id).bind(2, key);
+    H3_TRY(bool row, old.step());
+    if (!row) return {};
+    owed_delta_ -= old.int64(0);
+    auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
+    parts.bind(1, old.int64(1));
+    H3_TRY(parts.run());
+    auto q = c_.query("DELETE FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
+    q.bind(1, bucket_id).bind(2, key);
+    return q.run();
+  }
+
+  Result<void> add_prior_etag(std::int64_t bucket_id, std::string_view key,
+                              std::string_view etag) override {
+    auto q = c_.query(
+        "UPDATE tier_jobs SET prior_etags = substr(?3 || ' ' || coalesce(prior_etags, ''), 1, "
+        "400) WHERE bucket_id = ?1 AND key = ?2");
+    q.bind(1, bucket_id).bind(2, key).bind(3, etag);
+    return q.run();
+  }
+
   Result<bool> set_tier_upload(const TierJob& job, std::string_view upload_id) override {
     auto q = c_.query(
         "UPDATE tier_jobs SET upload_id = ?4 WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3");

@@ -1475,6 +1475,53 @@ TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) 
   EXPECT_EQ(run(store_->tier_seen(bucket_.id, "p")).value()->etag, p3.etag);
 }
 
+TEST_P(StoreTest, WriteThroughCommitsWhatTheUpstreamHoldsAndHoldsTheKeyUntilThen) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWritethrough, "{}")).has_value());
+  // A change other than a write-through PUT queues a job, as in write-back.
+  const auto v1 = put("k", test::pattern_bytes(100, 1)).value();
+  ASSERT_EQ(run(store_->tier_jobs(bucket_.id)).value().size(), 1U);
+  EXPECT_EQ(store_->tier_owed_bytes(), 100U);
+
+  // Before the upstream may take v2: the key's job is kept, and v2's ETag is one it replaces.
+  EXPECT_EQ(run(store_->hold_tier_key(bucket_.id, "k", "v2-etag")).value(), std::nullopt);
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().at(0).prior_etags.substr(0, 7), "v2-etag");
+  // The commit of a version the upstream holds drops what was queued for the key and records
+  // what the upstream holds: nothing is owed, nothing will be sent.
+  storage::ObjectSpec spec;
+  spec.upstream_etag = "up-etag";
+  const auto v2 = run(put_async("k", test::pattern_bytes(200, 2), true, {}, spec)).value();
+  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id)).value().empty());
+  EXPECT_EQ(store_->tier_owed_bytes(), 0U);
+  EXPECT_EQ(store_->head(bucket_.id, "k").value()->tier_state, TierState::kLocalAndUpstream);
+  const auto seen = run(store_->tier_seen(bucket_.id, "k")).value();
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->etag, "up-etag");
+  EXPECT_EQ(seen->ours, v2.etag);
+
+  // A hold on a key with no job queues one for the state here (due after the delay), which a
+  // PUT the upstream refused cancels.
+  auto held = run(store_->hold_tier_key(bucket_.id, "k", "v3-etag")).value();
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->object_id, v2.id);
+  EXPECT_EQ(held->prior_etags.substr(0, 7), "v3-etag");
+  EXPECT_GT(held->due_ms, now_ms());
+  EXPECT_EQ(store_->tier_owed_bytes(), 200U);
+  ASSERT_TRUE(run(store_->cancel_tier_job(*held)).has_value());
+  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id)).value().empty());
+  EXPECT_EQ(store_->tier_owed_bytes(), 0U);
+
+  // A PUT the upstream took but the commit refused: the state here goes up again, at once; for a
+  // key with no version here, as an upstream delete.
+  ASSERT_TRUE(run(store_->resend_tier_key(bucket_.id, "absent", "v4-etag")).has_value());
+  const auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(jobs.size(), 1U);
+  EXPECT_EQ(jobs[0].key, "absent");
+  EXPECT_FALSE(jobs[0].object_id.has_value());
+  EXPECT_LE(jobs[0].due_ms, now_ms());
+  EXPECT_EQ(jobs[0].prior_etags.substr(0, 7), "v4-etag");
+  (void)v1;
+}
+
 TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   auto upload = run(store_->create_upload(bucket_, "mp", "owner", {}, {}, {})).value();

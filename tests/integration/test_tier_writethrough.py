@@ -1,0 +1,342 @@
+"""Write-through to an upstream S3, end to end: a hots3 whose bucket is bound in mode
+"writethrough" to a second hots3 used as the upstream, with a fault proxy between them. A 200
+means the upstream holds the version too (same bytes, ETag, content headers and metadata); a PUT
+the upstream does not take leaves the previous version visible, here and there; a body the
+client's own checksum refuses never completes upstream; another writer's upstream version is a
+conflict the client hears of; deletes, copies, renames, appends and multipart uploads are
+upstream before their 200 as well."""
+
+import base64
+import concurrent.futures
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import fault_proxy  # noqa: E402
+import s3_support  # noqa: E402
+
+from botocore.exceptions import ClientError  # noqa: E402
+from test_tier_writeback import KiB, MiB, PREFIX, client, data, health  # noqa: E402
+
+
+def writethrough_config(endpoint, credentials_file, delay="60s"):
+    """By default the write-back delay is long: whatever is upstream right after a 200 went there
+    because the request waited for it, not because a queue happened to drain meanwhile."""
+    return """
+[[tier.upstream]]
+name = "golden"
+endpoint = "%s"
+credentials_file = "%s"
+
+[[tier.bucket]]
+bucket = "wtb"
+upstream = "golden"
+upstream_bucket = "team-wt"
+upstream_prefix = "%s"
+mode = "writethrough"
+
+[tier.writeback]
+delay = "%s"
+retry_base = "50ms"
+retry_cap = "500ms"
+""" % (endpoint, credentials_file, PREFIX, delay)
+
+
+def no_retry_client(port):
+    """A client that sends each request once: what a failed PUT answered is what the test sees."""
+    import boto3
+    import botocore.config
+    return boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % port,
+                        aws_access_key_id=s3_support.ACCESS_KEY,
+                        aws_secret_access_key=s3_support.SECRET_KEY, region_name=s3_support.REGION,
+                        config=botocore.config.Config(retries={"total_max_attempts": 1}))
+
+
+def error_code(e):
+    return e.response["Error"]["Code"]
+
+
+class WriteThroughTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="hots3-wt-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
+        cls.credentials = os.path.join(cls.dir, "golden.toml")
+        with open(cls.credentials, "w") as f:
+            f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY,
+                                                                 s3_support.SECRET_KEY))
+        cls.upstream = s3_support.hots3_server(device_size="1GiB").start()
+        cls.up = client(cls.upstream.port)
+        cls.up.create_bucket(Bucket="team-wt")
+        cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
+        cls.local = None
+        try:
+            cls.local = s3_support.hots3_server(
+                writethrough_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials),
+                device_size="1GiB").start()
+        except Exception:
+            cls.tearDownClass()
+            raise
+        cls.s3 = client(cls.local.port)
+        cls.once = no_retry_client(cls.local.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            for server in (cls.local, cls.upstream):
+                if server is not None and server.proc is not None and server.proc.poll() is None:
+                    assert server.stop() == 0
+        finally:
+            cls.proxy.stop()
+            for server in (cls.local, cls.upstream):
+                if server is not None:
+                    server.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def setUp(self):
+        self.proxy.slowdown = 0.0
+        self.proxy.reset_after = None
+
+    def upstream_etag(self, key):
+        """The ETag the upstream holds under the key's upstream name; None when it has none."""
+        try:
+            return self.up.head_object(Bucket="team-wt", Key=PREFIX + key)["ETag"]
+        except ClientError as e:
+            if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
+                return None
+            raise
+
+    def local_etag(self, key):
+        try:
+            return self.s3.head_object(Bucket="wtb", Key=key)["ETag"]
+        except ClientError as e:
+            if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
+                return None
+            raise
+
+    def test_a_put_is_upstream_when_it_is_acknowledged(self):
+        body = data(3 * MiB + 17, seed=1)
+        put = self.s3.put_object(Bucket="wtb", Key="model/shard-0", Body=body,
+                                 ContentType="application/x-tensor", Metadata={"step": "1200"})
+        self.assertEqual(put["ETag"], '"%s"' % hashlib.md5(body).hexdigest())
+        held = self.up.get_object(Bucket="team-wt", Key=PREFIX + "model/shard-0")
+        self.assertEqual(held["Body"].read(), body)
+        self.assertEqual(held["ETag"], put["ETag"])
+        self.assertEqual(held["ContentType"], "application/x-tensor")
+        self.assertEqual(held["Metadata"], {"step": "1200"})
+        self.assertEqual(self.s3.get_object(Bucket="wtb", Key="model/shard-0")["Body"].read(), body)
+
+        # What a client vouches for in headers goes up with the body; an empty body as well.
+        md5 = base64.b64encode(hashlib.md5(b"tiny").digest()).decode()
+        self.s3.put_object(Bucket="wtb", Key="tiny", Body=b"tiny", ContentMD5=md5)
+        self.assertEqual(self.upstream_etag("tiny"), '"%s"' % hashlib.md5(b"tiny").hexdigest())
+        self.s3.put_object(Bucket="wtb", Key="empty", Body=b"")
+        self.assertEqual(self.upstream_etag("empty"), '"d41d8cd98f00b204e9800998ecf8427e"')
+
+    def test_an_upstream_cut_off_mid_body_fails_the_put_and_keeps_the_previous_version(self):
+        before = self.s3.put_object(Bucket="wtb", Key="ckpt", Body=data(MiB, seed=2))["ETag"]
+        self.proxy.reset_after = 512 * KiB
+        with self.assertRaises(ClientError) as caught:
+            self.once.put_object(Bucket="wtb", Key="ckpt", Body=data(4 * MiB, seed=3))
+        self.assertEqual(caught.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+        self.assertEqual(self.proxy.reset_after, None, "the proxy never cut the upstream PUT off")
+        self.assertEqual(self.local_etag("ckpt"), before)
+        self.assertEqual(self.upstream_etag("ckpt"), before)
+        # The key is free again: the next PUT goes through.
+        after = self.s3.put_object(Bucket="wtb", Key="ckpt", Body=data(2 * MiB, seed=4))["ETag"]
+        self.assertEqual(self.upstream_etag("ckpt"), after)
+        self.assertEqual(self.local_etag("ckpt"), after)
+
+    def test_a_refusing_upstream_fails_the_put_and_nothing_becomes_visible(self):
+        self.proxy.slowdown = 1.0
+        with self.assertRaises(ClientError) as caught:
+            self.once.put_object(Bucket="wtb", Key="refused", Body=b"x" * 1000)
+        self.assertEqual(caught.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+        self.assertIn("upstream", caught.exception.response["Error"]["Message"])
+        self.proxy.slowdown = 0.0
+        self.assertIsNone(self.local_etag("refused"))
+        self.assertIsNone(self.upstream_etag("refused"))
+
+    def test_a_body_its_checksum_refuses_never_completes_upstream(self):
+        payload = data(300 * KiB, seed=5)
+        wrong = base64.b64encode((zlib.crc32(payload) ^ 1).to_bytes(4, "big")).decode()
+        req = s3_support.SignedRequest(
+            "PUT", "/wtb/damaged", payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+            headers={"content-encoding": "aws-chunked", "x-amz-trailer": "x-amz-checksum-crc32",
+                     "x-amz-decoded-content-length": str(len(payload))}, port=self.local.port)
+        r = s3_support.send(self.local.port, req.wire(
+            s3_support.aws_chunked_unsigned(payload, trailer=("x-amz-checksum-crc32", wrong))))
+        self.assertEqual(r.status, 400)
+        self.assertIn(b"<Code>BadDigest</Code>", r.body)
+        self.assertIsNone(self.local_etag("damaged"))
+        self.assertIsNone(self.upstream_etag("damaged"))
+        # The same body with its right checksum is stored in both places.
+        right = base64.b64encode(zlib.crc32(payload).to_bytes(4, "big")).decode()
+        req = s3_support.SignedRequest(
+            "PUT", "/wtb/damaged", payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+            headers={"content-encoding": "aws-chunked", "x-amz-trailer": "x-amz-checksum-crc32",
+                     "x-amz-decoded-content-length": str(len(payload))}, port=self.local.port)
+        r = s3_support.send(self.local.port, req.wire(
+            s3_support.aws_chunked_unsigned(payload, trailer=("x-amz-checksum-crc32", right))))
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(self.upstream_etag("damaged"), '"%s"' % hashlib.md5(payload).hexdigest())
+
+    def test_another_writers_upstream_version_is_a_conflict_the_client_hears_of(self):
+        self.s3.put_object(Bucket="wtb", Key="shared", Body=b"ours v1")
+        theirs = self.up.put_object(Bucket="team-wt", Key=PREFIX + "shared", Body=b"theirs")["ETag"]
+        with self.assertRaises(ClientError) as caught:
+            self.once.put_object(Bucket="wtb", Key="shared", Body=b"ours v2")
+        self.assertEqual(error_code(caught.exception), "ConditionalRequestConflict")
+        self.assertEqual(self.upstream_etag("shared"), theirs)
+        self.assertEqual(self.s3.get_object(Bucket="wtb", Key="shared")["Body"].read(), b"ours v1")
+        # Told of it, the client writes again: its version replaces theirs, knowingly.
+        again = self.s3.put_object(Bucket="wtb", Key="shared", Body=b"ours v2")["ETag"]
+        self.assertEqual(self.upstream_etag("shared"), again)
+
+    def test_an_answer_lost_on_the_way_back_is_settled_before_the_200(self):
+        self.s3.put_object(Bucket="wtb", Key="lost", Body=b"v1")
+        self.proxy.lose_answer = True  # the upstream stores v2; hots3 never hears of it
+        lost_before = self.proxy.lost
+        v2 = self.s3.put_object(Bucket="wtb", Key="lost", Body=b"v2")["ETag"]
+        self.assertEqual(self.proxy.lost, lost_before + 1)
+        self.assertEqual(self.upstream_etag("lost"), v2)
+        self.assertEqual(self.local_etag("lost"), v2)
+        _, report = health(self.local.port)
+        self.assertEqual([b["conflicts"] for b in report["buckets"] if b["bucket"] == "wtb"], [0])
+
+    def test_a_client_retry_after_a_cut_off_put_stores_it(self):
+        # What SDKs do with the 503 of a PUT the upstream did not take: send it again.
+        self.proxy.reset_after = 256 * KiB
+        body = data(MiB, seed=9)
+        etag = self.s3.put_object(Bucket="wtb", Key="retried", Body=body)["ETag"]
+        self.assertEqual(self.proxy.reset_after, None)
+        self.assertEqual(self.upstream_etag("retried"), etag)
+        self.assertEqual(self.local_etag("retried"), etag)
+
+    def test_concurrent_puts_of_one_key_end_the_same_here_and_upstream(self):
+        bodies = [data(256 * KiB, seed=100 + i) for i in range(8)]
+
+        def put(body):
+            return client(self.local.port).put_object(Bucket="wtb", Key="race", Body=body)["ETag"]
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            etags = list(pool.map(put, bodies))
+        self.assertEqual(len(set(etags)), 8)
+        final = self.local_etag("race")
+        self.assertIn(final, etags)
+        self.assertEqual(self.upstream_etag("race"), final)
+
+    def test_other_writes_are_upstream_before_their_answer(self):
+        self.s3.put_object(Bucket="wtb", Key="a", Body=b"alpha")
+        # A delete.
+        self.s3.delete_object(Bucket="wtb", Key="a")
+        self.assertIsNone(self.upstream_etag("a"))
+        # A copy, and a rename of the copy.
+        src = self.s3.put_object(Bucket="wtb", Key="src", Body=data(64 * KiB, seed=6))["ETag"]
+        self.s3.copy_object(Bucket="wtb", Key="copy", CopySource={"Bucket": "wtb", "Key": "src"})
+        self.assertEqual(self.upstream_etag("copy"), src)
+        self.s3.rename_object(Bucket="wtb", Key="renamed", RenameSource="wtb/copy")
+        self.assertEqual(self.upstream_etag("renamed"), src)
+        self.assertIsNone(self.upstream_etag("copy"))
+        # A multipart upload keeps its parts, and so its ETag, upstream.
+        parts = [data(5 * MiB, seed=7), data(MiB, seed=8)]
+        upload = self.s3.create_multipart_upload(Bucket="wtb", Key="mpu")["UploadId"]
+        done = [{"PartNumber": n + 1,
+                 "ETag": self.s3.upload_part(Bucket="wtb", Key="mpu", UploadId=upload,
+                                             PartNumber=n + 1, Body=p)["ETag"]}
+                for n, p in enumerate(parts)]
+        etag = self.s3.complete_multipart_upload(Bucket="wtb", Key="mpu", UploadId=upload,
+                                                 MultipartUpload={"Parts": done})["ETag"]
+        self.assertEqual(self.upstream_etag("mpu"), etag)
+        # An append.
+        self.s3.put_object(Bucket="wtb", Key="log", Body=b"one,")
+        appended = self.s3.put_object(Bucket="wtb", Key="log", Body=b"two", WriteOffsetBytes=4)
+        held = self.up.get_object(Bucket="team-wt", Key=PREFIX + "log")
+        self.assertEqual(held["Body"].read(), b"one,two")
+        self.assertEqual(self.local_etag("log"), appended["ETag"])
+        # DeleteObjects.
+        self.s3.delete_objects(Bucket="wtb", Delete={"Objects": [{"Key": "src"}, {"Key": "mpu"}]})
+        self.assertIsNone(self.upstream_etag("src"))
+        self.assertIsNone(self.upstream_etag("mpu"))
+
+
+class WriteThroughCrashTest(unittest.TestCase):
+    """A kill -9 after the upstream took a PUT and before hots3 committed it: the upstream comes
+    back to the version hots3 holds (the PUT was never acknowledged)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="hots3-wt-crash-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
+        credentials = os.path.join(self.dir, "golden.toml")
+        with open(credentials, "w") as f:
+            f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY,
+                                                                 s3_support.SECRET_KEY))
+        self.upstream = s3_support.hots3_server(device_size="1GiB").start()
+        self.addCleanup(self.upstream.cleanup)
+        self.up = client(self.upstream.port)
+        self.up.create_bucket(Bucket="team-wt")
+        self.proxy = fault_proxy.FaultProxy(self.upstream.port).start()
+        self.addCleanup(self.proxy.stop)
+        self.config = writethrough_config("http://127.0.0.1:%d" % self.proxy.port, credentials,
+                                          delay="200ms")
+        self.workdir = os.path.join(self.dir, "local")
+        os.makedirs(self.workdir)
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.local = self.start_local()
+
+    def start_local(self):
+        server = s3_support.hots3_server(self.config, device_size="1GiB", workdir=self.workdir)
+        self.addCleanup(server.cleanup)
+        return server.start()
+
+    def upstream_etag(self, key):
+        try:
+            return self.up.head_object(Bucket="team-wt", Key=PREFIX + key)["ETag"]
+        except ClientError as e:
+            if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
+                return None
+            raise
+
+    def wait_upstream(self, key, etag, timeout=20):
+        deadline = time.monotonic() + timeout
+        while self.upstream_etag(key) != etag:
+            if time.monotonic() > deadline:
+                self.fail("the upstream's %s never became %s: %s" % (key, etag, self.upstream_etag(key)))
+            time.sleep(0.05)
+
+    def test_a_kill_between_the_upstream_and_the_commit_brings_the_upstream_back(self):
+        s3 = client(self.local.port)
+        v1 = s3.put_object(Bucket="wtb", Key="ckpt", Body=b"v1")["ETag"]
+        self.assertEqual(self.upstream_etag("ckpt"), v1)
+        v2 = '"%s"' % hashlib.md5(b"v2" * 1000).hexdigest()
+        self.proxy.withhold_answer = True  # upstream PUTs are stored, and never answered
+        once = no_retry_client(self.local.port)
+        outcome = []
+
+        def put(key):
+            try:
+                once.put_object(Bucket="wtb", Key=key, Body=b"v2" * 1000)
+                outcome.append("acknowledged")
+            except Exception as e:  # the server is killed under the request
+                outcome.append(repr(e))
+
+        writer = threading.Thread(target=put, args=("ckpt",))
+        writer.start()
+        self.wait_upstream("ckpt", v2)
+        self.local.proc.kill()
+        self.local.proc.wait()
+        writer.join(30)
+        self.assertNotIn("acknowledged", outcome)
+        self.proxy.withhold_answer = False
+        self.local = self.start_local()
+        self.wait_upstream("ckpt", v1)
+        self.assertEqual(client(self.local.port).head_object(Bucket="wtb", Key="ckpt")["ETag"], v1)
+
+
+if __name__ == "__main__":
+    unittest.main()
