@@ -10,6 +10,12 @@
 #            drain at >= 90% of the direct copy's MB/s).
 #   4 KiB    durable PUTs at SMALL_C connections into the write-back bucket, against the untiered
 #            bucket (goal: >= 95%).
+#   write-through
+#            the same save into a write-through bucket (acknowledged once the upstream has it),
+#            against the direct `aws s3 cp` (goal: within 110% of its time); and one PUT of
+#            THROUGH_BYTES through a proxy capped at THROUGH_BW bytes/s, into a write-through
+#            bucket behind it and straight to the upstream behind it (goal: within 110%: the
+#            body goes to both at once, so the slower path sets the time, not their sum).
 #
 # The upstream is a second hots3 on the same machine (a real one: bench/peers/radosgw.sh), so
 # both servers, the uploader and the client share its cores: the ratios are of one run.
@@ -18,6 +24,7 @@
 # env:   SHARDS (16) SHARD (128MiB) SMALL_C (64) DURATION (10s) BENCH_TMPDIR (/var/tmp)
 #        DELAY ([tier.writeback] delay, 5s; past DURATION + 2 s no upload runs during the 4 KiB
 #        PUTs, which leaves the catalog's own cost of write-back)
+#        THROUGH_BYTES (256MiB) THROUGH_BW (52428800, 50 MiB/s)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=bench/lib.sh
@@ -28,6 +35,8 @@ SHARD=${SHARD:-128MiB}
 SMALL_C=${SMALL_C:-64}
 DURATION=${DURATION:-10s}
 DELAY=${DELAY:-5s}
+THROUGH_BYTES=${THROUGH_BYTES:-268435456}
+THROUGH_BW=${THROUGH_BW:-52428800}
 HOTS3=$BUILD/src/hots3
 LOADGEN=$BUILD/bench/hots3-loadgen
 [ -x "$HOTS3" ] && [ -x "$LOADGEN" ] || { echo "build $HOTS3 and $LOADGEN first" >&2; exit 1; }
@@ -88,16 +97,37 @@ echo '{"step": 1}' > "$WORK/ckpt/.metadata"
 
 start up ""
 s3 "$URL_up" mb s3://team-ckpt > /dev/null
+# A bandwidth-capped way to the upstream (the write-through PUT's row).
+python3 tests/support/fault_proxy.py "${URL_up##*:}" "$THROUGH_BW" > "$WORK/proxy.port" &
+PIDS+=("$!")
+while [ ! -s "$WORK/proxy.port" ]; do sleep 0.01; done
+URL_slow=http://127.0.0.1:$(cat "$WORK/proxy.port")
 printf 'access_key = "%s"\nsecret_key = "%s"\n' "$BENCH_ACCESS_KEY" "$BENCH_SECRET_KEY" > "$WORK/golden.toml"
 start local "[[tier.upstream]]
 name = \"golden\"
 endpoint = \"$URL_up\"
+credentials_file = \"$WORK/golden.toml\"
+[[tier.upstream]]
+name = \"slow\"
+endpoint = \"$URL_slow\"
 credentials_file = \"$WORK/golden.toml\"
 [[tier.bucket]]
 bucket = \"ckpt\"
 upstream = \"golden\"
 upstream_bucket = \"team-ckpt\"
 upstream_prefix = \"rack/\"
+[[tier.bucket]]
+bucket = \"through\"
+upstream = \"golden\"
+upstream_bucket = \"team-ckpt\"
+upstream_prefix = \"through/\"
+mode = \"writethrough\"
+[[tier.bucket]]
+bucket = \"capped\"
+upstream = \"slow\"
+upstream_bucket = \"team-ckpt\"
+upstream_prefix = \"capped/\"
+mode = \"writethrough\"
 [tier.writeback]
 delay = \"$DELAY\"
 max_dirty = $DEVICE_BYTES"
@@ -126,6 +156,20 @@ cp "$URL_up" s3://team-ckpt/rack/step-1/ "$WORK/back"
 diff -r "$WORK/ckpt" "$WORK/back" > /dev/null || { echo "the upstream's copy differs" >&2; exit 1; }
 rm -rf "$WORK/back"
 
+# ---- write-through: the save, and one PUT through a capped link -------------------------------
+t0=$(now); cp "$URL_local" "$WORK/ckpt" s3://through/step-1/; t1=$(now)
+THROUGH_S=$(elapsed "$t0" "$t1")
+cp "$URL_up" s3://team-ckpt/through/step-1/ "$WORK/back"
+diff -r "$WORK/ckpt" "$WORK/back" > /dev/null || { echo "the write-through copy differs" >&2; exit 1; }
+rm -rf "$WORK/back"
+head -c "$THROUGH_BYTES" /dev/urandom > "$WORK/one"
+put_one() { aws --endpoint-url "$1" s3api put-object --bucket "$2" --key "$3" --body "$WORK/one" > /dev/null; }
+t0=$(now); put_one "$URL_slow" team-ckpt direct-one; t1=$(now)
+ONE_DIRECT_S=$(elapsed "$t0" "$t1")
+t0=$(now); put_one "$URL_local" capped one; t1=$(now)
+ONE_THROUGH_S=$(elapsed "$t0" "$t1")
+rm -f "$WORK/one"
+
 # ---- 4 KiB durable PUTs ------------------------------------------------------------------------
 lg() { "$LOADGEN" --endpoint "$URL_local" --access-key "$BENCH_ACCESS_KEY" --secret-key "$BENCH_SECRET_KEY" "$@"; }
 # In the order plain, tiered, tiered, plain: the catalog grows with every run, and the drift
@@ -147,5 +191,11 @@ row "checkpoint save to write-back, MB/s acked" "$(python3 -c "print($TOTAL_BYTE
 row "checkpoint drain to the upstream, MB/s" "$DRAIN_MBS" "$DIRECT_MBS" "aws s3 cp to it" 90
 row_ratio "  save + drain end to end, MB/s" "$END_TO_END_MBS" "$DIRECT_MBS" "aws s3 cp to it"
 row "PUT 4 KiB x$SMALL_C durable, write-back, req/s" "$TIERED_PUT" "$PLAIN_PUT" "the same, untiered" 95
-echo "save: untiered $PLAIN_S s, write-back $TIERED_S s; direct copy to the upstream $DIRECT_MBS MB/s"
+row "checkpoint save to write-through, MB/s acked" "$(python3 -c "print($TOTAL_BYTES / 1e6 / $THROUGH_S)")" \
+  "$DIRECT_MBS" "aws s3 cp to the upstream" 91
+row "PUT of $THROUGH_BYTES B at $THROUGH_BW B/s, write-through, MB/s" \
+  "$(python3 -c "print($THROUGH_BYTES / 1e6 / $ONE_THROUGH_S)")" \
+  "$(python3 -c "print($THROUGH_BYTES / 1e6 / $ONE_DIRECT_S)")" "the same PUT to the upstream" 91
+echo "save: untiered $PLAIN_S s, write-back $TIERED_S s, write-through $THROUGH_S s; direct copy to the upstream $DIRECT_MBS MB/s"
+echo "one capped PUT: write-through $ONE_THROUGH_S s, straight to the upstream $ONE_DIRECT_S s (goals of 91% in MB/s: within 110% of the time)"
 [ "$MISSED" -eq 0 ]

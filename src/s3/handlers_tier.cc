@@ -17,10 +17,12 @@ namespace hots3::s3 {
 asio::awaitable<void> flush_bucket(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
-  if (bucket->tier != storage::BucketTier::kWriteback) {
+  // A write-through bucket owes changes too: those whose request gave up waiting for them.
+  if (bucket->tier != storage::BucketTier::kWriteback &&
+      bucket->tier != storage::BucketTier::kWritethrough) {
     co_return co_await s.send_error(
-        r,
-        Error(Code::kInvalidRequest, "The bucket is not bound to an upstream in write-back mode."));
+        r, Error(Code::kInvalidRequest,
+                 "The bucket is not bound to an upstream in write-back or write-through mode."));
   }
   std::int64_t seq = 0;
   if (const std::string* given = r.param("seq")) {

@@ -305,15 +305,18 @@ std::string json_string(std::string_view value) {
 
 // A write-through PUT between the request's worker and the uploader's thread: the body's pieces
 // one way (an empty piece: the body is whole and verified, complete it), the upstream's answer
-// the other. Closing `pieces` cuts the PUT off, or, after the answer, frees its key.
+// the other. The request closes `pieces` to cut the PUT off, and `done` when it lets the key go;
+// the uploader closes `pieces` once it has answered, so that a request still sending stops.
 struct Passage {
   using Pieces = asio::experimental::concurrent_channel<void(boost::system::error_code,
                                                              std::vector<std::byte>)>;
   using Answers =
       asio::experimental::concurrent_channel<void(boost::system::error_code, UpstreamAnswer)>;
-  explicit Passage(asio::io_context& io) : pieces(io, kPassagePieces), answer(io, 1) {}
+  using Done = asio::experimental::concurrent_channel<void(boost::system::error_code)>;
+  explicit Passage(asio::io_context& io) : pieces(io, kPassagePieces), answer(io, 1), done(io) {}
   Pieces pieces;
   Answers answer;
+  Done done;
 };
 
 }  // namespace
@@ -1223,12 +1226,11 @@ struct Uploader::Impl {
       }
     }
     passage->answer.try_send(boost::system::error_code{}, std::move(answer));
+    passage->pieces.close();
     if (!held) co_return;
-    // The request frees the key (closing the channel) once it has committed, or given up.
-    for (;;) {
-      auto [e, piece] = co_await passage->pieces.async_receive(asio::as_tuple(asio::use_awaitable));
-      if (e) break;
-    }
+    // The request lets the key go once it has committed, or given up.
+    auto [e] = co_await passage->done.async_receive(asio::as_tuple(asio::use_awaitable));
+    (void)e;
     through.erase(id);
     wake.cancel();
   }
@@ -1294,7 +1296,10 @@ struct Uploader::Impl {
         answer.cause = "the server is stopping";
         co_return answer;
       }
-      if (sent + piece->size() > length) co_return answer;
+      if (sent + piece->size() > length) {
+        answer.cause = "the body is longer than its declared length";
+        co_return answer;
+      }
       auto paced = pace(u, piece->size());
       co_await std::move(paced);
       auto write = (*call)->write_body(*piece);
@@ -1304,7 +1309,10 @@ struct Uploader::Impl {
       n_sent.fetch_add(piece->size(), std::memory_order_relaxed);
       piece.reset();
     }
-    if (sent != length) co_return answer;
+    if (sent != length) {
+      answer.cause = "the body is shorter than its declared length";
+      co_return answer;
+    }
     // The body is whole upstream: from here, a failure leaves the upstream's state unknown.
     const auto unknown = [&](const boost::system::error_code& e) {
       const Outcome out = failed(what, e);
@@ -1641,7 +1649,10 @@ class PassagePut final : public UpstreamPut {
  public:
   PassagePut(std::shared_ptr<Uploader::Impl> impl, std::shared_ptr<Passage> passage)
       : impl_(std::move(impl)), passage_(std::move(passage)) {}
-  ~PassagePut() override { passage_->pieces.close(); }
+  ~PassagePut() override {
+    passage_->pieces.close();
+    passage_->done.close();
+  }
   PassagePut(const PassagePut&) = delete;
   PassagePut& operator=(const PassagePut&) = delete;
   PassagePut(PassagePut&&) = delete;

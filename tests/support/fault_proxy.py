@@ -139,6 +139,11 @@ class FaultProxy:
                     continue
                 if upstream is None:
                     upstream = self._track(socket.create_connection(("127.0.0.1", self.upstream_port)))
+                if (_header(head, b"expect") or b"").lower() == b"100-continue":
+                    # Answered here: the upstream's interim answer would come before its own.
+                    client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    head = b"\r\n".join(line for line in head.split(b"\r\n")
+                                         if not line.lower().startswith(b"expect:"))
                 upstream.sendall(head)
                 passed = 0
                 while passed < length:
@@ -251,3 +256,17 @@ def _reset(sock):
     """Closes with RST, as a crashed peer or a middlebox does."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
+
+
+if __name__ == "__main__":
+    # For the benchmarks: fault_proxy.py UPSTREAM_PORT [BYTES_PER_S] prints its port, then
+    # passes requests until it is terminated.
+    import signal
+    import sys
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT])
+    proxy = FaultProxy(int(sys.argv[1])).start()
+    if len(sys.argv) > 2:
+        proxy.bandwidth = int(sys.argv[2])
+    print(proxy.port, flush=True)
+    signal.sigwait([signal.SIGTERM, signal.SIGINT])
+    proxy.stop()
