@@ -50,7 +50,8 @@ def client(port):
                         config=botocore.config.Config(retries={"max_attempts": 1}))
 
 
-def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt", writeback=""):
+def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt", writeback="",
+                mode="writeback", delay="500ms"):
     """`writeback`: more keys of [tier.writeback], one per line (retry_base and retry_cap there
     replace the tests' quick ones)."""
     retries = "" if "retry_base" in writeback else 'retry_base = "50ms"\nretry_cap = "500ms"'
@@ -65,12 +66,13 @@ bucket = "%s"
 upstream = "golden"
 upstream_bucket = "team-ckpt"
 upstream_prefix = "%s"
+mode = "%s"
 
 [tier.writeback]
-delay = "500ms"
+delay = "%s"
 %s
 %s
-""" % (endpoint, credentials_file, bucket, prefix, retries, writeback)
+""" % (endpoint, credentials_file, bucket, prefix, mode, delay, retries, writeback)
 
 
 def health(port, text=False):

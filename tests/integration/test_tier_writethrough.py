@@ -23,30 +23,23 @@ import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
 
 from botocore.exceptions import ClientError  # noqa: E402
-from test_tier_writeback import KiB, MiB, PREFIX, client, data, health  # noqa: E402
+from test_tier_writeback import KiB, MiB, PREFIX, client, data, health, tier_config  # noqa: E402
 
 
 def writethrough_config(endpoint, credentials_file, delay="60s"):
     """By default the write-back delay is long: whatever is upstream right after a 200 went there
     because the request waited for it, not because a queue happened to drain meanwhile."""
-    return """
-[[tier.upstream]]
-name = "golden"
-endpoint = "%s"
-credentials_file = "%s"
+    return tier_config(endpoint, credentials_file, bucket="wtb", mode="writethrough", delay=delay)
 
-[[tier.bucket]]
-bucket = "wtb"
-upstream = "golden"
-upstream_bucket = "team-wt"
-upstream_prefix = "%s"
-mode = "writethrough"
 
-[tier.writeback]
-delay = "%s"
-retry_base = "50ms"
-retry_cap = "500ms"
-""" % (endpoint, credentials_file, PREFIX, delay)
+def etag_of(s3, bucket, key):
+    """The key's ETag there; None when it has none."""
+    try:
+        return s3.head_object(Bucket=bucket, Key=key)["ETag"]
+    except ClientError as e:
+        if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
+            return None
+        raise
 
 
 def no_retry_client(port):
@@ -73,7 +66,7 @@ class WriteThroughTest(unittest.TestCase):
                                                                  s3_support.SECRET_KEY))
         cls.upstream = s3_support.hots3_server(device_size="1GiB").start()
         cls.up = client(cls.upstream.port)
-        cls.up.create_bucket(Bucket="team-wt")
+        cls.up.create_bucket(Bucket="team-ckpt")
         cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
         cls.local = None
         try:
@@ -104,28 +97,17 @@ class WriteThroughTest(unittest.TestCase):
         self.proxy.reset_after = None
 
     def upstream_etag(self, key):
-        """The ETag the upstream holds under the key's upstream name; None when it has none."""
-        try:
-            return self.up.head_object(Bucket="team-wt", Key=PREFIX + key)["ETag"]
-        except ClientError as e:
-            if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
-                return None
-            raise
+        return etag_of(self.up, "team-ckpt", PREFIX + key)
 
     def local_etag(self, key):
-        try:
-            return self.s3.head_object(Bucket="wtb", Key=key)["ETag"]
-        except ClientError as e:
-            if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
-                return None
-            raise
+        return etag_of(self.s3, "wtb", key)
 
     def test_a_put_is_upstream_when_it_is_acknowledged(self):
         body = data(3 * MiB + 17, seed=1)
         put = self.s3.put_object(Bucket="wtb", Key="model/shard-0", Body=body,
                                  ContentType="application/x-tensor", Metadata={"step": "1200"})
         self.assertEqual(put["ETag"], '"%s"' % hashlib.md5(body).hexdigest())
-        held = self.up.get_object(Bucket="team-wt", Key=PREFIX + "model/shard-0")
+        held = self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "model/shard-0")
         self.assertEqual(held["Body"].read(), body)
         self.assertEqual(held["ETag"], put["ETag"])
         self.assertEqual(held["ContentType"], "application/x-tensor")
@@ -165,31 +147,30 @@ class WriteThroughTest(unittest.TestCase):
 
     def test_a_body_its_checksum_refuses_never_completes_upstream(self):
         payload = data(300 * KiB, seed=5)
-        wrong = base64.b64encode((zlib.crc32(payload) ^ 1).to_bytes(4, "big")).decode()
-        req = s3_support.SignedRequest(
-            "PUT", "/wtb/damaged", payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER",
-            headers={"content-encoding": "aws-chunked", "x-amz-trailer": "x-amz-checksum-crc32",
-                     "x-amz-decoded-content-length": str(len(payload))}, port=self.local.port)
-        r = s3_support.send(self.local.port, req.wire(
-            s3_support.aws_chunked_unsigned(payload, trailer=("x-amz-checksum-crc32", wrong))))
+
+        def put(crc32):
+            """A PUT streamed as aws-chunked with its CRC32 in the trailer (the 2025 SDKs' way)."""
+            req = s3_support.SignedRequest(
+                "PUT", "/wtb/damaged", payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+                headers={"content-encoding": "aws-chunked", "x-amz-trailer": "x-amz-checksum-crc32",
+                         "x-amz-decoded-content-length": str(len(payload))}, port=self.local.port)
+            value = base64.b64encode(crc32.to_bytes(4, "big")).decode()
+            return s3_support.send(self.local.port, req.wire(
+                s3_support.aws_chunked_unsigned(payload, trailer=("x-amz-checksum-crc32", value))))
+
+        r = put(zlib.crc32(payload) ^ 1)
         self.assertEqual(r.status, 400)
         self.assertIn(b"<Code>BadDigest</Code>", r.body)
         self.assertIsNone(self.local_etag("damaged"))
         self.assertIsNone(self.upstream_etag("damaged"))
         # The same body with its right checksum is stored in both places.
-        right = base64.b64encode(zlib.crc32(payload).to_bytes(4, "big")).decode()
-        req = s3_support.SignedRequest(
-            "PUT", "/wtb/damaged", payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER",
-            headers={"content-encoding": "aws-chunked", "x-amz-trailer": "x-amz-checksum-crc32",
-                     "x-amz-decoded-content-length": str(len(payload))}, port=self.local.port)
-        r = s3_support.send(self.local.port, req.wire(
-            s3_support.aws_chunked_unsigned(payload, trailer=("x-amz-checksum-crc32", right))))
+        r = put(zlib.crc32(payload))
         self.assertEqual(r.status, 200, r.body)
         self.assertEqual(self.upstream_etag("damaged"), '"%s"' % hashlib.md5(payload).hexdigest())
 
     def test_another_writers_upstream_version_is_a_conflict_the_client_hears_of(self):
         self.s3.put_object(Bucket="wtb", Key="shared", Body=b"ours v1")
-        theirs = self.up.put_object(Bucket="team-wt", Key=PREFIX + "shared", Body=b"theirs")["ETag"]
+        theirs = self.up.put_object(Bucket="team-ckpt", Key=PREFIX + "shared", Body=b"theirs")["ETag"]
         with self.assertRaises(ClientError) as caught:
             self.once.put_object(Bucket="wtb", Key="shared", Body=b"ours v2")
         self.assertEqual(error_code(caught.exception), "ConditionalRequestConflict")
@@ -257,7 +238,7 @@ class WriteThroughTest(unittest.TestCase):
         # An append.
         self.s3.put_object(Bucket="wtb", Key="log", Body=b"one,")
         appended = self.s3.put_object(Bucket="wtb", Key="log", Body=b"two", WriteOffsetBytes=4)
-        held = self.up.get_object(Bucket="team-wt", Key=PREFIX + "log")
+        held = self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "log")
         self.assertEqual(held["Body"].read(), b"one,two")
         self.assertEqual(self.local_etag("log"), appended["ETag"])
         # DeleteObjects.
@@ -279,7 +260,7 @@ class WriteThroughCrashTest(unittest.TestCase):
         self.upstream = s3_support.hots3_server(device_size="1GiB").start()
         self.addCleanup(self.upstream.cleanup)
         self.up = client(self.upstream.port)
-        self.up.create_bucket(Bucket="team-wt")
+        self.up.create_bucket(Bucket="team-ckpt")
         self.proxy = fault_proxy.FaultProxy(self.upstream.port).start()
         self.addCleanup(self.proxy.stop)
         self.config = writethrough_config("http://127.0.0.1:%d" % self.proxy.port, credentials,
@@ -295,12 +276,7 @@ class WriteThroughCrashTest(unittest.TestCase):
         return server.start()
 
     def upstream_etag(self, key):
-        try:
-            return self.up.head_object(Bucket="team-wt", Key=PREFIX + key)["ETag"]
-        except ClientError as e:
-            if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
-                return None
-            raise
+        return etag_of(self.up, "team-ckpt", PREFIX + key)
 
     def wait_upstream(self, key, etag, timeout=20):
         deadline = time.monotonic() + timeout
