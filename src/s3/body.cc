@@ -321,7 +321,10 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
       co_await s.send_error(r, from_errc(w.error()));
       co_return nullptr;
     }
-    if (upstream != nullptr && !co_await upstream->write(*piece)) {
+    if (upstream == nullptr) continue;
+    // (Awaited apart: GCC 12 mishandles a co_await inside a condition.)
+    const bool passed = co_await upstream->write(*piece);
+    if (!passed) {
       const tier::UpstreamAnswer answer = co_await upstream->finish();
       Error refusal = upstream_refusal(answer);
       co_await s.send_error(r, std::move(refusal));

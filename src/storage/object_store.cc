@@ -157,11 +157,9 @@ class StoreImpl final : public ObjectStore {
   // Queues the upload of the key's `current` version, or its upstream delete without one.
   static Result<void> queue_state(WriteTxn& t, std::int64_t bucket_id, std::string_view key,
                                   const std::optional<ObjectRecord>& current, std::int64_t due_ms) {
-    if (current) {
-      return t.queue_tier_job(bucket_id, key, current->id, current->size_bytes, now_ms(), due_ms,
-                              {});
-    }
-    return t.queue_tier_job(bucket_id, key, std::nullopt, 0, now_ms(), due_ms, {});
+    return t.queue_tier_job(bucket_id, key,
+                            current ? std::optional<std::int64_t>(current->id) : std::nullopt,
+                            current ? current->size_bytes : 0, now_ms(), due_ms, {});
   }
 
   Result<std::optional<BucketRecord>> find_bucket(std::string_view name) override {

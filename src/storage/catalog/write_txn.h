@@ -154,28 +154,26 @@ class WriteTxnImpl final : public WriteTxn {
     return {};
   }
 
+  // What a job of `key` holds, let go before it is replaced or removed: the bytes it owes, and
+  // its upstream upload's parts (that upload is now an orphan, which the uploader's sweep aborts
+  // upstream). false when the key has no job.
+  Result<bool> release_tier_job(std::int64_t bucket_id, std::string_view key) {
+    auto old = c_.query("SELECT size, seq FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
+    old.bind(1, bucket_id).bind(2, key);
+    H3_TRY(bool row, old.step());
+    if (!row) return false;
+    owed_delta_ -= old.int64(0);
+    auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
+    parts.bind(1, old.int64(1));
+    H3_TRY(parts.run());
+    return true;
+  }
+
   Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
                               std::optional<std::int64_t> object_id, std::uint64_t size_bytes,
                               std::int64_t now_ms, std::int64_t due_ms,
                               std::string_view source_key) override {
-    std::optional<std::int64_t> replaced_seq;
-    {
-      // The job it replaces no longer owes its bytes.
-      auto old = c_.query("SELECT size, seq FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
-      old.bind(1, bucket_id).bind(2, key);
-      H3_TRY(bool row, old.step());
-      if (row) {
-        owed_delta_ -= old.int64(0);
-        replaced_seq = old.int64(1);
-      }
-    }
-    if (replaced_seq) {
-      // Its upstream upload, if any, is for a version no longer to be sent: an orphan, which
-      // the uploader's sweep aborts upstream.
-      auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
-      parts.bind(1, *replaced_seq);
-      H3_TRY(parts.run());
-    }
+    H3_TRY(release_tier_job(bucket_id, key));
     owed_delta_ += static_cast<std::int64_t>(size_bytes);
     auto q = c_.query(
         "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms, "
@@ -237,14 +235,8 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<void> drop_tier_job(std::int64_t bucket_id, std::string_view key) override {
-    auto old = c_.query("SELECT size, seq FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
-    old.bind(1, bucket_id).bind(2, key);
-    H3_TRY(bool row, old.step());
-    if (!row) return {};
-    owed_delta_ -= old.int64(0);
-    auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
-    parts.bind(1, old.int64(1));
-    H3_TRY(parts.run());
+    H3_TRY(const bool had, release_tier_job(bucket_id, key));
+    if (!had) return {};
     auto q = c_.query("DELETE FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
     q.bind(1, bucket_id).bind(2, key);
     return q.run();
