@@ -325,7 +325,8 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
     // (Awaited apart: GCC 12 mishandles a co_await inside a condition.)
     const bool passed = co_await upstream->write(*piece);
     if (!passed) {
-      const tier::UpstreamAnswer answer = co_await upstream->finish();
+      auto finishing = upstream->finish(std::string());
+      const tier::UpstreamAnswer answer = co_await std::move(finishing);
       Error refusal = upstream_refusal(answer);
       co_await s.send_error(r, std::move(refusal));
       co_return nullptr;

@@ -55,8 +55,9 @@ std::variant<std::unique_ptr<tier::UpstreamPut>, Error> open_passage(
 // is visible here. Its ETag there is the MD5 S3 gives a single PUT; another one means the bytes
 // differ (or the upstream makes other ETags): the version is then committed and sent again as a
 // write-back upload (with Content-MD5), which the request waits for like any write of the bucket.
-// The error to answer when the upstream did not take it; otherwise `sent_up` is the ETag the
-// upstream may hold, and object.upstream_etag is set when it holds this version.
+// The error to answer when the upstream did not take it, or may have without saying so (the
+// job held for the key then brings the upstream back to the state here); otherwise `sent_up` is
+// the ETag the upstream holds, and object.upstream_etag is set when it is this version's.
 asio::awaitable<std::optional<Error>> finish_passage(Service& s, const Request& r,
                                                      const storage::BucketRecord& bucket,
                                                      tier::UpstreamPut& passage,
@@ -67,10 +68,13 @@ asio::awaitable<std::optional<Error>> finish_passage(Service& s, const Request& 
   auto hold = s.store().hold_tier_key(bucket.id, r.key, object.etag);
   auto held = co_await std::move(hold);
   if (!held) co_return from_errc(held.error());
-  const tier::UpstreamAnswer answer = co_await passage.finish();
+  std::string expected = s.store().digest_is_md5() ? object.etag : std::string();
+  // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
+  auto finishing = passage.finish(std::move(expected));
+  const tier::UpstreamAnswer answer = co_await std::move(finishing);
   using enum tier::UpstreamAnswer::Kind;
-  if (answer.kind == kFailed || answer.kind == kConflict) {
-    if (*held) {
+  if (answer.kind != kStored) {
+    if (*held && answer.kind != kUnknown) {
       auto cancel = s.store().cancel_tier_job(std::move(**held));
       if (auto cancelled = co_await std::move(cancel); !cancelled) {
         log::warn("request {}: {}: {}", r.head.request_id, r.key, cancelled.error().message());
@@ -78,8 +82,8 @@ asio::awaitable<std::optional<Error>> finish_passage(Service& s, const Request& 
     }
     co_return upstream_refusal(answer);
   }
-  sent_up = answer.kind == kStored ? answer.etag : object.etag;
-  if (answer.kind == kStored && (!s.store().digest_is_md5() || answer.etag == object.etag)) {
+  sent_up = answer.etag;
+  if (!s.store().digest_is_md5() || answer.etag == object.etag) {
     object.upstream_etag = answer.etag;
   }
   co_return std::nullopt;

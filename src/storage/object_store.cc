@@ -240,6 +240,15 @@ class StoreImpl final : public ObjectStore {
     co_return co_await std::move(read);
   }
 
+  asio::awaitable<Result<std::optional<TierJob>>> tier_job(std::int64_t bucket_id,
+                                                           std::string key) override {
+    auto read =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, k = std::move(key)] {
+          return c->tier_job(bucket_id, k);
+        });
+    co_return co_await std::move(read);
+  }
+
   asio::awaitable<Result<bool>> tier_jobs_before(const TierJob& job, std::string prefix) override {
     auto read = detail::on_catalog_reader(
         core_, [c = core_.catalog.get(), bucket_id = job.bucket_id, seq = job.seq,

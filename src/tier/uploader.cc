@@ -317,6 +317,9 @@ struct Passage {
   Pieces pieces;
   Answers answer;
   Done done;
+  // The ETag the upstream gives the body, when the request knows it: set before the empty
+  // piece (the channel orders the two).
+  std::string expected_etag;
 };
 
 }  // namespace
@@ -343,6 +346,8 @@ struct Uploader::Impl {
   asio::steady_timer wake;
   bool stopping = false;
   bool started = false;
+  // Whether a write-through PUT can be served (between start and stop; read by the workers).
+  std::atomic<bool> running{false};
   std::promise<void> drained;
 
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
@@ -1314,19 +1319,22 @@ struct Uploader::Impl {
       co_return answer;
     }
     // The body is whole upstream: from here, a failure leaves the upstream's state unknown.
-    const auto unknown = [&](const boost::system::error_code& e) {
-      const Outcome out = failed(what, e);
-      note(u, out);
-      answer.kind = UpstreamAnswer::Kind::kUnknown;
-      answer.cause = out.cause;
-      return answer;
-    };
     auto reply = (*call)->response();
     auto head = co_await std::move(reply);
-    if (!head) co_return unknown(head.error());
+    if (!head) {
+      const Outcome lost = failed(what, head.error());
+      note(u, lost);
+      auto settling = settle_unknown(b, key, lost.cause, passage.expected_etag);
+      co_return co_await std::move(settling);
+    }
     auto read_body = (*call)->read_all(kAnswerBytesMax);
     auto body = co_await std::move(read_body);
-    if (!body) co_return unknown(body.error());
+    if (!body) {
+      const Outcome lost = failed(what, body.error());
+      note(u, lost);
+      auto settling = settle_unknown(b, key, lost.cause, passage.expected_etag);
+      co_return co_await std::move(settling);
+    }
     Outcome out = judge(what, head->status, *body);
     note(u, out);
     adapt(u, out);
@@ -1345,15 +1353,28 @@ struct Uploader::Impl {
       u.conditional = false;
     } else if (conditional &&
                (out.status == 412 || (out.status == 404 && out.code == "NoSuchKey"))) {
-      // Another writer changed the key upstream: refused once, and what it holds is recorded,
-      // so that the client's next PUT replaces it knowingly.
+      // The key upstream is not what was last seen there: refused once, and what it holds is
+      // recorded, so that the client's next PUT replaces it knowingly. This very body (a retry
+      // of a PUT whose answer was lost) is stored already. Another version of ours whose answer
+      // was lost (the key's job lists it) is no conflict: the client retries the 503.
       auto ask = upstream_etag(b, key);
       auto theirs = co_await std::move(ask);
+      if (theirs && !theirs->empty() && *theirs == passage.expected_etag) {
+        answer.kind = UpstreamAnswer::Kind::kStored;
+        answer.etag = *theirs;
+        co_return answer;
+      }
       if (theirs) {
         auto record = store.set_tier_seen(
             b.bucket_id, key,
             theirs->empty() ? std::nullopt : std::optional(storage::TierSeen{*theirs, ""}));
         co_await std::move(record);
+        auto find = store.tier_job(b.bucket_id, key);
+        auto job = co_await std::move(find);
+        if (theirs->empty() || (job && *job && listed_in((*job)->prior_etags, *theirs))) {
+          answer.cause = "the upstream held an unconfirmed version of ours";
+          co_return answer;
+        }
       }
       ++b.conflicts;
       n_conflicts.fetch_add(1, std::memory_order_relaxed);
@@ -1365,8 +1386,35 @@ struct Uploader::Impl {
       answer.cause = out.cause;
       co_return answer;
     }
+    if (out.status >= 500) {
+      // A server error after the whole body may come after the upstream stored it.
+      auto settling = settle_unknown(b, key, out.cause, passage.expected_etag);
+      co_return co_await std::move(settling);
+    }
     answer.kind = UpstreamAnswer::Kind::kFailed;
     answer.cause = out.cause;
+    co_return answer;
+  }
+
+  // A write-through PUT whose whole body went up without a (good) answer: whether the upstream
+  // holds it, asked. It does when it shows `expected` (the body's ETag there, "" when unknown);
+  // it shows another version or nothing only if the PUT did not land (or another writer came in
+  // between; the request's held job then settles it as any upload's conflict).
+  asio::awaitable<UpstreamAnswer> settle_unknown(Binding& b, const std::string& key,
+                                                 std::string cause, std::string expected) {
+    UpstreamAnswer answer;
+    answer.kind = UpstreamAnswer::Kind::kUnknown;
+    answer.cause = std::move(cause);
+    if (expected.empty()) co_return answer;
+    auto ask = upstream_etag(b, key);
+    auto theirs = co_await std::move(ask);
+    if (!theirs || *theirs != expected) co_return answer;
+    log::info("tier: {}/{}: the upstream holds the write-through PUT whose answer was lost",
+              b.config.upstream_bucket, b.config.upstream_prefix + key);
+    answer.kind = UpstreamAnswer::Kind::kStored;
+    answer.etag = std::move(expected);
+    answer.cause.clear();
+    n_uploaded.fetch_add(1, std::memory_order_relaxed);
     co_return answer;
   }
 
@@ -1668,12 +1716,13 @@ class PassagePut final : public UpstreamPut {
     co_return true;
   }
 
-  asio::awaitable<UpstreamAnswer> finish() override {
+  asio::awaitable<UpstreamAnswer> finish(std::string etag) override {
     if (!failed_ && !held_.empty()) {
       auto passing = pass();
       co_await std::move(passing);
     }
     if (!failed_) {
+      passage_->expected_etag = std::move(etag);
       auto ending = pass();  // an empty piece: the body is whole and verified
       co_await std::move(ending);
     }
@@ -1709,6 +1758,14 @@ std::unique_ptr<UpstreamPut> Uploader::put(std::int64_t bucket_id, std::string k
   headers.insert(headers.end(), std::make_move_iterator(more.begin()),
                  std::make_move_iterator(more.end()));
   auto passage = std::make_shared<Passage>(impl_->io);
+  if (!impl_->running.load(std::memory_order_acquire)) {
+    // No thread of ours would ever take the pieces: the PUT fails at its first one.
+    passage->answer.try_send(boost::system::error_code{},
+                             UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "",
+                                            "the server is not sending to the upstream"});
+    passage->pieces.close();
+    return std::make_unique<PassagePut>(impl_, std::move(passage));
+  }
   asio::co_spawn(
       impl_->io,
       impl_->pass_through(bucket_id, std::move(key), length, std::move(headers), passage),
@@ -1756,6 +1813,7 @@ void Uploader::start() {
       }
     });
   }
+  im.running.store(true, std::memory_order_release);
   // A client waiting for an upload (x-hots3-durability, a flush) has it looked at now. Raw
   // pointers: a handler owning the Impl would be owned by the Impl's own io_context.
   im.store.set_tier_wake([st = impl_.get()] { asio::post(st->io, [st] { st->wake.cancel(); }); });
@@ -1775,6 +1833,7 @@ void Uploader::stop() {
   Impl& im = *impl_;
   if (!im.started) return;
   im.started = false;
+  im.running.store(false, std::memory_order_release);
   asio::post(im.io, [st = impl_.get()] {
     st->stopping = true;
     st->wake.cancel();

@@ -11,6 +11,7 @@ import concurrent.futures
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -95,6 +96,9 @@ class WriteThroughTest(unittest.TestCase):
     def setUp(self):
         self.proxy.slowdown = 0.0
         self.proxy.reset_after = None
+        self.proxy.lose_answer = False
+        self.proxy.fail_answer = False
+        self.proxy.refuse_heads = 0
 
     def upstream_etag(self, key):
         return etag_of(self.up, "team-ckpt", PREFIX + key)
@@ -190,6 +194,58 @@ class WriteThroughTest(unittest.TestCase):
         self.assertEqual(self.local_etag("lost"), v2)
         _, report = health(self.local.port)
         self.assertEqual([b["conflicts"] for b in report["buckets"] if b["bucket"] == "wtb"], [0])
+
+    def test_a_server_error_after_the_whole_body_is_settled_by_asking_the_upstream(self):
+        self.s3.put_object(Bucket="wtb", Key="err500", Body=b"v1")
+        self.proxy.fail_answer = True  # the upstream stores v2; hots3 hears 500 InternalError
+        v2 = self.once.put_object(Bucket="wtb", Key="err500", Body=b"v2")["ETag"]
+        self.assertFalse(self.proxy.fail_answer, "the proxy never replaced the answer")
+        self.assertEqual(self.upstream_etag("err500"), v2)
+        self.assertEqual(self.local_etag("err500"), v2)
+
+    def test_an_unsettled_put_answers_503_and_its_retry_is_stored(self):
+        v1 = self.s3.put_object(Bucket="wtb", Key="unsettled", Body=b"v1")["ETag"]
+        v2 = '"%s"' % hashlib.md5(b"v2").hexdigest()
+        self.proxy.lose_answer = True  # the upstream stores v2; hots3 never hears of it ...
+        self.proxy.refuse_heads = 1    # ... and cannot ask
+        with self.assertRaises(ClientError) as caught:
+            self.once.put_object(Bucket="wtb", Key="unsettled", Body=b"v2")
+        self.assertEqual(error_code(caught.exception), "ServiceUnavailable")
+        self.assertEqual(self.proxy.refuse_heads, 0, "hots3 never asked the upstream")
+        self.assertEqual(self.local_etag("unsettled"), v1)  # nothing new is visible here
+        self.assertEqual(self.upstream_etag("unsettled"), v2)
+        # The client's retry meets its own body upstream: stored, and no conflict.
+        self.assertEqual(self.once.put_object(Bucket="wtb", Key="unsettled", Body=b"v2")["ETag"], v2)
+        self.assertEqual(self.local_etag("unsettled"), v2)
+        _, report = health(self.local.port)
+        self.assertEqual([b["conflicts"] for b in report["buckets"] if b["bucket"] == "wtb"], [0])
+
+    def test_an_unsettled_put_the_client_gives_up_on_is_undone_upstream(self):
+        v1 = self.s3.put_object(Bucket="wtb", Key="undone", Body=b"v1")["ETag"]
+        self.proxy.lose_answer = True
+        self.proxy.refuse_heads = 1
+        with self.assertRaises(ClientError):
+            self.once.put_object(Bucket="wtb", Key="undone", Body=b"v2")
+        self.assertEqual(self.upstream_etag("undone"), '"%s"' % hashlib.md5(b"v2").hexdigest())
+        # Another body of ours in between: a 503 to retry, not a conflict.
+        with self.assertRaises(ClientError) as caught:
+            self.once.put_object(Bucket="wtb", Key="undone", Body=b"v3")
+        self.assertEqual(error_code(caught.exception), "ServiceUnavailable")
+        # Given up on: the key's state here (v1) goes up again.
+        self.flush("undone")
+        self.assertEqual(self.upstream_etag("undone"), v1)
+        self.assertEqual(self.local_etag("undone"), v1)
+        _, report = health(self.local.port)
+        self.assertEqual([b["conflicts"] for b in report["buckets"] if b["bucket"] == "wtb"], [0])
+
+    def flush(self, prefix):
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY,
+                   AWS_SECRET_ACCESS_KEY=s3_support.SECRET_KEY)
+        done = subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), "tier", "flush", "--endpoint",
+                               "http://127.0.0.1:%d" % self.local.port, "--bucket", "wtb",
+                               "--prefix", prefix, "--wait"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
 
     def test_a_client_retry_after_a_cut_off_put_stores_it(self):
         # What SDKs do with the 503 of a PUT the upstream did not take: send it again.

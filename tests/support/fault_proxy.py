@@ -12,6 +12,9 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
                                       # answer does not come back (the connection is reset)
         proxy.withhold_answer = True  # the next request with a body reaches the upstream; its
                                       # answer is never passed on (the connection stays open)
+        proxy.fail_answer = True      # the next request with a body reaches the upstream; its
+                                      # answer is replaced by 500 InternalError
+        proxy.refuse_heads = 2        # the next 2 HEAD requests answered 503, never forwarded
         proxy.bandwidth = 50 << 20    # request bodies pass at most this many bytes/s, in all
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ..."""
 
@@ -24,6 +27,9 @@ import time
 SLOWDOWN = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
             b"<Message>Please reduce your request rate.</Message></Error>")
 
+INTERNAL = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>InternalError</Code>"
+            b"<Message>We encountered an internal error. Please try again.</Message></Error>")
+
 
 class FaultProxy:
     def __init__(self, upstream_port, seed=7):
@@ -34,6 +40,8 @@ class FaultProxy:
         self.lose_answer = False  # forward the next request with a body, then reset, unanswered
         self.lost = 0             # answers lost that way
         self.withhold_answer = False  # forward the next request with a body, never answer it
+        self.fail_answer = False  # forward the next request with a body, answer 500 instead
+        self.refuse_heads = 0     # how many HEAD requests to come are answered 503
         self.requests = 0        # requests received
         self.refused = 0         # answered 503 by the proxy
         self.resets = 0
@@ -123,6 +131,13 @@ class FaultProxy:
                     withhold = self.withhold_answer and length > 0
                     if withhold:
                         self.withhold_answer = False
+                    replace = self.fail_answer and length > 0
+                    if replace:
+                        self.fail_answer = False
+                    refuse_head = head.startswith(b"HEAD ") and self.refuse_heads > 0
+                    if refuse_head:
+                        self.refuse_heads -= 1
+                        self.refused += 1
                 if self.hang or refuse:
                     body, buf = _read_exactly(client, buf, length)
                     if body is None:
@@ -131,6 +146,9 @@ class FaultProxy:
                     while not self._stopping and client.recv(65536):
                         pass
                     return
+                if refuse_head:
+                    client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+                    continue
                 if refuse:
                     with self._lock:
                         self.refused += 1
@@ -172,6 +190,11 @@ class FaultProxy:
                     while not self._stopping and client.recv(65536):
                         pass
                     return
+                if replace:
+                    _relay_response(upstream, _Sink(), False)  # the upstream has acted on it
+                    client.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\n"
+                                   b"Content-Length: %d\r\n\r\n%s" % (len(INTERNAL), INTERNAL))
+                    continue
                 if lose:
                     _relay_response(upstream, _Sink(), False)  # the upstream has acted on it
                     with self._lock:

@@ -320,6 +320,9 @@ class ObjectStore {
   // A bucket's jobs, parked ones included, in acknowledgement order.
   virtual boost::asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(
       std::int64_t bucket_id) = 0;
+  // The key's job, parked or not; none when the key owes the upstream nothing.
+  virtual boost::asio::awaitable<Result<std::optional<TierJob>>> tier_job(std::int64_t bucket_id,
+                                                                          std::string key) = 0;
   // What each bucket with queued jobs owes, by bucket id.
   virtual boost::asio::awaitable<Result<std::vector<TierBacklog>>> tier_backlog() = 0;
   // Bytes acknowledged in write-back buckets and not yet upstream, all buckets together (from

@@ -27,7 +27,8 @@ struct UpstreamAnswer {
     kStored,    // the upstream holds the body: `etag` is its ETag
     kConflict,  // another writer changed the key upstream (its conditional PUT was refused)
     kFailed,    // the upstream, or the way to it, failed: it does not hold the body
-    kUnknown,   // the body was sent whole, but no answer came: the upstream may hold it
+    kUnknown,   // the body was sent whole, but the upstream failed or did not answer, and
+                // asking it afterwards did not settle it: it may hold the body
   } kind = Kind::kFailed;
   std::string etag;
   std::string cause;  // why it failed (no secrets, no key)
@@ -48,8 +49,9 @@ class UpstreamPut {
   // upstream PUT has failed: finish() says why.
   virtual boost::asio::awaitable<bool> write(std::span<const std::byte> piece) = 0;
   // After the last piece, once the body is verified: sends what was held back and waits for the
-  // upstream's answer.
-  virtual boost::asio::awaitable<UpstreamAnswer> finish() = 0;
+  // upstream's answer. `etag` is the ETag the upstream gives this body ("" when not known): an
+  // answer lost on the way back is settled by asking whether the upstream holds it.
+  virtual boost::asio::awaitable<UpstreamAnswer> finish(std::string etag) = 0;
 };
 
 class WriteThrough {

@@ -63,6 +63,8 @@ class Catalog {
   Result<std::vector<TierJob>> due_tier_jobs(std::int64_t now_ms, std::size_t max);
   // Every job of a bucket, parked ones included, in acknowledgement order (status, tests).
   Result<std::vector<TierJob>> tier_jobs(std::int64_t bucket_id);
+  // The key's job, parked or not; none when it owes the upstream nothing.
+  Result<std::optional<TierJob>> tier_job(std::int64_t bucket_id, std::string_view key);
   Result<std::vector<TierBacklog>> tier_backlog();  // per bucket owing anything
   // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);

@@ -94,6 +94,15 @@ Result<std::vector<TierJob>> Catalog::tier_jobs(std::int64_t bucket_id) {
   return read_tier_jobs(q);
 }
 
+Result<std::optional<TierJob>> Catalog::tier_job(std::int64_t bucket_id, std::string_view key) {
+  auto q = impl_->reader().query("SELECT " H3_TIER_JOB_COLUMNS
+                                 " FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
+  q.bind(1, bucket_id).bind(2, key);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<TierJob>{};
+  return std::optional<TierJob>(read_tier_job(q));
+}
+
 Result<std::vector<TierBacklog>> Catalog::tier_backlog() {
   auto q = impl_->reader().query(
       "SELECT bucket_id, count(*), sum(size), sum(state = 1), min(first_ms) FROM tier_jobs "
