@@ -324,7 +324,9 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
     if (upstream == nullptr) continue;
     // (Awaited apart: GCC 12 mishandles a co_await inside a condition.)
     const bool passed = co_await upstream->write(*piece);
-    if (!passed) {
+    if (!passed && for_part) {
+      upstream = nullptr;  // a part not teed is sent by the Complete's job
+    } else if (!passed) {
       auto finishing = upstream->finish(std::string());
       const tier::UpstreamAnswer answer = co_await std::move(finishing);
       Error refusal = upstream_refusal(answer);

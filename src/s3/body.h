@@ -110,7 +110,8 @@ bool md5_in_body(const storage::ObjectStore& store, const ChecksumRequest& check
 // Streams the request body into a new writer (its size reserved first, so a full device is
 // refused before "100 Continue"), finishes it and verifies what the client vouched for
 // (Body::verify). With `upstream`, each piece goes there too, as it is written here. Sends the
-// error and returns nullptr on failure (ServiceUnavailable when the upstream fails).
+// error and returns nullptr on failure (ServiceUnavailable when the upstream fails, unless
+// `for_part`: a part goes on without it).
 asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(
     Service& s, Request& r, Body& body, bool for_part, std::uint64_t max_bytes,
     tier::UpstreamPut* upstream = nullptr);

@@ -263,10 +263,12 @@ asio::awaitable<std::variant<WrittenPart, Error>> copy_part(
   co_return part;
 }
 
-// UploadPart: the part's data is the request body. Sends the error and returns nullopt on
-// failure.
+// UploadPart: the part's data is the request body (in a write-through bucket, teed to the
+// upstream upload as it comes). Sends the error and returns nullopt on failure.
 asio::awaitable<std::optional<WrittenPart>> receive_part(
-    Service& s, Request& r, std::optional<aws::ChecksumAlgorithm> upload_algorithm) {
+    Service& s, Request& r, const storage::BucketRecord& bucket,
+    const storage::UploadRecord& upload, std::uint32_t number,
+    std::optional<aws::ChecksumAlgorithm> upload_algorithm) {
   auto requested = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&requested)) {
     co_await s.send_error(r, std::move(*e));
@@ -286,10 +288,31 @@ asio::awaitable<std::optional<WrittenPart>> receive_part(
   // part keeps its own CRC64NVME (whatever else its client sent) for Complete to combine.
   const DefaultCrc64 crc64 = upload_algorithm ? DefaultCrc64::kNo : DefaultCrc64::kAlways;
   const bool md5_here = md5_in_body(s.store(), wanted);
+  std::vector<http::Header> vouched;
+  if (wanted.content_md5) {
+    vouched.push_back({"Content-MD5", aws::base64_encode(std::string_view(*wanted.content_md5))});
+  }
   Body body(r, std::move(wanted), crc64, md5_here);
+  std::unique_ptr<tier::UpstreamPut> passage;
+  if (bucket.tier == storage::BucketTier::kWritethrough && s.write_through() != nullptr &&
+      body.declared_length() && !body.failed()) {
+    passage = s.write_through()->put_part(bucket.id, upload.key, upload.upload_id, number,
+                                          *body.declared_length(), upload.headers,
+                                          upload.user_metadata, std::move(vouched));
+  }
   WrittenPart part;
-  part.writer = co_await receive(s, r, body, true, s.config().single_put_max_bytes);
+  part.writer = co_await receive(s, r, body, true, s.config().single_put_max_bytes, passage.get());
   if (!part.writer) co_return std::nullopt;
+  if (passage) {
+    std::string expected = s.store().digest_is_md5() ? data_etag(*part.writer) : std::string();
+    // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
+    auto finishing = passage->finish(std::move(expected));
+    const tier::UpstreamAnswer teed = co_await std::move(finishing);
+    if (teed.kind != tier::UpstreamAnswer::Kind::kStored) {
+      log::info("request {}: part {} stays for the Complete to send: {}", r.head.request_id, number,
+                teed.cause);
+    }
+  }
   if (const auto& c = body.checksum()) set_checksum(part.checksums, c->first, c->second);
   if (const auto& c = body.crc64nvme()) part.checksums.crc64nvme = *c;
   co_return part;
@@ -322,7 +345,7 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     if (auto* e = std::get_if<Error>(&copied)) co_return co_await s.send_error(r, std::move(*e));
     written = std::get<WrittenPart>(std::move(copied));
   } else {
-    written = co_await receive_part(s, r, upload_algorithm);
+    written = co_await receive_part(s, r, *bucket, upload, *number, upload_algorithm);
     if (!written) co_return;
   }
   std::string etag = data_etag(*written->writer);
@@ -430,6 +453,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     co_return co_await s.send_error(r, std::move(*e));
   }
   std::optional<Error> plan_error;
+  std::vector<storage::TierPart> joined_parts;  // what the object is made of, for write-through
   auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
       -> Result<storage::ObjectStore::CompletionPlan> {
     auto planned = plan_completion(up, parts, listed, claimed_object_checksum);
@@ -437,7 +461,11 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
       plan_error = std::move(*e);
       return errc::kInvalidArgument;
     }
-    return std::get<storage::ObjectStore::CompletionPlan>(std::move(planned));
+    auto& chosen = std::get<storage::ObjectStore::CompletionPlan>(planned);
+    joined_parts.clear();
+    for (const auto& p : chosen.parts)
+      joined_parts.push_back({p.part_number, p.size_bytes, p.etag});
+    return std::move(chosen);
   };
   // With x-hots3-durability: upstream, the wait for the upstream is part of the completion, so
   // that the client hears from the connection meanwhile as it does while parts are joined.
@@ -447,6 +475,12 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
                                              std::get<storage::WriteCondition>(condition));
     auto joined = co_await std::move(joining);
     if (!joined || !std::get<bool>(upstream)) co_return joined;
+    if (bucket->tier == storage::BucketTier::kWritethrough && s.write_through() != nullptr) {
+      // The parts teed as they came: the job sends only what the upstream lacks.
+      auto adopting = s.write_through()->adopt_parts(bucket->id, r.key, upload.upload_id,
+                                                     joined->id, std::move(joined_parts));
+      co_await std::move(adopting);
+    }
     auto waiting = s.wait_upstream_for(*bucket, r.key);
     upstream_error = co_await std::move(waiting);
     if (upstream_error) co_return errc::kUnavailable;
@@ -490,6 +524,9 @@ asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {
           r, Error(Code::kNoSuchUpload).with("UploadId", *r.param("uploadId")));
     }
     co_return co_await s.send_error(r, from_errc(aborted.error()));
+  }
+  if (bucket->tier == storage::BucketTier::kWritethrough && s.write_through() != nullptr) {
+    s.write_through()->abort_parts(std::get<storage::UploadRecord>(found).upload_id);
   }
   co_await s.send_empty(r, 204, s.response(r, 204));
 }

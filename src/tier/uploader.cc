@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <map>
 #include <mutex>
 #include <pthread.h>
 #include <set>
@@ -348,6 +349,16 @@ struct Uploader::Impl {
   bool started = false;
   // Whether a write-through PUT can be served (between start and stop; read by the workers).
   std::atomic<bool> running{false};
+  // A write-through multipart upload's upstream side, by the client's upload id: the upstream
+  // upload its first part began and the parts the upstream confirmed.
+  struct Teed {
+    std::int64_t bucket_id = 0;
+    std::string upstream_key;
+    std::string upstream_id;  // "" until begun
+    bool beginning = false;   // a part is beginning it; the others wait
+    std::map<std::uint32_t, storage::TierPart> parts;
+  };
+  std::map<std::string, std::shared_ptr<Teed>> teed;
   std::promise<void> drained;
 
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
@@ -535,7 +546,8 @@ struct Uploader::Impl {
     auto read = store.tier_upload_ids();
     auto ids = co_await std::move(read);
     if (!ids) co_return;
-    const std::set<std::string> in_use(ids->begin(), ids->end());
+    std::set<std::string> in_use(ids->begin(), ids->end());
+    for (const auto& [id, t] : teed) in_use.insert(t->upstream_id);
     std::string key_marker;
     std::string id_marker;
     std::size_t aborted = 0;
@@ -1265,77 +1277,16 @@ struct Uploader::Impl {
     request.headers = std::move(headers);
     request.content_length = length;
     const std::string what = fmt::format("PUT {}/{}", request.bucket, upstream_key);
-    // The next piece from the request; nullopt when it gave up (the PUT is then cut off).
-    const auto next = [&passage]() -> asio::awaitable<std::optional<std::vector<std::byte>>> {
-      auto [e, got] = co_await passage.pieces.async_receive(asio::as_tuple(asio::use_awaitable));
-      if (e) co_return std::nullopt;
-      co_return std::move(got);
-    };
-    const auto fail = [&](const Outcome& out) {
-      note(u, out);
-      answer.kind = UpstreamAnswer::Kind::kFailed;
-      answer.cause = out.cause;
-      return answer;
-    };
-    std::optional<std::vector<std::byte>> piece;
-    if (length == 0) {
-      // Nothing of an empty body can be held back: its PUT starts once it is verified.
-      auto receiving = next();
-      piece = co_await std::move(receiving);
-      if (!piece) co_return answer;
-    }
-    auto admit = admitted(u);
-    co_await std::move(admit);
-    auto start = u.client->start(std::move(request));
-    auto call = co_await std::move(start);
-    if (!call) co_return fail(failed(what, call.error()));
-    std::uint64_t sent = 0;
-    for (;;) {
-      if (!piece) {
-        auto receiving = next();
-        piece = co_await std::move(receiving);
-        if (!piece) co_return answer;  // cut off: the upstream never gets the whole body
-      }
-      if (piece->empty()) break;
-      if (stopping) {
-        answer.cause = "the server is stopping";
-        co_return answer;
-      }
-      if (sent + piece->size() > length) {
-        answer.cause = "the body is longer than its declared length";
-        co_return answer;
-      }
-      auto paced = pace(u, piece->size());
-      co_await std::move(paced);
-      auto write = (*call)->write_body(*piece);
-      auto written = co_await std::move(write);
-      if (!written) co_return fail(failed(what, written.error()));
-      sent += piece->size();
-      n_sent.fetch_add(piece->size(), std::memory_order_relaxed);
-      piece.reset();
-    }
-    if (sent != length) {
-      answer.cause = "the body is shorter than its declared length";
-      co_return answer;
-    }
-    // The body is whole upstream: from here, a failure leaves the upstream's state unknown.
-    auto reply = (*call)->response();
-    auto head = co_await std::move(reply);
-    if (!head) {
-      const Outcome lost = failed(what, head.error());
-      note(u, lost);
-      auto settling = settle_unknown(b, key, lost.cause, passage.expected_etag);
+    auto passing = pass_body(u, std::move(request), what, passage);
+    Passed passed = co_await std::move(passing);
+    if (passed.kind != Passed::Kind::kAnswered) {
+      answer.cause = std::move(passed.cause);
+      if (passed.kind != Passed::Kind::kLost) co_return answer;
+      auto settling = settle_unknown(b, key, std::move(answer.cause), passage.expected_etag);
       co_return co_await std::move(settling);
     }
-    auto read_body = (*call)->read_all(kAnswerBytesMax);
-    auto body = co_await std::move(read_body);
-    if (!body) {
-      const Outcome lost = failed(what, body.error());
-      note(u, lost);
-      auto settling = settle_unknown(b, key, lost.cause, passage.expected_etag);
-      co_return co_await std::move(settling);
-    }
-    Outcome out = judge(what, head->status, *body);
+    const std::optional<http::ClientResponseHead>& head = passed.head;
+    Outcome out = judge(what, head->status, passed.body);
     note(u, out);
     adapt(u, out);
     if (out.kind == Outcome::Kind::kDone) {
@@ -1396,6 +1347,92 @@ struct Uploader::Impl {
     co_return answer;
   }
 
+  // What became of a body passed through to the upstream.
+  struct Passed {
+    enum class Kind {
+      kCut,       // not sent whole (the request gave up, or the length was wrong): not stored
+      kFailed,    // the upstream, or the way to it, failed before the body was whole
+      kLost,      // sent whole without an answer: the upstream may hold it
+      kAnswered,  // `head` and `body` are its answer
+    } kind = Kind::kCut;
+    std::string cause;
+    std::optional<http::ClientResponseHead> head;
+    std::string body;
+  };
+
+  // Sends `request` with the body the request passes through `passage`, admitted into the
+  // upstream's window and paced like an upload. The empty piece ends the body (the request has
+  // verified it); a closed channel cuts it off, so the upstream never completes it.
+  asio::awaitable<Passed> pass_body(Upstream& u, s3client::Request request, const std::string& what,
+                                    Passage& passage) {
+    Passed passed;
+    const std::uint64_t length = request.content_length;
+    // The next piece from the request; nullopt when it gave up.
+    const auto next = [&passage]() -> asio::awaitable<std::optional<std::vector<std::byte>>> {
+      auto [e, got] = co_await passage.pieces.async_receive(asio::as_tuple(asio::use_awaitable));
+      if (e) co_return std::nullopt;
+      co_return std::move(got);
+    };
+    const auto fail = [&](Passed::Kind kind, const Outcome& out) {
+      note(u, out);
+      passed.kind = kind;
+      passed.cause = out.cause;
+      return std::move(passed);
+    };
+    std::optional<std::vector<std::byte>> piece;
+    if (length == 0) {
+      // Nothing of an empty body can be held back: its request starts once it is verified.
+      auto receiving = next();
+      piece = co_await std::move(receiving);
+      if (!piece) co_return passed;
+    }
+    auto admit = admitted(u);
+    co_await std::move(admit);
+    auto start = u.client->start(std::move(request));
+    auto call = co_await std::move(start);
+    if (!call) co_return fail(Passed::Kind::kFailed, failed(what, call.error()));
+    std::uint64_t sent = 0;
+    for (;;) {
+      if (!piece) {
+        auto receiving = next();
+        piece = co_await std::move(receiving);
+        if (!piece) co_return passed;
+      }
+      if (piece->empty()) break;
+      if (stopping) {
+        passed.cause = "the server is stopping";
+        co_return passed;
+      }
+      if (sent + piece->size() > length) {
+        passed.cause = "the body is longer than its declared length";
+        co_return passed;
+      }
+      auto paced = pace(u, piece->size());
+      co_await std::move(paced);
+      auto write = (*call)->write_body(*piece);
+      auto written = co_await std::move(write);
+      if (!written) co_return fail(Passed::Kind::kFailed, failed(what, written.error()));
+      sent += piece->size();
+      n_sent.fetch_add(piece->size(), std::memory_order_relaxed);
+      piece.reset();
+    }
+    if (sent != length) {
+      passed.cause = "the body is shorter than its declared length";
+      co_return passed;
+    }
+    // The body is whole upstream: from here, a failure leaves the upstream's state unknown.
+    auto reply = (*call)->response();
+    auto head = co_await std::move(reply);
+    if (!head) co_return fail(Passed::Kind::kLost, failed(what, head.error()));
+    auto read_body = (*call)->read_all(kAnswerBytesMax);
+    auto body = co_await std::move(read_body);
+    if (!body) co_return fail(Passed::Kind::kLost, failed(what, body.error()));
+    passed.kind = Passed::Kind::kAnswered;
+    passed.head = std::move(*head);
+    passed.body = std::move(*body);
+    co_return passed;
+  }
+
   // A write-through PUT whose whole body went up without a (good) answer: whether the upstream
   // holds it, asked. It does when it shows `expected` (the body's ETag there, "" when unknown);
   // it shows another version or nothing only if the PUT did not land (or another writer came in
@@ -1416,6 +1453,155 @@ struct Uploader::Impl {
     answer.cause.clear();
     n_uploaded.fetch_add(1, std::memory_order_relaxed);
     co_return answer;
+  }
+
+  // A write-through upload's part, fed through `passage`: into the upstream upload of the
+  // client's upload (begun here by its first part). Parts are not ordered by key: they are
+  // nothing until the Complete.
+  asio::awaitable<void> pass_part(std::int64_t bucket_id, std::string key, std::string upload_id,
+                                  std::uint32_t number, std::uint64_t length,
+                                  std::vector<http::Header> create_headers,
+                                  std::vector<http::Header> headers,
+                                  std::shared_ptr<Passage> passage) {
+    auto sending = send_part(bucket_id, std::move(key), std::move(upload_id), number, length,
+                             std::move(create_headers), std::move(headers), *passage);
+    UpstreamAnswer answer = co_await std::move(sending);
+    passage->answer.try_send(boost::system::error_code{}, std::move(answer));
+    passage->pieces.close();
+  }
+
+  asio::awaitable<UpstreamAnswer> send_part(std::int64_t bucket_id, std::string key,
+                                            std::string upload_id, std::uint32_t number,
+                                            std::uint64_t length,
+                                            std::vector<http::Header> create_headers,
+                                            std::vector<http::Header> headers, Passage& passage) {
+    UpstreamAnswer answer;
+    const auto bound = bindings.find(bucket_id);
+    if (bound == bindings.end()) {
+      answer.cause = "the bucket is not bound to an upstream";
+      co_return answer;
+    }
+    Binding& b = bound->second;
+    const std::string upstream_key = b.config.upstream_prefix + key;
+    auto& slot = teed[upload_id];
+    if (!slot) slot = std::make_shared<Teed>(Teed{bucket_id, upstream_key, "", false, {}});
+    const std::shared_ptr<Teed> t = slot;
+    if (t->upstream_id.empty() && !t->beginning) {
+      t->beginning = true;
+      auto begin = begin_upload(b, upstream_key, std::move(create_headers));
+      auto begun = co_await std::move(begin);
+      t->beginning = false;
+      if (begun) t->upstream_id = std::move(*begun);
+    }
+    asio::steady_timer timer(io);
+    while (t->beginning && !stopping) {
+      timer.expires_after(std::chrono::milliseconds(5));
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    if (t->upstream_id.empty()) {
+      answer.cause = "the upstream upload could not be begun";
+      co_return answer;
+    }
+    s3client::Request request;
+    request.method = "PUT";
+    request.bucket = b.config.upstream_bucket;
+    request.key = upstream_key;
+    request.query = {{"partNumber", std::to_string(number)}, {"uploadId", t->upstream_id}};
+    request.headers = std::move(headers);
+    request.content_length = length;
+    const std::string what = fmt::format("part {} of {}/{}", number, request.bucket, request.key);
+    auto passing = pass_body(*b.upstream, std::move(request), what, passage);
+    Passed passed = co_await std::move(passing);
+    if (passed.kind != Passed::Kind::kAnswered) {
+      answer.cause = std::move(passed.cause);
+      co_return answer;
+    }
+    Outcome out = judge(what, passed.head->status, passed.body);
+    note(*b.upstream, out);
+    adapt(*b.upstream, out);
+    if (out.kind != Outcome::Kind::kDone) {
+      answer.cause = std::move(out.cause);
+      co_return answer;
+    }
+    answer.kind = UpstreamAnswer::Kind::kStored;
+    answer.etag = unquoted(passed.head->find("ETag").value_or(""));
+    if (!answer.etag.empty()) t->parts[number] = storage::TierPart{number, length, answer.etag};
+    co_return answer;
+  }
+
+  // An upstream multipart upload of `upstream_key`: its id, nullopt when the upstream did not
+  // begin one (logged through the health accounting).
+  asio::awaitable<std::optional<std::string>> begin_upload(const Binding& b,
+                                                           std::string upstream_key,
+                                                           std::vector<http::Header> headers) {
+    s3client::Request create;
+    create.method = "POST";
+    create.bucket = b.config.upstream_bucket;
+    create.key = std::move(upstream_key);
+    create.query = {{"uploads", ""}};
+    create.headers = std::move(headers);
+    const std::string what = fmt::format("multipart upload of {}/{}", create.bucket, create.key);
+    auto creating = call(*b.upstream, std::move(create), std::string());
+    auto created = co_await std::move(creating);
+    if (!created) co_return std::nullopt;
+    if (judge(what, created->head.status, created->body).kind != Outcome::Kind::kDone) {
+      co_return std::nullopt;
+    }
+    if (auto doc = xml::XmlDocument::parse(created->body)) {
+      if (auto id = doc->root().child("UploadId"); id && !id->text().empty()) co_return id->text();
+    }
+    co_return std::nullopt;
+  }
+
+  // The Complete of a write-through upload committed `object_id` and queued its job: the parts
+  // the upstream holds as they are here become the job's upload, so that it sends only the
+  // rest. Any other outcome leaves the job to upload everything, and the upstream upload goes.
+  asio::awaitable<void> adopt(std::int64_t bucket_id, std::string key, std::string upload_id,
+                              std::int64_t object_id, std::vector<storage::TierPart> parts) {
+    const auto found = teed.find(upload_id);
+    if (found == teed.end()) co_return;
+    const std::shared_ptr<Teed> t = found->second;
+    teed.erase(found);
+    const auto bound = bindings.find(bucket_id);
+    if (bound == bindings.end() || t->upstream_id.empty()) co_return;
+    const Binding& b = bound->second;
+    std::vector<storage::TierPart> held;
+    for (std::size_t i = 0; i < parts.size() && parts[i].part_number == i + 1; ++i) {
+      const auto up = t->parts.find(parts[i].part_number);
+      if (up != t->parts.end() && up->second == parts[i]) held.push_back(up->second);
+    }
+    bool adopted = false;
+    if (!held.empty() && in_flight.count({bucket_id, key}) == 0) {
+      auto find = store.tier_job(bucket_id, key);
+      auto job = co_await std::move(find);
+      if (job && *job && (*job)->object_id == object_id && (*job)->upload_id.empty()) {
+        auto keep = store.set_tier_upload(**job, t->upstream_id);
+        auto kept = co_await std::move(keep);
+        adopted = kept && *kept;
+        // A part not recorded is sent again.
+        for (std::size_t i = 0; adopted && i < held.size(); ++i) {
+          auto record = store.add_tier_part(**job, held[i]);
+          co_await std::move(record);
+        }
+      }
+    }
+    if (!adopted) {
+      auto abort = abort_upload(b, t->upstream_key, t->upstream_id);
+      co_await std::move(abort);
+    }
+  }
+
+  // The client aborted a write-through upload: its upstream side goes too (a part still
+  // beginning it leaves an orphan, which the sweep aborts).
+  asio::awaitable<void> drop_teed(std::string upload_id) {
+    const auto found = teed.find(upload_id);
+    if (found == teed.end()) co_return;
+    const std::shared_ptr<Teed> t = found->second;
+    teed.erase(found);
+    const auto bound = bindings.find(t->bucket_id);
+    if (bound == bindings.end() || t->upstream_id.empty()) co_return;
+    auto abort = abort_upload(bound->second, t->upstream_key, t->upstream_id);
+    co_await std::move(abort);
   }
 
   // The ETag the upstream holds under `key` (local name): "" for none; nullopt when it did not say.
@@ -1771,6 +1957,44 @@ std::unique_ptr<UpstreamPut> Uploader::put(std::int64_t bucket_id, std::string k
       impl_->pass_through(bucket_id, std::move(key), length, std::move(headers), passage),
       asio::detached);
   return std::make_unique<PassagePut>(impl_, std::move(passage));
+}
+
+std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::string key,
+                                                std::string upload_id, std::uint32_t part_number,
+                                                std::uint64_t length,
+                                                const storage::ContentHeaders& content,
+                                                const storage::Metadata& metadata,
+                                                std::vector<http::Header> more) {
+  auto passage = std::make_shared<Passage>(impl_->io);
+  if (!impl_->running.load(std::memory_order_acquire)) {
+    passage->answer.try_send(boost::system::error_code{},
+                             UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "",
+                                            "the server is not sending to the upstream"});
+    passage->pieces.close();
+    return std::make_unique<PassagePut>(impl_, std::move(passage));
+  }
+  asio::co_spawn(
+      impl_->io,
+      impl_->pass_part(bucket_id, std::move(key), std::move(upload_id), part_number, length,
+                       object_headers(content, metadata), std::move(more), passage),
+      asio::detached);
+  return std::make_unique<PassagePut>(impl_, std::move(passage));
+}
+
+asio::awaitable<void> Uploader::adopt_parts(std::int64_t bucket_id, std::string key,
+                                            std::string upload_id, std::int64_t object_id,
+                                            std::vector<storage::TierPart> parts) {
+  if (!impl_->running.load(std::memory_order_acquire)) co_return;
+  auto adopting = asio::co_spawn(
+      impl_->io,
+      impl_->adopt(bucket_id, std::move(key), std::move(upload_id), object_id, std::move(parts)),
+      asio::use_awaitable);
+  co_await std::move(adopting);
+}
+
+void Uploader::abort_parts(std::string upload_id) {
+  if (!impl_->running.load(std::memory_order_acquire)) return;
+  asio::co_spawn(impl_->io, impl_->drop_teed(std::move(upload_id)), asio::detached);
 }
 
 Uploader::~Uploader() { stop(); }

@@ -269,6 +269,70 @@ class WriteThroughTest(unittest.TestCase):
         self.assertIn(final, etags)
         self.assertEqual(self.upstream_etag("race"), final)
 
+    def upload(self, key, parts):
+        """A multipart upload of `parts` through the client; the completed ETag."""
+        upload = self.s3.create_multipart_upload(Bucket="wtb", Key=key,
+                                                 ContentType="application/x-tensor")["UploadId"]
+        done = [{"PartNumber": n + 1,
+                 "ETag": self.s3.upload_part(Bucket="wtb", Key=key, UploadId=upload,
+                                             PartNumber=n + 1, Body=p)["ETag"]}
+                for n, p in enumerate(parts)]
+        return self.s3.complete_multipart_upload(Bucket="wtb", Key=key, UploadId=upload,
+                                                 MultipartUpload={"Parts": done})["ETag"]
+
+    def upstream_uploads(self, key):
+        listed = self.up.list_multipart_uploads(Bucket="team-ckpt", Prefix=PREFIX + key)
+        return listed.get("Uploads", [])
+
+    def test_multipart_parts_go_up_as_they_come_and_only_once(self):
+        parts = [data(5 * MiB, seed=20 + n) for n in range(3)] + [data(MiB + 5, seed=23)]
+        before = self.proxy.body_bytes
+        etag = self.upload("teed", parts)
+        sent = self.proxy.body_bytes - before
+        self.assertEqual(self.upstream_etag("teed"), etag)
+        held = self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "teed")
+        self.assertEqual(held["Body"].read(), b"".join(parts))
+        self.assertEqual(held["ContentType"], "application/x-tensor")
+        total = sum(len(p) for p in parts)
+        self.assertGreaterEqual(sent, total)
+        self.assertLess(sent, total + 64 * KiB, "parts were sent upstream twice")
+        self.assertEqual(self.upstream_uploads("teed"), [])
+
+    def test_a_part_the_upstream_did_not_take_is_sent_by_the_complete(self):
+        parts = [data(5 * MiB, seed=30), data(5 * MiB, seed=31), data(MiB, seed=32)]
+        upload = self.s3.create_multipart_upload(Bucket="wtb", Key="gap")["UploadId"]
+        etags = []
+        for n, p in enumerate(parts):
+            if n == 1:
+                self.proxy.reset_after = MiB  # the second part's upstream side is cut off
+            etags.append(self.once.upload_part(Bucket="wtb", Key="gap", UploadId=upload,
+                                               PartNumber=n + 1, Body=p)["ETag"])
+        self.assertIsNone(self.proxy.reset_after, "the proxy never cut a part off")
+        before = self.proxy.body_bytes
+        etag = self.s3.complete_multipart_upload(
+            Bucket="wtb", Key="gap", UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e}
+                                       for n, e in enumerate(etags)]})["ETag"]
+        sent = self.proxy.body_bytes - before
+        self.assertEqual(self.upstream_etag("gap"), etag)
+        self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "gap")["Body"].read(),
+                         b"".join(parts))
+        self.assertGreaterEqual(sent, len(parts[1]))
+        self.assertLess(sent, len(parts[1]) + 64 * KiB, "the Complete sent more than the gap")
+        self.assertEqual(self.upstream_uploads("gap"), [])
+
+    def test_an_aborted_upload_is_aborted_upstream(self):
+        upload = self.s3.create_multipart_upload(Bucket="wtb", Key="dropped")["UploadId"]
+        self.s3.upload_part(Bucket="wtb", Key="dropped", UploadId=upload, PartNumber=1,
+                            Body=data(5 * MiB, seed=40))
+        self.assertEqual(len(self.upstream_uploads("dropped")), 1)
+        self.s3.abort_multipart_upload(Bucket="wtb", Key="dropped", UploadId=upload)
+        deadline = time.time() + 10
+        while self.upstream_uploads("dropped") and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.upstream_uploads("dropped"), [])
+        self.assertIsNone(self.upstream_etag("dropped"))
+
     def test_other_writes_are_upstream_before_their_answer(self):
         self.s3.put_object(Bucket="wtb", Key="a", Body=b"alpha")
         # A delete.

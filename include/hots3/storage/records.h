@@ -196,6 +196,7 @@ struct TierPart {
   std::uint32_t part_number = 0;
   std::uint64_t size_bytes = 0;
   std::string etag;
+  bool operator==(const TierPart&) const = default;
 };
 
 // What write-back owes the upstream for one bucket.

@@ -79,6 +79,16 @@ class Uploader final : public WriteThrough {
                                    const storage::ContentHeaders& headers,
                                    const storage::Metadata& metadata,
                                    std::vector<http::Header> more) override;
+  std::unique_ptr<UpstreamPut> put_part(std::int64_t bucket_id, std::string key,
+                                        std::string upload_id, std::uint32_t part_number,
+                                        std::uint64_t length,
+                                        const storage::ContentHeaders& headers,
+                                        const storage::Metadata& metadata,
+                                        std::vector<http::Header> more) override;
+  boost::asio::awaitable<void> adopt_parts(std::int64_t bucket_id, std::string key,
+                                           std::string upload_id, std::int64_t object_id,
+                                           std::vector<storage::TierPart> parts) override;
+  void abort_parts(std::string upload_id) override;
 
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.

@@ -72,6 +72,25 @@ class WriteThrough {
                                            const storage::ContentHeaders& headers,
                                            const storage::Metadata& metadata,
                                            std::vector<http::Header> more) = 0;
+
+  // A multipart upload's parts go up as they come too, into an upstream upload begun with the
+  // first part (with the upload's content headers and metadata), so that the Complete's job has
+  // only the parts the upstream did not take to send before its own Complete. Teeing is an
+  // acceleration, not a promise: a part whose upstream side fails is still stored here.
+  // put_part: as put(), for part `part_number` of the client's upload `upload_id`.
+  virtual std::unique_ptr<UpstreamPut> put_part(std::int64_t bucket_id, std::string key,
+                                                std::string upload_id, std::uint32_t part_number,
+                                                std::uint64_t length,
+                                                const storage::ContentHeaders& headers,
+                                                const storage::Metadata& metadata,
+                                                std::vector<http::Header> more) = 0;
+  // After the Complete's commit, before its job is sent: `parts` make object `object_id`, in
+  // order, with our ETags; those the upstream holds with the same ETag become the job's.
+  virtual boost::asio::awaitable<void> adopt_parts(std::int64_t bucket_id, std::string key,
+                                                   std::string upload_id, std::int64_t object_id,
+                                                   std::vector<storage::TierPart> parts) = 0;
+  // The client aborted `upload_id`: its upstream upload is aborted too.
+  virtual void abort_parts(std::string upload_id) = 0;
 };
 
 }  // namespace hots3::tier
