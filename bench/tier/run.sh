@@ -15,7 +15,10 @@
 #            against the direct `aws s3 cp` (goal: within 110% of its time); and one PUT of
 #            THROUGH_BYTES through a proxy capped at THROUGH_BW bytes/s, into a write-through
 #            bucket behind it and straight to the upstream behind it (goal: within 110%: the
-#            body goes to both at once, so the slower path sets the time, not their sum).
+#            body goes to both at once, so the slower path sets the time, not their sum); and a
+#            checkpoint of 8 files of THROUGH_BYTES / 8 (multipart: the parts are teed) the same
+#            two ways through that link. On one machine the uncapped save is bound by the CPU of
+#            two servers writing every byte, not by a link: the capped rows are the goal's test.
 #
 # The upstream is a second hots3 on the same machine (a real one: bench/peers/radosgw.sh), so
 # both servers, the uploader and the client share its cores: the ratios are of one run.
@@ -169,6 +172,15 @@ ONE_DIRECT_S=$(elapsed "$t0" "$t1")
 t0=$(now); put_one "$URL_local" capped one; t1=$(now)
 ONE_THROUGH_S=$(elapsed "$t0" "$t1")
 rm -f "$WORK/one"
+mkdir -p "$WORK/small"
+for i in $(seq 0 7); do head -c $((THROUGH_BYTES / 8)) /dev/urandom > "$WORK/small/__${i}_0.distcp"; done
+t0=$(now); cp "$URL_slow" "$WORK/small" s3://team-ckpt/direct-small/; t1=$(now)
+SMALL_DIRECT_S=$(elapsed "$t0" "$t1")
+t0=$(now); cp "$URL_local" "$WORK/small" s3://capped/small/; t1=$(now)
+SMALL_THROUGH_S=$(elapsed "$t0" "$t1")
+cp "$URL_up" s3://team-ckpt/capped/small/ "$WORK/back"
+diff -r "$WORK/small" "$WORK/back" > /dev/null || { echo "the capped write-through copy differs" >&2; exit 1; }
+rm -rf "$WORK/back" "$WORK/small"
 
 # ---- 4 KiB durable PUTs ------------------------------------------------------------------------
 lg() { "$LOADGEN" --endpoint "$URL_local" --access-key "$BENCH_ACCESS_KEY" --secret-key "$BENCH_SECRET_KEY" "$@"; }
@@ -196,6 +208,10 @@ row "checkpoint save to write-through, MB/s acked" "$(python3 -c "print($TOTAL_B
 row "PUT of $THROUGH_BYTES B at $THROUGH_BW B/s, write-through, MB/s" \
   "$(python3 -c "print($THROUGH_BYTES / 1e6 / $ONE_THROUGH_S)")" \
   "$(python3 -c "print($THROUGH_BYTES / 1e6 / $ONE_DIRECT_S)")" "the same PUT to the upstream" 91
+row "8-file save at $THROUGH_BW B/s, write-through, MB/s" \
+  "$(python3 -c "print($THROUGH_BYTES / 1e6 / $SMALL_THROUGH_S)")" \
+  "$(python3 -c "print($THROUGH_BYTES / 1e6 / $SMALL_DIRECT_S)")" "aws s3 cp to the upstream" 91
 echo "save: untiered $PLAIN_S s, write-back $TIERED_S s, write-through $THROUGH_S s; direct copy to the upstream $DIRECT_MBS MB/s"
 echo "one capped PUT: write-through $ONE_THROUGH_S s, straight to the upstream $ONE_DIRECT_S s (goals of 91% in MB/s: within 110% of the time)"
+echo "capped 8-file save: write-through $SMALL_THROUGH_S s, straight to the upstream $SMALL_DIRECT_S s"
 [ "$MISSED" -eq 0 ]

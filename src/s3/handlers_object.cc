@@ -285,9 +285,13 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
   const DeleteRequest& request = std::get<DeleteRequest>(parsed);
   if (auto up = s.wants_upstream(r, *bucket); std::holds_alternative<Error>(up))
     co_return co_await s.send_error(r, std::get<Error>(std::move(up)));
-  XmlWriter xml("DeleteResult");
-  for (const auto& [key, version, condition] : request.objects) {
-    std::optional<Error> failed = validate_key(key);
+  std::vector<std::optional<Error>> failures(request.objects.size());
+  std::vector<std::string> deleted_keys;
+  std::vector<std::size_t> deleted_at;
+  for (std::size_t i = 0; i < request.objects.size(); ++i) {
+    const auto& [key, version, condition] = request.objects[i];
+    std::optional<Error>& failed = failures[i];
+    failed = validate_key(key);
     if (!failed && version && *version != "null")
       failed = Error(Code::kNoSuchVersion);  // hots3 keeps none
     if (!failed && key.empty()) failed = Error(Code::kInvalidArgument, "The key is empty.");
@@ -296,10 +300,18 @@ asio::awaitable<void> delete_objects(Service& s, Request& r) {
       if (!deleted) failed = delete_error(deleted.error(), key);
     }
     if (!failed) {
-      // Deleted here; the key's own error when it must be gone upstream too and is not yet.
-      auto confirming = s.upstream_confirms(r, *bucket, {key});
-      failed = co_await std::move(confirming);
+      deleted_keys.push_back(key);
+      deleted_at.push_back(i);
     }
+  }
+  // Deleted here; a key's own error when it must be gone upstream too and is not yet.
+  auto confirming = s.upstream_confirms_each(r, *bucket, std::move(deleted_keys));
+  auto confirmed = co_await std::move(confirming);
+  for (std::size_t j = 0; j < confirmed.size(); ++j) failures[deleted_at[j]] = confirmed[j];
+  XmlWriter xml("DeleteResult");
+  for (std::size_t i = 0; i < request.objects.size(); ++i) {
+    const auto& [key, version, condition] = request.objects[i];
+    const std::optional<Error>& failed = failures[i];
     if (failed) {
       xml.open("Error");
       xml.element("Key", key);

@@ -195,8 +195,9 @@ constexpr std::chrono::milliseconds kUpstreamPollMax{100};
 }  // namespace
 
 asio::awaitable<Result<Service::UpstreamWait>> Service::wait_upstream(
-    const storage::BucketRecord& bucket, storage::KeySpan span, std::int64_t up_to_seq) {
-  const auto deadline = std::chrono::steady_clock::now() + kUpstreamWait;
+    const storage::BucketRecord& bucket, storage::KeySpan span, std::int64_t up_to_seq,
+    std::optional<std::chrono::steady_clock::time_point> until) {
+  const auto deadline = until.value_or(std::chrono::steady_clock::now() + kUpstreamWait);
   auto expedite = store_.expedite_tier_jobs(bucket.id, span);
   auto last = co_await std::move(expedite);
   if (!last) co_return last.error();
@@ -217,33 +218,68 @@ asio::awaitable<Result<Service::UpstreamWait>> Service::wait_upstream(
   }
 }
 
+namespace {
+
+// What a client waiting for its change hears of what is still owed.
+std::optional<Error> unconfirmed(const Result<Service::UpstreamWait>& waited) {
+  if (!waited) return from_errc(waited.error());
+  if (waited->owed.jobs == 0) return std::nullopt;
+  if (waited->owed.parked > 0) {
+    return Error(
+        Code::kServiceUnavailable,
+        "The upstream refused the upload; it is kept here, parked: " + waited->owed.parked_error);
+  }
+  return Error(Code::kServiceUnavailable,
+               "The upstream has not confirmed the upload yet; it is durable here and stays "
+               "queued.");
+}
+
+}  // namespace
+
 asio::awaitable<std::optional<Error>> Service::wait_upstream_for(
     const storage::BucketRecord& bucket, std::string key) {
   auto waiting = wait_upstream(bucket, {std::move(key), true});
   auto waited = co_await std::move(waiting);
-  if (!waited) co_return from_errc(waited.error());
-  if (waited->owed.jobs == 0) co_return std::nullopt;
-  if (waited->owed.parked > 0) {
-    co_return Error(
-        Code::kServiceUnavailable,
-        "The upstream refused the upload; it is kept here, parked: " + waited->owed.parked_error);
-  }
-  co_return Error(Code::kServiceUnavailable,
-                  "The upstream has not confirmed the upload yet; it is durable here and stays "
-                  "queued.");
+  co_return unconfirmed(waited);
 }
 
 asio::awaitable<std::optional<Error>> Service::upstream_confirms(
     const Request& r, const storage::BucketRecord& bucket, std::vector<std::string> keys) {
-  const auto wanted = wants_upstream(r, bucket);
-  if (const auto* wants = std::get_if<bool>(&wanted); wants == nullptr || !*wants) {
-    co_return std::nullopt;  // an invalid x-hots3-durability was refused before the write
-  }
-  for (std::string& key : keys) {
-    auto waiting = wait_upstream_for(bucket, std::move(key));
-    if (auto e = co_await std::move(waiting)) co_return e;
+  auto confirming = upstream_confirms_each(r, bucket, std::move(keys));
+  auto confirmed = co_await std::move(confirming);
+  for (auto& e : confirmed) {
+    if (e) co_return std::move(e);
   }
   co_return std::nullopt;
+}
+
+asio::awaitable<std::vector<std::optional<Error>>> Service::upstream_confirms_each(
+    const Request& r, const storage::BucketRecord& bucket, std::vector<std::string> keys) {
+  std::vector<std::optional<Error>> out(keys.size());
+  const auto wanted = wants_upstream(r, bucket);
+  if (const auto* wants = std::get_if<bool>(&wanted); wants == nullptr || !*wants) {
+    co_return out;  // an invalid x-hots3-durability was refused before the write
+  }
+  // Every key's change is sent at once (the uploader's window takes them together), then each
+  // is waited for, all within one wait.
+  std::vector<std::int64_t> last(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    auto expedite = store_.expedite_tier_jobs(bucket.id, {keys[i], true});
+    auto expedited = co_await std::move(expedite);
+    if (!expedited) {
+      out[i] = from_errc(expedited.error());
+    } else {
+      last[i] = *expedited;
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kUpstreamWait;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (out[i] || last[i] == 0) continue;
+    auto waiting = wait_upstream(bucket, {std::move(keys[i]), true}, last[i], deadline);
+    auto waited = co_await std::move(waiting);
+    out[i] = unconfirmed(waited);
+  }
+  co_return out;
 }
 
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,

@@ -81,24 +81,29 @@ class Service final : public http::Handler {
   // Waits for the upstream to have every change of `span` acknowledged up to `up_to_seq` (0:
   // before the call); they are sent at once, not after the coalescing delay. Returns what is
   // still owed when the wait ended: nothing; only parked jobs (the upstream refused them for
-  // good); or more, after kUpstreamWait. Either way the changes stay durable here and queued.
+  // good); or more, after kUpstreamWait (or at `deadline`). Either way the changes stay durable
+  // here and queued.
   struct UpstreamWait {
     std::int64_t seq = 0;  // the jobs waited for: those up to this one
     storage::TierOwed owed;
   };
-  asio::awaitable<Result<UpstreamWait>> wait_upstream(const storage::BucketRecord& bucket,
-                                                      storage::KeySpan span,
-                                                      std::int64_t up_to_seq = 0);
+  asio::awaitable<Result<UpstreamWait>> wait_upstream(
+      const storage::BucketRecord& bucket, storage::KeySpan span, std::int64_t up_to_seq = 0,
+      std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
   // wait_upstream for one request's own change (x-hots3-durability): ServiceUnavailable unless
   // the upstream has it.
   asio::awaitable<std::optional<Error>> wait_upstream_for(const storage::BucketRecord& bucket,
                                                           std::string key);
   // After a write that changed `keys` (committed and queued): waits for the upstream to confirm
-  // them, in order, when the write must be upstream before its 200 (a write-through bucket, or
-  // x-hots3-durability: upstream in a write-back one). The first key it did not confirm.
+  // them when the write must be upstream before its 200 (a write-through bucket, or
+  // x-hots3-durability: upstream in a write-back one). All are sent at once and waited for
+  // within one kUpstreamWait. upstream_confirms: the error of the first key it did not confirm;
+  // upstream_confirms_each: each key's.
   asio::awaitable<std::optional<Error>> upstream_confirms(const Request& r,
                                                           const storage::BucketRecord& bucket,
                                                           std::vector<std::string> keys);
+  asio::awaitable<std::vector<std::optional<Error>>> upstream_confirms_each(
+      const Request& r, const storage::BucketRecord& bucket, std::vector<std::string> keys);
 
  private:
   storage::ObjectStore& store_;

@@ -72,6 +72,9 @@ constexpr std::chrono::hours kSweepInterval{1};
 // long it waits for an earlier change of its key to reach the upstream first.
 constexpr std::size_t kPassagePieces = 4;
 constexpr std::chrono::seconds kPassageTurnMax{30};
+// A teed upload not completed nor aborted by then is taken for abandoned (its client is gone):
+// the sweep aborts it upstream, and its Complete, should it come, sends every part.
+constexpr std::chrono::hours kTeedMax{24};
 
 struct Upstream {
   config::UpstreamConfig config;
@@ -353,6 +356,7 @@ struct Uploader::Impl {
   // upload its first part began and the parts the upstream confirmed.
   struct Teed {
     std::int64_t bucket_id = 0;
+    std::int64_t begun_ms = 0;
     std::string upstream_key;
     std::string upstream_id;  // "" until begun
     bool beginning = false;   // a part is beginning it; the others wait
@@ -547,6 +551,9 @@ struct Uploader::Impl {
     auto ids = co_await std::move(read);
     if (!ids) co_return;
     std::set<std::string> in_use(ids->begin(), ids->end());
+    const std::int64_t abandoned = now_ms() - std::chrono::milliseconds(kTeedMax).count();
+    std::erase_if(teed,
+                  [abandoned](const auto& entry) { return entry.second->begun_ms < abandoned; });
     for (const auto& [id, t] : teed) in_use.insert(t->upstream_id);
     std::string key_marker;
     std::string id_marker;
@@ -1484,7 +1491,8 @@ struct Uploader::Impl {
     Binding& b = bound->second;
     const std::string upstream_key = b.config.upstream_prefix + key;
     auto& slot = teed[upload_id];
-    if (!slot) slot = std::make_shared<Teed>(Teed{bucket_id, upstream_key, "", false, {}});
+    if (!slot)
+      slot = std::make_shared<Teed>(Teed{bucket_id, now_ms(), upstream_key, "", false, {}});
     const std::shared_ptr<Teed> t = slot;
     if (t->upstream_id.empty() && !t->beginning) {
       t->beginning = true;
