@@ -327,7 +327,7 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
     if (!passed && for_part) {
       upstream = nullptr;  // a part not teed is sent by the Complete's job
     } else if (!passed) {
-      auto finishing = upstream->finish(std::string());
+      auto finishing = upstream->finish(std::string(), 0);
       const tier::UpstreamAnswer answer = co_await std::move(finishing);
       Error refusal = upstream_refusal(answer);
       co_await s.send_error(r, std::move(refusal));

@@ -306,7 +306,7 @@ asio::awaitable<std::optional<WrittenPart>> receive_part(
   if (passage) {
     std::string expected = s.store().digest_is_md5() ? data_etag(*part.writer) : std::string();
     // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
-    auto finishing = passage->finish(std::move(expected));
+    auto finishing = passage->finish(std::move(expected), 0);
     const tier::UpstreamAnswer teed = co_await std::move(finishing);
     if (teed.kind != tier::UpstreamAnswer::Kind::kStored) {
       log::info("request {}: part {} stays for the Complete to send: {}", r.head.request_id, number,

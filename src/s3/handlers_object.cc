@@ -70,7 +70,7 @@ asio::awaitable<std::optional<Error>> finish_passage(Service& s, const Request& 
   if (!held) co_return from_errc(held.error());
   std::string expected = s.store().digest_is_md5() ? object.etag : std::string();
   // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
-  auto finishing = passage.finish(std::move(expected));
+  auto finishing = passage.finish(std::move(expected), *held ? (*held)->seq : 0);
   const tier::UpstreamAnswer answer = co_await std::move(finishing);
   using enum tier::UpstreamAnswer::Kind;
   if (answer.kind != kStored) {

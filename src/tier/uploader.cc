@@ -321,9 +321,11 @@ struct Passage {
   Pieces pieces;
   Answers answer;
   Done done;
-  // The ETag the upstream gives the body, when the request knows it: set before the empty
-  // piece (the channel orders the two).
+  // The ETag the upstream gives the body, when the request knows it, and the seq of the job it
+  // queued for the key (UpstreamPut::finish): set before the empty piece (the channel orders
+  // the two).
   std::string expected_etag;
+  std::int64_t own_job = 0;
 };
 
 }  // namespace
@@ -1314,7 +1316,7 @@ struct Uploader::Impl {
       // The key upstream is not what was last seen there: refused once, and what it holds is
       // recorded, so that the client's next PUT replaces it knowingly. This very body (a retry
       // of a PUT whose answer was lost) is stored already. Another version of ours whose answer
-      // was lost (the key's job lists it) is no conflict: the client retries the 503.
+      // was lost (the key's job lists it), or none, is no conflict: the client retries the 503.
       auto ask = upstream_etag(b, key);
       auto theirs = co_await std::move(ask);
       if (theirs && !theirs->empty() && *theirs == passage.expected_etag) {
@@ -1323,14 +1325,22 @@ struct Uploader::Impl {
         co_return answer;
       }
       if (theirs) {
-        auto record = store.set_tier_seen(
-            b.bucket_id, key,
-            theirs->empty() ? std::nullopt : std::optional(storage::TierSeen{*theirs, ""}));
-        co_await std::move(record);
         auto find = store.tier_job(b.bucket_id, key);
         auto job = co_await std::move(find);
-        if (theirs->empty() || (job && *job && listed_in((*job)->prior_etags, *theirs))) {
-          answer.cause = "the upstream held an unconfirmed version of ours";
+        const bool queued = job && *job;
+        const bool ours = !theirs->empty() && queued && listed_in((*job)->prior_etags, *theirs);
+        // A change of the key queued before this PUT (not the request's own job) still owes
+        // the upstream its version: it meets the other writer's itself, and settles it by
+        // writeback.on_conflict, which a recorded ETag of theirs would let it overwrite.
+        if (ours || !queued || (*job)->seq == passage.own_job) {
+          auto record = store.set_tier_seen(
+              b.bucket_id, key,
+              theirs->empty() ? std::nullopt : std::optional(storage::TierSeen{*theirs, ""}));
+          co_await std::move(record);
+        }
+        if (ours || theirs->empty()) {
+          answer.cause = ours ? "the upstream held an unconfirmed version of ours"
+                              : "another writer deleted the key upstream";
           co_return answer;
         }
       }
@@ -1910,13 +1920,14 @@ class PassagePut final : public UpstreamPut {
     co_return true;
   }
 
-  asio::awaitable<UpstreamAnswer> finish(std::string etag) override {
+  asio::awaitable<UpstreamAnswer> finish(std::string etag, std::int64_t own_job) override {
     if (!failed_ && !held_.empty()) {
       auto passing = pass();
       co_await std::move(passing);
     }
     if (!failed_) {
       passage_->expected_etag = std::move(etag);
+      passage_->own_job = own_job;
       auto ending = pass();  // an empty piece: the body is whole and verified
       co_await std::move(ending);
     }

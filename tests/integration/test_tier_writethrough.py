@@ -186,14 +186,14 @@ class WriteThroughTest(unittest.TestCase):
 
     def test_an_answer_lost_on_the_way_back_is_settled_before_the_200(self):
         self.s3.put_object(Bucket="wtb", Key="lost", Body=b"v1")
+        before = self.conflicts()
         self.proxy.lose_answer = True  # the upstream stores v2; hots3 never hears of it
         lost_before = self.proxy.lost
         v2 = self.s3.put_object(Bucket="wtb", Key="lost", Body=b"v2")["ETag"]
         self.assertEqual(self.proxy.lost, lost_before + 1)
         self.assertEqual(self.upstream_etag("lost"), v2)
         self.assertEqual(self.local_etag("lost"), v2)
-        _, report = health(self.local.port)
-        self.assertEqual([b["conflicts"] for b in report["buckets"] if b["bucket"] == "wtb"], [0])
+        self.assertEqual(self.conflicts(), before)
 
     def test_a_server_error_after_the_whole_body_is_settled_by_asking_the_upstream(self):
         self.s3.put_object(Bucket="wtb", Key="err500", Body=b"v1")
@@ -205,6 +205,7 @@ class WriteThroughTest(unittest.TestCase):
 
     def test_an_unsettled_put_answers_503_and_its_retry_is_stored(self):
         v1 = self.s3.put_object(Bucket="wtb", Key="unsettled", Body=b"v1")["ETag"]
+        before = self.conflicts()
         v2 = '"%s"' % hashlib.md5(b"v2").hexdigest()
         self.proxy.lose_answer = True  # the upstream stores v2; hots3 never hears of it ...
         self.proxy.refuse_heads = 1    # ... and cannot ask
@@ -217,11 +218,11 @@ class WriteThroughTest(unittest.TestCase):
         # The client's retry meets its own body upstream: stored, and no conflict.
         self.assertEqual(self.once.put_object(Bucket="wtb", Key="unsettled", Body=b"v2")["ETag"], v2)
         self.assertEqual(self.local_etag("unsettled"), v2)
-        _, report = health(self.local.port)
-        self.assertEqual([b["conflicts"] for b in report["buckets"] if b["bucket"] == "wtb"], [0])
+        self.assertEqual(self.conflicts(), before)
 
     def test_an_unsettled_put_the_client_gives_up_on_is_undone_upstream(self):
         v1 = self.s3.put_object(Bucket="wtb", Key="undone", Body=b"v1")["ETag"]
+        before = self.conflicts()
         self.proxy.lose_answer = True
         self.proxy.refuse_heads = 1
         with self.assertRaises(ClientError):
@@ -235,8 +236,33 @@ class WriteThroughTest(unittest.TestCase):
         self.flush("undone")
         self.assertEqual(self.upstream_etag("undone"), v1)
         self.assertEqual(self.local_etag("undone"), v1)
+        self.assertEqual(self.conflicts(), before)
+
+    def conflicts(self):
+        """The bucket's conflicts, as the health report counts them once it is rebuilt (every
+        second): what came before the call is in."""
+        time.sleep(1.1)
         _, report = health(self.local.port)
-        self.assertEqual([b["conflicts"] for b in report["buckets"] if b["bucket"] == "wtb"], [0])
+        return [b["conflicts"] for b in report["buckets"] if b["bucket"] == "wtb"][0]
+
+    def test_an_older_queued_change_never_overwrites_another_writers_version(self):
+        v1 = self.s3.put_object(Bucket="wtb", Key="guarded", Body=b"v1")["ETag"]
+        self.proxy.lose_answer = True
+        self.proxy.refuse_heads = 1
+        with self.assertRaises(ClientError):  # unsettled: a queued job now owes the upstream v1
+            self.once.put_object(Bucket="wtb", Key="guarded", Body=b"v2")
+        theirs = self.up.put_object(Bucket="team-ckpt", Key=PREFIX + "guarded", Body=b"theirs")["ETag"]
+        before = self.conflicts()
+        with self.assertRaises(ClientError) as caught:
+            self.once.put_object(Bucket="wtb", Key="guarded", Body=b"v3")
+        self.assertEqual(error_code(caught.exception), "ConditionalRequestConflict")
+        # The queued v1 meets their version on its own, and goes beside it (on_conflict's default).
+        self.flush("guarded")
+        self.assertEqual(self.upstream_etag("guarded"), theirs)
+        listed = self.up.list_objects_v2(Bucket="team-ckpt", Prefix=PREFIX + "guarded.hots3-conflict-")
+        self.assertEqual([o["ETag"] for o in listed.get("Contents", [])], [v1])
+        self.assertEqual(self.local_etag("guarded"), v1)
+        self.assertEqual(self.conflicts(), before + 2)  # the refused PUT, and the queued v1
 
     def flush(self, prefix):
         env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY,

@@ -50,8 +50,10 @@ class UpstreamPut {
   virtual boost::asio::awaitable<bool> write(std::span<const std::byte> piece) = 0;
   // After the last piece, once the body is verified: sends what was held back and waits for the
   // upstream's answer. `etag` is the ETag the upstream gives this body ("" when not known): an
-  // answer lost on the way back is settled by asking whether the upstream holds it.
-  virtual boost::asio::awaitable<UpstreamAnswer> finish(std::string etag) = 0;
+  // answer lost on the way back is settled by asking whether the upstream holds it. `own_job`:
+  // the seq of the job the request queued for the key first (0: none; a job the key had
+  // already is another change's, which then settles a conflict by its own rules).
+  virtual boost::asio::awaitable<UpstreamAnswer> finish(std::string etag, std::int64_t own_job) = 0;
 };
 
 class WriteThrough {
