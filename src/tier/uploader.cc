@@ -552,11 +552,10 @@ struct Uploader::Impl {
     auto read = store.tier_upload_ids();
     auto ids = co_await std::move(read);
     if (!ids) co_return;
-    std::set<std::string> in_use(ids->begin(), ids->end());
+    const std::set<std::string> in_use(ids->begin(), ids->end());
     const std::int64_t abandoned = now_ms() - std::chrono::milliseconds(kTeedMax).count();
     std::erase_if(teed,
                   [abandoned](const auto& entry) { return entry.second->begun_ms < abandoned; });
-    for (const auto& [id, t] : teed) in_use.insert(t->upstream_id);
     std::string key_marker;
     std::string id_marker;
     std::size_t aborted = 0;
@@ -582,6 +581,13 @@ struct Uploader::Impl {
         const std::string name = key->text();
         if (name.starts_with(b.config.upstream_prefix) &&
             in_flight.count({b.bucket_id, name.substr(b.config.upstream_prefix.size())}) != 0) {
+          continue;
+        }
+        // So may a write-through upload's part, since the listing began.
+        if (std::any_of(teed.begin(), teed.end(), [&](const auto& entry) {
+              const Teed& t = *entry.second;
+              return t.upstream_id == id->text() || (t.beginning && t.upstream_key == name);
+            })) {
           continue;
         }
         auto abort = abort_upload(b, key->text(), id->text());
