@@ -1958,6 +1958,17 @@ class PassagePut final : public UpstreamPut {
   bool failed_ = false;
 };
 
+// Whether `passage` is answered at once because the uploader is not running: no thread of ours
+// would ever take its pieces, so the request fails at its first one.
+bool refused_at_once(const Uploader::Impl& im, Passage& passage) {
+  if (im.running.load(std::memory_order_acquire)) return false;
+  passage.answer.try_send(boost::system::error_code{},
+                          UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "",
+                                         "the server is not sending to the upstream"});
+  passage.pieces.close();
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<UpstreamPut> Uploader::put(std::int64_t bucket_id, std::string key,
@@ -1969,14 +1980,7 @@ std::unique_ptr<UpstreamPut> Uploader::put(std::int64_t bucket_id, std::string k
   headers.insert(headers.end(), std::make_move_iterator(more.begin()),
                  std::make_move_iterator(more.end()));
   auto passage = std::make_shared<Passage>(impl_->io);
-  if (!impl_->running.load(std::memory_order_acquire)) {
-    // No thread of ours would ever take the pieces: the PUT fails at its first one.
-    passage->answer.try_send(boost::system::error_code{},
-                             UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "",
-                                            "the server is not sending to the upstream"});
-    passage->pieces.close();
-    return std::make_unique<PassagePut>(impl_, std::move(passage));
-  }
+  if (refused_at_once(*impl_, *passage)) return std::make_unique<PassagePut>(impl_, passage);
   asio::co_spawn(
       impl_->io,
       impl_->pass_through(bucket_id, std::move(key), length, std::move(headers), passage),
@@ -1991,13 +1995,7 @@ std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::str
                                                 const storage::Metadata& metadata,
                                                 std::vector<http::Header> more) {
   auto passage = std::make_shared<Passage>(impl_->io);
-  if (!impl_->running.load(std::memory_order_acquire)) {
-    passage->answer.try_send(boost::system::error_code{},
-                             UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "",
-                                            "the server is not sending to the upstream"});
-    passage->pieces.close();
-    return std::make_unique<PassagePut>(impl_, std::move(passage));
-  }
+  if (refused_at_once(*impl_, *passage)) return std::make_unique<PassagePut>(impl_, passage);
   asio::co_spawn(
       impl_->io,
       impl_->pass_part(bucket_id, std::move(key), std::move(upload_id), part_number, length,
