@@ -24,8 +24,10 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
+from test_tier_writeback import tier_config  # noqa: E402
 
 
 def size_of(text):
@@ -63,21 +65,9 @@ def main():
         up.create_bucket(Bucket="team-ckpt")
         proxy = fault_proxy.FaultProxy(upstream.port).start()
         proxy.bandwidth = bandwidth
-        config = """
-[[tier.upstream]]
-name = "golden"
-endpoint = "http://127.0.0.1:%d"
-credentials_file = "%s"
-[[tier.bucket]]
-bucket = "ckpt"
-upstream = "golden"
-upstream_bucket = "team-ckpt"
-upstream_prefix = "rack/"
-[tier.writeback]
-delay = "0s"
-part_size = %d
-parallelism = %d
-""" % (proxy.port, credentials, part, parallelism)
+        config = tier_config("http://127.0.0.1:%d" % proxy.port, credentials, prefix="rack/",
+                             delay="0s",
+                             writeback="part_size = %d\nparallelism = %d" % (part, parallelism))
 
         def start_local():
             return s3_support.hots3_server(config, device_size=device,

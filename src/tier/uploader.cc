@@ -918,23 +918,9 @@ struct Uploader::Impl {
       }
     }
     if (upload_id.empty()) {
-      s3client::Request create;
-      create.method = "POST";
-      create.bucket = b.config.upstream_bucket;
-      create.key = key;
-      create.query = {{"uploads", ""}};
-      create.headers = object_headers(o);
-      auto creating = call(*b.upstream, std::move(create), std::string());
-      auto created = co_await std::move(creating);
-      if (!created) co_return failed(what, created.error());
-      if (Outcome out = judge(what, created->head.status, created->body);
-          out.kind != Outcome::Kind::kDone) {
-        co_return out;
-      }
-      if (auto doc = xml::XmlDocument::parse(created->body)) {
-        if (auto id = doc->root().child("UploadId")) upload_id = id->text();
-      }
-      if (upload_id.empty()) co_return malformed(what, "no UploadId in the answer");
+      auto begin = begin_upload(b, key, object_headers(o), upload_id);
+      const Outcome begun = co_await std::move(begin);
+      if (begun.kind != Outcome::Kind::kDone) co_return begun;
       auto keep = resumable ? store.set_tier_upload(job, upload_id) : nothing_to_keep();
       auto kept = co_await std::move(keep);
       if (!kept || !*kept) {
@@ -1512,10 +1498,12 @@ struct Uploader::Impl {
     const std::shared_ptr<Teed> t = slot;
     if (t->upstream_id.empty() && !t->beginning) {
       t->beginning = true;
-      auto begin = begin_upload(b, upstream_key, std::move(create_headers));
-      auto begun = co_await std::move(begin);
+      std::string begun;
+      auto begin = begin_upload(b, upstream_key, std::move(create_headers), begun);
+      const Outcome out = co_await std::move(begin);
+      note(*b.upstream, out);
       t->beginning = false;
-      if (begun) t->upstream_id = std::move(*begun);
+      if (out.kind == Outcome::Kind::kDone) t->upstream_id = std::move(begun);
     }
     asio::steady_timer timer(io);
     while (t->beginning && !stopping) {
@@ -1553,11 +1541,10 @@ struct Uploader::Impl {
     co_return answer;
   }
 
-  // An upstream multipart upload of `upstream_key`: its id, nullopt when the upstream did not
-  // begin one (logged through the health accounting).
-  asio::awaitable<std::optional<std::string>> begin_upload(const Binding& b,
-                                                           std::string upstream_key,
-                                                           std::vector<http::Header> headers) {
+  // Begins an upstream multipart upload of `upstream_key` (its id into `upload_id`): kDone, or
+  // why the upstream did not begin one.
+  asio::awaitable<Outcome> begin_upload(const Binding& b, std::string upstream_key,
+                                        std::vector<http::Header> headers, std::string& upload_id) {
     s3client::Request create;
     create.method = "POST";
     create.bucket = b.config.upstream_bucket;
@@ -1567,14 +1554,14 @@ struct Uploader::Impl {
     const std::string what = fmt::format("multipart upload of {}/{}", create.bucket, create.key);
     auto creating = call(*b.upstream, std::move(create), std::string());
     auto created = co_await std::move(creating);
-    if (!created) co_return std::nullopt;
-    if (judge(what, created->head.status, created->body).kind != Outcome::Kind::kDone) {
-      co_return std::nullopt;
-    }
+    if (!created) co_return failed(what, created.error());
+    Outcome out = judge(what, created->head.status, created->body);
+    if (out.kind != Outcome::Kind::kDone) co_return out;
     if (auto doc = xml::XmlDocument::parse(created->body)) {
-      if (auto id = doc->root().child("UploadId"); id && !id->text().empty()) co_return id->text();
+      if (auto id = doc->root().child("UploadId")) upload_id = id->text();
     }
-    co_return std::nullopt;
+    if (upload_id.empty()) co_return malformed(what, "no UploadId in the answer");
+    co_return out;
   }
 
   // The Complete of a write-through upload committed `object_id` and queued its job: the parts
