@@ -68,6 +68,9 @@ constexpr std::chrono::seconds kWarnInterval{10};
 constexpr std::chrono::seconds kSlowDownHold{1};
 // How often upstream uploads no job uses are looked for (and at start).
 constexpr std::chrono::hours kSweepInterval{1};
+// How soon the sweep looks again at an upload it spared because another of its key was being
+// begun.
+constexpr std::chrono::seconds kSweepRetry{2};
 // A write-through PUT: pieces of its body buffered between the request and the upstream, and how
 // long it waits for an earlier change of its key to reach the upstream first.
 constexpr std::size_t kPassagePieces = 4;
@@ -365,6 +368,26 @@ struct Uploader::Impl {
     std::map<std::uint32_t, storage::TierPart> parts;
   };
   std::map<std::string, std::shared_ptr<Teed>> teed;
+  // What the orphan sweep must spare besides the catalog's uploads: the upstream keys whose
+  // CreateMultipartUpload is unanswered, and the uploads an attempt of this run is using
+  // (it may not have recorded its id yet, or does not keep it: a conflict's side copy).
+  std::multiset<std::string> creating;
+  std::multiset<std::string> live_uploads;
+  // Holds an id in live_uploads for as long as it lives (in an attempt's coroutine frame).
+  class LiveUpload {
+   public:
+    LiveUpload(std::multiset<std::string>& set, const std::string& id)
+        : set_(set), at_(set.insert(id)) {}
+    LiveUpload(const LiveUpload&) = delete;
+    LiveUpload& operator=(const LiveUpload&) = delete;
+    LiveUpload(LiveUpload&&) = delete;
+    LiveUpload& operator=(LiveUpload&&) = delete;
+    ~LiveUpload() { set_.erase(at_); }
+
+   private:
+    std::multiset<std::string>& set_;
+    std::multiset<std::string>::iterator at_;
+  };
   std::promise<void> drained;
 
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
@@ -547,12 +570,10 @@ struct Uploader::Impl {
 
   // Aborts the upstream multipart uploads under the binding's prefix that no job uses: begun
   // for a version a newer change replaced before a restart, or by a server since gone. They hold
-  // space upstream and nothing will complete them.
-  asio::awaitable<void> sweep_orphans(const Binding& b) {
-    auto read = store.tier_upload_ids();
-    auto ids = co_await std::move(read);
-    if (!ids) co_return;
-    const std::set<std::string> in_use(ids->begin(), ids->end());
+  // space upstream and nothing will complete them. true: it spared an upload it could not tell
+  // from one being begun (another of the same key), and should look again soon.
+  asio::awaitable<bool> sweep_orphans(const Binding& b) {
+    bool unsure = false;
     const std::int64_t abandoned = now_ms() - std::chrono::milliseconds(kTeedMax).count();
     std::erase_if(teed,
                   [abandoned](const auto& entry) { return entry.second->begun_ms < abandoned; });
@@ -572,22 +593,25 @@ struct Uploader::Impl {
       if (!listed || listed->head.status != 200) break;  // the probe reports why
       const auto doc = xml::XmlDocument::parse(listed->body);
       if (!doc) break;
+      // Read after the listing: an upload listed and recorded before is among these.
+      auto read = store.tier_upload_ids();
+      auto ids = co_await std::move(read);
+      if (!ids) break;
+      const std::set<std::string> in_use(ids->begin(), ids->end());
       for (const xml::XmlElement& e : doc->root().children()) {
         if (e.name() != "Upload") continue;
         const auto key = e.child("Key");
         const auto id = e.child("UploadId");
         if (!key || !id || in_use.count(id->text()) != 0) continue;
-        // An attempt under way on the key may have begun it and not recorded it yet.
-        const std::string name = key->text();
-        if (name.starts_with(b.config.upstream_prefix) &&
-            in_flight.count({b.bucket_id, name.substr(b.config.upstream_prefix.size())}) != 0) {
+        // Checked as each is reached, since aborts yield: uploads begun since the listing.
+        if (live_uploads.count(id->text()) != 0 ||
+            std::any_of(teed.begin(), teed.end(), [&](const auto& entry) {
+              return entry.second->upstream_id == id->text();
+            })) {
           continue;
         }
-        // So may a write-through upload's part, since the listing began.
-        if (std::any_of(teed.begin(), teed.end(), [&](const auto& entry) {
-              const Teed& t = *entry.second;
-              return t.upstream_id == id->text() || (t.beginning && t.upstream_key == name);
-            })) {
+        if (creating.count(key->text()) != 0) {
+          unsure = true;
           continue;
         }
         auto abort = abort_upload(b, key->text(), id->text());
@@ -608,6 +632,7 @@ struct Uploader::Impl {
       log::info("tier: bucket {}: {} upstream upload(s) no job uses were aborted", b.config.bucket,
                 aborted);
     }
+    co_return unsure;
   }
 
   // The bindings' probes (every kProbeInterval, or at once after a reload) and the sweep of
@@ -626,12 +651,15 @@ struct Uploader::Impl {
         }
       }
       if (now_ms() >= next_sweep_ms) {
-        next_sweep_ms = now_ms() + std::chrono::milliseconds(kSweepInterval).count();
+        bool unsure = false;
         for (auto& [id, b] : bindings) {
           if (stopping) co_return;
           auto sweep = sweep_orphans(b);
-          co_await std::move(sweep);
+          const bool spared = co_await std::move(sweep);
+          unsure = unsure || spared;
         }
+        next_sweep_ms =
+            now_ms() + std::chrono::milliseconds(unsure ? kSweepRetry : kSweepInterval).count();
       }
       timer.expires_after(kReportInterval);
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -917,10 +945,14 @@ struct Uploader::Impl {
         std::fill(confirmed.begin(), confirmed.end(), std::nullopt);
       }
     }
-    if (upload_id.empty()) {
+    std::optional<LiveUpload> live;
+    if (!upload_id.empty()) {
+      live.emplace(live_uploads, upload_id);
+    } else {
       auto begin = begin_upload(b, key, object_headers(o), upload_id);
       const Outcome begun = co_await std::move(begin);
       if (begun.kind != Outcome::Kind::kDone) co_return begun;
+      live.emplace(live_uploads, upload_id);
       auto keep = resumable ? store.set_tier_upload(job, upload_id) : nothing_to_keep();
       auto kept = co_await std::move(keep);
       if (!kept || !*kept) {
@@ -1552,8 +1584,10 @@ struct Uploader::Impl {
     create.query = {{"uploads", ""}};
     create.headers = std::move(headers);
     const std::string what = fmt::format("multipart upload of {}/{}", create.bucket, create.key);
-    auto creating = call(*b.upstream, std::move(create), std::string());
-    auto created = co_await std::move(creating);
+    const auto pending = creating.insert(create.key);
+    auto asking = call(*b.upstream, std::move(create), std::string());
+    auto created = co_await std::move(asking);
+    creating.erase(pending);
     if (!created) co_return failed(what, created.error());
     Outcome out = judge(what, created->head.status, created->body);
     if (out.kind != Outcome::Kind::kDone) co_return out;
@@ -1575,6 +1609,7 @@ struct Uploader::Impl {
     teed.erase(found);
     const auto bound = bindings.find(bucket_id);
     if (bound == bindings.end() || t->upstream_id.empty()) co_return;
+    const LiveUpload live(live_uploads, t->upstream_id);  // until the job has recorded it
     const Binding& b = bound->second;
     std::vector<storage::TierPart> held;
     for (std::size_t i = 0; i < parts.size() && parts[i].part_number == i + 1; ++i) {

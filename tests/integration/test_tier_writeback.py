@@ -618,6 +618,36 @@ class WriteBackTest(unittest.TestCase):
         with self.assertRaises(ClientError):
             self.up.list_parts(Bucket="team-ckpt", Key="orphans/left", UploadId=orphan)
 
+    def test_an_orphan_of_a_key_being_uploaded_at_start_is_aborted_too(self):
+        # A run killed while it uploaded the key left an upload of it open upstream; the next run
+        # sends the key again at once, while its sweep looks for orphans.
+        closed = "http://127.0.0.1:%d" % socket_port_closed()
+        server = self.bound_server("busy", closed)
+        try:
+            client(server.port).put_object(Bucket="busy", Key="k", Body=data(2 * MiB, 61))
+        finally:
+            self.assertEqual(server.stop(), 0)
+            server.cleanup()
+        orphan = self.up.create_multipart_upload(Bucket="team-ckpt", Key="busy/k")["UploadId"]
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            # The sweep's listing is answered a second after the start, while the key, paced to
+            # take four, is under way.
+            proxy.delay_listings = 1.0
+            server = self.bound_server("busy", "http://127.0.0.1:%d" % proxy.port,
+                                       upstream='write_bytes_per_s = "512KiB"')
+            try:
+                got = self.upstream_object("k", timeout=30, prefix="busy/")
+                self.assertEqual(got["Body"].read(), data(2 * MiB, 61))
+                deadline = time.monotonic() + 10
+                while self.up.list_multipart_uploads(Bucket="team-ckpt", Prefix="busy/").get("Uploads"):
+                    self.assertLess(time.monotonic(), deadline, "the orphan is still there")
+                    time.sleep(0.05)
+            finally:
+                self.assertEqual(server.stop(), 0)
+                server.cleanup()
+        with self.assertRaises(ClientError):
+            self.up.list_parts(Bucket="team-ckpt", Key="busy/k", UploadId=orphan)
+
     def test_writes_past_the_owed_budget_slow_down_and_deletes_make_room(self):
         closed = "http://127.0.0.1:%d" % socket_port_closed()
         server = self.bound_server("budget", closed, 'max_dirty = "1MiB"\nmax_dirty_age = "1s"')

@@ -16,6 +16,7 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
                                       # answer is replaced by 500 InternalError
         proxy.refuse_heads = 2        # the next 2 HEAD requests answered 503, never forwarded
         proxy.bandwidth = 50 << 20    # request bodies pass at most this many bytes/s, in all
+        proxy.delay_listings = 1.5    # a ListMultipartUploads is forwarded after this many seconds
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ..."""
 
 import random
@@ -47,6 +48,7 @@ class FaultProxy:
         self.resets = 0
         self.body_bytes = 0      # request body bytes passed to the upstream
         self.bandwidth = None    # bytes/s of request bodies, for all connections together
+        self.delay_listings = 0.0  # seconds a ListMultipartUploads waits before it is forwarded
         self._next_send = 0.0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
@@ -155,6 +157,8 @@ class FaultProxy:
                     client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
                                    b"Content-Length: %d\r\n\r\n%s" % (len(SLOWDOWN), SLOWDOWN))
                     continue
+                if self.delay_listings and _lists_uploads(head):
+                    time.sleep(self.delay_listings)
                 if upstream is None:
                     upstream = self._track(socket.create_connection(("127.0.0.1", self.upstream_port)))
                 if (_header(head, b"expect") or b"").lower() == b"100-continue":
@@ -238,6 +242,14 @@ def _header(head, name):
         if k.strip().lower() == name:
             return v.strip()
     return None
+
+
+def _lists_uploads(head):
+    """Whether the request is a ListMultipartUploads (GET of a bucket with ?uploads)."""
+    line = head.split(b"\r\n", 1)[0].split(b" ")
+    if len(line) < 2 or line[0] != b"GET" or b"?" not in line[1]:
+        return False
+    return b"uploads" in [p.split(b"=", 1)[0] for p in line[1].split(b"?", 1)[1].split(b"&")]
 
 
 def _content_length(head):
