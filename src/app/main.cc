@@ -100,6 +100,7 @@ int run(int argc, char** argv) {
   bool status_json = false;
   bool flush_wait = false;
   std::string flush_bucket, flush_prefix;
+  std::string evict_bucket, evict_prefix;
   const auto endpoint_options = [&tier_options](CLI::App* command) {
     command->add_option("--endpoint", tier_options.endpoint, "The server: http://HOST:PORT")
         ->required();
@@ -118,6 +119,11 @@ int run(int argc, char** argv) {
   flush->add_flag("--wait", flush_wait,
                   "Return once everything acknowledged under the prefix before the call is "
                   "upstream");
+  CLI::App* evict = tier->add_subcommand(
+      "evict", "Free the device space of objects the upstream holds; GETs read them through");
+  endpoint_options(evict);
+  evict->add_option("--bucket", evict_bucket, "The bound bucket")->required();
+  evict->add_option("--prefix", evict_prefix, "Only keys starting with this");
 
   try {
     app.parse(argc, argv);
@@ -134,6 +140,7 @@ int run(int argc, char** argv) {
   if (flush->parsed()) {
     return hots3::app::tier_flush(tier_options, flush_bucket, flush_prefix, flush_wait);
   }
+  if (evict->parsed()) return hots3::app::tier_evict(tier_options, evict_bucket, evict_prefix);
   if (check->parsed()) {
     hots3::config::Config config;
     if (!check_config.empty()) hots3::config::apply_file(config, check_config);

@@ -141,7 +141,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
     uploader->start();
   }
   auto handler = s3::make_handler(*store, config.s3, users.users, health_probes(uploader),
-                                  uploader ? &*uploader : nullptr);
+                                  uploader ? &*uploader : nullptr, uploader ? &*uploader : nullptr);
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);
   http::Server server(config.http, *handler, workers.contexts());

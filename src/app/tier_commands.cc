@@ -62,6 +62,14 @@ aws::Credentials credentials() {
   return c;
 }
 
+// A client of the server signing as the environment's user.
+s3client::Options signed_options(const TierCommandOptions& o) {
+  s3client::Options s3;
+  s3.http = client_options(o);
+  s3.credentials = credentials();
+  return s3;
+}
+
 std::string child_text(const xml::XmlDocument& doc, const char* name) {
   auto e = doc.root().child(name);
   return e ? e->text() : std::string();
@@ -87,10 +95,7 @@ int tier_status(const TierCommandOptions& options, bool json) {
 int tier_flush(const TierCommandOptions& options, const std::string& bucket,
                const std::string& prefix, bool wait) {
   asio::io_context io;
-  s3client::Options s3;
-  s3.http = client_options(options);
-  s3.credentials = credentials();
-  s3client::Client client(io.get_executor(), std::move(s3));
+  s3client::Client client(io.get_executor(), signed_options(options));
   std::string seq;
   for (;;) {
     s3client::Request request;
@@ -140,6 +145,32 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
                 owed.c_str(), parked.c_str());
     std::fflush(stdout);
   }
+}
+
+int tier_evict(const TierCommandOptions& options, const std::string& bucket,
+               const std::string& prefix) {
+  asio::io_context io;
+  s3client::Client client(io.get_executor(), signed_options(options));
+  s3client::Request request;
+  request.method = "POST";
+  request.bucket = bucket;
+  request.query = {{"x-hots3-evict", ""}, {"prefix", prefix}};
+  auto reply = run(io, client.request(std::move(request), std::string()));
+  if (!reply) {
+    std::fprintf(stderr, "hots3 tier evict: %s: %s\n", options.endpoint.c_str(),
+                 reply.error().message().c_str());
+    return 1;
+  }
+  const auto doc = xml::XmlDocument::parse(reply->body);
+  if (reply->head.status != 200 || !doc) {
+    const auto e = s3client::parse_error(reply->body);
+    std::fprintf(stderr, "hots3 tier evict: HTTP %u %s: %s\n", reply->head.status,
+                 e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
+    return 1;
+  }
+  std::printf("%s/%s: %s objects evicted, %s bytes freed\n", bucket.c_str(), prefix.c_str(),
+              child_text(*doc, "Objects").c_str(), child_text(*doc, "Bytes").c_str());
+  return 0;
 }
 
 }  // namespace hots3::app

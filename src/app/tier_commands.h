@@ -24,4 +24,10 @@ int tier_status(const TierCommandOptions& options, bool json);
 int tier_flush(const TierCommandOptions& options, const std::string& bucket,
                const std::string& prefix, bool wait);
 
+// Frees the device space of the objects under `prefix` of `bucket` that the upstream holds
+// (POST /bucket?x-hots3-evict, signed as tier_flush); a GET reads them through again. Prints
+// what was freed; 0, or 1 when the server refused or failed.
+int tier_evict(const TierCommandOptions& options, const std::string& bucket,
+               const std::string& prefix);
+
 }  // namespace hots3::app

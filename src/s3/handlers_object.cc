@@ -11,6 +11,7 @@
 #include "object_response.h"
 #include "object_spec.h"
 #include "range.h"
+#include "read_through.h"
 #include "request_xml.h"
 #include "s3_xml.h"
 #include "service.h"
@@ -190,8 +191,16 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
     record = std::move(*found);
   } else {
-    auto opened = co_await s.store().open_reader(bucket->id, r.key);
-    if (!opened && opened.error() != errc::kNotFound)
+    auto opening = s.store().open_reader(bucket->id, r.key);
+    auto opened = co_await std::move(opening);
+    if (!opened && opened.error() == errc::kUnavailable && s.read_through() != nullptr) {
+      // Evicted: the record says what to send, and the data comes from the upstream.
+      auto found = s.store().head(bucket->id, r.key);
+      if (found && *found && (*found)->tier_state == storage::TierState::kUpstreamOnly) {
+        record = std::move(*found);
+      }
+    }
+    if (!opened && !record && opened.error() != errc::kNotFound)
       co_return co_await s.send_error(r, from_errc(opened.error()));
     if (opened) reader = std::move(*opened);
   }
@@ -225,6 +234,12 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   add_object_headers(head, r, object, selection);
   const unsigned status = head.status;
   if (head_only) co_return co_await s.send_empty(r, status, std::move(head));
+  if (!reader) {
+    auto reading = read_through(s, r, *record, selection, std::move(head));
+    co_await std::move(reading);
+    co_return;
+  }
+  if (bucket->tier != storage::BucketTier::kNone) head.add("x-hots3-cache", "hit");
 
   reader->set_range(selection.offset_bytes, selection.length_bytes);
   const auto started = co_await r.exchange.write_head(std::move(head));

@@ -1,5 +1,6 @@
-// hots3's own operation on a bucket bound to an upstream: flush (POST /bucket?x-hots3-flush),
-// which sends a prefix's changes up now and answers once the upstream has them.
+// hots3's own operations on a bucket bound to an upstream: flush (POST /bucket?x-hots3-flush),
+// which sends a prefix's changes up now and answers once the upstream has them, and evict
+// (POST /bucket?x-hots3-evict), which frees the device space of what the upstream holds.
 
 #include "s3_xml.h"
 #include "service.h"
@@ -7,6 +8,24 @@
 #include <charconv>
 
 namespace hots3::s3 {
+
+namespace {
+
+// Whether `bucket` is bound in write-back or write-through mode (a write-through bucket owes
+// changes too: those whose request gave up waiting for them); otherwise answers why not.
+asio::awaitable<bool> bound_to_send(Service& s, Request& r, const storage::BucketRecord& bucket) {
+  if (bucket.tier == storage::BucketTier::kWriteback ||
+      bucket.tier == storage::BucketTier::kWritethrough) {
+    co_return true;
+  }
+  auto refusing = s.send_error(
+      r, Error(Code::kInvalidRequest,
+               "The bucket is not bound to an upstream in write-back or write-through mode."));
+  co_await std::move(refusing);
+  co_return false;
+}
+
+}  // namespace
 
 // POST /bucket?x-hots3-flush[&prefix=P][&seq=N][&wait=false]: the changes acknowledged under P
 // go up at once, without the coalescing delay. The answer comes once the upstream has all of
@@ -17,13 +36,9 @@ namespace hots3::s3 {
 asio::awaitable<void> flush_bucket(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return;
-  // A write-through bucket owes changes too: those whose request gave up waiting for them.
-  if (bucket->tier != storage::BucketTier::kWriteback &&
-      bucket->tier != storage::BucketTier::kWritethrough) {
-    co_return co_await s.send_error(
-        r, Error(Code::kInvalidRequest,
-                 "The bucket is not bound to an upstream in write-back or write-through mode."));
-  }
+  auto checking = bound_to_send(s, r, *bucket);
+  const bool bound = co_await std::move(checking);
+  if (!bound) co_return;
   std::int64_t seq = 0;
   if (const std::string* given = r.param("seq")) {
     const auto [end, ec] = std::from_chars(given->data(), given->data() + given->size(), seq);
@@ -59,6 +74,30 @@ asio::awaitable<void> flush_bucket(Service& s, Request& r) {
   xml.element("Owed", std::to_string(result.owed.jobs));
   xml.element("Parked", std::to_string(result.owed.parked));
   if (result.owed.parked > 0) xml.element("ParkedError", result.owed.parked_error);
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+// POST /bucket?x-hots3-evict[&prefix=P]: the versions under P that the upstream holds, and that
+// no queued change needs, give their device space back; a GET reads them through again.
+asio::awaitable<void> evict_bucket(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kWrite);
+  if (!bucket) co_return;
+  auto checking = bound_to_send(s, r, *bucket);
+  const bool bound = co_await std::move(checking);
+  if (!bound) co_return;
+  if (s.read_through() == nullptr) {
+    co_return co_await s.send_error(
+        r, Error(Code::kServiceUnavailable, "The bucket's upstream is not served by this server."));
+  }
+  const std::string prefix = r.param("prefix") ? *r.param("prefix") : std::string();
+  auto evicting = s.store().evict_objects(bucket->id, {prefix, false});
+  auto evicted = co_await std::move(evicting);
+  if (!evicted) co_return co_await s.send_error(r, from_errc(evicted.error()));
+  XmlWriter xml("EvictResult");
+  xml.element("Bucket", bucket->name);
+  xml.element("Prefix", prefix);
+  xml.element("Objects", std::to_string(evicted->objects));
+  xml.element("Bytes", std::to_string(evicted->bytes));
   co_await s.send_xml(r, 200, xml.finish());
 }
 

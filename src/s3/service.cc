@@ -21,12 +21,13 @@ namespace hots3::s3 {
 
 Service::Service(storage::ObjectStore& store, const config::S3Config& config,
                  std::vector<config::UserConfig> users, http::ProbeFn probes,
-                 tier::WriteThrough* write_through)
+                 tier::WriteThrough* write_through, tier::ReadThrough* read_through)
     : store_(store),
       config_(config),
       authenticator_(config_, std::move(users)),
       probes_(std::move(probes)),
-      write_through_(write_through) {
+      write_through_(write_through),
+      read_through_(read_through) {
   std::array<std::byte, 24> id{};
   random_bytes(id);
   host_id_ = aws::base64_encode(id);
@@ -285,10 +286,10 @@ asio::awaitable<std::vector<std::optional<Error>>> Service::upstream_confirms_ea
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
                                             const config::S3Config& config,
                                             std::vector<config::UserConfig> users,
-                                            http::ProbeFn probes,
-                                            tier::WriteThrough* write_through) {
+                                            http::ProbeFn probes, tier::WriteThrough* write_through,
+                                            tier::ReadThrough* read_through) {
   return std::make_unique<Service>(store, config, std::move(users), std::move(probes),
-                                   write_through);
+                                   write_through, read_through);
 }
 
 }  // namespace hots3::s3

@@ -13,6 +13,7 @@
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
 #include "hots3/storage/object_store.h"
+#include "hots3/tier/readthrough.h"
 #include "hots3/tier/writethrough.h"
 
 #include <boost/asio/awaitable.hpp>
@@ -30,7 +31,7 @@ class Service final : public http::Handler {
  public:
   Service(storage::ObjectStore& store, const config::S3Config& config,
           std::vector<config::UserConfig> users, http::ProbeFn probes,
-          tier::WriteThrough* write_through = nullptr);
+          tier::WriteThrough* write_through = nullptr, tier::ReadThrough* read_through = nullptr);
 
   asio::awaitable<void> handle(http::Exchange& exchange) override;
   [[nodiscard]] std::optional<http::Probe> probe(std::string_view target) const override {
@@ -48,6 +49,8 @@ class Service final : public http::Handler {
   ClientTokens& client_tokens() { return client_tokens_; }
   // Where PUTs to write-through buckets go upstream; nullptr when nothing is bound.
   tier::WriteThrough* write_through() const { return write_through_; }
+  // Where GETs of evicted versions read their data; nullptr when nothing is bound.
+  tier::ReadThrough* read_through() const { return read_through_; }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
@@ -113,6 +116,7 @@ class Service final : public http::Handler {
   ClientTokens client_tokens_;
   http::ProbeFn probes_;
   tier::WriteThrough* write_through_;
+  tier::ReadThrough* read_through_;
 };
 
 // ---- operations (handlers_*.cc) ----
@@ -125,6 +129,7 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2);
 asio::awaitable<void> bucket_subresource(Service& s, Request& r);  // versioning, acl, policy, ...
 
 asio::awaitable<void> flush_bucket(Service& s, Request& r);  // hots3's own
+asio::awaitable<void> evict_bucket(Service& s, Request& r);  // hots3's own
 asio::awaitable<void> put_object(Service& s, Request& r);
 asio::awaitable<void> get_object(Service& s, Request& r, bool head);
 asio::awaitable<void> delete_object(Service& s, Request& r);

@@ -302,12 +302,17 @@ std::vector<Owner> collect_owners(detail::Connection& db,
   std::vector<Owner> owners;
   auto q = db.query(
       "SELECT o.id, coalesce(b.name, '#' || o.bucket_id), o.key, o.size, o.is_inline, "
-      "length(i.data), b.id IS NULL, i.data, i.checksum FROM objects o "
+      "length(i.data), b.id IS NULL, i.data, i.checksum, o.tier_state FROM objects o "
       "LEFT JOIN buckets b ON b.id = o.bucket_id LEFT JOIN inline_data i ON i.object_id = o.id");
   for (auto row = q.step(); row.value(); row = q.step()) {
     const std::string what = fmt::format("object {}/{}", q.text(1), q.text(2));
     if (q.int64(6) != 0) add(report, what + ": its bucket does not exist");
     auto extents = take_extents(q.int64(0));
+    if (q.int64(9) == static_cast<std::int64_t>(TierState::kUpstreamOnly)) {
+      // Evicted: its data is upstream only, and nothing of it may be here.
+      if (!extents.empty() || q.int64(4) != 0) add(report, what + ": evicted, yet it holds data");
+      continue;
+    }
     if (q.int64(4) == 0) {
       owners.push_back({what, q.uint64(3), std::move(extents)});
       continue;

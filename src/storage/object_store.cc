@@ -427,6 +427,53 @@ class StoreImpl final : public ObjectStore {
     co_return deferred;
   }
 
+  asio::awaitable<Result<Evicted>> evict_objects(std::int64_t bucket_id, KeySpan span) override {
+    // In batches: a large prefix is not one transaction that holds every other write back.
+    constexpr std::size_t kBatch = 256;
+    Evicted evicted;
+    for (;;) {
+      std::vector<std::pair<ObjectRecord, ExtentList>> batch;
+      H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+        batch.clear();
+        H3_TRY(auto found, t.evictable_objects(bucket_id, span, kBatch));
+        for (ObjectRecord& o : found) {
+          H3_TRY(auto freed, t.evict_object(o.id));
+          batch.emplace_back(std::move(o), std::move(freed));
+        }
+        return {};
+      }));
+      for (auto& [o, freed] : batch) {
+        core_.metadata->invalidate(bucket_id, o.key);
+        core_.retirement->retire(std::move(freed), o.id);
+        ++evicted.objects;
+        evicted.bytes += o.size_bytes;
+      }
+      if (batch.size() < kBatch) break;
+    }
+    co_return evicted;
+  }
+
+  asio::awaitable<Result<ObjectRecord>> fill_object(std::unique_ptr<ObjectWriter> writer,
+                                                    ObjectRecord stub) override {
+    detail::WrittenData data = detail::written_data(*writer);
+    if (data.inline_data || data.size_bytes != stub.size_bytes) co_return errc::kInvalidArgument;
+    ObjectRecord filled = std::move(stub);
+    const std::int64_t stub_id = filled.id;
+    filled.tier_state = TierState::kLocalAndUpstream;
+    bool refilled = false;
+    // A new version id: caches keyed by version (layouts, blocks) never see the stub's id with
+    // data, and a reader of the stub was refused before it looked for any.
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      filled.id = t.next_id();
+      H3_TRY(refilled, t.refill_object(stub_id, filled.id, data.extents));
+      return {};
+    }));
+    if (!refilled) co_return errc::kPreconditionFailed;
+    detail::mark_committed(*writer);
+    core_.metadata->invalidate(filled.bucket_id, filled.key);
+    co_return filled;
+  }
+
   Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id,
                                                    std::string_view key) override {
     return detail::lookup_object(core_, bucket_id, key, /*with_data=*/false);
@@ -461,7 +508,10 @@ class StoreImpl final : public ObjectStore {
     object.headers = std::move(spec.headers);
     object.user_metadata = std::move(spec.user_metadata);
     object.checksums = std::move(spec.checksums);
-    if (spec.upstream_etag) object.tier_state = TierState::kLocalAndUpstream;
+    if (spec.upstream_etag) {
+      object.tier_state = TierState::kLocalAndUpstream;
+      if (*spec.upstream_etag != object.etag) object.upstream_etag = *spec.upstream_etag;
+    }
     // Write-through of the record once it is durable: HEADs after a PUT need no catalog read.
     // Not of a small object's data (the record says "inline, bytes not loaded"; its first GET
     // reads them): copying every small PUT's bytes into a growing cache cost a third of the
@@ -507,11 +557,7 @@ class StoreImpl final : public ObjectStore {
             H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes,
                                 spec.copied_from));
           }
-          H3_TRY(insert(t));
-          if (spec.upstream_etag && *spec.upstream_etag != object.etag) {
-            return t.set_object_uploaded(object.id, *spec.upstream_etag);
-          }
-          return {};
+          return insert(t);
         },
         [&] { core_.metadata->put(cache_update); }));
     detail::mark_committed(*writer);
@@ -542,6 +588,8 @@ class StoreImpl final : public ObjectStore {
       if (!b || b->id != bucket.id) return errc::kNotFound;
       H3_TRY(auto current, t.find_object(bucket.id, object.key));
       if ((current ? current->id : 0) != base_version) return errc::kPreconditionFailed;
+      // An evicted base has no data here to keep.
+      if (current && current->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
       object.id = t.next_id();
       std::uint64_t kept_bytes = 0;
       object.parts_count = static_cast<std::uint32_t>(new_parts.size());
@@ -628,6 +676,8 @@ class StoreImpl final : public ObjectStore {
         moved = std::move(*source);
         return {};
       }
+      // Under a new name a version is uploaded again, from data an evicted one has not here.
+      if (source->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
       H3_TRY(auto target, t.find_object(bucket_id, to));
       if (check) H3_TRY(check(*source, target));
       if (tracked) {

@@ -78,6 +78,10 @@ constexpr std::chrono::seconds kPassageTurnMax{30};
 // A teed upload not completed nor aborted by then is taken for abandoned (its client is gone):
 // the sweep aborts it upstream, and its Complete, should it come, sends every part.
 constexpr std::chrono::hours kTeedMax{24};
+// A read-through: pieces of the upstream's answer in flight to the request's worker, and their
+// size. The upstream is read no faster than the client takes the bytes.
+constexpr std::size_t kFetchPieces = 8;
+constexpr std::size_t kFetchPieceBytes = 256 * kKiB;
 
 struct Upstream {
   config::UpstreamConfig config;
@@ -329,6 +333,16 @@ struct Passage {
   // the two).
   std::string expected_etag;
   std::int64_t own_job = 0;
+};
+
+// A read-through between the uploader's thread and the request's worker: the pieces of the
+// upstream's answer (an empty one: the end), or the error that ended it. The request closes
+// `pieces` to cut the GET off.
+struct Fetch {
+  using Pieces = asio::experimental::concurrent_channel<void(boost::system::error_code,
+                                                             std::vector<std::byte>)>;
+  explicit Fetch(asio::io_context& io) : pieces(io, kFetchPieces) {}
+  Pieces pieces;
 };
 
 }  // namespace
@@ -1573,6 +1587,81 @@ struct Uploader::Impl {
     co_return answer;
   }
 
+  // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
+  asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
+                                      std::uint64_t offset, std::uint64_t length, bool whole,
+                                      std::shared_ptr<Fetch> fetch) {
+    const auto end = [&fetch](errc e) {
+      fetch->pieces.try_send(make_error_code(e), std::vector<std::byte>{});
+      fetch->pieces.close();
+    };
+    const auto bound = bindings.find(bucket_id);
+    if (bound == bindings.end() || stopping) co_return end(errc::kUnavailable);
+    Binding& b = bound->second;
+    Upstream& u = *b.upstream;
+    s3client::Request get;
+    get.method = "GET";
+    get.bucket = b.config.upstream_bucket;
+    get.key = b.config.upstream_prefix + key;
+    get.headers = {{"If-Match", "\"" + etag + "\""}};
+    if (!whole) {
+      get.headers.push_back({"Range", fmt::format("bytes={}-{}", offset, offset + length - 1)});
+    }
+    const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
+    auto admit = admitted(u);
+    co_await std::move(admit);
+    auto start = u.client->start(std::move(get));
+    auto call = co_await std::move(start);
+    if (!call) {
+      note(u, failed(what, call.error()));
+      co_return end(errc::kUnavailable);
+    }
+    auto answer = (*call)->response();
+    auto head = co_await std::move(answer);
+    if (!head) {
+      note(u, failed(what, head.error()));
+      co_return end(errc::kUnavailable);
+    }
+    if (head->status != (whole ? 200U : 206U)) {
+      auto read = (*call)->read_all(kAnswerBytesMax);
+      auto body = co_await std::move(read);
+      const Outcome out = judge(what, head->status, body ? *body : std::string());
+      note(u, out);
+      if (head->status == 412) co_return end(errc::kPreconditionFailed);
+      if (head->status == 404) co_return end(errc::kNotFound);
+      log::warn("tier: {}: {}", what, out.cause);
+      co_return end(errc::kUnavailable);
+    }
+    if (head->content_length != length) {
+      note(u, malformed(what, fmt::format("{} bytes where {} were asked for",
+                                          head->content_length.value_or(0), length)));
+      co_return end(errc::kUnavailable);
+    }
+    std::uint64_t passed = 0;
+    for (;;) {
+      std::vector<std::byte> piece(kFetchPieceBytes);
+      auto reading = (*call)->read_body(piece);
+      auto got = co_await std::move(reading);
+      if (!got) {
+        note(u, failed(what, got.error()));
+        co_return end(errc::kUnavailable);
+      }
+      if (*got == 0) break;
+      piece.resize(*got);
+      passed += *got;
+      auto sending = fetch->pieces.async_send(boost::system::error_code{}, std::move(piece),
+                                              asio::as_tuple(asio::use_awaitable));
+      auto [e] = co_await std::move(sending);
+      if (e) co_return;  // the request let go: the connection closes with `call`
+    }
+    if (passed != length) co_return end(errc::kUnavailable);
+    Outcome done;
+    note(u, done);
+    auto ending = fetch->pieces.async_send(boost::system::error_code{}, std::vector<std::byte>{},
+                                           asio::as_tuple(asio::use_awaitable));
+    co_await std::move(ending);
+  }
+
   // Begins an upstream multipart upload of `upstream_key` (its id into `upload_id`): kDone, or
   // why the upstream did not begin one.
   asio::awaitable<Outcome> begin_upload(const Binding& b, std::string upstream_key,
@@ -1980,6 +2069,34 @@ class PassagePut final : public UpstreamPut {
   bool failed_ = false;
 };
 
+// The request's end of a read-through.
+class FetchRead final : public UpstreamRead {
+ public:
+  FetchRead(std::shared_ptr<Uploader::Impl> impl, std::shared_ptr<Fetch> fetch)
+      : impl_(std::move(impl)), fetch_(std::move(fetch)) {}
+  ~FetchRead() override { fetch_->pieces.close(); }
+  FetchRead(const FetchRead&) = delete;
+  FetchRead& operator=(const FetchRead&) = delete;
+  FetchRead(FetchRead&&) = delete;
+  FetchRead& operator=(FetchRead&&) = delete;
+
+  asio::awaitable<Result<std::span<const std::byte>>> next() override {
+    auto [e, piece] = co_await fetch_->pieces.async_receive(asio::as_tuple(asio::use_awaitable));
+    if (e) {
+      // Ours (errc) say why; the channel's own (closed, cancelled) mean the uploader stopped.
+      if (e.category() == make_error_code(errc::kUnavailable).category()) co_return e;
+      co_return errc::kUnavailable;
+    }
+    current_ = std::move(piece);
+    co_return std::span<const std::byte>(current_);
+  }
+
+ private:
+  std::shared_ptr<Uploader::Impl> impl_;  // keeps the io_context of the channel
+  std::shared_ptr<Fetch> fetch_;
+  std::vector<std::byte> current_;
+};
+
 // Whether `passage` is answered at once because the uploader is not running: no thread of ours
 // would ever take its pieces, so the request fails at its first one.
 bool refused_at_once(const Uploader::Impl& im, Passage& passage) {
@@ -2008,6 +2125,21 @@ std::unique_ptr<UpstreamPut> Uploader::put(std::int64_t bucket_id, std::string k
       impl_->pass_through(bucket_id, std::move(key), length, std::move(headers), passage),
       asio::detached);
   return std::make_unique<PassagePut>(impl_, std::move(passage));
+}
+
+std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string key,
+                                             std::string etag, std::uint64_t offset,
+                                             std::uint64_t length, bool whole) {
+  auto fetch = std::make_shared<Fetch>(impl_->io);
+  if (!impl_->running.load(std::memory_order_acquire)) {
+    fetch->pieces.try_send(make_error_code(errc::kUnavailable), std::vector<std::byte>{});
+  } else {
+    asio::co_spawn(impl_->io,
+                   impl_->fetch_through(bucket_id, std::move(key), std::move(etag), offset, length,
+                                        whole, fetch),
+                   asio::detached);
+  }
+  return std::make_unique<FetchRead>(impl_, std::move(fetch));
 }
 
 std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::string key,

@@ -17,7 +17,10 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
         proxy.refuse_heads = 2        # the next 2 HEAD requests answered 503, never forwarded
         proxy.bandwidth = 50 << 20    # request bodies pass at most this many bytes/s, in all
         proxy.delay_listings = 1.5    # a ListMultipartUploads is forwarded after this many seconds
-        ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ..."""
+        proxy.flip_answer_byte = 100  # the next GET's answer reaches hots3 with this byte of its
+                                      # body flipped
+        ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ...
+        ... proxy.lines: the request lines received, in order ..."""
 
 import random
 import socket
@@ -49,6 +52,8 @@ class FaultProxy:
         self.body_bytes = 0      # request body bytes passed to the upstream
         self.bandwidth = None    # bytes/s of request bodies, for all connections together
         self.delay_listings = 0.0  # seconds a ListMultipartUploads waits before it is forwarded
+        self.flip_answer_byte = None  # flip this byte of the next GET answer's body
+        self.lines = []          # request lines ("GET /bucket/key?query HTTP/1.1"), in order
         self._next_send = 0.0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
@@ -123,6 +128,10 @@ class FaultProxy:
                 length = _content_length(head)
                 with self._lock:
                     self.requests += 1
+                    self.lines.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
+                    flip = self.flip_answer_byte if head.startswith(b"GET ") else None
+                    if flip is not None:
+                        self.flip_answer_byte = None
                     refuse = self._random.random() < self.slowdown
                     reset_at = self.reset_after if length > 0 else None
                     if reset_at is not None:
@@ -205,7 +214,7 @@ class FaultProxy:
                         self.lost += 1
                     _reset(client)
                     return
-                if not _relay_response(upstream, client, head.startswith(b"HEAD ")):
+                if not _relay_response(upstream, client, head.startswith(b"HEAD "), flip):
                     return
         except OSError:
             return
@@ -257,8 +266,9 @@ def _content_length(head):
     return int(value) if value else 0
 
 
-def _relay_response(upstream, client, head_only):
-    """Copies one response from upstream to client; False when either side is gone."""
+def _relay_response(upstream, client, head_only, flip=None):
+    """Copies one response from upstream to client (with byte `flip` of its body flipped);
+    False when either side is gone."""
     head, rest = _read_head(upstream, b"")
     if head is None:
         return False
@@ -278,6 +288,8 @@ def _relay_response(upstream, client, head_only):
     body, _ = _read_exactly(upstream, rest, _content_length(head))
     if body is None:
         return False
+    if flip is not None and flip < len(body):
+        body = body[:flip] + bytes([body[flip] ^ 0xFF]) + body[flip + 1:]
     client.sendall(head + body)
     return True
 

@@ -14,19 +14,22 @@ class ObjectStore;
 }
 
 namespace hots3::tier {
+class ReadThrough;
 class WriteThrough;
-}
+}  // namespace hots3::tier
 
 namespace hots3::s3 {
 
 // `store` must outlive the handler. Users are fixed for the handler's lifetime. `probes`
 // answers the health probes beyond live and ready (http::Handler::probe). `write_through`
 // (outliving the handler) takes the PUTs of buckets bound in write-through mode; without it,
-// they are refused.
+// they are refused. `read_through` (outliving the handler) brings back the data of evicted
+// versions; without it, their GETs answer 503.
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
                                             const config::S3Config& config,
                                             std::vector<config::UserConfig> users,
                                             http::ProbeFn probes = {},
-                                            tier::WriteThrough* write_through = nullptr);
+                                            tier::WriteThrough* write_through = nullptr,
+                                            tier::ReadThrough* read_through = nullptr);
 
 }  // namespace hots3::s3

@@ -98,6 +98,12 @@ struct ObjectSpec {
   std::optional<std::string> upstream_etag;
 };
 
+// What evict_objects freed.
+struct Evicted {
+  std::uint64_t objects = 0;
+  std::uint64_t bytes = 0;
+};
+
 struct StoreStats {
   std::uint64_t device_bytes = 0;
   std::uint64_t used_bytes = 0;
@@ -396,6 +402,21 @@ class ObjectStore {
   // false: a newer change replaced the job.
   virtual boost::asio::awaitable<Result<bool>> defer_tier_job(TierJob job, std::int64_t due_ms,
                                                               std::string error, bool park) = 0;
+
+  // ---- tiering: eviction and read-through ----
+  // Frees the device space of the versions of `span` that are safely upstream (kLocalAndUpstream),
+  // not inline, and needed by no queued change of the bucket (the key's own, or a copy's from
+  // it): each becomes kUpstreamOnly, its row kept for HEAD and LIST. A reader that opened a
+  // version before keeps reading it.
+  virtual boost::asio::awaitable<Result<Evicted>> evict_objects(std::int64_t bucket_id,
+                                                                KeySpan span) = 0;
+  // Gives the evicted version `stub` the data of a finished writer (made with for_part, so that
+  // it has extents), fetched from the upstream: it becomes kLocalAndUpstream under a new version
+  // id, keeping its ETag, Last-Modified, headers, metadata, checksums and part table. Errors:
+  // kPreconditionFailed (the key's current version is no longer `stub`, evicted), kInvalidArgument
+  // (not the stub's size).
+  virtual boost::asio::awaitable<Result<ObjectRecord>> fill_object(
+      std::unique_ptr<ObjectWriter> writer, ObjectRecord stub) = 0;
 
   [[nodiscard]] virtual StoreStats stats() const = 0;
   // Whether writers' digest() is the MD5 of the data (StoreOptions::compute_md5).

@@ -72,6 +72,9 @@ struct ObjectRecord {
   Metadata user_metadata;
   ChecksumSet checksums;
   std::optional<std::string> inline_data;  // small objects live in the catalog
+  // The upstream's ETag of this version where it is not `etag` (an appended object's, sent in
+  // parts of another size).
+  std::optional<std::string> upstream_etag;
 };
 
 // A run of an object's (or part's) data on the device.

@@ -24,6 +24,7 @@
 
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
+#include "hots3/tier/readthrough.h"
 #include "hots3/tier/writethrough.h"
 
 #include <cstdint>
@@ -48,7 +49,7 @@ struct UploaderStats {
   std::uint64_t conflicts = 0;   // keys another writer had changed upstream
 };
 
-class Uploader final : public WriteThrough {
+class Uploader final : public WriteThrough, public ReadThrough {
  public:
   // Reads each upstream's credentials file (throws config::ConfigError when one cannot be
   // read). `bucket_owner` owns the bound buckets that do not exist yet. `rebind`: a bucket whose
@@ -89,6 +90,12 @@ class Uploader final : public WriteThrough {
                                            std::string upload_id, std::int64_t object_id,
                                            std::vector<storage::TierPart> parts) override;
   void abort_parts(std::string upload_id) override;
+
+  // Read-through of evicted versions (see readthrough.h). A read started before start() or after
+  // stop() fails.
+  std::unique_ptr<UpstreamRead> read(std::int64_t bucket_id, std::string key, std::string etag,
+                                     std::uint64_t offset, std::uint64_t length,
+                                     bool whole) override;
 
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.

@@ -172,8 +172,8 @@ Result<std::optional<ObjectRecord>> find_object_with_data_on(Connection& c, std:
   if (!row) return std::optional<ObjectRecord>{};
   ObjectRecord o = read_object(q);
   if (o.inline_data) {
-    if (q.is_null(23)) return errc::kCorrupt;
-    H3_TRY(*o.inline_data, verified_inline_data(q, 23, o.id));
+    if (q.is_null(kObjectColumns)) return errc::kCorrupt;
+    H3_TRY(*o.inline_data, verified_inline_data(q, kObjectColumns, o.id));
   }
   return std::optional<ObjectRecord>(std::move(o));
 }

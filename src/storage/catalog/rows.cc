@@ -83,6 +83,7 @@ ObjectRecord read_object(const Query& q) {
   o.checksums.sha1 = q.optional_text(20);
   o.checksums.sha256 = q.optional_text(21);
   o.checksums.type = q.optional_text(22);
+  o.upstream_etag = q.optional_text(23);
   return o;
 }
 

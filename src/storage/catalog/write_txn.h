@@ -113,6 +113,7 @@ class WriteTxnImpl final : public WriteTxn {
     q.bind_blob(17, encode_metadata(o.user_metadata));
     bind_checksums(q, 18, o.checksums);
     q.bind_optional(23, o.checksums.type);
+    q.bind_optional(24, o.upstream_etag);
     H3_TRY(q.run());
     if (if_absent && c_.changes() == 0) return false;
     if (o.inline_data) {
@@ -360,6 +361,54 @@ class WriteTxnImpl final : public WriteTxn {
       q.bind_null(3);
     }
     return q.run();
+  }
+
+  Result<std::vector<ObjectRecord>> evictable_objects(std::int64_t bucket_id, const KeySpan& span,
+                                                      std::size_t limit) override {
+    auto q = c_.query("SELECT " H3_OBJECT_COLUMNS_O
+                      " FROM objects o WHERE o.bucket_id = ?1 AND o.key >= ?2 AND o.key < ?3 "
+                      "AND o.tier_state = 1 AND o.is_inline = 0 AND NOT EXISTS (SELECT 1 FROM "
+                      "tier_jobs j WHERE j.bucket_id = ?1 AND (j.key = o.key OR j.source_key = "
+                      "o.key)) ORDER BY o.key LIMIT ?4");
+    q.bind(1, bucket_id);
+    bind_key_span(q, span, 2);
+    q.bind(4, static_cast<std::int64_t>(limit));
+    std::vector<ObjectRecord> found;
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      found.push_back(read_object(q));
+    }
+    return found;
+  }
+
+  Result<ExtentList> evict_object(std::int64_t object_id) override {
+    H3_TRY(ExtentList freed, delete_extents(c_, object_id));
+    auto q = c_.query("UPDATE objects SET tier_state = ?2 WHERE id = ?1");
+    q.bind(1, object_id).bind(2, static_cast<std::int64_t>(TierState::kUpstreamOnly));
+    H3_TRY(q.run());
+    return freed;
+  }
+
+  Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,
+                             const std::vector<ExtentRecord>& extents) override {
+    auto q =
+        c_.query("UPDATE objects SET id = ?2, tier_state = ?3 WHERE id = ?1 AND tier_state = ?4");
+    q.bind(1, stub_id)
+        .bind(2, new_id)
+        .bind(3, static_cast<std::int64_t>(TierState::kLocalAndUpstream))
+        .bind(4, static_cast<std::int64_t>(TierState::kUpstreamOnly));
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return false;
+    for (const char* sql : {"UPDATE object_parts SET object_id = ?2 WHERE object_id = ?1",
+                            "UPDATE ended_uploads SET object_id = ?2 WHERE object_id = ?1",
+                            "UPDATE tier_jobs SET object_id = ?2 WHERE object_id = ?1"}) {
+      auto u = c_.query(sql);
+      u.bind(1, stub_id).bind(2, new_id);
+      H3_TRY(u.run());
+    }
+    H3_TRY(insert_extents(c_, new_id, extents));
+    return true;
   }
 
   Result<void> update_object_metadata(const ObjectRecord& o) override {

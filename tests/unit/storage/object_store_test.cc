@@ -1410,6 +1410,73 @@ TEST_P(StoreTest, ExpeditedJobsAreDueNowAndWhatIsOwedIsCountedUpToASeq) {
   EXPECT_EQ(run(store_->expedite_tier_jobs(bucket_.id, {"none/", false})).value(), 0);
 }
 
+// The data of `stub` (an evicted version) written again, as a read-through does.
+asio::awaitable<Result<ObjectRecord>> fill_async(ObjectStore& store, ObjectRecord stub,
+                                                 Bytes data) {
+  H3_CO_TRY(auto writer, co_await store.create_writer(data.size(), /*for_part=*/true));
+  H3_CO_TRY(co_await writer->write(data));
+  H3_CO_TRY(co_await writer->finish());
+  co_return co_await store.fill_object(std::move(writer), std::move(stub));
+}
+
+TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  const Bytes data = test::pattern_bytes(3 * kMiB + 5, 31);
+  std::map<std::string, ObjectRecord> put_as;
+  put_as["e/k"] = put("e/k", data).value();
+  put_as["e/owed"] = put("e/owed", test::pattern_bytes(kMiB, 32)).value();
+  put_as["e/small"] = put("e/small", test::pattern_bytes(100, 33)).value();  // inline
+  put_as["f/k"] = put("f/k", test::pattern_bytes(kMiB, 34)).value();
+  // All but one are upstream.
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+    if (job.key == "e/owed") continue;
+    const std::string& etag = put_as.at(job.key).etag;
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{etag, etag})).value());
+  }
+
+  // Only what is upstream and has extents goes, under the prefix only; its record stays.
+  const std::uint64_t before = used();
+  const Evicted evicted = run(store_->evict_objects(bucket_.id, {"e/", false})).value();
+  EXPECT_EQ(evicted.objects, 1U);
+  EXPECT_EQ(evicted.bytes, data.size());
+  EXPECT_LE(used() + data.size(), before);
+  const auto stub = store_->head(bucket_.id, "e/k").value();
+  ASSERT_TRUE(stub);
+  EXPECT_EQ(stub->tier_state, TierState::kUpstreamOnly);
+  EXPECT_EQ(stub->etag, put_as["e/k"].etag);
+  EXPECT_EQ(stub->size_bytes, data.size());
+  EXPECT_EQ(get("e/k").error(), errc::kUnavailable);
+  EXPECT_TRUE(get("e/owed").has_value());
+  EXPECT_TRUE(get("e/small").has_value());
+  EXPECT_TRUE(get("f/k").has_value());
+  EXPECT_EQ(run(store_->evict_objects(bucket_.id, {"e/", false})).value().objects, 0U);
+
+  // Not the stub's size: refused. Its data: local again, the same version to clients (ETag,
+  // Last-Modified) under a new version id.
+  EXPECT_EQ(run(fill_async(*store_, *stub, test::pattern_bytes(100, 1))).error(),
+            errc::kInvalidArgument);
+  const auto filled = run(fill_async(*store_, *stub, data)).value();
+  EXPECT_NE(filled.id, stub->id);
+  EXPECT_EQ(filled.etag, stub->etag);
+  EXPECT_EQ(filled.created_ms, stub->created_ms);
+  EXPECT_EQ(store_->head(bucket_.id, "e/k").value()->tier_state, TierState::kLocalAndUpstream);
+  EXPECT_TRUE(get("e/k").value() == data);
+  // A fill of a stub that is no longer the key's version is refused: the newer one stays.
+  ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"e/k", true})).value().objects, 1U);
+  const auto stub2 = store_->head(bucket_.id, "e/k").value();
+  const Bytes newer = test::pattern_bytes(2000, 35);
+  ASSERT_TRUE(put("e/k", newer).has_value());
+  EXPECT_EQ(run(fill_async(*store_, *stub2, data)).error(), errc::kPreconditionFailed);
+  EXPECT_TRUE(get("e/k").value() == newer);
+
+  // Evicted versions stay evicted across a restart.
+  ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"f/", false})).value().objects, 1U);
+  close();
+  open();
+  EXPECT_EQ(store_->head(bucket_.id, "f/k").value()->tier_state, TierState::kUpstreamOnly);
+  EXPECT_EQ(get("f/k").error(), errc::kUnavailable);
+}
+
 TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const auto k = put("k", test::pattern_bytes(100, 1)).value();

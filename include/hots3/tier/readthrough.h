@@ -1,0 +1,54 @@
+#pragma once
+
+// Read-through: the data of an evicted version (kUpstreamOnly) comes back from its bucket's
+// upstream. The S3 layer reads an UpstreamRead piece by piece on its worker, writing each to the
+// client (and, for a whole object, to the device); the tier module runs the upstream GET on its
+// own thread, admitted under the upstream's requests_per_s like every other request to it.
+
+#include "hots3/common/result.h"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace hots3::tier {
+
+class UpstreamRead {
+ public:
+  UpstreamRead() = default;
+  // Before the end: the upstream GET is cut off.
+  virtual ~UpstreamRead() = default;
+  UpstreamRead(const UpstreamRead&) = delete;
+  UpstreamRead& operator=(const UpstreamRead&) = delete;
+  UpstreamRead(UpstreamRead&&) = delete;
+  UpstreamRead& operator=(UpstreamRead&&) = delete;
+
+  // The next piece, in order (valid until the next call); empty once every byte asked for has
+  // come. Errors: kPreconditionFailed (the upstream holds another version of the key now),
+  // kNotFound (the key is gone upstream), kUnavailable (the upstream failed or cannot be
+  // reached, or its answer ended early).
+  virtual boost::asio::awaitable<Result<std::span<const std::byte>>> next() = 0;
+};
+
+class ReadThrough {
+ public:
+  ReadThrough() = default;
+  virtual ~ReadThrough() = default;
+  ReadThrough(const ReadThrough&) = delete;
+  ReadThrough& operator=(const ReadThrough&) = delete;
+  ReadThrough(ReadThrough&&) = delete;
+  ReadThrough& operator=(ReadThrough&&) = delete;
+
+  // Bytes [offset, offset + length) of `key` (local name) of a bound bucket, from the version
+  // whose upstream ETag is `etag` (sent as If-Match: a version replaced upstream meanwhile is
+  // refused, never mixed in). `whole`: the range is the whole object (a plain GET, not a Range).
+  virtual std::unique_ptr<UpstreamRead> read(std::int64_t bucket_id, std::string key,
+                                             std::string etag, std::uint64_t offset,
+                                             std::uint64_t length, bool whole) = 0;
+};
+
+}  // namespace hots3::tier

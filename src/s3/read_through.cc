@@ -1,0 +1,246 @@
+#include "read_through.h"
+
+#include "hots3/aws/checksum.h"
+#include "hots3/aws/etag.h"
+#include "hots3/common/hex.h"
+#include "hots3/common/logging.h"
+#include "hots3/common/md5.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hots3::s3 {
+
+namespace {
+
+bool is_md5_hex(std::string_view text) {
+  return text.size() == 32 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// What the bytes of a read-through are checked against before the version counts as local
+// again: the MD5s its ETag is made of (the object's, or each part's and then theirs), or else its
+// whole-object checksum. An appended object's ETag is made of neither, and without a checksum
+// nothing vouches for its bytes: they are served, not kept.
+class FetchCheck {
+ public:
+  FetchCheck(const storage::ObjectRecord& o, std::vector<storage::ObjectPartRecord> parts)
+      : expected_(o.etag) {
+    if (o.upstream_etag) {
+      // Our ETag is not the upstream's: not of the bytes as the upstream made them.
+    } else if (o.parts_count == 0 && is_md5_hex(o.etag)) {
+      way_ = Way::kMd5;
+      return;
+    } else if (o.parts_count > 0 && parts.size() == o.parts_count &&
+               o.etag == fmt::format("{}-{}", o.etag.substr(0, 32), o.parts_count) &&
+               is_md5_hex(o.etag.substr(0, 32)) && covers(parts, o.size_bytes)) {
+      way_ = Way::kParts;
+      parts_ = std::move(parts);
+      return;
+    }
+    const storage::ChecksumSet& c = o.checksums;
+    if (c.type && *c.type != "FULL_OBJECT") return;
+    using enum aws::ChecksumAlgorithm;
+    const std::pair<aws::ChecksumAlgorithm, const std::optional<std::string>*> order[] = {
+        {kCrc64Nvme, &c.crc64nvme},
+        {kCrc32c, &c.crc32c},
+        {kCrc32, &c.crc32},
+        {kSha256, &c.sha256},
+        {kSha1, &c.sha1}};
+    for (const auto& [algorithm, value] : order) {
+      if (*value) {
+        way_ = Way::kChecksum;
+        sum_.emplace(algorithm);
+        expected_ = **value;
+        return;
+      }
+    }
+  }
+
+  [[nodiscard]] bool possible() const { return way_ != Way::kNone; }
+
+  void update(std::span<const std::byte> data) {
+    switch (way_) {
+      case Way::kNone:
+        break;
+      case Way::kMd5:
+        md5_.update(data);
+        break;
+      case Way::kChecksum:
+        sum_->update(data);
+        break;
+      case Way::kParts:
+        while (!data.empty() && index_ < parts_.size()) {
+          const storage::ObjectPartRecord& p = parts_[index_];
+          const std::size_t take =
+              std::min<std::uint64_t>(data.size(), p.offset_bytes + p.size_bytes - at_);
+          md5_.update(data.first(take));
+          at_ += take;
+          data = data.subspan(take);
+          if (at_ == p.offset_bytes + p.size_bytes) {
+            part_md5s_.push_back(to_hex(md5_.finish()));
+            ++index_;
+          }
+        }
+        break;
+    }
+  }
+
+  // After every byte: whether they are the version's.
+  [[nodiscard]] bool passed() {
+    switch (way_) {
+      case Way::kNone:
+        return false;
+      case Way::kMd5:
+        return to_hex(md5_.finish()) == expected_;
+      case Way::kChecksum:
+        return sum_->base64() == expected_;
+      case Way::kParts: {
+        if (part_md5s_.size() != parts_.size()) return false;
+        std::vector<std::string_view> views(part_md5s_.begin(), part_md5s_.end());
+        return aws::multipart_etag(views, views.size()) == expected_;
+      }
+    }
+    return false;
+  }
+
+ private:
+  static bool covers(const std::vector<storage::ObjectPartRecord>& parts, std::uint64_t size) {
+    std::uint64_t at = 0;
+    for (const storage::ObjectPartRecord& p : parts) {
+      if (p.offset_bytes != at) return false;
+      at += p.size_bytes;
+    }
+    return at == size;
+  }
+
+  enum class Way { kNone, kMd5, kParts, kChecksum } way_ = Way::kNone;
+  std::string expected_;
+  Md5 md5_;
+  std::optional<aws::Checksummer> sum_;
+  std::vector<storage::ObjectPartRecord> parts_;
+  std::vector<std::string> part_md5s_;
+  std::size_t index_ = 0;
+  std::uint64_t at_ = 0;
+};
+
+Error upstream_error(const boost::system::error_code& e) {
+  if (e == errc::kPreconditionFailed || e == errc::kNotFound) {
+    // The upstream no longer holds this version: someone else changed the key there.
+    return Error(Code::kServiceUnavailable,
+                 "The object's data is kept upstream, which no longer holds this version of it.");
+  }
+  return Error(Code::kServiceUnavailable,
+               "The object's data is kept upstream, which cannot be reached now.");
+}
+
+}  // namespace
+
+asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
+                                   BodySelection selection, http::Response head) {
+  const bool whole = selection.offset_bytes == 0 && selection.length_bytes == object.size_bytes;
+  const std::string etag = object.upstream_etag.value_or(object.etag);
+  auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, selection.offset_bytes,
+                                         selection.length_bytes, whole);
+  // The first piece before the head: an upstream that refuses gets the client an error, not a
+  // body cut short.
+  auto first_read = upstream->next();
+  auto first = co_await std::move(first_read);
+  if (!first) {
+    log::warn("request {}: GET {}/{}: the upstream's data did not come: {}", r.head.request_id,
+              r.bucket, log::escaped(r.key), first.error().message());
+    auto refusing = s.send_error(r, upstream_error(first.error()));
+    co_await std::move(refusing);
+    co_return;
+  }
+
+  // Kept only when it is all of it, vouched for, and the device has room.
+  std::unique_ptr<storage::ObjectWriter> writer;
+  std::optional<FetchCheck> check;
+  if (whole && object.size_bytes > 0) {
+    std::vector<storage::ObjectPartRecord> parts;
+    if (object.parts_count > 0) {
+      auto listing = s.store().object_parts(object.id);
+      auto listed = co_await std::move(listing);
+      if (listed) parts = std::move(*listed);
+    }
+    check.emplace(object, std::move(parts));
+    if (check->possible()) {
+      auto creating = s.store().create_writer(object.size_bytes, /*for_part=*/true);
+      auto created = co_await std::move(creating);
+      if (created) writer = std::move(*created);
+    } else {
+      check.reset();
+    }
+  }
+
+  head.add("x-hots3-cache", "miss");
+  auto starting = r.exchange.write_head(std::move(head));
+  const auto started = co_await std::move(starting);
+  if (!started) co_return;
+  std::uint64_t passed = 0;
+  std::vector<std::byte> last;  // held back until the bytes are verified and kept
+  std::span<const std::byte> piece = *first;
+  for (;;) {
+    if (piece.empty()) break;
+    if (check) check->update(piece);
+    if (writer) {
+      auto writing = writer->write(piece);
+      const auto written = co_await std::move(writing);
+      if (!written) writer.reset();  // a device error: served, not kept
+    }
+    passed += piece.size();
+    if (check && passed == selection.length_bytes) {
+      last.assign(piece.begin(), piece.end());
+    } else {
+      auto sending = r.exchange.write_body(piece);
+      const auto sent = co_await std::move(sending);
+      if (!sent) co_return;
+    }
+    auto reading = upstream->next();
+    auto next = co_await std::move(reading);
+    if (!next) {
+      log::error("request {}: GET {}/{}: the upstream's data stopped after {} bytes: {}",
+                 r.head.request_id, r.bucket, log::escaped(r.key), passed, next.error().message());
+      auto cutting = r.exchange.finish();  // cut short: the client sees an incomplete body
+      co_await std::move(cutting);
+      co_return;
+    }
+    piece = *next;
+  }
+  if (check && !last.empty()) {
+    if (!check->passed()) {
+      log::error(
+          "request {}: GET {}/{}: the upstream's bytes are not those of version {} (ETag {}): "
+          "cut off, not kept",
+          r.head.request_id, r.bucket, log::escaped(r.key), object.id, object.etag);
+      auto cutting = r.exchange.finish();
+      co_await std::move(cutting);
+      co_return;
+    }
+    if (writer) {
+      auto finishing = writer->finish();
+      auto finished = co_await std::move(finishing);
+      if (finished) {
+        auto filling = s.store().fill_object(std::move(writer), object);
+        auto filled = co_await std::move(filling);
+        // Another change of the key meanwhile wins; these bytes are still the version asked for.
+        if (!filled && filled.error() != errc::kPreconditionFailed) {
+          log::warn("request {}: GET {}/{}: the fetched data was not kept: {}", r.head.request_id,
+                    r.bucket, log::escaped(r.key), filled.error().message());
+        }
+      }
+    }
+    auto sending = r.exchange.write_body(last);
+    const auto sent = co_await std::move(sending);
+    if (!sent) co_return;
+  }
+  auto ending = r.exchange.finish();
+  co_await std::move(ending);
+}
+
+}  // namespace hots3::s3

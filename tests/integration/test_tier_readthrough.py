@@ -1,0 +1,200 @@
+"""Read-through of evicted objects: a write-back bucket's objects, once upstream, give their device
+space back (`hots3 tier evict`); HEAD and LIST still answer from the catalog, and a GET brings the
+data back from the upstream as the client reads it, verified, so that the next GET is local.
+
+The upstream is a second hots3 behind the fault proxy, whose request lines show what went
+upstream; the local store's catalog shows what it keeps."""
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import fault_proxy  # noqa: E402
+import s3_support  # noqa: E402
+from test_tier_writeback import KiB, MiB, PREFIX, client, data, tier_config  # noqa: E402
+
+import botocore.exceptions  # noqa: E402
+from botocore.exceptions import ClientError  # noqa: E402
+
+
+class ReadThroughTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="hots3-read-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
+        cls.credentials = os.path.join(cls.dir, "golden.toml")
+        with open(cls.credentials, "w") as f:
+            f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY, s3_support.SECRET_KEY))
+        cls.upstream = s3_support.hots3_server(device_size="1GiB").start()
+        cls.up = client(cls.upstream.port)
+        cls.up.create_bucket(Bucket="team-ckpt")
+        cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
+        cls.local_dir = os.path.join(cls.dir, "local")
+        os.makedirs(cls.local_dir)
+        config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials)
+        cls.local = s3_support.hots3_server(config, device_size="1GiB", workdir=cls.local_dir).start()
+        cls.s3 = client(cls.local.port)
+        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            for server in (cls.local, cls.upstream):
+                if server.proc is not None and server.proc.poll() is None:
+                    assert server.stop() == 0
+        finally:
+            cls.proxy.stop()
+            cls.local.cleanup()
+            cls.upstream.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def hots3(self, *args):
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3_support.SECRET_KEY)
+        done = subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    def flush_and_evict(self, prefix):
+        """Everything under `prefix` upstream, then evicted; returns the evict command's output."""
+        rc, out, err = self.hots3("tier", "flush", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                  "--prefix", prefix, "--wait")
+        self.assertEqual(rc, 0, out + err)
+        rc, out, err = self.hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                  "--prefix", prefix)
+        self.assertEqual(rc, 0, out + err)
+        return out
+
+    def catalog(self, key):
+        """(tier_state, extents) of `key`'s current version in the local catalog."""
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
+        try:
+            row = db.execute("SELECT o.tier_state, (SELECT count(*) FROM extents e WHERE e.owner_id = o.id) "
+                             "FROM objects o WHERE o.key = ?", (key,)).fetchone()
+        finally:
+            db.close()
+        return tuple(row)
+
+    def upstream_gets(self, key):
+        """The GETs of `key` that reached the upstream so far."""
+        path = "/team-ckpt/" + PREFIX + key
+        return [line for line in list(self.proxy.lines) if line.startswith("GET " + path + " ")
+                or line.startswith("GET " + path + "?")]
+
+    def test_an_evicted_object_is_described_locally_and_read_through_once(self):
+        single = data(3 * MiB + 17, 1)
+        parts = [data(5 * MiB, 2), data(5 * MiB, 3), data(2 * MiB + 5, 4)]
+        self.s3.put_object(Bucket="ckpt", Key="ds/single", Body=single, ContentType="application/x-shard",
+                           Metadata={"epoch": "7"})
+        upload = self.s3.create_multipart_upload(Bucket="ckpt", Key="ds/multi")["UploadId"]
+        etags = [self.s3.upload_part(Bucket="ckpt", Key="ds/multi", UploadId=upload, PartNumber=n + 1,
+                                     Body=body)["ETag"] for n, body in enumerate(parts)]
+        multi_etag = self.s3.complete_multipart_upload(
+            Bucket="ckpt", Key="ds/multi", UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})["ETag"]
+        self.s3.put_object(Bucket="ckpt", Key="ds/small", Body=b"inline, never evicted")
+        single_etag = self.s3.head_object(Bucket="ckpt", Key="ds/single")["ETag"]
+
+        out = self.flush_and_evict("ds/")
+        self.assertIn("2 objects evicted, %d bytes freed" % (len(single) + sum(map(len, parts))), out)
+        self.assertEqual(self.catalog("ds/single"), (2, 0))
+        self.assertEqual(self.catalog("ds/multi"), (2, 0))
+
+        # HEAD, a part's HEAD and LIST answer from the catalog: nothing goes upstream.
+        asked = len(self.proxy.lines)
+        head = self.s3.head_object(Bucket="ckpt", Key="ds/single")
+        self.assertEqual((head["ETag"], head["ContentLength"], head["ContentType"], head["Metadata"]),
+                         (single_etag, len(single), "application/x-shard", {"epoch": "7"}))
+        part = self.s3.head_object(Bucket="ckpt", Key="ds/multi", PartNumber=2)
+        self.assertEqual((part["ContentLength"], part["PartsCount"]), (5 * MiB, 3))
+        listed = self.s3.list_objects_v2(Bucket="ckpt", Prefix="ds/")["Contents"]
+        self.assertEqual([(o["Key"], o["Size"], o["ETag"]) for o in listed],
+                         [("ds/multi", sum(map(len, parts)), multi_etag), ("ds/single", len(single), single_etag),
+                          ("ds/small", 21, self.s3.head_object(Bucket="ckpt", Key="ds/small")["ETag"])])
+        self.assertEqual([line for line in self.proxy.lines[asked:] if "/ds/" in line], [])
+
+        # The first GET reads through, the second is local.
+        for key, body, etag in (("ds/single", single, single_etag), ("ds/multi", b"".join(parts), multi_etag)):
+            got = self.s3.get_object(Bucket="ckpt", Key=key)
+            self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss", key)
+            self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
+            self.assertEqual(got["ETag"], etag)
+            self.assertEqual(len(self.upstream_gets(key)), 1, key)
+            self.assertEqual(self.catalog(key)[0], 1, key)
+            again = self.s3.get_object(Bucket="ckpt", Key=key)
+            self.assertEqual(again["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit", key)
+            self.assertEqual(again["Body"].read(), body)
+            self.assertEqual(again["ETag"], etag)
+            self.assertEqual(len(self.upstream_gets(key)), 1, key)
+        # The filled version keeps its part table.
+        got = self.s3.get_object(Bucket="ckpt", Key="ds/multi", PartNumber=3)
+        self.assertEqual(got["Body"].read(), parts[2])
+
+    def test_a_range_of_an_evicted_object_passes_through_and_keeps_nothing(self):
+        body = data(4 * MiB, 5)
+        self.s3.put_object(Bucket="ckpt", Key="range/k", Body=body)
+        self.flush_and_evict("range/")
+        got = self.s3.get_object(Bucket="ckpt", Key="range/k", Range="bytes=%d-%d" % (MiB, 2 * MiB - 1))
+        self.assertEqual(got["Body"].read(), body[MiB:2 * MiB])
+        self.assertEqual(got["ContentRange"], "bytes %d-%d/%d" % (MiB, 2 * MiB - 1, len(body)))
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss")
+        self.assertEqual(self.catalog("range/k"), (2, 0))
+        self.assertEqual(len(self.upstream_gets("range/k")), 1)
+
+    def test_damaged_bytes_from_the_upstream_are_cut_off_and_never_kept(self):
+        body = data(2 * MiB, 6)
+        self.s3.put_object(Bucket="ckpt", Key="flip/k", Body=body)
+        self.flush_and_evict("flip/")
+        self.proxy.flip_answer_byte = MiB
+        with self.assertRaises((botocore.exceptions.BotoCoreError, ClientError)):
+            # The body ends short of its Content-Length: the SDK refuses it.
+            self.s3.get_object(Bucket="ckpt", Key="flip/k")["Body"].read()
+        self.assertEqual(self.catalog("flip/k"), (2, 0))
+        got = self.s3.get_object(Bucket="ckpt", Key="flip/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(self.catalog("flip/k")[0], 1)
+
+    def test_an_evicted_object_whose_upstream_fails_answers_503_and_stays_described(self):
+        body = data(1 * MiB, 7)
+        self.s3.put_object(Bucket="ckpt", Key="down/k", Body=body)
+        self.flush_and_evict("down/")
+        self.proxy.slowdown = 1.0
+        try:
+            with self.assertRaises(ClientError) as refused:
+                self.s3.get_object(Bucket="ckpt", Key="down/k")
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="down/k")["ContentLength"], len(body))
+        finally:
+            self.proxy.slowdown = 0.0
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="down/k")["Body"].read(), body)
+
+    def test_an_object_overwritten_upstream_is_not_mixed_in(self):
+        body = data(1 * MiB, 8)
+        self.s3.put_object(Bucket="ckpt", Key="theirs/k", Body=body)
+        self.flush_and_evict("theirs/")
+        self.up.put_object(Bucket="team-ckpt", Key=PREFIX + "theirs/k", Body=b"another writer's version")
+        with self.assertRaises(ClientError) as refused:
+            self.s3.get_object(Bucket="ckpt", Key="theirs/k")
+        self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+        self.assertEqual(self.catalog("theirs/k"), (2, 0))
+
+    def test_only_objects_safely_upstream_are_evicted(self):
+        # A change still owed (the upstream is refusing) keeps its data here.
+        self.proxy.slowdown = 1.0
+        try:
+            self.s3.put_object(Bucket="ckpt", Key="owed/k", Body=data(256 * KiB, 9))
+            rc, out, err = self.hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                      "--prefix", "owed/")
+            self.assertEqual(rc, 0, out + err)
+            self.assertIn("0 objects evicted", out)
+            self.assertEqual(self.catalog("owed/k")[0], 0)
+        finally:
+            self.proxy.slowdown = 0.0
+
+
+if __name__ == "__main__":
+    unittest.main()
