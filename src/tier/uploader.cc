@@ -1622,13 +1622,17 @@ struct Uploader::Impl {
       note(u, failed(what, head.error()));
       co_return end(errc::kUnavailable);
     }
+    if (head->status == 412 || head->status == 404) {
+      // Another version under the key, or none: an answer about this key, not the upstream's
+      // health.
+      note(u, Outcome{});
+      co_return end(head->status == 412 ? errc::kPreconditionFailed : errc::kNotFound);
+    }
     if (head->status != (whole ? 200U : 206U)) {
       auto read = (*call)->read_all(kAnswerBytesMax);
       auto body = co_await std::move(read);
       const Outcome out = judge(what, head->status, body ? *body : std::string());
       note(u, out);
-      if (head->status == 412) co_return end(errc::kPreconditionFailed);
-      if (head->status == 404) co_return end(errc::kNotFound);
       log::warn("tier: {}: {}", what, out.cause);
       co_return end(errc::kUnavailable);
     }

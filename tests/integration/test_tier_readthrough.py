@@ -12,12 +12,13 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
-from test_tier_writeback import KiB, MiB, PREFIX, client, data, tier_config  # noqa: E402
+from test_tier_writeback import KiB, MiB, PREFIX, client, data, health, tier_config  # noqa: E402
 
 import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
@@ -172,15 +173,21 @@ class ReadThroughTest(unittest.TestCase):
             self.proxy.slowdown = 0.0
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="down/k")["Body"].read(), body)
 
-    def test_an_object_overwritten_upstream_is_not_mixed_in(self):
-        body = data(1 * MiB, 8)
-        self.s3.put_object(Bucket="ckpt", Key="theirs/k", Body=body)
+    def test_an_object_overwritten_or_deleted_upstream_is_not_mixed_in(self):
+        for key in ("theirs/k", "theirs/gone"):
+            self.s3.put_object(Bucket="ckpt", Key=key, Body=data(1 * MiB, 8))
         self.flush_and_evict("theirs/")
         self.up.put_object(Bucket="team-ckpt", Key=PREFIX + "theirs/k", Body=b"another writer's version")
-        with self.assertRaises(ClientError) as refused:
-            self.s3.get_object(Bucket="ckpt", Key="theirs/k")
-        self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
-        self.assertEqual(self.catalog("theirs/k"), (2, 0))
+        self.up.delete_object(Bucket="team-ckpt", Key=PREFIX + "theirs/gone")
+        for key in ("theirs/k", "theirs/gone"):
+            with self.assertRaises(ClientError) as refused:
+                self.s3.get_object(Bucket="ckpt", Key=key)
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503, key)
+            self.assertEqual(self.catalog(key), (2, 0), key)
+        # An answer about one key says nothing of the upstream's health (the report is rebuilt
+        # every second).
+        time.sleep(1.2)
+        self.assertEqual(health(self.local.port)[1]["upstreams"][0]["state"], "ok")
 
     def test_only_objects_safely_upstream_are_evicted(self):
         # A change still owed (the upstream is refusing) keeps its data here.
