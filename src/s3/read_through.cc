@@ -28,10 +28,12 @@ bool is_md5_hex(std::string_view text) {
 // nothing vouches for its bytes: they are served, not kept.
 class FetchCheck {
  public:
-  FetchCheck(const storage::ObjectRecord& o, std::vector<storage::ObjectPartRecord> parts)
+  // `md5_etags`: the store's ETags are MD5s (not digests of block checksums).
+  FetchCheck(const storage::ObjectRecord& o, std::vector<storage::ObjectPartRecord> parts,
+             bool md5_etags)
       : expected_(o.etag) {
-    if (o.upstream_etag) {
-      // Our ETag is not the upstream's: not of the bytes as the upstream made them.
+    if (o.upstream_etag || !md5_etags) {
+      // Our ETag is not the upstream's, or not made of MD5s.
     } else if (o.parts_count == 0 && is_md5_hex(o.etag)) {
       way_ = Way::kMd5;
       return;
@@ -100,6 +102,11 @@ class FetchCheck {
       case Way::kChecksum:
         return sum_->base64() == expected_;
       case Way::kParts: {
+        // An empty last part got no bytes to close it.
+        while (index_ < parts_.size() && parts_[index_].size_bytes == 0) {
+          part_md5s_.push_back(to_hex(md5_.finish()));
+          ++index_;
+        }
         if (part_md5s_.size() != parts_.size()) return false;
         std::vector<std::string_view> views(part_md5s_.begin(), part_md5s_.end());
         return aws::multipart_etag(views, views.size()) == expected_;
@@ -168,7 +175,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
       auto listed = co_await std::move(listing);
       if (listed) parts = std::move(*listed);
     }
-    check.emplace(object, std::move(parts));
+    check.emplace(object, std::move(parts), s.store().digest_is_md5());
     if (check->possible()) {
       auto creating = s.store().create_writer(object.size_bytes, /*for_part=*/true);
       auto created = co_await std::move(creating);

@@ -431,11 +431,12 @@ class StoreImpl final : public ObjectStore {
     // In batches: a large prefix is not one transaction that holds every other write back.
     constexpr std::size_t kBatch = 256;
     Evicted evicted;
+    std::string after;  // each batch goes on after the last key of the one before
     for (;;) {
       std::vector<std::pair<ObjectRecord, ExtentList>> batch;
       H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
         batch.clear();
-        H3_TRY(auto found, t.evictable_objects(bucket_id, span, kBatch));
+        H3_TRY(auto found, t.evictable_objects(bucket_id, span, after, kBatch));
         for (ObjectRecord& o : found) {
           H3_TRY(auto freed, t.evict_object(o.id));
           batch.emplace_back(std::move(o), std::move(freed));
@@ -449,6 +450,7 @@ class StoreImpl final : public ObjectStore {
         evicted.bytes += o.size_bytes;
       }
       if (batch.size() < kBatch) break;
+      after = batch.back().first.key;
     }
     co_return evicted;
   }
@@ -649,6 +651,9 @@ class StoreImpl final : public ObjectStore {
       H3_TRY(auto current, t.find_object(bucket_id, key));
       if (!current) return errc::kNotFound;
       if (current->etag != etag) return errc::kPreconditionFailed;
+      // Its job may have to send the data (an upstream copy refused), which an evicted version
+      // has not here.
+      if (current->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
       updated = std::move(*current);
       updated.headers = spec.headers;
       updated.user_metadata = spec.user_metadata;

@@ -1636,6 +1636,11 @@ struct Uploader::Impl {
       log::warn("tier: {}: {}", what, out.cause);
       co_return end(errc::kUnavailable);
     }
+    // An upstream (or a proxy before it) that ignored If-Match must not slip another version in.
+    if (const auto answered = head->find("ETag"); answered && unquoted(*answered) != etag) {
+      note(u, Outcome{});
+      co_return end(errc::kPreconditionFailed);
+    }
     if (head->content_length != length) {
       note(u, malformed(what, fmt::format("{} bytes where {} were asked for",
                                           head->content_length.value_or(0), length)));

@@ -17,8 +17,8 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
         proxy.refuse_heads = 2        # the next 2 HEAD requests answered 503, never forwarded
         proxy.bandwidth = 50 << 20    # request bodies pass at most this many bytes/s, in all
         proxy.delay_listings = 1.5    # a ListMultipartUploads is forwarded after this many seconds
-        proxy.flip_answer_byte = 100  # the next GET's answer reaches hots3 with this byte of its
-                                      # body flipped
+        proxy.flip_answer_byte = 100  # the next GET of an object (no query) reaches hots3 with
+                                      # this byte of its answer's body flipped
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ...
         ... proxy.lines: the request lines received, in order ..."""
 
@@ -52,7 +52,7 @@ class FaultProxy:
         self.body_bytes = 0      # request body bytes passed to the upstream
         self.bandwidth = None    # bytes/s of request bodies, for all connections together
         self.delay_listings = 0.0  # seconds a ListMultipartUploads waits before it is forwarded
-        self.flip_answer_byte = None  # flip this byte of the next GET answer's body
+        self.flip_answer_byte = None  # flip this byte of the next object GET answer's body
         self.lines = []          # request lines ("GET /bucket/key?query HTTP/1.1"), in order
         self._next_send = 0.0
         self._random = random.Random(seed)
@@ -129,7 +129,9 @@ class FaultProxy:
                 with self._lock:
                     self.requests += 1
                     self.lines.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
-                    flip = self.flip_answer_byte if head.startswith(b"GET ") else None
+                    line = head.split(b"\r\n", 1)[0].split(b" ")
+                    object_get = line[0] == b"GET" and len(line) > 1 and b"?" not in line[1]
+                    flip = self.flip_answer_byte if object_get else None
                     if flip is not None:
                         self.flip_answer_byte = None
                     refuse = self._random.random() < self.slowdown

@@ -265,10 +265,12 @@ class WriteTxn {
   // Marks a version as upstream too (tier_state), with the upstream's ETag where it differs.
   virtual Result<void> set_object_uploaded(std::int64_t object_id,
                                            std::optional<std::string_view> upstream_etag) = 0;
-  // Up to `limit` versions of `span` whose data may go: upstream too, not inline, and needed by
-  // no queued change of the bucket (the key's own, or a copy's from it).
+  // Up to `limit` versions of `span`, in key order after `after`, whose data may go: upstream
+  // too, not inline, and needed by no queued change of the bucket (the key's own, or a copy's
+  // from it).
   virtual Result<std::vector<ObjectRecord>> evictable_objects(std::int64_t bucket_id,
                                                               const KeySpan& span,
+                                                              std::string_view after,
                                                               std::size_t limit) = 0;
   // The version's data goes (its extents are returned); its row stays, upstream only.
   virtual Result<ExtentList> evict_object(std::int64_t object_id) = 0;

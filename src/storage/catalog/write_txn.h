@@ -353,7 +353,9 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<void> set_object_uploaded(std::int64_t object_id,
                                    std::optional<std::string_view> upstream_etag) override {
-    auto q = c_.query("UPDATE objects SET tier_state = ?2, upstream_etag = ?3 WHERE id = ?1");
+    // (Not an evicted version: its data is not here, whatever went up.)
+    auto q = c_.query(
+        "UPDATE objects SET tier_state = ?2, upstream_etag = ?3 WHERE id = ?1 AND tier_state != 2");
     q.bind(1, object_id).bind(2, static_cast<std::int64_t>(TierState::kLocalAndUpstream));
     if (upstream_etag) {
       q.bind(3, *upstream_etag);
@@ -364,15 +366,16 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<std::vector<ObjectRecord>> evictable_objects(std::int64_t bucket_id, const KeySpan& span,
+                                                      std::string_view after,
                                                       std::size_t limit) override {
     auto q = c_.query("SELECT " H3_OBJECT_COLUMNS_O
                       " FROM objects o WHERE o.bucket_id = ?1 AND o.key >= ?2 AND o.key < ?3 "
                       "AND o.tier_state = 1 AND o.is_inline = 0 AND NOT EXISTS (SELECT 1 FROM "
                       "tier_jobs j WHERE j.bucket_id = ?1 AND (j.key = o.key OR j.source_key = "
-                      "o.key)) ORDER BY o.key LIMIT ?4");
+                      "o.key)) AND o.key > ?5 ORDER BY o.key LIMIT ?4");
     q.bind(1, bucket_id);
     bind_key_span(q, span, 2);
-    q.bind(4, static_cast<std::int64_t>(limit));
+    q.bind(4, static_cast<std::int64_t>(limit)).bind(5, after);
     std::vector<ObjectRecord> found;
     for (;;) {
       H3_TRY(bool row, q.step());

@@ -1427,12 +1427,18 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   put_as["e/owed"] = put("e/owed", test::pattern_bytes(kMiB, 32)).value();
   put_as["e/small"] = put("e/small", test::pattern_bytes(100, 33)).value();  // inline
   put_as["f/k"] = put("f/k", test::pattern_bytes(kMiB, 34)).value();
+  put_as["e/src"] = put("e/src", test::pattern_bytes(kMiB, 36)).value();
   // All but one are upstream.
   for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
     if (job.key == "e/owed") continue;
     const std::string& etag = put_as.at(job.key).etag;
     ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{etag, etag})).value());
   }
+  // A queued copy of e/src: its job may fall back to sending e/src's data from here.
+  storage::ObjectSpec copied;
+  copied.copied_from = "e/src";
+  ASSERT_TRUE(
+      run(put_async("f/copy", test::pattern_bytes(kMiB, 36), true, {}, copied)).has_value());
 
   // Only what is upstream and has extents goes, under the prefix only; its record stays.
   const std::uint64_t before = used();
@@ -1447,9 +1453,15 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   EXPECT_EQ(stub->size_bytes, data.size());
   EXPECT_EQ(get("e/k").error(), errc::kUnavailable);
   EXPECT_TRUE(get("e/owed").has_value());
+  EXPECT_TRUE(get("e/src").has_value());
   EXPECT_TRUE(get("e/small").has_value());
   EXPECT_TRUE(get("f/k").has_value());
   EXPECT_EQ(run(store_->evict_objects(bucket_.id, {"e/", false})).value().objects, 0U);
+  // What would need its data here again is refused: a rename (uploaded anew), a metadata
+  // replacement (its job may send the data), an append (keeps it).
+  EXPECT_EQ(run(store_->rename_object(bucket_.id, "e/k", "e/k2", {})).error(), errc::kUnavailable);
+  EXPECT_EQ(run(store_->replace_metadata(bucket_.id, "e/k", stub->etag, {})).error(),
+            errc::kUnavailable);
 
   // Not the stub's size: refused. Its data: local again, the same version to clients (ETag,
   // Last-Modified) under a new version id.
