@@ -119,6 +119,8 @@ OPERATIONS = [
     # hots3's own; the bucket here is not bound to an upstream, so an allowed caller hears that.
     Op("FlushBucket", "flush_bucket", "write", 400,
        lambda c: ("POST", "/" + BUCKET, [("x-hots3-flush", ""), ("prefix", "p/")], {}, b"")),
+    Op("EvictBucket", "evict_bucket", "write", 400,
+       lambda c: ("POST", "/" + BUCKET, [("x-hots3-evict", ""), ("prefix", "p/")], {}, b"")),
 ]
 
 
