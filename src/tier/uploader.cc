@@ -339,8 +339,14 @@ struct Passage {
 // upstream's answer (an empty one: the end), or the error that ended it. The request closes
 // `pieces` to cut the GET off.
 struct Fetch {
-  using Pieces = asio::experimental::concurrent_channel<void(boost::system::error_code,
-                                                             std::vector<std::byte>)>;
+  // A piece's buffer is made for overwriting (a vector's would be zeroed first, 256 KiB a
+  // piece), and moved along, never copied.
+  struct Piece {
+    std::unique_ptr<std::byte[]> data;  // NOLINT(*-avoid-c-arrays): a buffer of `size`
+    std::size_t size = 0;
+  };
+  using Pieces =
+      asio::experimental::concurrent_channel<void(boost::system::error_code, Fetch::Piece)>;
   explicit Fetch(asio::io_context& io) : pieces(io, kFetchPieces) {}
   Pieces pieces;
 };
@@ -1592,7 +1598,7 @@ struct Uploader::Impl {
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::shared_ptr<Fetch> fetch) {
     const auto end = [&fetch](errc e) {
-      fetch->pieces.try_send(make_error_code(e), std::vector<std::byte>{});
+      fetch->pieces.try_send(make_error_code(e), Fetch::Piece{});
       fetch->pieces.close();
     };
     const auto bound = bindings.find(bucket_id);
@@ -1648,15 +1654,15 @@ struct Uploader::Impl {
     }
     std::uint64_t passed = 0;
     for (;;) {
-      std::vector<std::byte> piece(kFetchPieceBytes);
-      auto reading = (*call)->read_body(piece);
+      Fetch::Piece piece{std::make_unique_for_overwrite<std::byte[]>(kFetchPieceBytes), 0};
+      auto reading = (*call)->read_body(std::span(piece.data.get(), kFetchPieceBytes));
       auto got = co_await std::move(reading);
       if (!got) {
         note(u, failed(what, got.error()));
         co_return end(errc::kUnavailable);
       }
       if (*got == 0) break;
-      piece.resize(*got);
+      piece.size = *got;
       passed += *got;
       auto sending = fetch->pieces.async_send(boost::system::error_code{}, std::move(piece),
                                               asio::as_tuple(asio::use_awaitable));
@@ -1664,9 +1670,8 @@ struct Uploader::Impl {
       if (e) co_return;  // the request let go: the connection closes with `call`
     }
     if (passed != length) co_return end(errc::kUnavailable);
-    Outcome done;
-    note(u, done);
-    auto ending = fetch->pieces.async_send(boost::system::error_code{}, std::vector<std::byte>{},
+    note(u, Outcome{});
+    auto ending = fetch->pieces.async_send(boost::system::error_code{}, Fetch::Piece{},
                                            asio::as_tuple(asio::use_awaitable));
     co_await std::move(ending);
   }
@@ -2097,13 +2102,13 @@ class FetchRead final : public UpstreamRead {
       co_return errc::kUnavailable;
     }
     current_ = std::move(piece);
-    co_return std::span<const std::byte>(current_);
+    co_return std::span<const std::byte>(current_.data.get(), current_.size);
   }
 
  private:
   std::shared_ptr<Uploader::Impl> impl_;  // keeps the io_context of the channel
   std::shared_ptr<Fetch> fetch_;
-  std::vector<std::byte> current_;
+  Fetch::Piece current_;
 };
 
 // Whether `passage` is answered at once because the uploader is not running: no thread of ours
@@ -2141,7 +2146,7 @@ std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string
                                              std::uint64_t length, bool whole) {
   auto fetch = std::make_shared<Fetch>(impl_->io);
   if (!impl_->running.load(std::memory_order_acquire)) {
-    fetch->pieces.try_send(make_error_code(errc::kUnavailable), std::vector<std::byte>{});
+    fetch->pieces.try_send(make_error_code(errc::kUnavailable), Fetch::Piece{});
   } else {
     asio::co_spawn(impl_->io,
                    impl_->fetch_through(bucket_id, std::move(key), std::move(etag), offset, length,

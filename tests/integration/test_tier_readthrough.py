@@ -9,7 +9,6 @@ import hashlib
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,7 +17,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
-from test_tier_writeback import KiB, MiB, PREFIX, client, data, health, tier_config  # noqa: E402
+from test_tier_writeback import (KiB, MiB, PREFIX, client, data, health, run_hots3,  # noqa: E402
+                                 tier_config, write_credentials)
 
 import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
@@ -28,9 +28,7 @@ class ReadThroughTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="hots3-read-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
-        cls.credentials = os.path.join(cls.dir, "golden.toml")
-        with open(cls.credentials, "w") as f:
-            f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY, s3_support.SECRET_KEY))
+        cls.credentials = write_credentials(cls.dir)
         cls.upstream = s3_support.hots3_server(device_size="1GiB").start()
         cls.up = client(cls.upstream.port)
         cls.up.create_bucket(Bucket="team-ckpt")
@@ -54,18 +52,12 @@ class ReadThroughTest(unittest.TestCase):
             cls.upstream.cleanup()
             shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def hots3(self, *args):
-        env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3_support.SECRET_KEY)
-        done = subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), *args], env=env, capture_output=True,
-                              text=True, timeout=120)
-        return done.returncode, done.stdout, done.stderr
-
     def flush_and_evict(self, prefix):
         """Everything under `prefix` upstream, then evicted; returns the evict command's output."""
-        rc, out, err = self.hots3("tier", "flush", "--endpoint", self.endpoint, "--bucket", "ckpt",
+        rc, out, err = run_hots3("tier", "flush", "--endpoint", self.endpoint, "--bucket", "ckpt",
                                   "--prefix", prefix, "--wait")
         self.assertEqual(rc, 0, out + err)
-        rc, out, err = self.hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
+        rc, out, err = run_hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
                                   "--prefix", prefix)
         self.assertEqual(rc, 0, out + err)
         return out
@@ -194,7 +186,7 @@ class ReadThroughTest(unittest.TestCase):
         self.proxy.slowdown = 1.0
         try:
             self.s3.put_object(Bucket="ckpt", Key="owed/k", Body=data(256 * KiB, 9))
-            rc, out, err = self.hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
+            rc, out, err = run_hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
                                       "--prefix", "owed/")
             self.assertEqual(rc, 0, out + err)
             self.assertIn("0 objects evicted", out)

@@ -75,6 +75,22 @@ delay = "%s"
 """ % (endpoint, credentials_file, bucket, prefix, mode, delay, retries, writeback)
 
 
+def write_credentials(directory):
+    """A credentials file for the upstream (the test user's keys) in `directory`; its path."""
+    path = os.path.join(directory, "golden.toml")
+    with open(path, "w") as f:
+        f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY, s3_support.SECRET_KEY))
+    return path
+
+
+def run_hots3(*args):
+    """Runs the hots3 binary with `args` and the test user's keys; (exit status, stdout, stderr)."""
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3_support.SECRET_KEY)
+    done = subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+    return done.returncode, done.stdout, done.stderr
+
+
 def health(port, text=False):
     """/health/upstream: (HTTP status, body as JSON, or as text with `text`)."""
     url = "http://127.0.0.1:%d/health/upstream%s" % (port, "?format=text" if text else "")
@@ -103,10 +119,7 @@ class WriteBackTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="hots3-tier-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
-        cls.credentials = os.path.join(cls.dir, "golden.toml")
-        with open(cls.credentials, "w") as f:
-            f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY,
-                                                                 s3_support.SECRET_KEY))
+        cls.credentials = write_credentials(cls.dir)
         # The upstream takes less user metadata than hots3 does: an object it refuses.
         cls.upstream = s3_support.hots3_server('[s3]\nmetadata_max = "1KiB"\n', device_size="1GiB").start()
         cls.up = client(cls.upstream.port)
@@ -443,12 +456,7 @@ class WriteBackTest(unittest.TestCase):
         plain.delete_bucket(Bucket="unbound")
 
     def hots3(self, *args):
-        """Runs the hots3 binary with `args` and the test user's keys; (exit status, stdout, stderr)."""
-        env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY,
-                   AWS_SECRET_ACCESS_KEY=s3_support.SECRET_KEY)
-        done = subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), *args], env=env, capture_output=True,
-                              text=True, timeout=120)
-        return done.returncode, done.stdout, done.stderr
+        return run_hots3(*args)
 
     def test_tier_flush_returns_once_the_prefix_is_upstream_and_status_reports(self):
         endpoint = "http://127.0.0.1:%d" % self.local.port

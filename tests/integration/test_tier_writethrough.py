@@ -24,7 +24,8 @@ import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
 
 from botocore.exceptions import ClientError  # noqa: E402
-from test_tier_writeback import KiB, MiB, PREFIX, client, data, health, tier_config  # noqa: E402
+from test_tier_writeback import (KiB, MiB, PREFIX, client, data, health, tier_config,  # noqa: E402
+                                 write_credentials)
 
 
 def writethrough_config(endpoint, credentials_file, delay="60s"):
@@ -61,10 +62,7 @@ class WriteThroughTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="hots3-wt-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
-        cls.credentials = os.path.join(cls.dir, "golden.toml")
-        with open(cls.credentials, "w") as f:
-            f.write('access_key = "%s"\nsecret_key = "%s"\n' % (s3_support.ACCESS_KEY,
-                                                                 s3_support.SECRET_KEY))
+        cls.credentials = write_credentials(cls.dir)
         cls.upstream = s3_support.hots3_server(device_size="1GiB").start()
         cls.up = client(cls.upstream.port)
         cls.up.create_bucket(Bucket="team-ckpt")

@@ -1428,6 +1428,7 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   put_as["e/small"] = put("e/small", test::pattern_bytes(100, 33)).value();  // inline
   put_as["f/k"] = put("f/k", test::pattern_bytes(kMiB, 34)).value();
   put_as["e/src"] = put("e/src", test::pattern_bytes(kMiB, 36)).value();
+  put_as["e/held"] = put("e/held", test::pattern_bytes(kMiB, 37)).value();
   // All but one are upstream.
   for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
     if (job.key == "e/owed") continue;
@@ -1439,6 +1440,9 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   copied.copied_from = "e/src";
   ASSERT_TRUE(
       run(put_async("f/copy", test::pattern_bytes(kMiB, 36), true, {}, copied)).has_value());
+  // A write-through PUT of e/held under way: its job would bring the upstream back to the
+  // version here, from its data.
+  ASSERT_TRUE(run(store_->hold_tier_key(bucket_.id, "e/held", "next-etag")).value().has_value());
 
   // Only what is upstream and has extents goes, under the prefix only; its record stays.
   const std::uint64_t before = used();
@@ -1454,6 +1458,7 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   EXPECT_EQ(get("e/k").error(), errc::kUnavailable);
   EXPECT_TRUE(get("e/owed").has_value());
   EXPECT_TRUE(get("e/src").has_value());
+  EXPECT_TRUE(get("e/held").has_value());
   EXPECT_TRUE(get("e/small").has_value());
   EXPECT_TRUE(get("f/k").has_value());
   EXPECT_EQ(run(store_->evict_objects(bucket_.id, {"e/", false})).value().objects, 0U);
