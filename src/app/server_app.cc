@@ -107,6 +107,7 @@ storage::StoreOptions store_options(const config::Config& config) {
   o.compute_md5 = c.etag_md5;
   o.tier_delay = config.tier.writeback.delay;
   o.tier_owed_max_bytes = config.tier.writeback.max_dirty_bytes.value_or(0);
+  if (!config.tier.buckets.empty()) o.tier_full_percent = config.tier.evict.full_percent;
   return o;
 }
 
@@ -182,9 +183,10 @@ int serve(const config::Config& config, const ServeOptions& options) {
     const tier::UploaderStats up = uploader->stats();
     log::info(
         "tier: this run uploaded {} objects ({} bytes) and {} deletes; {} retries, {} parked, {} "
-        "slow-downs, {} conflicts; {} bytes sent",
+        "slow-downs, {} conflicts; {} bytes sent; {} versions evicted ({} bytes, {} of them "
+        "recent)",
         up.uploaded, up.bytes, up.deleted, up.retried, up.parked, up.slowdowns, up.conflicts,
-        up.sent_bytes);
+        up.sent_bytes, up.evicted, up.evicted_bytes, up.evicted_young);
   }
   store->shutdown();
   workers.stop();

@@ -497,6 +497,18 @@ void read_writeback(const std::string& path, const toml::table& table, Writeback
   if (w.retry_cap < w.retry_base) r.fail(table, "retry_cap", "must not be below retry_base");
 }
 
+void read_evict(const std::string& path, const toml::table& table, EvictConfig& e) {
+  TableReader r(path, "tier.evict.", table);
+  r.integer("high", e.high_percent, 1, 100);
+  r.integer("low", e.low_percent, 0, 99);
+  r.integer("full", e.full_percent, 1, 100);
+  r.duration("min_resident", e.min_resident, milliseconds(0),
+             milliseconds(365LL * 24 * 3600 * 1000));
+  r.done();
+  if (e.low_percent >= e.high_percent) r.fail(table, "low", "must be below high");
+  if (e.full_percent < e.high_percent) r.fail(table, "full", "must not be below high");
+}
+
 void read_tier(const std::string& path, const toml::table& table, TierConfig& tier) {
   TableReader r(path, "tier.", table);
   if (const toml::array* a = r.array("upstream")) read_upstreams(path, *a, tier.upstreams);
@@ -504,6 +516,7 @@ void read_tier(const std::string& path, const toml::table& table, TierConfig& ti
     read_tier_buckets(path, *a, tier.upstreams, tier.buckets);
   }
   if (const toml::table* t = r.table("writeback")) read_writeback(path, *t, tier.writeback);
+  if (const toml::table* t = r.table("evict")) read_evict(path, *t, tier.evict);
   r.done();
 }
 

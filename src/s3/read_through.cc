@@ -176,7 +176,8 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
       if (listed) parts = std::move(*listed);
     }
     check.emplace(object, std::move(parts), s.store().digest_is_md5());
-    if (check->possible()) {
+    // Near full, a miss is served without being kept: eviction could not keep up with it.
+    if (check->possible() && s.store().tier_fill_allows(object.size_bytes)) {
       auto creating = s.store().create_writer(object.size_bytes, /*for_part=*/true);
       auto created = co_await std::move(creating);
       if (created) writer = std::move(*created);

@@ -9,6 +9,7 @@
 #include "storage/store_core.h"
 
 #include "hots3/common/assert.h"
+#include "hots3/common/clock.h"
 #include "hots3/common/logging.h"
 
 #include <boost/asio/co_spawn.hpp>
@@ -301,6 +302,9 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
   H3_CO_TRY(st->record, lookup_object(core, bucket_id, key));
   if (!st->record) co_return errc::kNotFound;
   if (auto ec = readable(*st->record)) co_return ec;
+  if (st->record->tier_state == TierState::kLocalAndUpstream) {
+    core.access->touch(st->record->id, now_ms());  // the evictor takes the coldest first
+  }
   if (!st->record->inline_data) {
     if (auto cached = core.layouts->find(st->record->id)) {
       st->shared_rows = std::move(cached);  // only complete layouts are cached

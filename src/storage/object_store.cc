@@ -19,10 +19,12 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
@@ -115,6 +117,13 @@ class StoreImpl final : public ObjectStore {
     if (shut_down_) return;
     shut_down_ = true;
     reader_pool_.join();
+    // The read times in memory: a restart keeps the order eviction goes by.
+    auto times = core_.access->take();
+    if (!times.empty()) {
+      auto saved = core_.catalog->write_blocking(
+          [&](WriteTxn& t) -> Result<void> { return save_times(t, times); });
+      if (!saved) log::warn("read times not saved at shutdown: {}", saved.error().message());
+    }
     core_.catalog->stop();
   }
 
@@ -268,7 +277,15 @@ class StoreImpl final : public ObjectStore {
   bool tier_budget_allows(std::uint64_t incoming) const noexcept override {
     const std::uint64_t owed = core_.catalog->tier_owed_bytes();
     const std::uint64_t max = tier_owed_max_bytes();
-    return owed == 0 || (owed < max && incoming <= max - owed);
+    return (owed == 0 || (owed < max && incoming <= max - owed)) && tier_fill_allows(incoming);
+  }
+
+  bool tier_fill_allows(std::uint64_t incoming) const noexcept override {
+    const unsigned full = core_.options.tier_full_percent;
+    if (full == 0) return true;
+    const std::uint64_t size = core_.allocator->size_bytes();
+    const std::uint64_t used = size - core_.allocator->free_bytes();
+    return used <= size / 100 * full && incoming <= size / 100 * full - used;
   }
 
   asio::awaitable<Result<std::vector<TierBacklog>>> tier_backlog() override {
@@ -428,31 +445,34 @@ class StoreImpl final : public ObjectStore {
   }
 
   asio::awaitable<Result<Evicted>> evict_objects(std::int64_t bucket_id, KeySpan span) override {
-    // In batches: a large prefix is not one transaction that holds every other write back.
-    constexpr std::size_t kBatch = 256;
-    Evicted evicted;
-    std::string after;  // each batch goes on after the last key of the one before
-    for (;;) {
-      std::vector<std::pair<ObjectRecord, ExtentList>> batch;
-      H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-        batch.clear();
-        H3_TRY(auto found, t.evictable_objects(bucket_id, span, after, kBatch));
-        for (ObjectRecord& o : found) {
-          H3_TRY(auto freed, t.evict_object(o.id));
-          batch.emplace_back(std::move(o), std::move(freed));
-        }
-        return {};
-      }));
-      for (auto& [o, freed] : batch) {
-        core_.metadata->invalidate(bucket_id, o.key);
-        core_.retirement->retire(std::move(freed), o.id);
-        ++evicted.objects;
-        evicted.bytes += o.size_bytes;
-      }
-      if (batch.size() < kBatch) break;
-      after = batch.back().first.key;
-    }
-    co_return evicted;
+    auto evicting = evict_batches(
+        [bucket_id, span = std::move(span)](WriteTxn& t, const std::string& after,
+                                            std::size_t limit) {
+          return t.evictable_objects(bucket_id, span, after, limit);
+        },
+        std::numeric_limits<std::uint64_t>::max());
+    co_return co_await std::move(evicting);
+  }
+
+  asio::awaitable<Result<Evicted>> evict_coldest(std::vector<std::int64_t> bucket_ids,
+                                                 std::uint64_t bytes,
+                                                 std::int64_t written_before_ms) override {
+    auto saving = save_access_times();
+    H3_CO_TRY(co_await std::move(saving));
+    auto evicting = evict_batches(
+        [ids = fmt::format("[{}]", fmt::join(bucket_ids, ",")), written_before_ms](
+            WriteTxn& t, const std::string& /*after*/, std::size_t limit) {
+          return t.coldest_objects(ids, written_before_ms, limit);
+        },
+        bytes);
+    co_return co_await std::move(evicting);
+  }
+
+  asio::awaitable<Result<void>> save_access_times() override {
+    auto times = core_.access->take();
+    if (times.empty()) co_return Result<void>{};
+    co_return co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> { return save_times(t, times); });
   }
 
   asio::awaitable<Result<ObjectRecord>> fill_object(std::unique_ptr<ObjectWriter> writer,
@@ -467,7 +487,7 @@ class StoreImpl final : public ObjectStore {
     // data, and a reader of the stub was refused before it looked for any.
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       filled.id = t.next_id();
-      H3_TRY(refilled, t.refill_object(stub_id, filled.id, data.extents));
+      H3_TRY(refilled, t.refill_object(stub_id, filled.id, data.extents, now_ms()));
       return {};
     }));
     if (!refilled) co_return errc::kPreconditionFailed;
@@ -927,6 +947,46 @@ class StoreImpl final : public ObjectStore {
   }
 
  private:
+  static Result<void> save_times(WriteTxn& t,
+                                 const std::vector<std::pair<std::int64_t, std::int64_t>>& times) {
+    for (const auto& [id, ms] : times) H3_TRY(t.set_accessed(id, ms));
+    return {};
+  }
+
+  // Evicts what `find(txn, after, limit)` offers, in batches (a large prefix is not one
+  // transaction that holds every other write back), until `enough` bytes are freed or it offers
+  // no more. `after`: the last key of the batch before.
+  template <class Find>
+  asio::awaitable<Result<Evicted>> evict_batches(Find find, std::uint64_t enough) {
+    constexpr std::size_t kBatch = 256;
+    Evicted evicted;
+    std::string after;
+    for (;;) {
+      std::vector<std::pair<ObjectRecord, ExtentList>> batch;
+      H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+        batch.clear();
+        H3_TRY(auto found, find(t, after, kBatch));
+        std::uint64_t freeing = evicted.bytes;
+        for (ObjectRecord& o : found) {
+          if (freeing >= enough) break;
+          H3_TRY(auto freed, t.evict_object(o.id));
+          freeing += o.size_bytes;
+          batch.emplace_back(std::move(o), std::move(freed));
+        }
+        return {};
+      }));
+      for (auto& [o, freed] : batch) {
+        core_.metadata->invalidate(o.bucket_id, o.key);
+        core_.retirement->retire(std::move(freed), o.id);
+        ++evicted.objects;
+        evicted.bytes += o.size_bytes;
+      }
+      if (batch.size() < kBatch || evicted.bytes >= enough) break;
+      after = batch.back().first.key;
+    }
+    co_return evicted;
+  }
+
   // The calling worker's buffer pool.
   static asio::awaitable<BufferPool*> worker_pool() {
     auto executor = co_await asio::this_coro::executor;
@@ -1091,6 +1151,7 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options,
   core.cache = std::make_unique<BlockCache>(options.cache_bytes);
   core.retirement = std::make_unique<detail::Retirement>(*core.allocator, *core.cache);
   core.layouts = std::make_unique<detail::LayoutCache>(64 * kMiB);
+  core.access = std::make_unique<detail::AccessTimes>();
   core.metadata = std::make_unique<detail::MetadataCache>(options.metadata_cache_bytes);
   auto store = std::make_unique<StoreImpl>(std::move(core));
   store->rebuild_time = rebuild;

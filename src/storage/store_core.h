@@ -3,6 +3,7 @@
 // Private to src/storage: what every writer and reader of the store shares (StoreCore), and how
 // they reach the catalog's readers.
 
+#include "storage/access_times.h"
 #include "storage/block_cache.h"
 #include "storage/buffer_pool.h"
 #include "storage/catalog/catalog.h"
@@ -39,6 +40,7 @@ struct StoreCore {
   std::unique_ptr<Retirement> retirement;
   std::unique_ptr<LayoutCache> layouts;
   std::unique_ptr<MetadataCache> metadata;
+  std::unique_ptr<AccessTimes> access;  // reads of versions the upstream also holds
   // Threads for catalog reads that cost more than an index lookup (listings, the layouts of
   // large objects): workers wait for them without blocking. Set by the store.
   boost::asio::thread_pool* catalog_readers = nullptr;

@@ -1,6 +1,7 @@
 #include "hots3/tier/uploader.h"
 
 #include "tier/commit_markers.h"
+#include "tier/evictor.h"
 
 #include "hots3/aws/checksum.h"
 #include "hots3/aws/etag.h"
@@ -412,6 +413,7 @@ struct Uploader::Impl {
 
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
       n_sent{0}, n_slowdowns{0}, n_conflicts{0};
+  EvictionCounters evictions;
 
   // Holds back what costs `units` of an upstream's `per_s` (bytes under write_bytes_per_s,
   // requests under requests_per_s; 0: no cap) until its turn, `next` being when the next may
@@ -578,10 +580,24 @@ struct Uploader::Impl {
     }
     const std::uint64_t owed_bytes = store.tier_owed_bytes();
     const std::uint64_t owed_max = store.tier_owed_max_bytes();
-    json += fmt::format("],\"owed_bytes\":{},\"owed_max_bytes\":{},\"status\":\"{}\"}}\n",
-                        owed_bytes, owed_max, health_name(overall));
-    text = fmt::format("status: {}\n{}owed to upstreams: {} of {} allowed\n", health_name(overall),
-                       text, format_size(owed_bytes), format_size(owed_max));
+    const config::EvictConfig& ev = tier.evict;
+    json += fmt::format(
+        "],\"owed_bytes\":{},\"owed_max_bytes\":{},\"device\":{{\"bytes\":{},"
+        "\"allocated_bytes\":{},\"peak_allocated_bytes\":{},\"evict_high_percent\":{},"
+        "\"evict_low_percent\":{},\"full_percent\":{},\"evicted\":{},\"evicted_bytes\":{},"
+        "\"evicted_recent\":{}}},\"status\":\"{}\"}}\n",
+        owed_bytes, owed_max, evictions.device_bytes.load(), evictions.allocated_bytes.load(),
+        evictions.peak_allocated_bytes.load(), ev.high_percent, ev.low_percent, ev.full_percent,
+        evictions.objects.load(), evictions.bytes.load(), evictions.young.load(),
+        health_name(overall));
+    text = fmt::format(
+        "status: {}\n{}owed to upstreams: {} of {} allowed\ndevice: {} of {} allocated (peak {}; "
+        "eviction from {}% to {}%, full at {}%); evicted {} versions ({}), {} of them recent\n",
+        health_name(overall), text, format_size(owed_bytes), format_size(owed_max),
+        format_size(evictions.allocated_bytes.load()), format_size(evictions.device_bytes.load()),
+        format_size(evictions.peak_allocated_bytes.load()), ev.high_percent, ev.low_percent,
+        ev.full_percent, evictions.objects.load(), format_size(evictions.bytes.load()),
+        evictions.young.load());
     const unsigned status = overall == Health::kOk ? 200 : 503;
     const std::lock_guard lock(report_mutex);
     report_json = {status, "application/json", std::move(json)};
@@ -2228,6 +2244,19 @@ void Uploader::start() {
       }
     });
   }
+  std::vector<std::int64_t> bound_ids;
+  for (const auto& [id, b] : im.bindings) bound_ids.push_back(id);
+  asio::co_spawn(
+      im.io,
+      evict_by_watermark(im.store, im.tier.evict, std::move(bound_ids), im.stopping, im.evictions),
+      [](const std::exception_ptr& e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          log::error("tier: eviction stopped: {}", ex.what());
+        }
+      });
   im.running.store(true, std::memory_order_release);
   // A client waiting for an upload (x-hots3-durability, a flush) has it looked at now. Raw
   // pointers: a handler owning the Impl would be owned by the Impl's own io_context.
@@ -2303,8 +2332,10 @@ http::Probe Uploader::health(bool text) const {
 
 UploaderStats Uploader::stats() const {
   const Impl& im = *impl_;
-  return {im.n_uploaded.load(), im.n_deleted.load(), im.n_bytes.load(),     im.n_sent.load(),
-          im.n_retried.load(),  im.n_parked.load(),  im.n_slowdowns.load(), im.n_conflicts.load()};
+  return {im.n_uploaded.load(),      im.n_deleted.load(),      im.n_bytes.load(),
+          im.n_sent.load(),          im.n_retried.load(),      im.n_parked.load(),
+          im.n_slowdowns.load(),     im.n_conflicts.load(),    im.evictions.objects.load(),
+          im.evictions.bytes.load(), im.evictions.young.load()};
 }
 
 }  // namespace hots3::tier

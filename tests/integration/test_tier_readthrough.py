@@ -7,10 +7,8 @@ upstream; the local store's catalog shows what it keeps."""
 
 import hashlib
 import os
-import shutil
 import sqlite3
 import sys
-import tempfile
 import time
 import unittest
 
@@ -18,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
 from test_tier_writeback import (KiB, MiB, PREFIX, client, data, health, run_hots3,  # noqa: E402
-                                 tier_config, write_credentials)
+                                 start_upstream, stop_servers, tier_config)
 
 import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
@@ -27,14 +25,8 @@ from botocore.exceptions import ClientError  # noqa: E402
 class ReadThroughTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="hots3-read-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
-        cls.credentials = write_credentials(cls.dir)
-        cls.upstream = s3_support.hots3_server(device_size="1GiB").start()
-        cls.up = client(cls.upstream.port)
-        cls.up.create_bucket(Bucket="team-ckpt")
+        start_upstream(cls)
         cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
-        cls.local_dir = os.path.join(cls.dir, "local")
-        os.makedirs(cls.local_dir)
         config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials)
         cls.local = s3_support.hots3_server(config, device_size="1GiB", workdir=cls.local_dir).start()
         cls.s3 = client(cls.local.port)
@@ -42,15 +34,7 @@ class ReadThroughTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        try:
-            for server in (cls.local, cls.upstream):
-                if server.proc is not None and server.proc.poll() is None:
-                    assert server.stop() == 0
-        finally:
-            cls.proxy.stop()
-            cls.local.cleanup()
-            cls.upstream.cleanup()
-            shutil.rmtree(cls.dir, ignore_errors=True)
+        stop_servers(cls)
 
     def flush_and_evict(self, prefix):
         """Everything under `prefix` upstream, then evicted; returns the evict command's output."""

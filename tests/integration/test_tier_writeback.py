@@ -83,6 +83,34 @@ def write_credentials(directory):
     return path
 
 
+def start_upstream(cls, config=""):
+    """On `cls`: a working directory `cls.dir` holding the upstream's credentials file
+    (`cls.credentials`) and `cls.local_dir` (for the local server's data), and an upstream hots3
+    (`config`: more of its configuration) holding the bucket team-ckpt (`cls.upstream`, `cls.up`)."""
+    cls.dir = tempfile.mkdtemp(prefix="hots3-tier-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
+    cls.credentials = write_credentials(cls.dir)
+    cls.upstream = s3_support.hots3_server(config, device_size="1GiB").start()
+    cls.up = client(cls.upstream.port)
+    cls.up.create_bucket(Bucket="team-ckpt")
+    cls.local_dir = os.path.join(cls.dir, "local")
+    os.makedirs(cls.local_dir)
+
+
+def stop_servers(cls):
+    """Stops `cls.local` and `cls.upstream` (each must exit 0) and `cls.proxy` if there is one, and
+    removes what start_upstream made."""
+    try:
+        for server in (cls.local, cls.upstream):
+            if server.proc is not None and server.proc.poll() is None:
+                assert server.stop() == 0
+    finally:
+        if getattr(cls, "proxy", None) is not None:
+            cls.proxy.stop()
+        cls.local.cleanup()
+        cls.upstream.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+
 def run_hots3(*args):
     """Runs the hots3 binary with `args` and the test user's keys; (exit status, stdout, stderr)."""
     env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3_support.SECRET_KEY)
@@ -118,14 +146,8 @@ def wait_health(port, check, timeout=20):
 class WriteBackTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="hots3-tier-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
-        cls.credentials = write_credentials(cls.dir)
         # The upstream takes less user metadata than hots3 does: an object it refuses.
-        cls.upstream = s3_support.hots3_server('[s3]\nmetadata_max = "1KiB"\n', device_size="1GiB").start()
-        cls.up = client(cls.upstream.port)
-        cls.up.create_bucket(Bucket="team-ckpt")
-        cls.local_dir = os.path.join(cls.dir, "local")
-        os.makedirs(cls.local_dir)
+        start_upstream(cls, '[s3]\nmetadata_max = "1KiB"\n')
         cls.local = cls.start_local()
         cls.s3 = client(cls.local.port)
 
@@ -142,14 +164,7 @@ class WriteBackTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        try:
-            for server in (cls.local, cls.upstream):
-                if server.proc is not None and server.proc.poll() is None:
-                    assert server.stop() == 0
-        finally:
-            cls.local.cleanup()
-            cls.upstream.cleanup()
-            shutil.rmtree(cls.dir, ignore_errors=True)
+        stop_servers(cls)
 
     def restart_local(self, endpoint=None, kill=False):
         """Stops the local server (SIGTERM, or SIGKILL with `kill`) and starts it again; returns

@@ -187,10 +187,22 @@ struct WritebackConfig {
   } on_conflict = OnConflict::kSideCopy;
 };
 
+// Eviction by watermark, in percent of the device allocated. Only versions the upstream holds
+// give their space back: never un-uploaded, inline or queued ones.
+struct EvictConfig {
+  unsigned high_percent = 90;  // above it, the least recently read versions are evicted ...
+  unsigned low_percent = 80;   // ... until allocation is back below this
+  // Above it, fetched data is served without being kept, and write-back writes get 503 SlowDown.
+  unsigned full_percent = 97;
+  // A version written less than this long ago is evicted only when nothing else can be.
+  milliseconds min_resident{3600LL * 1000};
+};
+
 struct TierConfig {
   std::vector<UpstreamConfig> upstreams;
   std::vector<TierBucketConfig> buckets;
   WritebackConfig writeback;
+  EvictConfig evict;
   [[nodiscard]] const UpstreamConfig* upstream(std::string_view name) const;
   [[nodiscard]] const TierBucketConfig* binding(std::string_view bucket) const;
 };

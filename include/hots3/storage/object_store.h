@@ -63,6 +63,10 @@ struct StoreOptions {
   // Write-back exposure: past this many bytes owed to upstreams, tier_budget_allows() refuses
   // more. 0: half the device's data area.
   std::uint64_t tier_owed_max_bytes = 0;
+  // Past this share of the device allocated (percent; 0: no limit), writes into write-back
+  // buckets are refused too (tier_budget_allows), and fetched data is not kept
+  // (tier_fill_allows): the evictor cannot free dirty data, and must stay ahead of the inflow.
+  unsigned tier_full_percent = 0;
 
   // The catalog's database file in `data_dir`: its presence is what makes a data directory an
   // existing store.
@@ -339,6 +343,9 @@ class ObjectStore {
   // let in when nothing is owed, or it could never be written.
   [[nodiscard]] virtual bool tier_budget_allows(std::uint64_t incoming) const noexcept = 0;
   [[nodiscard]] virtual std::uint64_t tier_owed_max_bytes() const noexcept = 0;
+  // Whether `incoming` more bytes fetched from an upstream may be kept here
+  // (StoreOptions::tier_full_percent).
+  [[nodiscard]] virtual bool tier_fill_allows(std::uint64_t incoming) const noexcept = 0;
   // Whether a change acknowledged before `job` (parked ones included) is still owed under
   // `prefix` of its bucket: a commit marker waits for them.
   virtual boost::asio::awaitable<Result<bool>> tier_jobs_before(const TierJob& job,
@@ -410,6 +417,14 @@ class ObjectStore {
   // version before keeps reading it.
   virtual boost::asio::awaitable<Result<Evicted>> evict_objects(std::int64_t bucket_id,
                                                                 KeySpan span) = 0;
+  // Eviction by watermark: frees `bytes` (or what it can) from the versions of the buckets
+  // `bucket_ids` that evict_objects would free, written before `written_before_ms`, the least
+  // recently read first. The read times kept in memory are saved first.
+  virtual boost::asio::awaitable<Result<Evicted>> evict_coldest(
+      std::vector<std::int64_t> bucket_ids, std::uint64_t bytes,
+      std::int64_t written_before_ms) = 0;
+  // Saves the read times kept in memory (versions the upstream also holds) to the catalog.
+  virtual boost::asio::awaitable<Result<void>> save_access_times() = 0;
   // Gives the evicted version `stub` the data of a finished writer (made with for_part, so that
   // it has extents), fetched from the upstream: it becomes kLocalAndUpstream under a new version
   // id, keeping its ETag, Last-Modified, headers, metadata, checksums and part table. Errors:

@@ -47,6 +47,9 @@ struct UploaderStats {
   std::uint64_t parked = 0;      // jobs parked
   std::uint64_t slowdowns = 0;   // times an upstream's 429 or 503 halved its concurrency
   std::uint64_t conflicts = 0;   // keys another writer had changed upstream
+  std::uint64_t evicted = 0;     // versions whose space eviction by watermark gave back
+  std::uint64_t evicted_bytes = 0;
+  std::uint64_t evicted_young = 0;  // of them, written less than evict.min_resident before
 };
 
 class Uploader final : public WriteThrough, public ReadThrough {

@@ -272,12 +272,20 @@ class WriteTxn {
                                                               const KeySpan& span,
                                                               std::string_view after,
                                                               std::size_t limit) = 0;
+  // Up to `limit` versions of the buckets in `bucket_ids` (a JSON array of ids) whose data may
+  // go, as evictable_objects, written before `written_before_ms`, least recently read first.
+  virtual Result<std::vector<ObjectRecord>> coldest_objects(std::string_view bucket_ids,
+                                                            std::int64_t written_before_ms,
+                                                            std::size_t limit) = 0;
+  // When the version was last read (times kept in memory, written in batches).
+  virtual Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) = 0;
   // The version's data goes (its extents are returned); its row stays, upstream only.
   virtual Result<ExtentList> evict_object(std::int64_t object_id) = 0;
-  // An evicted version gets data again, as version `new_id` (the row, its parts and what refers
-  // to it move to the new id). false: `stub_id` is not an evicted version.
+  // An evicted version gets data again, as version `new_id` read at `now_ms` (the row, its parts
+  // and what refers to it move to the new id). false: `stub_id` is not an evicted version.
   virtual Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,
-                                     const std::vector<ExtentRecord>& extents) = 0;
+                                     const std::vector<ExtentRecord>& extents,
+                                     std::int64_t now_ms) = 0;
 };
 
 }  // namespace hots3::storage

@@ -87,6 +87,16 @@ ObjectRecord read_object(const Query& q) {
   return o;
 }
 
+Result<std::vector<ObjectRecord>> read_objects(Query& q) {
+  std::vector<ObjectRecord> found;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    found.push_back(read_object(q));
+  }
+  return found;
+}
+
 void bind_headers(Query& q, int first, const ContentHeaders& h) {
   q.bind_optional(first, h.content_type)
       .bind_optional(first + 1, h.content_encoding)

@@ -73,6 +73,8 @@ std::string upper_bound_of(const std::string& prefix);
 void bind_key_span(Query& q, const KeySpan& span, int first_parameter);
 
 ObjectRecord read_object(const Query& q);
+// Every row `q` still yields, read as above.
+Result<std::vector<ObjectRecord>> read_objects(Query& q);
 
 void bind_headers(Query& q, int first, const ContentHeaders& h);
 

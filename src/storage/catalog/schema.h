@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 8> kMigrations = {
+inline constexpr std::array<const char*, 9> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -257,6 +257,11 @@ INSERT INTO tier_seen(bucket_id, key, etag, ours)
 ALTER TABLE tier_jobs ADD COLUMN source_key TEXT;  -- the data is upstream under this key too
 ALTER TABLE tier_jobs ADD COLUMN prior_etags TEXT;  -- ETags of versions it replaced, newest first
 CREATE INDEX tier_jobs_source ON tier_jobs(bucket_id, source_key) WHERE source_key IS NOT NULL;
+)sql",
+    // 8 → 9: eviction by watermark takes the least recently read versions the upstream holds
+    // first; this index holds only those, in that order.
+    R"sql(
+CREATE INDEX objects_evictable ON objects(accessed_ms) WHERE tier_state = 1 AND is_inline = 0;
 )sql",
 };
 

@@ -376,13 +376,27 @@ class WriteTxnImpl final : public WriteTxn {
     q.bind(1, bucket_id);
     bind_key_span(q, span, 2);
     q.bind(4, static_cast<std::int64_t>(limit)).bind(5, after);
-    std::vector<ObjectRecord> found;
-    for (;;) {
-      H3_TRY(bool row, q.step());
-      if (!row) break;
-      found.push_back(read_object(q));
-    }
-    return found;
+    return read_objects(q);
+  }
+
+  Result<std::vector<ObjectRecord>> coldest_objects(std::string_view bucket_ids,
+                                                    std::int64_t written_before_ms,
+                                                    std::size_t limit) override {
+    // The conditions of objects_evictable, so that the index gives the order; `+bucket_id`
+    // keeps the planner off objects_key, which would read and sort every row of the buckets.
+    auto q = c_.query("SELECT " H3_OBJECT_COLUMNS_O
+                      " FROM objects o WHERE o.tier_state = 1 AND o.is_inline = 0 AND "
+                      "o.created_ms < ?2 AND +o.bucket_id IN (SELECT value FROM json_each(?1)) AND "
+                      "NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = o.bucket_id AND "
+                      "(j.key = o.key OR j.source_key = o.key)) ORDER BY o.accessed_ms LIMIT ?3");
+    q.bind(1, bucket_ids).bind(2, written_before_ms).bind(3, static_cast<std::int64_t>(limit));
+    return read_objects(q);
+  }
+
+  Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) override {
+    auto q = c_.query("UPDATE objects SET accessed_ms = ?2 WHERE id = ?1 AND accessed_ms < ?2");
+    q.bind(1, object_id).bind(2, accessed_ms);
+    return q.run();
   }
 
   Result<ExtentList> evict_object(std::int64_t object_id) override {
@@ -394,13 +408,16 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,
-                             const std::vector<ExtentRecord>& extents) override {
-    auto q =
-        c_.query("UPDATE objects SET id = ?2, tier_state = ?3 WHERE id = ?1 AND tier_state = ?4");
+                             const std::vector<ExtentRecord>& extents,
+                             std::int64_t now_ms) override {
+    auto q = c_.query(
+        "UPDATE objects SET id = ?2, tier_state = ?3, accessed_ms = ?5 WHERE id = ?1 AND "
+        "tier_state = ?4");
     q.bind(1, stub_id)
         .bind(2, new_id)
         .bind(3, static_cast<std::int64_t>(TierState::kLocalAndUpstream))
-        .bind(4, static_cast<std::int64_t>(TierState::kUpstreamOnly));
+        .bind(4, static_cast<std::int64_t>(TierState::kUpstreamOnly))
+        .bind(5, now_ms);
     H3_TRY(q.run());
     if (c_.changes() == 0) return false;
     for (const char* sql : {"UPDATE object_parts SET object_id = ?2 WHERE object_id = ?1",

@@ -84,6 +84,10 @@ TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config.tier.writeback.delay, defaults.tier.writeback.delay);
   EXPECT_EQ(config.tier.writeback.commit_markers, defaults.tier.writeback.commit_markers);
   EXPECT_EQ(config.tier.writeback.max_dirty_bytes, defaults.tier.writeback.max_dirty_bytes);
+  EXPECT_EQ(config.tier.evict.high_percent, defaults.tier.evict.high_percent);
+  EXPECT_EQ(config.tier.evict.low_percent, defaults.tier.evict.low_percent);
+  EXPECT_EQ(config.tier.evict.full_percent, defaults.tier.evict.full_percent);
+  EXPECT_EQ(config.tier.evict.min_resident, defaults.tier.evict.min_resident);
 }
 
 TEST_F(ConfigFile, ReadsValuesWithUnits) {
@@ -271,6 +275,12 @@ multipart_threshold = "32MiB"
 part_size = "8MiB"
 parallelism = 4
 on_conflict = "keep-upstream"
+
+[tier.evict]
+high = 85
+low = 70
+full = 95
+min_resident = "30m"
 )";
 
 TEST_F(ConfigFile, TierUpstreamsAndBindings) {
@@ -305,6 +315,11 @@ TEST_F(ConfigFile, TierUpstreamsAndBindings) {
   EXPECT_EQ(w.part_size_bytes, 8 * kMiB);
   EXPECT_EQ(w.parallelism, 4U);
   EXPECT_EQ(w.on_conflict, WritebackConfig::OnConflict::kKeepUpstream);
+  const EvictConfig& e = config.tier.evict;
+  EXPECT_EQ(e.high_percent, 85U);
+  EXPECT_EQ(e.low_percent, 70U);
+  EXPECT_EQ(e.full_percent, 95U);
+  EXPECT_EQ(e.min_resident, std::chrono::minutes(30));
 }
 
 TEST_F(ConfigFile, TierMistakesNameTheKey) {
@@ -344,6 +359,15 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
             std::string::npos);
   EXPECT_NE(
       error_of("[tier.writeback]\ncommit_markers = [\"\"]\n").find("tier.writeback.commit_markers"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of("[tier.evict]\nhigh = 80\nlow = 80\n").find("tier.evict.low: must be below high"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of("[tier.evict]\nhigh = 90\nfull = 85\n").find("tier.evict.full: must not be below"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of("[tier.evict]\nhigh = 101\n").find("tier.evict.high: must be between 1 and 100"),
       std::string::npos);
   EXPECT_NE(error_of("[tier]\nupstreams = []\n").find("tier.upstreams: unknown key"),
             std::string::npos);

@@ -965,7 +965,7 @@ TEST(CatalogMigration, Version2ObjectsMoveToATableInVersionOrderWithEverything) 
   }));
   catalog.reset();
   EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'objects%'"),
-            3);  // table and two indexes
+            4);  // table and three indexes (key, accessed, evictable)
   EXPECT_EQ(raw_int(path,
                     "SELECT count(*) FROM pragma_index_list('objects') WHERE name = 'objects_key' "
                     "AND \"unique\""),

@@ -1494,6 +1494,54 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   EXPECT_EQ(get("f/k").error(), errc::kUnavailable);
 }
 
+TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastRecentlyReadFirst) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  std::map<std::string, ObjectRecord> put_as;
+  for (const char* key : {"a", "b", "c", "d", "owed"}) {
+    put_as[key] = put(key, test::pattern_bytes(kMiB, 40)).value();
+  }
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+    if (job.key == "owed") continue;
+    const std::string& etag = put_as.at(job.key).etag;
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{etag, etag})).value());
+  }
+  // Read after they were written (times are in milliseconds): c, then a, then d; b is unread.
+  for (const char* key : {"c", "a", "d"}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    ASSERT_TRUE(get(key).has_value());
+  }
+  const std::int64_t all = now_ms() + 60'000;  // written before: every one
+  auto state = [&](const char* key) { return store_->head(bucket_.id, key).value()->tier_state; };
+
+  // Only the buckets named.
+  EXPECT_EQ(run(store_->evict_coldest({bucket_.id + 1000}, 10 * kMiB, all)).value().objects, 0U);
+  // Enough for one byte: the coldest whole version, b.
+  Evicted evicted = run(store_->evict_coldest({bucket_.id}, 1, all)).value();
+  EXPECT_EQ(evicted.objects, 1U);
+  EXPECT_EQ(evicted.bytes, kMiB);
+  EXPECT_EQ(state("b"), TierState::kUpstreamOnly);
+  EXPECT_EQ(state("c"), TierState::kLocalAndUpstream);
+  // c is read again, the latest; the read times outlive a restart. Then a and d go, in the
+  // order they were read.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  ASSERT_TRUE(get("c").has_value());
+  close();
+  open();
+  evicted = run(store_->evict_coldest({bucket_.id}, kMiB + 1, all)).value();
+  EXPECT_EQ(evicted.objects, 2U);
+  EXPECT_EQ(state("a"), TierState::kUpstreamOnly);
+  EXPECT_EQ(state("d"), TierState::kUpstreamOnly);
+  EXPECT_EQ(state("c"), TierState::kLocalAndUpstream);
+  // Written since the bound: kept, however much is asked for; un-uploaded data never goes.
+  EXPECT_EQ(
+      run(store_->evict_coldest({bucket_.id}, 10 * kMiB, put_as["c"].created_ms)).value().objects,
+      0U);
+  evicted = run(store_->evict_coldest({bucket_.id}, 10 * kMiB, all)).value();
+  EXPECT_EQ(evicted.objects, 1U);
+  EXPECT_EQ(state("c"), TierState::kUpstreamOnly);
+  EXPECT_EQ(state("owed"), TierState::kLocal);
+}
+
 TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const auto k = put("k", test::pattern_bytes(100, 1)).value();

@@ -1,0 +1,149 @@
+"""Eviction by watermark: a write-back bucket on a device smaller than its data. Above
+[tier.evict] high of the device allocated, the least recently read versions the upstream holds
+give their space back until allocation is at low; above full, write-back writes get 503 SlowDown
+(which SDKs retry) and fetched data is served without being kept. A dataset larger than the
+device is written and read back whole, every byte right, without the device ever filling.
+
+The upstream is a second hots3; the local server's /health/upstream report shows its device
+allocation (the most any look of the evictor saw, too) and what it evicted."""
+
+import hashlib
+import os
+import sqlite3
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import s3_support  # noqa: E402
+from test_tier_writeback import (MiB, client, data, health, run_hots3, start_upstream,  # noqa: E402
+                                 stop_servers, tier_config)
+
+from botocore.exceptions import ClientError  # noqa: E402
+
+OBJECT = 4 * MiB
+
+
+def sha(body):
+    return hashlib.sha256(body).hexdigest()
+
+
+class EvictionTestCase(unittest.TestCase):
+    """A local hots3 on a 128 MiB device, bound in write-back to a second hots3. `evict`: the
+    [tier.evict] table; `writeback`, `delay`: as tier_config's."""
+
+    evict = ""
+    writeback = ""
+    delay = "200ms"
+
+    @classmethod
+    def setUpClass(cls):
+        start_upstream(cls)
+        config = tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials,
+                             writeback=cls.writeback, delay=cls.delay) + "\n[tier.evict]\n" + cls.evict
+        cls.local = s3_support.hots3_server(config, device_size="128MiB", workdir=cls.local_dir).start()
+        cls.s3 = client(cls.local.port)
+        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_servers(cls)
+
+    def device(self):
+        """The device part of the health report, as of its last rebuild (up to a second old)."""
+        return health(self.local.port)[1]["device"]
+
+    def settled_device(self, below_percent):
+        """The device report once allocation is at most `below_percent` (within 10 s)."""
+        deadline = time.monotonic() + 10
+        while True:
+            d = self.device()
+            if d["bytes"] and d["allocated_bytes"] * 100 <= d["bytes"] * below_percent:
+                return d
+            if time.monotonic() > deadline:
+                self.fail("allocation stays above %d%%: %s" % (below_percent, d))
+            time.sleep(0.2)
+
+    def flush(self, prefix):
+        rc, out, err = run_hots3("tier", "flush", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                  "--prefix", prefix, "--wait")
+        self.assertEqual(rc, 0, out + err)
+
+    def tier_state(self, key):
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
+        try:
+            return db.execute("SELECT tier_state FROM objects WHERE key = ?", (key,)).fetchone()[0]
+        finally:
+            db.close()
+
+
+class WatermarkTest(EvictionTestCase):
+    evict = 'high = 60\nlow = 45\nfull = 85\nmin_resident = "0s"\n'
+
+    def test_a_dataset_larger_than_the_device_is_written_and_read_in_epochs(self):
+        keys = ["ds/%02d" % i for i in range(40)]  # 160 MiB on a 128 MiB device
+        bodies = {k: data(OBJECT, 100 + i) for i, k in enumerate(keys)}
+        for wave in range(0, len(keys), 8):
+            for k in keys[wave:wave + 8]:
+                self.s3.put_object(Bucket="ckpt", Key=k, Body=bodies[k])
+            self.flush("ds/")
+        d = self.settled_device(60)
+        self.assertGreater(d["evicted"], 0, d)
+        self.assertEqual(d["evicted_recent"], 0, d)  # min_resident 0: none is recent
+
+        # Two epochs in order, then one reshuffled: every byte right, misses and hits alike.
+        order = keys + keys + keys[::-1]
+        hits = 0
+        for n, k in enumerate(order):
+            got = self.s3.get_object(Bucket="ckpt", Key=k)
+            self.assertEqual(sha(got["Body"].read()), sha(bodies[k]), "read %d: %s" % (n, k))
+            hits += got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache") == "hit"
+        self.assertGreater(hits, 0)  # the reversed epoch begins with what the one before read last
+        d = self.settled_device(60)
+        self.assertLessEqual(d["peak_allocated_bytes"] * 100, d["bytes"] * 85, d)
+
+        # Least recently read first: what was read last is here, what was read long ago is not.
+        self.assertEqual(self.tier_state(keys[0]), 1)  # the last read of the reversed epoch
+        self.assertEqual(self.tier_state(keys[-1]), 2)
+        status, text = health(self.local.port, text=True)
+        self.assertIn("device: ", text)
+
+
+class FullDeviceTest(EvictionTestCase):
+    # Uploads wait an hour (until a flush), and up to 120 MiB may be owed: only the device's
+    # own limit stops the writes.
+    evict = 'high = 50\nlow = 30\nfull = 70\n'  # min_resident: the default hour
+    writeback = 'max_dirty = "120MiB"'
+    delay = "1h"
+
+    def test_writes_past_full_get_slow_down_and_go_on_once_evicted(self):
+        written = []
+        refused = None
+        for i in range(40):
+            key = "full/%02d" % i
+            try:
+                self.s3.put_object(Bucket="ckpt", Key=key, Body=data(OBJECT, 200 + i))
+                written.append(key)
+            except ClientError as e:
+                refused = e.response
+                break
+        self.assertIsNotNone(refused, "the device never filled")
+        self.assertEqual((refused["ResponseMetadata"]["HTTPStatusCode"], refused["Error"]["Code"]),
+                         (503, "SlowDown"))
+        # 70% of the data area allows about 22 objects of 4 MiB, less the catalog's reserve.
+        self.assertGreater(len(written), 15)
+        self.assertLess(len(written), 25)
+
+        # Once they are upstream, eviction frees space (all of it recent: the young go too, which
+        # is counted) and writes go on.
+        self.flush("full/")
+        d = self.settled_device(50)
+        self.assertGreater(d["evicted_recent"], 0, d)
+        self.s3.put_object(Bucket="ckpt", Key="full/after", Body=data(OBJECT, 300))
+        for i, key in enumerate(written):
+            got = self.s3.get_object(Bucket="ckpt", Key=key)
+            self.assertEqual(sha(got["Body"].read()), sha(data(OBJECT, 200 + i)), key)
+
+
+if __name__ == "__main__":
+    unittest.main()
