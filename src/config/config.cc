@@ -504,6 +504,8 @@ void read_evict(const std::string& path, const toml::table& table, EvictConfig& 
   r.integer("full", e.full_percent, 1, 100);
   r.duration("min_resident", e.min_resident, milliseconds(0),
              milliseconds(365LL * 24 * 3600 * 1000));
+  r.choice("policy", e.policy,
+           {{"frequency", EvictConfig::Policy::kFrequency}, {"lru", EvictConfig::Policy::kLru}});
   r.done();
   if (e.low_percent >= e.high_percent) r.fail(table, "low", "must be below high");
   if (e.full_percent < e.high_percent) r.fail(table, "full", "must not be below high");

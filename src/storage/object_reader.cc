@@ -301,9 +301,11 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
   auto st = std::make_shared<ReadState>(core);
   H3_CO_TRY(st->record, lookup_object(core, bucket_id, key));
   if (!st->record) co_return errc::kNotFound;
+  // What the evictor goes by; an evicted version's read counts too (it is read through).
+  if (st->record->tier_state != TierState::kLocal) core.frequency->add(bucket_id, key);
   if (auto ec = readable(*st->record)) co_return ec;
   if (st->record->tier_state == TierState::kLocalAndUpstream) {
-    core.access->touch(st->record->id, now_ms());  // the evictor takes the coldest first
+    core.access->touch(st->record->id, now_ms());
   }
   if (!st->record->inline_data) {
     if (auto cached = core.layouts->find(st->record->id)) {

@@ -21,6 +21,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -456,16 +457,58 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<Evicted>> evict_coldest(std::vector<std::int64_t> bucket_ids,
                                                  std::uint64_t bytes,
-                                                 std::int64_t written_before_ms) override {
+                                                 std::int64_t written_before_ms,
+                                                 EvictionOrder order) override {
     auto saving = save_access_times();
     H3_CO_TRY(co_await std::move(saving));
-    auto evicting = evict_batches(
-        [ids = fmt::format("[{}]", fmt::join(bucket_ids, ",")), written_before_ms](
-            WriteTxn& t, const std::string& /*after*/, std::size_t limit) {
-          return t.coldest_objects(ids, written_before_ms, limit);
-        },
-        bytes);
-    co_return co_await std::move(evicting);
+    std::string ids = fmt::format("[{}]", fmt::join(bucket_ids, ","));
+    if (order == EvictionOrder::kLeastRecentlyRead) {
+      auto evicting = evict_batches(
+          [ids = std::move(ids), written_before_ms](WriteTxn& t, const std::string& /*after*/,
+                                                    std::size_t limit) {
+            return t.coldest_objects(ids, written_before_ms, limit);
+          },
+          bytes);
+      co_return co_await std::move(evicting);
+    }
+    // Every candidate, most recently read first, on a catalog reader (not in a transaction that
+    // holds writes back); then the least often read first, keeping that order among equals.
+    auto reading = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), ids = std::move(ids), written_before_ms] {
+          return c->eviction_candidates(ids, written_before_ms);
+        });
+    H3_CO_TRY(std::vector<EvictionCandidate> candidates, co_await std::move(reading));
+    std::vector<std::pair<unsigned, std::size_t>> ranked;  // (reads, index)
+    ranked.reserve(candidates.size());
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      ranked.emplace_back(core_.frequency->estimate(candidates[i].bucket_id, candidates[i].key), i);
+    }
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    Evicted evicted;
+    for (std::size_t next = 0; next < ranked.size() && evicted.bytes < bytes;) {
+      const std::size_t end = std::min(next + kEvictBatch, ranked.size());
+      std::vector<std::pair<std::size_t, ExtentList>> batch;
+      // (A candidate may have changed since it was read: each is taken only if it still may go.)
+      H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+        batch.clear();
+        std::uint64_t freeing = evicted.bytes;
+        for (std::size_t i = next; i < end && freeing < bytes; ++i) {
+          const EvictionCandidate& c = candidates[ranked[i].second];
+          H3_TRY(auto freed, t.evict_if_evictable(c.id));
+          if (!freed) continue;
+          freeing += c.size_bytes;
+          batch.emplace_back(ranked[i].second, std::move(*freed));
+        }
+        return {};
+      }));
+      next = end;
+      for (auto& [i, freed] : batch) {
+        const EvictionCandidate& c = candidates[i];
+        retire_evicted(c.bucket_id, c.key, c.id, c.size_bytes, std::move(freed), evicted);
+      }
+    }
+    co_return evicted;
   }
 
   asio::awaitable<Result<void>> save_access_times() override {
@@ -947,25 +990,37 @@ class StoreImpl final : public ObjectStore {
   }
 
  private:
+  // Versions evicted per transaction: a large prefix is not one transaction that holds every
+  // other write back.
+  static constexpr std::size_t kEvictBatch = 256;
+
+  // After the transaction that evicted a version: its record leaves the cache, and its extents
+  // return once its readers have left.
+  void retire_evicted(std::int64_t bucket_id, const std::string& key, std::int64_t id,
+                      std::uint64_t size_bytes, ExtentList freed, Evicted& evicted) {
+    core_.metadata->invalidate(bucket_id, key);
+    core_.retirement->retire(std::move(freed), id);
+    ++evicted.objects;
+    evicted.bytes += size_bytes;
+  }
+
   static Result<void> save_times(WriteTxn& t,
                                  const std::vector<std::pair<std::int64_t, std::int64_t>>& times) {
     for (const auto& [id, ms] : times) H3_TRY(t.set_accessed(id, ms));
     return {};
   }
 
-  // Evicts what `find(txn, after, limit)` offers, in batches (a large prefix is not one
-  // transaction that holds every other write back), until `enough` bytes are freed or it offers
-  // no more. `after`: the last key of the batch before.
+  // Evicts what `find(txn, after, limit)` offers, in batches, until `enough` bytes are freed or
+  // it offers no more. `after`: the last key of the batch before.
   template <class Find>
   asio::awaitable<Result<Evicted>> evict_batches(Find find, std::uint64_t enough) {
-    constexpr std::size_t kBatch = 256;
     Evicted evicted;
     std::string after;
     for (;;) {
       std::vector<std::pair<ObjectRecord, ExtentList>> batch;
       H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
         batch.clear();
-        H3_TRY(auto found, find(t, after, kBatch));
+        H3_TRY(auto found, find(t, after, kEvictBatch));
         std::uint64_t freeing = evicted.bytes;
         for (ObjectRecord& o : found) {
           if (freeing >= enough) break;
@@ -976,12 +1031,9 @@ class StoreImpl final : public ObjectStore {
         return {};
       }));
       for (auto& [o, freed] : batch) {
-        core_.metadata->invalidate(o.bucket_id, o.key);
-        core_.retirement->retire(std::move(freed), o.id);
-        ++evicted.objects;
-        evicted.bytes += o.size_bytes;
+        retire_evicted(o.bucket_id, o.key, o.id, o.size_bytes, std::move(freed), evicted);
       }
-      if (batch.size() < kBatch || evicted.bytes >= enough) break;
+      if (batch.size() < kEvictBatch || evicted.bytes >= enough) break;
       after = batch.back().first.key;
     }
     co_return evicted;
@@ -1152,6 +1204,7 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options,
   core.retirement = std::make_unique<detail::Retirement>(*core.allocator, *core.cache);
   core.layouts = std::make_unique<detail::LayoutCache>(64 * kMiB);
   core.access = std::make_unique<detail::AccessTimes>();
+  core.frequency = std::make_unique<detail::ReadFrequency>();
   core.metadata = std::make_unique<detail::MetadataCache>(options.metadata_cache_bytes);
   auto store = std::make_unique<StoreImpl>(std::move(core));
   store->rebuild_time = rebuild;

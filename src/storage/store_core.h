@@ -10,6 +10,7 @@
 #include "storage/extent_allocator.h"
 #include "storage/layout_cache.h"
 #include "storage/pipeline.h"
+#include "storage/read_frequency.h"
 #include "storage/retirement.h"
 
 #include "hots3/storage/object_store.h"
@@ -40,7 +41,8 @@ struct StoreCore {
   std::unique_ptr<Retirement> retirement;
   std::unique_ptr<LayoutCache> layouts;
   std::unique_ptr<MetadataCache> metadata;
-  std::unique_ptr<AccessTimes> access;  // reads of versions the upstream also holds
+  std::unique_ptr<AccessTimes> access;       // reads of versions the upstream also holds
+  std::unique_ptr<ReadFrequency> frequency;  // reads of keys the upstream also holds
   // Threads for catalog reads that cost more than an index lookup (listings, the layouts of
   // large objects): workers wait for them without blocking. Set by the store.
   boost::asio::thread_pool* catalog_readers = nullptr;

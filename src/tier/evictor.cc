@@ -40,6 +40,9 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
   std::int64_t next_save_ms = now_ms() + kSaveEveryMs;
   std::int64_t warned_young_ms = 0;
   std::int64_t warned_stuck_ms = 0;
+  const storage::EvictionOrder order = config.policy == config::EvictConfig::Policy::kLru
+                                           ? storage::EvictionOrder::kLeastRecentlyRead
+                                           : storage::EvictionOrder::kLeastOftenRead;
   auto wait = kLook;
   while (!stopping) {
     timer.expires_after(wait);
@@ -65,7 +68,8 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
     const std::uint64_t wanted = allocated - st.device_bytes / 100 * config.low_percent;
     const std::int64_t now = now_ms();
     next_save_ms = now + kSaveEveryMs;  // evict_coldest saves them first
-    auto evicting = store.evict_coldest(bucket_ids, wanted, now - config.min_resident.count());
+    auto evicting =
+        store.evict_coldest(bucket_ids, wanted, now - config.min_resident.count(), order);
     auto evicted = co_await std::move(evicting);
     if (!evicted) {
       log::warn("tier: eviction failed: {}", evicted.error().message());
@@ -76,7 +80,7 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
     if (freed.bytes < wanted) {
       // Nothing older is left to free: the young go too, rather than the device filling up.
       auto more = store.evict_coldest(bucket_ids, wanted - freed.bytes,
-                                      std::numeric_limits<std::int64_t>::max());
+                                      std::numeric_limits<std::int64_t>::max(), order);
       auto young = co_await std::move(more);
       if (young && young->objects > 0) {
         counters.young += young->objects;

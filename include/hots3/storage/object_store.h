@@ -102,6 +102,15 @@ struct ObjectSpec {
   std::optional<std::string> upstream_etag;
 };
 
+// Which versions eviction by watermark takes first.
+enum class EvictionOrder {
+  // The least often read lately (by key: an evicted key read again is still known), and among
+  // keys read as often, the most recently read: a scan does not flush what is read often, and a
+  // loop over more than the device holds keeps the part it reads first.
+  kLeastOftenRead,
+  kLeastRecentlyRead,
+};
+
 // What evict_objects freed.
 struct Evicted {
   std::uint64_t objects = 0;
@@ -418,11 +427,11 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<Evicted>> evict_objects(std::int64_t bucket_id,
                                                                 KeySpan span) = 0;
   // Eviction by watermark: frees `bytes` (or what it can) from the versions of the buckets
-  // `bucket_ids` that evict_objects would free, written before `written_before_ms`, the least
-  // recently read first. The read times kept in memory are saved first.
+  // `bucket_ids` that evict_objects would free, written before `written_before_ms`, in `order`.
+  // The read times kept in memory are saved first.
   virtual boost::asio::awaitable<Result<Evicted>> evict_coldest(
-      std::vector<std::int64_t> bucket_ids, std::uint64_t bytes,
-      std::int64_t written_before_ms) = 0;
+      std::vector<std::int64_t> bucket_ids, std::uint64_t bytes, std::int64_t written_before_ms,
+      EvictionOrder order) = 0;
   // Saves the read times kept in memory (versions the upstream also holds) to the catalog.
   virtual boost::asio::awaitable<Result<void>> save_access_times() = 0;
   // Gives the evicted version `stub` the data of a finished writer (made with for_part, so that

@@ -39,6 +39,14 @@ struct CatalogOptions {
   std::size_t batch_max = 512;  // writes per group commit
 };
 
+// A version eviction may take, as Catalog::eviction_candidates finds it.
+struct EvictionCandidate {
+  std::int64_t id = 0;
+  std::int64_t bucket_id = 0;
+  std::string key;
+  std::uint64_t size_bytes = 0;
+};
+
 class Catalog {
  public:
   // Opens or creates the database and applies migrations. Throws std::runtime_error (a newer
@@ -66,6 +74,10 @@ class Catalog {
   // The key's job, parked or not; none when it owes the upstream nothing.
   Result<std::optional<TierJob>> tier_job(std::int64_t bucket_id, std::string_view key);
   Result<std::vector<TierBacklog>> tier_backlog();  // per bucket owing anything
+  // The versions of the buckets `bucket_ids` (a JSON array) whose data may go (as
+  // WriteTxn::evictable_objects), written before `written_before_ms`, most recently read first.
+  Result<std::vector<EvictionCandidate>> eviction_candidates(std::string_view bucket_ids,
+                                                             std::int64_t written_before_ms);
   // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
   // The parts of job `seq`'s upstream upload the upstream confirmed, by part number.
@@ -281,6 +293,8 @@ class WriteTxn {
   virtual Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) = 0;
   // The version's data goes (its extents are returned); its row stays, upstream only.
   virtual Result<ExtentList> evict_object(std::int64_t object_id) = 0;
+  // The same, if the version may still go (as evictable_objects); none when it may not.
+  virtual Result<std::optional<ExtentList>> evict_if_evictable(std::int64_t object_id) = 0;
   // An evicted version gets data again, as version `new_id` read at `now_ms` (the row, its parts
   // and what refers to it move to the new id). false: `stub_id` is not an evicted version.
   virtual Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,

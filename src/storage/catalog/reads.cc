@@ -118,6 +118,25 @@ Result<std::vector<TierBacklog>> Catalog::tier_backlog() {
   return out;
 }
 
+Result<std::vector<EvictionCandidate>> Catalog::eviction_candidates(
+    std::string_view bucket_ids, std::int64_t written_before_ms) {
+  // As WriteTxn::coldest_objects, from the newest read back.
+  auto q = impl_->reader().query(
+      "SELECT o.id, o.bucket_id, o.key, o.size FROM objects o WHERE o.tier_state = 1 AND "
+      "o.is_inline = 0 AND o.created_ms < ?2 AND +o.bucket_id IN (SELECT value FROM "
+      "json_each(?1)) AND NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = o.bucket_id "
+      "AND (j.key = o.key OR j.source_key = o.key)) ORDER BY o.accessed_ms DESC");
+  q.bind(1, bucket_ids).bind(2, written_before_ms);
+  std::vector<EvictionCandidate> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back(
+        {q.int64(0), q.int64(1), std::string(q.text(2)), static_cast<std::uint64_t>(q.int64(3))});
+  }
+  return out;
+}
+
 Result<std::optional<TierSeen>> Catalog::tier_seen(std::int64_t bucket_id, std::string_view key) {
   auto q =
       impl_->reader().query("SELECT etag, ours FROM tier_seen WHERE bucket_id = ?1 AND key = ?2");

@@ -399,6 +399,18 @@ class WriteTxnImpl final : public WriteTxn {
     return q.run();
   }
 
+  Result<std::optional<ExtentList>> evict_if_evictable(std::int64_t object_id) override {
+    auto q = c_.query(
+        "UPDATE objects SET tier_state = 2 WHERE id = ?1 AND tier_state = 1 AND is_inline = 0 "
+        "AND NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = objects.bucket_id AND "
+        "(j.key = objects.key OR j.source_key = objects.key))");
+    q.bind(1, object_id);
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return std::optional<ExtentList>{};
+    H3_TRY(ExtentList freed, delete_extents(c_, object_id));
+    return std::optional<ExtentList>(std::move(freed));
+  }
+
   Result<ExtentList> evict_object(std::int64_t object_id) override {
     H3_TRY(ExtentList freed, delete_extents(c_, object_id));
     auto q = c_.query("UPDATE objects SET tier_state = ?2 WHERE id = ?1");

@@ -88,6 +88,7 @@ TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config.tier.evict.low_percent, defaults.tier.evict.low_percent);
   EXPECT_EQ(config.tier.evict.full_percent, defaults.tier.evict.full_percent);
   EXPECT_EQ(config.tier.evict.min_resident, defaults.tier.evict.min_resident);
+  EXPECT_EQ(config.tier.evict.policy, defaults.tier.evict.policy);
 }
 
 TEST_F(ConfigFile, ReadsValuesWithUnits) {
@@ -281,6 +282,7 @@ high = 85
 low = 70
 full = 95
 min_resident = "30m"
+policy = "lru"
 )";
 
 TEST_F(ConfigFile, TierUpstreamsAndBindings) {
@@ -320,6 +322,7 @@ TEST_F(ConfigFile, TierUpstreamsAndBindings) {
   EXPECT_EQ(e.low_percent, 70U);
   EXPECT_EQ(e.full_percent, 95U);
   EXPECT_EQ(e.min_resident, std::chrono::minutes(30));
+  EXPECT_EQ(e.policy, EvictConfig::Policy::kLru);
 }
 
 TEST_F(ConfigFile, TierMistakesNameTheKey) {

@@ -1511,12 +1511,14 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastRecentlyReadFirst) {
     ASSERT_TRUE(get(key).has_value());
   }
   const std::int64_t all = now_ms() + 60'000;  // written before: every one
+  constexpr auto kLru = EvictionOrder::kLeastRecentlyRead;
   auto state = [&](const char* key) { return store_->head(bucket_.id, key).value()->tier_state; };
 
   // Only the buckets named.
-  EXPECT_EQ(run(store_->evict_coldest({bucket_.id + 1000}, 10 * kMiB, all)).value().objects, 0U);
+  EXPECT_EQ(run(store_->evict_coldest({bucket_.id + 1000}, 10 * kMiB, all, kLru)).value().objects,
+            0U);
   // Enough for one byte: the coldest whole version, b.
-  Evicted evicted = run(store_->evict_coldest({bucket_.id}, 1, all)).value();
+  Evicted evicted = run(store_->evict_coldest({bucket_.id}, 1, all, kLru)).value();
   EXPECT_EQ(evicted.objects, 1U);
   EXPECT_EQ(evicted.bytes, kMiB);
   EXPECT_EQ(state("b"), TierState::kUpstreamOnly);
@@ -1527,19 +1529,68 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastRecentlyReadFirst) {
   ASSERT_TRUE(get("c").has_value());
   close();
   open();
-  evicted = run(store_->evict_coldest({bucket_.id}, kMiB + 1, all)).value();
+  evicted = run(store_->evict_coldest({bucket_.id}, kMiB + 1, all, kLru)).value();
   EXPECT_EQ(evicted.objects, 2U);
   EXPECT_EQ(state("a"), TierState::kUpstreamOnly);
   EXPECT_EQ(state("d"), TierState::kUpstreamOnly);
   EXPECT_EQ(state("c"), TierState::kLocalAndUpstream);
   // Written since the bound: kept, however much is asked for; un-uploaded data never goes.
-  EXPECT_EQ(
-      run(store_->evict_coldest({bucket_.id}, 10 * kMiB, put_as["c"].created_ms)).value().objects,
-      0U);
-  evicted = run(store_->evict_coldest({bucket_.id}, 10 * kMiB, all)).value();
+  EXPECT_EQ(run(store_->evict_coldest({bucket_.id}, 10 * kMiB, put_as["c"].created_ms, kLru))
+                .value()
+                .objects,
+            0U);
+  evicted = run(store_->evict_coldest({bucket_.id}, 10 * kMiB, all, kLru)).value();
   EXPECT_EQ(evicted.objects, 1U);
   EXPECT_EQ(state("c"), TierState::kUpstreamOnly);
   EXPECT_EQ(state("owed"), TierState::kLocal);
+}
+
+TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastOftenReadFirst) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  std::map<std::string, ObjectRecord> put_as;
+  for (const char* key : {"a", "b", "c", "d", "e", "f"}) {
+    put_as[key] = put(key, test::pattern_bytes(kMiB, 41)).value();
+  }
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+    const std::string& etag = put_as.at(job.key).etag;
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{etag, etag})).value());
+  }
+  // a read 3 times, b twice, c, e and f once (e before f), d never.
+  for (const char* key : {"a", "a", "b", "a", "b", "c", "e", "f"}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    ASSERT_TRUE(get(key).has_value());
+  }
+  const std::int64_t all = now_ms() + 60'000;
+  auto next_out = [&] {
+    EXPECT_EQ(run(store_->evict_coldest({bucket_.id}, 1, all, EvictionOrder::kLeastOftenRead))
+                  .value()
+                  .objects,
+              1U);
+    std::string gone;
+    for (const char* key : {"a", "b", "c", "d", "e", "f"}) {
+      if (store_->head(bucket_.id, key).value()->tier_state == TierState::kUpstreamOnly &&
+          put_as[key].tier_state != TierState::kUpstreamOnly) {
+        gone = key;
+        put_as[key].tier_state = TierState::kUpstreamOnly;
+      }
+    }
+    return gone;
+  };
+  // Never read first; among those read once, the latest read first (in a loop, it is the one
+  // read again last); the often read last.
+  EXPECT_EQ(next_out(), "d");
+  EXPECT_EQ(next_out(), "f");
+  EXPECT_EQ(next_out(), "e");
+  EXPECT_EQ(next_out(), "c");
+  EXPECT_EQ(next_out(), "b");
+  // An evicted key is still known as often read: read (through) twice more and filled again,
+  // it stays while a, read less often, goes.
+  EXPECT_EQ(get("b").error(), errc::kUnavailable);
+  EXPECT_EQ(get("b").error(), errc::kUnavailable);
+  const auto stub = store_->head(bucket_.id, "b").value();
+  ASSERT_TRUE(run(fill_async(*store_, *stub, test::pattern_bytes(kMiB, 41))).has_value());
+  put_as["b"].tier_state = TierState::kLocalAndUpstream;
+  EXPECT_EQ(next_out(), "a");
 }
 
 TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) {
