@@ -10,6 +10,9 @@
 #            drain at >= 90% of the direct copy's MB/s).
 #   4 KiB    durable PUTs at SMALL_C connections into the write-back bucket, against the untiered
 #            bucket (goal: >= 95%).
+#   read     the saved checkpoint evicted, then read back whole, one GET per file: cold (streamed
+#            from the upstream and kept; goal >= 90% of the same GETs straight to the upstream),
+#            then warm (goal >= 95% of the untiered bucket's).
 #   write-through
 #            the same save into a write-through bucket (acknowledged once the upstream has it),
 #            against the direct `aws s3 cp` (goal: within 110% of its time); and one PUT of
@@ -159,6 +162,30 @@ cp "$URL_up" s3://team-ckpt/rack/step-1/ "$WORK/back"
 diff -r "$WORK/ckpt" "$WORK/back" > /dev/null || { echo "the upstream's copy differs" >&2; exit 1; }
 rm -rf "$WORK/back"
 
+# ---- read-through: the saved checkpoint evicted, then read whole, file by file, as a training
+# job's loader does (one GET per object, no ranges): cold (streamed from the upstream as it is
+# kept), then warm; against the same GETs straight to the upstream (the cold read's limit) and
+# of the untiered bucket (the warm read's).
+get_all() {  # URL BUCKET PREFIX: every file of the checkpoint, one whole GET each, into $WORK/back
+  mkdir -p "$WORK/back"
+  local f
+  for f in $(ls -A "$WORK/ckpt"); do
+    aws --endpoint-url "$1" s3api get-object --bucket "$2" --key "$3$f" "$WORK/back/$f" > /dev/null
+  done
+}
+read_s() {  # URL BUCKET PREFIX: seconds for get_all, its copy checked
+  local t0 t1
+  t0=$(now); get_all "$@"; t1=$(now)
+  diff -r "$WORK/ckpt" "$WORK/back" > /dev/null || { echo "a read of $2/$3 differs" >&2; exit 1; }
+  rm -rf "$WORK/back"
+  elapsed "$t0" "$t1"
+}
+"$HOTS3" tier evict --endpoint "$URL_local" --bucket ckpt --prefix step-1/ > /dev/null
+UP_READ_S=$(read_s "$URL_up" team-ckpt rack/step-1/)
+COLD_S=$(read_s "$URL_local" ckpt step-1/)
+WARM_S=$(read_s "$URL_local" ckpt step-1/)
+PLAIN_READ_S=$(read_s "$URL_local" plain step-1/)
+
 # ---- write-through: the save, and one PUT through a capped link -------------------------------
 t0=$(now); cp "$URL_local" "$WORK/ckpt" s3://through/step-1/; t1=$(now)
 THROUGH_S=$(elapsed "$t0" "$t1")
@@ -211,6 +238,11 @@ row "PUT of $THROUGH_BYTES B at $THROUGH_BW B/s, write-through, MB/s" \
 row "8-file save at $THROUGH_BW B/s, write-through, MB/s" \
   "$(python3 -c "print($THROUGH_BYTES / 1e6 / $SMALL_THROUGH_S)")" \
   "$(python3 -c "print($THROUGH_BYTES / 1e6 / $SMALL_DIRECT_S)")" "aws s3 cp to the upstream" 91
+row "checkpoint read cold (evicted), MB/s" "$(python3 -c "print($TOTAL_BYTES / 1e6 / $COLD_S)")" \
+  "$(python3 -c "print($TOTAL_BYTES / 1e6 / $UP_READ_S)")" "the same GETs upstream" 90
+row "checkpoint read warm (read before), MB/s" "$(python3 -c "print($TOTAL_BYTES / 1e6 / $WARM_S)")" \
+  "$(python3 -c "print($TOTAL_BYTES / 1e6 / $PLAIN_READ_S)")" "the same, untiered" 95
+echo "whole-object reads: cold $COLD_S s, warm $WARM_S s, untiered $PLAIN_READ_S s, straight from the upstream $UP_READ_S s"
 echo "save: untiered $PLAIN_S s, write-back $TIERED_S s, write-through $THROUGH_S s; direct copy to the upstream $DIRECT_MBS MB/s"
 echo "one capped PUT: write-through $ONE_THROUGH_S s, straight to the upstream $ONE_DIRECT_S s (goals of 91% in MB/s: within 110% of the time)"
 echo "capped 8-file save: write-through $SMALL_THROUGH_S s, straight to the upstream $SMALL_DIRECT_S s"

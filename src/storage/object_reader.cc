@@ -304,8 +304,8 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
   // What the evictor goes by; an evicted version's read counts too (it is read through).
   if (st->record->tier_state != TierState::kLocal) core.frequency->add(bucket_id, key);
   if (auto ec = readable(*st->record)) co_return ec;
-  if (st->record->tier_state == TierState::kLocalAndUpstream) {
-    core.access->touch(st->record->id, now_ms());
+  if (st->record->tier_state == TierState::kLocalAndUpstream && !st->record->inline_data) {
+    core.access->touch(st->record->id, now_ms());  // (inline versions are never evicted)
   }
   if (!st->record->inline_data) {
     if (auto cached = core.layouts->find(st->record->id)) {

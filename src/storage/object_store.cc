@@ -121,9 +121,14 @@ class StoreImpl final : public ObjectStore {
     // The read times in memory: a restart keeps the order eviction goes by.
     auto times = core_.access->take();
     if (!times.empty()) {
-      auto saved = core_.catalog->write_blocking(
-          [&](WriteTxn& t) -> Result<void> { return save_times(t, times); });
-      if (!saved) log::warn("read times not saved at shutdown: {}", saved.error().message());
+      for (std::size_t from = 0; from < times.size(); from += kSaveBatch) {
+        auto saved = core_.catalog->write_blocking(
+            [&](WriteTxn& t) -> Result<void> { return save_times(t, times, from); });
+        if (!saved) {
+          log::warn("read times not saved at shutdown: {}", saved.error().message());
+          break;
+        }
+      }
     }
     core_.catalog->stop();
   }
@@ -283,7 +288,7 @@ class StoreImpl final : public ObjectStore {
 
   bool tier_fill_allows(std::uint64_t incoming) const noexcept override {
     const unsigned full = core_.options.tier_full_percent;
-    if (full == 0) return true;
+    if (full == 0 || incoming == 0) return true;  // (completing an upload allocates nothing)
     const std::uint64_t size = core_.allocator->size_bytes();
     const std::uint64_t used = size - core_.allocator->free_bytes();
     return used <= size / 100 * full && incoming <= size / 100 * full - used;
@@ -471,11 +476,12 @@ class StoreImpl final : public ObjectStore {
           bytes);
       co_return co_await std::move(evicting);
     }
-    // Every candidate, most recently read first, on a catalog reader (not in a transaction that
-    // holds writes back); then the least often read first, keeping that order among equals.
+    // The candidates at both ends of the read order (where a loop's just-read and a scan's
+    // stale keys are), on a catalog reader, most recently read first: a bounded set however
+    // large the catalog. Then the least often read first, keeping that order among equals.
     auto reading = detail::on_catalog_reader(
         core_, [c = core_.catalog.get(), ids = std::move(ids), written_before_ms] {
-          return c->eviction_candidates(ids, written_before_ms);
+          return c->eviction_candidates(ids, written_before_ms, kEvictWindow);
         });
     H3_CO_TRY(std::vector<EvictionCandidate> candidates, co_await std::move(reading));
     std::vector<std::pair<unsigned, std::size_t>> ranked;  // (reads, index)
@@ -488,24 +494,25 @@ class StoreImpl final : public ObjectStore {
     Evicted evicted;
     for (std::size_t next = 0; next < ranked.size() && evicted.bytes < bytes;) {
       const std::size_t end = std::min(next + kEvictBatch, ranked.size());
-      std::vector<std::pair<std::size_t, ExtentList>> batch;
+      std::vector<std::pair<std::size_t, EvictedVersion>> batch;
       // (A candidate may have changed since it was read: each is taken only if it still may go.)
-      H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
         batch.clear();
         std::uint64_t freeing = evicted.bytes;
         for (std::size_t i = next; i < end && freeing < bytes; ++i) {
           const EvictionCandidate& c = candidates[ranked[i].second];
-          H3_TRY(auto freed, t.evict_if_evictable(c.id));
-          if (!freed) continue;
+          H3_TRY(auto taken, t.evict_if_evictable(c.id));
+          if (!taken) continue;
           freeing += c.size_bytes;
-          batch.emplace_back(ranked[i].second, std::move(*freed));
+          batch.emplace_back(ranked[i].second, std::move(*taken));
         }
         return {};
-      }));
+      });
+      H3_CO_TRY(co_await std::move(writing));
       next = end;
-      for (auto& [i, freed] : batch) {
+      for (auto& [i, taken] : batch) {
         const EvictionCandidate& c = candidates[i];
-        retire_evicted(c.bucket_id, c.key, c.id, c.size_bytes, std::move(freed), evicted);
+        retire_evicted(c.bucket_id, taken.key, c.id, c.size_bytes, std::move(taken.freed), evicted);
       }
     }
     co_return evicted;
@@ -513,9 +520,12 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<void>> save_access_times() override {
     auto times = core_.access->take();
-    if (times.empty()) co_return Result<void>{};
-    co_return co_await core_.catalog->write(
-        [&](WriteTxn& t) -> Result<void> { return save_times(t, times); });
+    for (std::size_t from = 0; from < times.size(); from += kSaveBatch) {
+      auto saving = core_.catalog->write(
+          [&](WriteTxn& t) -> Result<void> { return save_times(t, times, from); });
+      H3_CO_TRY(co_await std::move(saving));
+    }
+    co_return Result<void>{};
   }
 
   asio::awaitable<Result<ObjectRecord>> fill_object(std::unique_ptr<ObjectWriter> writer,
@@ -1004,9 +1014,18 @@ class StoreImpl final : public ObjectStore {
     evicted.bytes += size_bytes;
   }
 
+  // Read times saved per transaction, so that a burst of reads does not hold writes back.
+  static constexpr std::size_t kSaveBatch = 4096;
+  // Candidates read from each end of the read order per eviction (frequency order).
+  static constexpr std::size_t kEvictWindow = 4096;
+
+  // Saves times[from, from + kSaveBatch).
   static Result<void> save_times(WriteTxn& t,
-                                 const std::vector<std::pair<std::int64_t, std::int64_t>>& times) {
-    for (const auto& [id, ms] : times) H3_TRY(t.set_accessed(id, ms));
+                                 const std::vector<std::pair<std::int64_t, std::int64_t>>& times,
+                                 std::size_t from) {
+    const std::size_t end = std::min(times.size(), from + kSaveBatch);
+    for (std::size_t i = from; i < end; ++i)
+      H3_TRY(t.set_accessed(times[i].first, times[i].second));
     return {};
   }
 
@@ -1018,7 +1037,7 @@ class StoreImpl final : public ObjectStore {
     std::string after;
     for (;;) {
       std::vector<std::pair<ObjectRecord, ExtentList>> batch;
-      H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
         batch.clear();
         H3_TRY(auto found, find(t, after, kEvictBatch));
         std::uint64_t freeing = evicted.bytes;
@@ -1029,7 +1048,8 @@ class StoreImpl final : public ObjectStore {
           batch.emplace_back(std::move(o), std::move(freed));
         }
         return {};
-      }));
+      });
+      H3_CO_TRY(co_await std::move(writing));
       for (auto& [o, freed] : batch) {
         retire_evicted(o.bucket_id, o.key, o.id, o.size_bytes, std::move(freed), evicted);
       }

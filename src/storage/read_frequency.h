@@ -33,8 +33,8 @@ class ReadFrequency {
     if (reads_.fetch_add(1, std::memory_order_relaxed) + 1 == kSample) age();
   }
 
-  // The estimate: the least of the key's counters (never below the true count since the last
-  // halving, halved with it).
+  // The estimate: the least of the key's counters (at least the key's reads since the last
+  // halving, up to 15, but for an increment lost to a halving under way).
   [[nodiscard]] unsigned estimate(std::int64_t bucket_id, std::string_view key) const {
     const std::uint64_t h = hash(bucket_id, key);
     unsigned least = kMax;
@@ -55,8 +55,11 @@ class ReadFrequency {
     return XXH3_64bits_withSeed(key.data(), key.size(), static_cast<std::uint64_t>(bucket_id));
   }
   [[nodiscard]] std::atomic<std::uint8_t>& counter(std::size_t row, std::uint64_t h) const {
-    // Each row takes 16 other bits of the hash (then mixed with the row), so rows disagree.
-    const std::uint64_t slot = ((h >> (16 * row)) ^ (h * (2 * row + 1))) & (kWidth - 1);
+    // Row r's slot is h1 + r * h2 (two halves of the hash; h2 odd): keys that share a slot in
+    // one row rarely share it in another.
+    const std::uint64_t h1 = h & 0xffff'ffffU;
+    const std::uint64_t h2 = (h >> 32) | 1U;
+    const std::uint64_t slot = (h1 + row * h2) & (kWidth - 1);
     return counters_[row * kWidth + slot];
   }
   // Halves every counter. Reads that race with it may lose an increment: a count is an estimate.

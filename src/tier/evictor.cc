@@ -40,6 +40,7 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
   std::int64_t next_save_ms = now_ms() + kSaveEveryMs;
   std::int64_t warned_young_ms = 0;
   std::int64_t warned_stuck_ms = 0;
+  std::int64_t warned_failed_ms = 0;
   const storage::EvictionOrder order = config.policy == config::EvictConfig::Policy::kLru
                                            ? storage::EvictionOrder::kLeastRecentlyRead
                                            : storage::EvictionOrder::kLeastOftenRead;
@@ -72,7 +73,10 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
         store.evict_coldest(bucket_ids, wanted, now - config.min_resident.count(), order);
     auto evicted = co_await std::move(evicting);
     if (!evicted) {
-      log::warn("tier: eviction failed: {}", evicted.error().message());
+      if (now - warned_failed_ms >= kWarnEveryMs) {
+        warned_failed_ms = now;
+        log::warn("tier: eviction failed: {}", evicted.error().message());
+      }
       wait = kNothingToFree;
       continue;
     }
@@ -89,8 +93,8 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
         if (now - warned_young_ms >= kWarnEveryMs) {
           warned_young_ms = now;
           log::warn(
-              "tier: the device is {}% allocated and nothing written more than {} s ago could "
-              "be evicted: {} recent versions went",
+              "tier: the device is {}% allocated and versions written more than {} s ago did "
+              "not free enough: {} recent versions went too",
               allocated * 100 / std::max<std::uint64_t>(st.device_bytes, 1),
               config.min_resident.count() / 1000, young->objects);
         }

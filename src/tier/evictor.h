@@ -2,12 +2,12 @@
 
 // Private to src/tier: eviction by watermark. The uploader runs it on its thread for the bound
 // buckets: above evict.high of the device allocated (less what readers still hold and will give
-// back), the least recently read versions the upstream holds give their space back until
-// allocation is at evict.low. It looks often enough to stay ahead of the inflow: between high
-// and full (where fetched data stops being kept and write-back writes get SlowDown) a device has
-// room for several looks' worth of any inflow it can take. Versions written less than
-// evict.min_resident ago (a job's latest checkpoint) go only when nothing else can; that is
-// logged.
+// back), versions the upstream holds give their space back, in evict.policy's order
+// (storage::EvictionOrder), until allocation is at evict.low. It looks often enough to stay ahead
+// of the inflow: between high and full (where fetched data stops being kept and write-back writes
+// get SlowDown) a device has room for several looks' worth of any inflow it can take. Versions
+// written less than evict.min_resident ago (a job's latest checkpoint) go only when nothing else
+// can; that is logged.
 
 #include "hots3/config/config.h"
 

@@ -54,15 +54,19 @@ class EvictionTestCase(unittest.TestCase):
         return health(self.local.port)[1]["device"]
 
     def settled_device(self, below_percent):
-        """The device report once allocation is at most `below_percent` (within 10 s)."""
-        deadline = time.monotonic() + 10
+        """The device report once allocation is at most `below_percent` and no eviction happened
+        for two reports (the report is rebuilt every second), within 15 s."""
+        deadline = time.monotonic() + 15
+        last = None
         while True:
             d = self.device()
-            if d["bytes"] and d["allocated_bytes"] * 100 <= d["bytes"] * below_percent:
+            below = d["bytes"] and d["allocated_bytes"] * 100 <= d["bytes"] * below_percent
+            if below and last is not None and last["evicted"] == d["evicted"]:
                 return d
+            last = d if below else None
             if time.monotonic() > deadline:
-                self.fail("allocation stays above %d%%: %s" % (below_percent, d))
-            time.sleep(0.2)
+                self.fail("allocation does not settle below %d%%: %s" % (below_percent, d))
+            time.sleep(1.1)
 
     def flush(self, prefix):
         rc, out, err = run_hots3("tier", "flush", "--endpoint", self.endpoint, "--bucket", "ckpt",
@@ -82,9 +86,9 @@ class WatermarkTest(EvictionTestCase):
     keys = ["ds/%02d" % i for i in range(40)]  # 160 MiB on a 128 MiB device
 
     def write_dataset(self):
-        """Writes ds/ (the dataset) and cold/ (20 more objects), and evicts cold/."""
+        """Writes ds/ (the dataset) and cold/ (28 more objects), and evicts cold/."""
         bodies = {k: data(OBJECT, 100 + i) for i, k in enumerate(self.keys)}
-        bodies.update({"cold/%02d" % i: data(OBJECT, 400 + i) for i in range(20)})
+        bodies.update({"cold/%02d" % i: data(OBJECT, 400 + i) for i in range(28)})
         keys = list(bodies)
         for wave in range(0, len(keys), 8):
             for k in keys[wave:wave + 8]:
@@ -111,8 +115,8 @@ class WatermarkTest(EvictionTestCase):
         return [k for k in keys if self.tier_state(k) == 1]
 
     def cold_scan(self, bodies, hot):
-        """One pass over cold/ (80 MiB, read through); returns which of `hot` are still here."""
-        self.assertEqual(self.epoch(bodies, ["cold/%02d" % i for i in range(20)]), 0)
+        """One pass over cold/ (112 MiB, read through); returns which of `hot` are still here."""
+        self.assertEqual(self.epoch(bodies, ["cold/%02d" % i for i in range(28)]), 0)
         self.settled_device(60)
         return self.resident(hot)
 

@@ -190,7 +190,7 @@ struct WritebackConfig {
 // Eviction by watermark, in percent of the device allocated. Only versions the upstream holds
 // give their space back: never un-uploaded, inline or queued ones.
 struct EvictConfig {
-  unsigned high_percent = 90;  // above it, the least recently read versions are evicted ...
+  unsigned high_percent = 90;  // above it, versions are evicted (in `policy`'s order) ...
   unsigned low_percent = 80;   // ... until allocation is back below this
   // Above it, fetched data is served without being kept, and write-back writes get 503 SlowDown.
   unsigned full_percent = 97;

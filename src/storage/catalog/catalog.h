@@ -47,6 +47,12 @@ struct EvictionCandidate {
   std::uint64_t size_bytes = 0;
 };
 
+// What WriteTxn::evict_if_evictable took: the version's key now, and its extents.
+struct EvictedVersion {
+  std::string key;
+  ExtentList freed;
+};
+
 class Catalog {
  public:
   // Opens or creates the database and applies migrations. Throws std::runtime_error (a newer
@@ -74,10 +80,13 @@ class Catalog {
   // The key's job, parked or not; none when it owes the upstream nothing.
   Result<std::optional<TierJob>> tier_job(std::int64_t bucket_id, std::string_view key);
   Result<std::vector<TierBacklog>> tier_backlog();  // per bucket owing anything
-  // The versions of the buckets `bucket_ids` (a JSON array) whose data may go (as
-  // WriteTxn::evictable_objects), written before `written_before_ms`, most recently read first.
+  // Versions of the buckets `bucket_ids` (a JSON array) whose data may go (as
+  // WriteTxn::evictable_objects), written before `written_before_ms`: the `each` most recently
+  // read, most recent first, then the `each` least recently read (those not already listed),
+  // least recent last.
   Result<std::vector<EvictionCandidate>> eviction_candidates(std::string_view bucket_ids,
-                                                             std::int64_t written_before_ms);
+                                                             std::int64_t written_before_ms,
+                                                             std::size_t each);
   // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
   // The parts of job `seq`'s upstream upload the upstream confirmed, by part number.
@@ -294,7 +303,7 @@ class WriteTxn {
   // The version's data goes (its extents are returned); its row stays, upstream only.
   virtual Result<ExtentList> evict_object(std::int64_t object_id) = 0;
   // The same, if the version may still go (as evictable_objects); none when it may not.
-  virtual Result<std::optional<ExtentList>> evict_if_evictable(std::int64_t object_id) = 0;
+  virtual Result<std::optional<EvictedVersion>> evict_if_evictable(std::int64_t object_id) = 0;
   // An evicted version gets data again, as version `new_id` read at `now_ms` (the row, its parts
   // and what refers to it move to the new id). false: `stub_id` is not an evicted version.
   virtual Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,

@@ -34,6 +34,7 @@
 #include <thread>
 #include <unistd.h>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace hots3::storage {
 
@@ -118,21 +119,32 @@ Result<std::vector<TierBacklog>> Catalog::tier_backlog() {
   return out;
 }
 
-Result<std::vector<EvictionCandidate>> Catalog::eviction_candidates(
-    std::string_view bucket_ids, std::int64_t written_before_ms) {
-  // As WriteTxn::coldest_objects, from the newest read back.
-  auto q = impl_->reader().query(
-      "SELECT o.id, o.bucket_id, o.key, o.size FROM objects o WHERE o.tier_state = 1 AND "
-      "o.is_inline = 0 AND o.created_ms < ?2 AND +o.bucket_id IN (SELECT value FROM "
-      "json_each(?1)) AND NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = o.bucket_id "
-      "AND (j.key = o.key OR j.source_key = o.key)) ORDER BY o.accessed_ms DESC");
-  q.bind(1, bucket_ids).bind(2, written_before_ms);
+Result<std::vector<EvictionCandidate>> Catalog::eviction_candidates(std::string_view bucket_ids,
+                                                                    std::int64_t written_before_ms,
+                                                                    std::size_t each) {
+  auto newest = impl_->reader().query(
+      "SELECT o.id, o.bucket_id, o.key, o.size FROM objects o WHERE " H3_EVICTABLE_VERSIONS
+      " ORDER BY o.accessed_ms DESC LIMIT ?3");
+  auto oldest = impl_->reader().query(
+      "SELECT o.id, o.bucket_id, o.key, o.size FROM objects o WHERE " H3_EVICTABLE_VERSIONS
+      " ORDER BY o.accessed_ms LIMIT ?3");
   std::vector<EvictionCandidate> out;
-  for (;;) {
-    H3_TRY(bool row, q.step());
-    if (!row) break;
-    out.push_back(
-        {q.int64(0), q.int64(1), std::string(q.text(2)), static_cast<std::uint64_t>(q.int64(3))});
+  std::vector<EvictionCandidate> tail;
+  for (auto* q : {&newest, &oldest}) {
+    q->bind(1, bucket_ids).bind(2, written_before_ms).bind(3, static_cast<std::int64_t>(each));
+    for (;;) {
+      H3_TRY(bool row, q->step());
+      if (!row) break;
+      (q == &newest ? out : tail)
+          .push_back({q->int64(0), q->int64(1), std::string(q->text(2)),
+                      static_cast<std::uint64_t>(q->int64(3))});
+    }
+  }
+  // Both ends meet when there are fewer than 2 × `each`.
+  std::unordered_set<std::int64_t> listed;
+  for (const EvictionCandidate& c : out) listed.insert(c.id);
+  for (auto it = tail.rbegin(); it != tail.rend(); ++it) {
+    if (!listed.contains(it->id)) out.push_back(std::move(*it));
   }
   return out;
 }

@@ -382,13 +382,8 @@ class WriteTxnImpl final : public WriteTxn {
   Result<std::vector<ObjectRecord>> coldest_objects(std::string_view bucket_ids,
                                                     std::int64_t written_before_ms,
                                                     std::size_t limit) override {
-    // The conditions of objects_evictable, so that the index gives the order; `+bucket_id`
-    // keeps the planner off objects_key, which would read and sort every row of the buckets.
-    auto q = c_.query("SELECT " H3_OBJECT_COLUMNS_O
-                      " FROM objects o WHERE o.tier_state = 1 AND o.is_inline = 0 AND "
-                      "o.created_ms < ?2 AND +o.bucket_id IN (SELECT value FROM json_each(?1)) AND "
-                      "NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = o.bucket_id AND "
-                      "(j.key = o.key OR j.source_key = o.key)) ORDER BY o.accessed_ms LIMIT ?3");
+    auto q = c_.query("SELECT " H3_OBJECT_COLUMNS_O " FROM objects o WHERE " H3_EVICTABLE_VERSIONS
+                      " ORDER BY o.accessed_ms LIMIT ?3");
     q.bind(1, bucket_ids).bind(2, written_before_ms).bind(3, static_cast<std::int64_t>(limit));
     return read_objects(q);
   }
@@ -399,16 +394,19 @@ class WriteTxnImpl final : public WriteTxn {
     return q.run();
   }
 
-  Result<std::optional<ExtentList>> evict_if_evictable(std::int64_t object_id) override {
+  Result<std::optional<EvictedVersion>> evict_if_evictable(std::int64_t object_id) override {
+    // The key as it is now: a rename keeps the version id.
     auto q = c_.query(
         "UPDATE objects SET tier_state = 2 WHERE id = ?1 AND tier_state = 1 AND is_inline = 0 "
         "AND NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = objects.bucket_id AND "
-        "(j.key = objects.key OR j.source_key = objects.key))");
+        "(j.key = objects.key OR j.source_key = objects.key)) RETURNING key");
     q.bind(1, object_id);
-    H3_TRY(q.run());
-    if (c_.changes() == 0) return std::optional<ExtentList>{};
-    H3_TRY(ExtentList freed, delete_extents(c_, object_id));
-    return std::optional<ExtentList>(std::move(freed));
+    H3_TRY(bool row, q.step());
+    if (!row) return std::optional<EvictedVersion>{};
+    EvictedVersion evicted{std::string(q.text(0)), {}};
+    H3_TRY(q.step());  // (the statement's end)
+    H3_TRY(evicted.freed, delete_extents(c_, object_id));
+    return std::optional<EvictedVersion>(std::move(evicted));
   }
 
   Result<ExtentList> evict_object(std::int64_t object_id) override {
