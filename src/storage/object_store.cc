@@ -25,7 +25,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
@@ -120,14 +119,12 @@ class StoreImpl final : public ObjectStore {
     reader_pool_.join();
     // The read times in memory: a restart keeps the order eviction goes by.
     auto times = core_.access->take();
-    if (!times.empty()) {
-      for (std::size_t from = 0; from < times.size(); from += kSaveBatch) {
-        auto saved = core_.catalog->write_blocking(
-            [&](WriteTxn& t) -> Result<void> { return save_times(t, times, from); });
-        if (!saved) {
-          log::warn("read times not saved at shutdown: {}", saved.error().message());
-          break;
-        }
+    for (std::size_t from = 0; from < times.size(); from += kSaveBatch) {
+      auto saved = core_.catalog->write_blocking(
+          [&](WriteTxn& t) -> Result<void> { return save_times(t, times, from); });
+      if (!saved) {
+        log::warn("read times not saved at shutdown: {}", saved.error().message());
+        break;
       }
     }
     core_.catalog->stop();
@@ -451,13 +448,27 @@ class StoreImpl final : public ObjectStore {
   }
 
   asio::awaitable<Result<Evicted>> evict_objects(std::int64_t bucket_id, KeySpan span) override {
-    auto evicting = evict_batches(
-        [bucket_id, span = std::move(span)](WriteTxn& t, const std::string& after,
-                                            std::size_t limit) {
-          return t.evictable_objects(bucket_id, span, after, limit);
-        },
-        std::numeric_limits<std::uint64_t>::max());
-    co_return co_await std::move(evicting);
+    Evicted evicted;
+    std::string after;  // each batch goes on after the last key of the one before
+    for (;;) {
+      std::vector<std::pair<ObjectRecord, ExtentList>> batch;
+      auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+        batch.clear();
+        H3_TRY(auto found, t.evictable_objects(bucket_id, span, after, kEvictBatch));
+        for (ObjectRecord& o : found) {
+          H3_TRY(auto freed, t.evict_object(o.id));
+          batch.emplace_back(std::move(o), std::move(freed));
+        }
+        return {};
+      });
+      H3_CO_TRY(co_await std::move(writing));
+      for (auto& [o, freed] : batch) {
+        retire_evicted(bucket_id, o.key, o.id, o.size_bytes, std::move(freed), evicted);
+      }
+      if (batch.size() < kEvictBatch) break;
+      after = batch.back().first.key;
+    }
+    co_return evicted;
   }
 
   asio::awaitable<Result<Evicted>> evict_coldest(std::vector<std::int64_t> bucket_ids,
@@ -466,28 +477,27 @@ class StoreImpl final : public ObjectStore {
                                                  EvictionOrder order) override {
     auto saving = save_access_times();
     H3_CO_TRY(co_await std::move(saving));
-    std::string ids = fmt::format("[{}]", fmt::join(bucket_ids, ","));
-    if (order == EvictionOrder::kLeastRecentlyRead) {
-      auto evicting = evict_batches(
-          [ids = std::move(ids), written_before_ms](WriteTxn& t, const std::string& /*after*/,
-                                                    std::size_t limit) {
-            return t.coldest_objects(ids, written_before_ms, limit);
-          },
-          bytes);
-      co_return co_await std::move(evicting);
-    }
     // The candidates at both ends of the read order (where a loop's just-read and a scan's
     // stale keys are), on a catalog reader, most recently read first: a bounded set however
-    // large the catalog. Then the least often read first, keeping that order among equals.
+    // large the catalog; what one call leaves, the evictor's next look takes.
     auto reading = detail::on_catalog_reader(
-        core_, [c = core_.catalog.get(), ids = std::move(ids), written_before_ms] {
+        core_, [c = core_.catalog.get(), ids = fmt::format("[{}]", fmt::join(bucket_ids, ",")),
+                written_before_ms] {
           return c->eviction_candidates(ids, written_before_ms, kEvictWindow);
         });
     H3_CO_TRY(std::vector<EvictionCandidate> candidates, co_await std::move(reading));
-    std::vector<std::pair<unsigned, std::size_t>> ranked;  // (reads, index)
+    std::vector<std::pair<unsigned, std::size_t>> ranked;  // (rank, index), taken in order
     ranked.reserve(candidates.size());
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      ranked.emplace_back(core_.frequency->estimate(candidates[i].bucket_id, candidates[i].key), i);
+      // Least recently read: from the end. Least often read: then sorted by reads, keeping
+      // the most recently read first among equals.
+      const std::size_t index =
+          order == EvictionOrder::kLeastRecentlyRead ? candidates.size() - 1 - i : i;
+      const EvictionCandidate& c = candidates[index];
+      ranked.emplace_back(order == EvictionOrder::kLeastRecentlyRead
+                              ? 0U
+                              : core_.frequency->estimate(c.bucket_id, c.key),
+                          index);
     }
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -1027,36 +1037,6 @@ class StoreImpl final : public ObjectStore {
     for (std::size_t i = from; i < end; ++i)
       H3_TRY(t.set_accessed(times[i].first, times[i].second));
     return {};
-  }
-
-  // Evicts what `find(txn, after, limit)` offers, in batches, until `enough` bytes are freed or
-  // it offers no more. `after`: the last key of the batch before.
-  template <class Find>
-  asio::awaitable<Result<Evicted>> evict_batches(Find find, std::uint64_t enough) {
-    Evicted evicted;
-    std::string after;
-    for (;;) {
-      std::vector<std::pair<ObjectRecord, ExtentList>> batch;
-      auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-        batch.clear();
-        H3_TRY(auto found, find(t, after, kEvictBatch));
-        std::uint64_t freeing = evicted.bytes;
-        for (ObjectRecord& o : found) {
-          if (freeing >= enough) break;
-          H3_TRY(auto freed, t.evict_object(o.id));
-          freeing += o.size_bytes;
-          batch.emplace_back(std::move(o), std::move(freed));
-        }
-        return {};
-      });
-      H3_CO_TRY(co_await std::move(writing));
-      for (auto& [o, freed] : batch) {
-        retire_evicted(o.bucket_id, o.key, o.id, o.size_bytes, std::move(freed), evicted);
-      }
-      if (batch.size() < kEvictBatch || evicted.bytes >= enough) break;
-      after = batch.back().first.key;
-    }
-    co_return evicted;
   }
 
   // The calling worker's buffer pool.

@@ -293,11 +293,6 @@ class WriteTxn {
                                                               const KeySpan& span,
                                                               std::string_view after,
                                                               std::size_t limit) = 0;
-  // Up to `limit` versions of the buckets in `bucket_ids` (a JSON array of ids) whose data may
-  // go, as evictable_objects, written before `written_before_ms`, least recently read first.
-  virtual Result<std::vector<ObjectRecord>> coldest_objects(std::string_view bucket_ids,
-                                                            std::int64_t written_before_ms,
-                                                            std::size_t limit) = 0;
   // When the version was last read (times kept in memory, written in batches).
   virtual Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) = 0;
   // The version's data goes (its extents are returned); its row stays, upstream only.

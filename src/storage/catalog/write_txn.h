@@ -379,15 +379,6 @@ class WriteTxnImpl final : public WriteTxn {
     return read_objects(q);
   }
 
-  Result<std::vector<ObjectRecord>> coldest_objects(std::string_view bucket_ids,
-                                                    std::int64_t written_before_ms,
-                                                    std::size_t limit) override {
-    auto q = c_.query("SELECT " H3_OBJECT_COLUMNS_O " FROM objects o WHERE " H3_EVICTABLE_VERSIONS
-                      " ORDER BY o.accessed_ms LIMIT ?3");
-    q.bind(1, bucket_ids).bind(2, written_before_ms).bind(3, static_cast<std::int64_t>(limit));
-    return read_objects(q);
-  }
-
   Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) override {
     auto q = c_.query("UPDATE objects SET accessed_ms = ?2 WHERE id = ?1 AND accessed_ms < ?2");
     q.bind(1, object_id).bind(2, accessed_ms);
