@@ -428,6 +428,40 @@ bool plausible_bucket_name(std::string_view name) {
          name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") == std::string::npos;
 }
 
+// An admission rule's keys, read into `rule`.
+void read_admit(TableReader& r, std::string_view admit_key, std::string_view size_key,
+                AdmitRule& rule) {
+  r.choice(admit_key, rule.admit,
+           {{"first-miss", AdmitRule::Admit::kFirstMiss},
+            {"second-miss", AdmitRule::Admit::kSecondMiss},
+            {"never", AdmitRule::Admit::kNever}});
+  r.size(size_key, rule.max_object_size_bytes, 0, 1024 * kTiB);
+}
+
+// [[tier.bucket.admit_prefix]] entries of one binding: what they leave out is the bucket's.
+void read_admit_prefixes(const std::string& path, const toml::array& array,
+                         const AdmitRule& bucket_rule, std::vector<AdmitRule>& rules) {
+  for (const toml::node& node : array) {
+    const auto* table = node.as_table();
+    if (table == nullptr) {
+      throw ConfigError(
+          fmt::format("{}:{}: tier.bucket.admit_prefix: each entry must be a table "
+                      "([[tier.bucket.admit_prefix]])",
+                      path, node.source().begin.line));
+    }
+    TableReader r(path, "tier.bucket.admit_prefix.", *table);
+    AdmitRule rule = bucket_rule;
+    r.string("prefix", rule.prefix);
+    read_admit(r, "admit", "max_object_size", rule);
+    r.done();
+    if (rule.prefix.empty()) r.fail(*table, "prefix", "missing (the bucket's own rule is admit)");
+    for (const AdmitRule& other : rules) {
+      if (other.prefix == rule.prefix) r.fail(*table, "prefix", "given twice");
+    }
+    rules.push_back(std::move(rule));
+  }
+}
+
 // [[tier.bucket]] entries; their upstreams must be among `upstreams`.
 void read_tier_buckets(const std::string& path, const toml::array& array,
                        const std::vector<UpstreamConfig>& upstreams,
@@ -451,6 +485,10 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
              {{"writeback", TierMode::kWriteback},
               {"writethrough", TierMode::kWritethrough},
               {"cache", TierMode::kCache}});
+    read_admit(r, "admit", "admit_max_object_size", b.admit);
+    if (const toml::array* a = r.array("admit_prefix")) {
+      read_admit_prefixes(path, *a, b.admit, b.admit_prefixes);
+    }
     r.done();
     if (!plausible_bucket_name(b.bucket)) r.fail(*table, "bucket", "not a bucket name");
     if (b.upstream_bucket.empty()) b.upstream_bucket = b.bucket;
@@ -529,6 +567,14 @@ const UpstreamConfig* TierConfig::upstream(std::string_view name) const {
     if (u.name == name) return &u;
   }
   return nullptr;
+}
+
+const AdmitRule& TierBucketConfig::admission(std::string_view key) const {
+  const AdmitRule* best = &admit;
+  for (const AdmitRule& rule : admit_prefixes) {
+    if (key.starts_with(rule.prefix) && rule.prefix.size() > best->prefix.size()) best = &rule;
+  }
+  return *best;
 }
 
 const TierBucketConfig* TierConfig::binding(std::string_view bucket) const {

@@ -240,23 +240,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     co_return;
   }
   if (bucket->tier != storage::BucketTier::kNone) head.add("x-hots3-cache", "hit");
-
-  reader->set_range(selection.offset_bytes, selection.length_bytes);
-  const auto started = co_await r.exchange.write_head(std::move(head));
-  if (!started) co_return;
-  for (;;) {
-    auto piece = co_await reader->next();
-    if (!piece) {
-      // The head is out: all that is left is to cut the body short (the client sees an
-      // incomplete response, never wrong bytes).
-      log::error("request {}: GET {}/{} failed after {} bytes: {}", r.head.request_id, r.bucket,
-                 log::escaped(r.key), selection.offset_bytes, piece.error().message());
-      break;
-    }
-    if (piece->empty()) break;
-    if (!co_await r.exchange.write_body(*piece)) co_return;
-  }
-  co_await r.exchange.finish();
+  co_await send_local(r, *reader, selection, std::move(head));
 }
 
 // ---- DeleteObject / DeleteObjects -------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace hots3::s3 {
@@ -147,9 +148,61 @@ Error upstream_error(const boost::system::error_code& e) {
 
 }  // namespace
 
+asio::awaitable<void> send_local(Request& r, storage::ObjectReader& reader,
+                                 const BodySelection& selection, http::Response head) {
+  reader.set_range(selection.offset_bytes, selection.length_bytes);
+  auto starting = r.exchange.write_head(std::move(head));
+  const auto started = co_await std::move(starting);
+  if (!started) co_return;
+  std::uint64_t sent = 0;
+  for (;;) {
+    auto reading = reader.next();
+    auto piece = co_await std::move(reading);
+    if (!piece) {
+      // The head is out: all that is left is to cut the body short (the client sees an
+      // incomplete response, never wrong bytes).
+      log::error("request {}: GET {}/{} failed after {} bytes: {}", r.head.request_id, r.bucket,
+                 log::escaped(r.key), sent, piece.error().message());
+      break;
+    }
+    if (piece->empty()) break;
+    auto sending = r.exchange.write_body(*piece);
+    const auto written = co_await std::move(sending);
+    if (!written) co_return;
+    sent += piece->size();
+  }
+  auto ending = r.exchange.finish();
+  co_await std::move(ending);
+}
+
 asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
                                    BodySelection selection, http::Response head) {
   const bool whole = selection.offset_bytes == 0 && selection.length_bytes == object.size_bytes;
+  std::optional<FillFlights::Lead> lead;
+  if (whole && object.size_bytes > 0) {
+    auto joined = s.fill_flights().join(object.id);
+    if (auto* seat = std::get_if<FillFlights::Seat>(&joined)) {
+      auto waiting = seat->landed_kept(FillFlights::patience(object.size_bytes));
+      const bool kept = co_await std::move(waiting);
+      if (kept) {
+        auto opening = s.store().open_reader(object.bucket_id, object.key);
+        auto opened = co_await std::move(opening);
+        // The head was made from the record that missed: only the same bytes may follow it.
+        if (opened && (*opened)->object().etag == object.etag &&
+            (*opened)->object().size_bytes == object.size_bytes) {
+          head.add("x-hots3-cache", "hit");
+          auto sending = send_local(r, **opened, selection, std::move(head));
+          co_await std::move(sending);
+          co_return;
+        }
+      }
+      // Not kept (or not in time): one more flight may keep it; else this GET only passes through.
+      auto rejoined = s.fill_flights().join(object.id);
+      if (auto* mine = std::get_if<FillFlights::Lead>(&rejoined)) lead.emplace(std::move(*mine));
+    } else {
+      lead.emplace(std::move(std::get<FillFlights::Lead>(joined)));
+    }
+  }
   const std::string etag = object.upstream_etag.value_or(object.etag);
   auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, selection.offset_bytes,
                                          selection.length_bytes, whole);
@@ -165,10 +218,11 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     co_return;
   }
 
-  // Kept only when it is all of it, vouched for, and the device has room.
+  // Kept only when it is all of it, vouched for, and the device has room (and no other GET is
+  // keeping it).
   std::unique_ptr<storage::ObjectWriter> writer;
   std::optional<FetchCheck> check;
-  if (whole && object.size_bytes > 0) {
+  if (lead) {
     std::vector<storage::ObjectPartRecord> parts;
     if (object.parts_count > 0) {
       auto listing = s.store().object_parts(object.id);
@@ -177,13 +231,16 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     }
     check.emplace(object, std::move(parts), s.store().digest_is_md5());
     // Near full, a miss is served without being kept: eviction could not keep up with it.
-    if (check->possible() && s.store().tier_fill_allows(object.size_bytes)) {
+    if (check->possible() && upstream->admitted() &&
+        s.store().tier_fill_allows(object.size_bytes)) {
       auto creating = s.store().create_writer(object.size_bytes, /*for_part=*/true);
       auto created = co_await std::move(creating);
       if (created) writer = std::move(*created);
     } else {
       check.reset();
     }
+    // What is not kept here is not worth waiting for.
+    if (!writer) lead.reset();
   }
 
   head.add("x-hots3-cache", "miss");
@@ -236,6 +293,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
       if (finished) {
         auto filling = s.store().fill_object(std::move(writer), object);
         auto filled = co_await std::move(filling);
+        if (filled) lead->kept();
         // Another change of the key meanwhile wins; these bytes are still the version asked for.
         if (!filled && filled.error() != errc::kPreconditionFailed) {
           log::warn("request {}: GET {}/{}: the fetched data was not kept: {}", r.head.request_id,
@@ -243,6 +301,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
         }
       }
     }
+    lead.reset();  // the waiters go on while the last piece goes out
     auto sending = r.exchange.write_body(last);
     const auto sent = co_await std::move(sending);
     if (!sent) co_return;

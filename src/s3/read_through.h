@@ -16,9 +16,15 @@ namespace hots3::s3 {
 // Sends `selection` of `object` (kUpstreamOnly) with `head` (its headers made), the bytes read
 // from the upstream as the client takes them. A whole-object GET also writes them to the device,
 // and the version is local again once they are verified and durable; its last piece reaches the
-// client only then, so that a client never completes a body the check refused. A range, or a
-// GET while the device is full, passes through and keeps nothing.
+// client only then, so that a client never completes a body the check refused. A range, a
+// version the bucket's admission rule does not keep, or a GET while the device is full, passes
+// through and keeps nothing. A whole-object GET that comes
+// while another fetches the same version waits for it and then reads the device (FillFlights).
 boost::asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
                                           BodySelection selection, http::Response head);
+
+// Sends `selection` of a local version from `reader`, with `head`.
+boost::asio::awaitable<void> send_local(Request& r, storage::ObjectReader& reader,
+                                        const BodySelection& selection, http::Response head);
 
 }  // namespace hots3::s3

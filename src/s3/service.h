@@ -8,6 +8,7 @@
 #include "authorization.h"
 #include "client_tokens.h"
 #include "errors.h"
+#include "fill_flights.h"
 #include "request.h"
 
 #include "hots3/config/config.h"
@@ -51,6 +52,8 @@ class Service final : public http::Handler {
   tier::WriteThrough* write_through() const { return write_through_; }
   // Where GETs of evicted versions read their data; nullptr when nothing is bound.
   tier::ReadThrough* read_through() const { return read_through_; }
+  // The fetches of evicted versions under way, which other misses of the same version join.
+  FillFlights& fill_flights() { return fill_flights_; }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
@@ -117,6 +120,7 @@ class Service final : public http::Handler {
   http::ProbeFn probes_;
   tier::WriteThrough* write_through_;
   tier::ReadThrough* read_through_;
+  FillFlights fill_flights_;
 };
 
 // ---- operations (handlers_*.cc) ----

@@ -283,6 +283,10 @@ class StoreImpl final : public ObjectStore {
     return (owed == 0 || (owed < max && incoming <= max - owed)) && tier_fill_allows(incoming);
   }
 
+  unsigned reads_lately(std::int64_t bucket_id, std::string_view key) const noexcept override {
+    return core_.frequency->estimate(bucket_id, key);
+  }
+
   bool tier_fill_allows(std::uint64_t incoming) const noexcept override {
     const unsigned full = core_.options.tier_full_percent;
     if (full == 0 || incoming == 0) return true;  // (completing an upload allocates nothing)

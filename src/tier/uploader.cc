@@ -350,6 +350,8 @@ struct Fetch {
       asio::experimental::concurrent_channel<void(boost::system::error_code, Fetch::Piece)>;
   explicit Fetch(asio::io_context& io) : pieces(io, kFetchPieces) {}
   Pieces pieces;
+  // Set before the first piece is sent: whether the binding's admission rule keeps the version.
+  std::atomic<bool> admitted{false};
 };
 
 }  // namespace
@@ -1610,6 +1612,22 @@ struct Uploader::Impl {
   }
 
   // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
+  // Whether a whole-object read of `key` (`size` bytes) is kept, by the binding's rule for it.
+  bool admits(const config::TierBucketConfig& binding, std::int64_t bucket_id, std::string_view key,
+              std::uint64_t size) const {
+    const config::AdmitRule& rule = binding.admission(key);
+    if (rule.max_object_size_bytes != 0 && size > rule.max_object_size_bytes) return false;
+    switch (rule.admit) {
+      case config::AdmitRule::Admit::kFirstMiss:
+        return true;
+      case config::AdmitRule::Admit::kSecondMiss:
+        return store.reads_lately(bucket_id, key) >= 2;  // this read is counted already
+      case config::AdmitRule::Admit::kNever:
+        return false;
+    }
+    return false;
+  }
+
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::shared_ptr<Fetch> fetch) {
@@ -1621,6 +1639,7 @@ struct Uploader::Impl {
     if (bound == bindings.end() || stopping) co_return end(errc::kUnavailable);
     Binding& b = bound->second;
     Upstream& u = *b.upstream;
+    if (whole) fetch->admitted.store(admits(b.config, bucket_id, key, length));
     s3client::Request get;
     get.method = "GET";
     get.bucket = b.config.upstream_bucket;
@@ -2120,6 +2139,8 @@ class FetchRead final : public UpstreamRead {
     current_ = std::move(piece);
     co_return std::span<const std::byte>(current_.data.get(), current_.size);
   }
+
+  [[nodiscard]] bool admitted() const override { return fetch_->admitted.load(); }
 
  private:
   std::shared_ptr<Uploader::Impl> impl_;  // keeps the io_context of the channel

@@ -5,8 +5,10 @@ data back from the upstream as the client reads it, verified, so that the next G
 The upstream is a second hots3 behind the fault proxy, whose request lines show what went
 upstream; the local store's catalog shows what it keeps."""
 
+import concurrent.futures
 import hashlib
 import os
+import socket
 import sqlite3
 import sys
 import time
@@ -18,6 +20,7 @@ import s3_support  # noqa: E402
 from test_tier_writeback import (KiB, MiB, PREFIX, client, data, health, run_hots3,  # noqa: E402
                                  start_upstream, stop_servers, tier_config)
 
+import botocore.config  # noqa: E402
 import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
@@ -165,6 +168,55 @@ class ReadThroughTest(unittest.TestCase):
         time.sleep(1.2)
         self.assertEqual(health(self.local.port)[1]["upstreams"][0]["state"], "ok")
 
+    def fetch(self, s3, key):
+        """(SHA-256 of the body, x-hots3-cache) of a whole GET of `key`."""
+        got = s3.get_object(Bucket="ckpt", Key=key)
+        return hashlib.sha256(got["Body"].read()).hexdigest(), got["ResponseMetadata"]["HTTPHeaders"].get(
+            "x-hots3-cache")
+
+    def test_concurrent_misses_of_one_object_share_one_fetch(self):
+        body = data(24 * MiB + 3, 11)
+        self.s3.put_object(Bucket="ckpt", Key="flight/k", Body=body)
+        self.flush_and_evict("flight/")
+        readers = client(self.local.port, botocore.config.Config(retries={"max_attempts": 1},
+                                                                   max_pool_connections=16))
+        # The upstream answers late, so that every reader comes while the first one's fetch is under way.
+        self.proxy.delay_object_gets = 1.0
+        try:
+            with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                got = list(pool.map(lambda _: self.fetch(readers, "flight/k"), range(16)))
+        finally:
+            self.proxy.delay_object_gets = 0.0
+        self.assertEqual([digest for digest, _ in got], [hashlib.sha256(body).hexdigest()] * 16)
+        self.assertEqual(sorted(cache for _, cache in got), ["hit"] * 15 + ["miss"])
+        self.assertEqual(len(self.upstream_gets("flight/k")), 1)
+        self.assertEqual(self.catalog("flight/k")[0], 1)
+
+    def test_a_fetch_whose_client_goes_away_hands_over_to_one_that_waits(self):
+        body = data(32 * MiB, 12)
+        self.s3.put_object(Bucket="ckpt", Key="handover/k", Body=body)
+        self.flush_and_evict("handover/")
+        self.proxy.delay_object_gets = 1.0
+        try:
+            leaver = socket.create_connection(("127.0.0.1", self.local.port))
+            try:
+                leaver.sendall(s3_support.SignedRequest("GET", "/ckpt/handover/k", port=self.local.port).wire())
+                time.sleep(0.3)  # its fetch leads
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    waiting = pool.submit(self.fetch, self.s3, "handover/k")
+                    time.sleep(0.3)  # the second GET waits for the first
+                    leaver.close()
+                    digest, cache = waiting.result()
+            finally:
+                leaver.close()
+        finally:
+            self.proxy.delay_object_gets = 0.0
+        self.assertEqual(digest, hashlib.sha256(body).hexdigest())
+        # The first fetch was cut off with its client; the one that waited fetched and kept it.
+        self.assertEqual(cache, "miss")
+        self.assertEqual(len(self.upstream_gets("handover/k")), 2)
+        self.assertEqual(self.catalog("handover/k")[0], 1)
+
     def test_only_objects_safely_upstream_are_evicted(self):
         # A change still owed (the upstream is refusing) keeps its data here.
         self.proxy.slowdown = 1.0
@@ -177,6 +229,63 @@ class ReadThroughTest(unittest.TestCase):
             self.assertEqual(self.catalog("owed/k")[0], 0)
         finally:
             self.proxy.slowdown = 0.0
+
+
+class AdmissionTest(unittest.TestCase):
+    """Which misses are kept: second-miss for the bucket, never under scratch/, and a size limit
+    under big/."""
+
+    @classmethod
+    def setUpClass(cls):
+        start_upstream(cls)
+        cls.local = s3_support.hots3_server(
+            tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials, binding="""
+admit = "second-miss"
+[[tier.bucket.admit_prefix]]
+prefix = "scratch/"
+admit = "never"
+[[tier.bucket.admit_prefix]]
+prefix = "big/"
+admit = "first-miss"
+max_object_size = "2MiB"
+"""), device_size="1GiB", workdir=cls.local_dir).start()
+        cls.s3 = client(cls.local.port)
+        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_servers(cls)
+
+    flush_and_evict = ReadThroughTest.flush_and_evict
+    catalog = ReadThroughTest.catalog
+
+    def miss(self, key, body):
+        got = self.s3.get_object(Bucket="ckpt", Key=key)
+        self.assertEqual(got["Body"].read(), body, key)
+        return got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache")
+
+    def test_a_rule_decides_which_misses_are_kept(self):
+        bodies = {"train/a": data(3 * MiB, 21), "scratch/a": data(3 * MiB, 22),
+                  "big/small": data(2 * MiB, 23), "big/large": data(2 * MiB + 1, 24)}
+        for key, body in bodies.items():
+            self.s3.put_object(Bucket="ckpt", Key=key, Body=body)
+        for prefix in ("train/", "scratch/", "big/"):
+            self.flush_and_evict(prefix)
+        # second-miss: the first read streams through and leaves nothing on the device; the next keeps it.
+        self.assertEqual(self.miss("train/a", bodies["train/a"]), "miss")
+        self.assertEqual(self.catalog("train/a"), (2, 0))
+        self.assertEqual(self.miss("train/a", bodies["train/a"]), "miss")
+        self.assertEqual(self.catalog("train/a")[0], 1)
+        self.assertEqual(self.miss("train/a", bodies["train/a"]), "hit")
+        # never, however often it is read.
+        for _ in range(3):
+            self.assertEqual(self.miss("scratch/a", bodies["scratch/a"]), "miss")
+        self.assertEqual(self.catalog("scratch/a"), (2, 0))
+        # first-miss up to the size limit.
+        self.assertEqual(self.miss("big/small", bodies["big/small"]), "miss")
+        self.assertEqual(self.catalog("big/small")[0], 1)
+        self.assertEqual(self.miss("big/large", bodies["big/large"]), "miss")
+        self.assertEqual(self.catalog("big/large"), (2, 0))
 
 
 if __name__ == "__main__":

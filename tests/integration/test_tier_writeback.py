@@ -43,17 +43,17 @@ def data(n, seed):
     return bytes(out[:n])
 
 
-def client(port):
+def client(port, config=None):
     return boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % port,
                         aws_access_key_id=s3_support.ACCESS_KEY,
                         aws_secret_access_key=s3_support.SECRET_KEY, region_name=s3_support.REGION,
-                        config=botocore.config.Config(retries={"max_attempts": 1}))
+                        config=config or botocore.config.Config(retries={"max_attempts": 1}))
 
 
 def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt", writeback="",
-                mode="writeback", delay="500ms"):
+                mode="writeback", delay="500ms", binding=""):
     """`writeback`: more keys of [tier.writeback], one per line (retry_base and retry_cap there
-    replace the tests' quick ones)."""
+    replace the tests' quick ones). `binding`: more of the [[tier.bucket]] entry."""
     retries = "" if "retry_base" in writeback else 'retry_base = "50ms"\nretry_cap = "500ms"'
     return """
 [[tier.upstream]]
@@ -67,12 +67,13 @@ upstream = "golden"
 upstream_bucket = "team-ckpt"
 upstream_prefix = "%s"
 mode = "%s"
+%s
 
 [tier.writeback]
 delay = "%s"
 %s
 %s
-""" % (endpoint, credentials_file, bucket, prefix, mode, delay, retries, writeback)
+""" % (endpoint, credentials_file, bucket, prefix, mode, binding, delay, retries, writeback)
 
 
 def write_credentials(directory):

@@ -17,6 +17,8 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
         proxy.refuse_heads = 2        # the next 2 HEAD requests answered 503, never forwarded
         proxy.bandwidth = 50 << 20    # request bodies pass at most this many bytes/s, in all
         proxy.delay_listings = 1.5    # a ListMultipartUploads is forwarded after this many seconds
+        proxy.delay_object_gets = 1.0 # a GET of an object (no query) is forwarded after this many
+                                      # seconds
         proxy.flip_answer_byte = 100  # the next GET of an object (no query) reaches hots3 with
                                       # this byte of its answer's body flipped
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ...
@@ -52,6 +54,7 @@ class FaultProxy:
         self.body_bytes = 0      # request body bytes passed to the upstream
         self.bandwidth = None    # bytes/s of request bodies, for all connections together
         self.delay_listings = 0.0  # seconds a ListMultipartUploads waits before it is forwarded
+        self.delay_object_gets = 0.0  # seconds a GET of an object waits before it is forwarded
         self.flip_answer_byte = None  # flip this byte of the next object GET answer's body
         self.lines = []          # request lines ("GET /bucket/key?query HTTP/1.1"), in order
         self._next_send = 0.0
@@ -170,6 +173,8 @@ class FaultProxy:
                     continue
                 if self.delay_listings and _lists_uploads(head):
                     time.sleep(self.delay_listings)
+                if self.delay_object_gets and object_get:
+                    time.sleep(self.delay_object_gets)
                 if upstream is None:
                     upstream = self._track(socket.create_connection(("127.0.0.1", self.upstream_port)))
                 if (_header(head, b"expect") or b"").lower() == b"100-continue":

@@ -154,12 +154,28 @@ enum class TierMode {
   kCache,         // read-through of an upstream bucket others also write
 };
 
+// Which versions read from the upstream are kept on the device (the others stream through and
+// leave nothing): a one-off scan need not fill it.
+struct AdmitRule {
+  std::string prefix;  // of the local key; the longest that matches decides
+  enum class Admit {
+    kFirstMiss,   // the first whole-object GET keeps it
+    kSecondMiss,  // only once the key was read lately before (the evictor's read counts)
+    kNever,
+  } admit = Admit::kFirstMiss;
+  std::uint64_t max_object_size_bytes = 0;  // larger versions are not kept (0: no limit)
+};
+
 struct TierBucketConfig {
   std::string bucket;           // the local bucket (created at start if missing)
   std::string upstream;         // an UpstreamConfig::name
   std::string upstream_bucket;  // "" = the same name as the local bucket
   std::string upstream_prefix;  // the upstream key is upstream_prefix + key, byte for byte
   TierMode mode = TierMode::kWriteback;
+  AdmitRule admit;                        // the bucket's own (prefix "")
+  std::vector<AdmitRule> admit_prefixes;  // [[tier.bucket.admit_prefix]]
+  // The rule for `key`: the longest matching prefix's, else the bucket's.
+  [[nodiscard]] const AdmitRule& admission(std::string_view key) const;
 };
 
 struct WritebackConfig {

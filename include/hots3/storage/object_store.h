@@ -355,6 +355,10 @@ class ObjectStore {
   // Whether `incoming` more bytes fetched from an upstream may be kept here
   // (StoreOptions::tier_full_percent).
   [[nodiscard]] virtual bool tier_fill_allows(std::uint64_t incoming) const noexcept = 0;
+  // How often `key` of `bucket_id` was read lately while not only local (the evictor's count of
+  // opened readers: an estimate, never below the truth), the read under way included.
+  [[nodiscard]] virtual unsigned reads_lately(std::int64_t bucket_id,
+                                              std::string_view key) const noexcept = 0;
   // Whether a change acknowledged before `job` (parked ones included) is still owed under
   // `prefix` of its bucket: a commit marker waits for them.
   virtual boost::asio::awaitable<Result<bool>> tier_jobs_before(const TierJob& job,

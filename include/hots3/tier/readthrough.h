@@ -32,6 +32,10 @@ class UpstreamRead {
   // kNotFound (the key is gone upstream), kUnavailable (the upstream failed or cannot be
   // reached, or its answer ended early).
   virtual boost::asio::awaitable<Result<std::span<const std::byte>>> next() = 0;
+
+  // Once the first piece has come, of a whole-object read: whether the bucket's admission rule
+  // keeps the version on the device (else it only streams through).
+  [[nodiscard]] virtual bool admitted() const = 0;
 };
 
 class ReadThrough {

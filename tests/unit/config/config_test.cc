@@ -266,6 +266,16 @@ mode = "writethrough"
 [[tier.bucket]]
 bucket = "data"
 upstream = "golden"
+admit = "second-miss"
+admit_max_object_size = "8GiB"
+
+[[tier.bucket.admit_prefix]]
+prefix = "scratch/"
+admit = "never"
+
+[[tier.bucket.admit_prefix]]
+prefix = "scratch/keep/"
+max_object_size = "1GiB"
 
 [tier.writeback]
 max_dirty = "2GiB"
@@ -308,6 +318,17 @@ TEST_F(ConfigFile, TierUpstreamsAndBindings) {
   ASSERT_NE(data, nullptr);
   EXPECT_EQ(data->upstream_bucket, "data");  // the local name when not given
   EXPECT_EQ(data->mode, TierMode::kWriteback);
+  // Admission: the longest matching prefix decides; what it leaves out is the bucket's.
+  using Admit = AdmitRule::Admit;
+  EXPECT_EQ(ckpt->admission("any").admit, Admit::kFirstMiss);
+  EXPECT_EQ(ckpt->admission("any").max_object_size_bytes, 0U);
+  EXPECT_EQ(data->admission("train/0").admit, Admit::kSecondMiss);
+  EXPECT_EQ(data->admission("train/0").max_object_size_bytes, 8 * kGiB);
+  EXPECT_EQ(data->admission("scratch/x").admit, Admit::kNever);
+  EXPECT_EQ(data->admission("scratch/x").max_object_size_bytes, 8 * kGiB);
+  EXPECT_EQ(data->admission("scratch/keep/x").admit, Admit::kSecondMiss);
+  EXPECT_EQ(data->admission("scratch/keep/x").max_object_size_bytes, kGiB);
+  EXPECT_EQ(data->admission("scratch").admit, Admit::kSecondMiss);
   const WritebackConfig& w = config.tier.writeback;
   EXPECT_EQ(w.max_dirty_bytes, 2 * kGiB);
   EXPECT_EQ(w.max_dirty_age, std::chrono::minutes(10));
@@ -355,6 +376,21 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
             std::string::npos);
   const std::string bound = "[[tier.bucket]]\nbucket = \"ckpt\"\nupstream = \"golden\"\n";
   EXPECT_NE(error_of(upstream + bound + bound).find("tier.bucket.bucket: bound twice"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(upstream + bound + "admit = \"third-miss\"\n")
+          .find("tier.bucket.admit: must be one of \"first-miss\", \"second-miss\", \"never\""),
+      std::string::npos);
+  const std::string rule = "[[tier.bucket.admit_prefix]]\nprefix = \"tmp/\"\n";
+  EXPECT_EQ(error_of(upstream + bound + rule), "");
+  EXPECT_NE(
+      error_of(upstream + bound + rule + rule).find("tier.bucket.admit_prefix.prefix: given twice"),
+      std::string::npos);
+  EXPECT_NE(error_of(upstream + bound + "[[tier.bucket.admit_prefix]]\nadmit = \"never\"\n")
+                .find("tier.bucket.admit_prefix.prefix: missing"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + bound + rule + "admit_max_object_size = \"1GiB\"\n")
+                .find("tier.bucket.admit_prefix.admit_max_object_size: unknown key"),
             std::string::npos);
   EXPECT_NE(error_of("[tier.writeback]\nparallelism = 0\n").find("tier.writeback.parallelism"),
             std::string::npos);

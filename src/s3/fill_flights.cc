@@ -1,0 +1,79 @@
+#include "fill_flights.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace hots3::s3 {
+
+namespace asio = boost::asio;
+
+struct FillFlights::Flight {
+  std::mutex mutex;  // guards what follows
+  bool landed = false;
+  bool kept = false;
+  // Each waiter's timer, on its own worker: landing makes it expire at once.
+  std::vector<std::shared_ptr<asio::steady_timer>> waiters;
+};
+
+FillFlights::Lead::~Lead() {
+  if (flight_) flights_->land(version_id_, flight_, kept_);
+}
+
+std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_t version_id) {
+  std::lock_guard lock(mutex_);
+  auto [at, inserted] = flying_.try_emplace(version_id);
+  if (!inserted) return Seat(at->second);
+  at->second = std::make_shared<Flight>();
+  return Lead(*this, version_id, at->second);
+}
+
+void FillFlights::land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept) {
+  std::vector<std::shared_ptr<asio::steady_timer>> waiters;
+  {
+    std::lock_guard lock(mutex_);
+    auto at = flying_.find(version_id);
+    if (at != flying_.end() && at->second == flight) flying_.erase(at);
+  }
+  {
+    std::lock_guard lock(flight->mutex);
+    flight->landed = true;
+    flight->kept = kept;
+    waiters.swap(flight->waiters);
+  }
+  // Each timer is touched only on its own executor. An expiry in the past ends a wait under way
+  // and one not yet begun alike.
+  for (auto& timer : waiters) {
+    auto executor = timer->get_executor();
+    asio::post(executor, [timer = std::move(timer)] {
+      timer->expires_at(asio::steady_timer::time_point::min());
+    });
+  }
+}
+
+asio::awaitable<bool> FillFlights::Seat::landed_kept(std::chrono::milliseconds patience) {
+  auto executor = co_await asio::this_coro::executor;
+  auto timer = std::make_shared<asio::steady_timer>(executor, patience);
+  {
+    std::lock_guard lock(flight_->mutex);
+    if (flight_->landed) co_return flight_->kept;
+    flight_->waiters.push_back(timer);
+  }
+  auto waiting = timer->async_wait(asio::as_tuple(asio::use_awaitable));
+  co_await std::move(waiting);
+  std::lock_guard lock(flight_->mutex);
+  co_return flight_->landed && flight_->kept;
+}
+
+std::chrono::milliseconds FillFlights::patience(std::uint64_t size_bytes) {
+  constexpr std::uint64_t kSlowBytesPerMs = 32ULL * 1024 * 1024 / 1000;  // 32 MiB/s
+  return std::max(std::chrono::milliseconds(5000),
+                  std::chrono::milliseconds(size_bytes / kSlowBytesPerMs));
+}
+
+}  // namespace hots3::s3

@@ -1,0 +1,79 @@
+#pragma once
+
+// Private to src/s3: misses of one evicted version share one upstream fetch. The first whole-
+// object GET of it leads (fetches, serves its client and keeps the bytes); GETs that come while it
+// runs wait for it to land and then read the version from the device, as a hit. None waits on a
+// lock or is refused: a flight that did not keep the version, or that takes longer than a slow
+// fetch would, lets its waiters go to the upstream themselves.
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <variant>
+
+namespace hots3::s3 {
+
+class FillFlights {
+  struct Flight;
+
+ public:
+  FillFlights() = default;
+  ~FillFlights() = default;
+  FillFlights(const FillFlights&) = delete;
+  FillFlights& operator=(const FillFlights&) = delete;
+  FillFlights(FillFlights&&) = delete;
+  FillFlights& operator=(FillFlights&&) = delete;
+
+  // The lead of the flight of one version: it lands when this ends, kept or not (a leader whose
+  // client went away lands unkept, and its waiters fetch for themselves).
+  class Lead {
+   public:
+    Lead(FillFlights& flights, std::int64_t version_id, std::shared_ptr<Flight> flight)
+        : flights_(&flights), version_id_(version_id), flight_(std::move(flight)) {}
+    ~Lead();
+    Lead(const Lead&) = delete;
+    Lead& operator=(const Lead&) = delete;
+    Lead(Lead&& other) noexcept = default;
+    Lead& operator=(Lead&&) = delete;
+
+    // The version is local again: waiters read it from the device.
+    void kept() { kept_ = true; }
+
+   private:
+    FillFlights* flights_;
+    std::int64_t version_id_;
+    std::shared_ptr<Flight> flight_;
+    bool kept_ = false;
+  };
+
+  // A place in the flight another GET leads.
+  class Seat {
+   public:
+    explicit Seat(std::shared_ptr<Flight> flight) : flight_(std::move(flight)) {}
+
+    // Waits for the flight to land, at most `patience`; true when it kept the version.
+    boost::asio::awaitable<bool> landed_kept(std::chrono::milliseconds patience);
+
+   private:
+    std::shared_ptr<Flight> flight_;
+  };
+
+  // The lead of the flight of `version_id`, or a seat in the one under way.
+  std::variant<Lead, Seat> join(std::int64_t version_id);
+
+  // How long a waiter waits for a flight of `size_bytes`: as long as the fetch would take at a
+  // slow pace, so a leader whose client reads slowly holds the others up only that long.
+  static std::chrono::milliseconds patience(std::uint64_t size_bytes);
+
+ private:
+  void land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept);
+
+  std::mutex mutex_;
+  std::unordered_map<std::int64_t, std::shared_ptr<Flight>> flying_;
+};
+
+}  // namespace hots3::s3
