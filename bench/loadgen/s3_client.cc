@@ -83,8 +83,11 @@ struct Connection::Impl {
     std::vector<http::Header> headers;
     for (const auto& [name, value] : r.headers) headers.push_back({name, value});
     if (plain) {
-      http::ClientRequest out{std::string(r.method), aws::request_target(r.path, query),
-                              std::move(headers), length};
+      http::ClientRequest out{std::string(r.method),
+                              aws::request_target(r.path, query),
+                              std::move(headers),
+                              length,
+                              {}};
       co_return co_await plain->start(std::move(out));
     }
     // "/bucket/key" → bucket, key.

@@ -449,7 +449,8 @@ class ClientCall final : public Call {
         co_return fail(bhttp::error::header_limit);
       auto [ec, n] = co_await link_->read_some(
           buffer.prepare(16 * kKiB),
-          first ? client_->options.first_byte_timeout : client_->options.stall_timeout);
+          first ? request_.first_byte_timeout.value_or(client_->options.first_byte_timeout)
+                : client_->options.stall_timeout);
       first = false;
       if (ec)
         co_return fail(ec == asio::error::eof ? error_code(bhttp::error::partial_message) : ec);

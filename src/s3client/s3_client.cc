@@ -54,6 +54,7 @@ boost::asio::awaitable<Result<std::unique_ptr<http::Call>>> Client::start(Reques
   out.method = std::move(request.method);
   out.target = aws::request_target(path, request.query);
   out.content_length = request.content_length;
+  out.first_byte_timeout = request.first_byte_timeout;
   out.headers.reserve(headers.size());
   for (auto& [name, value] : headers) out.headers.push_back({std::move(name), std::move(value)});
   co_return co_await http_.start(std::move(out));

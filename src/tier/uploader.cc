@@ -67,6 +67,12 @@ constexpr std::chrono::seconds kWarnInterval{10};
 // After a cut of an upstream's window, the refusals of attempts already under way do not cut it
 // again for this long.
 constexpr std::chrono::seconds kSlowDownHold{1};
+// A read-through's client is waiting: its upstream GET gives up on an answer this much sooner
+// than an upload does. While nothing answers the upstream, misses fail at once (503) but for
+// one that tries it again per kReadTrialInterval, so a client waits out a timeout only when the
+// last one may have passed.
+constexpr std::chrono::seconds kReadFirstByteTimeout{5};
+constexpr std::chrono::seconds kReadTrialInterval{2};
 // How often upstream uploads no job uses are looked for (and at start).
 constexpr std::chrono::hours kSweepInterval{1};
 // How soon the sweep looks again at an upload it spared because another of its key was being
@@ -104,6 +110,8 @@ struct Upstream {
   // write_bytes_per_s and requests_per_s: when the next byte, and the next request, may go.
   std::chrono::steady_clock::time_point next_send{};
   std::chrono::steady_clock::time_point next_request{};
+  // While unreachable: when a read-through may next try it (kReadTrialInterval).
+  std::chrono::steady_clock::time_point next_read_trial{};
   // How many attempts it takes at once (AIMD): halved when it answers 429 or 503 (at most once
   // per kSlowDownHold, as one burst of refusals is one signal), then one more per window of
   // successes, up to the uploader's parallelism. Attempts under way: `running`.
@@ -489,6 +497,7 @@ struct Uploader::Impl {
     if (u.cause.empty()) u.failing_since_ms = now;
     u.cause = out.cause;
     u.unreachable = unreachable;
+    if (unreachable) u.next_read_trial = std::chrono::steady_clock::now() + kReadTrialInterval;
   }
 
   // HEAD of the binding's upstream bucket: whether the binding can work at all, asked before
@@ -1639,12 +1648,18 @@ struct Uploader::Impl {
     if (bound == bindings.end() || stopping) co_return end(errc::kUnavailable);
     Binding& b = bound->second;
     Upstream& u = *b.upstream;
+    if (u.unreachable) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now < u.next_read_trial) co_return end(errc::kUnavailable);
+      u.next_read_trial = now + kReadTrialInterval;
+    }
     if (whole) fetch->admitted.store(admits(b.config, bucket_id, key, length));
     s3client::Request get;
     get.method = "GET";
     get.bucket = b.config.upstream_bucket;
     get.key = b.config.upstream_prefix + key;
     get.headers = {{"If-Match", "\"" + etag + "\""}};
+    get.first_byte_timeout = kReadFirstByteTimeout;
     if (!whole) {
       get.headers.push_back({"Range", fmt::format("bytes={}-{}", offset, offset + length - 1)});
     }

@@ -58,7 +58,7 @@ class ClientTest : public ::testing::Test {
 
   static asio::awaitable<Result<Client::Reply>> get(Client& client, std::string target) {
     // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
-    ClientRequest request{"GET", std::move(target), {}, 0};
+    ClientRequest request{"GET", std::move(target), {}, 0, {}};
     co_return co_await client.request(std::move(request), "");
   }
 
@@ -103,7 +103,7 @@ TEST_F(ClientTest, BodiesBothWaysAndOneConnectionKeptAlive) {
 
   // A streamed PUT, written in pieces.
   reply = run([](Client& c) -> asio::awaitable<Result<Client::Reply>> {
-    ClientRequest put{"PUT", "/sink", {}, 3 * 1000 * 1000};
+    ClientRequest put{"PUT", "/sink", {}, 3 * 1000 * 1000, {}};
     auto call = co_await c.start(std::move(put));
     if (!call) co_return call.error();
     const std::string piece(1000 * 1000, 'x');
@@ -114,7 +114,7 @@ TEST_F(ClientTest, BodiesBothWaysAndOneConnectionKeptAlive) {
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->body.substr(0, 8), "3000000 ");
 
-  reply = run(client.request({"HEAD", "/bytes/77", {}, 0}, ""));
+  reply = run(client.request({"HEAD", "/bytes/77", {}, 0, {}}, ""));
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->head.content_length, 77U);
   EXPECT_TRUE(reply->body.empty());
@@ -146,6 +146,15 @@ TEST_F(ClientTest, EveryWaitIsBounded) {
   ASSERT_FALSE(reply);
   EXPECT_EQ(reply.error(), errc::kTimedOut);
   EXPECT_EQ(slow.idle_connections(), 0U);  // a timed-out connection is never reused
+  // A request may wait less than its client would.
+  Client patient(context_.get_executor(), options(endpoint()));
+  reply = run([](Client& c) -> asio::awaitable<Result<Client::Reply>> {
+    ClientRequest hurried{"GET", "/slow/700", {}, 0, std::chrono::milliseconds(200)};
+    co_return co_await c.request(std::move(hurried), "");
+  }(patient));
+  ASSERT_FALSE(reply);
+  EXPECT_EQ(reply.error(), errc::kTimedOut);
+  ASSERT_TRUE(run(get(patient, "/slow/300")));
   // Nobody listening: refused at once.
   const std::string closed = endpoint();
   server_->shutdown(std::chrono::milliseconds(100));

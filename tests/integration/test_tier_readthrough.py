@@ -25,13 +25,18 @@ import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
 
-class ReadThroughTest(unittest.TestCase):
+class TieredTest(unittest.TestCase):
+    """A write-back bucket bound to an upstream hots3 behind the fault proxy; `binding`: more of
+    its [[tier.bucket]] entry."""
+
+    binding = ""
+
     @classmethod
     def setUpClass(cls):
         start_upstream(cls)
         cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
-        config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials)
-        cls.local = s3_support.hots3_server(config, device_size="1GiB", workdir=cls.local_dir).start()
+        cls.config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials, binding=cls.binding)
+        cls.local = s3_support.hots3_server(cls.config, device_size="1GiB", workdir=cls.local_dir).start()
         cls.s3 = client(cls.local.port)
         cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
 
@@ -64,6 +69,10 @@ class ReadThroughTest(unittest.TestCase):
         path = "/team-ckpt/" + PREFIX + key
         return [line for line in list(self.proxy.lines) if line.startswith("GET " + path + " ")
                 or line.startswith("GET " + path + "?")]
+
+
+class ReadThroughTest(TieredTest):
+    """Evicted objects: described from the catalog, read back once, never mixed or damaged."""
 
     def test_an_evicted_object_is_described_locally_and_read_through_once(self):
         single = data(3 * MiB + 17, 1)
@@ -217,6 +226,38 @@ class ReadThroughTest(unittest.TestCase):
         self.assertEqual(len(self.upstream_gets("handover/k")), 2)
         self.assertEqual(self.catalog("handover/k")[0], 1)
 
+    def test_a_miss_fails_soon_while_the_upstream_does_not_answer_and_then_at_once(self):
+        body = data(1 * MiB, 13)
+        self.s3.put_object(Bucket="ckpt", Key="silent/k", Body=body)
+        self.flush_and_evict("silent/")
+        self.proxy.hang = True
+        try:
+            started = time.monotonic()
+            with self.assertRaises(ClientError) as refused:
+                self.s3.get_object(Bucket="ckpt", Key="silent/k")
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            # Sooner than an upload's wait for an answer (a minute).
+            self.assertLess(time.monotonic() - started, 30)
+            self.assertEqual(len(self.upstream_gets("silent/k")), 1)
+            # The next miss does not wait on the silent upstream: it is refused before any request.
+            with self.assertRaises(ClientError) as refused:
+                self.s3.get_object(Bucket="ckpt", Key="silent/k")
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            self.assertEqual(len(self.upstream_gets("silent/k")), 1)
+            self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="silent/k")["ContentLength"], len(body))
+        finally:
+            self.proxy.hang = False
+        # Once it answers again, a trial miss finds out and the misses go through again.
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="silent/k")["Body"].read(), body)
+                break
+            except ClientError:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.2)
+        self.assertEqual(len(self.upstream_gets("silent/k")), 2)
+
     def test_only_objects_safely_upstream_are_evicted(self):
         # A change still owed (the upstream is refusing) keeps its data here.
         self.proxy.slowdown = 1.0
@@ -231,15 +272,11 @@ class ReadThroughTest(unittest.TestCase):
             self.proxy.slowdown = 0.0
 
 
-class AdmissionTest(unittest.TestCase):
+class AdmissionTest(TieredTest):
     """Which misses are kept: second-miss for the bucket, never under scratch/, and a size limit
     under big/."""
 
-    @classmethod
-    def setUpClass(cls):
-        start_upstream(cls)
-        cls.local = s3_support.hots3_server(
-            tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials, binding="""
+    binding = """
 admit = "second-miss"
 [[tier.bucket.admit_prefix]]
 prefix = "scratch/"
@@ -248,16 +285,7 @@ admit = "never"
 prefix = "big/"
 admit = "first-miss"
 max_object_size = "2MiB"
-"""), device_size="1GiB", workdir=cls.local_dir).start()
-        cls.s3 = client(cls.local.port)
-        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
-
-    @classmethod
-    def tearDownClass(cls):
-        stop_servers(cls)
-
-    flush_and_evict = ReadThroughTest.flush_and_evict
-    catalog = ReadThroughTest.catalog
+"""
 
     def miss(self, key, body):
         got = self.s3.get_object(Bucket="ckpt", Key=key)
@@ -286,6 +314,39 @@ max_object_size = "2MiB"
         self.assertEqual(self.catalog("big/small")[0], 1)
         self.assertEqual(self.miss("big/large", bodies["big/large"]), "miss")
         self.assertEqual(self.catalog("big/large"), (2, 0))
+
+
+class RestartTest(TieredTest):
+    """What was read back is kept: after a kill -9, and after a clean stop, each object read back
+    before is a hit, with no request to the upstream."""
+
+    def restart(self, kill):
+        if kill:
+            self.local.kill()  # SIGKILL
+        else:
+            self.assertEqual(self.local.stop(), 0)
+        self.local.cleanup()
+        type(self).local = s3_support.hots3_server(self.config, device_size="1GiB", workdir=self.local_dir).start()
+        self.s3 = client(self.local.port)
+
+    def test_objects_read_back_are_hits_after_a_kill_and_after_a_stop(self):
+        bodies = {"kept/%d" % n: data(MiB + n * 333 * KiB, 30 + n) for n in range(6)}
+        for key, body in bodies.items():
+            self.s3.put_object(Bucket="ckpt", Key=key, Body=body)
+        self.flush_and_evict("kept/")
+        for key, body in bodies.items():
+            got = self.s3.get_object(Bucket="ckpt", Key=key)
+            self.assertEqual(got["Body"].read(), body)
+            self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss", key)
+        asked = len(self.proxy.lines)
+        for kill in (True, False):
+            self.restart(kill)
+            for key, body in bodies.items():
+                got = self.s3.get_object(Bucket="ckpt", Key=key)
+                self.assertEqual(got["Body"].read(), body, key)
+                self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit", key)
+                self.assertEqual(self.catalog(key)[0], 1, key)
+        self.assertEqual([line for line in self.proxy.lines[asked:] if "/kept/" in line], [])
 
 
 if __name__ == "__main__":

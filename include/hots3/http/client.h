@@ -65,6 +65,9 @@ struct ClientRequest {
   // The body's length: written through Call::write_body before the response is read. 0 = no
   // body (no Content-Length either for GET, HEAD, DELETE).
   std::uint64_t content_length = 0;
+  // How long this request waits for its answer's first byte, if not the client's
+  // first_byte_timeout (a read someone waits on gives up sooner than an upload's commit).
+  std::optional<std::chrono::milliseconds> first_byte_timeout;
 };
 
 struct ClientResponseHead {

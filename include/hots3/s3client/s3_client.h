@@ -16,6 +16,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,6 +41,7 @@ struct Request {
   std::uint64_t content_length = 0;
   // The payload's hex SHA-256, or UNSIGNED-PAYLOAD (the body is then trusted to the transport).
   std::string payload_hash = "UNSIGNED-PAYLOAD";
+  std::optional<std::chrono::milliseconds> first_byte_timeout;  // as http::ClientRequest's
 };
 
 // An S3 error body: <Error><Code/><Message/><Resource/><RequestId/></Error>.
