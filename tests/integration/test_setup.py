@@ -118,6 +118,8 @@ class SetupCommands(unittest.TestCase):
         r = self.run_setup(root, "test")  # twice
         self.assert_like_a_fresh_clone(root)
         self.assertRegex(r.stdout, r"would run: cmake --build \S+/build/release -j \d+\n")
+        # The sanitizer pass leaves the client suites to the release build.
+        self.assertRegex(r.stdout, r"would run: ctest --test-dir \S+/build/asan -L \S+ -LE clients\n")
         self.run_setup(root, "run", "--listen", "127.0.0.1:0")  # after test: the same configuration, nothing to rebuild
         self.assert_like_a_fresh_clone(root)
         self.run_setup(root, "bench")
