@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 namespace hots3::s3 {
@@ -56,6 +57,32 @@ void FillFlights::land(std::int64_t version_id, const std::shared_ptr<Flight>& f
   }
 }
 
+namespace {
+
+// Takes a waiter's timer out of its flight when the wait ends, however it ends: a wait cut off
+// with its worker (at shutdown) leaves no timer whose io_context is gone for a landing to touch.
+class Leave {
+ public:
+  Leave(std::mutex& mutex, std::vector<std::shared_ptr<asio::steady_timer>>& waiters,
+        std::shared_ptr<asio::steady_timer> timer)
+      : mutex_(mutex), waiters_(waiters), timer_(std::move(timer)) {}
+  ~Leave() {
+    std::lock_guard lock(mutex_);
+    std::erase(waiters_, timer_);
+  }
+  Leave(const Leave&) = delete;
+  Leave& operator=(const Leave&) = delete;
+  Leave(Leave&&) = delete;
+  Leave& operator=(Leave&&) = delete;
+
+ private:
+  std::mutex& mutex_;
+  std::vector<std::shared_ptr<asio::steady_timer>>& waiters_;
+  std::shared_ptr<asio::steady_timer> timer_;
+};
+
+}  // namespace
+
 asio::awaitable<bool> FillFlights::Seat::landed_kept(std::chrono::milliseconds patience) {
   auto executor = co_await asio::this_coro::executor;
   auto timer = std::make_shared<asio::steady_timer>(executor, patience);
@@ -64,6 +91,7 @@ asio::awaitable<bool> FillFlights::Seat::landed_kept(std::chrono::milliseconds p
     if (flight_->landed) co_return flight_->kept;
     flight_->waiters.push_back(timer);
   }
+  const Leave leave(flight_->mutex, flight_->waiters, timer);
   auto waiting = timer->async_wait(asio::as_tuple(asio::use_awaitable));
   co_await std::move(waiting);
   std::lock_guard lock(flight_->mutex);
