@@ -6,7 +6,6 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -100,8 +99,9 @@ asio::awaitable<bool> FillFlights::Seat::landed_kept(std::chrono::milliseconds p
 
 std::chrono::milliseconds FillFlights::patience(std::uint64_t size_bytes) {
   constexpr std::uint64_t kSlowBytesPerMs = 32ULL * 1024 * 1024 / 1000;  // 32 MiB/s
-  return std::max(std::chrono::milliseconds(5000),
-                  std::chrono::milliseconds(size_bytes / kSlowBytesPerMs));
+  // The leader's own wait for the upstream's first byte comes first (5 s at most), then its body.
+  return std::chrono::milliseconds(10'000) +
+         std::chrono::milliseconds(size_bytes / kSlowBytesPerMs);
 }
 
 }  // namespace hots3::s3

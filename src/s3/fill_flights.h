@@ -65,8 +65,9 @@ class FillFlights {
   // The lead of the flight of `version_id`, or a seat in the one under way.
   std::variant<Lead, Seat> join(std::int64_t version_id);
 
-  // How long a waiter waits for a flight of `size_bytes`: as long as the fetch would take at a
-  // slow pace, so a leader whose client reads slowly holds the others up only that long.
+  // How long a waiter waits for a flight of `size_bytes`: the leader's wait for the upstream's
+  // answer, then as long as the body would take at a slow pace, so a leader whose client reads
+  // slowly holds the others up only that long.
   static std::chrono::milliseconds patience(std::uint64_t size_bytes);
 
  private:

@@ -496,8 +496,12 @@ struct Uploader::Impl {
     }
     if (u.cause.empty()) u.failing_since_ms = now;
     u.cause = out.cause;
+    // The first trial comes a full interval after the upstream fell silent, not after each
+    // failure since: failing uploads must not keep every read from trying.
+    if (unreachable && !u.unreachable) {
+      u.next_read_trial = std::chrono::steady_clock::now() + kReadTrialInterval;
+    }
     u.unreachable = unreachable;
-    if (unreachable) u.next_read_trial = std::chrono::steady_clock::now() + kReadTrialInterval;
   }
 
   // HEAD of the binding's upstream bucket: whether the binding can work at all, asked before
@@ -1620,7 +1624,6 @@ struct Uploader::Impl {
     co_return answer;
   }
 
-  // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
   // Whether a whole-object read of `key` (`size` bytes) is kept, by the binding's rule for it.
   bool admits(const config::TierBucketConfig& binding, std::int64_t bucket_id, std::string_view key,
               std::uint64_t size) const {
@@ -1637,6 +1640,7 @@ struct Uploader::Impl {
     return false;
   }
 
+  // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::shared_ptr<Fetch> fetch) {
@@ -1702,6 +1706,7 @@ struct Uploader::Impl {
                                           head->content_length.value_or(0), length)));
       co_return end(errc::kUnavailable);
     }
+    note(u, Outcome{});  // it answers: other misses need not wait for this body to end
     std::uint64_t passed = 0;
     for (;;) {
       Fetch::Piece piece{std::make_unique_for_overwrite<std::byte[]>(kFetchPieceBytes), 0};

@@ -183,8 +183,16 @@ class ReadThroughTest(TieredTest):
         return hashlib.sha256(got["Body"].read()).hexdigest(), got["ResponseMetadata"]["HTTPHeaders"].get(
             "x-hots3-cache")
 
+    def until(self, condition, timeout_s=10):
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            self.assertLess(time.monotonic(), deadline, "never came true")
+            time.sleep(0.02)
+
     def test_concurrent_misses_of_one_object_share_one_fetch(self):
-        body = data(24 * MiB + 3, 11)
+        # Small enough that the first fetch lands well within the others' patience, even on a
+        # sanitizer build.
+        body = data(8 * MiB + 3, 11)
         self.s3.put_object(Bucket="ckpt", Key="flight/k", Body=body)
         self.flush_and_evict("flight/")
         readers = client(self.local.port, botocore.config.Config(retries={"max_attempts": 1},
@@ -210,7 +218,7 @@ class ReadThroughTest(TieredTest):
             leaver = socket.create_connection(("127.0.0.1", self.local.port))
             try:
                 leaver.sendall(s3_support.SignedRequest("GET", "/ckpt/handover/k", port=self.local.port).wire())
-                time.sleep(0.3)  # its fetch leads
+                self.until(lambda: len(self.upstream_gets("handover/k")) == 1)  # its fetch leads
                 with concurrent.futures.ThreadPoolExecutor(1) as pool:
                     waiting = pool.submit(self.fetch, self.s3, "handover/k")
                     time.sleep(0.3)  # the second GET waits for the first
@@ -230,7 +238,9 @@ class ReadThroughTest(TieredTest):
         body = data(1 * MiB, 13)
         self.s3.put_object(Bucket="ckpt", Key="silent/k", Body=body)
         self.flush_and_evict("silent/")
-        self.proxy.hang = True
+        # Only object GETs: a probe of the bucket hung now would mark the upstream silent long
+        # after this test.
+        self.proxy.hang_object_gets = True
         try:
             started = time.monotonic()
             with self.assertRaises(ClientError) as refused:
@@ -246,7 +256,7 @@ class ReadThroughTest(TieredTest):
             self.assertEqual(len(self.upstream_gets("silent/k")), 1)
             self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="silent/k")["ContentLength"], len(body))
         finally:
-            self.proxy.hang = False
+            self.proxy.hang_object_gets = False
         # Once it answers again, a trial miss finds out and the misses go through again.
         deadline = time.monotonic() + 15
         while True:

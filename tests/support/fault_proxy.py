@@ -8,6 +8,7 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
         proxy.slowdown = 0.3          # 30% of requests answered 503 SlowDown, never forwarded
         proxy.reset_after = 64 * 1024 # the next request's connection reset after 64 KiB of body
         proxy.hang = True             # requests read and never answered
+        proxy.hang_object_gets = True # GETs of objects (no query) read and never answered
         proxy.lose_answer = True      # the next request with a body reaches the upstream; its
                                       # answer does not come back (the connection is reset)
         proxy.withhold_answer = True  # the next request with a body reaches the upstream; its
@@ -43,6 +44,7 @@ class FaultProxy:
         self.slowdown = 0.0      # the share of requests answered 503 SlowDown
         self.reset_after = None  # reset the next request with a body after this many body bytes
         self.hang = False        # read requests and never answer them
+        self.hang_object_gets = False  # the same for GETs of objects only
         self.lose_answer = False  # forward the next request with a body, then reset, unanswered
         self.lost = 0             # answers lost that way
         self.withhold_answer = False  # forward the next request with a body, never answer it
@@ -154,11 +156,12 @@ class FaultProxy:
                     if refuse_head:
                         self.refuse_heads -= 1
                         self.refused += 1
-                if self.hang or refuse:
+                hang = self.hang or (self.hang_object_gets and object_get)
+                if hang or refuse:
                     body, buf = _read_exactly(client, buf, length)
                     if body is None:
                         return
-                if self.hang:
+                if hang:
                     while not self._stopping and client.recv(65536):
                         pass
                     return
