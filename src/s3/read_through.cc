@@ -175,6 +175,26 @@ asio::awaitable<void> send_local(Request& r, storage::ObjectReader& reader,
   co_await std::move(ending);
 }
 
+namespace {
+
+// After waiting in another GET's flight: a reader of the version that flight kept, if it is the
+// one that missed (the head was made from its record: only its bytes may follow).
+asio::awaitable<std::unique_ptr<storage::ObjectReader>> kept_by_flight(
+    Service& s, const storage::ObjectRecord& object, FillFlights::Seat seat) {
+  auto waiting = seat.landed_kept(FillFlights::patience(object.size_bytes));
+  const bool kept = co_await std::move(waiting);
+  if (!kept) co_return nullptr;
+  auto opening = s.store().open_reader(object.bucket_id, object.key);
+  auto opened = co_await std::move(opening);
+  if (!opened || (*opened)->object().etag != object.etag ||
+      (*opened)->object().size_bytes != object.size_bytes) {
+    co_return nullptr;
+  }
+  co_return std::move(*opened);
+}
+
+}  // namespace
+
 asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
                                    BodySelection selection, http::Response head) {
   const bool whole = selection.offset_bytes == 0 && selection.length_bytes == object.size_bytes;
@@ -182,19 +202,13 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   if (whole && object.size_bytes > 0) {
     auto joined = s.fill_flights().join(object.id);
     if (auto* seat = std::get_if<FillFlights::Seat>(&joined)) {
-      auto waiting = seat->landed_kept(FillFlights::patience(object.size_bytes));
-      const bool kept = co_await std::move(waiting);
-      if (kept) {
-        auto opening = s.store().open_reader(object.bucket_id, object.key);
-        auto opened = co_await std::move(opening);
-        // The head was made from the record that missed: only the same bytes may follow it.
-        if (opened && (*opened)->object().etag == object.etag &&
-            (*opened)->object().size_bytes == object.size_bytes) {
-          head.add("x-hots3-cache", "hit");
-          auto sending = send_local(r, **opened, selection, std::move(head));
-          co_await std::move(sending);
-          co_return;
-        }
+      auto waiting = kept_by_flight(s, object, std::move(*seat));
+      auto reader = co_await std::move(waiting);
+      if (reader) {
+        head.add("x-hots3-cache", "hit");
+        auto sending = send_local(r, *reader, selection, std::move(head));
+        co_await std::move(sending);
+        co_return;
       }
       // Not kept (or not in time): one more flight may keep it; else this GET only passes through.
       auto rejoined = s.fill_flights().join(object.id);

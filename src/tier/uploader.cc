@@ -1725,7 +1725,6 @@ struct Uploader::Impl {
       if (e) co_return;  // the request let go: the connection closes with `call`
     }
     if (passed != length) co_return end(errc::kUnavailable);
-    note(u, Outcome{});
     auto ending = fetch->pieces.async_send(boost::system::error_code{}, Fetch::Piece{},
                                            asio::as_tuple(asio::use_awaitable));
     co_await std::move(ending);
