@@ -22,7 +22,7 @@ struct FillFlights::Flight {
 };
 
 FillFlights::Lead::~Lead() {
-  if (flight_) flights_->land(version_id_, flight_, kept_);
+  if (flight_) flights_->land(version_id_, flight_, kept_, behind_);
 }
 
 std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_t version_id) {
@@ -30,13 +30,25 @@ std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_
   auto [at, inserted] = flying_.try_emplace(version_id);
   if (!inserted) return Seat(at->second);
   at->second = std::make_shared<Flight>();
-  return Lead(*this, version_id, at->second);
+  return Lead(*this, version_id, at->second, false);
 }
 
-void FillFlights::land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept) {
+std::optional<FillFlights::Lead> FillFlights::lead_behind(std::int64_t version_id) {
+  std::lock_guard lock(mutex_);
+  if (behind_ >= kBehindMax) return std::nullopt;
+  auto [at, inserted] = flying_.try_emplace(version_id);
+  if (!inserted) return std::nullopt;
+  at->second = std::make_shared<Flight>();
+  ++behind_;
+  return Lead(*this, version_id, at->second, true);
+}
+
+void FillFlights::land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept,
+                       bool behind) {
   std::vector<std::shared_ptr<asio::steady_timer>> waiters;
   {
     std::lock_guard lock(mutex_);
+    if (behind) --behind_;
     auto at = flying_.find(version_id);
     if (at != flying_.end() && at->second == flight) flying_.erase(at);
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <variant>
 
@@ -32,8 +33,11 @@ class FillFlights {
   // client went away lands unkept, and its waiters fetch for themselves).
   class Lead {
    public:
-    Lead(FillFlights& flights, std::int64_t version_id, std::shared_ptr<Flight> flight)
-        : flights_(&flights), version_id_(version_id), flight_(std::move(flight)) {}
+    Lead(FillFlights& flights, std::int64_t version_id, std::shared_ptr<Flight> flight, bool behind)
+        : flights_(&flights),
+          version_id_(version_id),
+          flight_(std::move(flight)),
+          behind_(behind) {}
     ~Lead();
     Lead(const Lead&) = delete;
     Lead& operator=(const Lead&) = delete;
@@ -47,6 +51,7 @@ class FillFlights {
     FillFlights* flights_;
     std::int64_t version_id_;
     std::shared_ptr<Flight> flight_;
+    bool behind_;  // a fill no client waits on (counted in behind_)
     bool kept_ = false;
   };
 
@@ -65,16 +70,23 @@ class FillFlights {
   // The lead of the flight of `version_id`, or a seat in the one under way.
   std::variant<Lead, Seat> join(std::int64_t version_id);
 
+  // The lead of a fill of `version_id` that no client waits on (one a ranged GET leaves behind),
+  // unless one of it is under way or kBehindMax such fills already are: each is a whole
+  // upstream GET beside the clients' own.
+  std::optional<Lead> lead_behind(std::int64_t version_id);
+  static constexpr unsigned kBehindMax = 4;
+
   // How long a waiter waits for a flight of `size_bytes`: the leader's wait for the upstream's
   // answer, then as long as the body would take at a slow pace, so a leader whose client reads
   // slowly holds the others up only that long.
   static std::chrono::milliseconds patience(std::uint64_t size_bytes);
 
  private:
-  void land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept);
+  void land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept, bool behind);
 
   std::mutex mutex_;
   std::unordered_map<std::int64_t, std::shared_ptr<Flight>> flying_;
+  unsigned behind_ = 0;  // fills under way that no client waits on
 };
 
 }  // namespace hots3::s3

@@ -6,6 +6,10 @@
 #include "hots3/common/logging.h"
 #include "hots3/common/md5.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -146,6 +150,68 @@ Error upstream_error(const boost::system::error_code& e) {
                "The object's data is kept upstream, which cannot be reached now.");
 }
 
+// Writes the bytes of a fetched version to the device as they come, and makes the version local
+// again once every byte is there and verified.
+class Keeper {
+ public:
+  // Checks the bytes (and writes them) only when the version is vouched for, the binding's rule
+  // `admitted` it and the device has room: near full, a miss is served without being kept, since
+  // eviction could not keep up with it.
+  asio::awaitable<void> open(Service& s, const storage::ObjectRecord& object, bool admitted) {
+    std::vector<storage::ObjectPartRecord> parts;
+    if (object.parts_count > 0) {
+      auto listing = s.store().object_parts(object.id);
+      auto listed = co_await std::move(listing);
+      if (listed) parts = std::move(*listed);
+    }
+    check_.emplace(object, std::move(parts), s.store().digest_is_md5());
+    if (!check_->possible() || !admitted || !s.store().tier_fill_allows(object.size_bytes)) {
+      check_.reset();
+      co_return;
+    }
+    auto creating = s.store().create_writer(object.size_bytes, /*for_part=*/true);
+    auto created = co_await std::move(creating);
+    if (created) writer_ = std::move(*created);
+  }
+
+  // Whether the bytes are checked: the last one may go out only once they passed.
+  [[nodiscard]] bool checking() const { return check_.has_value(); }
+  // Whether they are still being written (a device error ends that: served, not kept).
+  [[nodiscard]] bool writing() const { return writer_ != nullptr; }
+
+  asio::awaitable<void> take(std::span<const std::byte> piece) {
+    if (!check_) co_return;
+    check_->update(piece);
+    if (!writer_) co_return;
+    auto writing = writer_->write(piece);
+    const auto written = co_await std::move(writing);
+    if (!written) writer_.reset();
+  }
+
+  // After every byte: whether they are the version's.
+  [[nodiscard]] bool passed() { return check_ && check_->passed(); }
+
+  // After they passed: the version is local again, unless it could not be written or the key
+  // changed meanwhile (the later change wins; these bytes are still the version asked for).
+  asio::awaitable<bool> keep(Service& s, const storage::ObjectRecord& object,
+                             std::string_view what) {
+    if (!writer_) co_return false;
+    auto finishing = writer_->finish();
+    auto finished = co_await std::move(finishing);
+    if (!finished) co_return false;
+    auto filling = s.store().fill_object(std::move(writer_), object);
+    auto filled = co_await std::move(filling);
+    if (!filled && filled.error() != errc::kPreconditionFailed) {
+      log::warn("{}: the fetched data was not kept: {}", what, filled.error().message());
+    }
+    co_return filled.has_value();
+  }
+
+ private:
+  std::optional<FetchCheck> check_;
+  std::unique_ptr<storage::ObjectWriter> writer_;
+};
+
 }  // namespace
 
 asio::awaitable<void> send_local(Request& r, storage::ObjectReader& reader,
@@ -193,6 +259,47 @@ asio::awaitable<std::unique_ptr<storage::ObjectReader>> kept_by_flight(
   co_return std::move(*opened);
 }
 
+// Fetches the whole of `object` (of `bucket`) into the device with no client to serve, leading
+// its flight: whole GETs that come meanwhile wait for it, ranged ones pass through.
+asio::awaitable<void> fill_behind(Service& s, storage::ObjectRecord object, std::string bucket,
+                                  FillFlights::Lead lead) {
+  const std::string what = fmt::format("fill of {}/{}", bucket, log::escaped(object.key));
+  const std::string etag = object.upstream_etag.value_or(object.etag);
+  auto upstream =
+      s.read_through()->read(object.bucket_id, object.key, etag, 0, object.size_bytes, true);
+  auto reading = upstream->next();
+  auto piece = co_await std::move(reading);
+  if (!piece) {
+    log::info("{}: the upstream's data did not come: {}", what, piece.error().message());
+    co_return;
+  }
+  Keeper keeper;
+  auto opening = keeper.open(s, object, upstream->admitted());
+  co_await std::move(opening);
+  std::uint64_t passed = 0;
+  while (keeper.writing() && !piece->empty()) {
+    auto taking = keeper.take(*piece);
+    co_await std::move(taking);
+    passed += piece->size();
+    auto more = upstream->next();
+    piece = co_await std::move(more);
+    if (!piece) {
+      log::info("{}: the upstream's data stopped after {} bytes: {}", what, passed,
+                piece.error().message());
+      co_return;
+    }
+  }
+  if (!keeper.writing()) co_return;  // not kept: not admitted, no room, or a device error
+  if (!keeper.passed()) {
+    log::error("{}: the upstream's bytes are not those of version {} (ETag {}): not kept", what,
+               object.id, object.etag);
+    co_return;
+  }
+  auto keeping = keeper.keep(s, object, what);
+  const bool kept = co_await std::move(keeping);
+  if (kept) lead.kept();
+}
+
 }  // namespace
 
 asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
@@ -232,29 +339,23 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     co_return;
   }
 
-  // Kept only when it is all of it, vouched for, and the device has room (and no other GET is
-  // keeping it).
-  std::unique_ptr<storage::ObjectWriter> writer;
-  std::optional<FetchCheck> check;
+  // Kept only when it is all of it (and no other GET is keeping it).
+  const std::string what =
+      fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
+  Keeper keeper;
   if (lead) {
-    std::vector<storage::ObjectPartRecord> parts;
-    if (object.parts_count > 0) {
-      auto listing = s.store().object_parts(object.id);
-      auto listed = co_await std::move(listing);
-      if (listed) parts = std::move(*listed);
-    }
-    check.emplace(object, std::move(parts), s.store().digest_is_md5());
-    // Near full, a miss is served without being kept: eviction could not keep up with it.
-    if (check->possible() && upstream->admitted() &&
-        s.store().tier_fill_allows(object.size_bytes)) {
-      auto creating = s.store().create_writer(object.size_bytes, /*for_part=*/true);
-      auto created = co_await std::move(creating);
-      if (created) writer = std::move(*created);
-    } else {
-      check.reset();
-    }
+    auto opening = keeper.open(s, object, upstream->admitted());
+    co_await std::move(opening);
     // What is not kept here is not worth waiting for.
-    if (!writer) lead.reset();
+    if (!keeper.writing()) lead.reset();
+  } else if (selection.offset_bytes == 0 && object.size_bytes > 0) {
+    // A download in ranges (what SDKs make of a large GET) starts at 0: the whole version is
+    // fetched behind it, so that the next read is local.
+    if (auto behind = s.fill_flights().lead_behind(object.id)) {
+      auto executor = co_await asio::this_coro::executor;
+      asio::co_spawn(executor, fill_behind(s, object, r.bucket, std::move(*behind)),
+                     asio::detached);
+    }
   }
 
   head.add("x-hots3-cache", "miss");
@@ -266,14 +367,10 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   std::span<const std::byte> piece = *first;
   for (;;) {
     if (piece.empty()) break;
-    if (check) check->update(piece);
-    if (writer) {
-      auto writing = writer->write(piece);
-      const auto written = co_await std::move(writing);
-      if (!written) writer.reset();  // a device error: served, not kept
-    }
+    auto taking = keeper.take(piece);
+    co_await std::move(taking);
     passed += piece.size();
-    if (check && passed == selection.length_bytes) {
+    if (keeper.checking() && passed == selection.length_bytes) {
       last.assign(piece.begin(), piece.end());
     } else {
       auto sending = r.exchange.write_body(piece);
@@ -283,38 +380,26 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     auto reading = upstream->next();
     auto next = co_await std::move(reading);
     if (!next) {
-      log::error("request {}: GET {}/{}: the upstream's data stopped after {} bytes: {}",
-                 r.head.request_id, r.bucket, log::escaped(r.key), passed, next.error().message());
+      log::error("{}: the upstream's data stopped after {} bytes: {}", what, passed,
+                 next.error().message());
       auto cutting = r.exchange.finish();  // cut short: the client sees an incomplete body
       co_await std::move(cutting);
       co_return;
     }
     piece = *next;
   }
-  if (check && !last.empty()) {
-    if (!check->passed()) {
+  if (!last.empty()) {
+    if (!keeper.passed()) {
       log::error(
-          "request {}: GET {}/{}: the upstream's bytes are not those of version {} (ETag {}): "
-          "cut off, not kept",
-          r.head.request_id, r.bucket, log::escaped(r.key), object.id, object.etag);
+          "{}: the upstream's bytes are not those of version {} (ETag {}): cut off, not kept", what,
+          object.id, object.etag);
       auto cutting = r.exchange.finish();
       co_await std::move(cutting);
       co_return;
     }
-    if (writer) {
-      auto finishing = writer->finish();
-      auto finished = co_await std::move(finishing);
-      if (finished) {
-        auto filling = s.store().fill_object(std::move(writer), object);
-        auto filled = co_await std::move(filling);
-        if (filled) lead->kept();
-        // Another change of the key meanwhile wins; these bytes are still the version asked for.
-        if (!filled && filled.error() != errc::kPreconditionFailed) {
-          log::warn("request {}: GET {}/{}: the fetched data was not kept: {}", r.head.request_id,
-                    r.bucket, log::escaped(r.key), filled.error().message());
-        }
-      }
-    }
+    auto keeping = keeper.keep(s, object, what);
+    const bool kept = co_await std::move(keeping);
+    if (kept && lead) lead->kept();
     lead.reset();  // the waiters go on while the last piece goes out
     auto sending = r.exchange.write_body(last);
     const auto sent = co_await std::move(sending);

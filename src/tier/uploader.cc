@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <mutex>
@@ -420,6 +421,12 @@ struct Uploader::Impl {
     std::multiset<std::string>::iterator at_;
   };
   std::promise<void> drained;
+  // The read-throughs handed out (taken by the workers' threads too): once this thread has
+  // stopped none of them gets another piece, and closing them ends their readers' waits.
+  std::mutex fetches_mutex;
+  std::vector<std::weak_ptr<Fetch>> fetches;
+  unsigned fetch_readers = 0;  // FetchReads alive (guarded by fetches_mutex)
+  std::condition_variable fetch_readers_gone;
 
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
       n_sent{0}, n_slowdowns{0}, n_conflicts{0};
@@ -2141,8 +2148,15 @@ class PassagePut final : public UpstreamPut {
 class FetchRead final : public UpstreamRead {
  public:
   FetchRead(std::shared_ptr<Uploader::Impl> impl, std::shared_ptr<Fetch> fetch)
-      : impl_(std::move(impl)), fetch_(std::move(fetch)) {}
-  ~FetchRead() override { fetch_->pieces.close(); }
+      : impl_(std::move(impl)), fetch_(std::move(fetch)) {
+    const std::lock_guard lock(impl_->fetches_mutex);
+    ++impl_->fetch_readers;
+  }
+  ~FetchRead() override {
+    fetch_->pieces.close();
+    const std::lock_guard lock(impl_->fetches_mutex);
+    if (--impl_->fetch_readers == 0) impl_->fetch_readers_gone.notify_all();
+  }
   FetchRead(const FetchRead&) = delete;
   FetchRead& operator=(const FetchRead&) = delete;
   FetchRead(FetchRead&&) = delete;
@@ -2201,6 +2215,11 @@ std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string
                                              std::string etag, std::uint64_t offset,
                                              std::uint64_t length, bool whole) {
   auto fetch = std::make_shared<Fetch>(impl_->io);
+  {
+    std::lock_guard lock(impl_->fetches_mutex);
+    std::erase_if(impl_->fetches, [](const auto& handed) { return handed.expired(); });
+    impl_->fetches.push_back(fetch);
+  }
   if (!impl_->running.load(std::memory_order_acquire)) {
     fetch->pieces.try_send(make_error_code(errc::kUnavailable), Fetch::Piece{});
   } else {
@@ -2331,6 +2350,16 @@ void Uploader::stop() {
   im.work.reset();
   im.io.stop();
   im.thread.join();
+  std::unique_lock lock(im.fetches_mutex);
+  for (const auto& handed : im.fetches) {
+    if (auto fetch = handed.lock()) fetch->pieces.close();
+  }
+  im.fetches.clear();
+  // Their readers end on their workers (a fill's writer gives its space back) before the store
+  // shuts down; one held up by its client is not waited for long.
+  if (!im.fetch_readers_gone.wait_for(lock, kStopGrace, [&im] { return im.fetch_readers == 0; })) {
+    log::info("tier: {} read-through(s) still ending at stop", im.fetch_readers);
+  }
 }
 
 bool Uploader::reload_credentials() {

@@ -7,7 +7,9 @@ upstream; the local store's catalog shows what it keeps."""
 
 import concurrent.futures
 import hashlib
+import io
 import os
+import re
 import socket
 import sqlite3
 import sys
@@ -20,6 +22,7 @@ import s3_support  # noqa: E402
 from test_tier_writeback import (KiB, MiB, PREFIX, client, data, health, run_hots3,  # noqa: E402
                                  start_upstream, stop_servers, tier_config)
 
+import boto3.s3.transfer  # noqa: E402
 import botocore.config  # noqa: E402
 import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
@@ -133,6 +136,31 @@ class ReadThroughTest(TieredTest):
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss")
         self.assertEqual(self.catalog("range/k"), (2, 0))
         self.assertEqual(len(self.upstream_gets("range/k")), 1)
+
+    def test_a_download_in_ranges_leaves_the_object_local(self):
+        # What boto3's download_file and `aws s3 cp` make of a large object: ranged GETs, the
+        # first from byte 0; the whole version is fetched behind them.
+        body = data(24 * MiB + 5, 14)
+        self.s3.put_object(Bucket="ckpt", Key="ranged/k", Body=body)
+        self.flush_and_evict("ranged/")
+        ranges = boto3.s3.transfer.TransferConfig(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB,
+                                                  max_concurrency=4)
+        first = io.BytesIO()
+        self.s3.download_fileobj("ckpt", "ranged/k", first, Config=ranges)
+        self.assertEqual(hashlib.sha256(first.getvalue()).hexdigest(), hashlib.sha256(body).hexdigest())
+        deadline = time.monotonic() + 30
+        while self.catalog("ranged/k")[0] != 1:
+            self.assertLess(time.monotonic(), deadline, "the version never became local")
+            time.sleep(0.05)
+        # Four ranges and one whole fetch.
+        self.assertEqual(len(self.upstream_gets("ranged/k")), 5)
+        again = io.BytesIO()
+        self.s3.download_fileobj("ckpt", "ranged/k", again, Config=ranges)
+        self.assertEqual(again.getvalue(), body)
+        got = self.s3.get_object(Bucket="ckpt", Key="ranged/k")
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(len(self.upstream_gets("ranged/k")), 5)
 
     def test_damaged_bytes_from_the_upstream_are_cut_off_and_never_kept(self):
         body = data(2 * MiB, 6)
@@ -335,9 +363,15 @@ class RestartTest(TieredTest):
             self.local.kill()  # SIGKILL
         else:
             self.assertEqual(self.local.stop(), 0)
+        self.relaunch()
+
+    def relaunch(self):
+        """A new server on the stopped one's store (for the tests after this one too)."""
         self.local.cleanup()
-        type(self).local = s3_support.hots3_server(self.config, device_size="1GiB", workdir=self.local_dir).start()
-        self.s3 = client(self.local.port)
+        cls = type(self)
+        cls.local = s3_support.hots3_server(self.config, device_size="1GiB", workdir=self.local_dir).start()
+        cls.s3 = client(cls.local.port)
+        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
 
     def test_objects_read_back_are_hits_after_a_kill_and_after_a_stop(self):
         bodies = {"kept/%d" % n: data(MiB + n * 333 * KiB, 30 + n) for n in range(6)}
@@ -357,6 +391,36 @@ class RestartTest(TieredTest):
                 self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit", key)
                 self.assertEqual(self.catalog(key)[0], 1, key)
         self.assertEqual([line for line in self.proxy.lines[asked:] if "/kept/" in line], [])
+
+    def test_a_stop_while_a_fill_runs_behind_a_range_is_prompt_and_leaks_nothing(self):
+        body = data(16 * MiB, 40)
+        self.s3.put_object(Bucket="ckpt", Key="behind/k", Body=body)
+        self.flush_and_evict("behind/")
+        # The range is answered; the whole fetch it leaves behind gets 4 MiB (written to the
+        # device) and then nothing.
+        self.proxy.stall_whole_gets_after = 4 * MiB
+        try:
+            got = self.s3.get_object(Bucket="ckpt", Key="behind/k", Range="bytes=0-%d" % (MiB - 1))
+            self.assertEqual(got["Body"].read(), body[:MiB])
+            deadline = time.monotonic() + 10
+            while len(self.upstream_gets("behind/k")) < 2:
+                self.assertLess(time.monotonic(), deadline, "no fetch was left behind the range")
+                time.sleep(0.02)
+            started = time.monotonic()
+            self.assertEqual(self.local.stop(), 0)
+            self.assertLess(time.monotonic() - started, 20)
+        finally:
+            self.proxy.stall_whole_gets_after = None
+        logged = re.search(r"device space in use: (\d+) bytes \((\d+) waiting", self.local.read_stderr())
+        self.assertIsNotNone(logged, self.local.read_stderr()[-2000:])
+        rc, out, err = run_hots3("check", "--data", os.path.join(self.local_dir, "data"))
+        self.assertEqual(rc, 0, out + err)
+        referenced = int(re.search(r"referenced .*?\((\d+) bytes\)", out).group(1))
+        self.assertEqual(int(logged.group(1)), referenced, "the unfinished fill's space was leaked")
+        self.assertEqual(self.catalog("behind/k"), (2, 0))
+        self.relaunch()
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="behind/k")["Body"].read(), body)
+        self.assertEqual(self.catalog("behind/k")[0], 1)
 
 
 if __name__ == "__main__":

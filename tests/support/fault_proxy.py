@@ -45,6 +45,8 @@ class FaultProxy:
         self.reset_after = None  # reset the next request with a body after this many body bytes
         self.hang = False        # read requests and never answer them
         self.hang_object_gets = False  # the same for GETs of objects only
+        self.hang_whole_gets = False  # the same for GETs of whole objects (no Range) only
+        self.stall_whole_gets_after = None  # answer GETs of whole objects up to this many body bytes, then hold
         self.lose_answer = False  # forward the next request with a body, then reset, unanswered
         self.lost = 0             # answers lost that way
         self.withhold_answer = False  # forward the next request with a body, never answer it
@@ -156,7 +158,9 @@ class FaultProxy:
                     if refuse_head:
                         self.refuse_heads -= 1
                         self.refused += 1
-                hang = self.hang or (self.hang_object_gets and object_get)
+                whole_get = object_get and _header(head, b"range") is None
+                hang = self.hang or (self.hang_object_gets and object_get) or (self.hang_whole_gets and whole_get)
+                stall = self.stall_whole_gets_after if whole_get else None
                 if hang or refuse:
                     body, buf = _read_exactly(client, buf, length)
                     if body is None:
@@ -224,7 +228,12 @@ class FaultProxy:
                         self.lost += 1
                     _reset(client)
                     return
-                if not _relay_response(upstream, client, head.startswith(b"HEAD "), flip):
+                relayed = _relay_response(upstream, client, head.startswith(b"HEAD "), flip, stall)
+                if relayed == "stalled":
+                    while not self._stopping and client.recv(65536):
+                        pass
+                    return
+                if not relayed:
                     return
         except OSError:
             return
@@ -276,9 +285,9 @@ def _content_length(head):
     return int(value) if value else 0
 
 
-def _relay_response(upstream, client, head_only, flip=None):
+def _relay_response(upstream, client, head_only, flip=None, stall=None):
     """Copies one response from upstream to client (with byte `flip` of its body flipped);
-    False when either side is gone."""
+    False when either side is gone; "stalled" when only `stall` bytes of its body were sent."""
     head, rest = _read_head(upstream, b"")
     if head is None:
         return False
@@ -300,6 +309,9 @@ def _relay_response(upstream, client, head_only, flip=None):
         return False
     if flip is not None and flip < len(body):
         body = body[:flip] + bytes([body[flip] ^ 0xFF]) + body[flip + 1:]
+    if stall is not None and stall < len(body):
+        client.sendall(head + body[:stall])
+        return "stalled"
     client.sendall(head + body)
     return True
 
