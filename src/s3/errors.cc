@@ -123,6 +123,8 @@ constexpr std::array kTable = {
           "this object."},
     Entry{Code::kInvalidPartNumber, "InvalidPartNumber", 416,
           "The requested partnumber is not satisfiable"},
+    Entry{Code::kRestoreAlreadyInProgress, "RestoreAlreadyInProgress", 409,
+          "Object restore is already in progress"},
 };
 
 constexpr std::size_t kInternalErrorAt = [] {

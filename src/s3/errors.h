@@ -67,6 +67,7 @@ enum class Code : std::uint8_t {
   kInvalidWriteOffset,
   kTooManyParts,
   kInvalidPartNumber,  // GET/HEAD ?partNumber past the object's parts (416)
+  kRestoreAlreadyInProgress,
 };
 
 struct Error {

@@ -43,6 +43,52 @@ std::optional<FillFlights::Lead> FillFlights::lead_behind(std::int64_t version_i
   return Lead(*this, version_id, at->second, true);
 }
 
+std::variant<FillFlights::Run, FillFlights::Asked> FillFlights::ask_restore(Restore restore) {
+  std::lock_guard lock(mutex_);
+  const std::int64_t id = restore.object.id;
+  if (flying_.contains(id) || queued_.contains(id)) return Asked::kAlready;
+  if (restore_runners_ < kRestoresMax) {
+    ++restore_runners_;
+    auto flight = std::make_shared<Flight>();
+    flying_.emplace(id, flight);
+    return Run{std::move(restore), Lead(*this, id, std::move(flight), false)};
+  }
+  if (restores_.size() >= kRestoreQueueMax) return Asked::kFull;
+  queued_.insert(id);
+  restores_.push_back(std::move(restore));
+  return Asked::kQueued;
+}
+
+std::optional<FillFlights::Run> FillFlights::next_restore() {
+  std::lock_guard lock(mutex_);
+  while (!restores_.empty()) {
+    Restore next = std::move(restores_.front());
+    restores_.pop_front();
+    const std::int64_t id = next.object.id;
+    queued_.erase(id);
+    // One under way already (a client's GET) does the same.
+    auto [at, inserted] = flying_.try_emplace(id);
+    if (!inserted) continue;
+    at->second = std::make_shared<Flight>();
+    return Run{std::move(next), Lead(*this, id, at->second, false)};
+  }
+  --restore_runners_;
+  return std::nullopt;
+}
+
+std::size_t FillFlights::drop_restores() {
+  std::lock_guard lock(mutex_);
+  const std::size_t n = restores_.size();
+  restores_.clear();
+  queued_.clear();
+  return n;
+}
+
+bool FillFlights::restoring(std::int64_t version_id) {
+  std::lock_guard lock(mutex_);
+  return flying_.contains(version_id) || queued_.contains(version_id);
+}
+
 void FillFlights::land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept,
                        bool behind) {
   std::vector<std::shared_ptr<asio::steady_timer>> waiters;

@@ -6,14 +6,19 @@
 // lock or is refused: a flight that did not keep the version, or that takes longer than a slow
 // fetch would, lets its waiters go to the upstream themselves.
 
+#include "hots3/storage/records.h"
+
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 namespace hots3::s3 {
@@ -76,6 +81,32 @@ class FillFlights {
   std::optional<Lead> lead_behind(std::int64_t version_id);
   static constexpr unsigned kBehindMax = 4;
 
+  // RestoreObject: fills asked for ahead of reading, run kRestoresMax at a time in the order
+  // asked, each by a runner that takes the next one when it ends.
+  struct Restore {
+    storage::ObjectRecord object;
+    std::string bucket;
+  };
+  // One to run now: the caller leads its flight, and then runs what next_restore() gives it.
+  struct Run {
+    Restore restore;
+    Lead lead;
+  };
+  enum class Asked : std::uint8_t {
+    kQueued,   // a runner will run it
+    kAlready,  // queued or being fetched already
+    kFull,     // kRestoreQueueMax are waiting
+  };
+  std::variant<Run, Asked> ask_restore(Restore restore);
+  // The next restore for a runner whose last one ended; none: the runner ends.
+  std::optional<Run> next_restore();
+  // Forgets the restores waiting (the upstream cannot be reached); how many.
+  std::size_t drop_restores();
+  // Whether a fetch of `version_id` is under way or queued: what HEAD calls an ongoing restore.
+  bool restoring(std::int64_t version_id);
+  static constexpr unsigned kRestoresMax = 4;
+  static constexpr std::size_t kRestoreQueueMax = 100'000;
+
   // How long a waiter waits for a flight of `size_bytes`: the leader's wait for the upstream's
   // answer, then as long as the body would take at a slow pace, so a leader whose client reads
   // slowly holds the others up only that long.
@@ -86,7 +117,10 @@ class FillFlights {
 
   std::mutex mutex_;
   std::unordered_map<std::int64_t, std::shared_ptr<Flight>> flying_;
-  unsigned behind_ = 0;  // fills under way that no client waits on
+  unsigned behind_ = 0;                      // fills under way that no client waits on
+  std::deque<Restore> restores_;             // waiting for a runner
+  std::unordered_set<std::int64_t> queued_;  // their versions
+  unsigned restore_runners_ = 0;
 };
 
 }  // namespace hots3::s3

@@ -232,6 +232,15 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   const BodySelection& selection = std::get<BodySelection>(selected);
   http::Response head = s.response(r, selection.partial ? 206 : 200);
   add_object_headers(head, r, object, selection);
+  if (bucket->tier != storage::BucketTier::kNone) {
+    // As S3 tells of an archived object: its data here (restored), or being fetched (a restore or
+    // a read under way); an evicted one that is neither says nothing.
+    if (object.tier_state != storage::TierState::kUpstreamOnly) {
+      head.add("x-amz-restore", "ongoing-request=\"false\"");
+    } else if (s.fill_flights().restoring(object.id)) {
+      head.add("x-amz-restore", "ongoing-request=\"true\"");
+    }
+  }
   const unsigned status = head.status;
   if (head_only) co_return co_await s.send_empty(r, status, std::move(head));
   if (!reader) {

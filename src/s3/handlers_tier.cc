@@ -1,9 +1,20 @@
 // hots3's own operations on a bucket bound to an upstream: flush (POST /bucket?x-hots3-flush),
 // which sends a prefix's changes up now and answers once the upstream has them, and evict
-// (POST /bucket?x-hots3-evict), which frees the device space of what the upstream holds.
+// (POST /bucket?x-hots3-evict), which frees the device space of what the upstream holds; and S3's
+// RestoreObject (POST /bucket/key?restore), which brings an evicted object back ahead of reading.
 
+#include "body.h"
+#include "names.h"
+#include "read_through.h"
+#include "request_xml.h"
 #include "s3_xml.h"
 #include "service.h"
+
+#include "hots3/common/units.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
 
 #include <charconv>
 
@@ -99,6 +110,44 @@ asio::awaitable<void> evict_bucket(Service& s, Request& r) {
   xml.element("Objects", std::to_string(evicted->objects));
   xml.element("Bytes", std::to_string(evicted->bytes));
   co_await s.send_xml(r, 200, xml.finish());
+}
+
+// POST /bucket/key?restore: an evicted object's data is fetched into the device now, so that
+// reading it later is local; unmodified SDKs prefetch this way. 202 when the fetch starts or is
+// queued, 409 RestoreAlreadyInProgress while one is queued or under way (HEAD shows it as
+// x-amz-restore: ongoing-request="true"), 200 when the data is here already. The request's Days
+// and tier change nothing: a restored object stays for as long as eviction leaves it. Reading
+// rights suffice, since a GET would fetch the same bytes. The queue is kept in memory: a restore
+// not yet run when the server stops is asked for again.
+asio::awaitable<void> restore_object(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kRead);
+  if (!bucket) co_return;
+  if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
+  if (r.head.has_body()) {
+    auto checksums = read_checksum_request(r);
+    if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
+    Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
+    auto text = co_await body.read_all(64 * kKiB);
+    if (!text) co_return co_await s.send_error(r, body.error());
+    if (auto e = check_restore_request(*text)) co_return co_await s.send_error(r, std::move(*e));
+  }
+  auto found = s.store().head(bucket->id, r.key);
+  if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
+  if (!*found) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
+  const storage::ObjectRecord& object = **found;
+  if (object.tier_state != storage::TierState::kUpstreamOnly || s.read_through() == nullptr) {
+    co_return co_await s.send_empty(r, 200, s.response(r, 200));
+  }
+  auto asked = s.fill_flights().ask_restore({object, bucket->name});
+  if (auto* run = std::get_if<FillFlights::Run>(&asked)) {
+    auto executor = co_await asio::this_coro::executor;
+    asio::co_spawn(executor, run_restores(s, std::move(*run)), asio::detached);
+  } else if (std::get<FillFlights::Asked>(asked) == FillFlights::Asked::kAlready) {
+    co_return co_await s.send_error(r, Code::kRestoreAlreadyInProgress);
+  } else if (std::get<FillFlights::Asked>(asked) == FillFlights::Asked::kFull) {
+    co_return co_await s.send_error(r, Code::kSlowDown);
+  }
+  co_await s.send_empty(r, 202, s.response(r, 202));
 }
 
 }  // namespace hots3::s3

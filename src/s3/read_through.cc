@@ -260,8 +260,9 @@ asio::awaitable<std::unique_ptr<storage::ObjectReader>> kept_by_flight(
 }
 
 // Fetches the whole of `object` (of `bucket`) into the device with no client to serve, leading
-// its flight: whole GETs that come meanwhile wait for it, ranged ones pass through.
-asio::awaitable<void> fill_behind(Service& s, storage::ObjectRecord object, std::string bucket,
+// its flight: whole GETs that come meanwhile wait for it, ranged ones pass through. false when
+// the upstream could not be reached (or the server is stopping).
+asio::awaitable<bool> fill_behind(Service& s, storage::ObjectRecord object, std::string bucket,
                                   FillFlights::Lead lead) {
   const std::string what = fmt::format("fill of {}/{}", bucket, log::escaped(object.key));
   const std::string etag = object.upstream_etag.value_or(object.etag);
@@ -271,7 +272,7 @@ asio::awaitable<void> fill_behind(Service& s, storage::ObjectRecord object, std:
   auto piece = co_await std::move(reading);
   if (!piece) {
     log::info("{}: the upstream's data did not come: {}", what, piece.error().message());
-    co_return;
+    co_return piece.error() != errc::kUnavailable;
   }
   Keeper keeper;
   auto opening = keeper.open(s, object, upstream->admitted());
@@ -286,21 +287,53 @@ asio::awaitable<void> fill_behind(Service& s, storage::ObjectRecord object, std:
     if (!piece) {
       log::info("{}: the upstream's data stopped after {} bytes: {}", what, passed,
                 piece.error().message());
-      co_return;
+      co_return true;
     }
   }
-  if (!keeper.writing()) co_return;  // not kept: not admitted, no room, or a device error
+  if (!keeper.writing()) co_return true;  // not kept: not admitted, no room, or a device error
   if (!keeper.passed()) {
     log::error("{}: the upstream's bytes are not those of version {} (ETag {}): not kept", what,
                object.id, object.etag);
-    co_return;
+    co_return true;
   }
   auto keeping = keeper.keep(s, object, what);
   const bool kept = co_await std::move(keeping);
   if (kept) lead.kept();
+  co_return true;
+}
+
+// Runs a restore: a version still current and still evicted when its turn comes is fetched.
+asio::awaitable<bool> restore_one(Service& s, FillFlights::Run run) {
+  const storage::ObjectRecord& asked = run.restore.object;
+  auto found = s.store().head(asked.bucket_id, asked.key);
+  if (!found || !*found || (*found)->id != asked.id ||
+      (*found)->tier_state != storage::TierState::kUpstreamOnly) {
+    co_return true;
+  }
+  auto filling = fill_behind(s, std::move(run.restore.object), std::move(run.restore.bucket),
+                             std::move(run.lead));
+  const bool reachable = co_await std::move(filling);
+  co_return reachable;
 }
 
 }  // namespace
+
+asio::awaitable<void> run_restores(Service& s, FillFlights::Run first) {
+  auto running = restore_one(s, std::move(first));
+  bool reachable = co_await std::move(running);
+  for (;;) {
+    if (!reachable) {
+      // Those waiting would meet the same: they are dropped, not failed one by one.
+      const std::size_t dropped = s.fill_flights().drop_restores();
+      if (dropped > 0)
+        log::warn("tier: {} restores dropped: the upstream cannot be reached", dropped);
+    }
+    auto next = s.fill_flights().next_restore();
+    if (!next) co_return;
+    auto restoring = restore_one(s, std::move(*next));
+    reachable = co_await std::move(restoring);
+  }
+}
 
 asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
                                    BodySelection selection, http::Response head) {

@@ -24,6 +24,10 @@ namespace hots3::s3 {
 boost::asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
                                           BodySelection selection, http::Response head);
 
+// Runs `first` (RestoreObject of an evicted version: a whole fetch into the device with no client)
+// and then the restores queued behind it, until none is left. Spawned, not awaited.
+boost::asio::awaitable<void> run_restores(Service& s, FillFlights::Run first);
+
 // Sends `selection` of a local version from `reader`, with `head`.
 boost::asio::awaitable<void> send_local(Request& r, storage::ObjectReader& reader,
                                         const BodySelection& selection, http::Response head);

@@ -11,6 +11,9 @@
 
 #include "hots3/common/text.h"
 
+#include <charconv>
+#include <system_error>
+
 namespace hots3::s3 {
 
 std::variant<DeleteRequest, Error> parse_delete_request(std::string_view body) {
@@ -82,6 +85,22 @@ std::variant<std::optional<std::string>, Error> parse_create_bucket_configuratio
   if (auto element = doc->root().child("LocationConstraint"))
     return std::optional<std::string>(element->text());
   return std::optional<std::string>();
+}
+
+std::optional<Error> check_restore_request(std::string_view body) {
+  if (body.empty()) return std::nullopt;
+  auto doc = XmlDocument::parse(body);
+  if (!doc || doc->root().name() != "RestoreRequest") return Error(Code::kMalformedXML);
+  if (auto days = doc->root().child("Days")) {
+    const std::string text = days->text();
+    std::uint32_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc{} || end != text.data() + text.size() || n == 0)
+      return Error(Code::kMalformedXML, "Days is a positive number of days.");
+  }
+  if (auto type = doc->root().child("Type"); type && type->text() == "SELECT")
+    return Error(Code::kNotImplemented, "hots3 does not run SELECT restore requests.");
+  return std::nullopt;
 }
 
 std::variant<bool, Error> acl_is_owner_full_control(std::string_view body,

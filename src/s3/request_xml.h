@@ -53,4 +53,9 @@ std::variant<std::optional<std::string>, Error> parse_create_bucket_configuratio
 std::variant<bool, Error> acl_is_owner_full_control(std::string_view body,
                                                     std::string_view owner_id);
 
+// RestoreObject's optional RestoreRequest (Days, GlacierJobParameters, ...: an object is restored
+// for as long as eviction leaves it, so they change nothing). Errors: MalformedXML (another root,
+// Days that are not a positive number), NotImplemented (a SELECT request).
+std::optional<Error> check_restore_request(std::string_view body);
+
 }  // namespace hots3::s3

@@ -85,6 +85,7 @@ constexpr Route kRoutes[] = {
     {Method::kPut, Target::kObject, "acl", object_subresource},  // the owner-only ACL it has
     {Method::kGet, Target::kObject, "tagging", object_subresource},
     {Method::kGet, Target::kObject, "attributes", get_object_attributes},
+    {Method::kPost, Target::kObject, "restore", restore_object},     // of an evicted object
     {Method::kPut, Target::kObject, "renameObject", rename_object},  // S3 Express
     {Method::kPost, Target::kObject, "uploads", create_multipart_upload},
     {Method::kPut, Target::kObject, "uploadId", upload_part},  // and UploadPartCopy

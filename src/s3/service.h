@@ -134,6 +134,7 @@ asio::awaitable<void> bucket_subresource(Service& s, Request& r);  // versioning
 
 asio::awaitable<void> flush_bucket(Service& s, Request& r);  // hots3's own
 asio::awaitable<void> evict_bucket(Service& s, Request& r);  // hots3's own
+asio::awaitable<void> restore_object(Service& s, Request& r);
 asio::awaitable<void> put_object(Service& s, Request& r);
 asio::awaitable<void> get_object(Service& s, Request& r, bool head);
 asio::awaitable<void> delete_object(Service& s, Request& r);

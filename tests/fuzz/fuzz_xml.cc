@@ -32,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)hots3::s3::parse_complete_request(body);
   (void)hots3::s3::parse_create_bucket_configuration(body);
   (void)hots3::s3::acl_is_owner_full_control(body, text);
+  (void)hots3::s3::check_restore_request(body);
 
   hots3::s3::XmlWriter writer("ListBucketResult");
   writer.element("Key", text);

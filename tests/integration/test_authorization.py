@@ -92,6 +92,8 @@ OPERATIONS = [
     Op("HeadObject", "head_object", "read", 200, lambda c: ("HEAD", obj(), [], {}, b"")),
     Op("GetObjectAttributes", "get_object_attributes", "read", 200,
        lambda c: ("GET", obj(), [("attributes", "")], {"x-amz-object-attributes": "ETag,ObjectSize"}, b"")),
+    # The object is here (the bucket is not bound to an upstream): nothing to restore.
+    Op("RestoreObject", "restore_object", "read", 200, lambda c: ("POST", obj(), [("restore", "")], {}, b"")),
     Op("PutObject", "put_or_copy_object", "write", 200, lambda c: ("PUT", obj("new"), [], {}, b"data")),
     Op("CopyObject", "put_or_copy_object", "readwrite", 200,
        lambda c: ("PUT", obj("copy"), [], {"x-amz-copy-source": obj()}, b"")),

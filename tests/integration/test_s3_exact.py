@@ -138,7 +138,7 @@ class RoutingTest(ServerTest):
         ("POST", "/main", "metadataTable"), ("DELETE", "/main", "acl"),
         ("PUT", "/main/victim", "retention"), ("PUT", "/main/victim", "legal-hold"), ("PUT", "/main/victim", "tagging"),
         ("DELETE", "/main/victim", "tagging"),
-        ("DELETE", "/main/victim", "retention"), ("POST", "/main/victim", "restore"), ("POST", "/main/victim", "select"),
+        ("DELETE", "/main/victim", "retention"), ("PUT", "/main/victim", "restore"), ("POST", "/main/victim", "select"),
         ("GET", "/main/victim", "torrent"), ("GET", "/main/victim", "retention"),
         ("HEAD", "/main/victim", "acl"),
     ]

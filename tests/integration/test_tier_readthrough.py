@@ -162,6 +162,58 @@ class ReadThroughTest(TieredTest):
         self.assertEqual(got["Body"].read(), body)
         self.assertEqual(len(self.upstream_gets("ranged/k")), 5)
 
+    def test_restore_object_brings_evicted_objects_back_ahead_of_reading(self):
+        body = data(12 * MiB + 7, 15)
+        self.s3.put_object(Bucket="ckpt", Key="restore/k", Body=body)
+        self.flush_and_evict("restore/")
+        self.assertNotIn("Restore", self.s3.head_object(Bucket="ckpt", Key="restore/k"))
+        # Late, so that the restore is still under way while it is looked at.
+        self.proxy.delay_object_gets = 1.0
+        try:
+            asked = self.s3.restore_object(Bucket="ckpt", Key="restore/k", RestoreRequest={"Days": 1})
+            self.assertEqual(asked["ResponseMetadata"]["HTTPStatusCode"], 202)
+            self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="restore/k")["Restore"],
+                             'ongoing-request="true"')
+            with self.assertRaises(ClientError) as again:
+                self.s3.restore_object(Bucket="ckpt", Key="restore/k")
+            self.assertEqual(again.exception.response["Error"]["Code"], "RestoreAlreadyInProgress")
+            self.assertEqual(again.exception.response["ResponseMetadata"]["HTTPStatusCode"], 409)
+        finally:
+            self.proxy.delay_object_gets = 0.0
+        self.until(lambda: self.catalog("restore/k")[0] == 1, timeout_s=30)
+        self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="restore/k")["Restore"], 'ongoing-request="false"')
+        got = self.s3.get_object(Bucket="ckpt", Key="restore/k")
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(len(self.upstream_gets("restore/k")), 1)
+        # Here already: nothing to do.
+        self.assertEqual(self.s3.restore_object(Bucket="ckpt", Key="restore/k")["ResponseMetadata"]["HTTPStatusCode"],
+                         200)
+
+        # More than run at once: the rest wait their turn, and all come back, once each.
+        bodies = {"restore/many/%d" % n: data(MiB + n, 50 + n) for n in range(10)}
+        for key, b in bodies.items():
+            self.s3.put_object(Bucket="ckpt", Key=key, Body=b)
+        self.flush_and_evict("restore/many/")
+        for key in bodies:
+            self.assertEqual(self.s3.restore_object(Bucket="ckpt", Key=key)["ResponseMetadata"]["HTTPStatusCode"],
+                             202)
+        self.until(lambda: all(self.catalog(key)[0] == 1 for key in bodies), timeout_s=30)
+        for key, b in bodies.items():
+            self.assertEqual(self.s3.get_object(Bucket="ckpt", Key=key)["Body"].read(), b)
+            self.assertEqual(len(self.upstream_gets(key)), 1, key)
+
+        # What cannot be restored.
+        with self.assertRaises(ClientError) as missing:
+            self.s3.restore_object(Bucket="ckpt", Key="restore/none")
+        self.assertEqual(missing.exception.response["Error"]["Code"], "NoSuchKey")
+        for wrong, code in ((b"<Restore/>", "MalformedXML"), (b"<RestoreRequest><Days>0</Days></RestoreRequest>",
+                                                              "MalformedXML"),
+                            (b"<RestoreRequest><Type>SELECT</Type></RestoreRequest>", "NotImplemented")):
+            answer = s3_support.send(self.local.port, s3_support.SignedRequest(
+                "POST", "/ckpt/restore/k", query=[("restore", "")], body=wrong, port=self.local.port).wire())
+            self.assertIn(b"<Code>%s</Code>" % code.encode(), answer.body, wrong)
+
     def test_damaged_bytes_from_the_upstream_are_cut_off_and_never_kept(self):
         body = data(2 * MiB, 6)
         self.s3.put_object(Bucket="ckpt", Key="flip/k", Body=body)

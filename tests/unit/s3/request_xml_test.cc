@@ -100,5 +100,25 @@ TEST(RequestXml, BucketConfigurationAndAcl) {
   EXPECT_TRUE(std::holds_alternative<Error>(acl_is_owner_full_control("<Acl", "me")));
 }
 
+TEST(RequestXml, RestoreTakesDaysAndRefusesWhatItCannotDo) {
+  EXPECT_FALSE(check_restore_request("").has_value());
+  EXPECT_FALSE(
+      check_restore_request(
+          "<RestoreRequest xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Days>2</Days>"
+          "<GlacierJobParameters><Tier>Expedited</Tier></GlacierJobParameters>"
+          "</RestoreRequest>")
+          .has_value());
+  for (const std::string body :
+       {"<RestoreRequest><Days>0</Days></RestoreRequest>",
+        "<RestoreRequest><Days>two</Days></RestoreRequest>", "<Restore/>", "<RestoreRequest"}) {
+    auto refused = check_restore_request(body);
+    ASSERT_TRUE(refused.has_value()) << body;
+    EXPECT_EQ(refused->code, Code::kMalformedXML) << body;
+  }
+  auto select = check_restore_request("<RestoreRequest><Type>SELECT</Type></RestoreRequest>");
+  ASSERT_TRUE(select.has_value());
+  EXPECT_EQ(select->code, Code::kNotImplemented);
+}
+
 }  // namespace
 }  // namespace hots3::s3
