@@ -22,7 +22,7 @@ struct FillFlights::Flight {
 };
 
 FillFlights::Lead::~Lead() {
-  if (flight_) flights_->land(version_id_, flight_, kept_, behind_);
+  if (flight_) flights_->land(version_id_, flight_, kept_);
 }
 
 std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_t version_id) {
@@ -30,17 +30,7 @@ std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_
   auto [at, inserted] = flying_.try_emplace(version_id);
   if (!inserted) return Seat(at->second);
   at->second = std::make_shared<Flight>();
-  return Lead(*this, version_id, at->second, false);
-}
-
-std::optional<FillFlights::Lead> FillFlights::lead_behind(std::int64_t version_id) {
-  std::lock_guard lock(mutex_);
-  if (behind_ >= kBehindMax) return std::nullopt;
-  auto [at, inserted] = flying_.try_emplace(version_id);
-  if (!inserted) return std::nullopt;
-  at->second = std::make_shared<Flight>();
-  ++behind_;
-  return Lead(*this, version_id, at->second, true);
+  return Lead(*this, version_id, at->second);
 }
 
 std::variant<FillFlights::Run, FillFlights::Asked> FillFlights::ask_restore(Restore restore) {
@@ -51,7 +41,7 @@ std::variant<FillFlights::Run, FillFlights::Asked> FillFlights::ask_restore(Rest
     ++restore_runners_;
     auto flight = std::make_shared<Flight>();
     flying_.emplace(id, flight);
-    return Run{std::move(restore), Lead(*this, id, std::move(flight), false)};
+    return Run{std::move(restore), Lead(*this, id, std::move(flight))};
   }
   if (restores_.size() >= kRestoreQueueMax) return Asked::kFull;
   queued_.insert(id);
@@ -70,7 +60,7 @@ std::optional<FillFlights::Run> FillFlights::next_restore() {
     auto [at, inserted] = flying_.try_emplace(id);
     if (!inserted) continue;
     at->second = std::make_shared<Flight>();
-    return Run{std::move(next), Lead(*this, id, at->second, false)};
+    return Run{std::move(next), Lead(*this, id, at->second)};
   }
   --restore_runners_;
   return std::nullopt;
@@ -89,12 +79,10 @@ bool FillFlights::restoring(std::int64_t version_id) {
   return flying_.contains(version_id) || queued_.contains(version_id);
 }
 
-void FillFlights::land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept,
-                       bool behind) {
+void FillFlights::land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept) {
   std::vector<std::shared_ptr<asio::steady_timer>> waiters;
   {
     std::lock_guard lock(mutex_);
-    if (behind) --behind_;
     auto at = flying_.find(version_id);
     if (at != flying_.end() && at->second == flight) flying_.erase(at);
   }

@@ -38,11 +38,8 @@ class FillFlights {
   // client went away lands unkept, and its waiters fetch for themselves).
   class Lead {
    public:
-    Lead(FillFlights& flights, std::int64_t version_id, std::shared_ptr<Flight> flight, bool behind)
-        : flights_(&flights),
-          version_id_(version_id),
-          flight_(std::move(flight)),
-          behind_(behind) {}
+    Lead(FillFlights& flights, std::int64_t version_id, std::shared_ptr<Flight> flight)
+        : flights_(&flights), version_id_(version_id), flight_(std::move(flight)) {}
     ~Lead();
     Lead(const Lead&) = delete;
     Lead& operator=(const Lead&) = delete;
@@ -56,7 +53,6 @@ class FillFlights {
     FillFlights* flights_;
     std::int64_t version_id_;
     std::shared_ptr<Flight> flight_;
-    bool behind_;  // a fill no client waits on (counted in behind_)
     bool kept_ = false;
   };
 
@@ -75,14 +71,9 @@ class FillFlights {
   // The lead of the flight of `version_id`, or a seat in the one under way.
   std::variant<Lead, Seat> join(std::int64_t version_id);
 
-  // The lead of a fill of `version_id` that no client waits on (one a ranged GET leaves behind),
-  // unless one of it is under way or kBehindMax such fills already are: each is a whole
-  // upstream GET beside the clients' own.
-  std::optional<Lead> lead_behind(std::int64_t version_id);
-  static constexpr unsigned kBehindMax = 4;
-
-  // RestoreObject: fills asked for ahead of reading, run kRestoresMax at a time in the order
-  // asked, each by a runner that takes the next one when it ends.
+  // Restores: whole fetches into the device that no client waits on (RestoreObject, and what a
+  // download in ranges leaves behind it), run kRestoresMax at a time in the order asked, each by
+  // a runner that takes the next one when it ends.
   struct Restore {
     storage::ObjectRecord object;
     std::string bucket;
@@ -113,11 +104,10 @@ class FillFlights {
   static std::chrono::milliseconds patience(std::uint64_t size_bytes);
 
  private:
-  void land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept, bool behind);
+  void land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept);
 
   std::mutex mutex_;
   std::unordered_map<std::int64_t, std::shared_ptr<Flight>> flying_;
-  unsigned behind_ = 0;                      // fills under way that no client waits on
   std::deque<Restore> restores_;             // waiting for a runner
   std::unordered_set<std::int64_t> queued_;  // their versions
   unsigned restore_runners_ = 0;

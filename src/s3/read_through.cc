@@ -262,9 +262,9 @@ asio::awaitable<std::unique_ptr<storage::ObjectReader>> kept_by_flight(
 // Fetches the whole of `object` (of `bucket`) into the device with no client to serve, leading
 // its flight: whole GETs that come meanwhile wait for it, ranged ones pass through. false when
 // the upstream could not be reached (or the server is stopping).
-asio::awaitable<bool> fill_behind(Service& s, storage::ObjectRecord object, std::string bucket,
+asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std::string bucket,
                                   FillFlights::Lead lead) {
-  const std::string what = fmt::format("fill of {}/{}", bucket, log::escaped(object.key));
+  const std::string what = fmt::format("restore of {}/{}", bucket, log::escaped(object.key));
   const std::string etag = object.upstream_etag.value_or(object.etag);
   auto upstream =
       s.read_through()->read(object.bucket_id, object.key, etag, 0, object.size_bytes, true);
@@ -310,7 +310,7 @@ asio::awaitable<bool> restore_one(Service& s, FillFlights::Run run) {
       (*found)->tier_state != storage::TierState::kUpstreamOnly) {
     co_return true;
   }
-  auto filling = fill_behind(s, std::move(run.restore.object), std::move(run.restore.bucket),
+  auto filling = fetch_whole(s, std::move(run.restore.object), std::move(run.restore.bucket),
                              std::move(run.lead));
   const bool reachable = co_await std::move(filling);
   co_return reachable;
@@ -383,11 +383,11 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     if (!keeper.writing()) lead.reset();
   } else if (selection.offset_bytes == 0 && object.size_bytes > 0) {
     // A download in ranges (what SDKs make of a large GET) starts at 0: the whole version is
-    // fetched behind it, so that the next read is local.
-    if (auto behind = s.fill_flights().lead_behind(object.id)) {
+    // restored behind it, so that the next read is local.
+    auto asked = s.fill_flights().ask_restore({object, r.bucket});
+    if (auto* run = std::get_if<FillFlights::Run>(&asked)) {
       auto executor = co_await asio::this_coro::executor;
-      asio::co_spawn(executor, fill_behind(s, object, r.bucket, std::move(*behind)),
-                     asio::detached);
+      asio::co_spawn(executor, run_restores(s, std::move(*run)), asio::detached);
     }
   }
 
