@@ -13,6 +13,9 @@
 #   read     the saved checkpoint evicted, then read back whole, one GET per file: cold (streamed
 #            from the upstream and kept; goal >= 90% of the same GETs straight to the upstream),
 #            then warm (goal >= 95% of the untiered bucket's).
+#   ranges   the same evicted, then downloaded with `aws s3 cp` (8 MiB ranged GETs): cold (shown
+#            beside the same copy from the upstream), and again once the restores the first
+#            ranges asked for are done (goal >= 95% of the untiered bucket's).
 #   write-through
 #            the same save into a write-through bucket (acknowledged once the upstream has it),
 #            against the direct `aws s3 cp` (goal: within 110% of its time); and one PUT of
@@ -186,6 +189,37 @@ COLD_S=$(read_s "$URL_local" ckpt step-1/)
 WARM_S=$(read_s "$URL_local" ckpt step-1/)
 PLAIN_READ_S=$(read_s "$URL_local" plain step-1/)
 
+# ---- read in ranges: `aws s3 cp` reads each large file as 8 MiB ranged GETs, ten at once. Cold,
+# ranges pass through, and each file's first one asks for the whole file to be restored behind
+# the download, so the next download is local; against the same copy straight from the upstream
+# (the cold one's limit) and from the untiered bucket (the second one's).
+copy_s() {  # URL S3URL: seconds for `aws s3 cp --recursive` into $WORK/back, its copy checked
+  local t0 t1
+  t0=$(now); cp "$1" "$2" "$WORK/back"; t1=$(now)
+  diff -r "$WORK/ckpt" "$WORK/back" > /dev/null || { echo "a copy of $2 differs" >&2; exit 1; }
+  rm -rf "$WORK/back"
+  elapsed "$t0" "$t1"
+}
+"$HOTS3" tier evict --endpoint "$URL_local" --bucket ckpt --prefix step-1/ > /dev/null
+UP_COPY_S=$(copy_s "$URL_up" s3://team-ckpt/rack/step-1/)
+COLD_COPY_S=$(copy_s "$URL_local" s3://ckpt/step-1/)
+# Until every file is local again (HEAD: x-amz-restore ongoing-request="false"): the seconds past
+# the cold copy's end.
+RESTORED_S=$(python3 - "$URL_local" <<'PY'
+import sys, time, boto3
+s3 = boto3.client("s3", endpoint_url=sys.argv[1])
+start = time.monotonic()
+keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt", Prefix="step-1/")["Contents"]]
+while any(s3.head_object(Bucket="ckpt", Key=k).get("Restore") != 'ongoing-request="false"' for k in keys):
+    if time.monotonic() - start > 600:
+        sys.exit("files still evicted 600 s after a download in ranges")
+    time.sleep(0.2)
+print(time.monotonic() - start)
+PY
+)
+WARM_COPY_S=$(copy_s "$URL_local" s3://ckpt/step-1/)
+PLAIN_COPY_S=$(copy_s "$URL_local" s3://plain/step-1/)
+
 # ---- write-through: the save, and one PUT through a capped link -------------------------------
 t0=$(now); cp "$URL_local" "$WORK/ckpt" s3://through/step-1/; t1=$(now)
 THROUGH_S=$(elapsed "$t0" "$t1")
@@ -242,6 +276,11 @@ row "checkpoint read cold (evicted), MB/s" "$(python3 -c "print($TOTAL_BYTES / 1
   "$(python3 -c "print($TOTAL_BYTES / 1e6 / $UP_READ_S)")" "the same GETs upstream" 90
 row "checkpoint read warm (read before), MB/s" "$(python3 -c "print($TOTAL_BYTES / 1e6 / $WARM_S)")" \
   "$(python3 -c "print($TOTAL_BYTES / 1e6 / $PLAIN_READ_S)")" "the same, untiered" 95
+row_ratio "checkpoint download in ranges cold, MB/s" "$(python3 -c "print($TOTAL_BYTES / 1e6 / $COLD_COPY_S)")" \
+  "$(python3 -c "print($TOTAL_BYTES / 1e6 / $UP_COPY_S)")" "aws s3 cp from upstream"
+row "checkpoint download in ranges again, MB/s" "$(python3 -c "print($TOTAL_BYTES / 1e6 / $WARM_COPY_S)")" \
+  "$(python3 -c "print($TOTAL_BYTES / 1e6 / $PLAIN_COPY_S)")" "the same, untiered" 95
+echo "downloads in ranges (aws s3 cp): cold $COLD_COPY_S s (then $RESTORED_S s until all was local), again $WARM_COPY_S s, untiered $PLAIN_COPY_S s, straight from the upstream $UP_COPY_S s"
 echo "whole-object reads: cold $COLD_S s, warm $WARM_S s, untiered $PLAIN_READ_S s, straight from the upstream $UP_READ_S s"
 echo "save: untiered $PLAIN_S s, write-back $TIERED_S s, write-through $THROUGH_S s; direct copy to the upstream $DIRECT_MBS MB/s"
 echo "one capped PUT: write-through $ONE_THROUGH_S s, straight to the upstream $ONE_DIRECT_S s (goals of 91% in MB/s: within 110% of the time)"
