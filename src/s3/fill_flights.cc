@@ -66,12 +66,12 @@ std::optional<FillFlights::Run> FillFlights::next_restore() {
   return std::nullopt;
 }
 
-std::size_t FillFlights::drop_restores() {
+bool FillFlights::requeue_restore(Restore restore) {
   std::lock_guard lock(mutex_);
-  const std::size_t n = restores_.size();
-  restores_.clear();
-  queued_.clear();
-  return n;
+  if (restores_.size() >= kRestoreQueueMax || !queued_.insert(restore.object.id).second)
+    return false;
+  restores_.push_back(std::move(restore));
+  return true;
 }
 
 bool FillFlights::restoring(std::int64_t version_id) {

@@ -77,6 +77,8 @@ class FillFlights {
   struct Restore {
     storage::ObjectRecord object;
     std::string bucket;
+    bool asked = false;     // by RestoreObject: kept whatever the bucket's admission rule says
+    unsigned attempts = 0;  // failed fetches so far
   };
   // One to run now: the caller leads its flight, and then runs what next_restore() gives it.
   struct Run {
@@ -91,8 +93,8 @@ class FillFlights {
   std::variant<Run, Asked> ask_restore(Restore restore);
   // The next restore for a runner whose last one ended; none: the runner ends.
   std::optional<Run> next_restore();
-  // Forgets the restores waiting (the upstream cannot be reached); how many.
-  std::size_t drop_restores();
+  // Queues again, at the back, one whose fetch failed; false when the queue is full.
+  bool requeue_restore(Restore restore);
   // Whether a fetch of `version_id` is under way or queued: what HEAD calls an ongoing restore.
   bool restoring(std::int64_t version_id);
   static constexpr unsigned kRestoresMax = 4;

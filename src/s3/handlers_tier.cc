@@ -115,10 +115,13 @@ asio::awaitable<void> evict_bucket(Service& s, Request& r) {
 // POST /bucket/key?restore: an evicted object's data is fetched into the device now, so that
 // reading it later is local; unmodified SDKs prefetch this way. 202 when the fetch starts or is
 // queued, 409 RestoreAlreadyInProgress while one is queued or under way (HEAD shows it as
-// x-amz-restore: ongoing-request="true"), 200 when the data is here already. The request's Days
-// and tier change nothing: a restored object stays for as long as eviction leaves it. Reading
-// rights suffice, since a GET would fetch the same bytes. The queue is kept in memory: a restore
-// not yet run when the server stops is asked for again.
+// x-amz-restore: ongoing-request="true"), 200 when the data is here already (where S3 would say
+// InvalidObjectState of an object that was never archived: every object of hots3 may be), 503
+// SlowDown when the device is too full to keep it. The object is kept whatever the admission
+// rule says: it was asked for. The request's Days and tier change nothing: a restored object
+// stays for as long as eviction leaves it. Reading rights suffice, since a GET would fetch the
+// same bytes. The queue is kept in memory: a restore not yet run when the server stops is asked
+// for again.
 asio::awaitable<void> restore_object(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kRead);
   if (!bucket) co_return;
@@ -135,10 +138,19 @@ asio::awaitable<void> restore_object(Service& s, Request& r) {
   if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
   if (!*found) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
   const storage::ObjectRecord& object = **found;
-  if (object.tier_state != storage::TierState::kUpstreamOnly || s.read_through() == nullptr) {
+  if (object.tier_state != storage::TierState::kUpstreamOnly) {
     co_return co_await s.send_empty(r, 200, s.response(r, 200));
   }
-  auto asked = s.fill_flights().ask_restore({object, bucket->name});
+  if (s.read_through() == nullptr) {
+    co_return co_await s.send_error(
+        r, Error(Code::kServiceUnavailable,
+                 "The object's data is kept upstream, which this server does not read from."));
+  }
+  if (!s.store().tier_fill_allows(object.size_bytes)) {
+    co_return co_await s.send_error(
+        r, Error(Code::kSlowDown, "The device is too full to take the object back now."));
+  }
+  auto asked = s.fill_flights().ask_restore({object, bucket->name, true, 0});
   if (auto* run = std::get_if<FillFlights::Run>(&asked)) {
     auto executor = co_await asio::this_coro::executor;
     asio::co_spawn(executor, run_restores(s, std::move(*run)), asio::detached);

@@ -5,12 +5,18 @@
 #include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/md5.h"
+#include "hots3/common/units.h"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +26,10 @@
 namespace hots3::s3 {
 
 namespace {
+
+// A range from byte 0 at least this long (or half the object) asks for the whole object to be
+// restored: SDKs download in parts of 8 MiB; shorter ones are mostly a look at a file's header.
+constexpr std::uint64_t kRangeToRestore = kMiB;
 
 bool is_md5_hex(std::string_view text) {
   return text.size() == 32 && std::all_of(text.begin(), text.end(), [](char c) {
@@ -260,10 +270,11 @@ asio::awaitable<std::unique_ptr<storage::ObjectReader>> kept_by_flight(
 }
 
 // Fetches the whole of `object` (of `bucket`) into the device with no client to serve, leading
-// its flight: whole GETs that come meanwhile wait for it, ranged ones pass through. false when
-// the upstream could not be reached (or the server is stopping).
+// its flight: whole GETs that come meanwhile wait for it, ranged ones pass through. `asked`: kept
+// whatever the admission rule says. false when the upstream did not give the data (down,
+// refusing, or the server stopping).
 asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std::string bucket,
-                                  FillFlights::Lead lead) {
+                                  FillFlights::Lead lead, bool asked) {
   const std::string what = fmt::format("restore of {}/{}", bucket, log::escaped(object.key));
   const std::string etag = object.upstream_etag.value_or(object.etag);
   auto upstream =
@@ -275,7 +286,7 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
     co_return piece.error() != errc::kUnavailable;
   }
   Keeper keeper;
-  auto opening = keeper.open(s, object, upstream->admitted());
+  auto opening = keeper.open(s, object, asked || upstream->admitted());
   co_await std::move(opening);
   std::uint64_t passed = 0;
   while (keeper.writing() && !piece->empty()) {
@@ -303,6 +314,7 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
 }
 
 // Runs a restore: a version still current and still evicted when its turn comes is fetched.
+// false when its fetch failed.
 asio::awaitable<bool> restore_one(Service& s, FillFlights::Run run) {
   const storage::ObjectRecord& asked = run.restore.object;
   auto found = s.store().head(asked.bucket_id, asked.key);
@@ -311,27 +323,44 @@ asio::awaitable<bool> restore_one(Service& s, FillFlights::Run run) {
     co_return true;
   }
   auto filling = fetch_whole(s, std::move(run.restore.object), std::move(run.restore.bucket),
-                             std::move(run.lead));
-  const bool reachable = co_await std::move(filling);
-  co_return reachable;
+                             std::move(run.lead), run.restore.asked);
+  const bool fetched = co_await std::move(filling);
+  co_return fetched;
 }
+
+// A restore whose fetch failed is tried again, at the back of the queue, this many times in all;
+// its runner waits kRestoreBackOff before the next, so that a failing upstream is not asked
+// again at once for everything queued.
+constexpr unsigned kRestoreAttempts = 3;
+constexpr auto kRestoreBackOff = std::chrono::seconds(2);
 
 }  // namespace
 
 asio::awaitable<void> run_restores(Service& s, FillFlights::Run first) {
-  auto running = restore_one(s, std::move(first));
-  bool reachable = co_await std::move(running);
+  std::optional<FillFlights::Run> run;
+  run.emplace(std::move(first));
+  asio::steady_timer back_off(co_await asio::this_coro::executor);
   for (;;) {
-    if (!reachable) {
-      // Those waiting would meet the same: they are dropped, not failed one by one.
-      const std::size_t dropped = s.fill_flights().drop_restores();
-      if (dropped > 0)
-        log::warn("tier: {} restores dropped: the upstream cannot be reached", dropped);
+    FillFlights::Restore again = run->restore;
+    bool fetched = true;
+    try {
+      auto restoring = restore_one(s, std::move(*run));
+      fetched = co_await std::move(restoring);
+    } catch (const std::exception& e) {
+      // Not expected (memory running out): the runner goes on, or its slot would be lost.
+      log::error("tier: restore of {}/{} failed: {}", again.bucket, log::escaped(again.object.key),
+                 e.what());
+    }
+    run.reset();
+    if (!fetched) {
+      if (++again.attempts < kRestoreAttempts) s.fill_flights().requeue_restore(std::move(again));
+      back_off.expires_after(kRestoreBackOff);
+      auto waiting = back_off.async_wait(asio::as_tuple(asio::use_awaitable));
+      co_await std::move(waiting);
     }
     auto next = s.fill_flights().next_restore();
     if (!next) co_return;
-    auto restoring = restore_one(s, std::move(*next));
-    reachable = co_await std::move(restoring);
+    run.emplace(std::move(*next));
   }
 }
 
@@ -381,10 +410,12 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     co_await std::move(opening);
     // What is not kept here is not worth waiting for.
     if (!keeper.writing()) lead.reset();
-  } else if (selection.offset_bytes == 0 && object.size_bytes > 0) {
+  } else if (selection.offset_bytes == 0 &&
+             selection.length_bytes >= std::min(kRangeToRestore, object.size_bytes / 2) &&
+             s.store().tier_fill_allows(object.size_bytes)) {
     // A download in ranges (what SDKs make of a large GET) starts at 0: the whole version is
-    // restored behind it, so that the next read is local.
-    auto asked = s.fill_flights().ask_restore({object, r.bucket});
+    // restored behind it, so that the next read is local. (Not for a peek at a file's head.)
+    auto asked = s.fill_flights().ask_restore({object, r.bucket, false, 0});
     if (auto* run = std::get_if<FillFlights::Run>(&asked)) {
       auto executor = co_await asio::this_coro::executor;
       asio::co_spawn(executor, run_restores(s, std::move(*run)), asio::detached);

@@ -2350,11 +2350,18 @@ void Uploader::stop() {
   im.work.reset();
   im.io.stop();
   im.thread.join();
-  std::unique_lock lock(im.fetches_mutex);
-  for (const auto& handed : im.fetches) {
-    if (auto fetch = handed.lock()) fetch->pieces.close();
+  std::vector<std::shared_ptr<Fetch>> live;
+  {
+    const std::lock_guard lock(im.fetches_mutex);
+    for (const auto& handed : im.fetches) {
+      if (auto fetch = handed.lock()) live.push_back(std::move(fetch));
+    }
+    im.fetches.clear();
   }
-  im.fetches.clear();
+  // (Outside the lock: a reader resumed here would take it in its destructor.)
+  for (const auto& fetch : live) fetch->pieces.close();
+  live.clear();
+  std::unique_lock lock(im.fetches_mutex);
   // Their readers end on their workers (a fill's writer gives its space back) before the store
   // shuts down; one held up by its client is not waited for long.
   if (!im.fetch_readers_gone.wait_for(lock, kStopGrace, [&im] { return im.fetch_readers == 0; })) {

@@ -136,6 +136,12 @@ class ReadThroughTest(TieredTest):
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss")
         self.assertEqual(self.catalog("range/k"), (2, 0))
         self.assertEqual(len(self.upstream_gets("range/k")), 1)
+        # A look at the head of the file is no download: nothing is fetched behind it.
+        got = self.s3.get_object(Bucket="ckpt", Key="range/k", Range="bytes=0-1023")
+        self.assertEqual(got["Body"].read(), body[:1024])
+        time.sleep(0.5)
+        self.assertEqual(len(self.upstream_gets("range/k")), 2)
+        self.assertEqual(self.catalog("range/k"), (2, 0))
 
     def test_a_download_in_ranges_leaves_the_object_local(self):
         # What boto3's download_file and `aws s3 cp` make of a large object: ranged GETs, the
@@ -399,6 +405,13 @@ max_object_size = "2MiB"
         for _ in range(3):
             self.assertEqual(self.miss("scratch/a", bodies["scratch/a"]), "miss")
         self.assertEqual(self.catalog("scratch/a"), (2, 0))
+        # ... unless asked for by RestoreObject.
+        self.s3.restore_object(Bucket="ckpt", Key="scratch/a")
+        deadline = time.monotonic() + 30
+        while self.catalog("scratch/a")[0] != 1:
+            self.assertLess(time.monotonic(), deadline, "the restore kept nothing")
+            time.sleep(0.05)
+        self.assertEqual(self.miss("scratch/a", bodies["scratch/a"]), "hit")
         # first-miss up to the size limit.
         self.assertEqual(self.miss("big/small", bodies["big/small"]), "miss")
         self.assertEqual(self.catalog("big/small")[0], 1)

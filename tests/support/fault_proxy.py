@@ -45,7 +45,6 @@ class FaultProxy:
         self.reset_after = None  # reset the next request with a body after this many body bytes
         self.hang = False        # read requests and never answer them
         self.hang_object_gets = False  # the same for GETs of objects only
-        self.hang_whole_gets = False  # the same for GETs of whole objects (no Range) only
         self.stall_whole_gets_after = None  # answer GETs of whole objects up to this many body bytes, then hold
         self.lose_answer = False  # forward the next request with a body, then reset, unanswered
         self.lost = 0             # answers lost that way
@@ -159,7 +158,7 @@ class FaultProxy:
                         self.refuse_heads -= 1
                         self.refused += 1
                 whole_get = object_get and _header(head, b"range") is None
-                hang = self.hang or (self.hang_object_gets and object_get) or (self.hang_whole_gets and whole_get)
+                hang = self.hang or (self.hang_object_gets and object_get)
                 stall = self.stall_whole_gets_after if whole_get else None
                 if hang or refuse:
                     body, buf = _read_exactly(client, buf, length)
