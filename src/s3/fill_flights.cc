@@ -17,12 +17,18 @@ struct FillFlights::Flight {
   std::mutex mutex;  // guards what follows
   bool landed = false;
   bool kept = false;
+  bool asked = false;  // by a RestoreObject while it flew
   // Each waiter's timer, on its own worker: landing makes it expire at once.
   std::vector<std::shared_ptr<asio::steady_timer>> waiters;
 };
 
 FillFlights::Lead::~Lead() {
   if (flight_) flights_->land(version_id_, flight_, kept_);
+}
+
+bool FillFlights::Lead::asked() const {
+  std::lock_guard lock(flight_->mutex);
+  return flight_->asked;
 }
 
 std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_t version_id) {
@@ -36,7 +42,7 @@ std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_
 std::variant<FillFlights::Run, FillFlights::Asked> FillFlights::ask_restore(Restore restore) {
   std::lock_guard lock(mutex_);
   const std::int64_t id = restore.object.id;
-  if (flying_.contains(id) || queued_.contains(id)) return Asked::kAlready;
+  if (already_asked(restore)) return Asked::kAlready;
   if (restore_runners_ < kRestoresMax) {
     ++restore_runners_;
     auto flight = std::make_shared<Flight>();
@@ -58,7 +64,13 @@ std::optional<FillFlights::Run> FillFlights::next_restore() {
     queued_.erase(id);
     // One under way already (a client's GET) does the same.
     auto [at, inserted] = flying_.try_emplace(id);
-    if (!inserted) continue;
+    if (!inserted) {
+      if (next.asked) {
+        std::lock_guard flight_lock(at->second->mutex);
+        at->second->asked = true;
+      }
+      continue;
+    }
     at->second = std::make_shared<Flight>();
     return Run{std::move(next), Lead(*this, id, at->second)};
   }
@@ -66,10 +78,29 @@ std::optional<FillFlights::Run> FillFlights::next_restore() {
   return std::nullopt;
 }
 
+bool FillFlights::already_asked(const Restore& restore) {
+  const std::int64_t id = restore.object.id;
+  if (auto flying = flying_.find(id); flying != flying_.end()) {
+    if (restore.asked) {
+      std::lock_guard lock(flying->second->mutex);
+      flying->second->asked = true;
+    }
+    return true;
+  }
+  if (!queued_.contains(id)) return false;
+  if (restore.asked) {
+    for (Restore& waiting : restores_) {
+      if (waiting.object.id == id) waiting.asked = true;
+    }
+  }
+  return true;
+}
+
 bool FillFlights::requeue_restore(Restore restore) {
   std::lock_guard lock(mutex_);
-  if (restores_.size() >= kRestoreQueueMax || !queued_.insert(restore.object.id).second)
-    return false;
+  if (already_asked(restore)) return true;
+  if (restores_.size() >= kRestoreQueueMax) return false;
+  queued_.insert(restore.object.id);
   restores_.push_back(std::move(restore));
   return true;
 }

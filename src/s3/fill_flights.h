@@ -48,6 +48,9 @@ class FillFlights {
 
     // The version is local again: waiters read it from the device.
     void kept() { kept_ = true; }
+    // Whether a RestoreObject asked for the version while this flight ran: it is kept whatever
+    // the admission rule says.
+    [[nodiscard]] bool asked() const;
 
    private:
     FillFlights* flights_;
@@ -87,13 +90,14 @@ class FillFlights {
   };
   enum class Asked : std::uint8_t {
     kQueued,   // a runner will run it
-    kAlready,  // queued or being fetched already
+    kAlready,  // queued or being fetched already (and now asked for, if this one was)
     kFull,     // kRestoreQueueMax are waiting
   };
   std::variant<Run, Asked> ask_restore(Restore restore);
   // The next restore for a runner whose last one ended; none: the runner ends.
   std::optional<Run> next_restore();
-  // Queues again, at the back, one whose fetch failed; false when the queue is full.
+  // Queues again, at the back, one whose fetch failed; false when the queue is full (one queued
+  // meanwhile is the same restore: it becomes asked if either was).
   bool requeue_restore(Restore restore);
   // Whether a fetch of `version_id` is under way or queued: what HEAD calls an ongoing restore.
   bool restoring(std::int64_t version_id);
@@ -106,6 +110,9 @@ class FillFlights {
   static std::chrono::milliseconds patience(std::uint64_t size_bytes);
 
  private:
+  // Whether a restore of its version is under way or queued (under mutex_); if so, and it was
+  // asked for, that one now is.
+  bool already_asked(const Restore& restore);
   void land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept);
 
   std::mutex mutex_;

@@ -141,14 +141,17 @@ asio::awaitable<void> restore_object(Service& s, Request& r) {
   if (object.tier_state != storage::TierState::kUpstreamOnly) {
     co_return co_await s.send_empty(r, 200, s.response(r, 200));
   }
+  std::optional<Error> refused;
   if (s.read_through() == nullptr) {
-    co_return co_await s.send_error(
-        r, Error(Code::kServiceUnavailable,
-                 "The object's data is kept upstream, which this server does not read from."));
+    refused.emplace(Code::kServiceUnavailable,
+                    "The object's data is kept upstream, which this server does not read from.");
+  } else if (!s.fill_flights().restoring(object.id) &&
+             !s.store().tier_fill_allows(object.size_bytes)) {
+    refused.emplace(Code::kSlowDown, "The device is too full to take the object back now.");
   }
-  if (!s.store().tier_fill_allows(object.size_bytes)) {
-    co_return co_await s.send_error(
-        r, Error(Code::kSlowDown, "The device is too full to take the object back now."));
+  if (refused) {
+    auto refusing = s.send_error(r, std::move(*refused));
+    co_return co_await std::move(refusing);
   }
   auto asked = s.fill_flights().ask_restore({object, bucket->name, true, 0});
   if (auto* run = std::get_if<FillFlights::Run>(&asked)) {

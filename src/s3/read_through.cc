@@ -286,7 +286,7 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
     co_return piece.error() != errc::kUnavailable;
   }
   Keeper keeper;
-  auto opening = keeper.open(s, object, asked || upstream->admitted());
+  auto opening = keeper.open(s, object, asked || lead.asked() || upstream->admitted());
   co_await std::move(opening);
   std::uint64_t passed = 0;
   while (keeper.writing() && !piece->empty()) {
@@ -298,7 +298,7 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
     if (!piece) {
       log::info("{}: the upstream's data stopped after {} bytes: {}", what, passed,
                 piece.error().message());
-      co_return true;
+      co_return false;
     }
   }
   if (!keeper.writing()) co_return true;  // not kept: not admitted, no room, or a device error
@@ -353,7 +353,13 @@ asio::awaitable<void> run_restores(Service& s, FillFlights::Run first) {
     }
     run.reset();
     if (!fetched) {
-      if (++again.attempts < kRestoreAttempts) s.fill_flights().requeue_restore(std::move(again));
+      const std::string what =
+          fmt::format("tier: restore of {}/{}", again.bucket, log::escaped(again.object.key));
+      if (++again.attempts >= kRestoreAttempts) {
+        log::warn("{} given up after {} attempts", what, kRestoreAttempts);
+      } else if (!s.fill_flights().requeue_restore(std::move(again))) {
+        log::warn("{} given up: the queue is full", what);
+      }
       back_off.expires_after(kRestoreBackOff);
       auto waiting = back_off.async_wait(asio::as_tuple(asio::use_awaitable));
       co_await std::move(waiting);
@@ -406,7 +412,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
       fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
   Keeper keeper;
   if (lead) {
-    auto opening = keeper.open(s, object, upstream->admitted());
+    auto opening = keeper.open(s, object, lead->asked() || upstream->admitted());
     co_await std::move(opening);
     // What is not kept here is not worth waiting for.
     if (!keeper.writing()) lead.reset();

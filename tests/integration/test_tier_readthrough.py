@@ -412,6 +412,25 @@ max_object_size = "2MiB"
             self.assertLess(time.monotonic(), deadline, "the restore kept nothing")
             time.sleep(0.05)
         self.assertEqual(self.miss("scratch/a", bodies["scratch/a"]), "hit")
+        # ... also when it comes while a fetch that would keep nothing is under way (the one a
+        # download in ranges leaves behind it).
+        body = data(3 * MiB, 25)
+        self.s3.put_object(Bucket="ckpt", Key="scratch/b", Body=body)
+        self.flush_and_evict("scratch/")
+        self.proxy.delay_object_gets = 1.0
+        try:
+            got = self.s3.get_object(Bucket="ckpt", Key="scratch/b", Range="bytes=0-%d" % (2 * MiB - 1))
+            self.assertEqual(got["Body"].read(), body[:2 * MiB])
+            with self.assertRaises(ClientError) as under_way:
+                self.s3.restore_object(Bucket="ckpt", Key="scratch/b")
+            self.assertEqual(under_way.exception.response["Error"]["Code"], "RestoreAlreadyInProgress")
+        finally:
+            self.proxy.delay_object_gets = 0.0
+        deadline = time.monotonic() + 30
+        while self.catalog("scratch/b")[0] != 1:
+            self.assertLess(time.monotonic(), deadline, "the restore asked for meanwhile kept nothing")
+            time.sleep(0.05)
+        self.assertEqual(len(self.upstream_gets("scratch/b")), 2)
         # first-miss up to the size limit.
         self.assertEqual(self.miss("big/small", bodies["big/small"]), "miss")
         self.assertEqual(self.catalog("big/small")[0], 1)
