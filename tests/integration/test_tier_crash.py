@@ -255,15 +255,24 @@ class TierCrashTest(unittest.TestCase):
             return None
         return hashlib.sha256(got["Body"].read()).hexdigest(), got["ETag"]
 
+    @staticmethod
+    def acked(writers):
+        return sum(1 for w in writers for ops in list(w.ops.values()) for _, ok in list(ops) if ok)
+
     def storm(self, round_number, wait_for_upload):
         """Writers on the local server for 1 to 3 s, then a kill -9 (with `wait_for_upload`, not
-        before an upstream multipart upload is half done, up to 3 s more). Returns the writers."""
+        before an upstream multipart upload is half done, up to 3 s more; and not before a write
+        was acknowledged, which a sanitizer build beside other tests may take longer for).
+        Returns the writers."""
         stop = threading.Event()
         writers = [Writer(i, self.local.port, KEYS[i::WRITERS], stop, (round_number * WRITERS + i) * 1000000)
                    for i in range(WRITERS)]
         for w in writers:
             w.start()
         time.sleep(random.uniform(1.0, 3.0))
+        deadline = time.monotonic() + 30
+        while self.acked(writers) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
         half_done = False
         if wait_for_upload:
             deadline = time.monotonic() + 3
@@ -278,7 +287,7 @@ class TierCrashTest(unittest.TestCase):
             self.assertFalse(w.is_alive(), "a writer never noticed the kill")
             self.assertIsNone(w.failure)
             self.assertEqual(w.errors, [], "round %d: the server refused or mangled writes" % round_number)
-        acked = sum(1 for w in writers for ops in w.ops.values() for _, ok in ops if ok)
+        acked = self.acked(writers)
         in_flight = sum(1 for w in writers for ops in w.ops.values() for _, ok in ops if not ok)
         sys.stderr.write("round %d: %d writes acknowledged, %d in flight at the kill (%d writers active)%s\n"
                          % (round_number, acked, in_flight, alive,

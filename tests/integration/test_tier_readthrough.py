@@ -334,12 +334,17 @@ class ReadThroughTest(TieredTest):
             self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
             # Sooner than an upload's wait for an answer (a minute).
             self.assertLess(time.monotonic() - started, 30)
-            self.assertEqual(len(self.upstream_gets("silent/k")), 1)
+            # (Once, or twice when the client sent it again on a new connection because the
+            # pooled one it took had been closed.)
+            asked = len(self.upstream_gets("silent/k"))
+            self.assertIn(asked, (1, 2))
             # The next miss does not wait on the silent upstream: it is refused before any request.
+            started = time.monotonic()
             with self.assertRaises(ClientError) as refused:
                 self.s3.get_object(Bucket="ckpt", Key="silent/k")
             self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
-            self.assertEqual(len(self.upstream_gets("silent/k")), 1)
+            self.assertLess(time.monotonic() - started, 2)
+            self.assertEqual(len(self.upstream_gets("silent/k")), asked)
             self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="silent/k")["ContentLength"], len(body))
         finally:
             self.proxy.hang_object_gets = False
@@ -352,7 +357,7 @@ class ReadThroughTest(TieredTest):
             except ClientError:
                 self.assertLess(time.monotonic(), deadline)
                 time.sleep(0.2)
-        self.assertEqual(len(self.upstream_gets("silent/k")), 2)
+        self.assertEqual(len(self.upstream_gets("silent/k")), asked + 1)
 
     def test_only_objects_safely_upstream_are_evicted(self):
         # A change still owed (the upstream is refusing) keeps its data here.
