@@ -279,6 +279,16 @@ asio::awaitable<std::optional<std::string>> Body::read_all(std::size_t max) {
   co_return out;
 }
 
+asio::awaitable<std::variant<std::string, Error>> read_small_body(Request& r) {
+  if (!r.head.has_body()) co_return std::string();
+  auto checksums = read_checksum_request(r);
+  if (auto* e = std::get_if<Error>(&checksums)) co_return std::move(*e);
+  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
+  auto text = co_await body.read_all(64 * kKiB);
+  if (!text) co_return body.error();
+  co_return std::move(*text);
+}
+
 // Streams a body into a new writer. Returns the writer (finished, the body verified) or sends
 // the error.
 asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Request& r, Body& body,

@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace hots3::s3 {
@@ -106,6 +107,10 @@ class Body {
 // Whether a Body must compute the payload's MD5 itself for Content-MD5: the store's writers
 // compute one only when it computes MD5s (StoreOptions::compute_md5).
 bool md5_in_body(const storage::ObjectStore& store, const ChecksumRequest& checksums);
+
+// A small optional request body (an XML configuration, up to 64 KiB), verified against what the
+// request vouches for; "" when there is none.
+asio::awaitable<std::variant<std::string, Error>> read_small_body(Request& r);
 
 // Streams the request body into a new writer (its size reserved first, so a full device is
 // refused before "100 Continue"), finishes it and verifies what the client vouched for

@@ -31,12 +31,16 @@ bool FillFlights::Lead::asked() const {
   return flight_->asked;
 }
 
+FillFlights::Lead FillFlights::take_off(std::int64_t version_id) {
+  auto flight = std::make_shared<Flight>();
+  flying_.emplace(version_id, flight);
+  return Lead(*this, version_id, std::move(flight));
+}
+
 std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_t version_id) {
   std::lock_guard lock(mutex_);
-  auto [at, inserted] = flying_.try_emplace(version_id);
-  if (!inserted) return Seat(at->second);
-  at->second = std::make_shared<Flight>();
-  return Lead(*this, version_id, at->second);
+  if (auto at = flying_.find(version_id); at != flying_.end()) return Seat(at->second);
+  return take_off(version_id);
 }
 
 std::variant<FillFlights::Run, FillFlights::Asked> FillFlights::ask_restore(Restore restore) {
@@ -45,9 +49,7 @@ std::variant<FillFlights::Run, FillFlights::Asked> FillFlights::ask_restore(Rest
   if (already_asked(restore)) return Asked::kAlready;
   if (restore_runners_ < kRestoresMax) {
     ++restore_runners_;
-    auto flight = std::make_shared<Flight>();
-    flying_.emplace(id, flight);
-    return Run{std::move(restore), Lead(*this, id, std::move(flight))};
+    return Run{std::move(restore), take_off(id)};
   }
   if (restores_.size() >= kRestoreQueueMax) return Asked::kFull;
   queued_.insert(id);
@@ -62,17 +64,9 @@ std::optional<FillFlights::Run> FillFlights::next_restore() {
     restores_.pop_front();
     const std::int64_t id = next.object.id;
     queued_.erase(id);
-    // One under way already (a client's GET) does the same.
-    auto [at, inserted] = flying_.try_emplace(id);
-    if (!inserted) {
-      if (next.asked) {
-        std::lock_guard flight_lock(at->second->mutex);
-        at->second->asked = true;
-      }
-      continue;
-    }
-    at->second = std::make_shared<Flight>();
-    return Run{std::move(next), Lead(*this, id, at->second)};
+    // One under way already (a client's GET) does the same, and keeps it if this was asked for.
+    if (already_asked(next)) continue;
+    return Run{std::move(next), take_off(id)};
   }
   --restore_runners_;
   return std::nullopt;

@@ -113,6 +113,8 @@ class FillFlights {
   // Whether a restore of its version is under way or queued (under mutex_); if so, and it was
   // asked for, that one now is.
   bool already_asked(const Restore& restore);
+  // The lead of a new flight of `version_id`, none being under way (under mutex_).
+  Lead take_off(std::int64_t version_id);
   void land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept);
 
   std::mutex mutex_;

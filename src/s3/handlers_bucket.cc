@@ -78,19 +78,13 @@ std::optional<Error> check_location(const config::S3Config& config,
 // The optional CreateBucketConfiguration body: its LocationConstraint, if any. Sends the error
 // and returns false on failure.
 asio::awaitable<bool> read_location(Service& s, Request& r, std::optional<std::string>& location) {
-  if (!r.head.has_body()) co_return true;
-  auto checksums = read_checksum_request(r);
-  if (auto* e = std::get_if<Error>(&checksums)) {
+  auto reading = read_small_body(r);
+  auto text = co_await std::move(reading);
+  if (auto* e = std::get_if<Error>(&text)) {
     co_await s.send_error(r, std::move(*e));
     co_return false;
   }
-  Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
-  auto text = co_await body.read_all(64 * kKiB);
-  if (!text) {
-    co_await s.send_error(r, body.error());
-    co_return false;
-  }
-  auto parsed = parse_create_bucket_configuration(*text);
+  auto parsed = parse_create_bucket_configuration(std::get<std::string>(text));
   if (auto* e = std::get_if<Error>(&parsed)) {
     co_await s.send_error(r, std::move(*e));
     co_return false;

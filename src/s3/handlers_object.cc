@@ -491,13 +491,11 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
       if (auto acl = r.header("x-amz-acl"))
         owner_only = (*acl == "private" || *acl == "bucket-owner-full-control");
       if (r.head.has_body()) {
-        auto checksums = read_checksum_request(r);
-        if (auto* e = std::get_if<Error>(&checksums))
-          co_return co_await s.send_error(r, std::move(*e));
-        Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
-        auto text = co_await body.read_all(64 * kKiB);
-        if (!text) co_return co_await s.send_error(r, body.error());
-        auto parsed = acl_is_owner_full_control(*text, owner_id(bucket->owner));
+        auto reading = read_small_body(r);
+        auto text = co_await std::move(reading);
+        if (auto* e = std::get_if<Error>(&text)) co_return co_await s.send_error(r, std::move(*e));
+        auto parsed =
+            acl_is_owner_full_control(std::get<std::string>(text), owner_id(bucket->owner));
         if (auto* e = std::get_if<Error>(&parsed))
           co_return co_await s.send_error(r, std::move(*e));
         owner_only = std::get<bool>(parsed);

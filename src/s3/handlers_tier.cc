@@ -10,12 +10,6 @@
 #include "s3_xml.h"
 #include "service.h"
 
-#include "hots3/common/units.h"
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/this_coro.hpp>
-
 #include <charconv>
 
 namespace hots3::s3 {
@@ -126,14 +120,11 @@ asio::awaitable<void> restore_object(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kRead);
   if (!bucket) co_return;
   if (auto e = check_version_id(r)) co_return co_await s.send_error(r, std::move(*e));
-  if (r.head.has_body()) {
-    auto checksums = read_checksum_request(r);
-    if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
-    Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
-    auto text = co_await body.read_all(64 * kKiB);
-    if (!text) co_return co_await s.send_error(r, body.error());
-    if (auto e = check_restore_request(*text)) co_return co_await s.send_error(r, std::move(*e));
-  }
+  auto reading = read_small_body(r);
+  auto text = co_await std::move(reading);
+  if (auto* e = std::get_if<Error>(&text)) co_return co_await s.send_error(r, std::move(*e));
+  if (auto e = check_restore_request(std::get<std::string>(text)))
+    co_return co_await s.send_error(r, std::move(*e));
   auto found = s.store().head(bucket->id, r.key);
   if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
   if (!*found) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
@@ -153,15 +144,11 @@ asio::awaitable<void> restore_object(Service& s, Request& r) {
     auto refusing = s.send_error(r, std::move(*refused));
     co_return co_await std::move(refusing);
   }
-  auto asked = s.fill_flights().ask_restore({object, bucket->name, true, 0});
-  if (auto* run = std::get_if<FillFlights::Run>(&asked)) {
-    auto executor = co_await asio::this_coro::executor;
-    asio::co_spawn(executor, run_restores(s, std::move(*run)), asio::detached);
-  } else if (std::get<FillFlights::Asked>(asked) == FillFlights::Asked::kAlready) {
+  auto asking = ask_restore(s, {object, bucket->name, true, 0});
+  const FillFlights::Asked asked = co_await std::move(asking);
+  if (asked == FillFlights::Asked::kAlready)
     co_return co_await s.send_error(r, Code::kRestoreAlreadyInProgress);
-  } else if (std::get<FillFlights::Asked>(asked) == FillFlights::Asked::kFull) {
-    co_return co_await s.send_error(r, Code::kSlowDown);
-  }
+  if (asked == FillFlights::Asked::kFull) co_return co_await s.send_error(r, Code::kSlowDown);
   co_await s.send_empty(r, 202, s.response(r, 202));
 }
 

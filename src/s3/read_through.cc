@@ -334,8 +334,7 @@ asio::awaitable<bool> restore_one(Service& s, FillFlights::Run run) {
 constexpr unsigned kRestoreAttempts = 3;
 constexpr auto kRestoreBackOff = std::chrono::seconds(2);
 
-}  // namespace
-
+// Runs `first` and then the restores queued behind it, until none is left.
 asio::awaitable<void> run_restores(Service& s, FillFlights::Run first) {
   std::optional<FillFlights::Run> run;
   run.emplace(std::move(first));
@@ -368,6 +367,17 @@ asio::awaitable<void> run_restores(Service& s, FillFlights::Run first) {
     if (!next) co_return;
     run.emplace(std::move(*next));
   }
+}
+
+}  // namespace
+
+asio::awaitable<FillFlights::Asked> ask_restore(Service& s, FillFlights::Restore restore) {
+  auto asked = s.fill_flights().ask_restore(std::move(restore));
+  auto* run = std::get_if<FillFlights::Run>(&asked);
+  if (run == nullptr) co_return std::get<FillFlights::Asked>(asked);
+  auto executor = co_await asio::this_coro::executor;
+  asio::co_spawn(executor, run_restores(s, std::move(*run)), asio::detached);
+  co_return FillFlights::Asked::kQueued;
 }
 
 asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
@@ -421,11 +431,8 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
              s.store().tier_fill_allows(object.size_bytes)) {
     // A download in ranges (what SDKs make of a large GET) starts at 0: the whole version is
     // restored behind it, so that the next read is local. (Not for a peek at a file's head.)
-    auto asked = s.fill_flights().ask_restore({object, r.bucket, false, 0});
-    if (auto* run = std::get_if<FillFlights::Run>(&asked)) {
-      auto executor = co_await asio::this_coro::executor;
-      asio::co_spawn(executor, run_restores(s, std::move(*run)), asio::detached);
-    }
+    auto asking = ask_restore(s, {object, r.bucket, false, 0});
+    co_await std::move(asking);
   }
 
   head.add("x-hots3-cache", "miss");

@@ -24,9 +24,10 @@ namespace hots3::s3 {
 boost::asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
                                           BodySelection selection, http::Response head);
 
-// Runs `first` (RestoreObject of an evicted version: a whole fetch into the device with no client)
-// and then the restores queued behind it, until none is left. Spawned, not awaited.
-boost::asio::awaitable<void> run_restores(Service& s, FillFlights::Run first);
+// Asks for `restore` (a whole fetch of an evicted version into the device, no client waiting):
+// started at once by a runner of its own when fewer than FillFlights::kRestoresMax run (kQueued
+// then too), else queued behind them, or refused (kAlready, kFull).
+boost::asio::awaitable<FillFlights::Asked> ask_restore(Service& s, FillFlights::Restore restore);
 
 // Sends `selection` of a local version from `reader`, with `head`.
 boost::asio::awaitable<void> send_local(Request& r, storage::ObjectReader& reader,

@@ -421,12 +421,12 @@ struct Uploader::Impl {
     std::multiset<std::string>::iterator at_;
   };
   std::promise<void> drained;
-  // The read-throughs handed out (taken by the workers' threads too): once this thread has
-  // stopped none of them gets another piece, and closing them ends their readers' waits.
-  std::mutex fetches_mutex;
-  std::vector<std::weak_ptr<Fetch>> fetches;
-  unsigned fetch_readers = 0;  // FetchReads alive (guarded by fetches_mutex)
-  std::condition_variable fetch_readers_gone;
+  // The read-throughs being read (each registered by its FetchRead, on a worker's thread): once
+  // this thread has stopped none of them gets another piece, and closing them ends their
+  // readers' waits.
+  std::mutex being_read_mutex;
+  std::unordered_map<const Fetch*, std::weak_ptr<Fetch>> being_read;
+  std::condition_variable being_read_ended;
 
   std::atomic<std::uint64_t> n_uploaded{0}, n_deleted{0}, n_bytes{0}, n_retried{0}, n_parked{0},
       n_sent{0}, n_slowdowns{0}, n_conflicts{0};
@@ -2149,13 +2149,14 @@ class FetchRead final : public UpstreamRead {
  public:
   FetchRead(std::shared_ptr<Uploader::Impl> impl, std::shared_ptr<Fetch> fetch)
       : impl_(std::move(impl)), fetch_(std::move(fetch)) {
-    const std::lock_guard lock(impl_->fetches_mutex);
-    ++impl_->fetch_readers;
+    const std::lock_guard lock(impl_->being_read_mutex);
+    impl_->being_read.emplace(fetch_.get(), fetch_);
   }
   ~FetchRead() override {
     fetch_->pieces.close();
-    const std::lock_guard lock(impl_->fetches_mutex);
-    if (--impl_->fetch_readers == 0) impl_->fetch_readers_gone.notify_all();
+    const std::lock_guard lock(impl_->being_read_mutex);
+    impl_->being_read.erase(fetch_.get());
+    if (impl_->being_read.empty()) impl_->being_read_ended.notify_all();
   }
   FetchRead(const FetchRead&) = delete;
   FetchRead& operator=(const FetchRead&) = delete;
@@ -2215,20 +2216,17 @@ std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string
                                              std::string etag, std::uint64_t offset,
                                              std::uint64_t length, bool whole) {
   auto fetch = std::make_shared<Fetch>(impl_->io);
-  {
-    std::lock_guard lock(impl_->fetches_mutex);
-    std::erase_if(impl_->fetches, [](const auto& handed) { return handed.expired(); });
-    impl_->fetches.push_back(fetch);
-  }
+  // Registered before `running` is read: a stop after that read closes it.
+  auto reader = std::make_unique<FetchRead>(impl_, fetch);
   if (!impl_->running.load(std::memory_order_acquire)) {
     fetch->pieces.try_send(make_error_code(errc::kUnavailable), Fetch::Piece{});
   } else {
     asio::co_spawn(impl_->io,
                    impl_->fetch_through(bucket_id, std::move(key), std::move(etag), offset, length,
-                                        whole, fetch),
+                                        whole, std::move(fetch)),
                    asio::detached);
   }
-  return std::make_unique<FetchRead>(impl_, std::move(fetch));
+  return reader;
 }
 
 std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::string key,
@@ -2352,20 +2350,19 @@ void Uploader::stop() {
   im.thread.join();
   std::vector<std::shared_ptr<Fetch>> live;
   {
-    const std::lock_guard lock(im.fetches_mutex);
-    for (const auto& handed : im.fetches) {
-      if (auto fetch = handed.lock()) live.push_back(std::move(fetch));
+    const std::lock_guard lock(im.being_read_mutex);
+    for (const auto& [_, fetch] : im.being_read) {
+      if (auto held = fetch.lock()) live.push_back(std::move(held));
     }
-    im.fetches.clear();
   }
   // (Outside the lock: a reader resumed here would take it in its destructor.)
   for (const auto& fetch : live) fetch->pieces.close();
   live.clear();
-  std::unique_lock lock(im.fetches_mutex);
+  std::unique_lock lock(im.being_read_mutex);
   // Their readers end on their workers (a fill's writer gives its space back) before the store
   // shuts down; one held up by its client is not waited for long.
-  if (!im.fetch_readers_gone.wait_for(lock, kStopGrace, [&im] { return im.fetch_readers == 0; })) {
-    log::info("tier: {} read-through(s) still ending at stop", im.fetch_readers);
+  if (!im.being_read_ended.wait_for(lock, kStopGrace, [&im] { return im.being_read.empty(); })) {
+    log::info("tier: {} read-through(s) still ending at stop", im.being_read.size());
   }
 }
 

@@ -220,6 +220,23 @@ class ReadThroughTest(TieredTest):
                 "POST", "/ckpt/restore/k", query=[("restore", "")], body=wrong, port=self.local.port).wire())
             self.assertIn(b"<Code>%s</Code>" % code.encode(), answer.body, wrong)
 
+    def test_a_restore_whose_fetch_is_refused_is_tried_again(self):
+        body = data(2 * MiB, 16)
+        self.s3.put_object(Bucket="ckpt", Key="retry/k", Body=body)
+        self.flush_and_evict("retry/")
+        self.proxy.slowdown = 1.0  # every request answered 503 SlowDown
+        try:
+            asked = self.s3.restore_object(Bucket="ckpt", Key="retry/k")
+            self.assertEqual(asked["ResponseMetadata"]["HTTPStatusCode"], 202)
+            self.until(lambda: len(self.upstream_gets("retry/k")) == 1)
+        finally:
+            self.proxy.slowdown = 0.0
+        # Still asked for while it waits its next turn.
+        self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="retry/k")["Restore"], 'ongoing-request="true"')
+        self.until(lambda: self.catalog("retry/k")[0] == 1, timeout_s=30)
+        self.assertEqual(len(self.upstream_gets("retry/k")), 2)
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="retry/k")["Body"].read(), body)
+
     def test_damaged_bytes_from_the_upstream_are_cut_off_and_never_kept(self):
         body = data(2 * MiB, 6)
         self.s3.put_object(Bucket="ckpt", Key="flip/k", Body=body)
