@@ -125,6 +125,22 @@ int run(int argc, char** argv) {
   evict->add_option("--bucket", evict_bucket, "The bound bucket")->required();
   evict->add_option("--prefix", evict_prefix, "Only keys starting with this");
 
+  std::string pin_bucket;
+  hots3::app::PinTarget pin_target;
+  const auto pin_options = [&](CLI::App* command) {
+    endpoint_options(command);
+    command->add_option("--bucket", pin_bucket, "The bound bucket")->required();
+    CLI::Option* key = command->add_option("--key", pin_target.key, "One key");
+    command->add_option("--prefix", pin_target.prefix, "Every key starting with this")
+        ->excludes(key);
+  };
+  CLI::App* pin = tier->add_subcommand(
+      "pin", "Keep a key, or every key under a prefix, from eviction; fetch what is evicted");
+  pin_options(pin);
+  CLI::App* unpin =
+      tier->add_subcommand("unpin", "Remove the pins of a key, or every pin under a prefix");
+  pin_options(unpin);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -141,6 +157,8 @@ int run(int argc, char** argv) {
     return hots3::app::tier_flush(tier_options, flush_bucket, flush_prefix, flush_wait);
   }
   if (evict->parsed()) return hots3::app::tier_evict(tier_options, evict_bucket, evict_prefix);
+  if (pin->parsed()) return hots3::app::tier_pin(tier_options, pin_bucket, pin_target);
+  if (unpin->parsed()) return hots3::app::tier_unpin(tier_options, pin_bucket, pin_target);
   if (check->parsed()) {
     hots3::config::Config config;
     if (!check_config.empty()) hots3::config::apply_file(config, check_config);

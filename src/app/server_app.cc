@@ -11,6 +11,8 @@
 #include "hots3/storage/check.h"
 #include "hots3/tier/uploader.h"
 
+#include <boost/asio/io_context.hpp>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -147,6 +149,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
   for (auto* context : workers.contexts()) store->attach(*context);
   http::Server server(config.http, *handler, workers.contexts());
   server.start();
+  handler->start(workers.contexts().front()->get_executor());
   workers.start();
   std::optional<UploadSweeper> sweeper;
   if (const auto& m = config.s3.multipart; m.abort_after.count() > 0) {

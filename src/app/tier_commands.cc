@@ -12,7 +12,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 
 namespace hots3::app {
 namespace {
@@ -147,29 +149,79 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
   }
 }
 
-int tier_evict(const TierCommandOptions& options, const std::string& bucket,
-               const std::string& prefix) {
+namespace {
+
+// POST /bucket?<query> (a hots3 operation on a bound bucket), signed; its XML answer, or none
+// when it failed (said on stderr as "hots3 tier <command>: ...").
+std::optional<xml::XmlDocument> post_to_bucket(const TierCommandOptions& options,
+                                               const char* command, const std::string& bucket,
+                                               std::vector<aws::QueryParameter> query) {
   asio::io_context io;
   s3client::Client client(io.get_executor(), signed_options(options));
   s3client::Request request;
   request.method = "POST";
   request.bucket = bucket;
-  request.query = {{"x-hots3-evict", ""}, {"prefix", prefix}};
+  request.query = std::move(query);
   auto reply = run(io, client.request(std::move(request), std::string()));
   if (!reply) {
-    std::fprintf(stderr, "hots3 tier evict: %s: %s\n", options.endpoint.c_str(),
+    std::fprintf(stderr, "hots3 tier %s: %s: %s\n", command, options.endpoint.c_str(),
                  reply.error().message().c_str());
-    return 1;
+    return std::nullopt;
   }
-  const auto doc = xml::XmlDocument::parse(reply->body);
+  auto doc = xml::XmlDocument::parse(reply->body);
   if (reply->head.status != 200 || !doc) {
     const auto e = s3client::parse_error(reply->body);
-    std::fprintf(stderr, "hots3 tier evict: HTTP %u %s: %s\n", reply->head.status,
+    std::fprintf(stderr, "hots3 tier %s: HTTP %u %s: %s\n", command, reply->head.status,
                  e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
-    return 1;
+    return std::nullopt;
   }
+  return doc;
+}
+
+// key=K or prefix=P, as the pin operations take them.
+aws::QueryParameter pin_target(const PinTarget& target) {
+  return target.key ? aws::QueryParameter{"key", *target.key}
+                    : aws::QueryParameter{"prefix", target.prefix};
+}
+
+std::string pin_name(const std::string& bucket, const PinTarget& target) {
+  return bucket + "/" + (target.key ? *target.key : target.prefix + "*");
+}
+
+}  // namespace
+
+int tier_evict(const TierCommandOptions& options, const std::string& bucket,
+               const std::string& prefix) {
+  const auto doc =
+      post_to_bucket(options, "evict", bucket, {{"x-hots3-evict", ""}, {"prefix", prefix}});
+  if (!doc) return 1;
   std::printf("%s/%s: %s objects evicted, %s bytes freed\n", bucket.c_str(), prefix.c_str(),
               child_text(*doc, "Objects").c_str(), child_text(*doc, "Bytes").c_str());
+  return 0;
+}
+
+int tier_pin(const TierCommandOptions& options, const std::string& bucket,
+             const PinTarget& target) {
+  const auto doc =
+      post_to_bucket(options, "pin", bucket, {{"x-hots3-pin", ""}, pin_target(target)});
+  if (!doc) return 1;
+  std::printf(
+      "%s: pinned; the bucket's pins hold %s of at most %s bytes; %s objects are being "
+      "fetched\n",
+      pin_name(bucket, target).c_str(), child_text(*doc, "PinnedBytes").c_str(),
+      child_text(*doc, "MaxBytes").c_str(), child_text(*doc, "Fetching").c_str());
+  return 0;
+}
+
+int tier_unpin(const TierCommandOptions& options, const std::string& bucket,
+               const PinTarget& target) {
+  const auto doc =
+      post_to_bucket(options, "unpin", bucket, {{"x-hots3-unpin", ""}, pin_target(target)});
+  if (!doc) return 1;
+  const bool still = child_text(*doc, "StillPinned") == "true";
+  std::printf("%s: %s pins removed%s\n", pin_name(bucket, target).c_str(),
+              child_text(*doc, "Removed").c_str(),
+              still ? "; still pinned by a glob of the binding or a wider prefix" : "");
   return 0;
 }
 

@@ -2,6 +2,7 @@
 
 // `hots3 tier ...`: commands an operator runs against a running server over HTTP.
 
+#include <optional>
 #include <string>
 
 namespace hots3::app {
@@ -29,5 +30,20 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
 // what was freed; 0, or 1 when the server refused or failed.
 int tier_evict(const TierCommandOptions& options, const std::string& bucket,
                const std::string& prefix);
+
+// What a pin or unpin names: one key, or every key under a prefix ("": the whole bucket).
+struct PinTarget {
+  std::optional<std::string> key;
+  std::string prefix;
+};
+
+// Pins a key or a prefix of `bucket` (POST /bucket?x-hots3-pin, signed as tier_flush): never
+// evicted, and fetched now where evicted. Prints the bucket's pinned bytes against its cap;
+// 0, or 1 when the server refused (the cap) or failed.
+int tier_pin(const TierCommandOptions& options, const std::string& bucket, const PinTarget& target);
+
+// Removes the pins of a key, or every pin under a prefix (POST /bucket?x-hots3-unpin).
+int tier_unpin(const TierCommandOptions& options, const std::string& bucket,
+               const PinTarget& target);
 
 }  // namespace hots3::app

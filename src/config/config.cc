@@ -489,6 +489,12 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
     if (const toml::array* a = r.array("admit_prefix")) {
       read_admit_prefixes(path, *a, b.admit, b.admit_prefixes);
     }
+    r.strings("pin", b.pin);
+    if (table->contains("pin_max")) {
+      std::uint64_t cap = 0;
+      r.size("pin_max", cap, 0, 1024 * kTiB);
+      b.pin_max_bytes = cap;
+    }
     r.done();
     if (!plausible_bucket_name(b.bucket)) r.fail(*table, "bucket", "not a bucket name");
     if (b.upstream_bucket.empty()) b.upstream_bucket = b.bucket;

@@ -125,6 +125,8 @@ constexpr std::array kTable = {
           "The requested partnumber is not satisfiable"},
     Entry{Code::kRestoreAlreadyInProgress, "RestoreAlreadyInProgress", 409,
           "Object restore is already in progress"},
+    Entry{Code::kPinLimitExceeded, "PinLimitExceeded", 409,
+          "The pin would pass the bytes the bucket's pins may hold"},
 };
 
 constexpr std::size_t kInternalErrorAt = [] {

@@ -68,6 +68,7 @@ enum class Code : std::uint8_t {
   kTooManyParts,
   kInvalidPartNumber,  // GET/HEAD ?partNumber past the object's parts (416)
   kRestoreAlreadyInProgress,
+  kPinLimitExceeded,  // hots3's own: a pin past the bucket's pin_max
 };
 
 struct Error {

@@ -164,6 +164,9 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
     co_return co_await s.send_error(r, std::move(*e));
   auto spec = object_spec(r, s.config());
   if (auto* e = std::get_if<Error>(&spec)) co_return co_await s.send_error(r, std::move(*e));
+  auto pinning = pin_on_write(s, r, *bucket, 0);
+  const bool go_on = co_await std::move(pinning);
+  if (!go_on) co_return;
   std::optional<std::string> algorithm;
   std::optional<std::string> type;
   if (auto a = r.header("x-amz-checksum-algorithm")) {

@@ -118,6 +118,9 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   if (auto* e = std::get_if<Error>(&condition)) co_return co_await s.send_error(r, std::move(*e));
   auto checksums = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&checksums)) co_return co_await s.send_error(r, std::move(*e));
+  auto pinning = pin_on_write(s, r, *bucket, r.head.content_length.value_or(0));
+  const bool go_on = co_await std::move(pinning);
+  if (!go_on) co_return;
   const bool md5_here = md5_in_body(s.store(), std::get<ChecksumRequest>(checksums));
   storage::ObjectSpec object = std::get<storage::ObjectSpec>(std::move(spec));
   const ChecksumRequest& vouched = std::get<ChecksumRequest>(checksums);
@@ -240,6 +243,13 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     } else if (s.fill_flights().restoring(object.id)) {
       head.add("x-amz-restore", "ongoing-request=\"true\"");
     }
+    // Where the version's data is: here only (not yet upstream), in both places, or upstream
+    // only (evicted); and whether eviction may take it.
+    head.add("x-hots3-tier", object.tier_state == storage::TierState::kLocal ? "dirty"
+                             : object.tier_state == storage::TierState::kLocalAndUpstream
+                                 ? "clean"
+                                 : "remote");
+    head.add("x-hots3-pinned", s.store().pinned(bucket->id, object.key) ? "true" : "false");
   }
   const unsigned status = head.status;
   if (head_only) co_return co_await s.send_empty(r, status, std::move(head));

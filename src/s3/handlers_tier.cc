@@ -1,6 +1,7 @@
 // hots3's own operations on a bucket bound to an upstream: flush (POST /bucket?x-hots3-flush),
-// which sends a prefix's changes up now and answers once the upstream has them, and evict
-// (POST /bucket?x-hots3-evict), which frees the device space of what the upstream holds; and S3's
+// which sends a prefix's changes up now and answers once the upstream has them; evict
+// (POST /bucket?x-hots3-evict), which frees the device space of what the upstream holds; pin and
+// unpin (POST /bucket?x-hots3-pin, ?x-hots3-unpin), which keep keys from eviction; and S3's
 // RestoreObject (POST /bucket/key?restore), which brings an evicted object back ahead of reading.
 
 #include "body.h"
@@ -10,27 +11,131 @@
 #include "s3_xml.h"
 #include "service.h"
 
+#include "hots3/common/logging.h"
+
+#include <fmt/format.h>
+
 #include <charconv>
+#include <variant>
 
 namespace hots3::s3 {
 
 namespace {
 
-// Whether `bucket` is bound in write-back or write-through mode (a write-through bucket owes
-// changes too: those whose request gave up waiting for them); otherwise answers why not.
-asio::awaitable<bool> bound_to_send(Service& s, Request& r, const storage::BucketRecord& bucket) {
-  if (bucket.tier == storage::BucketTier::kWriteback ||
-      bucket.tier == storage::BucketTier::kWritethrough) {
-    co_return true;
+// The request's bucket, if the caller may write to it and it is bound to an upstream (in
+// write-back or write-through mode: a write-through bucket owes changes too, those whose
+// request gave up waiting for them); otherwise answers why not.
+asio::awaitable<std::optional<storage::BucketRecord>> bound_for_write(Service& s, Request& r) {
+  auto bucket = co_await s.bucket_for(r, Access::kWrite);
+  if (!bucket) co_return std::nullopt;
+  if (bucket->tier == storage::BucketTier::kWriteback ||
+      bucket->tier == storage::BucketTier::kWritethrough) {
+    co_return bucket;
   }
   auto refusing = s.send_error(
       r, Error(Code::kInvalidRequest,
                "The bucket is not bound to an upstream in write-back or write-through mode."));
   co_await std::move(refusing);
-  co_return false;
+  co_return std::nullopt;
+}
+
+// The key or prefix a pin or unpin names: key=K (that key) or prefix=P (every key under P; the
+// whole bucket when neither is given).
+std::variant<storage::KeySpan, Error> pin_span(const Request& r) {
+  const std::string* key = r.param("key");
+  const std::string* prefix = r.param("prefix");
+  if (key != nullptr && prefix != nullptr) {
+    return Error(Code::kInvalidArgument, "Name a key or a prefix, not both.")
+        .with("ArgumentName", "key");
+  }
+  if (key != nullptr) {
+    if (auto e = validate_key(*key)) return std::move(*e);
+    return storage::KeySpan{*key, true};
+  }
+  return storage::KeySpan{prefix != nullptr ? *prefix : std::string(), false};
+}
+
+Error pin_refusal(const storage::PinOutcome& outcome) {
+  return Error(Code::kPinLimitExceeded,
+               fmt::format("Pinning {} more bytes would pin {} bytes of the bucket, past its "
+                           "pin_max of {} bytes.",
+                           outcome.adding_bytes, outcome.pinned_bytes + outcome.adding_bytes,
+                           outcome.max_bytes))
+      .with("PinnedBytes", std::to_string(outcome.pinned_bytes))
+      .with("AddingBytes", std::to_string(outcome.adding_bytes))
+      .with("MaxBytes", std::to_string(outcome.max_bytes));
+}
+
+// Asks for the restore of every evicted, pinned version of `span` of `bucket`; returns how many
+// were queued (those already under way are not counted). Stops when the queue is full: what it
+// leaves is fetched by its first GET.
+asio::awaitable<std::uint64_t> fetch_pinned(Service& s, storage::BucketRecord bucket,
+                                            storage::KeySpan span) {
+  constexpr std::size_t kPage = 1000;
+  std::uint64_t queued = 0;
+  std::string after;
+  for (;;) {
+    auto listing = s.store().pinned_evicted(bucket.id, span, after, kPage);
+    auto page = co_await std::move(listing);
+    if (!page) {
+      log::warn("tier: pinned objects of {} not fetched: {}", bucket.name, page.error().message());
+      co_return queued;
+    }
+    for (storage::ObjectRecord& object : *page) {
+      after = object.key;
+      auto asking = ask_restore(s, {std::move(object), bucket.name, true, 0});
+      const FillFlights::Asked asked = co_await std::move(asking);
+      if (asked == FillFlights::Asked::kFull) {
+        log::warn("tier: the restore queue is full: pinned objects of {} after {} wait for a GET",
+                  bucket.name, log::escaped(after));
+        co_return queued;
+      }
+      if (asked == FillFlights::Asked::kQueued) ++queued;
+    }
+    if (page->size() < kPage) co_return queued;
+  }
 }
 
 }  // namespace
+
+asio::awaitable<void> fetch_pinned_at_start(Service& s) {
+  auto listing = s.store().list_buckets();
+  if (!listing) co_return;
+  for (const storage::BucketRecord& bucket : *listing) {
+    if (bucket.tier == storage::BucketTier::kNone) continue;
+    auto fetching = fetch_pinned(s, bucket, {std::string(), false});
+    const std::uint64_t queued = co_await std::move(fetching);
+    if (queued > 0)
+      log::info("tier: {} pinned objects of {} are being fetched", queued, bucket.name);
+  }
+}
+
+asio::awaitable<bool> pin_on_write(Service& s, Request& r, const storage::BucketRecord& bucket,
+                                   std::uint64_t incoming) {
+  const std::optional<std::string_view> asked = r.header("x-hots3-pin");
+  if (!asked || *asked == "false") co_return true;
+  std::optional<Error> refused;
+  if (*asked != "true") {
+    refused = Error(Code::kInvalidArgument, "x-hots3-pin is true or false.")
+                  .with("ArgumentName", "x-hots3-pin")
+                  .with("ArgumentValue", std::string(*asked));
+  } else if (bucket.tier == storage::BucketTier::kNone) {
+    refused = Error(Code::kInvalidRequest,
+                    "x-hots3-pin: the bucket is not bound to an upstream, so nothing is evicted.");
+  } else {
+    auto pinning = s.store().pin(bucket.id, {r.key, true}, incoming);
+    auto outcome = co_await std::move(pinning);
+    if (!outcome) {
+      refused = from_errc(outcome.error());
+    } else if (!outcome->pinned) {
+      refused = pin_refusal(*outcome);
+    }
+  }
+  if (!refused) co_return true;
+  auto refusing = s.send_error(r, std::move(*refused));
+  co_await std::move(refusing);
+  co_return false;
+}
 
 // POST /bucket?x-hots3-flush[&prefix=P][&seq=N][&wait=false]: the changes acknowledged under P
 // go up at once, without the coalescing delay. The answer comes once the upstream has all of
@@ -39,11 +144,9 @@ asio::awaitable<bool> bound_to_send(Service& s, Request& r, const storage::Bucke
 // asks again with seq=Seq and waits for the same set, not for changes made since. wait=false:
 // the answer comes at once.
 asio::awaitable<void> flush_bucket(Service& s, Request& r) {
-  auto bucket = co_await s.bucket_for(r, Access::kWrite);
+  auto finding = bound_for_write(s, r);
+  auto bucket = co_await std::move(finding);
   if (!bucket) co_return;
-  auto checking = bound_to_send(s, r, *bucket);
-  const bool bound = co_await std::move(checking);
-  if (!bound) co_return;
   std::int64_t seq = 0;
   if (const std::string* given = r.param("seq")) {
     const auto [end, ec] = std::from_chars(given->data(), given->data() + given->size(), seq);
@@ -85,11 +188,9 @@ asio::awaitable<void> flush_bucket(Service& s, Request& r) {
 // POST /bucket?x-hots3-evict[&prefix=P]: the versions under P that the upstream holds, and that
 // no queued change needs, give their device space back; a GET reads them through again.
 asio::awaitable<void> evict_bucket(Service& s, Request& r) {
-  auto bucket = co_await s.bucket_for(r, Access::kWrite);
+  auto finding = bound_for_write(s, r);
+  auto bucket = co_await std::move(finding);
   if (!bucket) co_return;
-  auto checking = bound_to_send(s, r, *bucket);
-  const bool bound = co_await std::move(checking);
-  if (!bound) co_return;
   if (s.read_through() == nullptr) {
     co_return co_await s.send_error(
         r, Error(Code::kServiceUnavailable, "The bucket's upstream is not served by this server."));
@@ -103,6 +204,56 @@ asio::awaitable<void> evict_bucket(Service& s, Request& r) {
   xml.element("Prefix", prefix);
   xml.element("Objects", std::to_string(evicted->objects));
   xml.element("Bytes", std::to_string(evicted->bytes));
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+// POST /bucket?x-hots3-pin[&key=K | &prefix=P]: the key, or every key under the prefix (also
+// those written later), is never evicted, and its evicted versions are fetched now (as restores,
+// whatever the admission rule). 409 PinLimitExceeded, with the byte counts, when the bucket's
+// pinned versions would then hold more than its pin_max: nothing changes then.
+asio::awaitable<void> pin_keys(Service& s, Request& r) {
+  auto finding = bound_for_write(s, r);
+  auto bucket = co_await std::move(finding);
+  if (!bucket) co_return;
+  auto named = pin_span(r);
+  if (auto* e = std::get_if<Error>(&named)) co_return co_await s.send_error(r, std::move(*e));
+  const storage::KeySpan span = std::get<storage::KeySpan>(std::move(named));
+  auto pinning = s.store().pin(bucket->id, span, 0);
+  auto outcome = co_await std::move(pinning);
+  if (!outcome) co_return co_await s.send_error(r, from_errc(outcome.error()));
+  if (!outcome->pinned) co_return co_await s.send_error(r, pin_refusal(*outcome));
+  std::uint64_t fetching = 0;
+  if (s.read_through() != nullptr) {
+    auto fetch = fetch_pinned(s, *bucket, span);
+    fetching = co_await std::move(fetch);
+  }
+  XmlWriter xml("PinResult");
+  xml.element("Bucket", bucket->name);
+  xml.element(span.exact ? "Key" : "Prefix", span.text);
+  xml.element("PinnedBytes", std::to_string(outcome->pinned_bytes + outcome->adding_bytes));
+  xml.element("MaxBytes", std::to_string(outcome->max_bytes));
+  xml.element("Fetching", std::to_string(fetching));
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+// POST /bucket?x-hots3-unpin[&key=K | &prefix=P]: the pins of the key, or every pin under the
+// prefix, go (its versions may be evicted again); pins by the binding's globs stay. Says how many
+// went, and whether the key (or prefix) is still pinned by a glob or a wider prefix.
+asio::awaitable<void> unpin_keys(Service& s, Request& r) {
+  auto finding = bound_for_write(s, r);
+  auto bucket = co_await std::move(finding);
+  if (!bucket) co_return;
+  auto named = pin_span(r);
+  if (auto* e = std::get_if<Error>(&named)) co_return co_await s.send_error(r, std::move(*e));
+  const storage::KeySpan span = std::get<storage::KeySpan>(std::move(named));
+  auto unpinning = s.store().unpin(bucket->id, span);
+  auto removed = co_await std::move(unpinning);
+  if (!removed) co_return co_await s.send_error(r, from_errc(removed.error()));
+  XmlWriter xml("UnpinResult");
+  xml.element("Bucket", bucket->name);
+  xml.element(span.exact ? "Key" : "Prefix", span.text);
+  xml.element("Removed", std::to_string(*removed));
+  xml.element("StillPinned", s.store().pinned(bucket->id, span.text) ? "true" : "false");
   co_await s.send_xml(r, 200, xml.finish());
 }
 

@@ -8,6 +8,8 @@
 #include "hots3/s3/s3.h"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -281,6 +283,11 @@ asio::awaitable<std::vector<std::optional<Error>>> Service::upstream_confirms_ea
     out[i] = unconfirmed(waited);
   }
   co_return out;
+}
+
+void Service::start(const asio::any_io_executor& executor) {
+  if (read_through_ != nullptr)
+    asio::co_spawn(executor, fetch_pinned_at_start(*this), asio::detached);
 }
 
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,

@@ -35,6 +35,8 @@ class Service final : public http::Handler {
           tier::WriteThrough* write_through = nullptr, tier::ReadThrough* read_through = nullptr);
 
   asio::awaitable<void> handle(http::Exchange& exchange) override;
+  // Fetches what pins hold evicted (fetch_pinned_at_start) when an upstream is read.
+  void start(const asio::any_io_executor& executor) override;
   [[nodiscard]] std::optional<http::Probe> probe(std::string_view target) const override {
     return probes_ ? probes_(target) : std::nullopt;
   }
@@ -134,7 +136,16 @@ asio::awaitable<void> bucket_subresource(Service& s, Request& r);  // versioning
 
 asio::awaitable<void> flush_bucket(Service& s, Request& r);  // hots3's own
 asio::awaitable<void> evict_bucket(Service& s, Request& r);  // hots3's own
+asio::awaitable<void> pin_keys(Service& s, Request& r);      // hots3's own
+asio::awaitable<void> unpin_keys(Service& s, Request& r);    // hots3's own
 asio::awaitable<void> restore_object(Service& s, Request& r);
+// x-hots3-pin: true on a write (PUT, CreateMultipartUpload) of `incoming` bytes pins its key
+// before the data is taken; false when the request was answered (a bad value, an unbound
+// bucket, the bucket's pin_max passed).
+asio::awaitable<bool> pin_on_write(Service& s, Request& r, const storage::BucketRecord& bucket,
+                                   std::uint64_t incoming);
+// Fetches the evicted versions pinned in every bound bucket (those a binding's new glob pins).
+asio::awaitable<void> fetch_pinned_at_start(Service& s);
 asio::awaitable<void> put_object(Service& s, Request& r);
 asio::awaitable<void> get_object(Service& s, Request& r, bool head);
 asio::awaitable<void> delete_object(Service& s, Request& r);

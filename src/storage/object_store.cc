@@ -3,6 +3,7 @@
 #include "storage/device/device.h"
 #include "storage/device/format.h"
 #include "storage/metadata_cache.h"
+#include "storage/pins.h"
 #include "storage/store_core.h"
 #include "storage/store_lock.h"
 
@@ -211,6 +212,7 @@ class StoreImpl final : public ObjectStore {
       id = bucket->id;
       return t.delete_bucket(bucket->id);
     }));
+    core_.pins->forget_bucket(id);
     std::unique_lock lock(buckets_mutex_);
     buckets_.erase(name);
     tiers_.erase(id);
@@ -530,6 +532,75 @@ class StoreImpl final : public ObjectStore {
       }
     }
     co_return evicted;
+  }
+
+  void set_pins(std::int64_t bucket_id, std::vector<std::string> globs,
+                std::optional<std::uint64_t> max_bytes) override {
+    core_.pins->set_globs(bucket_id, std::move(globs));
+    const std::unique_lock lock(buckets_mutex_);
+    pin_caps_[bucket_id] = max_bytes.value_or(core_.device->geometry().size_bytes / 4);
+  }
+
+  bool pinned(std::int64_t bucket_id, std::string_view key) const override {
+    return core_.pins->pinned(bucket_id, key);
+  }
+
+  asio::awaitable<Result<PinOutcome>> pin(std::int64_t bucket_id, KeySpan span,
+                                          std::uint64_t incoming) override {
+    PinOutcome outcome;
+    {
+      const std::shared_lock lock(buckets_mutex_);
+      const auto cap = pin_caps_.find(bucket_id);
+      outcome.max_bytes =
+          cap != pin_caps_.end() ? cap->second : core_.device->geometry().size_bytes / 4;
+    }
+    // The bytes pinned now: the current versions pinned, in the spans that hold every pin.
+    auto counting = detail::on_catalog_reader(
+        core_, [this, bucket_id, span]() -> Result<std::pair<std::uint64_t, std::uint64_t>> {
+          std::uint64_t before = 0;
+          for (const KeySpan& pinned_span : core_.pins->spans(bucket_id)) {
+            H3_TRY(std::uint64_t bytes, core_.catalog->span_bytes(bucket_id, pinned_span, true));
+            before += bytes;
+          }
+          H3_TRY(std::uint64_t adding, core_.catalog->span_bytes(bucket_id, span, false));
+          return std::pair(before, adding);
+        });
+    H3_CO_TRY(auto counted, co_await std::move(counting));
+    outcome.pinned_bytes = counted.first;
+    outcome.adding_bytes = counted.second + incoming;
+    if (outcome.pinned_bytes + outcome.adding_bytes > outcome.max_bytes) co_return outcome;
+    outcome.pinned = true;
+    if (core_.pins->covered(bucket_id, span)) co_return outcome;
+    // In memory first: an eviction between the commit and the memory would take a version
+    // pinned already.
+    core_.pins->add(bucket_id, span);
+    auto writing = core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> { return t.add_pin(bucket_id, span); });
+    auto written = co_await std::move(writing);
+    if (!written) {
+      core_.pins->remove(bucket_id, span);
+      co_return written.error();
+    }
+    co_return outcome;
+  }
+
+  asio::awaitable<Result<std::uint64_t>> unpin(std::int64_t bucket_id, KeySpan span) override {
+    std::uint64_t removed = 0;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(removed, t.remove_pins(bucket_id, span));
+      return {};
+    }));
+    core_.pins->remove(bucket_id, span);
+    co_return removed;
+  }
+
+  asio::awaitable<Result<std::vector<ObjectRecord>>> pinned_evicted(std::int64_t bucket_id,
+                                                                    KeySpan span, std::string after,
+                                                                    std::size_t limit) override {
+    auto reading = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), bucket_id, s = std::move(span), a = std::move(after),
+                limit] { return c->pinned_evicted(bucket_id, s, a, limit); });
+    co_return co_await std::move(reading);
   }
 
   asio::awaitable<Result<void>> save_access_times() override {
@@ -1057,7 +1128,8 @@ class StoreImpl final : public ObjectStore {
   std::function<void()> tier_wake_;  // set before serving, read by any thread after
   mutable std::shared_mutex buckets_mutex_;
   std::unordered_map<std::string, BucketRecord> buckets_;
-  std::unordered_map<std::int64_t, BucketTier> tiers_;  // by bucket id
+  std::unordered_map<std::int64_t, BucketTier> tiers_;        // by bucket id
+  std::unordered_map<std::int64_t, std::uint64_t> pin_caps_;  // by bucket id (set_pins)
 };
 
 // Reads or writes the superblock and checks that device and catalog belong together.
@@ -1181,7 +1253,18 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options,
   core.options = options;
   core.device = std::move(device);
   const std::string catalog_path = options.catalog_path();
-  core.catalog = Catalog::open({catalog_path});
+  core.pins = std::make_unique<detail::Pins>();
+  CatalogOptions catalog_options;
+  catalog_options.path = catalog_path;
+  catalog_options.pinned = [pins = core.pins.get()](std::int64_t bucket_id, std::string_view key) {
+    return pins->pinned(bucket_id, key);
+  };
+  core.catalog = Catalog::open(catalog_options);
+  if (auto rules = core.catalog->pin_rules(); rules) {
+    for (const auto& [bucket_id, span] : *rules) core.pins->add(bucket_id, span);
+  } else {
+    throw std::runtime_error("catalog: cannot read pins: " + rules.error().message());
+  }
   check_identity(*core.device, *core.catalog, catalog_path, options.force_format);
 
   const auto& geometry = core.device->geometry();

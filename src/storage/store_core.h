@@ -30,11 +30,13 @@
 namespace hots3::storage::detail {
 
 class MetadataCache;
+class Pins;
 
 // Everything a writer or reader needs from the store.
 struct StoreCore {
   StoreOptions options;
   std::shared_ptr<Device> device;
+  std::unique_ptr<Pins> pins;  // before the catalog, whose queries ask it
   std::unique_ptr<Catalog> catalog;
   std::unique_ptr<ExtentAllocator> allocator;
   std::unique_ptr<BlockCache> cache;

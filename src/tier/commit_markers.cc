@@ -1,34 +1,6 @@
 #include "tier/commit_markers.h"
 
-#include <algorithm>
-
 namespace hots3::tier {
-
-bool marker_match(std::string_view pattern, std::string_view key) {
-  if (pattern.empty()) return key.empty();
-  if (pattern.starts_with("**")) {
-    const std::string_view rest = pattern.substr(2);
-    if (rest.starts_with('/') && marker_match(rest.substr(1), key)) return true;
-    for (std::size_t i = 0; i <= key.size(); ++i) {
-      if (marker_match(rest, key.substr(i))) return true;
-    }
-    return false;
-  }
-  if (pattern.front() == '*') {
-    for (std::size_t i = 0; i <= key.size(); ++i) {
-      if (marker_match(pattern.substr(1), key.substr(i))) return true;
-      if (i < key.size() && key[i] == '/') break;
-    }
-    return false;
-  }
-  if (key.empty() || (pattern.front() != '?' && pattern.front() != key.front())) return false;
-  return marker_match(pattern.substr(1), key.substr(1));
-}
-
-bool is_commit_marker(const std::vector<std::string>& patterns, std::string_view key) {
-  return std::any_of(patterns.begin(), patterns.end(),
-                     [key](const std::string& pattern) { return marker_match(pattern, key); });
-}
 
 std::string_view marker_prefix(std::string_view key) {
   const auto slash = key.rfind('/');

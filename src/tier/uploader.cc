@@ -7,6 +7,7 @@
 #include "hots3/aws/etag.h"
 #include "hots3/common/assert.h"
 #include "hots3/common/clock.h"
+#include "hots3/common/glob.h"
 #include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/md5.h"
@@ -1952,7 +1953,7 @@ struct Uploader::Impl {
               auto pending = co_await std::move(check);
               if (!pending || *pending) continue;
             }
-            if (job.object_id && is_commit_marker(tier.writeback.commit_markers, job.key)) {
+            if (job.object_id && glob_any(tier.writeback.commit_markers, job.key)) {
               // A commit marker goes up after everything acknowledged before it under its
               // prefix, so that a reader of the upstream never sees it without its shards.
               auto check = store.tier_jobs_before(job, std::string(marker_prefix(job.key)));
@@ -2029,6 +2030,7 @@ struct Uploader::Impl {
       for (auto& candidate : upstreams) {
         if (candidate->config.name == c.upstream) upstream = candidate.get();
       }
+      store.set_pins((*record)->id, c.pin, c.pin_max_bytes);
       bindings[(*record)->id] = Binding{(*record)->id, c, upstream, {}};
     }
     // Parked jobs get another chance at each start: what parked them (a key, a bucket, a policy

@@ -123,6 +123,10 @@ OPERATIONS = [
        lambda c: ("POST", "/" + BUCKET, [("x-hots3-flush", ""), ("prefix", "p/")], {}, b"")),
     Op("EvictBucket", "evict_bucket", "write", 400,
        lambda c: ("POST", "/" + BUCKET, [("x-hots3-evict", ""), ("prefix", "p/")], {}, b"")),
+    Op("PinKeys", "pin_keys", "write", 400,
+       lambda c: ("POST", "/" + BUCKET, [("x-hots3-pin", ""), ("prefix", "p/")], {}, b"")),
+    Op("UnpinKeys", "unpin_keys", "write", 400,
+       lambda c: ("POST", "/" + BUCKET, [("x-hots3-unpin", ""), ("key", "p/k")], {}, b"")),
 ]
 
 

@@ -174,6 +174,12 @@ struct TierBucketConfig {
   TierMode mode = TierMode::kWriteback;
   AdmitRule admit;                        // the bucket's own (prefix "")
   std::vector<AdmitRule> admit_prefixes;  // [[tier.bucket.admit_prefix]]
+  // Keys matching these globs (hots3/common/glob.h) are pinned: never evicted, and fetched
+  // back at start when evicted.
+  std::vector<std::string> pin;
+  // The bytes the bucket's pinned versions may hold, all pins together; a pin past it is
+  // refused. Unset: a quarter of the device.
+  std::optional<std::uint64_t> pin_max_bytes;
   // The rule for `key`: the longest matching prefix's, else the bucket's.
   [[nodiscard]] const AdmitRule& admission(std::string_view key) const;
 };

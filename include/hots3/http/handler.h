@@ -9,6 +9,7 @@
 
 #include "hots3/common/result.h"
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <cstddef>
@@ -149,6 +150,9 @@ class Handler {
   // Serves one request. Must either complete a response or return with none started (the core
   // then answers 500). An exception or a response left unfinished closes the connection.
   virtual boost::asio::awaitable<void> handle(Exchange& exchange) = 0;
+  // Once the workers run, before the server answers: work of the handler's own (not a
+  // request's) starts on `executor`.
+  virtual void start(const boost::asio::any_io_executor& executor) { (void)executor; }
 
   // The body of the core's own answer to a protocol error (S3 wants its XML error format).
   // Runs on a worker; must not block. The default is a short plain-text response.

@@ -117,6 +117,14 @@ struct Evicted {
   std::uint64_t bytes = 0;
 };
 
+// What ObjectStore::pin did, and the counts it went by.
+struct PinOutcome {
+  bool pinned = false;             // false: the cap would be passed, and nothing changed
+  std::uint64_t pinned_bytes = 0;  // the bucket's pinned versions before
+  std::uint64_t adding_bytes = 0;  // what the pin adds (versions not pinned yet, and incoming)
+  std::uint64_t max_bytes = 0;     // the bucket's cap
+};
+
 struct StoreStats {
   std::uint64_t device_bytes = 0;
   std::uint64_t used_bytes = 0;
@@ -436,6 +444,23 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<Evicted>> evict_coldest(
       std::vector<std::int64_t> bucket_ids, std::uint64_t bytes, std::int64_t written_before_ms,
       EvictionOrder order) = 0;
+  // ---- tiering: pins (keys never evicted) ----
+  // A bound bucket's pins by glob, and the bytes its pinned versions may hold (unset: a quarter
+  // of the device).
+  virtual void set_pins(std::int64_t bucket_id, std::vector<std::string> globs,
+                        std::optional<std::uint64_t> max_bytes) = 0;
+  [[nodiscard]] virtual bool pinned(std::int64_t bucket_id, std::string_view key) const = 0;
+  // Pins `span` (one key, or every key under a prefix, also those written later), unless the
+  // bucket's pinned bytes with the span's and `incoming` bytes about to be written would pass
+  // its cap: then nothing changes.
+  virtual boost::asio::awaitable<Result<PinOutcome>> pin(std::int64_t bucket_id, KeySpan span,
+                                                         std::uint64_t incoming) = 0;
+  // Removes the pins of `span` (a prefix: every one under it); globs stay. Returns how many.
+  virtual boost::asio::awaitable<Result<std::uint64_t>> unpin(std::int64_t bucket_id,
+                                                              KeySpan span) = 0;
+  // Up to `limit` evicted, pinned versions of `span`, in key order after `after`: to fetch.
+  virtual boost::asio::awaitable<Result<std::vector<ObjectRecord>>> pinned_evicted(
+      std::int64_t bucket_id, KeySpan span, std::string after, std::size_t limit) = 0;
   // Saves the read times kept in memory (versions the upstream also holds) to the catalog.
   virtual boost::asio::awaitable<Result<void>> save_access_times() = 0;
   // Gives the evicted version `stub` the data of a finished writer (made with for_part, so that

@@ -127,6 +127,7 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
                                               detail::wal_batching_vfs());
   Connection& w = *impl->writer;
   configure_writer(w, impl->wal_frames, options.path);
+  register_pinned(w, impl->options.pinned);
   impl->schema_version = migrate(w, options.path);
   impl->next_id = single_integer(w,
                                  "SELECT max(coalesce((SELECT max(id) FROM objects), 0), "

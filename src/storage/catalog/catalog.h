@@ -37,6 +37,9 @@ class WriteTxn;
 struct CatalogOptions {
   std::string path;             // the database file
   std::size_t batch_max = 512;  // writes per group commit
+  // Whether a key is pinned (never evicted): eviction's queries ask for each candidate. Called
+  // on the catalog's threads; must be thread-safe and quick.
+  std::function<bool(std::int64_t bucket_id, std::string_view key)> pinned{};
 };
 
 // A version eviction may take, as Catalog::eviction_candidates finds it.
@@ -87,6 +90,13 @@ class Catalog {
   Result<std::vector<EvictionCandidate>> eviction_candidates(std::string_view bucket_ids,
                                                              std::int64_t written_before_ms,
                                                              std::size_t each);
+  // Every pin rule (tier_pins), by bucket id.
+  Result<std::vector<std::pair<std::int64_t, KeySpan>>> pin_rules();
+  // The bytes of the current versions of `span` that are pinned (`pinned`) or not (h3_pinned).
+  Result<std::uint64_t> span_bytes(std::int64_t bucket_id, const KeySpan& span, bool pinned);
+  // Up to `limit` evicted, pinned versions of `span`, in key order after `after`.
+  Result<std::vector<ObjectRecord>> pinned_evicted(std::int64_t bucket_id, const KeySpan& span,
+                                                   std::string_view after, std::size_t limit);
   // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
   // The parts of job `seq`'s upstream upload the upstream confirmed, by part number.
@@ -293,6 +303,11 @@ class WriteTxn {
                                                               const KeySpan& span,
                                                               std::string_view after,
                                                               std::size_t limit) = 0;
+  // A pin rule: one key, or every key under a prefix (rules under a new prefix rule go, as it
+  // holds them).
+  virtual Result<void> add_pin(std::int64_t bucket_id, const KeySpan& span) = 0;
+  // Removes the rules of `span` (a prefix: every rule under it); returns how many.
+  virtual Result<std::uint64_t> remove_pins(std::int64_t bucket_id, const KeySpan& span) = 0;
   // When the version was last read (times kept in memory, written in batches).
   virtual Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) = 0;
   // The version's data goes (its extents are returned); its row stays, upstream only.

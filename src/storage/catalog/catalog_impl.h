@@ -143,6 +143,7 @@ struct Catalog::Impl {
       slot = std::make_unique<detail::Connection>(options.path, detail::Connection::Mode::kReadOnly,
                                                   false);
       detail::configure_reader(*slot);
+      detail::register_pinned(*slot, options.pinned);
     }
     return *slot;
   }

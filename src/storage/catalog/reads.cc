@@ -149,6 +149,43 @@ Result<std::vector<EvictionCandidate>> Catalog::eviction_candidates(std::string_
   return out;
 }
 
+Result<std::vector<std::pair<std::int64_t, KeySpan>>> Catalog::pin_rules() {
+  auto q = impl_->reader().query("SELECT bucket_id, key, prefix FROM tier_pins");
+  std::vector<std::pair<std::int64_t, KeySpan>> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.emplace_back(q.int64(0), KeySpan{std::string(q.text(1)), q.int64(2) == 0});
+  }
+  return out;
+}
+
+Result<std::uint64_t> Catalog::span_bytes(std::int64_t bucket_id, const KeySpan& span,
+                                          bool pinned) {
+  auto q = impl_->reader().query(
+      "SELECT coalesce(sum(size), 0) FROM objects WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 "
+      "AND h3_pinned(?1, key) = ?4");
+  q.bind(1, bucket_id);
+  bind_key_span(q, span, 2);
+  q.bind(4, pinned ? 1 : 0);
+  H3_TRY(q.step());
+  return q.uint64(0);
+}
+
+Result<std::vector<ObjectRecord>> Catalog::pinned_evicted(std::int64_t bucket_id,
+                                                          const KeySpan& span,
+                                                          std::string_view after,
+                                                          std::size_t limit) {
+  auto q = impl_->reader().query(
+      "SELECT " H3_OBJECT_COLUMNS_O
+      " FROM objects o WHERE o.bucket_id = ?1 AND o.key >= ?2 AND o.key < ?3 AND o.key > ?5 AND "
+      "o.tier_state = 2 AND h3_pinned(?1, o.key) ORDER BY o.key LIMIT ?4");
+  q.bind(1, bucket_id);
+  bind_key_span(q, span, 2);
+  q.bind(4, static_cast<std::int64_t>(limit)).bind(5, after);
+  return read_objects(q);
+}
+
 Result<std::optional<TierSeen>> Catalog::tier_seen(std::int64_t bucket_id, std::string_view key) {
   auto q =
       impl_->reader().query("SELECT etag, ours FROM tier_seen WHERE bucket_id = ?1 AND key = ?2");

@@ -282,6 +282,26 @@ Result<void> insert_extents(Connection& c, std::int64_t owner_id,
   return {};
 }
 
+void register_pinned(Connection& c,
+                     const std::function<bool(std::int64_t, std::string_view)>& pinned) {
+  const auto call = [](sqlite3_context* context, int, sqlite3_value** argv) {
+    const auto& is_pinned =
+        *static_cast<const std::function<bool(std::int64_t, std::string_view)>*>(
+            sqlite3_user_data(context));
+    const auto* key = reinterpret_cast<const char*>(sqlite3_value_text(argv[1]));
+    const auto length = static_cast<std::size_t>(sqlite3_value_bytes(argv[1]));
+    const bool pinned_key = is_pinned && key != nullptr &&
+                            is_pinned(sqlite3_value_int64(argv[0]), std::string_view(key, length));
+    sqlite3_result_int(context, pinned_key ? 1 : 0);
+  };
+  // Not deterministic: pins change while a connection lives.
+  if (sqlite3_create_function_v2(c.handle(), "h3_pinned", 2, SQLITE_UTF8,
+                                 const_cast<void*>(static_cast<const void*>(&pinned)), call,
+                                 nullptr, nullptr, nullptr) != SQLITE_OK) {
+    throw std::runtime_error("catalog: cannot register h3_pinned");
+  }
+}
+
 void configure_reader(Connection& c) {
   c.exec_or_throw(
       "PRAGMA query_only = ON;"

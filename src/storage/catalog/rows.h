@@ -10,6 +10,7 @@
 #include "hots3/storage/records.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -72,15 +73,21 @@ std::string upper_bound_of(const std::string& prefix);
 // keys compare as bytes, and nothing lies between a key and that successor.
 void bind_key_span(Query& q, const KeySpan& span, int first_parameter);
 
+// Registers h3_pinned(bucket_id, key) on `c`: whether `pinned` (CatalogOptions::pinned) holds the
+// key pinned; false for every key when it is empty. `pinned` must outlive the connection.
+void register_pinned(Connection& c,
+                     const std::function<bool(std::int64_t, std::string_view)>& pinned);
+
 // The versions (`o`) of the buckets in the JSON array ?1 written before ?2 whose data eviction by
-// watermark may take: upstream, not inline, needed by no queued job (the key's own or a copy's).
+// watermark may take: upstream, not inline, needed by no queued job (the key's own or a copy's),
+// not pinned.
 // The conditions of the partial index objects_evictable, so that it gives the order;
 // `+bucket_id` keeps the planner off objects_key, which would read and sort every row of the
 // buckets.
 #define H3_EVICTABLE_VERSIONS                                                                \
   "o.tier_state = 1 AND o.is_inline = 0 AND o.created_ms < ?2 AND +o.bucket_id IN (SELECT "  \
   "value FROM json_each(?1)) AND NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = " \
-  "o.bucket_id AND (j.key = o.key OR j.source_key = o.key))"
+  "o.bucket_id AND (j.key = o.key OR j.source_key = o.key)) AND NOT h3_pinned(o.bucket_id, o.key)"
 
 ObjectRecord read_object(const Query& q);
 // Every row `q` still yields, read as above.

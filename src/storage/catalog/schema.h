@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 9> kMigrations = {
+inline constexpr std::array<const char*, 10> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -262,6 +262,17 @@ CREATE INDEX tier_jobs_source ON tier_jobs(bucket_id, source_key) WHERE source_k
     // first; this index holds only those, in that order.
     R"sql(
 CREATE INDEX objects_evictable ON objects(accessed_ms) WHERE tier_state = 1 AND is_inline = 0;
+)sql",
+    // 9 → 10: pins by command or by a write's header: a pinned key's versions are never evicted.
+    // A rule pins one key, or every key under a prefix (also keys written later). Pins by the
+    // binding's globs are configuration, not rows.
+    R"sql(
+CREATE TABLE tier_pins(
+  bucket_id INTEGER NOT NULL,
+  key       TEXT NOT NULL,     -- the key, or the prefix
+  prefix    INTEGER NOT NULL,  -- 1: every key starting with `key`
+  PRIMARY KEY (bucket_id, key, prefix)
+) WITHOUT ROWID;
 )sql",
 };
 

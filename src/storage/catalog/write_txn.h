@@ -76,6 +76,9 @@ class WriteTxnImpl final : public WriteTxn {
     q.bind(1, bucket_id);
     H3_TRY(q.run());
     if (c_.changes() == 0) return errc::kNotFound;
+    auto pins = c_.query("DELETE FROM tier_pins WHERE bucket_id = ?1");
+    pins.bind(1, bucket_id);
+    H3_TRY(pins.run());
     return {};
   }
 
@@ -372,11 +375,36 @@ class WriteTxnImpl final : public WriteTxn {
                       " FROM objects o WHERE o.bucket_id = ?1 AND o.key >= ?2 AND o.key < ?3 "
                       "AND o.tier_state = 1 AND o.is_inline = 0 AND NOT EXISTS (SELECT 1 FROM "
                       "tier_jobs j WHERE j.bucket_id = ?1 AND (j.key = o.key OR j.source_key = "
-                      "o.key)) AND o.key > ?5 ORDER BY o.key LIMIT ?4");
+                      "o.key)) AND NOT h3_pinned(?1, o.key) AND o.key > ?5 ORDER BY o.key "
+                      "LIMIT ?4");
     q.bind(1, bucket_id);
     bind_key_span(q, span, 2);
     q.bind(4, static_cast<std::int64_t>(limit)).bind(5, after);
     return read_objects(q);
+  }
+
+  Result<void> add_pin(std::int64_t bucket_id, const KeySpan& span) override {
+    if (!span.exact) H3_TRY(remove_pins(bucket_id, span));
+    auto q = c_.query(
+        "INSERT INTO tier_pins(bucket_id, key, prefix) VALUES (?1, ?2, ?3) ON CONFLICT DO "
+        "NOTHING");
+    q.bind(1, bucket_id).bind(2, std::string_view(span.text)).bind(3, span.exact ? 0 : 1);
+    return q.run();
+  }
+
+  Result<std::uint64_t> remove_pins(std::int64_t bucket_id, const KeySpan& span) override {
+    auto q = c_.query(span.exact ? "DELETE FROM tier_pins WHERE bucket_id = ?1 AND key = ?2 AND "
+                                   "prefix = 0"
+                                 : "DELETE FROM tier_pins WHERE bucket_id = ?1 AND key >= ?2 AND "
+                                   "key < ?3");
+    q.bind(1, bucket_id);
+    if (span.exact) {
+      q.bind(2, std::string_view(span.text));
+    } else {
+      bind_key_span(q, span, 2);
+    }
+    H3_TRY(q.run());
+    return static_cast<std::uint64_t>(c_.changes());
   }
 
   Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) override {
@@ -390,7 +418,8 @@ class WriteTxnImpl final : public WriteTxn {
     auto q = c_.query(
         "UPDATE objects SET tier_state = 2 WHERE id = ?1 AND tier_state = 1 AND is_inline = 0 "
         "AND NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = objects.bucket_id AND "
-        "(j.key = objects.key OR j.source_key = objects.key)) RETURNING key");
+        "(j.key = objects.key OR j.source_key = objects.key)) AND NOT h3_pinned(bucket_id, key) "
+        "RETURNING key");
     q.bind(1, object_id);
     H3_TRY(bool row, q.step());
     if (!row) return std::optional<EvictedVersion>{};

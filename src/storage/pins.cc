@@ -1,0 +1,96 @@
+#include "storage/pins.h"
+
+#include "hots3/common/glob.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace hots3::storage::detail {
+
+void Pins::set_globs(std::int64_t bucket_id, std::vector<std::string> globs) {
+  const std::unique_lock lock(mutex_);
+  buckets_[bucket_id].globs = std::move(globs);
+}
+
+void Pins::add(std::int64_t bucket_id, const KeySpan& span) {
+  const std::unique_lock lock(mutex_);
+  Bucket& b = buckets_[bucket_id];
+  if (!span.exact) {
+    // As the catalog's rules: those under a new prefix go, since it holds them.
+    for (auto* rules : {&b.keys, &b.prefixes}) {
+      std::erase_if(*rules, [&](const std::string& rule) { return rule.starts_with(span.text); });
+    }
+  }
+  (span.exact ? b.keys : b.prefixes).insert(span.text);
+}
+
+void Pins::remove(std::int64_t bucket_id, const KeySpan& span) {
+  const std::unique_lock lock(mutex_);
+  auto found = buckets_.find(bucket_id);
+  if (found == buckets_.end()) return;
+  Bucket& b = found->second;
+  if (span.exact) {
+    b.keys.erase(span.text);
+    return;
+  }
+  for (auto* rules : {&b.keys, &b.prefixes}) {
+    std::erase_if(*rules, [&](const std::string& rule) { return rule.starts_with(span.text); });
+  }
+}
+
+void Pins::forget_bucket(std::int64_t bucket_id) {
+  const std::unique_lock lock(mutex_);
+  auto found = buckets_.find(bucket_id);
+  if (found == buckets_.end()) return;
+  found->second.keys.clear();
+  found->second.prefixes.clear();
+}
+
+bool Pins::under_prefix(const Bucket& b, std::string_view key) {
+  // The prefixes that may hold `key` sort at or before it; few are pinned at a time.
+  return std::any_of(b.prefixes.begin(), b.prefixes.upper_bound(key),
+                     [key](const std::string& prefix) { return key.starts_with(prefix); });
+}
+
+bool Pins::pinned(std::int64_t bucket_id, std::string_view key) const {
+  const std::shared_lock lock(mutex_);
+  auto found = buckets_.find(bucket_id);
+  if (found == buckets_.end()) return false;
+  const Bucket& b = found->second;
+  return b.keys.contains(key) || under_prefix(b, key) || glob_any(b.globs, key);
+}
+
+bool Pins::covered(std::int64_t bucket_id, const KeySpan& span) const {
+  const std::shared_lock lock(mutex_);
+  auto found = buckets_.find(bucket_id);
+  if (found == buckets_.end()) return false;
+  const Bucket& b = found->second;
+  return under_prefix(b, span.text) || (span.exact && b.keys.contains(span.text));
+}
+
+std::vector<KeySpan> Pins::spans(std::int64_t bucket_id) const {
+  std::vector<KeySpan> all;
+  {
+    const std::shared_lock lock(mutex_);
+    auto found = buckets_.find(bucket_id);
+    if (found == buckets_.end()) return all;
+    const Bucket& b = found->second;
+    for (const std::string& key : b.keys) all.push_back({key, true});
+    for (const std::string& prefix : b.prefixes) all.push_back({prefix, false});
+    for (const std::string& glob : b.globs) {
+      all.push_back({glob.substr(0, glob.find_first_of("*?")), false});
+    }
+  }
+  // In key order, a span inside the prefix before it adds nothing.
+  std::sort(all.begin(), all.end(), [](const KeySpan& x, const KeySpan& y) {
+    return x.text != y.text ? x.text < y.text : !x.exact && y.exact;
+  });
+  std::vector<KeySpan> out;
+  for (KeySpan& span : all) {
+    if (!out.empty() && !out.back().exact && span.text.starts_with(out.back().text)) continue;
+    out.push_back(std::move(span));
+  }
+  return out;
+}
+
+}  // namespace hots3::storage::detail
