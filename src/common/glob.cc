@@ -1,28 +1,40 @@
 #include "hots3/common/glob.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace hots3 {
 
 bool glob_match(std::string_view pattern, std::string_view key) {
-  if (pattern.empty()) return key.empty();
-  if (pattern.starts_with("**")) {
-    const std::string_view rest = pattern.substr(2);
-    if (rest.starts_with('/') && glob_match(rest.substr(1), key)) return true;
-    for (std::size_t i = 0; i <= key.size(); ++i) {
-      if (glob_match(rest, key.substr(i))) return true;
+  // matches[i * (n + 1) + j]: whether pattern[i..] matches key[j..]; filled from the ends, so
+  // a match costs (pattern + 1) × (key + 1) steps whatever the wildcards (a backtracking matcher
+  // is exponential in them, and keys come from clients).
+  const std::size_t m = pattern.size();
+  const std::size_t n = key.size();
+  std::vector<char> matches((m + 1) * (n + 1), 0);
+  const auto at = [n](std::size_t i, std::size_t j) { return i * (n + 1) + j; };
+  matches[at(m, n)] = 1;
+  for (std::size_t i = m; i-- > 0;) {
+    const bool two_stars = pattern[i] == '*' && i + 1 < m && pattern[i + 1] == '*';
+    bool rest_matches_later = false;  // "**": whether what follows it matches key[k..], k >= j
+    for (std::size_t j = n + 1; j-- > 0;) {
+      bool match = false;
+      if (two_stars) {
+        // Any run, then the rest; or, for "**/", nothing at all (the '/' too).
+        rest_matches_later = rest_matches_later || matches[at(i + 2, j)] != 0;
+        match = rest_matches_later ||
+                (i + 2 < m && pattern[i + 2] == '/' && matches[at(i + 3, j)] != 0);
+      } else if (pattern[i] == '*') {
+        match =
+            matches[at(i + 1, j)] != 0 || (j < n && key[j] != '/' && matches[at(i, j + 1)] != 0);
+      } else {
+        match =
+            j < n && (pattern[i] == '?' || pattern[i] == key[j]) && matches[at(i + 1, j + 1)] != 0;
+      }
+      matches[at(i, j)] = match ? 1 : 0;
     }
-    return false;
   }
-  if (pattern.front() == '*') {
-    for (std::size_t i = 0; i <= key.size(); ++i) {
-      if (glob_match(pattern.substr(1), key.substr(i))) return true;
-      if (i < key.size() && key[i] == '/') break;
-    }
-    return false;
-  }
-  if (key.empty() || (pattern.front() != '?' && pattern.front() != key.front())) return false;
-  return glob_match(pattern.substr(1), key.substr(1));
+  return matches[at(0, 0)] != 0;
 }
 
 bool glob_any(const std::vector<std::string>& patterns, std::string_view key) {

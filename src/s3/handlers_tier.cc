@@ -52,10 +52,20 @@ std::variant<storage::KeySpan, Error> pin_span(const Request& r) {
     if (auto e = validate_key(*key)) return std::move(*e);
     return storage::KeySpan{*key, true};
   }
+  if (prefix != nullptr && prefix->size() > kKeyBytesMax) {
+    return Error(Code::kInvalidArgument, "The prefix is longer than a key may be.")
+        .with("ArgumentName", "prefix");
+  }
   return storage::KeySpan{prefix != nullptr ? *prefix : std::string(), false};
 }
 
 Error pin_refusal(const storage::PinOutcome& outcome) {
+  if (outcome.too_many_rules) {
+    return Error(Code::kPinLimitExceeded,
+                 fmt::format("The bucket has {} pinned keys and prefixes, the most it may have: "
+                             "pin a prefix, or unpin some first.",
+                             storage::kMaxPinRules));
+  }
   return Error(Code::kPinLimitExceeded,
                fmt::format("Pinning {} more bytes would pin {} bytes of the bucket, past its "
                            "pin_max of {} bytes.",
@@ -103,8 +113,12 @@ asio::awaitable<void> fetch_pinned_at_start(Service& s) {
   if (!listing) co_return;
   for (const storage::BucketRecord& bucket : *listing) {
     if (bucket.tier == storage::BucketTier::kNone) continue;
-    auto fetching = fetch_pinned(s, bucket, {std::string(), false});
-    const std::uint64_t queued = co_await std::move(fetching);
+    std::uint64_t queued = 0;
+    std::vector<storage::KeySpan> spans = s.store().pin_spans(bucket.id);
+    for (storage::KeySpan& span : spans) {
+      auto fetching = fetch_pinned(s, bucket, std::move(span));
+      queued += co_await std::move(fetching);
+    }
     if (queued > 0)
       log::info("tier: {} pinned objects of {} are being fetched", queued, bucket.name);
   }
@@ -218,7 +232,7 @@ asio::awaitable<void> pin_keys(Service& s, Request& r) {
   auto named = pin_span(r);
   if (auto* e = std::get_if<Error>(&named)) co_return co_await s.send_error(r, std::move(*e));
   const storage::KeySpan span = std::get<storage::KeySpan>(std::move(named));
-  auto pinning = s.store().pin(bucket->id, span, 0);
+  auto pinning = s.store().pin(bucket->id, span, std::nullopt);
   auto outcome = co_await std::move(pinning);
   if (!outcome) co_return co_await s.send_error(r, from_errc(outcome.error()));
   if (!outcome->pinned) co_return co_await s.send_error(r, pin_refusal(*outcome));
@@ -253,7 +267,11 @@ asio::awaitable<void> unpin_keys(Service& s, Request& r) {
   xml.element("Bucket", bucket->name);
   xml.element(span.exact ? "Key" : "Prefix", span.text);
   xml.element("Removed", std::to_string(*removed));
-  xml.element("StillPinned", s.store().pinned(bucket->id, span.text) ? "true" : "false");
+  // (Of a key: by a glob of the binding or a prefix. Under a prefix, globs may still pin keys
+  // one by one: that is not told.)
+  if (span.exact) {
+    xml.element("StillPinned", s.store().pinned(bucket->id, span.text) ? "true" : "false");
+  }
   co_await s.send_xml(r, 200, xml.finish());
 }
 

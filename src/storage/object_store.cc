@@ -214,6 +214,8 @@ class StoreImpl final : public ObjectStore {
     }));
     core_.pins->forget_bucket(id);
     std::unique_lock lock(buckets_mutex_);
+    pin_caps_.erase(id);
+    pin_counts_.erase(id);
     buckets_.erase(name);
     tiers_.erase(id);
     co_return Result<void>{};
@@ -534,6 +536,36 @@ class StoreImpl final : public ObjectStore {
     co_return evicted;
   }
 
+  // Runs `change` (adding or removing pin rules of the bucket) in a transaction and sets the
+  // rules in memory to what it committed; after a failure, to what the catalog holds.
+  template <class F>
+  asio::awaitable<Result<void>> change_pins(std::int64_t bucket_id, F change) {
+    std::vector<KeySpan> rules;
+    std::uint64_t seq = 0;
+    auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(change(t));
+      H3_TRY(rules, t.pin_rules(bucket_id));
+      seq = ++pin_seq_;  // the writer's thread: commit order
+      return {};
+    });
+    auto written = co_await std::move(writing);
+    if (!written) {
+      auto reading = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+        H3_TRY(rules, t.pin_rules(bucket_id));
+        seq = ++pin_seq_;
+        return {};
+      });
+      auto read = co_await std::move(reading);
+      if (!read) {
+        log::error("pins of bucket {} may differ from the catalog's until a restart: {}", bucket_id,
+                   read.error().message());
+        co_return written;
+      }
+    }
+    core_.pins->replace_rules(bucket_id, rules, seq);
+    co_return written;
+  }
+
   void set_pins(std::int64_t bucket_id, std::vector<std::string> globs,
                 std::optional<std::uint64_t> max_bytes) override {
     core_.pins->set_globs(bucket_id, std::move(globs));
@@ -545,52 +577,81 @@ class StoreImpl final : public ObjectStore {
     return core_.pins->pinned(bucket_id, key);
   }
 
+  std::vector<KeySpan> pin_spans(std::int64_t bucket_id) const override {
+    return core_.pins->spans(bucket_id);
+  }
+
   asio::awaitable<Result<PinOutcome>> pin(std::int64_t bucket_id, KeySpan span,
-                                          std::uint64_t incoming) override {
+                                          std::optional<std::uint64_t> writing) override {
     PinOutcome outcome;
+    std::optional<std::uint64_t> counted;  // the bucket's pinned bytes, if counted lately
     {
       const std::shared_lock lock(buckets_mutex_);
       const auto cap = pin_caps_.find(bucket_id);
       outcome.max_bytes =
           cap != pin_caps_.end() ? cap->second : core_.device->geometry().size_bytes / 4;
+      const auto count = pin_counts_.find(bucket_id);
+      if (count != pin_counts_.end() && now_ms() - count->second.second < kPinCountMs) {
+        counted = count->second.first;
+      }
     }
-    // The bytes pinned now: the current versions pinned, in the spans that hold every pin.
+    if (core_.pins->covered(bucket_id, span)) {
+      outcome.pinned = true;
+      co_return outcome;
+    }
+    if (core_.pins->rule_count(bucket_id) >= kMaxPinRules) {
+      outcome.too_many_rules = true;
+      co_return outcome;
+    }
     auto counting = detail::on_catalog_reader(
-        core_, [this, bucket_id, span]() -> Result<std::pair<std::uint64_t, std::uint64_t>> {
-          std::uint64_t before = 0;
-          for (const KeySpan& pinned_span : core_.pins->spans(bucket_id)) {
-            H3_TRY(std::uint64_t bytes, core_.catalog->span_bytes(bucket_id, pinned_span, true));
-            before += bytes;
+        core_,
+        [this, bucket_id, span, counted,
+         writing]() -> Result<std::pair<std::uint64_t, std::uint64_t>> {
+          std::uint64_t before = counted.value_or(0);
+          if (!counted) {
+            for (const KeySpan& pinned_span : core_.pins->spans(bucket_id)) {
+              H3_TRY(std::uint64_t bytes, core_.catalog->span_bytes(bucket_id, pinned_span, true));
+              before += bytes;
+            }
           }
-          H3_TRY(std::uint64_t adding, core_.catalog->span_bytes(bucket_id, span, false));
+          std::uint64_t adding = writing.value_or(0);
+          if (!writing) {
+            H3_TRY(adding, core_.catalog->span_bytes(bucket_id, span, false));
+          }
           return std::pair(before, adding);
         });
-    H3_CO_TRY(auto counted, co_await std::move(counting));
-    outcome.pinned_bytes = counted.first;
-    outcome.adding_bytes = counted.second + incoming;
+    H3_CO_TRY(auto count, co_await std::move(counting));
+    outcome.pinned_bytes = count.first;
+    outcome.adding_bytes = count.second;
+    if (!counted) {
+      const std::unique_lock lock(buckets_mutex_);
+      pin_counts_[bucket_id] = {count.first, now_ms()};
+    }
     if (outcome.pinned_bytes + outcome.adding_bytes > outcome.max_bytes) co_return outcome;
     outcome.pinned = true;
-    if (core_.pins->covered(bucket_id, span)) co_return outcome;
     // In memory first: an eviction between the commit and the memory would take a version
     // pinned already.
     core_.pins->add(bucket_id, span);
-    auto writing = core_.catalog->write(
-        [&](WriteTxn& t) -> Result<void> { return t.add_pin(bucket_id, span); });
-    auto written = co_await std::move(writing);
-    if (!written) {
-      core_.pins->remove(bucket_id, span);
-      co_return written.error();
+    auto changing = change_pins(bucket_id, [&span, bucket_id](WriteTxn& t) -> Result<void> {
+      return t.add_pin(bucket_id, span);
+    });
+    H3_CO_TRY(co_await std::move(changing));
+    {
+      const std::unique_lock lock(buckets_mutex_);
+      pin_counts_[bucket_id].first += outcome.adding_bytes;
     }
     co_return outcome;
   }
 
   asio::awaitable<Result<std::uint64_t>> unpin(std::int64_t bucket_id, KeySpan span) override {
     std::uint64_t removed = 0;
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+    auto changing = change_pins(bucket_id, [&](WriteTxn& t) -> Result<void> {
       H3_TRY(removed, t.remove_pins(bucket_id, span));
       return {};
-    }));
-    core_.pins->remove(bucket_id, span);
+    });
+    H3_CO_TRY(co_await std::move(changing));
+    const std::unique_lock lock(buckets_mutex_);
+    pin_counts_.erase(bucket_id);  // counted afresh by the next pin
     co_return removed;
   }
 
@@ -1130,6 +1191,9 @@ class StoreImpl final : public ObjectStore {
   std::unordered_map<std::string, BucketRecord> buckets_;
   std::unordered_map<std::int64_t, BucketTier> tiers_;        // by bucket id
   std::unordered_map<std::int64_t, std::uint64_t> pin_caps_;  // by bucket id (set_pins)
+  // The bucket's pinned bytes as last counted, and when (ms).
+  std::unordered_map<std::int64_t, std::pair<std::uint64_t, std::int64_t>> pin_counts_;
+  std::uint64_t pin_seq_ = 0;  // of the last transaction that changed pins (writer thread)
 };
 
 // Reads or writes the superblock and checks that device and catalog belong together.

@@ -3,6 +3,7 @@
 #include "hots3/common/glob.h"
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
 
 namespace hots3::storage::detail {
@@ -15,8 +16,8 @@ void Pins::set_globs(std::int64_t bucket_id, std::vector<std::string> globs) {
 void Pins::add(std::int64_t bucket_id, const KeySpan& span) {
   const std::unique_lock lock(mutex_);
   Bucket& b = buckets_[bucket_id];
+  if (under_prefix(b, span.text)) return;
   if (!span.exact) {
-    // As the catalog's rules: those under a new prefix go, since it holds them.
     for (auto* rules : {&b.keys, &b.prefixes}) {
       std::erase_if(*rules, [&](const std::string& rule) { return rule.starts_with(span.text); });
     }
@@ -24,32 +25,33 @@ void Pins::add(std::int64_t bucket_id, const KeySpan& span) {
   (span.exact ? b.keys : b.prefixes).insert(span.text);
 }
 
-void Pins::remove(std::int64_t bucket_id, const KeySpan& span) {
+void Pins::replace_rules(std::int64_t bucket_id, const std::vector<KeySpan>& rules,
+                         std::uint64_t seq) {
   const std::unique_lock lock(mutex_);
-  auto found = buckets_.find(bucket_id);
-  if (found == buckets_.end()) return;
-  Bucket& b = found->second;
-  if (span.exact) {
-    b.keys.erase(span.text);
-    return;
-  }
-  for (auto* rules : {&b.keys, &b.prefixes}) {
-    std::erase_if(*rules, [&](const std::string& rule) { return rule.starts_with(span.text); });
-  }
+  Bucket& b = buckets_[bucket_id];
+  if (seq <= b.seq) return;
+  b.seq = seq;
+  b.keys.clear();
+  b.prefixes.clear();
+  for (const KeySpan& rule : rules) (rule.exact ? b.keys : b.prefixes).insert(rule.text);
 }
 
 void Pins::forget_bucket(std::int64_t bucket_id) {
   const std::unique_lock lock(mutex_);
-  auto found = buckets_.find(bucket_id);
-  if (found == buckets_.end()) return;
-  found->second.keys.clear();
-  found->second.prefixes.clear();
+  buckets_.erase(bucket_id);
 }
 
 bool Pins::under_prefix(const Bucket& b, std::string_view key) {
-  // The prefixes that may hold `key` sort at or before it; few are pinned at a time.
-  return std::any_of(b.prefixes.begin(), b.prefixes.upper_bound(key),
-                     [key](const std::string& prefix) { return key.starts_with(prefix); });
+  // No prefix rule lies under another, so only the last one sorting at or before `key` can
+  // hold it: any between a prefix of `key` and `key` would lie under that prefix.
+  auto after = b.prefixes.upper_bound(key);
+  return after != b.prefixes.begin() && key.starts_with(*std::prev(after));
+}
+
+std::size_t Pins::rule_count(std::int64_t bucket_id) const {
+  const std::shared_lock lock(mutex_);
+  auto found = buckets_.find(bucket_id);
+  return found == buckets_.end() ? 0 : found->second.keys.size() + found->second.prefixes.size();
 }
 
 bool Pins::pinned(std::int64_t bucket_id, std::string_view key) const {

@@ -21,22 +21,27 @@ namespace hots3::storage::detail {
 class Pins {
  public:
   void set_globs(std::int64_t bucket_id, std::vector<std::string> globs);
+  // A rule, ahead of its transaction (replace_rules then sets what was committed).
   void add(std::int64_t bucket_id, const KeySpan& span);
-  // Forgets the rules of `span` (a prefix: every rule under it); globs stay.
-  void remove(std::int64_t bucket_id, const KeySpan& span);
+  // The bucket's rules as a transaction committed them, `seq` its place in commit order: an
+  // older commit's view, set late, changes nothing.
+  void replace_rules(std::int64_t bucket_id, const std::vector<KeySpan>& rules, std::uint64_t seq);
   void forget_bucket(std::int64_t bucket_id);
   [[nodiscard]] bool pinned(std::int64_t bucket_id, std::string_view key) const;
   // Whether one rule (not a glob) covers `span` whole.
   [[nodiscard]] bool covered(std::int64_t bucket_id, const KeySpan& span) const;
+  [[nodiscard]] std::size_t rule_count(std::int64_t bucket_id) const;
   // Prefixes together holding every pinned key of the bucket (a glob's: up to its first
   // wildcard), none within another: where pinned bytes are counted.
   [[nodiscard]] std::vector<KeySpan> spans(std::int64_t bucket_id) const;
 
  private:
+  // Rules are kept as the catalog keeps them: no rule lies under a prefix rule.
   struct Bucket {
     std::vector<std::string> globs;
     std::set<std::string, std::less<>> keys;
     std::set<std::string, std::less<>> prefixes;
+    std::uint64_t seq = 0;  // of the commit the rules are from
   };
   [[nodiscard]] static bool under_prefix(const Bucket& b, std::string_view key);
   mutable std::shared_mutex mutex_;

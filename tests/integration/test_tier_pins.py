@@ -21,15 +21,20 @@ from test_tier_writeback import MiB, client, data, run_hots3, tier_config  # noq
 from botocore.exceptions import ClientError  # noqa: E402
 
 
-def pinning_put(s3, pin="true", **kwargs):
-    """put_object with x-hots3-pin (boto3 has no parameter for hots3's own header)."""
+def with_pin(s3, operation, call, pin="true"):
+    """`call`() with x-hots3-pin on `operation`'s request (boto3 has no parameter for hots3's own
+    header)."""
     def add_header(request, **_):
         request.headers["x-hots3-pin"] = pin
-    s3.meta.events.register("before-sign.s3.PutObject", add_header)
+    s3.meta.events.register("before-sign.s3.%s" % operation, add_header)
     try:
-        return s3.put_object(**kwargs)
+        return call()
     finally:
-        s3.meta.events.unregister("before-sign.s3.PutObject", add_header)
+        s3.meta.events.unregister("before-sign.s3.%s" % operation, add_header)
+
+
+def pinning_put(s3, pin="true", **kwargs):
+    return with_pin(s3, "PutObject", lambda: s3.put_object(**kwargs), pin)
 
 
 class PinTest(EvictionTestCase):
@@ -41,7 +46,7 @@ class PinTest(EvictionTestCase):
         from test_tier_writeback import start_upstream
         start_upstream(cls)
         cls.config = tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials,
-                                 delay="200ms", binding=cls.binding) + "\n[tier.evict]\n" + cls.evict
+                                 delay="30s", binding=cls.binding) + "\n[tier.evict]\n" + cls.evict
         cls.local = s3_support.hots3_server(cls.config, device_size="128MiB", workdir=cls.local_dir).start()
         cls.s3 = client(cls.local.port)
         cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
@@ -120,6 +125,15 @@ class PinTest(EvictionTestCase):
             got = self.s3.get_object(Bucket="ckpt", Key=k)
             self.assertEqual(got["Body"].read(), body, k)
             self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"]["x-hots3-cache"], "hit", k)
+        # A multipart upload asked with the header pins its key.
+        upload = with_pin(self.s3, "CreateMultipartUpload",
+                          lambda: self.s3.create_multipart_upload(Bucket="ckpt", Key="mpu/pinned"))
+        part = self.s3.upload_part(Bucket="ckpt", Key="mpu/pinned", UploadId=upload["UploadId"],
+                                   PartNumber=1, Body=b"p" * 1000)
+        self.s3.complete_multipart_upload(
+            Bucket="ckpt", Key="mpu/pinned", UploadId=upload["UploadId"],
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+        self.assertEqual(self.head("mpu/pinned")["x-hots3-pinned"], "true")
         # Keys written later under a pinned prefix are pinned too.
         self.s3.put_object(Bucket="ckpt", Key="fetch/later", Body=b"later" * 1000)
         self.assertEqual(self.head("fetch/later")["x-hots3-pinned"], "true")
@@ -141,6 +155,7 @@ class PinTest(EvictionTestCase):
     def test_a_pin_past_the_cap_is_refused_with_the_byte_counts(self):
         for i in range(3):
             self.s3.put_object(Bucket="ckpt", Key="big/%d" % i, Body=data(16 * MiB, 60 + i))
+        self.flush("big/")  # (what is owed the upstream stays within its budget)
         rc, out, err = self.tier("pin", "--prefix", "big/")
         self.assertEqual(rc, 1, out + err)
         self.assertIn("PinLimitExceeded", err)

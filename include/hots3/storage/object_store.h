@@ -117,9 +117,15 @@ struct Evicted {
   std::uint64_t bytes = 0;
 };
 
+// Pin rules a bucket may have (keys and prefixes pinned by command or by a write's header).
+inline constexpr std::size_t kMaxPinRules = 100'000;
+// How long a count of a bucket's pinned bytes stands (ObjectStore::pin).
+inline constexpr std::int64_t kPinCountMs = 5'000;
+
 // What ObjectStore::pin did, and the counts it went by.
 struct PinOutcome {
-  bool pinned = false;             // false: the cap would be passed, and nothing changed
+  bool pinned = false;  // false: the cap would be passed (or too_many_rules), nothing changed
+  bool too_many_rules = false;     // the bucket has kMaxPinRules already
   std::uint64_t pinned_bytes = 0;  // the bucket's pinned versions before
   std::uint64_t adding_bytes = 0;  // what the pin adds (versions not pinned yet, and incoming)
   std::uint64_t max_bytes = 0;     // the bucket's cap
@@ -450,11 +456,16 @@ class ObjectStore {
   virtual void set_pins(std::int64_t bucket_id, std::vector<std::string> globs,
                         std::optional<std::uint64_t> max_bytes) = 0;
   [[nodiscard]] virtual bool pinned(std::int64_t bucket_id, std::string_view key) const = 0;
+  // Spans that together hold every pinned key of the bucket (none when nothing is pinned).
+  [[nodiscard]] virtual std::vector<KeySpan> pin_spans(std::int64_t bucket_id) const = 0;
   // Pins `span` (one key, or every key under a prefix, also those written later), unless the
-  // bucket's pinned bytes with the span's and `incoming` bytes about to be written would pass
-  // its cap: then nothing changes.
+  // bucket's pinned bytes and what the pin adds would pass its cap: then nothing changes. What
+  // it adds: the span's current versions not pinned yet, or, for a write of the key (`writing`),
+  // the bytes it brings (the version it replaces goes). A span a rule covers already is pinned
+  // whatever the count. The pinned bytes are counted afresh at most every kPinCountMs (a count
+  // scans the pinned spans); pins in between are added to the last count.
   virtual boost::asio::awaitable<Result<PinOutcome>> pin(std::int64_t bucket_id, KeySpan span,
-                                                         std::uint64_t incoming) = 0;
+                                                         std::optional<std::uint64_t> writing) = 0;
   // Removes the pins of `span` (a prefix: every one under it); globs stay. Returns how many.
   virtual boost::asio::awaitable<Result<std::uint64_t>> unpin(std::int64_t bucket_id,
                                                               KeySpan span) = 0;
