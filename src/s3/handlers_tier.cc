@@ -59,6 +59,22 @@ std::variant<storage::KeySpan, Error> pin_span(const Request& r) {
   return storage::KeySpan{prefix != nullptr ? *prefix : std::string(), false};
 }
 
+// The bucket (bound, the caller may write) and what a pin or unpin names; none when the
+// request was answered.
+asio::awaitable<std::optional<std::pair<storage::BucketRecord, storage::KeySpan>>> pin_request(
+    Service& s, Request& r) {
+  auto finding = bound_for_write(s, r);
+  auto bucket = co_await std::move(finding);
+  if (!bucket) co_return std::nullopt;
+  auto named = pin_span(r);
+  if (auto* e = std::get_if<Error>(&named)) {
+    auto refusing = s.send_error(r, std::move(*e));
+    co_await std::move(refusing);
+    co_return std::nullopt;
+  }
+  co_return std::pair(std::move(*bucket), std::get<storage::KeySpan>(std::move(named)));
+}
+
 Error pin_refusal(const storage::PinOutcome& outcome) {
   if (outcome.too_many_rules) {
     return Error(Code::kPinLimitExceeded,
@@ -226,12 +242,11 @@ asio::awaitable<void> evict_bucket(Service& s, Request& r) {
 // whatever the admission rule). 409 PinLimitExceeded, with the byte counts, when the bucket's
 // pinned versions would then hold more than its pin_max: nothing changes then.
 asio::awaitable<void> pin_keys(Service& s, Request& r) {
-  auto finding = bound_for_write(s, r);
-  auto bucket = co_await std::move(finding);
-  if (!bucket) co_return;
-  auto named = pin_span(r);
-  if (auto* e = std::get_if<Error>(&named)) co_return co_await s.send_error(r, std::move(*e));
-  const storage::KeySpan span = std::get<storage::KeySpan>(std::move(named));
+  auto reading = pin_request(s, r);
+  auto request = co_await std::move(reading);
+  if (!request) co_return;
+  const storage::BucketRecord* bucket = &request->first;
+  const storage::KeySpan& span = request->second;
   auto pinning = s.store().pin(bucket->id, span, std::nullopt);
   auto outcome = co_await std::move(pinning);
   if (!outcome) co_return co_await s.send_error(r, from_errc(outcome.error()));
@@ -252,14 +267,13 @@ asio::awaitable<void> pin_keys(Service& s, Request& r) {
 
 // POST /bucket?x-hots3-unpin[&key=K | &prefix=P]: the pins of the key, or every pin under the
 // prefix, go (its versions may be evicted again); pins by the binding's globs stay. Says how many
-// went, and whether the key (or prefix) is still pinned by a glob or a wider prefix.
+// went, and of a key whether it is still pinned (by a glob of the binding or a wider prefix).
 asio::awaitable<void> unpin_keys(Service& s, Request& r) {
-  auto finding = bound_for_write(s, r);
-  auto bucket = co_await std::move(finding);
-  if (!bucket) co_return;
-  auto named = pin_span(r);
-  if (auto* e = std::get_if<Error>(&named)) co_return co_await s.send_error(r, std::move(*e));
-  const storage::KeySpan span = std::get<storage::KeySpan>(std::move(named));
+  auto reading = pin_request(s, r);
+  auto request = co_await std::move(reading);
+  if (!request) co_return;
+  const storage::BucketRecord* bucket = &request->first;
+  const storage::KeySpan& span = request->second;
   auto unpinning = s.store().unpin(bucket->id, span);
   auto removed = co_await std::move(unpinning);
   if (!removed) co_return co_await s.send_error(r, from_errc(removed.error()));
