@@ -599,7 +599,8 @@ class StoreImpl final : public ObjectStore {
       outcome.pinned = true;
       co_return outcome;
     }
-    if (core_.pins->rule_count(bucket_id) >= kMaxPinRules) {
+    // (A prefix adds at most one rule, and takes those under it.)
+    if (span.exact && core_.pins->rule_count(bucket_id) >= kMaxPinRules) {
       outcome.too_many_rules = true;
       co_return outcome;
     }
@@ -631,11 +632,13 @@ class StoreImpl final : public ObjectStore {
     outcome.pinned = true;
     // In memory first: an eviction between the commit and the memory would take a version
     // pinned already.
-    core_.pins->add(bucket_id, span);
+    core_.pins->add_pending(bucket_id, span);
     auto changing = change_pins(bucket_id, [&span, bucket_id](WriteTxn& t) -> Result<void> {
       return t.add_pin(bucket_id, span);
     });
-    H3_CO_TRY(co_await std::move(changing));
+    auto changed = co_await std::move(changing);
+    core_.pins->settle(bucket_id, span);  // memory: the rules committed last, and pending ones
+    if (!changed) co_return changed.error();
     {
       const std::unique_lock lock(buckets_mutex_);
       pin_counts_[bucket_id].first += outcome.adding_bytes;

@@ -13,9 +13,7 @@ void Pins::set_globs(std::int64_t bucket_id, std::vector<std::string> globs) {
   buckets_[bucket_id].globs = std::move(globs);
 }
 
-void Pins::add(std::int64_t bucket_id, const KeySpan& span) {
-  const std::unique_lock lock(mutex_);
-  Bucket& b = buckets_[bucket_id];
+void Pins::insert(Bucket& b, const KeySpan& span) {
   if (under_prefix(b, span.text)) return;
   if (!span.exact) {
     for (auto* rules : {&b.keys, &b.prefixes}) {
@@ -25,15 +23,48 @@ void Pins::add(std::int64_t bucket_id, const KeySpan& span) {
   (span.exact ? b.keys : b.prefixes).insert(span.text);
 }
 
+void Pins::rebuild(Bucket& b) {
+  b.keys.clear();
+  b.prefixes.clear();
+  // (insert keeps them un-nested, whatever order they come in.)
+  for (const KeySpan& rule : b.committed) insert(b, rule);
+  for (const KeySpan& rule : b.pending) insert(b, rule);
+}
+
+void Pins::add(std::int64_t bucket_id, const KeySpan& span) {
+  const std::unique_lock lock(mutex_);
+  Bucket& b = buckets_[bucket_id];
+  b.committed.push_back(span);
+  insert(b, span);
+}
+
+void Pins::add_pending(std::int64_t bucket_id, const KeySpan& span) {
+  const std::unique_lock lock(mutex_);
+  Bucket& b = buckets_[bucket_id];
+  b.pending.push_back(span);
+  insert(b, span);
+}
+
+void Pins::settle(std::int64_t bucket_id, const KeySpan& span) {
+  const std::unique_lock lock(mutex_);
+  auto found = buckets_.find(bucket_id);
+  if (found == buckets_.end()) return;
+  auto& pending = found->second.pending;
+  auto it = std::find_if(pending.begin(), pending.end(), [&](const KeySpan& p) {
+    return p.exact == span.exact && p.text == span.text;
+  });
+  if (it != pending.end()) pending.erase(it);
+  rebuild(found->second);
+}
+
 void Pins::replace_rules(std::int64_t bucket_id, const std::vector<KeySpan>& rules,
                          std::uint64_t seq) {
   const std::unique_lock lock(mutex_);
   Bucket& b = buckets_[bucket_id];
   if (seq <= b.seq) return;
   b.seq = seq;
-  b.keys.clear();
-  b.prefixes.clear();
-  for (const KeySpan& rule : rules) (rule.exact ? b.keys : b.prefixes).insert(rule.text);
+  b.committed = rules;
+  rebuild(b);
 }
 
 void Pins::forget_bucket(std::int64_t bucket_id) {

@@ -384,6 +384,24 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<void> add_pin(std::int64_t bucket_id, const KeySpan& span) override {
+    {
+      // A pin racing the bucket's deletion must not leave a rule a later bucket of the same id
+      // would find.
+      auto q = c_.query("SELECT EXISTS(SELECT 1 FROM buckets WHERE id = ?1)");
+      q.bind(1, bucket_id);
+      H3_TRY(q.step());
+      if (q.int64(0) == 0) return errc::kNotFound;
+    }
+    {
+      // No rule lies under a prefix rule: readers of the rules look at one prefix for a key.
+      // With none nested, the only prefix that may hold the span is the last one at or before it.
+      auto q = c_.query(
+          "SELECT key FROM tier_pins WHERE bucket_id = ?1 AND prefix = 1 AND key <= ?2 ORDER BY "
+          "key DESC LIMIT 1");
+      q.bind(1, bucket_id).bind(2, std::string_view(span.text));
+      H3_TRY(bool row, q.step());
+      if (row && span.text.starts_with(q.text(0))) return {};
+    }
     if (!span.exact) H3_TRY(remove_pins(bucket_id, span));
     auto q = c_.query(
         "INSERT INTO tier_pins(bucket_id, key, prefix) VALUES (?1, ?2, ?3) ON CONFLICT DO "

@@ -71,5 +71,23 @@ TEST(Pins, AnOlderCommitsRulesSetLateChangeNothing) {
   EXPECT_FALSE(pins.pinned(1, "g/x"));
 }
 
+TEST(Pins, APendingRuleOutlivesOtherCommitsUntilItSettles) {
+  Pins pins;
+  pins.add_pending(1, {"p/", false});
+  pins.replace_rules(1, {{"other", true}}, 1);  // a transaction committed before the pin's
+  EXPECT_TRUE(pins.pinned(1, "p/x"));
+  EXPECT_TRUE(pins.pinned(1, "other"));
+  pins.settle(1, {"p/", false});  // its transaction failed: the catalog has no such rule
+  EXPECT_FALSE(pins.pinned(1, "p/x"));
+  pins.add_pending(1, {"q/", false});
+  pins.replace_rules(1, {{"other", true}, {"q/", false}}, 2);  // its own commit
+  pins.settle(1, {"q/", false});
+  EXPECT_TRUE(pins.pinned(1, "q/x"));
+  // Rules as a catalog with nested ones would give them still answer for every key.
+  pins.replace_rules(1, {{"a/b/", false}, {"a/", false}, {"a/c", true}}, 3);
+  EXPECT_TRUE(pins.pinned(1, "a/zz"));
+  EXPECT_EQ(pins.rule_count(1), 1U);
+}
+
 }  // namespace
 }  // namespace hots3::storage::detail
