@@ -6,12 +6,19 @@
 namespace hots3 {
 
 bool glob_match(std::string_view pattern, std::string_view key) {
+  // The text before the first wildcard decides most keys at once (every GET of a bound bucket
+  // asks its pin globs).
+  const std::size_t literal = std::min(pattern.find_first_of("*?"), pattern.size());
+  if (!key.starts_with(pattern.substr(0, literal))) return false;
+  pattern.remove_prefix(literal);
+  key.remove_prefix(literal);
   // matches[i * (n + 1) + j]: whether pattern[i..] matches key[j..]; filled from the ends, so
   // a match costs (pattern + 1) × (key + 1) steps whatever the wildcards (a backtracking matcher
-  // is exponential in them, and keys come from clients).
+  // is exponential in them, and keys come from clients). The table is the thread's, reused.
   const std::size_t m = pattern.size();
   const std::size_t n = key.size();
-  std::vector<char> matches((m + 1) * (n + 1), 0);
+  thread_local std::vector<char> matches;
+  matches.assign((m + 1) * (n + 1), 0);
   const auto at = [n](std::size_t i, std::size_t j) { return i * (n + 1) + j; };
   matches[at(m, n)] = 1;
   for (std::size_t i = m; i-- > 0;) {

@@ -536,41 +536,15 @@ class StoreImpl final : public ObjectStore {
     co_return evicted;
   }
 
-  // Runs `change` (adding or removing pin rules of the bucket) in a transaction and sets the
-  // rules in memory to what it committed; after a failure, to what the catalog holds.
-  template <class F>
-  asio::awaitable<Result<void>> change_pins(std::int64_t bucket_id, F change) {
-    std::vector<KeySpan> rules;
-    std::uint64_t seq = 0;
-    auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(change(t));
-      H3_TRY(rules, t.pin_rules(bucket_id));
-      seq = ++pin_seq_;  // the writer's thread: commit order
-      return {};
-    });
-    auto written = co_await std::move(writing);
-    if (!written) {
-      auto reading = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-        H3_TRY(rules, t.pin_rules(bucket_id));
-        seq = ++pin_seq_;
-        return {};
-      });
-      auto read = co_await std::move(reading);
-      if (!read) {
-        log::error("pins of bucket {} may differ from the catalog's until a restart: {}", bucket_id,
-                   read.error().message());
-        co_return written;
-      }
-    }
-    core_.pins->replace_rules(bucket_id, rules, seq);
-    co_return written;
-  }
-
   void set_pins(std::int64_t bucket_id, std::vector<std::string> globs,
                 std::optional<std::uint64_t> max_bytes) override {
     core_.pins->set_globs(bucket_id, std::move(globs));
     const std::unique_lock lock(buckets_mutex_);
-    pin_caps_[bucket_id] = max_bytes.value_or(core_.device->geometry().size_bytes / 4);
+    if (max_bytes) {
+      pin_caps_[bucket_id] = *max_bytes;
+    } else {
+      pin_caps_.erase(bucket_id);
+    }
   }
 
   bool pinned(std::int64_t bucket_id, std::string_view key) const override {
@@ -588,7 +562,7 @@ class StoreImpl final : public ObjectStore {
     {
       const std::shared_lock lock(buckets_mutex_);
       const auto cap = pin_caps_.find(bucket_id);
-      outcome.max_bytes =
+      outcome.max_bytes =  // unset: a quarter of the device
           cap != pin_caps_.end() ? cap->second : core_.device->geometry().size_bytes / 4;
       const auto count = pin_counts_.find(bucket_id);
       if (count != pin_counts_.end() && now_ms() - count->second.second < kPinCountMs) {
@@ -630,15 +604,15 @@ class StoreImpl final : public ObjectStore {
     }
     if (outcome.pinned_bytes + outcome.adding_bytes > outcome.max_bytes) co_return outcome;
     outcome.pinned = true;
-    // In memory first: an eviction between the commit and the memory would take a version
-    // pinned already.
+    // Pending until its transaction ends: an eviction between the commit and on_durable would
+    // take a version pinned already.
     core_.pins->add_pending(bucket_id, span);
-    auto changing = change_pins(bucket_id, [&span, bucket_id](WriteTxn& t) -> Result<void> {
-      return t.add_pin(bucket_id, span);
-    });
-    auto changed = co_await std::move(changing);
-    core_.pins->settle(bucket_id, span);  // memory: the rules committed last, and pending ones
-    if (!changed) co_return changed.error();
+    auto committing = core_.catalog->write(
+        [&span, bucket_id](WriteTxn& t) -> Result<void> { return t.add_pin(bucket_id, span); },
+        [this, &span, bucket_id] { core_.pins->add(bucket_id, span); });
+    auto written = co_await std::move(committing);
+    core_.pins->drop_pending(bucket_id, span);
+    if (!written) co_return written.error();
     {
       const std::unique_lock lock(buckets_mutex_);
       pin_counts_[bucket_id].first += outcome.adding_bytes;
@@ -648,11 +622,13 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<std::uint64_t>> unpin(std::int64_t bucket_id, KeySpan span) override {
     std::uint64_t removed = 0;
-    auto changing = change_pins(bucket_id, [&](WriteTxn& t) -> Result<void> {
-      H3_TRY(removed, t.remove_pins(bucket_id, span));
-      return {};
-    });
-    H3_CO_TRY(co_await std::move(changing));
+    auto writing = core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          H3_TRY(removed, t.remove_pins(bucket_id, span));
+          return {};
+        },
+        [this, &span, bucket_id] { core_.pins->remove(bucket_id, span); });
+    H3_CO_TRY(co_await std::move(writing));
     const std::unique_lock lock(buckets_mutex_);
     pin_counts_.erase(bucket_id);  // counted afresh by the next pin
     co_return removed;
@@ -1196,7 +1172,6 @@ class StoreImpl final : public ObjectStore {
   std::unordered_map<std::int64_t, std::uint64_t> pin_caps_;  // by bucket id (set_pins)
   // The bucket's pinned bytes as last counted, and when (ms).
   std::unordered_map<std::int64_t, std::pair<std::uint64_t, std::int64_t>> pin_counts_;
-  std::uint64_t pin_seq_ = 0;  // of the last transaction that changed pins (writer thread)
 };
 
 // Reads or writes the superblock and checks that device and catalog belong together.

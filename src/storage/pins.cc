@@ -13,58 +13,57 @@ void Pins::set_globs(std::int64_t bucket_id, std::vector<std::string> globs) {
   buckets_[bucket_id].globs = std::move(globs);
 }
 
-void Pins::insert(Bucket& b, const KeySpan& span) {
-  if (under_prefix(b, span.text)) return;
-  if (!span.exact) {
-    for (auto* rules : {&b.keys, &b.prefixes}) {
-      std::erase_if(*rules, [&](const std::string& rule) { return rule.starts_with(span.text); });
-    }
-  }
-  (span.exact ? b.keys : b.prefixes).insert(span.text);
+namespace {
+
+// Removes the rules of `rules` starting with `prefix`: a run in key order.
+void erase_under(std::set<std::string, std::less<>>& rules, std::string_view prefix) {
+  auto from = rules.lower_bound(prefix);
+  auto to = from;
+  while (to != rules.end() && to->starts_with(prefix)) ++to;
+  rules.erase(from, to);
 }
 
-void Pins::rebuild(Bucket& b) {
-  b.keys.clear();
-  b.prefixes.clear();
-  // (insert keeps them un-nested, whatever order they come in.)
-  for (const KeySpan& rule : b.committed) insert(b, rule);
-  for (const KeySpan& rule : b.pending) insert(b, rule);
-}
+bool same(const KeySpan& x, const KeySpan& y) { return x.exact == y.exact && x.text == y.text; }
+
+}  // namespace
 
 void Pins::add(std::int64_t bucket_id, const KeySpan& span) {
   const std::unique_lock lock(mutex_);
   Bucket& b = buckets_[bucket_id];
-  b.committed.push_back(span);
-  insert(b, span);
+  if (under_prefix(b, span.text)) return;
+  if (!span.exact) {
+    erase_under(b.keys, span.text);
+    erase_under(b.prefixes, span.text);
+  }
+  (span.exact ? b.keys : b.prefixes).insert(span.text);
+}
+
+void Pins::remove(std::int64_t bucket_id, const KeySpan& span) {
+  const std::unique_lock lock(mutex_);
+  auto found = buckets_.find(bucket_id);
+  if (found == buckets_.end()) return;
+  Bucket& b = found->second;
+  if (span.exact) {
+    b.keys.erase(span.text);
+  } else {
+    erase_under(b.keys, span.text);
+    erase_under(b.prefixes, span.text);
+  }
 }
 
 void Pins::add_pending(std::int64_t bucket_id, const KeySpan& span) {
   const std::unique_lock lock(mutex_);
-  Bucket& b = buckets_[bucket_id];
-  b.pending.push_back(span);
-  insert(b, span);
+  buckets_[bucket_id].pending.push_back(span);
 }
 
-void Pins::settle(std::int64_t bucket_id, const KeySpan& span) {
+void Pins::drop_pending(std::int64_t bucket_id, const KeySpan& span) {
   const std::unique_lock lock(mutex_);
   auto found = buckets_.find(bucket_id);
   if (found == buckets_.end()) return;
   auto& pending = found->second.pending;
-  auto it = std::find_if(pending.begin(), pending.end(), [&](const KeySpan& p) {
-    return p.exact == span.exact && p.text == span.text;
-  });
+  auto it =
+      std::find_if(pending.begin(), pending.end(), [&](const KeySpan& p) { return same(p, span); });
   if (it != pending.end()) pending.erase(it);
-  rebuild(found->second);
-}
-
-void Pins::replace_rules(std::int64_t bucket_id, const std::vector<KeySpan>& rules,
-                         std::uint64_t seq) {
-  const std::unique_lock lock(mutex_);
-  Bucket& b = buckets_[bucket_id];
-  if (seq <= b.seq) return;
-  b.seq = seq;
-  b.committed = rules;
-  rebuild(b);
 }
 
 void Pins::forget_bucket(std::int64_t bucket_id) {
@@ -90,7 +89,12 @@ bool Pins::pinned(std::int64_t bucket_id, std::string_view key) const {
   auto found = buckets_.find(bucket_id);
   if (found == buckets_.end()) return false;
   const Bucket& b = found->second;
-  return b.keys.contains(key) || under_prefix(b, key) || glob_any(b.globs, key);
+  return b.keys.contains(key) || under_prefix(b, key) ||
+         std::any_of(b.pending.begin(), b.pending.end(),
+                     [key](const KeySpan& p) {
+                       return p.exact ? key == p.text : key.starts_with(p.text);
+                     }) ||
+         glob_any(b.globs, key);
 }
 
 bool Pins::covered(std::int64_t bucket_id, const KeySpan& span) const {

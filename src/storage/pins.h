@@ -21,19 +21,18 @@ namespace hots3::storage::detail {
 class Pins {
  public:
   void set_globs(std::int64_t bucket_id, std::vector<std::string> globs);
-  // A rule (the catalog's, at open).
+  // What a committed transaction did to the catalog's rules, applied in commit order (at open,
+  // and by the write's on_durable): a rule added (none under a prefix rule; a prefix takes the
+  // rules under it, as WriteTxn::add_pin does), or the rules of a span removed (remove_pins).
   void add(std::int64_t bucket_id, const KeySpan& span);
-  // A rule ahead of its transaction: held until settle(), whatever replace_rules sets meanwhile
-  // (another transaction's view may not have it yet).
+  void remove(std::int64_t bucket_id, const KeySpan& span);
+  // A rule whose transaction is under way: pinned from now until drop_pending, so that an
+  // eviction between its commit and add() cannot take what it pins.
   void add_pending(std::int64_t bucket_id, const KeySpan& span);
-  // Its transaction ended (and replace_rules took what it committed, if anything).
-  void settle(std::int64_t bucket_id, const KeySpan& span);
-  // The bucket's rules as a transaction committed them, `seq` its place in commit order: an
-  // older commit's view, set late, changes nothing. Pending rules stay.
-  void replace_rules(std::int64_t bucket_id, const std::vector<KeySpan>& rules, std::uint64_t seq);
+  void drop_pending(std::int64_t bucket_id, const KeySpan& span);
   void forget_bucket(std::int64_t bucket_id);
   [[nodiscard]] bool pinned(std::int64_t bucket_id, std::string_view key) const;
-  // Whether one rule (not a glob) covers `span` whole.
+  // Whether one committed rule (not a glob) covers `span` whole.
   [[nodiscard]] bool covered(std::int64_t bucket_id, const KeySpan& span) const;
   [[nodiscard]] std::size_t rule_count(std::int64_t bucket_id) const;
   // Prefixes together holding every pinned key of the bucket (a glob's: up to its first
@@ -46,13 +45,9 @@ class Pins {
     std::vector<std::string> globs;
     std::set<std::string, std::less<>> keys;
     std::set<std::string, std::less<>> prefixes;
-    std::uint64_t seq = 0;           // of the commit the rules are from
-    std::vector<KeySpan> committed;  // as the catalog's rows were last seen
-    std::vector<KeySpan> pending;    // add_pending's, not settled yet
+    std::vector<KeySpan> pending;  // few: the pins under way
   };
   [[nodiscard]] static bool under_prefix(const Bucket& b, std::string_view key);
-  static void insert(Bucket& b, const KeySpan& span);
-  static void rebuild(Bucket& b);  // the rules: committed, then pending
   mutable std::shared_mutex mutex_;
   std::unordered_map<std::int64_t, Bucket> buckets_;
 };

@@ -308,8 +308,6 @@ class WriteTxn {
   virtual Result<void> add_pin(std::int64_t bucket_id, const KeySpan& span) = 0;
   // Removes the rules of `span` (a prefix: every rule under it); returns how many.
   virtual Result<std::uint64_t> remove_pins(std::int64_t bucket_id, const KeySpan& span) = 0;
-  // The bucket's rules, as this transaction sees them.
-  virtual Result<std::vector<KeySpan>> pin_rules(std::int64_t bucket_id) = 0;
   // When the version was last read (times kept in memory, written in batches).
   virtual Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) = 0;
   // The version's data goes (its extents are returned); its row stays, upstream only.

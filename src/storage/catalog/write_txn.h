@@ -425,18 +425,6 @@ class WriteTxnImpl final : public WriteTxn {
     return static_cast<std::uint64_t>(c_.changes());
   }
 
-  Result<std::vector<KeySpan>> pin_rules(std::int64_t bucket_id) override {
-    auto q = c_.query("SELECT key, prefix FROM tier_pins WHERE bucket_id = ?1");
-    q.bind(1, bucket_id);
-    std::vector<KeySpan> out;
-    for (;;) {
-      H3_TRY(bool row, q.step());
-      if (!row) break;
-      out.push_back({std::string(q.text(0)), q.int64(1) == 0});
-    }
-    return out;
-  }
-
   Result<void> set_accessed(std::int64_t object_id, std::int64_t accessed_ms) override {
     auto q = c_.query("UPDATE objects SET accessed_ms = ?2 WHERE id = ?1 AND accessed_ms < ?2");
     q.bind(1, object_id).bind(2, accessed_ms);

@@ -1065,5 +1065,40 @@ TEST_F(CatalogTest, InlineDataThatFailsItsChecksumIsNeverReturned) {
   EXPECT_FALSE(catalog_->inline_data(good.id));
 }
 
+TEST_F(CatalogTest, PinRulesNeverNestAndABucketDeletedMeanwhileIsRefused) {
+  const BucketRecord b = make_bucket("pins");
+  const auto pin = [&](const KeySpan& span) {
+    return catalog_->write_blocking([&](WriteTxn& t) { return t.add_pin(b.id, span); });
+  };
+  const auto rules = [&] {
+    std::vector<std::string> out;
+    for (const auto& [bucket_id, span] : catalog_->pin_rules().value()) {
+      EXPECT_EQ(bucket_id, b.id);
+      out.push_back(span.text + (span.exact ? "" : "*"));
+    }
+    return out;
+  };
+  ASSERT_TRUE(pin({"a/b/", false}));
+  ASSERT_TRUE(pin({"a/c", true}));
+  ASSERT_TRUE(pin({"z", true}));
+  ASSERT_TRUE(pin({"a/", false}));  // holds the two under it
+  EXPECT_EQ(rules(), (std::vector<std::string>{"a/*", "z"}));
+  ASSERT_TRUE(pin({"a/b/", false}));  // under a prefix rule: nothing new
+  ASSERT_TRUE(pin({"a/d", true}));
+  EXPECT_EQ(rules(), (std::vector<std::string>{"a/*", "z"}));
+  std::uint64_t removed = 0;
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+    H3_TRY(removed, t.remove_pins(b.id, {"", false}));
+    return {};
+  }));
+  EXPECT_EQ(removed, 2U);
+  EXPECT_TRUE(rules().empty());
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) { return t.delete_bucket(b.id); }));
+  const auto refused = pin({"k", true});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), errc::kNotFound);
+  EXPECT_TRUE(rules().empty());
+}
+
 }  // namespace
 }  // namespace hots3::storage

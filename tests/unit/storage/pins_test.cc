@@ -58,35 +58,38 @@ TEST(Pins, SpansHoldEveryPinOnceInKeyOrder) {
   EXPECT_TRUE(pins.spans(2).empty());
 }
 
-TEST(Pins, AnOlderCommitsRulesSetLateChangeNothing) {
+TEST(Pins, CommittedChangesApplyAsTheCatalogDoesThem) {
   Pins pins;
-  pins.replace_rules(1, {{"new", true}}, 2);
-  pins.replace_rules(1, {{"old", true}}, 1);
+  pins.add(1, {"new", true});
+  pins.add(1, {"old", true});
+  pins.remove(1, {"old", true});
   EXPECT_TRUE(pins.pinned(1, "new"));
   EXPECT_FALSE(pins.pinned(1, "old"));
-  pins.replace_rules(1, {}, 3);
+  pins.remove(1, {"", false});  // every rule under the empty prefix
   EXPECT_FALSE(pins.pinned(1, "new"));
   pins.set_globs(1, {"g/*"});
   pins.forget_bucket(1);
   EXPECT_FALSE(pins.pinned(1, "g/x"));
 }
 
-TEST(Pins, APendingRuleOutlivesOtherCommitsUntilItSettles) {
+TEST(Pins, APendingRulePinsUntilItsTransactionEnds) {
   Pins pins;
   pins.add_pending(1, {"p/", false});
-  pins.replace_rules(1, {{"other", true}}, 1);  // a transaction committed before the pin's
+  pins.add(1, {"other", true});  // a transaction committed before the pin's
   EXPECT_TRUE(pins.pinned(1, "p/x"));
   EXPECT_TRUE(pins.pinned(1, "other"));
-  pins.settle(1, {"p/", false});  // its transaction failed: the catalog has no such rule
+  pins.drop_pending(1, {"p/", false});  // its transaction failed: the catalog has no such rule
   EXPECT_FALSE(pins.pinned(1, "p/x"));
   pins.add_pending(1, {"q/", false});
-  pins.replace_rules(1, {{"other", true}, {"q/", false}}, 2);  // its own commit
-  pins.settle(1, {"q/", false});
+  pins.add(1, {"q/", false});  // its own commit
+  pins.drop_pending(1, {"q/", false});
   EXPECT_TRUE(pins.pinned(1, "q/x"));
-  // Rules as a catalog with nested ones would give them still answer for every key.
-  pins.replace_rules(1, {{"a/b/", false}, {"a/", false}, {"a/c", true}}, 3);
+  // Rules given nested (a catalog of an older build) still answer for every key.
+  pins.add(1, {"a/b/", false});
+  pins.add(1, {"a/", false});
+  pins.add(1, {"a/c", true});
   EXPECT_TRUE(pins.pinned(1, "a/zz"));
-  EXPECT_EQ(pins.rule_count(1), 1U);
+  EXPECT_EQ(pins.rule_count(1), 3U);  // other, q/, a/
 }
 
 }  // namespace
