@@ -397,6 +397,7 @@ void read_upstreams(const std::string& path, const toml::array& array,
     r.string("ca_file", u.ca_file);
     r.string("credentials_file", u.credentials_file);
     r.integer("max_connections", u.max_connections, 1, 1024);
+    r.integer("read_streams", u.read_streams, 1, 64);
     r.size("write_bytes_per_s", u.write_bytes_per_s, 64 * kKiB, 1024 * kGiB);
     r.integer("requests_per_s", u.requests_per_s, 1, 1'000'000);
     r.choice("checksums", u.checksums,

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
@@ -91,6 +92,10 @@ constexpr std::chrono::hours kTeedMax{24};
 // size. The upstream is read no faster than the client takes the bytes.
 constexpr std::size_t kFetchPieces = 8;
 constexpr std::size_t kFetchPieceBytes = 256 * kKiB;
+// A read-through of several chunks: their size, and what a chunk's channel holds (all of its
+// pieces and its end).
+constexpr std::uint64_t kFetchChunkBytes = 8 * kMiB;
+constexpr std::size_t kChunkPieces = kFetchChunkBytes / kFetchPieceBytes + 1;
 
 struct Upstream {
   config::UpstreamConfig config;
@@ -114,6 +119,8 @@ struct Upstream {
   std::chrono::steady_clock::time_point next_request{};
   // While unreachable: when a read-through may next try it (kReadTrialInterval).
   std::chrono::steady_clock::time_point next_read_trial{};
+  // The ranged GETs of read-throughs in chunks under way (Impl::fetch_through).
+  std::uint64_t fetch_streams = 0;
   // How many attempts it takes at once (AIMD): halved when it answers 429 or 503 (at most once
   // per kSlowDownHold, as one burst of refusals is one signal), then one more per window of
   // successes, up to the uploader's parallelism. Attempts under way: `running`.
@@ -1648,12 +1655,138 @@ struct Uploader::Impl {
     return false;
   }
 
+  // The upstream GET of a read-through, its answer's head checked: the call whose body is the
+  // `count` bytes at `first` of version `etag` (of an object of `size` bytes when that is known),
+  // asked for in a Range when `ranged`, or why the read ends.
+  asio::awaitable<Result<std::unique_ptr<http::Call>>> open_read(
+      Upstream& u, s3client::Request get, std::string etag, std::uint64_t first,
+      std::uint64_t count, std::optional<std::uint64_t> size, bool ranged) {
+    if (ranged) {
+      get.headers.push_back({"Range", fmt::format("bytes={}-{}", first, first + count - 1)});
+    }
+    const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
+    auto admit = admitted(u);
+    co_await std::move(admit);
+    auto start = u.client->start(std::move(get));
+    auto call = co_await std::move(start);
+    if (!call) {
+      note(u, failed(what, call.error()));
+      co_return errc::kUnavailable;
+    }
+    auto answer = (*call)->response();
+    auto head = co_await std::move(answer);
+    if (!head) {
+      note(u, failed(what, head.error()));
+      co_return errc::kUnavailable;
+    }
+    if (head->status == 412 || head->status == 404) {
+      // Another version under the key, or none: an answer about this key, not the upstream's
+      // health.
+      note(u, Outcome{});
+      co_return head->status == 412 ? errc::kPreconditionFailed : errc::kNotFound;
+    }
+    if (head->status != (ranged ? 206U : 200U)) {
+      auto read = (*call)->read_all(kAnswerBytesMax);
+      auto body = co_await std::move(read);
+      const Outcome out = judge(what, head->status, body ? *body : std::string());
+      note(u, out);
+      log::warn("tier: {}: {}", what, out.cause);
+      co_return errc::kUnavailable;
+    }
+    // An upstream (or a proxy before it) that ignored If-Match must not slip another version in.
+    if (const auto answered = head->find("ETag"); answered && unquoted(*answered) != etag) {
+      note(u, Outcome{});
+      co_return errc::kPreconditionFailed;
+    }
+    if (head->content_length != count) {
+      note(u, malformed(what, fmt::format("{} bytes where {} were asked for",
+                                          head->content_length.value_or(0), count)));
+      co_return errc::kUnavailable;
+    }
+    if (ranged) {
+      const std::string said{head->find("Content-Range").value_or("")};
+      const std::string meant = fmt::format("bytes {}-{}/{}", first, first + count - 1,
+                                            size ? fmt::format("{}", *size) : std::string());
+      if (size ? said != meant : !said.starts_with(meant)) {
+        note(u, malformed(what, fmt::format("Content-Range \"{}\" where \"{}\" was asked for", said,
+                                            meant)));
+        co_return errc::kUnavailable;
+      }
+    }
+    note(u, Outcome{});  // it answers: other misses need not wait for this body to end
+    co_return std::move(*call);
+  }
+
+  // Passes the body of a read-through's GET (`count` bytes) on to `to` in full pieces (the last
+  // one, shorter, ends it), then the empty piece: whether it all went. When the body fails,
+  // `to` hears why; when `to` is closed (its reader let go), the rest is not read.
+  asio::awaitable<bool> pass_body(Upstream& u, http::Call& call, std::string what,
+                                  std::uint64_t count, Fetch::Pieces& to) {
+    std::uint64_t passed = 0;
+    for (bool last = false; !last;) {
+      Fetch::Piece piece{std::make_unique_for_overwrite<std::byte[]>(kFetchPieceBytes), 0};
+      while (piece.size < kFetchPieceBytes) {
+        auto reading =
+            call.read_body(std::span(piece.data.get() + piece.size, kFetchPieceBytes - piece.size));
+        auto got = co_await std::move(reading);
+        if (!got) {
+          note(u, failed(what, got.error()));
+          to.try_send(make_error_code(errc::kUnavailable), Fetch::Piece{});
+          co_return false;
+        }
+        if (*got == 0) {
+          last = true;
+          break;
+        }
+        piece.size += *got;
+      }
+      passed += piece.size;
+      if (piece.size == 0) break;
+      if (!to.is_open()) co_return false;
+      auto sending = to.async_send(boost::system::error_code{}, std::move(piece),
+                                   asio::as_tuple(asio::use_awaitable));
+      auto [e] = co_await std::move(sending);
+      if (e) co_return false;  // the reader let go: the connection closes with the call
+    }
+    if (passed != count) {
+      note(u, malformed(what, fmt::format("the body ended after {} of {} bytes", passed, count)));
+      to.try_send(make_error_code(errc::kUnavailable), Fetch::Piece{});
+      co_return false;
+    }
+    auto ending = to.async_send(boost::system::error_code{}, Fetch::Piece{},
+                                asio::as_tuple(asio::use_awaitable));
+    auto [e] = co_await std::move(ending);
+    co_return !e;
+  }
+
+  // One chunk of a read-through in chunks, into `to` (which holds all of it).
+  asio::awaitable<void> fetch_chunk(Upstream& u, s3client::Request get, std::string etag,
+                                    std::uint64_t first, std::uint64_t count,
+                                    std::optional<std::uint64_t> size,
+                                    std::shared_ptr<Fetch::Pieces> to) {
+    const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
+    auto opening = open_read(u, std::move(get), std::move(etag), first, count, size, true);
+    auto call = co_await std::move(opening);
+    if (!call) {
+      to->try_send(call.error(), Fetch::Piece{});
+      co_return;
+    }
+    auto passing = pass_body(u, **call, what, count, *to);
+    co_await std::move(passing);
+  }
+
   // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
+  // One of several chunks is read as ranged GETs of kFetchChunkBytes, up to the upstream's
+  // read_streams at once (one stream of an upstream is often slower than its link), passed on in
+  // order; each chunk goes into a channel that holds all of it, so a GET never waits for the
+  // request's client and its connection is free as soon as its chunk is in. An upstream has at
+  // most max_connections such streams (and their buffers: 8 MiB each) at a time; a read that
+  // would get fewer than two is one GET.
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::shared_ptr<Fetch> fetch) {
-    const auto end = [&fetch](errc e) {
-      fetch->pieces.try_send(make_error_code(e), Fetch::Piece{});
+    const auto end = [&fetch](boost::system::error_code e) {
+      fetch->pieces.try_send(e, Fetch::Piece{});
       fetch->pieces.close();
     };
     const auto bound = bindings.find(bucket_id);
@@ -1672,67 +1805,62 @@ struct Uploader::Impl {
     get.key = b.config.upstream_prefix + key;
     get.headers = {{"If-Match", "\"" + etag + "\""}};
     get.first_byte_timeout = kReadFirstByteTimeout;
-    if (!whole) {
-      get.headers.push_back({"Range", fmt::format("bytes={}-{}", offset, offset + length - 1)});
+    const std::optional<std::uint64_t> size =
+        whole ? std::optional<std::uint64_t>(length) : std::nullopt;
+    const std::uint64_t chunks = (length + kFetchChunkBytes - 1) / kFetchChunkBytes;
+    const std::uint64_t free_streams =
+        u.config.max_connections > u.fetch_streams ? u.config.max_connections - u.fetch_streams : 0;
+    const std::uint64_t streams = std::min({u.config.read_streams, chunks, free_streams});
+    if (streams < 2) {
+      const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
+      auto opening = open_read(u, std::move(get), std::move(etag), offset, length, size, !whole);
+      auto call = co_await std::move(opening);
+      if (!call) co_return end(call.error());
+      auto passing = pass_body(u, **call, what, length, fetch->pieces);
+      const bool passed = co_await std::move(passing);
+      if (!passed) fetch->pieces.close();
+      co_return;
     }
-    const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
-    auto admit = admitted(u);
-    co_await std::move(admit);
-    auto start = u.client->start(std::move(get));
-    auto call = co_await std::move(start);
-    if (!call) {
-      note(u, failed(what, call.error()));
-      co_return end(errc::kUnavailable);
-    }
-    auto answer = (*call)->response();
-    auto head = co_await std::move(answer);
-    if (!head) {
-      note(u, failed(what, head.error()));
-      co_return end(errc::kUnavailable);
-    }
-    if (head->status == 412 || head->status == 404) {
-      // Another version under the key, or none: an answer about this key, not the upstream's
-      // health.
-      note(u, Outcome{});
-      co_return end(head->status == 412 ? errc::kPreconditionFailed : errc::kNotFound);
-    }
-    if (head->status != (whole ? 200U : 206U)) {
-      auto read = (*call)->read_all(kAnswerBytesMax);
-      auto body = co_await std::move(read);
-      const Outcome out = judge(what, head->status, body ? *body : std::string());
-      note(u, out);
-      log::warn("tier: {}: {}", what, out.cause);
-      co_return end(errc::kUnavailable);
-    }
-    // An upstream (or a proxy before it) that ignored If-Match must not slip another version in.
-    if (const auto answered = head->find("ETag"); answered && unquoted(*answered) != etag) {
-      note(u, Outcome{});
-      co_return end(errc::kPreconditionFailed);
-    }
-    if (head->content_length != length) {
-      note(u, malformed(what, fmt::format("{} bytes where {} were asked for",
-                                          head->content_length.value_or(0), length)));
-      co_return end(errc::kUnavailable);
-    }
-    note(u, Outcome{});  // it answers: other misses need not wait for this body to end
-    std::uint64_t passed = 0;
-    for (;;) {
-      Fetch::Piece piece{std::make_unique_for_overwrite<std::byte[]>(kFetchPieceBytes), 0};
-      auto reading = (*call)->read_body(std::span(piece.data.get(), kFetchPieceBytes));
-      auto got = co_await std::move(reading);
-      if (!got) {
-        note(u, failed(what, got.error()));
-        co_return end(errc::kUnavailable);
+    u.fetch_streams += streams;
+    std::deque<std::shared_ptr<Fetch::Pieces>> window;  // the chunks asked for, not yet passed on
+    std::uint64_t asked = 0;
+    boost::system::error_code failure;
+    bool let_go = false;
+    for (std::uint64_t passing = 0; passing < chunks && !failure && !let_go; ++passing) {
+      for (; asked < chunks && asked < passing + streams; ++asked) {
+        const std::uint64_t first = offset + asked * kFetchChunkBytes;
+        const std::uint64_t count = std::min(kFetchChunkBytes, offset + length - first);
+        window.push_back(std::make_shared<Fetch::Pieces>(io, kChunkPieces));
+        asio::co_spawn(io, fetch_chunk(u, get, etag, first, count, size, window.back()),
+                       asio::detached);
       }
-      if (*got == 0) break;
-      piece.size = *got;
-      passed += *got;
-      auto sending = fetch->pieces.async_send(boost::system::error_code{}, std::move(piece),
-                                              asio::as_tuple(asio::use_awaitable));
-      auto [e] = co_await std::move(sending);
-      if (e) co_return;  // the request let go: the connection closes with `call`
+      Fetch::Pieces& from = *window.front();
+      for (;;) {
+        auto receiving = from.async_receive(asio::as_tuple(asio::use_awaitable));
+        auto [e, piece] = co_await std::move(receiving);
+        if (e) {
+          failure = e.category() == make_error_code(errc::kUnavailable).category()
+                        ? e
+                        : make_error_code(errc::kUnavailable);
+          break;
+        }
+        if (piece.size == 0) break;
+        auto sending = fetch->pieces.async_send(boost::system::error_code{}, std::move(piece),
+                                                asio::as_tuple(asio::use_awaitable));
+        auto [sent] = co_await std::move(sending);
+        if (sent) {
+          let_go = true;
+          break;
+        }
+      }
+      window.front()->close();
+      window.pop_front();
     }
-    if (passed != length) co_return end(errc::kUnavailable);
+    // The chunks still under way stop at their next piece.
+    for (const auto& left : window) left->close();
+    u.fetch_streams -= streams;
+    if (failure) co_return end(failure);
+    if (let_go) co_return;
     auto ending = fetch->pieces.async_send(boost::system::error_code{}, Fetch::Piece{},
                                            asio::as_tuple(asio::use_awaitable));
     co_await std::move(ending);

@@ -67,6 +67,20 @@ class TieredTest(unittest.TestCase):
             db.close()
         return tuple(row)
 
+    def upstream_bytes(self, key):
+        """Body bytes of the upstream's answers to GETs of `key` so far."""
+        return self.proxy.object_bytes.get("/team-ckpt/" + PREFIX + key, 0)
+
+    def upstream_ranges(self, key):
+        """The Range of each GET of `key` that reached the upstream so far (None: the whole)."""
+        path = "/team-ckpt/" + PREFIX + key
+        return [asked for p, asked in list(self.proxy.object_gets) if p == path]
+
+    def upstream_reads(self, key):
+        """How many reads of `key` from its first byte reached the upstream so far: whole GETs and
+        ranges from byte 0 (a whole read in chunks begins with one)."""
+        return len([r for r in self.upstream_ranges(key) if r is None or r.startswith("bytes=0-")])
+
     def upstream_gets(self, key):
         """The GETs of `key` that reached the upstream so far."""
         path = "/team-ckpt/" + PREFIX + key
@@ -115,13 +129,17 @@ class ReadThroughTest(TieredTest):
             self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss", key)
             self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
             self.assertEqual(got["ETag"], etag)
-            self.assertEqual(len(self.upstream_gets(key)), 1, key)
+            self.assertEqual(self.upstream_bytes(key), len(body), key)
             self.assertEqual(self.catalog(key)[0], 1, key)
             again = self.s3.get_object(Bucket="ckpt", Key=key)
             self.assertEqual(again["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit", key)
             self.assertEqual(again["Body"].read(), body)
             self.assertEqual(again["ETag"], etag)
-            self.assertEqual(len(self.upstream_gets(key)), 1, key)
+            self.assertEqual(self.upstream_bytes(key), len(body), key)
+        # One GET for the small object; 8 MiB chunks for the larger one.
+        self.assertEqual(self.upstream_ranges("ds/single"), [None])
+        self.assertEqual(sorted(self.upstream_ranges("ds/multi")),
+                         ["bytes=0-%d" % (8 * MiB - 1), "bytes=%d-%d" % (8 * MiB, sum(map(len, parts)) - 1)])
         # The filled version keeps its part table.
         got = self.s3.get_object(Bucket="ckpt", Key="ds/multi", PartNumber=3)
         self.assertEqual(got["Body"].read(), parts[2])
@@ -159,14 +177,14 @@ class ReadThroughTest(TieredTest):
             self.assertLess(time.monotonic(), deadline, "the version never became local")
             time.sleep(0.05)
         # Four ranges and one whole fetch.
-        self.assertEqual(len(self.upstream_gets("ranged/k")), 5)
+        self.assertEqual(self.upstream_bytes("ranged/k"), 2 * len(body))
         again = io.BytesIO()
         self.s3.download_fileobj("ckpt", "ranged/k", again, Config=ranges)
         self.assertEqual(again.getvalue(), body)
         got = self.s3.get_object(Bucket="ckpt", Key="ranged/k")
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
         self.assertEqual(got["Body"].read(), body)
-        self.assertEqual(len(self.upstream_gets("ranged/k")), 5)
+        self.assertEqual(self.upstream_bytes("ranged/k"), 2 * len(body))
 
     def test_restore_object_brings_evicted_objects_back_ahead_of_reading(self):
         body = data(12 * MiB + 7, 15)
@@ -191,7 +209,7 @@ class ReadThroughTest(TieredTest):
         got = self.s3.get_object(Bucket="ckpt", Key="restore/k")
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
         self.assertEqual(got["Body"].read(), body)
-        self.assertEqual(len(self.upstream_gets("restore/k")), 1)
+        self.assertEqual(self.upstream_bytes("restore/k"), len(body))
         # Here already: nothing to do.
         self.assertEqual(self.s3.restore_object(Bucket="ckpt", Key="restore/k")["ResponseMetadata"]["HTTPStatusCode"],
                          200)
@@ -207,7 +225,7 @@ class ReadThroughTest(TieredTest):
         self.until(lambda: all(self.catalog(key)[0] == 1 for key in bodies), timeout_s=30)
         for key, b in bodies.items():
             self.assertEqual(self.s3.get_object(Bucket="ckpt", Key=key)["Body"].read(), b)
-            self.assertEqual(len(self.upstream_gets(key)), 1, key)
+            self.assertEqual(self.upstream_bytes(key), len(b), key)
 
         # What cannot be restored.
         with self.assertRaises(ClientError) as missing:
@@ -236,6 +254,37 @@ class ReadThroughTest(TieredTest):
         self.until(lambda: self.catalog("retry/k")[0] == 1, timeout_s=30)
         self.assertEqual(len(self.upstream_gets("retry/k")), 2)
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="retry/k")["Body"].read(), body)
+
+    def test_a_large_miss_is_fetched_in_ranges_at_once_and_a_failed_range_keeps_nothing(self):
+        body = data(40 * MiB + 9, 17)
+        self.s3.put_object(Bucket="ckpt", Key="wide/k", Body=body)
+        self.flush_and_evict("wide/")
+        # The third chunk is refused: the answer is cut short after the two before it, and nothing
+        # is kept.
+        self.proxy.refuse_gets_from = 16 * MiB
+        try:
+            with self.assertRaises((botocore.exceptions.BotoCoreError, ClientError)):
+                self.s3.get_object(Bucket="ckpt", Key="wide/k")["Body"].read()
+        finally:
+            self.proxy.refuse_gets_from = None
+        self.assertEqual(self.catalog("wide/k"), (2, 0))
+        asked = len(self.upstream_ranges("wide/k"))
+        # Late answers, so that the chunks asked for together are seen under way together.
+        self.proxy.object_gets_at_once = 0
+        self.proxy.delay_object_gets = 0.5
+        try:
+            got = self.s3.get_object(Bucket="ckpt", Key="wide/k")
+            self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss")
+            self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
+        finally:
+            self.proxy.delay_object_gets = 0.0
+        self.assertEqual(self.proxy.object_gets_at_once, 6)  # every chunk: read_streams is 10
+        self.assertEqual(self.catalog("wide/k")[0], 1)
+        chunks = ["bytes=%d-%d" % (n * 8 * MiB, min((n + 1) * 8 * MiB, len(body)) - 1) for n in range(6)]
+        self.assertEqual(sorted(self.upstream_ranges("wide/k")[asked:], key=lambda r: int(r[6:].split("-")[0])),
+                         chunks)
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="wide/k")["Body"].read(), body)
+        self.assertEqual(len(self.upstream_ranges("wide/k")), asked + 6)
 
     def test_damaged_bytes_from_the_upstream_are_cut_off_and_never_kept(self):
         body = data(2 * MiB, 6)
@@ -309,7 +358,7 @@ class ReadThroughTest(TieredTest):
             self.proxy.delay_object_gets = 0.0
         self.assertEqual([digest for digest, _ in got], [hashlib.sha256(body).hexdigest()] * 16)
         self.assertEqual(sorted(cache for _, cache in got), ["hit"] * 15 + ["miss"])
-        self.assertEqual(len(self.upstream_gets("flight/k")), 1)
+        self.assertEqual(self.upstream_bytes("flight/k"), len(body))
         self.assertEqual(self.catalog("flight/k")[0], 1)
 
     def test_a_fetch_whose_client_goes_away_hands_over_to_one_that_waits(self):
@@ -321,7 +370,7 @@ class ReadThroughTest(TieredTest):
             leaver = socket.create_connection(("127.0.0.1", self.local.port))
             try:
                 leaver.sendall(s3_support.SignedRequest("GET", "/ckpt/handover/k", port=self.local.port).wire())
-                self.until(lambda: len(self.upstream_gets("handover/k")) == 1)  # its fetch leads
+                self.until(lambda: self.upstream_reads("handover/k") == 1)  # its fetch leads
                 with concurrent.futures.ThreadPoolExecutor(1) as pool:
                     waiting = pool.submit(self.fetch, self.s3, "handover/k")
                     time.sleep(0.3)  # the second GET waits for the first
@@ -334,7 +383,7 @@ class ReadThroughTest(TieredTest):
         self.assertEqual(digest, hashlib.sha256(body).hexdigest())
         # The first fetch was cut off with its client; the one that waited fetched and kept it.
         self.assertEqual(cache, "miss")
-        self.assertEqual(len(self.upstream_gets("handover/k")), 2)
+        self.assertEqual(self.upstream_reads("handover/k"), 2)
         self.assertEqual(self.catalog("handover/k")[0], 1)
 
     def test_a_miss_fails_soon_while_the_upstream_does_not_answer_and_then_at_once(self):
@@ -502,9 +551,9 @@ class RestartTest(TieredTest):
         body = data(16 * MiB, 40)
         self.s3.put_object(Bucket="ckpt", Key="behind/k", Body=body)
         self.flush_and_evict("behind/")
-        # The range is answered; the whole fetch it leaves behind gets 4 MiB (written to the
-        # device) and then nothing.
-        self.proxy.stall_whole_gets_after = 4 * MiB
+        # The range is answered; the whole fetch it leaves behind gets the first 4 MiB (written to
+        # the device) and then nothing.
+        self.proxy.stall_gets_beyond = 4 * MiB
         try:
             got = self.s3.get_object(Bucket="ckpt", Key="behind/k", Range="bytes=0-%d" % (MiB - 1))
             self.assertEqual(got["Body"].read(), body[:MiB])
@@ -516,7 +565,7 @@ class RestartTest(TieredTest):
             self.assertEqual(self.local.stop(), 0)
             self.assertLess(time.monotonic() - started, 20)
         finally:
-            self.proxy.stall_whole_gets_after = None
+            self.proxy.stall_gets_beyond = None
         logged = re.search(r"device space in use: (\d+) bytes \((\d+) waiting", self.local.read_stderr())
         self.assertIsNotNone(logged, self.local.read_stderr()[-2000:])
         rc, out, err = run_hots3("check", "--data", os.path.join(self.local_dir, "data"))

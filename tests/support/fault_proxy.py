@@ -16,14 +16,23 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
         proxy.fail_answer = True      # the next request with a body reaches the upstream; its
                                       # answer is replaced by 500 InternalError
         proxy.refuse_heads = 2        # the next 2 HEAD requests answered 503, never forwarded
+        proxy.stream_bandwidth = 40e6 # answer bodies pass at most this many bytes/s, each
+                                      # connection's (streamed as they come)
         proxy.bandwidth = 50 << 20    # request bodies pass at most this many bytes/s, in all
         proxy.delay_listings = 1.5    # a ListMultipartUploads is forwarded after this many seconds
         proxy.delay_object_gets = 1.0 # a GET of an object (no query) is forwarded after this many
                                       # seconds
         proxy.flip_answer_byte = 100  # the next GET of an object (no query) reaches hots3 with
                                       # this byte of its answer's body flipped
+        proxy.stall_gets_beyond = 4 << 20  # GETs of objects pass the object's first 4 MiB (of
+                                      # what they ask for), then hold the rest
+        proxy.refuse_gets_from = 8 << 20  # GETs of objects whose Range starts at or after 8 MiB
+                                      # answered 503 SlowDown
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ...
-        ... proxy.lines: the request lines received, in order ..."""
+        ... proxy.lines: the request lines received, in order ...
+        ... proxy.object_gets: (path, Range or None) of each GET of an object, in order ...
+        ... proxy.object_bytes: {path: body bytes of the 2xx answers to its GETs passed on} ...
+        ... proxy.object_gets_at_once: the most GETs of objects it served together ..."""
 
 import random
 import socket
@@ -45,7 +54,8 @@ class FaultProxy:
         self.reset_after = None  # reset the next request with a body after this many body bytes
         self.hang = False        # read requests and never answer them
         self.hang_object_gets = False  # the same for GETs of objects only
-        self.stall_whole_gets_after = None  # answer GETs of whole objects up to this many body bytes, then hold
+        self.stall_gets_beyond = None  # object GETs deliver the object's bytes before this offset, then hold
+        self.refuse_gets_from = None  # object GETs of a range starting at or after this offset answer 503
         self.lose_answer = False  # forward the next request with a body, then reset, unanswered
         self.lost = 0             # answers lost that way
         self.withhold_answer = False  # forward the next request with a body, never answer it
@@ -56,10 +66,16 @@ class FaultProxy:
         self.resets = 0
         self.body_bytes = 0      # request body bytes passed to the upstream
         self.bandwidth = None    # bytes/s of request bodies, for all connections together
+        self.stream_bandwidth = None  # bytes/s of each connection's answer bodies (one stream of
+                                      # a remote S3 is slower than the link to it)
         self.delay_listings = 0.0  # seconds a ListMultipartUploads waits before it is forwarded
         self.delay_object_gets = 0.0  # seconds a GET of an object waits before it is forwarded
         self.flip_answer_byte = None  # flip this byte of the next object GET answer's body
         self.lines = []          # request lines ("GET /bucket/key?query HTTP/1.1"), in order
+        self.object_gets = []    # (path, Range header or None) of each object GET, in order
+        self.object_bytes = {}   # path: body bytes of object GET answers sent to the client
+        self.object_gets_at_once = 0  # the most object GETs under way together so far
+        self._object_gets_now = 0
         self._next_send = 0.0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
@@ -105,6 +121,15 @@ class FaultProxy:
         if start > now:
             time.sleep(start - now)
 
+    def _got_one(self):
+        with self._lock:
+            self._object_gets_now -= 1
+
+    def _count(self, path, n):
+        if path is not None:
+            with self._lock:
+                self.object_bytes[path] = self.object_bytes.get(path, 0) + n
+
     def _spawn(self, target, *args):
         t = threading.Thread(target=target, args=args, daemon=True)
         t.start()
@@ -126,8 +151,12 @@ class FaultProxy:
     def _serve(self, client):
         upstream = None
         buf = b""
+        serving_get = False
         try:
             while True:
+                if serving_get:
+                    self._got_one()
+                    serving_get = False
                 head, buf = _read_head(client, buf)
                 if head is None:
                     return
@@ -137,10 +166,20 @@ class FaultProxy:
                     self.lines.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
                     line = head.split(b"\r\n", 1)[0].split(b" ")
                     object_get = line[0] == b"GET" and len(line) > 1 and b"?" not in line[1]
+                    asked = _header(head, b"range")
+                    first = int(asked.split(b"=")[1].split(b"-")[0]) if asked else 0
+                    path = line[1].decode("latin-1") if object_get else None
+                    if object_get:
+                        self.object_gets.append((path, asked.decode("latin-1") if asked else None))
+                        serving_get = True
+                        self._object_gets_now += 1
+                        self.object_gets_at_once = max(self.object_gets_at_once, self._object_gets_now)
+                    refuse_range = (object_get and self.refuse_gets_from is not None
+                                    and first >= self.refuse_gets_from)
                     flip = self.flip_answer_byte if object_get else None
                     if flip is not None:
                         self.flip_answer_byte = None
-                    refuse = self._random.random() < self.slowdown
+                    refuse = self._random.random() < self.slowdown or refuse_range
                     reset_at = self.reset_after if length > 0 else None
                     if reset_at is not None:
                         self.reset_after = None
@@ -157,9 +196,9 @@ class FaultProxy:
                     if refuse_head:
                         self.refuse_heads -= 1
                         self.refused += 1
-                whole_get = object_get and _header(head, b"range") is None
                 hang = self.hang or (self.hang_object_gets and object_get)
-                stall = self.stall_whole_gets_after if whole_get else None
+                stall = (max(0, self.stall_gets_beyond - first)
+                         if object_get and self.stall_gets_beyond is not None else None)
                 if hang or refuse:
                     body, buf = _read_exactly(client, buf, length)
                     if body is None:
@@ -227,7 +266,8 @@ class FaultProxy:
                         self.lost += 1
                     _reset(client)
                     return
-                relayed = _relay_response(upstream, client, head.startswith(b"HEAD "), flip, stall)
+                relayed = _relay_response(upstream, client, head.startswith(b"HEAD "), flip, stall,
+                                          lambda n, path=path: self._count(path, n), self.stream_bandwidth)
                 if relayed == "stalled":
                     while not self._stopping and client.recv(65536):
                         pass
@@ -237,6 +277,8 @@ class FaultProxy:
         except OSError:
             return
         finally:
+            if serving_get:
+                self._got_one()
             for s in (client, upstream):
                 if s is not None:
                     with self._lock:
@@ -284,15 +326,35 @@ def _content_length(head):
     return int(value) if value else 0
 
 
-def _relay_response(upstream, client, head_only, flip=None, stall=None):
-    """Copies one response from upstream to client (with byte `flip` of its body flipped);
-    False when either side is gone; "stalled" when only `stall` bytes of its body were sent."""
+def _relay_response(upstream, client, head_only, flip=None, stall=None, count=lambda n: None, pace=None):
+    """Copies one response from upstream to client (with byte `flip` of its body flipped),
+    telling `count` how many body bytes went, at most `pace` body bytes/s when set (then as it
+    arrives); False when either side is gone; "stalled" when only `stall` bytes of its body were
+    sent."""
     head, rest = _read_head(upstream, b"")
     if head is None:
         return False
     status = int(head.split(b" ", 2)[1])
     if head_only or status in (204, 304) or 100 <= status < 200:
         client.sendall(head + rest)
+        return True
+    chunked = (_header(head, b"transfer-encoding") or b"").lower() == b"chunked"
+    if pace and not chunked and flip is None and stall is None:
+        left = _content_length(head) - len(rest)
+        client.sendall(head + rest)
+        sent, start = len(rest), time.monotonic()
+        while left > 0:
+            piece = upstream.recv(min(256 * 1024, left))
+            if not piece:
+                return False
+            client.sendall(piece)
+            left -= len(piece)
+            sent += len(piece)
+            ahead = start + sent / pace - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        if 200 <= status < 300:
+            count(sent)
         return True
     if (_header(head, b"transfer-encoding") or b"").lower() == b"chunked":
         data = rest
@@ -310,8 +372,11 @@ def _relay_response(upstream, client, head_only, flip=None, stall=None):
         body = body[:flip] + bytes([body[flip] ^ 0xFF]) + body[flip + 1:]
     if stall is not None and stall < len(body):
         client.sendall(head + body[:stall])
+        count(stall)
         return "stalled"
     client.sendall(head + body)
+    if 200 <= status < 300:
+        count(len(body))
     return True
 
 
@@ -327,14 +392,17 @@ def _reset(sock):
 
 
 if __name__ == "__main__":
-    # For the benchmarks: fault_proxy.py UPSTREAM_PORT [BYTES_PER_S] prints its port, then
-    # passes requests until it is terminated.
+    # For the benchmarks: fault_proxy.py UPSTREAM_PORT [BYTES_PER_S [STREAM_BYTES_PER_S]]
+    # prints its port, then passes requests until it is terminated (BYTES_PER_S: request bodies,
+    # all together, 0 for no cap; STREAM_BYTES_PER_S: each connection's answer bodies).
     import signal
     import sys
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT])
     proxy = FaultProxy(int(sys.argv[1])).start()
-    if len(sys.argv) > 2:
+    if len(sys.argv) > 2 and int(sys.argv[2]) > 0:
         proxy.bandwidth = int(sys.argv[2])
+    if len(sys.argv) > 3:
+        proxy.stream_bandwidth = int(sys.argv[3])
     print(proxy.port, flush=True)
     signal.sigwait([signal.SIGTERM, signal.SIGINT])
     proxy.stop()

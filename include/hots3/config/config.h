@@ -137,6 +137,10 @@ struct UpstreamConfig {
   std::string ca_file;           // PEM bundle for https; "" = the system's
   std::string credentials_file;  // TOML: access_key, secret_key, optional session_token
   std::uint64_t max_connections = 16;
+  // Ranged GETs at once of one read-through of a large object (8 MiB each; all read-throughs
+  // together take at most max_connections): one stream of an upstream is often slower than the
+  // link to it. As many as the AWS CLI's downloads use.
+  std::uint64_t read_streams = 10;
   // Bytes per second sent to it, all uploads together (0: no cap): a shared uplink keeps room
   // for everything else.
   std::uint64_t write_bytes_per_s = 0;

@@ -252,6 +252,7 @@ region = "eu-west-1"
 addressing = "virtual"
 credentials_file = "/etc/hots3/golden.toml"
 max_connections = 4
+read_streams = 3
 write_bytes_per_s = "20MiB"
 requests_per_s = 300
 checksums = "off"
@@ -304,6 +305,7 @@ TEST_F(ConfigFile, TierUpstreamsAndBindings) {
   EXPECT_EQ(u.region, "eu-west-1");
   EXPECT_TRUE(u.virtual_host);
   EXPECT_EQ(u.max_connections, 4U);
+  EXPECT_EQ(u.read_streams, 3U);
   EXPECT_EQ(u.write_bytes_per_s, 20 * kMiB);
   EXPECT_EQ(u.requests_per_s, 300U);
   EXPECT_EQ(u.checksums, UpstreamConfig::Checksums::kOff);
@@ -409,6 +411,9 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
       error_of("[tier.evict]\nhigh = 101\n").find("tier.evict.high: must be between 1 and 100"),
       std::string::npos);
   EXPECT_NE(error_of("[tier]\nupstreams = []\n").find("tier.upstreams: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[tier.upstream]]\nname = \"u\"\nread_streams = 0\n")
+                .find("tier.upstream.read_streams: must be between 1 and 64"),
             std::string::npos);
 }
 

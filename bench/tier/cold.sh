@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Cold reads through the tier (objects evicted from a write-back bucket, read back from the
+# upstream), against the same reads straight from the upstream, in one run:
+#
+#   whole    one GET of a SIZE object (1 GiB): fetched from the upstream in 8 MiB ranges, several
+#            at once, passed on in order and kept; against one GET of it straight from the
+#            upstream (goal >= 1.0x) and its download in 8 MiB ranges, 10 at once, straight from
+#            the upstream (goal >= 0.9x). The median of ROUNDS, each side in every round. With
+#            the goals: through the fault proxy, whose connections each pass STREAM_BW bytes/s
+#            (as one stream of a remote S3 is slower than the link to it). Beside them, on
+#            loopback: there two servers and the client share the machine's cores, and the one
+#            that keeps and passes on every byte does the most work.
+#   ttfb     the first byte of an 8 MiB range in the middle of 64 MiB, 1 GiB and 4 GiB objects
+#            (ranges pass through: goal flat within 20%), the median of 5 each.
+#   readers  16 GETs at once of one 256 MiB object: the bytes the upstream sent for it (goal
+#            <= 1.05x the object) and the GETs that failed or differ (goal 0).
+#
+# Every client is curl (one process per GET, signed with --aws-sigv4), so that the client's own
+# cost is small and alike on both sides. The upstream is a second hots3 on the same machine:
+# both servers and the clients share its cores, and each row's ratio is of one run.
+#
+# usage: bench/tier/cold.sh [BUILD_DIR]       (default build/release)
+# env:   SIZE (1GiB) ROUNDS (3) STREAM_BW (40000000) BENCH_TMPDIR (/var/tmp)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+BUILD=${1:-build/release}
+SIZE=${SIZE:-1GiB}
+ROUNDS=${ROUNDS:-3}
+STREAM_BW=${STREAM_BW:-40000000}
+HOTS3=$BUILD/src/hots3
+[ -x "$HOTS3" ] || { echo "build $HOTS3 first" >&2; exit 1; }
+need curl python3 sha256sum
+bench_init tier-cold
+
+bytes() { python3 -c 'import re, sys
+n, u = re.fullmatch(r"(\d+)\s*([KMGT]i?B?)?", sys.argv[1]).groups()
+print(int(n) * 1024 ** " KMGT".index((u or " ")[0]))' "$1"; }
+MiB=$((1024 * 1024))
+SIZE_BYTES=$(bytes "$SIZE")
+SIZES="$((64 * MiB)) $((1024 * MiB)) $((4096 * MiB))"
+READERS_BYTES=$((256 * MiB))
+# Every object twice (the local copy and the upstream's), and slack.
+DEVICE_BYTES=$((2 * SIZE_BYTES + 5184 * MiB + READERS_BYTES + 1024 * MiB))
+free=$(df -B1 --output=avail "$WORK" | tail -1)
+[ "$free" -gt $((DEVICE_BYTES * 2 + 4096 * MiB)) ] || { echo "needs $((DEVICE_BYTES * 2 + 4096 * MiB)) bytes free in $WORK" >&2; exit 1; }
+
+# start NAME [CONFIG]: a hots3 in $WORK/NAME, its access log in $WORK/NAME/access; sets URL_<NAME>.
+start() {
+  local name=$1 dir=$WORK/$1
+  mkdir -p "$dir"
+  cat > "$dir/hots3.toml" <<CONF
+[http]
+threads = $(nproc)
+[log]
+access_log = "$dir/access"
+level = "warn"
+[storage]
+device_size = $DEVICE_BYTES
+cache_size = "256MiB"
+[[users]]
+name = "bench"
+access_key = "$BENCH_ACCESS_KEY"
+secret_key = "$BENCH_SECRET_KEY"
+admin = true
+${2:-}
+CONF
+  "$HOTS3" serve --config "$dir/hots3.toml" --data "$dir/data" --listen 127.0.0.1:0 \
+    --port-file "$dir/port" >> "$dir/log" 2>&1 &
+  PIDS+=("$!")
+  while [ ! -s "$dir/port" ]; do
+    kill -0 "$!" 2>/dev/null || { echo "hots3 $name did not start: $(cat "$dir/log")" >&2; exit 1; }
+    sleep 0.01
+  done
+  printf -v "URL_$name" 'http://127.0.0.1:%s' "$(cat "$dir/port")"
+}
+# get URL PATH [RANGE]: one signed GET into /dev/null; prints its status, size, seconds to the
+# first byte and seconds in all.
+get() {
+  curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" ${3:+-r "$3"} -o /dev/null \
+    -w '%{http_code} %{size_download} %{time_starttransfer} %{time_total}\n' "$1/$2"
+}
+put() {  # URL PATH FILE
+  curl -sS -f --aws-sigv4 "aws:amz:us-east-1:s3" --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$3" -o /dev/null "$1/$2"
+}
+mb() { curl -sS -f --aws-sigv4 "aws:amz:us-east-1:s3" --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" \
+  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X PUT -o /dev/null "$1/$2"; }
+export AWS_ACCESS_KEY_ID=$BENCH_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$BENCH_SECRET_KEY AWS_DEFAULT_REGION=us-east-1
+now() { date +%s.%N; }
+median() { python3 -c 'import statistics, sys; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
+tier() { "$HOTS3" tier "$@" --endpoint "$URL_local" > /dev/null; }
+evict() {  # BUCKET PREFIX
+  tier flush --bucket "$1" --prefix "$2" --wait
+  tier evict --bucket "$1" --prefix "$2"
+}
+
+start up
+mb "$URL_up" team
+printf 'access_key = "%s"\nsecret_key = "%s"\n' "$BENCH_ACCESS_KEY" "$BENCH_SECRET_KEY" > "$WORK/golden.toml"
+# The same upstream through the proxy: each connection's answers at STREAM_BW bytes/s.
+python3 tests/support/fault_proxy.py "${URL_up##*:}" 0 "$STREAM_BW" > "$WORK/proxy.port" &
+PIDS+=("$!")
+while [ ! -s "$WORK/proxy.port" ]; do sleep 0.01; done
+URL_far=http://127.0.0.1:$(cat "$WORK/proxy.port")
+start local "[[tier.upstream]]
+name = \"golden\"
+endpoint = \"$URL_up\"
+credentials_file = \"$WORK/golden.toml\"
+[[tier.upstream]]
+name = \"far\"
+endpoint = \"$URL_far\"
+credentials_file = \"$WORK/golden.toml\"
+[[tier.bucket]]
+bucket = \"far\"
+upstream = \"far\"
+upstream_bucket = \"team\"
+upstream_prefix = \"far/\"
+[[tier.bucket]]
+bucket = \"cold\"
+upstream = \"golden\"
+upstream_bucket = \"team\"
+upstream_prefix = \"rack/\"
+[tier.writeback]
+delay = \"0s\"
+max_dirty = $DEVICE_BYTES"
+mb "$URL_local" cold
+mb "$URL_local" far
+echo "tier, cold reads: $SIZE object, $ROUNDS rounds, streams of $STREAM_BW B/s; $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+
+# The objects, from /dev/urandom (nothing compresses them), written through the tiered bucket.
+head -c "$SIZE_BYTES" /dev/urandom > "$WORK/body"
+put "$URL_local" cold/whole "$WORK/body"
+put "$URL_local" far/whole "$WORK/body"
+WANT=$(sha256sum < "$WORK/body" | cut -d' ' -f1)
+for s in $SIZES; do
+  head -c "$s" /dev/urandom > "$WORK/obj"
+  put "$URL_local" "cold/ttfb/$s" "$WORK/obj"
+done
+head -c "$READERS_BYTES" /dev/urandom > "$WORK/obj"
+put "$URL_local" cold/readers "$WORK/obj"
+READERS_WANT=$(sha256sum < "$WORK/obj" | cut -d' ' -f1)
+rm -f "$WORK/obj"
+
+# ---- whole: one cold GET, against one GET and 10-way ranges straight from the upstream, on
+# loopback and through the proxy's streams of STREAM_BW bytes/s --------------------------------
+ranges() {  # URL PATH: the object in 8 MiB ranges, 10 at once; prints the seconds
+  local t0 t1
+  t0=$(now)
+  python3 -c 'import sys
+size, step = int(sys.argv[1]), 8 << 20
+for a in range(0, size, step):
+    print("%d-%d" % (a, min(a + step, size) - 1))' "$SIZE_BYTES" |
+    xargs -P 10 -I{} curl -sS -f --aws-sigv4 "aws:amz:us-east-1:s3" \
+      --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+      -r {} -o /dev/null "$1/$2"
+  t1=$(now)
+  python3 -c "print($t1 - $t0)"
+}
+one() {  # URL PATH: prints the seconds of one whole GET, checked for its size
+  local code size first total
+  read -r code size first total < <(get "$1" "$2")
+  [ "$code" = 200 ] && [ "$size" = "$SIZE_BYTES" ] || { echo "GET $2: $code, $size bytes" >&2; exit 1; }
+  echo "$total"
+}
+mbs() { python3 -c "print($SIZE_BYTES / 1e6 / $1)"; }
+# whole NAME BUCKET UPSTREAM_URL UPSTREAM_PATH: sets NAME_COLD, NAME_ONE and NAME_TEN (MB/s,
+# medians) and NAME_RUNS (the seconds of every run).
+whole() {
+  local cold=() up_one=() up_ten=() r got
+  for r in $(seq "$ROUNDS"); do
+    evict "$2" whole
+    up_one+=("$(one "$3" "$4")")
+    cold+=("$(one "$URL_local" "$2/whole")")
+    up_ten+=("$(ranges "$3" "$4")")
+  done
+  # What was kept is the object.
+  got=$(curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$URL_local/$2/whole" | sha256sum | cut -d' ' -f1)
+  [ "$got" = "$WANT" ] || { echo "the object read back from $2 differs" >&2; exit 1; }
+  printf -v "$1_COLD" '%s' "$(mbs "$(median "${cold[@]}")")"
+  printf -v "$1_ONE" '%s' "$(mbs "$(median "${up_one[@]}")")"
+  printf -v "$1_TEN" '%s' "$(mbs "$(median "${up_ten[@]}")")"
+  printf -v "$1_RUNS" 'cold %s; one from the upstream %s; 10-way ranges from it %s' \
+    "${cold[*]}" "${up_one[*]}" "${up_ten[*]}"
+}
+whole LOOP cold "$URL_up" team/rack/whole
+whole FAR far "$URL_far" team/far/whole
+
+# ---- ttfb: an 8 MiB range in the middle of each size ------------------------------------------
+evict cold ttfb/
+TTFB=()
+for s in $SIZES; do
+  firsts=()
+  for _ in 1 2 3 4 5; do
+    a=$(((s / 2 / MiB) * MiB))
+    read -r code size first total < <(get "$URL_local" "cold/ttfb/$s" "$a-$((a + 8 * MiB - 1))")
+    [ "$code" = 206 ] && [ "$size" = $((8 * MiB)) ] || { echo "range of $s: $code, $size bytes" >&2; exit 1; }
+    firsts+=("$first")
+  done
+  TTFB+=("$(median "${firsts[@]}")")
+done
+
+# ---- readers: 16 GETs at once of one cold object ----------------------------------------------
+evict cold readers
+sent_before=$(python3 - "$WORK/up/access" <<'PY'
+import json, sys
+print(sum(json.loads(l)["bytes_out"] for l in open(sys.argv[1]) if '"/team/rack/readers' in l))
+PY
+)
+for _ in $(seq 16); do
+  curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$URL_local/cold/readers" | sha256sum | cut -d' ' -f1 &
+done > "$WORK/readers" 2>&1
+wait_readers() { while [ "$(wc -l < "$WORK/readers")" -lt 16 ]; do sleep 0.05; done; }
+wait_readers
+READER_ERRORS=$(grep -vc "^$READERS_WANT\$" "$WORK/readers" || true)
+sleep 1.2  # the access log flushes every second
+READER_UP_BYTES=$(python3 - "$WORK/up/access" "$sent_before" <<'PY'
+import json, sys
+print(sum(json.loads(l)["bytes_out"] for l in open(sys.argv[1]) if '"/team/rack/readers' in l) - int(sys.argv[2]))
+PY
+)
+
+echo
+table_head
+row "cold GET of $SIZE, $STREAM_BW B/s streams, MB/s" "$FAR_COLD" "$FAR_ONE" "one GET from upstream" 100
+row "cold GET of $SIZE, $STREAM_BW B/s streams, MB/s" "$FAR_COLD" "$FAR_TEN" "8 MiB ranges x10 from it" 90
+row_ratio "cold GET of $SIZE, loopback, MB/s" "$LOOP_COLD" "$LOOP_ONE" "one GET from upstream"
+row_ratio "cold GET of $SIZE, loopback, MB/s" "$LOOP_COLD" "$LOOP_TEN" "8 MiB ranges x10 from it"
+read -r t64 t1g t4g <<< "${TTFB[*]}"
+row_flat "cold 8 MiB range TTFB at 4 GiB vs 64 MiB, ms" "$(python3 -c "print($t64 * 1000)")" \
+  "$(python3 -c "print($t4g * 1000)")" 20
+row_max "16 readers of one cold 256 MiB, upstream MiB" "$(python3 -c "print($READER_UP_BYTES / $MiB)")" \
+  "$(python3 -c "print(1.05 * $READERS_BYTES / $MiB)")" "1.05x the object"
+row_max "16 readers of one cold 256 MiB, failed GETs" "$READER_ERRORS" 0 "GETs"
+echo "cold 8 MiB range TTFB (median of 5): 64 MiB $t64 s, 1 GiB $t1g s, 4 GiB $t4g s"
+echo "whole GETs through $STREAM_BW B/s streams (s): $FAR_RUNS"
+echo "whole GETs on loopback (s): $LOOP_RUNS"
+[ "$MISSED" -eq 0 ]
