@@ -1717,15 +1717,22 @@ struct Uploader::Impl {
     co_return std::move(*call);
   }
 
-  // Passes the body of a read-through's GET (`count` bytes) on to `to` in full pieces (the last
-  // one, shorter, ends it), then the empty piece: whether it all went. When the body fails,
-  // `to` hears why; when `to` is closed (its reader let go), the rest is not read.
+  // Passes the body of a read-through's GET (`count` bytes) on to `to`, then the empty piece:
+  // whether it all went. In full pieces (the last one shorter) when `full` (a chunk's channel
+  // holds a chunk's worth of them), else as they come. When the body fails, `to` hears why; once
+  // `to` or `reader` (the channel of the request's reader) is closed, the rest is not read and
+  // `to` is closed.
   asio::awaitable<bool> pass_body(Upstream& u, http::Call& call, std::string what,
-                                  std::uint64_t count, Fetch::Pieces& to) {
+                                  std::uint64_t count, Fetch::Pieces& to, bool full,
+                                  const Fetch::Pieces& reader) {
     std::uint64_t passed = 0;
     for (bool last = false; !last;) {
+      if (!to.is_open() || !reader.is_open()) {
+        to.close();  // the connection closes with the call
+        co_return false;
+      }
       Fetch::Piece piece{std::make_unique_for_overwrite<std::byte[]>(kFetchPieceBytes), 0};
-      while (piece.size < kFetchPieceBytes) {
+      do {
         auto reading =
             call.read_body(std::span(piece.data.get() + piece.size, kFetchPieceBytes - piece.size));
         auto got = co_await std::move(reading);
@@ -1734,19 +1741,15 @@ struct Uploader::Impl {
           to.try_send(make_error_code(errc::kUnavailable), Fetch::Piece{});
           co_return false;
         }
-        if (*got == 0) {
-          last = true;
-          break;
-        }
+        last = *got == 0;
         piece.size += *got;
-      }
+      } while (full && !last && piece.size < kFetchPieceBytes);
       passed += piece.size;
       if (piece.size == 0) break;
-      if (!to.is_open()) co_return false;
       auto sending = to.async_send(boost::system::error_code{}, std::move(piece),
                                    asio::as_tuple(asio::use_awaitable));
       auto [e] = co_await std::move(sending);
-      if (e) co_return false;  // the reader let go: the connection closes with the call
+      if (e) co_return false;  // the reader let go
     }
     if (passed != count) {
       note(u, malformed(what, fmt::format("the body ended after {} of {} bytes", passed, count)));
@@ -1759,20 +1762,25 @@ struct Uploader::Impl {
     co_return !e;
   }
 
-  // One chunk of a read-through in chunks, into `to` (which holds all of it).
+  // One chunk of a read-through in chunks, into `to` (which holds all of it), unless the read
+  // ended meanwhile. It holds one of the upstream's fetch_streams until it ends.
   asio::awaitable<void> fetch_chunk(Upstream& u, s3client::Request get, std::string etag,
                                     std::uint64_t first, std::uint64_t count,
                                     std::optional<std::uint64_t> size,
-                                    std::shared_ptr<Fetch::Pieces> to) {
+                                    std::shared_ptr<Fetch::Pieces> to,
+                                    std::shared_ptr<Fetch> fetch) {
     const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
-    auto opening = open_read(u, std::move(get), std::move(etag), first, count, size, true);
-    auto call = co_await std::move(opening);
-    if (!call) {
-      to->try_send(call.error(), Fetch::Piece{});
-      co_return;
+    if (to->is_open() && fetch->pieces.is_open()) {
+      auto opening = open_read(u, std::move(get), std::move(etag), first, count, size, true);
+      auto call = co_await std::move(opening);
+      if (!call) {
+        to->try_send(call.error(), Fetch::Piece{});
+      } else {
+        auto passing = pass_body(u, **call, what, count, *to, true, fetch->pieces);
+        co_await std::move(passing);
+      }
     }
-    auto passing = pass_body(u, **call, what, count, *to);
-    co_await std::move(passing);
+    --u.fetch_streams;
   }
 
   // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
@@ -1816,22 +1824,25 @@ struct Uploader::Impl {
       auto opening = open_read(u, std::move(get), std::move(etag), offset, length, size, !whole);
       auto call = co_await std::move(opening);
       if (!call) co_return end(call.error());
-      auto passing = pass_body(u, **call, what, length, fetch->pieces);
+      auto passing = pass_body(u, **call, what, length, fetch->pieces, false, fetch->pieces);
       const bool passed = co_await std::move(passing);
       if (!passed) fetch->pieces.close();
       co_return;
     }
-    u.fetch_streams += streams;
     std::deque<std::shared_ptr<Fetch::Pieces>> window;  // the chunks asked for, not yet passed on
     std::uint64_t asked = 0;
     boost::system::error_code failure;
     bool let_go = false;
     for (std::uint64_t passing = 0; passing < chunks && !failure && !let_go; ++passing) {
       for (; asked < chunks && asked < passing + streams; ++asked) {
+        // The next chunk to pass on is always asked for; the others while the upstream has
+        // streams free (other reads took them meanwhile).
+        if (asked > passing && u.fetch_streams >= u.config.max_connections) break;
+        ++u.fetch_streams;
         const std::uint64_t first = offset + asked * kFetchChunkBytes;
         const std::uint64_t count = std::min(kFetchChunkBytes, offset + length - first);
         window.push_back(std::make_shared<Fetch::Pieces>(io, kChunkPieces));
-        asio::co_spawn(io, fetch_chunk(u, get, etag, first, count, size, window.back()),
+        asio::co_spawn(io, fetch_chunk(u, get, etag, first, count, size, window.back(), fetch),
                        asio::detached);
       }
       Fetch::Pieces& from = *window.front();
@@ -1858,7 +1869,6 @@ struct Uploader::Impl {
     }
     // The chunks still under way stop at their next piece.
     for (const auto& left : window) left->close();
-    u.fetch_streams -= streams;
     if (failure) co_return end(failure);
     if (let_go) co_return;
     auto ending = fetch->pieces.async_send(boost::system::error_code{}, Fetch::Piece{},

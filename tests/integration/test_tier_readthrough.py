@@ -23,6 +23,7 @@ from test_tier_writeback import (KiB, MiB, PREFIX, client, data, health, run_hot
                                  start_upstream, stop_servers, tier_config)
 
 import boto3.s3.transfer  # noqa: E402
+import urllib3.exceptions  # noqa: E402
 import botocore.config  # noqa: E402
 import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
@@ -33,12 +34,14 @@ class TieredTest(unittest.TestCase):
     its [[tier.bucket]] entry."""
 
     binding = ""
+    upstream_keys = ""
 
     @classmethod
     def setUpClass(cls):
         start_upstream(cls)
         cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
-        cls.config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials, binding=cls.binding)
+        cls.config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials, binding=cls.binding,
+                                 upstream=cls.upstream_keys)
         cls.local = s3_support.hots3_server(cls.config, device_size="1GiB", workdir=cls.local_dir).start()
         cls.s3 = client(cls.local.port)
         cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
@@ -90,6 +93,9 @@ class TieredTest(unittest.TestCase):
 
 class ReadThroughTest(TieredTest):
     """Evicted objects: described from the catalog, read back once, never mixed or damaged."""
+
+    # Fewer ranged GETs at once than a 40 MiB object has chunks.
+    upstream_keys = "read_streams = 3"
 
     def test_an_evicted_object_is_described_locally_and_read_through_once(self):
         single = data(3 * MiB + 17, 1)
@@ -255,21 +261,43 @@ class ReadThroughTest(TieredTest):
         self.assertEqual(len(self.upstream_gets("retry/k")), 2)
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="retry/k")["Body"].read(), body)
 
+    def settled(self):
+        """Once no GET of an object is under way at the proxy (a read's GETs asked for before it
+        ended still come and go)."""
+        time.sleep(0.2)
+        self.until(lambda: self.proxy.object_gets_now == 0)
+
     def test_a_large_miss_is_fetched_in_ranges_at_once_and_a_failed_range_keeps_nothing(self):
         body = data(40 * MiB + 9, 17)
-        self.s3.put_object(Bucket="ckpt", Key="wide/k", Body=body)
+        for key in ("wide/failed", "wide/k"):
+            self.s3.put_object(Bucket="ckpt", Key=key, Body=body)
         self.flush_and_evict("wide/")
         # The third chunk is refused: the answer is cut short after the two before it, and nothing
         # is kept.
         self.proxy.refuse_gets_from = 16 * MiB
+        received = b""
         try:
-            with self.assertRaises((botocore.exceptions.BotoCoreError, ClientError)):
-                self.s3.get_object(Bucket="ckpt", Key="wide/k")["Body"].read()
+            got = self.s3.get_object(Bucket="ckpt", Key="wide/failed")
+            self.assertEqual(got["ContentLength"], len(body))
+            with self.assertRaises((botocore.exceptions.BotoCoreError, urllib3.exceptions.HTTPError)):
+                while True:
+                    piece = got["Body"].read(64 * KiB)
+                    if not piece:
+                        break
+                    received += piece
+            self.settled()
         finally:
             self.proxy.refuse_gets_from = None
-        self.assertEqual(self.catalog("wide/k"), (2, 0))
-        asked = len(self.upstream_ranges("wide/k"))
-        # Late answers, so that the chunks asked for together are seen under way together.
+        # What came is the object's first two chunks, but for the pieces in flight to the
+        # request's worker when the read failed (its channel holds eight of 256 KiB) and the
+        # client's read the cut interrupted.
+        self.assertGreaterEqual(len(received), 16 * MiB - 2 * MiB - 64 * KiB)
+        self.assertLessEqual(len(received), 16 * MiB)
+        self.assertEqual(received, body[:len(received)])
+        self.assertEqual(self.catalog("wide/failed"), (2, 0))
+
+        # Late answers, so that the chunks asked for together are seen under way together: three
+        # at a time (read_streams), the next asked for as each is passed on.
         self.proxy.object_gets_at_once = 0
         self.proxy.delay_object_gets = 0.5
         try:
@@ -278,13 +306,37 @@ class ReadThroughTest(TieredTest):
             self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
         finally:
             self.proxy.delay_object_gets = 0.0
-        self.assertEqual(self.proxy.object_gets_at_once, 6)  # every chunk: read_streams is 10
+        self.assertEqual(self.proxy.object_gets_at_once, 3)
         self.assertEqual(self.catalog("wide/k")[0], 1)
         chunks = ["bytes=%d-%d" % (n * 8 * MiB, min((n + 1) * 8 * MiB, len(body)) - 1) for n in range(6)]
-        self.assertEqual(sorted(self.upstream_ranges("wide/k")[asked:], key=lambda r: int(r[6:].split("-")[0])),
-                         chunks)
+        self.assertEqual(sorted(self.upstream_ranges("wide/k"), key=lambda r: int(r[6:].split("-")[0])), chunks)
+        self.assertEqual(self.upstream_bytes("wide/k"), len(body))
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="wide/k")["Body"].read(), body)
-        self.assertEqual(len(self.upstream_ranges("wide/k")), asked + 6)
+        self.assertEqual(len(self.upstream_ranges("wide/k")), 6)
+
+    def test_a_chunked_miss_whose_client_goes_away_asks_for_nothing_more(self):
+        body = data(48 * MiB, 18)
+        self.s3.put_object(Bucket="ckpt", Key="gone/k", Body=body)
+        self.flush_and_evict("gone/")
+        self.proxy.delay_object_gets = 0.3
+        try:
+            leaver = socket.create_connection(("127.0.0.1", self.local.port))
+            try:
+                leaver.sendall(s3_support.SignedRequest("GET", "/ckpt/gone/k", port=self.local.port).wire())
+                self.assertTrue(leaver.recv(65536).startswith(b"HTTP/1.1 200"))
+            finally:
+                leaver.close()
+            time.sleep(1.0)  # long enough for every chunk to come, were they still asked for
+            self.settled()
+        finally:
+            self.proxy.delay_object_gets = 0.0
+        # The chunks under way when it left (three at most, and the one after the first passed on).
+        self.assertLessEqual(len(self.upstream_ranges("gone/k")), 4)
+        self.assertLessEqual(self.upstream_bytes("gone/k"), 4 * 8 * MiB)
+        self.assertEqual(self.catalog("gone/k"), (2, 0))
+        got = self.s3.get_object(Bucket="ckpt", Key="gone/k")
+        self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
+        self.assertEqual(self.catalog("gone/k")[0], 1)
 
     def test_damaged_bytes_from_the_upstream_are_cut_off_and_never_kept(self):
         body = data(2 * MiB, 6)

@@ -51,15 +51,17 @@ def client(port, config=None):
 
 
 def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt", writeback="",
-                mode="writeback", delay="500ms", binding=""):
+                mode="writeback", delay="500ms", binding="", upstream=""):
     """`writeback`: more keys of [tier.writeback], one per line (retry_base and retry_cap there
-    replace the tests' quick ones). `binding`: more of the [[tier.bucket]] entry."""
+    replace the tests' quick ones). `binding`: more of the [[tier.bucket]] entry; `upstream`:
+    more of the [[tier.upstream]] one."""
     retries = "" if "retry_base" in writeback else 'retry_base = "50ms"\nretry_cap = "500ms"'
     return """
 [[tier.upstream]]
 name = "golden"
 endpoint = "%s"
 credentials_file = "%s"
+%s
 
 [[tier.bucket]]
 bucket = "%s"
@@ -73,7 +75,7 @@ mode = "%s"
 delay = "%s"
 %s
 %s
-""" % (endpoint, credentials_file, bucket, prefix, mode, binding, delay, retries, writeback)
+""" % (endpoint, credentials_file, upstream, bucket, prefix, mode, binding, delay, retries, writeback)
 
 
 def write_credentials(directory):

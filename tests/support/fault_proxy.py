@@ -75,7 +75,7 @@ class FaultProxy:
         self.object_gets = []    # (path, Range header or None) of each object GET, in order
         self.object_bytes = {}   # path: body bytes of object GET answers sent to the client
         self.object_gets_at_once = 0  # the most object GETs under way together so far
-        self._object_gets_now = 0
+        self.object_gets_now = 0      # object GETs under way now
         self._next_send = 0.0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
@@ -123,7 +123,7 @@ class FaultProxy:
 
     def _got_one(self):
         with self._lock:
-            self._object_gets_now -= 1
+            self.object_gets_now -= 1
 
     def _count(self, path, n):
         if path is not None:
@@ -172,8 +172,8 @@ class FaultProxy:
                     if object_get:
                         self.object_gets.append((path, asked.decode("latin-1") if asked else None))
                         serving_get = True
-                        self._object_gets_now += 1
-                        self.object_gets_at_once = max(self.object_gets_at_once, self._object_gets_now)
+                        self.object_gets_now += 1
+                        self.object_gets_at_once = max(self.object_gets_at_once, self.object_gets_now)
                     refuse_range = (object_get and self.refuse_gets_from is not None
                                     and first >= self.refuse_gets_from)
                     flip = self.flip_answer_byte if object_get else None
@@ -341,20 +341,22 @@ def _relay_response(upstream, client, head_only, flip=None, stall=None, count=la
     chunked = (_header(head, b"transfer-encoding") or b"").lower() == b"chunked"
     if pace and not chunked and flip is None and stall is None:
         left = _content_length(head) - len(rest)
+        if 200 <= status < 300:
+            count(len(rest))
         client.sendall(head + rest)
         sent, start = len(rest), time.monotonic()
         while left > 0:
             piece = upstream.recv(min(256 * 1024, left))
             if not piece:
                 return False
+            if 200 <= status < 300:
+                count(len(piece))
             client.sendall(piece)
             left -= len(piece)
             sent += len(piece)
             ahead = start + sent / pace - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)
-        if 200 <= status < 300:
-            count(sent)
         return True
     if (_header(head, b"transfer-encoding") or b"").lower() == b"chunked":
         data = rest
@@ -370,13 +372,14 @@ def _relay_response(upstream, client, head_only, flip=None, stall=None, count=la
         return False
     if flip is not None and flip < len(body):
         body = body[:flip] + bytes([body[flip] ^ 0xFF]) + body[flip + 1:]
-    if stall is not None and stall < len(body):
-        client.sendall(head + body[:stall])
+    ok = 200 <= status < 300
+    if stall is not None and stall < len(body) and ok:
         count(stall)
+        client.sendall(head + body[:stall])
         return "stalled"
-    client.sendall(head + body)
-    if 200 <= status < 300:
+    if ok:
         count(len(body))
+    client.sendall(head + body)
     return True
 
 
