@@ -1762,13 +1762,15 @@ struct Uploader::Impl {
     co_return !e;
   }
 
-  // One chunk of a read-through in chunks, into `to` (which holds all of it), unless the read
-  // ended meanwhile. It holds one of the upstream's fetch_streams until it ends.
+  // One chunk of a read-through in chunks, into `to`, unless the read ended meanwhile. It holds
+  // one of the upstream's fetch_streams until it ends. The read's first chunk is passed on as its
+  // pieces come (the client's first byte waits for no more than the upstream's), since its
+  // channel is read from the start; the others in full pieces, so that `to` holds all of them.
   asio::awaitable<void> fetch_chunk(Upstream& u, s3client::Request get, std::string etag,
                                     std::uint64_t first, std::uint64_t count,
                                     std::optional<std::uint64_t> size,
-                                    std::shared_ptr<Fetch::Pieces> to,
-                                    std::shared_ptr<Fetch> fetch) {
+                                    std::shared_ptr<Fetch::Pieces> to, std::shared_ptr<Fetch> fetch,
+                                    bool head) {
     const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
     if (to->is_open() && fetch->pieces.is_open()) {
       auto opening = open_read(u, std::move(get), std::move(etag), first, count, size, true);
@@ -1776,7 +1778,7 @@ struct Uploader::Impl {
       if (!call) {
         to->try_send(call.error(), Fetch::Piece{});
       } else {
-        auto passing = pass_body(u, **call, what, count, *to, true, fetch->pieces);
+        auto passing = pass_body(u, **call, what, count, *to, !head, fetch->pieces);
         co_await std::move(passing);
       }
     }
@@ -1786,10 +1788,10 @@ struct Uploader::Impl {
   // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
   // One of several chunks is read as ranged GETs of kFetchChunkBytes, up to the upstream's
   // read_streams at once (one stream of an upstream is often slower than its link), passed on in
-  // order; each chunk goes into a channel that holds all of it, so a GET never waits for the
-  // request's client and its connection is free as soon as its chunk is in. An upstream has at
-  // most max_connections such streams (and their buffers: 8 MiB each) at a time; a read that
-  // would get fewer than two is one GET.
+  // order; each chunk after the first goes into a channel that holds all of it, so its GET never
+  // waits for the request's client and its connection is free as soon as it is in (the first
+  // one's channel is read from the start). An upstream has at most max_connections such streams
+  // (and their buffers: 8 MiB each) at a time; a read that would get fewer than two is one GET.
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::shared_ptr<Fetch> fetch) {
@@ -1842,8 +1844,9 @@ struct Uploader::Impl {
         const std::uint64_t first = offset + asked * kFetchChunkBytes;
         const std::uint64_t count = std::min(kFetchChunkBytes, offset + length - first);
         window.push_back(std::make_shared<Fetch::Pieces>(io, kChunkPieces));
-        asio::co_spawn(io, fetch_chunk(u, get, etag, first, count, size, window.back(), fetch),
-                       asio::detached);
+        asio::co_spawn(
+            io, fetch_chunk(u, get, etag, first, count, size, window.back(), fetch, asked == 0),
+            asio::detached);
       }
       Fetch::Pieces& from = *window.front();
       for (;;) {
