@@ -115,6 +115,39 @@ CONF
   HOTS3_BIN=$bin
   relaunch_hots3
 }
+# start_tier_server NAME [extra TOML lines]: a hots3 ($HOTS3) of its own in $WORK/NAME, with a
+# device of $DEVICE_BYTES, the bench user, and an access log in $WORK/NAME/access when
+# ACCESS_LOG=1 (the tier benches' upstream and local servers); sets URL_<NAME> and PID_<NAME>.
+start_tier_server() {
+  local name=$1 dir=$WORK/$1 access=""
+  [ "${ACCESS_LOG:-0}" = 1 ] && access=$dir/access
+  mkdir -p "$dir"
+  cat > "$dir/hots3.toml" <<CONF
+[http]
+threads = $(nproc)
+[log]
+access_log = "$access"
+level = "warn"
+[storage]
+device_size = $DEVICE_BYTES
+cache_size = "256MiB"
+[[users]]
+name = "bench"
+access_key = "$BENCH_ACCESS_KEY"
+secret_key = "$BENCH_SECRET_KEY"
+admin = true
+${2:-}
+CONF
+  "$HOTS3" serve --config "$dir/hots3.toml" --data "$dir/data" --listen 127.0.0.1:0 \
+    --port-file "$dir/port" >> "$dir/log" 2>&1 &
+  PIDS+=("$!")
+  printf -v "PID_$name" '%s' "$!"
+  while [ ! -s "$dir/port" ]; do
+    kill -0 "$!" 2>/dev/null || { echo "hots3 $name did not start: $(cat "$dir/log")" >&2; exit 1; }
+    sleep 0.01
+  done
+  printf -v "URL_$name" 'http://127.0.0.1:%s' "$(cat "$dir/port")"
+}
 # relaunch_hots3: sets HOTS3_START_S (exec to port file) and HOTS3_READY_S (exec to the first
 # 200 of /health/ready).
 relaunch_hots3() {

@@ -10,6 +10,8 @@
 #            (as one stream of a remote S3 is slower than the link to it). Beside them, on
 #            loopback: there two servers and the client share the machine's cores, and the one
 #            that keeps and passes on every byte does the most work.
+#            The first byte of the cold GET against the first byte of one GET straight from the
+#            upstream (goal: within 5 ms of it).
 #   ttfb     the first byte of an 8 MiB range in the middle of 64 MiB, 1 GiB and 4 GiB objects
 #            (ranges pass through: goal flat within 20%), the median of 5 each.
 #   readers  16 GETs at once of one 256 MiB object: the bytes the upstream sent for it (goal
@@ -33,6 +35,7 @@ HOTS3=$BUILD/src/hots3
 [ -x "$HOTS3" ] || { echo "build $HOTS3 first" >&2; exit 1; }
 need curl python3 sha256sum
 bench_init tier-cold
+ACCESS_LOG=1
 
 bytes() { python3 -c 'import re, sys
 n, u = re.fullmatch(r"(\d+)\s*([KMGT]i?B?)?", sys.argv[1]).groups()
@@ -46,35 +49,6 @@ DEVICE_BYTES=$((2 * SIZE_BYTES + 5184 * MiB + READERS_BYTES + 1024 * MiB))
 free=$(df -B1 --output=avail "$WORK" | tail -1)
 [ "$free" -gt $((DEVICE_BYTES * 2 + 4096 * MiB)) ] || { echo "needs $((DEVICE_BYTES * 2 + 4096 * MiB)) bytes free in $WORK" >&2; exit 1; }
 
-# start NAME [CONFIG]: a hots3 in $WORK/NAME, its access log in $WORK/NAME/access; sets URL_<NAME>.
-start() {
-  local name=$1 dir=$WORK/$1
-  mkdir -p "$dir"
-  cat > "$dir/hots3.toml" <<CONF
-[http]
-threads = $(nproc)
-[log]
-access_log = "$dir/access"
-level = "warn"
-[storage]
-device_size = $DEVICE_BYTES
-cache_size = "256MiB"
-[[users]]
-name = "bench"
-access_key = "$BENCH_ACCESS_KEY"
-secret_key = "$BENCH_SECRET_KEY"
-admin = true
-${2:-}
-CONF
-  "$HOTS3" serve --config "$dir/hots3.toml" --data "$dir/data" --listen 127.0.0.1:0 \
-    --port-file "$dir/port" >> "$dir/log" 2>&1 &
-  PIDS+=("$!")
-  while [ ! -s "$dir/port" ]; do
-    kill -0 "$!" 2>/dev/null || { echo "hots3 $name did not start: $(cat "$dir/log")" >&2; exit 1; }
-    sleep 0.01
-  done
-  printf -v "URL_$name" 'http://127.0.0.1:%s' "$(cat "$dir/port")"
-}
 # get URL PATH [RANGE]: one signed GET into /dev/null; prints its status, size, seconds to the
 # first byte and seconds in all.
 get() {
@@ -97,7 +71,7 @@ evict() {  # BUCKET PREFIX
   tier evict --bucket "$1" --prefix "$2"
 }
 
-start up
+start_tier_server up
 mb "$URL_up" team
 printf 'access_key = "%s"\nsecret_key = "%s"\n' "$BENCH_ACCESS_KEY" "$BENCH_SECRET_KEY" > "$WORK/golden.toml"
 # The same upstream through the proxy: each connection's answers at STREAM_BW bytes/s.
@@ -105,7 +79,7 @@ python3 tests/support/fault_proxy.py "${URL_up##*:}" 0 "$STREAM_BW" > "$WORK/pro
 PIDS+=("$!")
 while [ ! -s "$WORK/proxy.port" ]; do sleep 0.01; done
 URL_far=http://127.0.0.1:$(cat "$WORK/proxy.port")
-start local "[[tier.upstream]]
+start_tier_server local "[[tier.upstream]]
 name = \"golden\"
 endpoint = \"$URL_up\"
 credentials_file = \"$WORK/golden.toml\"
@@ -159,21 +133,24 @@ for a in range(0, size, step):
   t1=$(now)
   python3 -c "print($t1 - $t0)"
 }
-one() {  # URL PATH: prints the seconds of one whole GET, checked for its size
+one() {  # URL PATH: prints the seconds to the first byte and in all of one whole GET, checked
   local code size first total
   read -r code size first total < <(get "$1" "$2")
   [ "$code" = 200 ] && [ "$size" = "$SIZE_BYTES" ] || { echo "GET $2: $code, $size bytes" >&2; exit 1; }
-  echo "$total"
+  echo "$first $total"
 }
 mbs() { python3 -c "print($SIZE_BYTES / 1e6 / $1)"; }
 # whole NAME BUCKET UPSTREAM_URL UPSTREAM_PATH: sets NAME_COLD, NAME_ONE and NAME_TEN (MB/s,
-# medians) and NAME_RUNS (the seconds of every run).
+# medians), NAME_COLD_TTFB and NAME_ONE_TTFB (ms, medians) and NAME_RUNS (the seconds of every
+# run).
 whole() {
-  local cold=() up_one=() up_ten=() r got
+  local cold=() cold_first=() up_one=() up_first=() up_ten=() r got
   for r in $(seq "$ROUNDS"); do
     evict "$2" whole
-    up_one+=("$(one "$3" "$4")")
-    cold+=("$(one "$URL_local" "$2/whole")")
+    r=$(one "$3" "$4")
+    up_first+=("${r% *}") up_one+=("${r#* }")
+    r=$(one "$URL_local" "$2/whole")
+    cold_first+=("${r% *}") cold+=("${r#* }")
     up_ten+=("$(ranges "$3" "$4")")
   done
   # What was kept is the object.
@@ -183,6 +160,8 @@ whole() {
   printf -v "$1_COLD" '%s' "$(mbs "$(median "${cold[@]}")")"
   printf -v "$1_ONE" '%s' "$(mbs "$(median "${up_one[@]}")")"
   printf -v "$1_TEN" '%s' "$(mbs "$(median "${up_ten[@]}")")"
+  printf -v "$1_COLD_TTFB" '%s' "$(python3 -c "print(1000 * $(median "${cold_first[@]}"))")"
+  printf -v "$1_ONE_TTFB" '%s' "$(python3 -c "print(1000 * $(median "${up_first[@]}"))")"
   printf -v "$1_RUNS" 'cold %s; one from the upstream %s; 10-way ranges from it %s' \
     "${cold[*]}" "${up_one[*]}" "${up_ten[*]}"
 }
@@ -230,6 +209,10 @@ row "cold GET of $SIZE, $STREAM_BW B/s streams, MB/s" "$FAR_COLD" "$FAR_ONE" "on
 row "cold GET of $SIZE, $STREAM_BW B/s streams, MB/s" "$FAR_COLD" "$FAR_TEN" "8 MiB ranges x10 from it" 90
 row_ratio "cold GET of $SIZE, loopback, MB/s" "$LOOP_COLD" "$LOOP_ONE" "one GET from upstream"
 row_ratio "cold GET of $SIZE, loopback, MB/s" "$LOOP_COLD" "$LOOP_TEN" "8 MiB ranges x10 from it"
+row_max "cold GET of $SIZE, $STREAM_BW B/s streams, TTFB ms" "$FAR_COLD_TTFB" \
+  "$(python3 -c "print($FAR_ONE_TTFB + 5)")" "the upstream's + 5 ms"
+row_max "cold GET of $SIZE, loopback, TTFB ms" "$LOOP_COLD_TTFB" \
+  "$(python3 -c "print($LOOP_ONE_TTFB + 5)")" "the upstream's + 5 ms"
 read -r t64 t1g t4g <<< "${TTFB[*]}"
 row_flat "cold 8 MiB range TTFB at 4 GiB vs 64 MiB, ms" "$(python3 -c "print($t64 * 1000)")" \
   "$(python3 -c "print($t4g * 1000)")" 20

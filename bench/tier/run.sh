@@ -61,36 +61,6 @@ DEVICE_BYTES=$((TOTAL_BYTES * 3 + 8 * 1024 * 1024 * 1024))
 free=$(df -B1 --output=avail "$WORK" | tail -1)
 [ "$free" -gt $((DEVICE_BYTES * 2 + TOTAL_BYTES)) ] || { echo "needs $((DEVICE_BYTES * 2 + TOTAL_BYTES)) bytes free in $WORK" >&2; exit 1; }
 
-# start NAME CONFIG: a hots3 in $WORK/NAME; sets URL_<NAME> and PID_<NAME>.
-start() {
-  local name=$1 dir=$WORK/$1
-  mkdir -p "$dir"
-  cat > "$dir/hots3.toml" <<CONF
-[http]
-threads = $(nproc)
-[log]
-access_log = ""
-level = "warn"
-[storage]
-device_size = $DEVICE_BYTES
-cache_size = "256MiB"
-[[users]]
-name = "bench"
-access_key = "$BENCH_ACCESS_KEY"
-secret_key = "$BENCH_SECRET_KEY"
-admin = true
-$2
-CONF
-  "$HOTS3" serve --config "$dir/hots3.toml" --data "$dir/data" --listen 127.0.0.1:0 \
-    --port-file "$dir/port" >> "$dir/log" 2>&1 &
-  PIDS+=("$!")
-  printf -v "PID_$name" '%s' "$!"
-  while [ ! -s "$dir/port" ]; do
-    kill -0 "$!" 2>/dev/null || { echo "hots3 $name did not start: $(cat "$dir/log")" >&2; exit 1; }
-    sleep 0.01
-  done
-  printf -v "URL_$name" 'http://127.0.0.1:%s' "$(cat "$dir/port")"
-}
 export AWS_ACCESS_KEY_ID=$BENCH_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$BENCH_SECRET_KEY AWS_DEFAULT_REGION=us-east-1
 s3() { local url=$1; shift; aws --endpoint-url "$url" s3 "$@"; }
 cp() { local url=$1; shift; s3 "$url" cp --recursive --only-show-errors "$@"; }
@@ -104,7 +74,7 @@ for i in $(seq 0 $((SHARDS - 1))); do
 done
 echo '{"step": 1}' > "$WORK/ckpt/.metadata"
 
-start up ""
+start_tier_server up ""
 s3 "$URL_up" mb s3://team-ckpt > /dev/null
 # A bandwidth-capped way to the upstream (the write-through PUT's row).
 python3 tests/support/fault_proxy.py "${URL_up##*:}" "$THROUGH_BW" > "$WORK/proxy.port" &
@@ -112,7 +82,7 @@ PIDS+=("$!")
 while [ ! -s "$WORK/proxy.port" ]; do sleep 0.01; done
 URL_slow=http://127.0.0.1:$(cat "$WORK/proxy.port")
 printf 'access_key = "%s"\nsecret_key = "%s"\n' "$BENCH_ACCESS_KEY" "$BENCH_SECRET_KEY" > "$WORK/golden.toml"
-start local "[[tier.upstream]]
+start_tier_server local "[[tier.upstream]]
 name = \"golden\"
 endpoint = \"$URL_up\"
 credentials_file = \"$WORK/golden.toml\"

@@ -125,6 +125,13 @@ int run(int argc, char** argv) {
   evict->add_option("--bucket", evict_bucket, "The bound bucket")->required();
   evict->add_option("--prefix", evict_prefix, "Only keys starting with this");
 
+  std::string ls_bucket, ls_prefix;
+  CLI::App* ls = tier->add_subcommand(
+      "ls", "Each object of a bound bucket and where its data is: dirty, clean, remote; pinned");
+  endpoint_options(ls);
+  ls->add_option("--bucket", ls_bucket, "The bound bucket")->required();
+  ls->add_option("--prefix", ls_prefix, "Only keys starting with this");
+
   std::string pin_bucket;
   hots3::app::PinTarget pin_target;
   const auto pin_options = [&](CLI::App* command) {
@@ -157,6 +164,7 @@ int run(int argc, char** argv) {
     return hots3::app::tier_flush(tier_options, flush_bucket, flush_prefix, flush_wait);
   }
   if (evict->parsed()) return hots3::app::tier_evict(tier_options, evict_bucket, evict_prefix);
+  if (ls->parsed()) return hots3::app::tier_ls(tier_options, ls_bucket, ls_prefix);
   if (pin->parsed()) return hots3::app::tier_pin(tier_options, pin_bucket, pin_target);
   if (unpin->parsed()) return hots3::app::tier_unpin(tier_options, pin_bucket, pin_target);
   if (check->parsed()) {

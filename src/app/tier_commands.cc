@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -223,6 +224,90 @@ int tier_unpin(const TierCommandOptions& options, const std::string& bucket,
               child_text(*doc, "Removed").c_str(),
               still ? "; still pinned by a glob of the binding or a wider prefix" : "");
   return 0;
+}
+
+namespace {
+
+// Says a failed exchange of `tier ls` on stderr.
+void ls_failed(const char* what, const Result<http::Client::Reply>& reply) {
+  if (!reply) {
+    std::fprintf(stderr, "hots3 tier ls: %s: %s\n", what, reply.error().message().c_str());
+    return;
+  }
+  const auto e = s3client::parse_error(reply->body);
+  std::fprintf(stderr, "hots3 tier ls: %s: HTTP %u %s: %s\n", what, reply->head.status,
+               e ? e->code.c_str() : "", e ? e->message.c_str() : "");
+}
+
+// A page of ListObjectsV2 at a time, then a HEAD of each key on it (its x-hots3-tier and
+// x-hots3-pinned): a line per object, then the counts.
+asio::awaitable<int> list_states(s3client::Client& client, std::string bucket, std::string prefix) {
+  std::string token;
+  std::map<std::string, std::uint64_t> states;  // state: objects
+  std::uint64_t objects = 0;
+  std::uint64_t pinned = 0;
+  for (;;) {
+    s3client::Request list;
+    list.bucket = bucket;
+    list.query = {{"list-type", "2"}, {"prefix", prefix}};
+    if (!token.empty()) list.query.push_back({"continuation-token", token});
+    auto listing = client.request(std::move(list), std::string());
+    auto listed = co_await std::move(listing);
+    if (!listed || listed->head.status != 200) {
+      ls_failed(bucket.c_str(), listed);
+      co_return 1;
+    }
+    const auto doc = xml::XmlDocument::parse(listed->body);
+    if (!doc) {
+      std::fprintf(stderr, "hots3 tier ls: a listing that is not XML\n");
+      co_return 1;
+    }
+    for (const xml::XmlElement& entry : doc->root().children()) {
+      if (entry.name() != "Contents") continue;
+      const auto key_element = entry.child("Key");
+      const auto size_element = entry.child("Size");
+      const std::string key = key_element ? key_element->text() : std::string();
+      s3client::Request head;
+      head.method = "HEAD";
+      head.bucket = bucket;
+      head.key = key;
+      auto heading = client.request(std::move(head), std::string());
+      auto headed = co_await std::move(heading);
+      std::string state = "gone";  // deleted since the listing
+      bool is_pinned = false;
+      if (headed && headed->head.status == 200) {
+        state = std::string(headed->head.find("x-hots3-tier").value_or("local"));
+        is_pinned = headed->head.find("x-hots3-pinned").value_or("") == "true";
+      } else if (!headed || headed->head.status != 404) {
+        ls_failed(key.c_str(), headed);
+        co_return 1;
+      }
+      ++objects;
+      ++states[state];
+      if (is_pinned) ++pinned;
+      std::printf("%-6s %-6s %14s %s\n", state.c_str(), is_pinned ? "pinned" : "-",
+                  size_element ? size_element->text().c_str() : "", key.c_str());
+    }
+    const auto more = doc->root().child("IsTruncated");
+    const auto next = doc->root().child("NextContinuationToken");
+    if (!more || more->text() != "true" || !next) break;
+    token = next->text();
+  }
+  std::string counts;
+  for (const auto& [state, n] : states) counts += fmt::format(", {} {}", n, state);
+  std::printf("%s/%s: %llu objects%s; %llu pinned\n", bucket.c_str(), prefix.c_str(),
+              static_cast<unsigned long long>(objects), counts.c_str(),
+              static_cast<unsigned long long>(pinned));
+  co_return 0;
+}
+
+}  // namespace
+
+int tier_ls(const TierCommandOptions& options, const std::string& bucket,
+            const std::string& prefix) {
+  asio::io_context io;
+  s3client::Client client(io.get_executor(), signed_options(options));
+  return run(io, list_states(client, bucket, prefix));
 }
 
 }  // namespace hots3::app

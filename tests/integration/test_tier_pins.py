@@ -109,6 +109,32 @@ class PinTest(EvictionTestCase):
         self.evict_all("")
         self.assertEqual([k for k in pinned if self.tier_state(k) != 1], [])
 
+    def test_tier_ls_says_where_each_object_is_and_what_is_pinned(self):
+        self.s3.put_object(Bucket="ckpt", Key="ls/evicted", Body=data(MiB, 40))
+        # (Small: whatever other tests pinned, a pin of it stays within the cap.)
+        self.s3.put_object(Bucket="ckpt", Key="ls/kept", Body=b"kept")
+        self.flush("ls/")
+        self.s3.put_object(Bucket="ckpt", Key="ls/new", Body=b"not upstream yet")
+        rc, out, err = self.tier("evict", "--prefix", "ls/evicted")
+        self.assertEqual(rc, 0, out + err)
+        rc, out, err = self.tier("pin", "--key", "ls/kept")
+        self.assertEqual(rc, 0, out + err)
+        rc, out, err = self.tier("ls", "--prefix", "ls/")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual([line.split() for line in out.splitlines()],
+                         [["remote", "-", str(MiB), "ls/evicted"],
+                          ["clean", "pinned", "4", "ls/kept"],
+                          ["dirty", "-", "16", "ls/new"],
+                          ["ckpt/ls/:", "3", "objects,", "1", "clean,", "1", "dirty,", "1", "remote;", "1",
+                           "pinned"]])
+        # Listing only: nothing was read through.
+        self.assertEqual(self.tier_state("ls/evicted"), 2)
+        rc, out, err = self.tier("ls", "--prefix", "none/")
+        self.assertEqual((rc, out), (0, "ckpt/none/: 0 objects; 0 pinned\n"), err)
+        rc, out, err = run_hots3("tier", "ls", "--endpoint", self.endpoint, "--bucket", "nosuch")
+        self.assertEqual(rc, 1)
+        self.assertIn("NoSuchBucket", err)
+
     def test_pinning_evicted_keys_fetches_them_and_unpinning_lets_them_go(self):
         bodies = {"fetch/%d" % i: data(2 * MiB, 40 + i) for i in range(3)}
         for k, body in bodies.items():
