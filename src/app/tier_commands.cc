@@ -73,6 +73,20 @@ s3client::Options signed_options(const TierCommandOptions& o) {
   return s3;
 }
 
+// Says on stderr why an exchange of `hots3 tier <command>` with the server (`what`: the endpoint,
+// a bucket or a key) failed: no answer, or an answer that is not a success.
+void say_failed(const char* command, const std::string& what,
+                const Result<http::Client::Reply>& reply) {
+  if (!reply) {
+    std::fprintf(stderr, "hots3 tier %s: %s: %s\n", command, what.c_str(),
+                 reply.error().message().c_str());
+    return;
+  }
+  const auto e = s3client::parse_error(reply->body);
+  std::fprintf(stderr, "hots3 tier %s: HTTP %u %s: %s\n", command, reply->head.status,
+               e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
+}
+
 std::string child_text(const xml::XmlDocument& doc, const char* name) {
   auto e = doc.root().child(name);
   return e ? e->text() : std::string();
@@ -109,15 +123,8 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
     if (!wait) request.query.push_back({"wait", "false"});
     io.restart();
     auto reply = run(io, client.request(std::move(request), std::string()));
-    if (!reply) {
-      std::fprintf(stderr, "hots3 tier flush: %s: %s\n", options.endpoint.c_str(),
-                   reply.error().message().c_str());
-      return 1;
-    }
-    if (reply->head.status != 200) {
-      const auto e = s3client::parse_error(reply->body);
-      std::fprintf(stderr, "hots3 tier flush: HTTP %u %s: %s\n", reply->head.status,
-                   e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
+    if (!reply || reply->head.status != 200) {
+      say_failed("flush", options.endpoint, reply);
       return 1;
     }
     const auto doc = xml::XmlDocument::parse(reply->body);
@@ -164,16 +171,9 @@ std::optional<xml::XmlDocument> post_to_bucket(const TierCommandOptions& options
   request.bucket = bucket;
   request.query = std::move(query);
   auto reply = run(io, client.request(std::move(request), std::string()));
-  if (!reply) {
-    std::fprintf(stderr, "hots3 tier %s: %s: %s\n", command, options.endpoint.c_str(),
-                 reply.error().message().c_str());
-    return std::nullopt;
-  }
-  auto doc = xml::XmlDocument::parse(reply->body);
-  if (reply->head.status != 200 || !doc) {
-    const auto e = s3client::parse_error(reply->body);
-    std::fprintf(stderr, "hots3 tier %s: HTTP %u %s: %s\n", command, reply->head.status,
-                 e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
+  auto doc = reply ? xml::XmlDocument::parse(reply->body) : std::optional<xml::XmlDocument>();
+  if (!reply || reply->head.status != 200 || !doc) {
+    say_failed(command, options.endpoint, reply);
     return std::nullopt;
   }
   return doc;
@@ -228,17 +228,6 @@ int tier_unpin(const TierCommandOptions& options, const std::string& bucket,
 
 namespace {
 
-// Says a failed exchange of `tier ls` on stderr.
-void ls_failed(const char* what, const Result<http::Client::Reply>& reply) {
-  if (!reply) {
-    std::fprintf(stderr, "hots3 tier ls: %s: %s\n", what, reply.error().message().c_str());
-    return;
-  }
-  const auto e = s3client::parse_error(reply->body);
-  std::fprintf(stderr, "hots3 tier ls: %s: HTTP %u %s: %s\n", what, reply->head.status,
-               e ? e->code.c_str() : "", e ? e->message.c_str() : "");
-}
-
 // A page of ListObjectsV2 at a time, then a HEAD of each key on it (its x-hots3-tier and
 // x-hots3-pinned): a line per object, then the counts.
 asio::awaitable<int> list_states(s3client::Client& client, std::string bucket, std::string prefix) {
@@ -254,7 +243,7 @@ asio::awaitable<int> list_states(s3client::Client& client, std::string bucket, s
     auto listing = client.request(std::move(list), std::string());
     auto listed = co_await std::move(listing);
     if (!listed || listed->head.status != 200) {
-      ls_failed(bucket.c_str(), listed);
+      say_failed("ls", bucket, listed);
       co_return 1;
     }
     const auto doc = xml::XmlDocument::parse(listed->body);
@@ -279,7 +268,7 @@ asio::awaitable<int> list_states(s3client::Client& client, std::string bucket, s
         state = std::string(headed->head.find("x-hots3-tier").value_or("local"));
         is_pinned = headed->head.find("x-hots3-pinned").value_or("") == "true";
       } else if (!headed || headed->head.status != 404) {
-        ls_failed(key.c_str(), headed);
+        say_failed("ls", key, headed);
         co_return 1;
       }
       ++objects;

@@ -23,8 +23,6 @@ void erase_under(std::set<std::string, std::less<>>& rules, std::string_view pre
   rules.erase(from, to);
 }
 
-bool same(const KeySpan& x, const KeySpan& y) { return x.exact == y.exact && x.text == y.text; }
-
 }  // namespace
 
 void Pins::add(std::int64_t bucket_id, const KeySpan& span) {
@@ -61,8 +59,9 @@ void Pins::drop_pending(std::int64_t bucket_id, const KeySpan& span) {
   auto found = buckets_.find(bucket_id);
   if (found == buckets_.end()) return;
   auto& pending = found->second.pending;
-  auto it =
-      std::find_if(pending.begin(), pending.end(), [&](const KeySpan& p) { return same(p, span); });
+  auto it = std::find_if(pending.begin(), pending.end(), [&](const KeySpan& p) {
+    return p.exact == span.exact && p.text == span.text;
+  });
   if (it != pending.end()) pending.erase(it);
 }
 

@@ -371,6 +371,15 @@ struct Fetch {
   std::atomic<bool> admitted{false};
 };
 
+// What every GET of one read-through shares: the request (If-Match on `etag`), the object's size
+// when the whole of it is read, and how the log names the read.
+struct ReadSpec {
+  s3client::Request get;
+  std::string etag;
+  std::optional<std::uint64_t> size;
+  std::string what;
+};
+
 }  // namespace
 
 struct Uploader::Impl {
@@ -1655,16 +1664,16 @@ struct Uploader::Impl {
     return false;
   }
 
-  // The upstream GET of a read-through, its answer's head checked: the call whose body is the
-  // `count` bytes at `first` of version `etag` (of an object of `size` bytes when that is known),
-  // asked for in a Range when `ranged`, or why the read ends.
-  asio::awaitable<Result<std::unique_ptr<http::Call>>> open_read(
-      Upstream& u, s3client::Request get, std::string etag, std::uint64_t first,
-      std::uint64_t count, std::optional<std::uint64_t> size, bool ranged) {
+  // A GET of `read`, its answer's head checked: the call whose body is the `count` bytes at
+  // `first` of the version, asked for in a Range when `ranged`, or why the read ends.
+  asio::awaitable<Result<std::unique_ptr<http::Call>>> open_read(Upstream& u, const ReadSpec& read,
+                                                                 std::uint64_t first,
+                                                                 std::uint64_t count, bool ranged) {
+    const std::string& what = read.what;
+    s3client::Request get = read.get;
     if (ranged) {
       get.headers.push_back({"Range", fmt::format("bytes={}-{}", first, first + count - 1)});
     }
-    const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
     auto admit = admitted(u);
     co_await std::move(admit);
     auto start = u.client->start(std::move(get));
@@ -1685,16 +1694,23 @@ struct Uploader::Impl {
       note(u, Outcome{});
       co_return head->status == 412 ? errc::kPreconditionFailed : errc::kNotFound;
     }
-    if (head->status != (ranged ? 206U : 200U)) {
-      auto read = (*call)->read_all(kAnswerBytesMax);
-      auto body = co_await std::move(read);
+    const unsigned expected = ranged ? 206U : 200U;
+    if (head->status / 100 == 2 && head->status != expected) {
+      // (A Range ignored on the way: the body is not what was asked for, however long.)
+      note(u,
+           malformed(what, fmt::format("HTTP {} where {} was asked for", head->status, expected)));
+      co_return errc::kUnavailable;
+    }
+    if (head->status != expected) {
+      auto reading = (*call)->read_all(kAnswerBytesMax);
+      auto body = co_await std::move(reading);
       const Outcome out = judge(what, head->status, body ? *body : std::string());
       note(u, out);
       log::warn("tier: {}: {}", what, out.cause);
       co_return errc::kUnavailable;
     }
     // An upstream (or a proxy before it) that ignored If-Match must not slip another version in.
-    if (const auto answered = head->find("ETag"); answered && unquoted(*answered) != etag) {
+    if (const auto answered = head->find("ETag"); answered && unquoted(*answered) != read.etag) {
       note(u, Outcome{});
       co_return errc::kPreconditionFailed;
     }
@@ -1705,9 +1721,10 @@ struct Uploader::Impl {
     }
     if (ranged) {
       const std::string said{head->find("Content-Range").value_or("")};
-      const std::string meant = fmt::format("bytes {}-{}/{}", first, first + count - 1,
-                                            size ? fmt::format("{}", *size) : std::string());
-      if (size ? said != meant : !said.starts_with(meant)) {
+      const std::string meant =
+          fmt::format("bytes {}-{}/{}", first, first + count - 1,
+                      read.size ? fmt::format("{}", *read.size) : std::string());
+      if (read.size ? said != meant : !said.starts_with(meant)) {
         note(u, malformed(what, fmt::format("Content-Range \"{}\" where \"{}\" was asked for", said,
                                             meant)));
         co_return errc::kUnavailable;
@@ -1722,7 +1739,7 @@ struct Uploader::Impl {
   // holds a chunk's worth of them), else as they come. When the body fails, `to` hears why; once
   // `to` or `reader` (the channel of the request's reader) is closed, the rest is not read and
   // `to` is closed.
-  asio::awaitable<bool> pass_body(Upstream& u, http::Call& call, std::string what,
+  asio::awaitable<bool> pass_body(Upstream& u, http::Call& call, const std::string& what,
                                   std::uint64_t count, Fetch::Pieces& to, bool full,
                                   const Fetch::Pieces& reader) {
     std::uint64_t passed = 0;
@@ -1766,19 +1783,17 @@ struct Uploader::Impl {
   // one of the upstream's fetch_streams until it ends. The read's first chunk is passed on as its
   // pieces come (the client's first byte waits for no more than the upstream's), since its
   // channel is read from the start; the others in full pieces, so that `to` holds all of them.
-  asio::awaitable<void> fetch_chunk(Upstream& u, s3client::Request get, std::string etag,
+  asio::awaitable<void> fetch_chunk(Upstream& u, std::shared_ptr<const ReadSpec> read,
                                     std::uint64_t first, std::uint64_t count,
-                                    std::optional<std::uint64_t> size,
                                     std::shared_ptr<Fetch::Pieces> to, std::shared_ptr<Fetch> fetch,
                                     bool head) {
-    const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
     if (to->is_open() && fetch->pieces.is_open()) {
-      auto opening = open_read(u, std::move(get), std::move(etag), first, count, size, true);
+      auto opening = open_read(u, *read, first, count, true);
       auto call = co_await std::move(opening);
       if (!call) {
         to->try_send(call.error(), Fetch::Piece{});
       } else {
-        auto passing = pass_body(u, **call, what, count, *to, !head, fetch->pieces);
+        auto passing = pass_body(u, **call, read->what, count, *to, !head, fetch->pieces);
         co_await std::move(passing);
       }
     }
@@ -1809,24 +1824,24 @@ struct Uploader::Impl {
       u.next_read_trial = now + kReadTrialInterval;
     }
     if (whole) fetch->admitted.store(admits(b.config, bucket_id, key, length));
-    s3client::Request get;
-    get.method = "GET";
-    get.bucket = b.config.upstream_bucket;
-    get.key = b.config.upstream_prefix + key;
-    get.headers = {{"If-Match", "\"" + etag + "\""}};
-    get.first_byte_timeout = kReadFirstByteTimeout;
-    const std::optional<std::uint64_t> size =
-        whole ? std::optional<std::uint64_t>(length) : std::nullopt;
+    auto read = std::make_shared<ReadSpec>();
+    read->get.method = "GET";
+    read->get.bucket = b.config.upstream_bucket;
+    read->get.key = b.config.upstream_prefix + key;
+    read->get.headers = {{"If-Match", "\"" + etag + "\""}};
+    read->get.first_byte_timeout = kReadFirstByteTimeout;
+    read->etag = std::move(etag);
+    if (whole) read->size = length;
+    read->what = fmt::format("read of {}/{}", read->get.bucket, read->get.key);
     const std::uint64_t chunks = (length + kFetchChunkBytes - 1) / kFetchChunkBytes;
     const std::uint64_t free_streams =
         u.config.max_connections > u.fetch_streams ? u.config.max_connections - u.fetch_streams : 0;
     const std::uint64_t streams = std::min({u.config.read_streams, chunks, free_streams});
     if (streams < 2) {
-      const std::string what = fmt::format("read of {}/{}", get.bucket, get.key);
-      auto opening = open_read(u, std::move(get), std::move(etag), offset, length, size, !whole);
+      auto opening = open_read(u, *read, offset, length, !whole);
       auto call = co_await std::move(opening);
       if (!call) co_return end(call.error());
-      auto passing = pass_body(u, **call, what, length, fetch->pieces, false, fetch->pieces);
+      auto passing = pass_body(u, **call, read->what, length, fetch->pieces, false, fetch->pieces);
       const bool passed = co_await std::move(passing);
       if (!passed) fetch->pieces.close();
       co_return;
@@ -1844,18 +1859,15 @@ struct Uploader::Impl {
         const std::uint64_t first = offset + asked * kFetchChunkBytes;
         const std::uint64_t count = std::min(kFetchChunkBytes, offset + length - first);
         window.push_back(std::make_shared<Fetch::Pieces>(io, kChunkPieces));
-        asio::co_spawn(
-            io, fetch_chunk(u, get, etag, first, count, size, window.back(), fetch, asked == 0),
-            asio::detached);
+        asio::co_spawn(io, fetch_chunk(u, read, first, count, window.back(), fetch, asked == 0),
+                       asio::detached);
       }
       Fetch::Pieces& from = *window.front();
       for (;;) {
         auto receiving = from.async_receive(asio::as_tuple(asio::use_awaitable));
         auto [e, piece] = co_await std::move(receiving);
         if (e) {
-          failure = e.category() == make_error_code(errc::kUnavailable).category()
-                        ? e
-                        : make_error_code(errc::kUnavailable);
+          failure = e;  // (the reader makes a channel's own error kUnavailable)
           break;
         }
         if (piece.size == 0) break;

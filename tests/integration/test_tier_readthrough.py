@@ -314,6 +314,25 @@ class ReadThroughTest(TieredTest):
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="wide/k")["Body"].read(), body)
         self.assertEqual(len(self.upstream_ranges("wide/k")), 6)
 
+    def test_a_chunked_miss_answered_whole_is_refused_and_keeps_nothing(self):
+        # Something on the way drops the Range: each chunk's GET gets the whole object, which is
+        # not the chunk asked for.
+        body = data(24 * MiB + 1, 19)
+        self.s3.put_object(Bucket="ckpt", Key="norange/k", Body=body)
+        self.flush_and_evict("norange/")
+        self.proxy.ignore_ranges = True
+        try:
+            with self.assertRaises(ClientError) as refused:
+                self.s3.get_object(Bucket="ckpt", Key="norange/k")
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            self.settled()
+        finally:
+            self.proxy.ignore_ranges = False
+        self.assertEqual(self.catalog("norange/k"), (2, 0))
+        got = self.s3.get_object(Bucket="ckpt", Key="norange/k")
+        self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
+        self.assertEqual(self.catalog("norange/k")[0], 1)
+
     def test_a_chunked_miss_whose_client_goes_away_asks_for_nothing_more(self):
         body = data(48 * MiB, 18)
         self.s3.put_object(Bucket="ckpt", Key="gone/k", Body=body)

@@ -28,6 +28,7 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
                                       # what they ask for), then hold the rest
         proxy.refuse_gets_from = 8 << 20  # GETs of objects whose Range starts at or after 8 MiB
                                       # answered 503 SlowDown
+        proxy.ignore_ranges = True    # GETs of objects lose their Range on the way (whole answers)
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ...
         ... proxy.lines: the request lines received, in order ...
         ... proxy.object_gets: (path, Range or None) of each GET of an object, in order ...
@@ -56,6 +57,7 @@ class FaultProxy:
         self.hang_object_gets = False  # the same for GETs of objects only
         self.stall_gets_beyond = None  # object GETs deliver the object's bytes before this offset, then hold
         self.refuse_gets_from = None  # object GETs of a range starting at or after this offset answer 503
+        self.ignore_ranges = False  # object GETs reach the upstream without their Range (answered whole)
         self.lose_answer = False  # forward the next request with a body, then reset, unanswered
         self.lost = 0             # answers lost that way
         self.withhold_answer = False  # forward the next request with a body, never answer it
@@ -227,6 +229,9 @@ class FaultProxy:
                     client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
                     head = b"\r\n".join(line for line in head.split(b"\r\n")
                                          if not line.lower().startswith(b"expect:"))
+                if self.ignore_ranges and object_get:
+                    head = b"\r\n".join(line for line in head.split(b"\r\n")
+                                         if not line.lower().startswith(b"range:"))
                 upstream.sendall(head)
                 passed = 0
                 while passed < length:
