@@ -117,14 +117,6 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // First, before any thread exists (logging, catalog, workers): from here on SIGTERM / SIGINT
   // wait until the server can stop cleanly, however early they come.
   StopSignals signals;
-  // Write-back and write-through are built; read-through (cache) is not yet: a binding that
-  // silently kept everything local would be a promise broken.
-  for (const config::TierBucketConfig& b : config.tier.buckets) {
-    if (b.mode == config::TierMode::kCache) {
-      throw config::ConfigError(config.source + ": tier.bucket " + b.bucket +
-                                ": mode = \"cache\" is not served by this build of hots3");
-    }
-  }
   log::init(config.log);
   fs::create_directories(config.storage.data_dir);
   const config::ResolvedUsers users = config::resolve_users(config);

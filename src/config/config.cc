@@ -746,17 +746,32 @@ bool binding_sends_where(std::string_view binding, const TierBucketConfig& bucke
   return true;
 }
 
-std::size_t binding_prefix_bytes(std::string_view binding) {
+std::string binding_prefix(std::string_view binding) {
   constexpr std::string_view kField = "\"upstream_prefix\":\"";
   const std::size_t at = binding.find(kField);
-  if (at == std::string_view::npos) return 0;
-  // Each escape append_json_escaped writes (\", \\, \n, \r, \t, \u00XX) stands for one byte.
-  std::size_t bytes = 0;
+  if (at == std::string_view::npos) return {};
+  // Undoes append_json_escaped: \", \\, \n, \r, \t, \u00XX.
+  std::string prefix;
   for (std::size_t i = at + kField.size(); i < binding.size() && binding[i] != '"'; ++i) {
-    if (binding[i] == '\\') i += i + 1 < binding.size() && binding[i + 1] == 'u' ? 5U : 1U;
-    ++bytes;
+    if (binding[i] != '\\' || i + 1 >= binding.size()) {
+      prefix += binding[i];
+      continue;
+    }
+    const char escaped = binding[++i];
+    if (escaped == 'u' && i + 4 < binding.size()) {
+      unsigned byte = 0;
+      std::from_chars(binding.data() + i + 3, binding.data() + i + 5, byte, 16);
+      prefix += static_cast<char>(byte);
+      i += 4;
+    } else {
+      prefix += escaped == 'n' ? '\n' : escaped == 'r' ? '\r' : escaped == 't' ? '\t' : escaped;
+    }
   }
-  return bytes;
+  return prefix;
+}
+
+std::size_t binding_prefix_bytes(std::string_view binding) {
+  return binding_prefix(binding).size();
 }
 
 }  // namespace hots3::config

@@ -12,6 +12,7 @@
 #include "s3_xml.h"
 #include "service.h"
 #include "time_format.h"
+#include "upstream_view.h"
 
 #include "hots3/common/digest.h"
 #include "hots3/common/hex.h"
@@ -290,12 +291,21 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   auto parsed = list_parameters(r, v2);
   if (auto* e = std::get_if<Error>(&parsed)) co_return co_await s.send_error(r, std::move(*e));
   const ListParameters& p = std::get<ListParameters>(parsed);
-  auto page = co_await s.store().list_objects(bucket->id, p.query);
-  if (!page) co_return co_await s.send_error(r, from_errc(page.error()));
+  storage::ListPage page;
+  if (bucket->tier == storage::BucketTier::kCache && s.read_through() != nullptr) {
+    auto listing = list_upstream(s, *bucket, p.query);
+    auto listed = co_await std::move(listing);
+    if (auto* e = std::get_if<Error>(&listed)) co_return co_await s.send_error(r, std::move(*e));
+    page = std::get<storage::ListPage>(std::move(listed));
+  } else {
+    auto listed = co_await s.store().list_objects(bucket->id, p.query);
+    if (!listed) co_return co_await s.send_error(r, from_errc(listed.error()));
+    page = std::move(*listed);
+  }
   // max-keys=0 asks for nothing and gets a complete, empty page (S3: IsTruncated false, no
   // token), whatever the bucket holds; a token past "" would only restart the listing.
-  if (p.max_keys == 0) page->truncated = false;
-  co_await s.send_xml(r, 200, list_result(p, *bucket, *page));
+  if (p.max_keys == 0) page.truncated = false;
+  co_await s.send_xml(r, 200, list_result(p, *bucket, page));
 }
 
 asio::awaitable<void> bucket_subresource(Service& s, Request& r) {

@@ -297,7 +297,7 @@ asio::awaitable<std::optional<WrittenPart>> receive_part(
   }
   Body body(r, std::move(wanted), crc64, md5_here);
   std::unique_ptr<tier::UpstreamPut> passage;
-  if (bucket.tier == storage::BucketTier::kWritethrough && s.write_through() != nullptr &&
+  if (storage::writes_through(bucket.tier) && s.write_through() != nullptr &&
       body.declared_length() && !body.failed()) {
     passage = s.write_through()->put_part(bucket.id, upload.key, upload.upload_id, number,
                                           *body.declared_length(), upload.headers,
@@ -478,7 +478,7 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
                                              std::get<storage::WriteCondition>(condition));
     auto joined = co_await std::move(joining);
     if (!joined || !std::get<bool>(upstream)) co_return joined;
-    if (bucket->tier == storage::BucketTier::kWritethrough && s.write_through() != nullptr) {
+    if (storage::writes_through(bucket->tier) && s.write_through() != nullptr) {
       // The parts teed as they came: the job sends only what the upstream lacks.
       auto adopting = s.write_through()->adopt_parts(bucket->id, r.key, upload.upload_id,
                                                      joined->id, std::move(joined_parts));
@@ -528,7 +528,7 @@ asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {
     }
     co_return co_await s.send_error(r, from_errc(aborted.error()));
   }
-  if (bucket->tier == storage::BucketTier::kWritethrough && s.write_through() != nullptr) {
+  if (storage::writes_through(bucket->tier) && s.write_through() != nullptr) {
     s.write_through()->abort_parts(std::get<storage::UploadRecord>(found).upload_id);
   }
   co_await s.send_empty(r, 204, s.response(r, 204));

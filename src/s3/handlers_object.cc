@@ -16,6 +16,7 @@
 #include "s3_xml.h"
 #include "service.h"
 #include "time_format.h"
+#include "upstream_view.h"
 
 #include "hots3/common/logging.h"
 #include "hots3/common/text.h"
@@ -126,7 +127,7 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
   const ChecksumRequest& vouched = std::get<ChecksumRequest>(checksums);
   Body body(r, vouched, DefaultCrc64::kWhenNoneAsked, md5_here);
   std::unique_ptr<tier::UpstreamPut> passage;
-  if (bucket->tier == storage::BucketTier::kWritethrough && !body.failed()) {
+  if (storage::writes_through(bucket->tier) && !body.failed()) {
     auto opened = open_passage(s, r, *bucket, object, vouched, body.declared_length());
     if (auto* e = std::get_if<Error>(&opened)) co_return co_await s.send_error(r, std::move(*e));
     passage = std::get<std::unique_ptr<tier::UpstreamPut>>(std::move(opened));
@@ -206,6 +207,22 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     if (!opened && !record && opened.error() != errc::kNotFound)
       co_return co_await s.send_error(r, from_errc(opened.error()));
     if (opened) reader = std::move(*opened);
+  }
+  if (!reader && !record && bucket->tier == storage::BucketTier::kCache &&
+      s.read_through() != nullptr) {
+    // Not here: the upstream may hold it (written there by others).
+    auto looking = look_up_upstream(s, *bucket, r.key);
+    auto looked = co_await std::move(looking);
+    if (auto* e = std::get_if<Error>(&looked)) co_return co_await s.send_error(r, std::move(*e));
+    record = std::get<std::shared_ptr<const storage::ObjectRecord>>(std::move(looked));
+    if (!head_only && record && record->tier_state != storage::TierState::kUpstreamOnly) {
+      // A version with data came meanwhile.
+      auto reopening = s.store().open_reader(bucket->id, r.key);
+      auto reopened = co_await std::move(reopening);
+      if (!reopened) co_return co_await s.send_error(r, from_errc(reopened.error()));
+      reader = std::move(*reopened);
+      record.reset();
+    }
   }
   if (!reader && !record)
     co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));

@@ -22,19 +22,15 @@ namespace hots3::s3 {
 
 namespace {
 
-// The request's bucket, if the caller may write to it and it is bound to an upstream (in
-// write-back or write-through mode: a write-through bucket owes changes too, those whose
-// request gave up waiting for them); otherwise answers why not.
+// The request's bucket, if the caller may write to it and it is bound to an upstream (in any
+// mode: a write-through or cache bucket owes changes too, those whose request gave up waiting
+// for them); otherwise answers why not.
 asio::awaitable<std::optional<storage::BucketRecord>> bound_for_write(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kWrite);
   if (!bucket) co_return std::nullopt;
-  if (bucket->tier == storage::BucketTier::kWriteback ||
-      bucket->tier == storage::BucketTier::kWritethrough) {
-    co_return bucket;
-  }
-  auto refusing = s.send_error(
-      r, Error(Code::kInvalidRequest,
-               "The bucket is not bound to an upstream in write-back or write-through mode."));
+  if (bucket->tier != storage::BucketTier::kNone) co_return bucket;
+  auto refusing =
+      s.send_error(r, Error(Code::kInvalidRequest, "The bucket is not bound to an upstream."));
   co_await std::move(refusing);
   co_return std::nullopt;
 }

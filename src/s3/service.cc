@@ -177,7 +177,7 @@ std::variant<bool, Error> Service::wants_upstream(const Request& r,
         .with("ArgumentName", "x-hots3-durability")
         .with("ArgumentValue", std::string(*asked));
   }
-  if (bucket.tier == storage::BucketTier::kWritethrough) return true;
+  if (storage::writes_through(bucket.tier)) return true;
   if (!asked || *asked == "local") return false;
   if (bucket.tier != storage::BucketTier::kWriteback) {
     return Error(Code::kInvalidRequest,

@@ -152,8 +152,13 @@ class StoreImpl final : public ObjectStore {
     const auto it = tiers_.find(bucket_id);
     return it != tiers_.end() && sends_up(it->second);
   }
-  static bool sends_up(BucketTier tier) {
-    return tier == BucketTier::kWriteback || tier == BucketTier::kWritethrough;
+  static bool sends_up(BucketTier tier) { return tier != BucketTier::kNone; }
+  // Whether a bucket fronts an upstream bucket others write (cache mode): the upstream may hold
+  // keys this store never saw.
+  bool fronts(std::int64_t bucket_id) const {
+    std::shared_lock lock(buckets_mutex_);
+    const auto it = tiers_.find(bucket_id);
+    return it != tiers_.end() && it->second == BucketTier::kCache;
   }
 
   // Queues the upload (object_id) or upstream delete (none) of `key`'s new state in the
@@ -674,6 +679,33 @@ class StoreImpl final : public ObjectStore {
     co_return filled;
   }
 
+  asio::awaitable<Result<ObjectRecord>> record_stub(const BucketRecord& bucket, ObjectRecord stub,
+                                                    std::vector<ObjectPartRecord> parts) override {
+    stub.bucket_id = bucket.id;
+    stub.tier_state = TierState::kUpstreamOnly;
+    stub.accessed_ms = now_ms();
+    stub.inline_data.reset();
+    stub.upstream_etag.reset();
+    bool recorded = false;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      recorded = false;
+      H3_TRY(auto b, t.find_bucket(bucket.name));
+      if (!b || b->id != bucket.id) return errc::kNotFound;
+      H3_TRY(auto owed, t.find_tier_job(bucket.id, stub.key));
+      if (owed) return {};
+      stub.id = t.next_id();
+      H3_TRY(recorded, t.insert_object_if_absent(stub, {}));
+      if (!recorded) return {};
+      H3_TRY(t.insert_object_parts(stub.id, parts));
+      // Writes of the key replace this version upstream knowingly, as any version seen there.
+      const TierSeen seen{stub.etag, stub.etag};
+      return t.set_tier_seen(bucket.id, stub.key, &seen);
+    }));
+    if (!recorded) co_return errc::kPreconditionFailed;
+    core_.metadata->invalidate(bucket.id, stub.key);
+    co_return stub;
+  }
+
   Result<std::shared_ptr<const ObjectRecord>> head(std::int64_t bucket_id,
                                                    std::string_view key) override {
     return detail::lookup_object(core_, bucket_id, key, /*with_data=*/false);
@@ -827,9 +859,13 @@ class StoreImpl final : public ObjectStore {
     std::optional<ObjectRecord> deleted;
     ExtentList freed;
     const bool tracked = writes_back(bucket_id);
+    const bool fronting = fronts(bucket_id);
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(deleted, t.find_object(bucket_id, key));
-      if (!deleted) return condition.if_match ? Result<void>(errc::kNotFound) : Result<void>{};
+      if (!deleted && condition.if_match) return errc::kNotFound;
+      // The upstream of a bucket in cache mode may hold the key all the same: its delete goes up.
+      if (!deleted)
+        return fronting ? queue_change(t, bucket_id, key, std::nullopt, 0) : Result<void>{};
       if (!meets(*deleted, condition)) return errc::kPreconditionFailed;
       if (tracked) H3_TRY(queue_change(t, bucket_id, key, std::nullopt, 0));
       H3_TRY(freed, t.delete_object(deleted->id));

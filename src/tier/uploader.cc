@@ -135,6 +135,11 @@ struct Binding {
   Upstream* upstream = nullptr;
   std::string probe_cause;  // why the last HEAD of its upstream bucket failed; "" when it did not
   std::uint64_t conflicts = 0;  // keys another writer changed upstream, since start
+  // Whether writes are conditional on what the upstream was last seen to hold. Not in cache
+  // mode: others write that bucket as a matter of course, and the last write wins as in S3.
+  [[nodiscard]] bool conditional() const {
+    return upstream->conditional && config.mode != config::TierMode::kCache;
+  }
 };
 
 // What became of one attempt at a job.
@@ -1221,7 +1226,7 @@ struct Uploader::Impl {
     }
     const std::string key = b.config.upstream_prefix + object.key;
     std::vector<http::Header> conditions;
-    if (b.upstream->conditional) conditions = condition_headers(*seen);
+    if (b.conditional()) conditions = condition_headers(*seen);
     auto attempt = send(b, job, object, key, conditions, from);
     Outcome out = co_await std::move(attempt);
     if (out.status == 501 && !conditions.empty()) {
@@ -1372,7 +1377,7 @@ struct Uploader::Impl {
       answer.cause = "reading the catalog: " + seen.error().message();
       co_return answer;
     }
-    const bool conditional = u.conditional;
+    const bool conditional = b.conditional();
     if (conditional) {
       auto conditions = condition_headers(*seen);
       headers.insert(headers.end(), conditions.begin(), conditions.end());
@@ -1807,6 +1812,44 @@ struct Uploader::Impl {
   // waits for the request's client and its connection is free as soon as it is in (the first
   // one's channel is read from the start). An upstream has at most max_connections such streams
   // (and their buffers: 8 MiB each) at a time; a read that would get fewer than two is one GET.
+  // Whether a read may go to `u` now: while it is unreachable, one read per kReadTrialInterval
+  // tries it, and the others fail at once instead of each waiting out a timeout.
+  static bool may_try(Upstream& u) {
+    if (!u.unreachable) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < u.next_read_trial) return false;
+    u.next_read_trial = now + kReadTrialInterval;
+    return true;
+  }
+
+  asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id, UpstreamQuery query) {
+    const auto bound = bindings.find(bucket_id);
+    if (bound == bindings.end() || stopping) co_return errc::kUnavailable;
+    Binding& b = bound->second;
+    Upstream& u = *b.upstream;
+    if (!may_try(u)) co_return errc::kUnavailable;
+    s3client::Request request;
+    request.method = std::move(query.method);
+    request.bucket = b.config.upstream_bucket;
+    if (!query.key.empty()) request.key = b.config.upstream_prefix + query.key;
+    for (auto& [name, value] : query.query) request.query.push_back({name, std::move(value)});
+    request.headers = std::move(query.headers);
+    request.first_byte_timeout = kReadFirstByteTimeout;
+    const std::string what = fmt::format("{} {}/{}", request.method, request.bucket, request.key);
+    auto asking = call(u, std::move(request), std::string());
+    auto answer = co_await std::move(asking);
+    if (!answer) {
+      note(u, failed(what, answer.error()));
+      co_return errc::kUnavailable;
+    }
+    const unsigned status = answer->head.status;
+    // A 404 or 412 is about the key; what else fails says something about the upstream.
+    note(u, status / 100 == 2 || status == 304 || status == 404 || status == 412
+                ? Outcome{}
+                : judge(what, status, answer->body));
+    co_return std::move(*answer);
+  }
+
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::shared_ptr<Fetch> fetch) {
@@ -1818,11 +1861,7 @@ struct Uploader::Impl {
     if (bound == bindings.end() || stopping) co_return end(errc::kUnavailable);
     Binding& b = bound->second;
     Upstream& u = *b.upstream;
-    if (u.unreachable) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now < u.next_read_trial) co_return end(errc::kUnavailable);
-      u.next_read_trial = now + kReadTrialInterval;
-    }
+    if (!may_try(u)) co_return end(errc::kUnavailable);
     if (whole) fetch->admitted.store(admits(b.config, bucket_id, key, length));
     auto read = std::make_shared<ReadSpec>();
     read->get.method = "GET";
@@ -2382,6 +2421,14 @@ std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string
                    asio::detached);
   }
   return reader;
+}
+
+asio::awaitable<Result<http::ClientReply>> Uploader::ask(std::int64_t bucket_id,
+                                                         UpstreamQuery query) {
+  if (!impl_->running.load(std::memory_order_acquire)) co_return errc::kUnavailable;
+  auto asking =
+      asio::co_spawn(impl_->io, impl_->ask(bucket_id, std::move(query)), asio::use_awaitable);
+  co_return co_await std::move(asking);
 }
 
 std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::string key,

@@ -30,18 +30,19 @@ from botocore.exceptions import ClientError  # noqa: E402
 
 
 class TieredTest(unittest.TestCase):
-    """A write-back bucket bound to an upstream hots3 behind the fault proxy; `binding`: more of
+    """A bucket bound to an upstream hots3 behind the fault proxy, in `mode`; `binding`: more of
     its [[tier.bucket]] entry."""
 
     binding = ""
     upstream_keys = ""
+    mode = "writeback"
 
     @classmethod
     def setUpClass(cls):
         start_upstream(cls)
         cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
         cls.config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials, binding=cls.binding,
-                                 upstream=cls.upstream_keys)
+                                 upstream=cls.upstream_keys, mode=cls.mode)
         cls.local = s3_support.hots3_server(cls.config, device_size="1GiB", workdir=cls.local_dir).start()
         cls.s3 = client(cls.local.port)
         cls.endpoint = "http://127.0.0.1:%d" % cls.local.port

@@ -276,8 +276,9 @@ std::string binding_json(const TierBucketConfig& bucket, const UpstreamConfig& u
 // Whether a binding_json sends data where `bucket` does: the same upstream, upstream bucket and
 // prefix (an upstream's endpoint may move).
 bool binding_sends_where(std::string_view binding, const TierBucketConfig& bucket);
-// The bytes of a binding_json's upstream_prefix (0 without one): an upstream key is the prefix
-// and the key, and S3 keys end at 1,024 bytes.
+// A binding_json's upstream_prefix ("" without one), and its bytes: an upstream key is the
+// prefix and the key, and S3 keys end at 1,024 bytes.
+std::string binding_prefix(std::string_view binding);
 std::size_t binding_prefix_bytes(std::string_view binding);
 
 }  // namespace hots3::config

@@ -482,6 +482,15 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<ObjectRecord>> fill_object(
       std::unique_ptr<ObjectWriter> writer, ObjectRecord stub) = 0;
 
+  // Records `stub`, a version the upstream of `bucket` holds and this store does not (its key,
+  // size, ETag, Last-Modified, headers, metadata, checksums, parts_count; `parts` its part
+  // table), as an evicted version: kUpstreamOnly, without data, its first read a read-through.
+  // Only while the key has no version here and owes the upstream no change (a delete not yet
+  // confirmed there hides what the upstream still holds). Errors: kPreconditionFailed (it has
+  // or owes one), kNotFound (the bucket went away).
+  virtual boost::asio::awaitable<Result<ObjectRecord>> record_stub(
+      const BucketRecord& bucket, ObjectRecord stub, std::vector<ObjectPartRecord> parts) = 0;
+
   [[nodiscard]] virtual StoreStats stats() const = 0;
   // Whether writers' digest() is the MD5 of the data (StoreOptions::compute_md5).
   [[nodiscard]] virtual bool digest_is_md5() const noexcept = 0;

@@ -19,7 +19,14 @@ using Metadata = std::vector<std::pair<std::string, std::string>>;
 
 // How a bucket is bound to an upstream S3. In kWriteback every change of a key leaves an upload
 // job (TierJob) in the transaction that acknowledges it.
+// kCache fronts an upstream bucket that others also write: keys it does not hold are looked up
+// there, and writes go through to it as in kWritethrough.
 enum class BucketTier : std::uint8_t { kNone = 0, kWriteback, kWritethrough, kCache };
+
+// Whether a write is acknowledged only once the upstream holds it too.
+inline bool writes_through(BucketTier tier) {
+  return tier == BucketTier::kWritethrough || tier == BucketTier::kCache;
+}
 
 struct BucketRecord {
   std::int64_t id = 0;

@@ -6,6 +6,7 @@
 // own thread, admitted under the upstream's requests_per_s like every other request to it.
 
 #include "hots3/common/result.h"
+#include "hots3/http/client.h"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -14,6 +15,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace hots3::tier {
 
@@ -38,6 +41,15 @@ class UpstreamRead {
   [[nodiscard]] virtual bool admitted() const = 0;
 };
 
+// A request of the S3 layer's own to a bound bucket's upstream (a bucket in cache mode learns
+// from it what it does not hold): HEAD of a key, or a listing of the bucket.
+struct UpstreamQuery {
+  std::string method = "GET";
+  std::string key;  // a local key, sent as upstream_prefix + key; "" for the bucket itself
+  std::vector<std::pair<std::string, std::string>> query;  // decoded
+  std::vector<http::Header> headers;
+};
+
 class ReadThrough {
  public:
   ReadThrough() = default;
@@ -53,6 +65,12 @@ class ReadThrough {
   virtual std::unique_ptr<UpstreamRead> read(std::int64_t bucket_id, std::string key,
                                              std::string etag, std::uint64_t offset,
                                              std::uint64_t length, bool whole) = 0;
+
+  // Sends `query` to the upstream of `bucket_id` (under its requests_per_s, its failures counted
+  // in its health like any other request's) and returns the whole answer, whatever its status.
+  // Errors: kUnavailable (it cannot be reached or is not answering, or the bucket is not bound).
+  virtual boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
+                                                                UpstreamQuery query) = 0;
 };
 
 }  // namespace hots3::tier

@@ -99,6 +99,8 @@ class Uploader final : public WriteThrough, public ReadThrough {
   std::unique_ptr<UpstreamRead> read(std::int64_t bucket_id, std::string key, std::string etag,
                                      std::uint64_t offset, std::uint64_t length,
                                      bool whole) override;
+  boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
+                                                        UpstreamQuery query) override;
 
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.

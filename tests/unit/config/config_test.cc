@@ -524,6 +524,7 @@ TEST(TierBinding, TheCatalogsJsonSaysWhereAndHowLongThePrefixIs) {
   b.upstream_prefix = std::string("r\"7\\\t\x01/\xc3\xa9", 9);
   const std::string json = binding_json(b, u);
   EXPECT_EQ(json.find("secret"), std::string::npos);
+  EXPECT_EQ(binding_prefix(json), b.upstream_prefix);
   EXPECT_EQ(binding_prefix_bytes(json), b.upstream_prefix.size());
   EXPECT_TRUE(binding_sends_where(json, b));
   TierBucketConfig moved = b;

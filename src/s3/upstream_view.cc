@@ -1,0 +1,285 @@
+#include "upstream_view.h"
+
+#include "conditions.h"
+#include "time_format.h"
+
+#include "hots3/config/config.h"
+#include "hots3/xml/xml.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hots3::s3 {
+
+namespace {
+
+Error unavailable(std::string_view why) {
+  return Error(Code::kServiceUnavailable,
+               fmt::format("The bucket's upstream cannot say what it holds: {}.", why));
+}
+
+std::optional<std::uint64_t> number(std::string_view text) {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return n;
+}
+
+bool starts_with_ci(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) ==
+                  std::tolower(static_cast<unsigned char>(b));
+         });
+}
+
+// The version an upstream's answer to HEAD describes, as a stub's record: nullopt when it lacks
+// a size or an ETag.
+std::optional<storage::ObjectRecord> stub_of(const http::ClientResponseHead& head,
+                                             std::string key) {
+  const std::string etag = unquoted(head.find("ETag").value_or(""));
+  if (!head.content_length || etag.empty()) return std::nullopt;
+  storage::ObjectRecord o;
+  o.key = std::move(key);
+  o.size_bytes = *head.content_length;
+  o.etag = etag;
+  o.created_ms = parse_http_date(head.find("Last-Modified").value_or("")).value_or(0);
+  const auto take = [&head](std::string_view name, std::optional<std::string>& to) {
+    if (const auto v = head.find(name)) to = std::string(*v);
+  };
+  take("Content-Type", o.headers.content_type);
+  take("Content-Encoding", o.headers.content_encoding);
+  take("Content-Disposition", o.headers.content_disposition);
+  take("Content-Language", o.headers.content_language);
+  take("Cache-Control", o.headers.cache_control);
+  take("Expires", o.headers.expires);
+  take("x-amz-checksum-crc32", o.checksums.crc32);
+  take("x-amz-checksum-crc32c", o.checksums.crc32c);
+  take("x-amz-checksum-crc64nvme", o.checksums.crc64nvme);
+  take("x-amz-checksum-sha1", o.checksums.sha1);
+  take("x-amz-checksum-sha256", o.checksums.sha256);
+  take("x-amz-checksum-type", o.checksums.type);
+  for (const http::Header& h : head.headers) {
+    if (h.name.size() > 11 && starts_with_ci(h.name, "x-amz-meta-")) {
+      std::string name(h.name.substr(11));
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      o.user_metadata.emplace_back(std::move(name), h.value);
+    }
+  }
+  return o;
+}
+
+// The number of parts a multipart ETag ("<md5>-N") names; 0 for another ETag.
+std::uint32_t etag_parts(std::string_view etag) {
+  const std::size_t dash = etag.rfind('-');
+  if (dash == std::string_view::npos) return 0;
+  const auto n = number(etag.substr(dash + 1));
+  return n && *n > 0 && *n <= 10'000 ? static_cast<std::uint32_t>(*n) : 0;
+}
+
+// The size of part `number` of the version `etag` of `key`, from a HEAD ?partNumber=.
+asio::awaitable<std::optional<std::uint64_t>> part_size(Service& s, std::int64_t bucket_id,
+                                                        std::string key, std::string etag,
+                                                        std::uint32_t part) {
+  tier::UpstreamQuery q;
+  q.method = "HEAD";
+  q.key = std::move(key);
+  q.query = {{"partNumber", std::to_string(part)}};
+  q.headers = {{"If-Match", quoted(etag)}};
+  auto asking = s.read_through()->ask(bucket_id, std::move(q));
+  auto answer = co_await std::move(asking);
+  if (!answer || (answer->head.status != 206 && answer->head.status != 200)) co_return std::nullopt;
+  co_return answer->head.content_length;
+}
+
+// The part table of a multipart version, from the sizes of its first and last parts: the SDKs
+// upload in parts of one size, the last one holding the rest. The table lets the version's bytes
+// be checked against its ETag and answers GET ?partNumber=; empty when the sizes do not fit
+// (its bytes are then checked against its checksum, if it has one, else not kept).
+asio::awaitable<std::vector<storage::ObjectPartRecord>> part_table(Service& s,
+                                                                   std::int64_t bucket_id,
+                                                                   const storage::ObjectRecord& o) {
+  const std::uint32_t n = etag_parts(o.etag);
+  if (n == 0) co_return std::vector<storage::ObjectPartRecord>{};
+  auto first = part_size(s, bucket_id, o.key, o.etag, 1);
+  const std::optional<std::uint64_t> size = co_await std::move(first);
+  if (!size || *size == 0 || (o.size_bytes + *size - 1) / *size != n)
+    co_return std::vector<storage::ObjectPartRecord>{};
+  const std::uint64_t rest = o.size_bytes - (n - 1) * *size;
+  if (n > 1) {
+    auto last = part_size(s, bucket_id, o.key, o.etag, n);
+    const std::optional<std::uint64_t> last_size = co_await std::move(last);
+    if (last_size != rest) co_return std::vector<storage::ObjectPartRecord>{};
+  }
+  std::vector<storage::ObjectPartRecord> parts(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    parts[i].part_number = i + 1;
+    parts[i].offset_bytes = i * *size;
+    parts[i].size_bytes = i + 1 == n ? rest : *size;
+  }
+  co_return parts;
+}
+
+// A page of the upstream's listing, in local names.
+struct Listed {
+  std::vector<storage::ListEntry> objects;
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+};
+
+std::optional<Listed> parse_listing(std::string_view body, std::string_view up) {
+  const auto doc = xml::XmlDocument::parse(body);
+  if (!doc || doc->root().name() != "ListBucketResult") return std::nullopt;
+  Listed out;
+  const auto local = [up](const std::string& name) -> std::optional<std::string> {
+    if (!name.starts_with(up)) return std::nullopt;
+    return name.substr(up.size());
+  };
+  for (const xml::XmlElement& e : doc->root().children()) {
+    if (e.name() == "Contents") {
+      const auto key = e.child("Key");
+      const auto size = e.child("Size");
+      if (!key || !size) return std::nullopt;
+      auto name = local(key->text());
+      if (!name) continue;
+      storage::ListEntry entry;
+      entry.key = std::move(*name);
+      const auto bytes = number(size->text());
+      if (!bytes) return std::nullopt;
+      entry.size_bytes = *bytes;
+      if (const auto etag = e.child("ETag")) entry.etag = unquoted(etag->text());
+      if (const auto modified = e.child("LastModified"))
+        entry.created_ms = parse_iso8601(modified->text()).value_or(0);
+      if (const auto algorithm = e.child("ChecksumAlgorithm"))
+        entry.checksum_algorithm = algorithm->text();
+      out.objects.push_back(std::move(entry));
+    } else if (e.name() == "CommonPrefixes") {
+      if (const auto prefix = e.child("Prefix")) {
+        if (auto name = local(prefix->text())) out.common_prefixes.push_back(std::move(*name));
+      }
+    } else if (e.name() == "IsTruncated") {
+      out.truncated = e.text() == "true";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
+                                           std::string key) {
+  tier::UpstreamQuery q;
+  q.method = "HEAD";
+  q.key = key;
+  q.headers = {{"x-amz-checksum-mode", "ENABLED"}};
+  auto asking = s.read_through()->ask(bucket.id, std::move(q));
+  auto answer = co_await std::move(asking);
+  if (!answer) co_return unavailable("it cannot be reached");
+  if (answer->head.status == 404) co_return nullptr;
+  if (answer->head.status != 200) {
+    co_return unavailable(fmt::format("it answers HTTP {} to HEAD", answer->head.status));
+  }
+  auto stub = stub_of(answer->head, key);
+  if (!stub) co_return unavailable("its answer to HEAD lacks a size or an ETag");
+  auto tabling = part_table(s, bucket.id, *stub);
+  std::vector<storage::ObjectPartRecord> parts = co_await std::move(tabling);
+  stub->parts_count = static_cast<std::uint32_t>(parts.size());
+  auto recording = s.store().record_stub(bucket, std::move(*stub), std::move(parts));
+  auto recorded = co_await std::move(recording);
+  if (recorded) co_return std::make_shared<const storage::ObjectRecord>(std::move(*recorded));
+  if (recorded.error() != errc::kPreconditionFailed) co_return from_errc(recorded.error());
+  // A version came here meanwhile (another request's look-up, a PUT), or a delete here not yet
+  // upstream hides the key.
+  auto found = s.store().head(bucket.id, key);
+  if (!found) co_return from_errc(found.error());
+  co_return std::move(*found);
+}
+
+asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRecord& bucket,
+                                            storage::ListQuery query) {
+  const std::string up = config::binding_prefix(bucket.upstream);
+  tier::UpstreamQuery q;
+  q.query = {{"list-type", "2"},
+             {"prefix", up + query.prefix},
+             {"max-keys", std::to_string(query.max_keys)}};
+  if (!query.delimiter.empty()) q.query.emplace_back("delimiter", query.delimiter);
+  if (!query.start_after.empty()) q.query.emplace_back("start-after", up + query.start_after);
+  auto asking = s.read_through()->ask(bucket.id, std::move(q));
+  auto answer = co_await std::move(asking);
+  if (!answer) co_return unavailable("it cannot be reached");
+  if (answer->head.status != 200) {
+    co_return unavailable(fmt::format("it answers HTTP {} to a listing", answer->head.status));
+  }
+  auto upstream = parse_listing(answer->body, up);
+  if (!upstream) co_return unavailable("its listing is not one");
+
+  auto listing = s.store().list_objects(bucket.id, query);
+  auto local = co_await std::move(listing);
+  if (!local) co_return from_errc(local.error());
+  auto owing = s.store().tier_jobs(bucket.id);
+  auto owed = co_await std::move(owing);
+  if (!owed) co_return from_errc(owed.error());
+  std::set<std::string> deleted;  // here, not yet upstream
+  for (const storage::TierJob& job : *owed) {
+    if (!job.object_id) deleted.insert(job.key);
+  }
+
+  // Each name once, in order: a key's entry here replaces the upstream's.
+  std::map<std::string, std::optional<storage::ListEntry>> names;  // nullopt: a common prefix
+  std::string upstream_last;
+  for (auto& o : upstream->objects) {
+    upstream_last = std::max(upstream_last, o.key);
+    std::string name = o.key;
+    names.insert_or_assign(std::move(name), std::move(o));
+  }
+  for (auto& p : upstream->common_prefixes) {
+    upstream_last = std::max(upstream_last, p);
+    names.try_emplace(std::move(p), std::nullopt);
+  }
+  if (upstream->truncated && upstream_last <= query.start_after) {
+    co_return unavailable("its listing does not move on");
+  }
+  for (auto& o : local->objects) {
+    std::string name = o.key;
+    names.insert_or_assign(std::move(name), std::move(o));
+  }
+  for (auto& p : local->common_prefixes) names.try_emplace(std::move(p), std::nullopt);
+  // What lies past the end of a truncated page of either is on the next page of both.
+  std::optional<std::string> bound;
+  if (upstream->truncated) bound = upstream_last;
+  if (local->truncated && (!bound || local->last < *bound)) bound = local->last;
+
+  storage::ListPage page;
+  for (auto& [name, entry] : names) {
+    // (A common prefix the position is inside of was listed on an earlier page.)
+    if (name <= query.start_after || (bound && name > *bound)) continue;
+    if (entry && deleted.contains(name)) continue;
+    if (page.objects.size() + page.common_prefixes.size() == query.max_keys) {
+      page.truncated = true;
+      break;
+    }
+    page.last = name;
+    if (entry) {
+      page.objects.push_back(std::move(*entry));
+    } else {
+      page.common_prefixes.push_back(name);
+    }
+  }
+  if (!page.truncated && bound) {
+    page.truncated = true;
+    page.last = *bound;
+  }
+  co_return page;
+}
+
+}  // namespace hots3::s3

@@ -1,0 +1,35 @@
+#pragma once
+
+// Private to src/s3: a bucket in cache mode fronts an upstream bucket that others also write.
+// A key it holds no version of is looked up there and recorded as an evicted version (its data
+// then comes back by read-through, as any evicted version's), and its listings are the
+// upstream's.
+
+#include "errors.h"
+#include "service.h"
+
+#include "hots3/storage/records.h"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <memory>
+#include <string>
+#include <variant>
+
+namespace hots3::s3 {
+
+// What the upstream holds under `key`, recorded as an evicted version of `bucket`: nullptr when
+// it holds nothing, or when a delete of the key here is not yet confirmed there. An Error
+// (503) when the upstream cannot say.
+using LookedUp = std::variant<std::shared_ptr<const storage::ObjectRecord>, Error>;
+boost::asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
+                                                  std::string key);
+
+// One page of `query` over the upstream's keys, merged with those here: a version here is listed
+// as it is here (it is what a GET of it answers), a key written here and not yet upstream is
+// listed too, and one deleted here and not yet upstream is not.
+using UpstreamPage = std::variant<storage::ListPage, Error>;
+boost::asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRecord& bucket,
+                                                   storage::ListQuery query);
+
+}  // namespace hots3::s3

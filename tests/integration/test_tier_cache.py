@@ -1,0 +1,207 @@
+"""A bucket in cache mode fronts an upstream bucket that others write too: what they write there is
+found through hots3 (HEAD, GET, LIST) without hots3 having seen it written, read through once and
+then served locally; what clients write through hots3 goes through to the upstream.
+
+The upstream is a second hots3 behind the fault proxy; "others" write to it directly."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import s3_support  # noqa: E402
+from test_tier_readthrough import TieredTest  # noqa: E402
+from test_tier_writeback import MiB, PREFIX, data  # noqa: E402
+
+from botocore.exceptions import ClientError  # noqa: E402
+
+
+def sha(body):
+    return hashlib.sha256(body).hexdigest()
+
+
+class CacheModeTest(TieredTest):
+    """`ckpt` in cache mode over team-ckpt/PREFIX."""
+
+    mode = "cache"
+
+    def others_put(self, key, body, **kwargs):
+        """Writes `key` upstream as another writer would; its ETag."""
+        return self.up.put_object(Bucket="team-ckpt", Key=PREFIX + key, Body=body, **kwargs)["ETag"]
+
+    def others_put_multipart(self, key, parts):
+        upload = self.up.create_multipart_upload(Bucket="team-ckpt", Key=PREFIX + key)["UploadId"]
+        etags = [self.up.upload_part(Bucket="team-ckpt", Key=PREFIX + key, UploadId=upload, PartNumber=n + 1,
+                                     Body=body)["ETag"] for n, body in enumerate(parts)]
+        return self.up.complete_multipart_upload(
+            Bucket="team-ckpt", Key=PREFIX + key, UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})["ETag"]
+
+    def upstream_body(self, key):
+        return self.up.get_object(Bucket="team-ckpt", Key=PREFIX + key)["Body"].read()
+
+    def test_an_object_written_upstream_is_described_read_through_once_and_kept(self):
+        single = data(3 * MiB + 17, 11)
+        parts = [data(5 * MiB, 12), data(5 * MiB, 13), data(2 * MiB + 5, 14)]
+        single_etag = self.others_put("ds/single", single, ContentType="application/x-shard",
+                                      Metadata={"epoch": "7"})
+        multi_etag = self.others_put_multipart("ds/multi", parts)
+
+        head = self.s3.head_object(Bucket="ckpt", Key="ds/single")
+        self.assertEqual((head["ETag"], head["ContentLength"], head["ContentType"], head["Metadata"]),
+                         (single_etag, len(single), "application/x-shard", {"epoch": "7"}))
+        self.assertEqual(head["ResponseMetadata"]["HTTPHeaders"]["x-hots3-tier"], "remote")
+        self.assertEqual(head.get("StorageClass"), None)  # STANDARD, as S3 leaves it out
+        self.assertEqual(self.catalog("ds/single"), (2, 0))  # a stub: upstream only, no data
+
+        for key, body, etag in (("ds/single", single, single_etag), ("ds/multi", b"".join(parts), multi_etag)):
+            got = self.s3.get_object(Bucket="ckpt", Key=key)
+            self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss", key)
+            self.assertEqual(sha(got["Body"].read()), sha(body), key)
+            self.assertEqual(got["ETag"], etag)
+            self.assertEqual(self.upstream_bytes(key), len(body), key)
+            # Verified against its ETag (the multipart one by its parts) and kept.
+            self.assertEqual(self.catalog(key)[0], 1, key)
+            again = self.s3.get_object(Bucket="ckpt", Key=key)
+            self.assertEqual(again["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit", key)
+            self.assertEqual(sha(again["Body"].read()), sha(body), key)
+            self.assertEqual(self.upstream_bytes(key), len(body), key)
+
+        # The part table the upstream's parts give: a part's HEAD and GET as S3 answers them.
+        part = self.s3.head_object(Bucket="ckpt", Key="ds/multi", PartNumber=2)
+        self.assertEqual((part["ContentLength"], part["PartsCount"]), (5 * MiB, 3))
+        got = self.s3.get_object(Bucket="ckpt", Key="ds/multi", PartNumber=3)
+        self.assertEqual(got["Body"].read(), parts[2])
+
+    def test_a_missing_key_is_asked_for_again_and_a_deleted_one_is_gone_both_sides(self):
+        with self.assertRaises(ClientError) as caught:
+            self.s3.get_object(Bucket="ckpt", Key="late/k")
+        self.assertEqual(caught.exception.response["Error"]["Code"], "NoSuchKey")
+        with self.assertRaises(ClientError) as caught:
+            self.s3.head_object(Bucket="ckpt", Key="late/k")
+        self.assertEqual(caught.exception.response["ResponseMetadata"]["HTTPStatusCode"], 404)
+        # Not remembered as missing: written upstream now, it is there at once.
+        self.others_put("late/k", b"came later")
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="late/k")["Body"].read(), b"came later")
+
+        self.s3.delete_object(Bucket="ckpt", Key="late/k")
+        with self.assertRaises(ClientError) as caught:
+            self.up.head_object(Bucket="team-ckpt", Key=PREFIX + "late/k")
+        self.assertEqual(caught.exception.response["ResponseMetadata"]["HTTPStatusCode"], 404)
+        with self.assertRaises(ClientError) as caught:
+            self.s3.get_object(Bucket="ckpt", Key="late/k")
+        self.assertEqual(caught.exception.response["Error"]["Code"], "NoSuchKey")
+
+    def test_writes_go_through_and_replace_what_others_wrote(self):
+        self.others_put("w/k", b"theirs")
+        # hots3 never saw their version: its write replaces it (the last writer wins, as in S3),
+        # with no side copy of a conflict.
+        self.s3.put_object(Bucket="ckpt", Key="w/k", Body=b"ours")
+        self.assertEqual(self.upstream_body("w/k"), b"ours")
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="w/k")["Body"].read(), b"ours")
+        listed = self.up.list_objects_v2(Bucket="team-ckpt", Prefix=PREFIX + "w/")
+        self.assertEqual([o["Key"] for o in listed["Contents"]], [PREFIX + "w/k"])
+
+        # Others overwrite it again; a key hots3 holds is its own until revalidated, but a new
+        # key of theirs is found.
+        self.others_put("w/new", b"new of theirs")
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="w/new")["Body"].read(), b"new of theirs")
+
+    def test_a_listing_is_the_upstreams_page_by_page(self):
+        expected = []
+        for d in range(6):
+            for n in range(40):
+                key = "list/d%d/k%03d" % (d, n)
+                self.others_put(key, b"x" * n)
+                expected.append(key)
+        for n in range(30):
+            key = "list/top%03d" % n
+            self.others_put(key, b"t")
+            expected.append(key)
+        # Some are known here already (a stub, a local copy), and one is written through hots3.
+        self.s3.head_object(Bucket="ckpt", Key="list/d2/k005")
+        self.s3.get_object(Bucket="ckpt", Key="list/d3/k007")["Body"].read()
+        self.s3.put_object(Bucket="ckpt", Key="list/d4/zz-ours", Body=b"ours")
+        expected.append("list/d4/zz-ours")
+        self.s3.delete_object(Bucket="ckpt", Key="list/d5/k000")
+        expected.remove("list/d5/k000")
+        expected.sort()
+
+        keys = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(
+                Bucket="ckpt", Prefix="list/", PaginationConfig={"PageSize": 37}):
+            self.assertLessEqual(page["KeyCount"], 37)
+            keys += [o["Key"] for o in page.get("Contents", [])]
+        self.assertEqual(keys, expected)
+        sizes = {o["Key"]: o["Size"] for o in self.s3.list_objects_v2(Bucket="ckpt", Prefix="list/d1/")["Contents"]}
+        self.assertEqual(sizes["list/d1/k039"], 39)
+
+        # With a delimiter, V1 and V2: the directories once each, then the top-level keys.
+        for v2 in (True, False):
+            prefixes, top = [], []
+            paginator = self.s3.get_paginator("list_objects_v2" if v2 else "list_objects")
+            for page in paginator.paginate(Bucket="ckpt", Prefix="list/", Delimiter="/",
+                                           PaginationConfig={"PageSize": 4}):
+                prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+                top += [o["Key"] for o in page.get("Contents", [])]
+            self.assertEqual(prefixes, ["list/d%d/" % d for d in range(6)], v2)
+            self.assertEqual(top, ["list/top%03d" % n for n in range(30)], v2)
+
+        # StartAfter, and a page that ends inside a directory.
+        after = self.s3.list_objects_v2(Bucket="ckpt", Prefix="list/", StartAfter="list/d4/k038", MaxKeys=3)
+        self.assertEqual([o["Key"] for o in after["Contents"]], ["list/d4/k039", "list/d4/zz-ours", "list/d5/k001"])
+        self.assertTrue(after["IsTruncated"])
+
+    def test_aws_cli_syncs_a_prefix_others_wrote_and_the_second_sync_is_local(self):
+        files = {"sync/big.bin": data(20 * MiB + 3, 21), "sync/a/one": data(1000, 22),
+                 "sync/a/two": data(70 * 1024, 23), "sync/b/three": b""}
+        for key, body in files.items():
+            self.others_put(key, body)
+        tmp = tempfile.mkdtemp(prefix="hots3-cache-cli-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
+        self.addCleanup(shutil.rmtree, tmp, True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update({"AWS_ACCESS_KEY_ID": s3_support.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": s3_support.SECRET_KEY,
+                    "AWS_DEFAULT_REGION": s3_support.REGION, "AWS_CONFIG_FILE": os.path.join(tmp, "none"),
+                    "AWS_SHARED_CREDENTIALS_FILE": os.path.join(tmp, "none"), "AWS_PAGER": ""})
+        clis = [[sys.executable, "-m", "awscli"]] + ([["/usr/bin/aws"]] if os.path.exists("/usr/bin/aws") else [])
+        for n, cli in enumerate(clis + clis):
+            into = os.path.join(tmp, "copy%d" % n)
+            before = sum(self.upstream_bytes(k) for k in files)
+            r = subprocess.run(cli + ["--endpoint-url", self.endpoint, "s3", "sync", "s3://ckpt/sync/", into],
+                               capture_output=True, text=True, env=env, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for key, body in files.items():
+                with open(os.path.join(into, key[len("sync/"):]), "rb") as f:
+                    self.assertEqual(sha(f.read()), sha(body), (cli, key))
+            if n >= len(clis):
+                # Each object was kept by the first syncs (the big one by the restore its first
+                # range asked for): nothing more comes from the upstream.
+                self.assertEqual(sum(self.upstream_bytes(k) for k in files), before, cli)
+            else:
+                deadline = time.monotonic() + 30
+                while not all(self.catalog(k)[0] == 1 for k in files if files[k]):
+                    self.assertLess(time.monotonic(), deadline, "not kept")
+                    time.sleep(0.05)
+
+    def test_an_upstream_that_cannot_answer_gets_503_for_what_is_not_here(self):
+        self.others_put("down/k", b"there")
+        self.s3.put_object(Bucket="ckpt", Key="down/here", Body=b"here")
+        self.proxy.refuse_heads = 100
+        try:
+            with self.assertRaises(ClientError) as caught:
+                self.s3.head_object(Bucket="ckpt", Key="down/k")
+            self.assertEqual(caught.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            # What is here is served.
+            self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="down/here")["Body"].read(), b"here")
+        finally:
+            self.proxy.refuse_heads = 0
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="down/k")["Body"].read(), b"there")
+
+
+if __name__ == "__main__":
+    unittest.main()
