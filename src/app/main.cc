@@ -132,6 +132,13 @@ int run(int argc, char** argv) {
   ls->add_option("--bucket", ls_bucket, "The bound bucket")->required();
   ls->add_option("--prefix", ls_prefix, "Only keys starting with this");
 
+  std::string revalidate_bucket, revalidate_prefix;
+  CLI::App* revalidate = tier->add_subcommand(
+      "revalidate", "Ask the upstream again about each object under a prefix of a bound bucket");
+  endpoint_options(revalidate);
+  revalidate->add_option("--bucket", revalidate_bucket, "The bound bucket")->required();
+  revalidate->add_option("--prefix", revalidate_prefix, "Only keys starting with this");
+
   std::string pin_bucket;
   hots3::app::PinTarget pin_target;
   const auto pin_options = [&](CLI::App* command) {
@@ -165,6 +172,9 @@ int run(int argc, char** argv) {
   }
   if (evict->parsed()) return hots3::app::tier_evict(tier_options, evict_bucket, evict_prefix);
   if (ls->parsed()) return hots3::app::tier_ls(tier_options, ls_bucket, ls_prefix);
+  if (revalidate->parsed()) {
+    return hots3::app::tier_revalidate(tier_options, revalidate_bucket, revalidate_prefix);
+  }
   if (pin->parsed()) return hots3::app::tier_pin(tier_options, pin_bucket, pin_target);
   if (unpin->parsed()) return hots3::app::tier_unpin(tier_options, pin_bucket, pin_target);
   if (check->parsed()) {

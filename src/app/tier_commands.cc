@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -87,9 +88,12 @@ void say_failed(const char* command, const std::string& what,
                e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
 }
 
-std::string child_text(const xml::XmlDocument& doc, const char* name) {
-  auto e = doc.root().child(name);
+std::string child_text(const xml::XmlElement& element, const char* name) {
+  auto e = element.child(name);
   return e ? e->text() : std::string();
+}
+std::string child_text(const xml::XmlDocument& doc, const char* name) {
+  return child_text(doc.root(), name);
 }
 
 }  // namespace
@@ -228,13 +232,20 @@ int tier_unpin(const TierCommandOptions& options, const std::string& bucket,
 
 namespace {
 
-// A page of ListObjectsV2 at a time, then a HEAD of each key on it (its x-hots3-tier and
-// x-hots3-pinned): a line per object, then the counts.
-asio::awaitable<int> list_states(s3client::Client& client, std::string bucket, std::string prefix) {
+// One object of a listing, with the answer to its HEAD.
+struct Headed {
+  std::string key;
+  std::string size;                                // as listed
+  std::string etag;                                // as listed
+  const http::ClientResponseHead* head = nullptr;  // nullptr: gone since the listing (404)
+};
+
+// A page of ListObjectsV2 under `prefix` at a time, then a HEAD of each key on it (with
+// `headers`), each told to `seen`. 0, or 1 once a request failed (said on stderr as `command`'s).
+asio::awaitable<int> head_each(s3client::Client& client, const char* command, std::string bucket,
+                               std::string prefix, std::vector<http::Header> headers,
+                               std::function<void(const Headed&)> seen) {
   std::string token;
-  std::map<std::string, std::uint64_t> states;  // state: objects
-  std::uint64_t objects = 0;
-  std::uint64_t pinned = 0;
   for (;;) {
     s3client::Request list;
     list.bucket = bucket;
@@ -243,50 +254,94 @@ asio::awaitable<int> list_states(s3client::Client& client, std::string bucket, s
     auto listing = client.request(std::move(list), std::string());
     auto listed = co_await std::move(listing);
     if (!listed || listed->head.status != 200) {
-      say_failed("ls", bucket, listed);
+      say_failed(command, bucket, listed);
       co_return 1;
     }
     const auto doc = xml::XmlDocument::parse(listed->body);
     if (!doc) {
-      std::fprintf(stderr, "hots3 tier ls: a listing that is not XML\n");
+      std::fprintf(stderr, "hots3 tier %s: a listing that is not XML\n", command);
       co_return 1;
     }
     for (const xml::XmlElement& entry : doc->root().children()) {
       if (entry.name() != "Contents") continue;
-      const auto key_element = entry.child("Key");
-      const auto size_element = entry.child("Size");
-      const std::string key = key_element ? key_element->text() : std::string();
+      Headed object;
+      object.key = child_text(entry, "Key");
+      object.size = child_text(entry, "Size");
+      object.etag = child_text(entry, "ETag");
       s3client::Request head;
       head.method = "HEAD";
       head.bucket = bucket;
-      head.key = key;
+      head.key = object.key;
+      head.headers = headers;
       auto heading = client.request(std::move(head), std::string());
       auto headed = co_await std::move(heading);
-      std::string state = "gone";  // deleted since the listing
-      bool is_pinned = false;
       if (headed && headed->head.status == 200) {
-        state = std::string(headed->head.find("x-hots3-tier").value_or("local"));
-        is_pinned = headed->head.find("x-hots3-pinned").value_or("") == "true";
+        object.head = &headed->head;
       } else if (!headed || headed->head.status != 404) {
-        say_failed("ls", key, headed);
+        say_failed(command, object.key, headed);
         co_return 1;
       }
-      ++objects;
-      ++states[state];
-      if (is_pinned) ++pinned;
-      std::printf("%-6s %-6s %14s %s\n", state.c_str(), is_pinned ? "pinned" : "-",
-                  size_element ? size_element->text().c_str() : "", key.c_str());
+      seen(object);
     }
     const auto more = doc->root().child("IsTruncated");
     const auto next = doc->root().child("NextContinuationToken");
     if (!more || more->text() != "true" || !next) break;
     token = next->text();
   }
-  std::string counts;
-  for (const auto& [state, n] : states) counts += fmt::format(", {} {}", n, state);
+  co_return 0;
+}
+
+std::string counted(const std::map<std::string, std::uint64_t>& counts) {
+  std::string out;
+  for (const auto& [what, n] : counts) out += fmt::format(", {} {}", n, what);
+  return out;
+}
+
+// Each object's x-hots3-tier and x-hots3-pinned: a line per object, then the counts.
+asio::awaitable<int> list_states(s3client::Client& client, std::string bucket, std::string prefix) {
+  std::map<std::string, std::uint64_t> states;  // state: objects
+  std::uint64_t objects = 0;
+  std::uint64_t pinned = 0;
+  auto walking = head_each(client, "ls", bucket, prefix, {}, [&](const Headed& o) {
+    // (Gone: deleted since the listing.)
+    const std::string state =
+        o.head ? std::string(o.head->find("x-hots3-tier").value_or("local")) : "gone";
+    const bool is_pinned = o.head && o.head->find("x-hots3-pinned").value_or("") == "true";
+    ++objects;
+    ++states[state];
+    if (is_pinned) ++pinned;
+    std::printf("%-6s %-6s %14s %s\n", state.c_str(), is_pinned ? "pinned" : "-", o.size.c_str(),
+                o.key.c_str());
+  });
+  if (const int failed = co_await std::move(walking)) co_return failed;
   std::printf("%s/%s: %llu objects%s; %llu pinned\n", bucket.c_str(), prefix.c_str(),
-              static_cast<unsigned long long>(objects), counts.c_str(),
+              static_cast<unsigned long long>(objects), counted(states).c_str(),
               static_cast<unsigned long long>(pinned));
+  co_return 0;
+}
+
+// Each object asked about again (a HEAD with x-hots3-revalidate: 1): a line per object whose
+// state here changed, then the counts.
+asio::awaitable<int> revalidate_each(s3client::Client& client, std::string bucket,
+                                     std::string prefix) {
+  std::map<std::string, std::uint64_t> found;  // what became of them: objects
+  std::uint64_t objects = 0;
+  auto walking = head_each(client, "revalidate", bucket, prefix, {{"x-hots3-revalidate", "1"}},
+                           [&](const Headed& o) {
+                             std::string what = "gone";
+                             if (o.head) {
+                               const std::string said(o.head->find("x-hots3-cache").value_or(""));
+                               const bool other = o.head->find("ETag").value_or("") != o.etag;
+                               what = other ? "replaced" : said == "stale" ? "stale" : "current";
+                             }
+                             ++objects;
+                             ++found[what];
+                             if (what != "current")
+                               std::printf("%-8s %s\n", what.c_str(), o.key.c_str());
+                           });
+  if (const int failed = co_await std::move(walking)) co_return failed;
+  std::printf("%s/%s: %llu objects%s\n", bucket.c_str(), prefix.c_str(),
+              static_cast<unsigned long long>(objects), counted(found).c_str());
   co_return 0;
 }
 
@@ -297,6 +352,13 @@ int tier_ls(const TierCommandOptions& options, const std::string& bucket,
   asio::io_context io;
   s3client::Client client(io.get_executor(), signed_options(options));
   return run(io, list_states(client, bucket, prefix));
+}
+
+int tier_revalidate(const TierCommandOptions& options, const std::string& bucket,
+                    const std::string& prefix) {
+  asio::io_context io;
+  s3client::Client client(io.get_executor(), signed_options(options));
+  return run(io, revalidate_each(client, bucket, prefix));
 }
 
 }  // namespace hots3::app

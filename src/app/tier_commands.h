@@ -39,6 +39,13 @@ int tier_evict(const TierCommandOptions& options, const std::string& bucket,
 int tier_ls(const TierCommandOptions& options, const std::string& bucket,
             const std::string& prefix);
 
+// Asks the upstream again about every object under `prefix` of `bucket` (a ListObjectsV2 and a
+// HEAD of each key with x-hots3-revalidate: 1), whatever the binding's revalidate rule: a line
+// per object whose state here changed (replaced by a newer version upstream, gone, or stale:
+// the upstream could not say), then the counts. 0, or 1 when the server refused or failed.
+int tier_revalidate(const TierCommandOptions& options, const std::string& bucket,
+                    const std::string& prefix);
+
 // What a pin or unpin names: one key, or every key under a prefix ("": the whole bucket).
 struct PinTarget {
   std::optional<std::string> key;

@@ -491,6 +491,10 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
       read_admit_prefixes(path, *a, b.admit, b.admit_prefixes);
     }
     r.strings("pin", b.pin);
+    std::string revalidate;
+    r.string("revalidate", revalidate);
+    r.choice("on_upstream_error", b.serve_stale, {{"serve-stale", true}, {"fail", false}});
+    r.choice("on_upstream_delete", b.keep_upstream_deleted, {{"remove", false}, {"keep", true}});
     if (table->contains("pin_max")) {
       std::uint64_t cap = 0;
       r.size("pin_max", cap, 0, 1024 * kTiB);
@@ -504,6 +508,21 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
     }
     if (b.upstream_prefix.size() > 512) {
       r.fail(*table, "upstream_prefix", "must be at most 512 bytes");
+    }
+    if (revalidate.empty()) {
+      if (b.mode == TierMode::kCache) b.revalidate_after = milliseconds(10LL * 60 * 1000);
+    } else if (revalidate == "always") {
+      b.revalidate_after = milliseconds(0);
+    } else if (revalidate.starts_with("ttl:")) {
+      auto ttl = parse_duration(std::string_view(revalidate).substr(4));
+      if (!ttl || *ttl <= milliseconds(0)) {
+        r.fail(*table, "revalidate",
+               fmt::format("'{}' has no duration (e.g. \"ttl:10m\")", revalidate));
+      }
+      b.revalidate_after = *ttl;
+    } else if (revalidate != "immutable") {
+      r.fail(*table, "revalidate",
+             fmt::format("'{}' is none of immutable, always, ttl:<duration>", revalidate));
     }
     const bool known = std::any_of(upstreams.begin(), upstreams.end(),
                                    [&](const UpstreamConfig& u) { return u.name == b.upstream; });

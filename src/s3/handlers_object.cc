@@ -224,6 +224,35 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       record.reset();
     }
   }
+  // What the read says of the version's freshness (x-hots3-cache), when it asked the upstream.
+  std::string_view checked;
+  if ((reader || record) && bucket->tier != storage::BucketTier::kNone &&
+      s.read_through() != nullptr) {
+    const tier::Freshness rules = s.read_through()->freshness(bucket->id);
+    const storage::ObjectRecord& here = reader ? reader->object() : *record;
+    if (revalidation_due(s, r, here, rules)) {
+      auto asking = revalidate(s, *bucket, here, rules);
+      auto asked = co_await std::move(asking);
+      if (auto* e = std::get_if<Error>(&asked)) co_return co_await s.send_error(r, std::move(*e));
+      Revalidated& found = std::get<Revalidated>(asked);
+      switch (found.kind) {
+        case Revalidated::Kind::kCurrent:
+          checked = "revalidated";
+          break;
+        case Revalidated::Kind::kStale:
+          checked = "stale";
+          break;
+        case Revalidated::Kind::kReplaced:
+          reader.reset();
+          record = std::move(found.now);
+          break;
+        case Revalidated::Kind::kGone:
+          reader.reset();
+          record.reset();
+          break;
+      }
+    }
+  }
   if (!reader && !record)
     co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
   const storage::ObjectRecord& object = reader ? reader->object() : *record;
@@ -268,6 +297,8 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
                                  : "remote");
     head.add("x-hots3-pinned", s.store().pinned(bucket->id, object.key) ? "true" : "false");
   }
+  // (A read-through says "miss" itself.)
+  if (!checked.empty() && (head_only || reader)) head.add("x-hots3-cache", std::string(checked));
   const unsigned status = head.status;
   if (head_only) co_return co_await s.send_empty(r, status, std::move(head));
   if (!reader) {
@@ -275,7 +306,8 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     co_await std::move(reading);
     co_return;
   }
-  if (bucket->tier != storage::BucketTier::kNone) head.add("x-hots3-cache", "hit");
+  if (bucket->tier != storage::BucketTier::kNone && checked.empty())
+    head.add("x-hots3-cache", "hit");
   co_await send_local(r, *reader, selection, std::move(head));
 }
 

@@ -2,6 +2,7 @@
 
 #include "hots3/aws/checksum.h"
 #include "hots3/aws/etag.h"
+#include "hots3/common/clock.h"
 #include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/md5.h"
@@ -214,6 +215,8 @@ class Keeper {
     if (!filled && filled.error() != errc::kPreconditionFailed) {
       log::warn("{}: the fetched data was not kept: {}", what, filled.error().message());
     }
+    // Its GETs named its ETag (If-Match): the upstream held this version just now.
+    if (filled) s.validated().mark(filled->id, now_ms());
     co_return filled.has_value();
   }
 

@@ -10,6 +10,7 @@
 #include "errors.h"
 #include "fill_flights.h"
 #include "request.h"
+#include "validated_times.h"
 
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
@@ -56,6 +57,7 @@ class Service final : public http::Handler {
   tier::ReadThrough* read_through() const { return read_through_; }
   // The fetches of evicted versions under way, which other misses of the same version join.
   FillFlights& fill_flights() { return fill_flights_; }
+  ValidatedTimes& validated() { return validated_; }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
@@ -123,6 +125,7 @@ class Service final : public http::Handler {
   tier::WriteThrough* write_through_;
   tier::ReadThrough* read_through_;
   FillFlights fill_flights_;
+  ValidatedTimes validated_;
 };
 
 // ---- operations (handlers_*.cc) ----

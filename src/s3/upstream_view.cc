@@ -3,6 +3,7 @@
 #include "conditions.h"
 #include "time_format.h"
 
+#include "hots3/common/clock.h"
 #include "hots3/config/config.h"
 #include "hots3/xml/xml.h"
 
@@ -194,15 +195,82 @@ asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketReco
   auto tabling = part_table(s, bucket.id, *stub);
   std::vector<storage::ObjectPartRecord> parts = co_await std::move(tabling);
   stub->parts_count = static_cast<std::uint32_t>(parts.size());
-  auto recording = s.store().record_stub(bucket, std::move(*stub), std::move(parts));
+  auto recording =
+      s.store().take_upstream_state(bucket, key, 0, std::move(*stub), std::move(parts));
   auto recorded = co_await std::move(recording);
-  if (recorded) co_return std::make_shared<const storage::ObjectRecord>(std::move(*recorded));
+  if (recorded) {
+    s.validated().mark((*recorded)->id, now_ms());
+    co_return std::make_shared<const storage::ObjectRecord>(std::move(**recorded));
+  }
   if (recorded.error() != errc::kPreconditionFailed) co_return from_errc(recorded.error());
   // A version came here meanwhile (another request's look-up, a PUT), or a delete here not yet
   // upstream hides the key.
   auto found = s.store().head(bucket.id, key);
   if (!found) co_return from_errc(found.error());
   co_return std::move(*found);
+}
+
+bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord& object,
+                      const tier::Freshness& f) {
+  if (object.tier_state == storage::TierState::kLocal) return false;
+  const auto asked = [&r](std::string_view name, std::string_view value) {
+    const auto v = r.header(name);
+    return v && v->find(value) != std::string_view::npos;
+  };
+  if (asked("Cache-Control", "no-cache") || asked("x-hots3-revalidate", "1")) return true;
+  if (!f.revalidate_after) return false;
+  if (f.revalidate_after->count() == 0) return true;
+  const std::optional<std::int64_t> at = s.validated().at(object.id);
+  return !at || now_ms() - *at > f.revalidate_after->count();
+}
+
+asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord& bucket,
+                                         storage::ObjectRecord object, tier::Freshness f) {
+  const std::string etag = object.upstream_etag.value_or(object.etag);
+  tier::UpstreamQuery q;
+  q.method = "HEAD";
+  q.key = object.key;
+  q.headers = {{"If-None-Match", quoted(etag)}, {"x-amz-checksum-mode", "ENABLED"}};
+  auto asking = s.read_through()->ask(bucket.id, std::move(q));
+  auto answer = co_await std::move(asking);
+  const unsigned status = answer ? answer->head.status : 0;
+  const bool same =
+      status == 304 || (status == 200 && unquoted(answer->head.find("ETag").value_or("")) == etag);
+  // Only a bucket in cache mode follows a delete upstream: in the others a version gone there
+  // was lost by the upstream (ours to send again), not deleted by a writer.
+  const bool keep = f.keep_upstream_deleted || bucket.tier != storage::BucketTier::kCache;
+  if (same || (status == 404 && keep)) {
+    s.validated().mark(object.id, now_ms());
+    co_return Revalidated{};
+  }
+  std::optional<storage::ObjectRecord> stub;
+  std::vector<storage::ObjectPartRecord> parts;
+  if (status == 200) {
+    stub = stub_of(answer->head, object.key);
+    if (stub) {
+      auto tabling = part_table(s, bucket.id, *stub);
+      parts = co_await std::move(tabling);
+      stub->parts_count = static_cast<std::uint32_t>(parts.size());
+    }
+  }
+  if (status != 404 && !stub) {
+    if (f.serve_stale) co_return Revalidated{Revalidated::Kind::kStale, nullptr};
+    co_return answer ? unavailable(fmt::format("it answers HTTP {} to HEAD", status))
+                     : unavailable("it cannot be reached");
+  }
+  // Another version upstream, or none: this bucket's state of the key follows, unless it changed
+  // here meanwhile (what the read has then stands).
+  auto taking = s.store().take_upstream_state(bucket, object.key, object.id, std::move(stub),
+                                              std::move(parts));
+  auto taken = co_await std::move(taking);
+  if (!taken) {
+    if (taken.error() == errc::kPreconditionFailed) co_return Revalidated{};
+    co_return from_errc(taken.error());
+  }
+  if (!*taken) co_return Revalidated{Revalidated::Kind::kGone, nullptr};
+  s.validated().mark((*taken)->id, now_ms());
+  co_return Revalidated{Revalidated::Kind::kReplaced,
+                        std::make_shared<const storage::ObjectRecord>(std::move(**taken))};
 }
 
 asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRecord& bucket,

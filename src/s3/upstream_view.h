@@ -25,6 +25,28 @@ using LookedUp = std::variant<std::shared_ptr<const storage::ObjectRecord>, Erro
 boost::asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
                                                   std::string key);
 
+// Whether a read of `object` (of a bound bucket whose rules are `f`) first asks the upstream
+// whether it still holds that version: by the rules, or because the request asks for it
+// (Cache-Control: no-cache, x-hots3-revalidate: 1). Never for a version written here and not yet
+// upstream: it is newer than anything there.
+bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord& object,
+                      const tier::Freshness& f);
+
+// What asking the upstream about a version here found.
+struct Revalidated {
+  enum class Kind {
+    kCurrent,   // it still holds it (or the key changed here meanwhile: what the read has stands)
+    kStale,     // it could not say, and the rules serve the version here all the same
+    kReplaced,  // it holds another version, now recorded here as evicted (`now`)
+    kGone,      // it holds none, and neither does this bucket now
+  } kind = Kind::kCurrent;
+  std::shared_ptr<const storage::ObjectRecord> now;
+};
+// An Error (503) when the upstream could not say and the rules fail the read.
+using Revalidation = std::variant<Revalidated, Error>;
+boost::asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord& bucket,
+                                                storage::ObjectRecord object, tier::Freshness f);
+
 // One page of `query` over the upstream's keys, merged with those here: a version here is listed
 // as it is here (it is what a GET of it answers), a key written here and not yet upstream is
 // listed too, and one deleted here and not yet upstream is not.

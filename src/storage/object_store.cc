@@ -679,30 +679,44 @@ class StoreImpl final : public ObjectStore {
     co_return filled;
   }
 
-  asio::awaitable<Result<ObjectRecord>> record_stub(const BucketRecord& bucket, ObjectRecord stub,
-                                                    std::vector<ObjectPartRecord> parts) override {
-    stub.bucket_id = bucket.id;
-    stub.tier_state = TierState::kUpstreamOnly;
-    stub.accessed_ms = now_ms();
-    stub.inline_data.reset();
-    stub.upstream_etag.reset();
-    bool recorded = false;
+  asio::awaitable<Result<std::optional<ObjectRecord>>> take_upstream_state(
+      const BucketRecord& bucket, std::string key, std::int64_t replacing,
+      std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts) override {
+    if (stub) {
+      stub->bucket_id = bucket.id;
+      stub->key = key;
+      stub->tier_state = TierState::kUpstreamOnly;
+      stub->accessed_ms = now_ms();
+      stub->inline_data.reset();
+      stub->upstream_etag.reset();
+    }
+    bool taken = false;
+    ExtentList freed;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      recorded = false;
+      taken = false;
+      freed = {};
       H3_TRY(auto b, t.find_bucket(bucket.name));
       if (!b || b->id != bucket.id) return errc::kNotFound;
-      H3_TRY(auto owed, t.find_tier_job(bucket.id, stub.key));
+      H3_TRY(auto owed, t.find_tier_job(bucket.id, key));
       if (owed) return {};
-      stub.id = t.next_id();
-      H3_TRY(recorded, t.insert_object_if_absent(stub, {}));
-      if (!recorded) return {};
-      H3_TRY(t.insert_object_parts(stub.id, parts));
+      H3_TRY(auto current, t.find_object(bucket.id, key));
+      if ((current ? current->id : 0) != replacing) return {};
+      if (current) {
+        if (current->tier_state == TierState::kLocal) return {};
+        H3_TRY(freed, t.delete_object(current->id));
+      }
+      taken = true;
+      if (!stub) return t.set_tier_seen(bucket.id, key, nullptr);
+      stub->id = t.next_id();
+      H3_TRY(t.insert_object(*stub, {}));
+      H3_TRY(t.insert_object_parts(stub->id, parts));
       // Writes of the key replace this version upstream knowingly, as any version seen there.
-      const TierSeen seen{stub.etag, stub.etag};
-      return t.set_tier_seen(bucket.id, stub.key, &seen);
+      const TierSeen seen{stub->etag, stub->etag};
+      return t.set_tier_seen(bucket.id, key, &seen);
     }));
-    if (!recorded) co_return errc::kPreconditionFailed;
-    core_.metadata->invalidate(bucket.id, stub.key);
+    if (!taken) co_return errc::kPreconditionFailed;
+    core_.metadata->invalidate(bucket.id, key);
+    if (replacing != 0) core_.retirement->retire(std::move(freed), replacing);
     co_return stub;
   }
 

@@ -1822,7 +1822,42 @@ struct Uploader::Impl {
     return true;
   }
 
+  // HEADs under way, by what they ask: an identical one waits for it and shares its answer, so
+  // that the readers of one key (its look-up, its revalidation) make one upstream request.
+  struct Inquiry {
+    explicit Inquiry(asio::io_context& io) : done(io, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer done;  // cancelled once `answer` is set
+    std::optional<Result<http::ClientReply>> answer;
+  };
+  std::map<std::string, std::shared_ptr<Inquiry>> inquiries;
+
   asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id, UpstreamQuery query) {
+    if (query.method != "HEAD") {
+      auto asking = ask_now(bucket_id, std::move(query));
+      co_return co_await std::move(asking);
+    }
+    std::string asked = fmt::format("{}\n{}\n", bucket_id, query.key);
+    for (const auto& [name, value] : query.query) asked += fmt::format("?{}={}\n", name, value);
+    for (const http::Header& h : query.headers) asked += fmt::format("{}: {}\n", h.name, h.value);
+    if (const auto under_way = inquiries.find(asked); under_way != inquiries.end()) {
+      const std::shared_ptr<Inquiry> inquiry = under_way->second;
+      auto waiting = inquiry->done.async_wait(asio::as_tuple(asio::use_awaitable));
+      co_await std::move(waiting);
+      if (inquiry->answer) co_return *inquiry->answer;
+      co_return errc::kUnavailable;
+    }
+    const auto inquiry = std::make_shared<Inquiry>(io);
+    inquiries.emplace(asked, inquiry);
+    // (ask_now answers every failure; only this thread stopping ends it otherwise, and its
+    // waiters with it.)
+    auto asking = ask_now(bucket_id, std::move(query));
+    inquiry->answer = co_await std::move(asking);
+    inquiries.erase(asked);
+    inquiry->done.cancel();
+    co_return *inquiry->answer;
+  }
+
+  asio::awaitable<Result<http::ClientReply>> ask_now(std::int64_t bucket_id, UpstreamQuery query) {
     const auto bound = bindings.find(bucket_id);
     if (bound == bindings.end() || stopping) co_return errc::kUnavailable;
     Binding& b = bound->second;
@@ -2429,6 +2464,15 @@ asio::awaitable<Result<http::ClientReply>> Uploader::ask(std::int64_t bucket_id,
   auto asking =
       asio::co_spawn(impl_->io, impl_->ask(bucket_id, std::move(query)), asio::use_awaitable);
   co_return co_await std::move(asking);
+}
+
+Freshness Uploader::freshness(std::int64_t bucket_id) const {
+  // The bindings are all made before `running` is first set, and never change after.
+  if (!impl_->running.load(std::memory_order_acquire)) return {};
+  const auto bound = impl_->bindings.find(bucket_id);
+  if (bound == impl_->bindings.end()) return {};
+  const config::TierBucketConfig& c = bound->second.config;
+  return {c.revalidate_after, c.serve_stale, c.keep_upstream_deleted};
 }
 
 std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::string key,

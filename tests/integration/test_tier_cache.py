@@ -4,9 +4,11 @@ then served locally; what clients write through hots3 goes through to the upstre
 
 The upstream is a second hots3 behind the fault proxy; "others" write to it directly."""
 
+import concurrent.futures
 import hashlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -16,7 +18,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import s3_support  # noqa: E402
 from test_tier_readthrough import TieredTest  # noqa: E402
-from test_tier_writeback import MiB, PREFIX, data  # noqa: E402
+from test_tier_writeback import MiB, PREFIX, data, run_hots3  # noqa: E402
 
 from botocore.exceptions import ClientError  # noqa: E402
 
@@ -25,7 +27,7 @@ def sha(body):
     return hashlib.sha256(body).hexdigest()
 
 
-class CacheModeTest(TieredTest):
+class CacheBucket(TieredTest):
     """`ckpt` in cache mode over team-ckpt/PREFIX."""
 
     mode = "cache"
@@ -44,6 +46,11 @@ class CacheModeTest(TieredTest):
 
     def upstream_body(self, key):
         return self.up.get_object(Bucket="team-ckpt", Key=PREFIX + key)["Body"].read()
+
+
+
+class CacheModeTest(CacheBucket):
+    """What others write is found; what clients write goes up."""
 
     def test_an_object_written_upstream_is_described_read_through_once_and_kept(self):
         single = data(3 * MiB + 17, 11)
@@ -201,6 +208,121 @@ class CacheModeTest(TieredTest):
         finally:
             self.proxy.refuse_heads = 0
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="down/k")["Body"].read(), b"there")
+
+
+class RevalidationTest(CacheBucket):
+    """Cache mode with a short TTL: a version here is asked about again once older than it."""
+
+    binding = 'revalidate = "ttl:2s"'
+    ttl_s = 2
+
+    def get(self, key, **headers):
+        """GET `key` with more request headers: (body, x-hots3-cache)."""
+        def add(request, **_):
+            for name, value in headers.items():
+                request.headers[name] = value
+        self.s3.meta.events.register("before-sign.s3.GetObject", add)
+        try:
+            got = self.s3.get_object(Bucket="ckpt", Key=key)
+        finally:
+            self.s3.meta.events.unregister("before-sign.s3.GetObject", add)
+        return got["Body"].read(), got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache")
+
+    def test_an_overwrite_upstream_is_served_after_the_ttl_whole_and_a_delete_after_it_too(self):
+        v1, v2 = data(3 * MiB + 1, 31), data(5 * MiB + 2, 32)
+        self.others_put("r/k", v1)
+        self.assertEqual(self.get("r/k"), (v1, "miss"))
+        self.others_put("r/k", v2)
+        body, state = self.get("r/k")
+        self.assertEqual((sha(body), state), (sha(v1), "hit"))  # within the TTL
+        time.sleep(self.ttl_s + 1)
+        body, state = self.get("r/k")
+        self.assertEqual((sha(body), state), (sha(v2), "miss"))  # the new version, read through whole
+        self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="r/k")["ContentLength"], len(v2))
+        body, state = self.get("r/k")
+        self.assertEqual((sha(body), state), (sha(v2), "hit"))
+
+        self.up.delete_object(Bucket="team-ckpt", Key=PREFIX + "r/k")
+        self.assertEqual(sha(self.get("r/k")[0]), sha(v2))
+        time.sleep(self.ttl_s + 1)
+        with self.assertRaises(ClientError) as caught:
+            self.s3.get_object(Bucket="ckpt", Key="r/k")
+        self.assertEqual(caught.exception.response["Error"]["Code"], "NoSuchKey")
+        self.assertEqual(self.catalog_rows("r/k"), 0)
+
+    def test_a_request_can_ask_for_revalidation_inside_the_ttl(self):
+        self.others_put("f/k", b"one")
+        self.assertEqual(self.get("f/k"), (b"one", "miss"))
+        self.assertEqual(self.get("f/k", **{"Cache-Control": "no-cache"}), (b"one", "revalidated"))
+        self.others_put("f/k", b"two")
+        self.assertEqual(self.get("f/k"), (b"one", "hit"))
+        self.assertEqual(self.get("f/k", **{"x-hots3-revalidate": "1"}), (b"two", "miss"))
+
+    def test_tier_revalidate_asks_again_about_a_prefix_inside_the_ttl(self):
+        for key in ("rv/a", "rv/b", "rv/c", "rv/d"):
+            self.others_put(key, b"old " + key.encode())
+            self.assertEqual(self.get(key)[0], b"old " + key.encode())
+        self.others_put("rv/a", b"new a")
+        self.others_put("rv/b", b"new b")
+        self.up.delete_object(Bucket="team-ckpt", Key=PREFIX + "rv/c")
+        rc, out, err = run_hots3("tier", "revalidate", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                  "--prefix", "rv/")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(out.splitlines(), ["replaced rv/a", "replaced rv/b", "gone     rv/c",
+                                            "ckpt/rv/: 4 objects, 1 current, 1 gone, 2 replaced"])
+        self.assertEqual(self.get("rv/a"), (b"new a", "miss"))
+        self.assertEqual(self.get("rv/b"), (b"new b", "miss"))
+        self.assertEqual(self.get("rv/d"), (b"old rv/d", "hit"))
+        with self.assertRaises(ClientError):
+            self.s3.head_object(Bucket="ckpt", Key="rv/c")
+
+    def test_an_unreachable_upstream_serves_the_version_here_as_stale(self):
+        self.others_put("s/k", b"kept")
+        self.assertEqual(self.get("s/k"), (b"kept", "miss"))
+        time.sleep(self.ttl_s + 1)
+        self.proxy.refuse_heads = 1000
+        try:
+            self.assertEqual(self.get("s/k"), (b"kept", "stale"))
+        finally:
+            self.proxy.refuse_heads = 0
+        self.assertEqual(self.get("s/k"), (b"kept", "revalidated"))
+        self.assertEqual(self.get("s/k"), (b"kept", "hit"))
+
+    def catalog_rows(self, key):
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
+        try:
+            return db.execute("SELECT count(*) FROM objects WHERE key = ?", (key,)).fetchone()[0]
+        finally:
+            db.close()
+
+
+class AlwaysFailTest(CacheBucket):
+    """Every read asks the upstream first, and one it cannot answer fails."""
+
+    binding = 'revalidate = "always"\non_upstream_error = "fail"'
+
+    def test_reads_at_once_share_one_question_and_an_unanswered_one_fails(self):
+        body = data(100 * 1024, 41)
+        self.others_put("a/k", body)
+        self.assertEqual(sha(self.s3.get_object(Bucket="ckpt", Key="a/k")["Body"].read()), sha(body))
+        heads = lambda: len([line for line in list(self.proxy.lines) if line.startswith("HEAD /team-ckpt/" + PREFIX + "a/k")])
+        before = heads()
+        self.proxy.delay_heads = 0.5
+        try:
+            with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                got = list(pool.map(lambda _: self.s3.get_object(Bucket="ckpt", Key="a/k")["Body"].read(),
+                                    range(16)))
+        finally:
+            self.proxy.delay_heads = 0
+        self.assertEqual({sha(b) for b in got}, {sha(body)})
+        self.assertLessEqual(heads() - before, 2)  # (one may come after the first is answered)
+        self.proxy.refuse_heads = 1000
+        try:
+            with self.assertRaises(ClientError) as caught:
+                self.s3.get_object(Bucket="ckpt", Key="a/k")
+            self.assertEqual(caught.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+        finally:
+            self.proxy.refuse_heads = 0
 
 
 if __name__ == "__main__":

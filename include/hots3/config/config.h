@@ -184,6 +184,18 @@ struct TierBucketConfig {
   // The bytes the bucket's pinned versions may hold, all pins together; a pin past it is
   // refused. Unset: a quarter of the device.
   std::optional<std::uint64_t> pin_max_bytes;
+  // When a read of a version here (not one written here and not yet upstream) first asks the
+  // upstream whether it still holds it (If-None-Match on its ETag): nullopt never ("immutable":
+  // the upstream changes only through this bucket), 0 at every read ("always"), else once the
+  // version was last confirmed longer ago than this ("ttl:<duration>"). Unset in the file:
+  // immutable, but ttl:10m in cache mode, whose upstream others write.
+  std::optional<milliseconds> revalidate_after;
+  // An upstream that cannot answer a revalidation: the version here is served and said stale
+  // ("serve-stale"), or the read fails with 503 ("fail").
+  bool serve_stale = true;
+  // A revalidation that finds the key gone upstream: gone here too ("remove"), or the version
+  // here is still served ("keep").
+  bool keep_upstream_deleted = false;
   // The rule for `key`: the longest matching prefix's, else the bucket's.
   [[nodiscard]] const AdmitRule& admission(std::string_view key) const;
 };

@@ -482,14 +482,17 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<ObjectRecord>> fill_object(
       std::unique_ptr<ObjectWriter> writer, ObjectRecord stub) = 0;
 
-  // Records `stub`, a version the upstream of `bucket` holds and this store does not (its key,
-  // size, ETag, Last-Modified, headers, metadata, checksums, parts_count; `parts` its part
-  // table), as an evicted version: kUpstreamOnly, without data, its first read a read-through.
-  // Only while the key has no version here and owes the upstream no change (a delete not yet
-  // confirmed there hides what the upstream still holds). Errors: kPreconditionFailed (it has
-  // or owes one), kNotFound (the bucket went away).
-  virtual boost::asio::awaitable<Result<ObjectRecord>> record_stub(
-      const BucketRecord& bucket, ObjectRecord stub, std::vector<ObjectPartRecord> parts) = 0;
+  // Makes `key`'s state here what the upstream of `bucket` holds, learnt from it: `stub` (its
+  // size, ETag, Last-Modified, headers, metadata, checksums, parts_count; `parts` its part table)
+  // recorded as an evicted version (kUpstreamOnly, without data: its first read is a
+  // read-through), or, without one, no version. Only while the key's current version is
+  // `replacing` (0: none), is not one written here and not yet upstream, and the key owes the
+  // upstream no change (a delete not yet confirmed there hides what the upstream still holds).
+  // A replaced version's data is freed once its readers are done. Returns the stub as recorded.
+  // Errors: kPreconditionFailed (the key is not in that state), kNotFound (no such bucket).
+  virtual boost::asio::awaitable<Result<std::optional<ObjectRecord>>> take_upstream_state(
+      const BucketRecord& bucket, std::string key, std::int64_t replacing,
+      std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts) = 0;
 
   [[nodiscard]] virtual StoreStats stats() const = 0;
   // Whether writers' digest() is the MD5 of the data (StoreOptions::compute_md5).

@@ -10,9 +10,11 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -50,6 +52,14 @@ struct UpstreamQuery {
   std::vector<http::Header> headers;
 };
 
+// How reads of a bound bucket's versions are checked against its upstream (the binding's
+// revalidate, on_upstream_error and on_upstream_delete; see config::TierBucketConfig).
+struct Freshness {
+  std::optional<std::chrono::milliseconds> revalidate_after;  // nullopt: never; 0: every read
+  bool serve_stale = true;
+  bool keep_upstream_deleted = false;
+};
+
 class ReadThrough {
  public:
   ReadThrough() = default;
@@ -71,6 +81,8 @@ class ReadThrough {
   // Errors: kUnavailable (it cannot be reached or is not answering, or the bucket is not bound).
   virtual boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
                                                                 UpstreamQuery query) = 0;
+  // The rules of `bucket_id` (never revalidated when it is not bound). Callable from any thread.
+  [[nodiscard]] virtual Freshness freshness(std::int64_t bucket_id) const = 0;
 };
 
 }  // namespace hots3::tier

@@ -101,6 +101,7 @@ class Uploader final : public WriteThrough, public ReadThrough {
                                      bool whole) override;
   boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
                                                         UpstreamQuery query) override;
+  [[nodiscard]] Freshness freshness(std::int64_t bucket_id) const override;
 
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.

@@ -379,6 +379,33 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
   const std::string bound = "[[tier.bucket]]\nbucket = \"ckpt\"\nupstream = \"golden\"\n";
   EXPECT_NE(error_of(upstream + bound + bound).find("tier.bucket.bucket: bound twice"),
             std::string::npos);
+  // Revalidation: immutable unless said, but every ten minutes in cache mode.
+  const auto binding = [&](const std::string& more) {
+    Config c;
+    apply_text(c, upstream + bound + more, "t.toml");
+    return c.tier.buckets.at(0);
+  };
+  EXPECT_EQ(binding("").revalidate_after, std::nullopt);
+  EXPECT_EQ(binding("mode = \"cache\"\n").revalidate_after, std::chrono::minutes(10));
+  EXPECT_EQ(binding("mode = \"cache\"\nrevalidate = \"immutable\"\n").revalidate_after,
+            std::nullopt);
+  EXPECT_EQ(binding("revalidate = \"always\"\n").revalidate_after, milliseconds(0));
+  const TierBucketConfig ttl = binding(
+      "revalidate = \"ttl:90s\"\non_upstream_error = \"fail\"\non_upstream_delete = \"keep\"\n");
+  EXPECT_EQ(ttl.revalidate_after, std::chrono::seconds(90));
+  EXPECT_FALSE(ttl.serve_stale);
+  EXPECT_TRUE(ttl.keep_upstream_deleted);
+  EXPECT_TRUE(binding("").serve_stale);
+  EXPECT_FALSE(binding("").keep_upstream_deleted);
+  EXPECT_NE(error_of(upstream + bound + "revalidate = \"ttl:\"\n")
+                .find("tier.bucket.revalidate: 'ttl:' has no duration"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + bound + "revalidate = \"sometimes\"\n")
+                .find("tier.bucket.revalidate: 'sometimes' is none of"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + bound + "on_upstream_error = \"retry\"\n")
+                .find("tier.bucket.on_upstream_error: must be one of"),
+            std::string::npos);
   EXPECT_NE(
       error_of(upstream + bound + "admit = \"third-miss\"\n")
           .find("tier.bucket.admit: must be one of \"first-miss\", \"second-miss\", \"never\""),

@@ -1,0 +1,50 @@
+#pragma once
+
+// Private to src/s3: when each version of a bound bucket was last known to be the one its
+// upstream holds (its data fetched with If-Match on its ETag, or a revalidation answered 304),
+// by version id. In memory only: after a restart each version is asked about once more before
+// it is served, as revalidation says. Bounded: past kMaxVersions every time is forgotten (each
+// version then revalidates once more), rather than growing with the number of keys read.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace hots3::s3 {
+
+class ValidatedTimes {
+ public:
+  static constexpr std::size_t kMaxVersions = std::size_t{1} << 20;
+
+  void mark(std::int64_t version_id, std::int64_t ms) {
+    Shard& shard = shard_of(version_id);
+    const std::lock_guard lock(shard.mutex);
+    if (shard.times.size() >= kMaxVersions / kShards) shard.times.clear();
+    shard.times[version_id] = ms;
+  }
+
+  [[nodiscard]] std::optional<std::int64_t> at(std::int64_t version_id) const {
+    const Shard& shard = shard_of(version_id);
+    const std::lock_guard lock(shard.mutex);
+    const auto it = shard.times.find(version_id);
+    if (it == shard.times.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  static constexpr std::size_t kShards = 16;
+  struct Shard {
+    mutable std::mutex mutex;
+    std::unordered_map<std::int64_t, std::int64_t> times;
+  };
+  Shard& shard_of(std::int64_t id) { return shards_[static_cast<std::size_t>(id) % kShards]; }
+  [[nodiscard]] const Shard& shard_of(std::int64_t id) const {
+    return shards_[static_cast<std::size_t>(id) % kShards];
+  }
+  std::array<Shard, kShards> shards_;
+};
+
+}  // namespace hots3::s3
