@@ -302,17 +302,20 @@ asio::awaitable<int> list_states(s3client::Client& client, std::string bucket, s
   std::map<std::string, std::uint64_t> states;  // state: objects
   std::uint64_t objects = 0;
   std::uint64_t pinned = 0;
-  auto walking = head_each(client, "ls", bucket, prefix, {}, [&](const Headed& o) {
-    // (Gone: deleted since the listing.)
-    const std::string state =
-        o.head ? std::string(o.head->find("x-hots3-tier").value_or("local")) : "gone";
-    const bool is_pinned = o.head && o.head->find("x-hots3-pinned").value_or("") == "true";
-    ++objects;
-    ++states[state];
-    if (is_pinned) ++pinned;
-    std::printf("%-6s %-6s %14s %s\n", state.c_str(), is_pinned ? "pinned" : "-", o.size.c_str(),
-                o.key.c_str());
-  });
+  // (x-hots3-local: a bucket in cache mode lists what its upstream holds, and a HEAD of a key it
+  // does not hold would record it.)
+  auto walking =
+      head_each(client, "ls", bucket, prefix, {{"x-hots3-local", "1"}}, [&](const Headed& o) {
+        // (Absent: deleted since the listing, or in cache mode, only upstream and never read here.)
+        const std::string state =
+            o.head ? std::string(o.head->find("x-hots3-tier").value_or("local")) : "absent";
+        const bool is_pinned = o.head && o.head->find("x-hots3-pinned").value_or("") == "true";
+        ++objects;
+        ++states[state];
+        if (is_pinned) ++pinned;
+        std::printf("%-6s %-6s %14s %s\n", state.c_str(), is_pinned ? "pinned" : "-",
+                    o.size.c_str(), o.key.c_str());
+      });
   if (const int failed = co_await std::move(walking)) co_return failed;
   std::printf("%s/%s: %llu objects%s; %llu pinned\n", bucket.c_str(), prefix.c_str(),
               static_cast<unsigned long long>(objects), counted(states).c_str(),

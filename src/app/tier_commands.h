@@ -33,7 +33,8 @@ int tier_evict(const TierCommandOptions& options, const std::string& bucket,
 
 // Lists the objects under `prefix` of `bucket` with where each one's data is, a line each:
 // its x-hots3-tier (dirty: not upstream yet; clean: here and upstream; remote: upstream only,
-// read through), whether it is pinned, its size and key; then the counts. A ListObjectsV2 a
+// read through; absent: in cache mode, a key of the upstream never read here), whether it is
+// pinned, its size and key; then the counts. A ListObjectsV2 a
 // page at a time and a HEAD of each key (signed as tier_flush); 0, or 1 when the server refused
 // or failed.
 int tier_ls(const TierCommandOptions& options, const std::string& bucket,

@@ -359,6 +359,10 @@ asio::awaitable<std::unique_ptr<storage::ObjectWriter>> receive(Service& s, Requ
 }
 
 Error upstream_refusal(const tier::UpstreamAnswer& answer) {
+  if (answer.kind == tier::UpstreamAnswer::Kind::kPreconditionFailed) {
+    return Error(Code::kPreconditionFailed,
+                 "At least one of the pre-conditions you specified did not hold");
+  }
   if (answer.kind == tier::UpstreamAnswer::Kind::kConflict) {
     return Error(Code::kConditionalRequestConflict,
                  "Another writer changed the object in the upstream bucket; nothing was stored. "

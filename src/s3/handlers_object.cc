@@ -49,6 +49,13 @@ std::variant<std::unique_ptr<tier::UpstreamPut>, Error> open_passage(
     vouched.push_back(
         {std::string(aws::checksum_header(*checksums.algorithm)), *checksums.header_value});
   }
+  if (bucket.tier == storage::BucketTier::kCache) {
+    // Others write the upstream too: what the client's conditions are about is what it holds,
+    // which decides them (the version here may be older, or not here at all).
+    for (const char* name : {"If-Match", "If-None-Match"}) {
+      if (const auto v = r.header(name)) vouched.push_back({name, std::string(*v)});
+    }
+  }
   return s.write_through()->put(bucket.id, r.key, *length, object.headers, object.user_metadata,
                                 std::move(vouched));
 }
@@ -66,10 +73,15 @@ asio::awaitable<std::optional<Error>> finish_passage(Service& s, const Request& 
                                                      storage::ObjectSpec& object,
                                                      std::string& sent_up) {
   // Before the upstream may take the version: a job that brings the upstream back to the state
-  // here, should the server stop before the commit.
-  auto hold = s.store().hold_tier_key(bucket.id, r.key, object.etag);
-  auto held = co_await std::move(hold);
-  if (!held) co_return from_errc(held.error());
+  // here, should the server stop before the commit. Not in cache mode: the upstream is the truth
+  // there, which others write, and the state here may be no more than what was seen of it (a
+  // key never read here would be deleted); a version here that falls behind is revalidated.
+  Result<std::optional<storage::TierJob>> held = std::optional<storage::TierJob>();
+  if (bucket.tier != storage::BucketTier::kCache) {
+    auto hold = s.store().hold_tier_key(bucket.id, r.key, object.etag);
+    held = co_await std::move(hold);
+    if (!held) co_return from_errc(held.error());
+  }
   std::string expected = s.store().digest_is_md5() ? object.etag : std::string();
   // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
   auto finishing = passage.finish(std::move(expected), *held ? (*held)->seq : 0);
@@ -88,6 +100,24 @@ asio::awaitable<std::optional<Error>> finish_passage(Service& s, const Request& 
   if (!s.store().digest_is_md5() || answer.etag == object.etag) {
     object.upstream_etag = answer.etag;
   }
+  co_return std::nullopt;
+}
+
+// For a GET whose version changed under it (found upstream, or replaced by a revalidation):
+// a reader of `record` when it has data here (a version written or fetched meanwhile), which
+// then replaces it; else it stays, to be read through. The error opening one answers.
+asio::awaitable<std::optional<Error>> open_if_local(
+    Service& s, std::int64_t bucket_id, bool head_only,
+    std::shared_ptr<const storage::ObjectRecord>& record,
+    std::unique_ptr<storage::ObjectReader>& reader) {
+  if (head_only || !record || record->tier_state == storage::TierState::kUpstreamOnly) {
+    co_return std::nullopt;
+  }
+  auto opening = s.store().open_reader(bucket_id, record->key);
+  auto opened = co_await std::move(opening);
+  if (!opened) co_return from_errc(opened.error());
+  reader = std::move(*opened);
+  record.reset();
   co_return std::nullopt;
 }
 
@@ -145,10 +175,14 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
     if (auto e = co_await std::move(finishing)) co_return co_await s.send_error(r, std::move(*e));
   }
   const bool through = object.upstream_etag.has_value();
+  if (through && bucket->tier == storage::BucketTier::kCache) {
+    // The upstream took it under the client's conditions: the state here follows.
+    std::get<storage::WriteCondition>(condition) = {};
+  }
   auto committed =
       co_await s.store().commit_object(std::move(writer), *bucket, r.key, std::move(object),
                                        std::get<storage::WriteCondition>(condition));
-  if (!sent_up.empty() && (!committed || !through)) {
+  if (!sent_up.empty() && (!committed || !through) && bucket->tier != storage::BucketTier::kCache) {
     // The upstream may hold a version that is not (or not yet) the one here: the key's state
     // here goes up again, replacing it.
     auto resend = s.store().resend_tier_key(bucket->id, r.key, sent_up);
@@ -208,25 +242,22 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       co_return co_await s.send_error(r, from_errc(opened.error()));
     if (opened) reader = std::move(*opened);
   }
+  // Whether the upstream was just asked about the key (its answer is as fresh as can be).
+  bool looked_up = false;
   if (!reader && !record && bucket->tier == storage::BucketTier::kCache &&
-      s.read_through() != nullptr) {
+      s.read_through() != nullptr && !r.header("x-hots3-local")) {
     // Not here: the upstream may hold it (written there by others).
     auto looking = look_up_upstream(s, *bucket, r.key);
     auto looked = co_await std::move(looking);
     if (auto* e = std::get_if<Error>(&looked)) co_return co_await s.send_error(r, std::move(*e));
     record = std::get<std::shared_ptr<const storage::ObjectRecord>>(std::move(looked));
-    if (!head_only && record && record->tier_state != storage::TierState::kUpstreamOnly) {
-      // A version with data came meanwhile.
-      auto reopening = s.store().open_reader(bucket->id, r.key);
-      auto reopened = co_await std::move(reopening);
-      if (!reopened) co_return co_await s.send_error(r, from_errc(reopened.error()));
-      reader = std::move(*reopened);
-      record.reset();
-    }
+    looked_up = true;
+    auto opening = open_if_local(s, bucket->id, head_only, record, reader);
+    if (auto e = co_await std::move(opening)) co_return co_await s.send_error(r, std::move(*e));
   }
   // What the read says of the version's freshness (x-hots3-cache), when it asked the upstream.
   std::string_view checked;
-  if ((reader || record) && bucket->tier != storage::BucketTier::kNone &&
+  if ((reader || record) && !looked_up && bucket->tier != storage::BucketTier::kNone &&
       s.read_through() != nullptr) {
     const tier::Freshness rules = s.read_through()->freshness(bucket->id);
     const storage::ObjectRecord& here = reader ? reader->object() : *record;
@@ -242,10 +273,14 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
         case Revalidated::Kind::kStale:
           checked = "stale";
           break;
-        case Revalidated::Kind::kReplaced:
+        case Revalidated::Kind::kReplaced: {
           reader.reset();
           record = std::move(found.now);
+          auto opening = open_if_local(s, bucket->id, head_only, record, reader);
+          if (auto e = co_await std::move(opening))
+            co_return co_await s.send_error(r, std::move(*e));
           break;
+        }
         case Revalidated::Kind::kGone:
           reader.reset();
           record.reset();

@@ -3,6 +3,7 @@
 #include "conditions.h"
 #include "time_format.h"
 
+#include "hots3/aws/sigv4.h"
 #include "hots3/common/clock.h"
 #include "hots3/config/config.h"
 #include "hots3/xml/xml.h"
@@ -142,7 +143,17 @@ std::optional<Listed> parse_listing(std::string_view body, std::string_view up) 
   const auto doc = xml::XmlDocument::parse(body);
   if (!doc || doc->root().name() != "ListBucketResult") return std::nullopt;
   Listed out;
-  const auto local = [up](const std::string& name) -> std::optional<std::string> {
+  // Asked for url-encoded (a key may hold what XML cannot), which S3 writes with '+' for a
+  // space; an upstream that did not say it encoded sent them as they are.
+  const auto encoded = doc->root().child("EncodingType");
+  const bool decode = encoded && encoded->text() == "url";
+  const auto local = [up, decode](std::string name) -> std::optional<std::string> {
+    if (decode) {
+      std::replace(name.begin(), name.end(), '+', ' ');
+      auto decoded = aws::percent_decode(name);
+      if (!decoded) return std::nullopt;
+      name = std::move(*decoded);
+    }
     if (!name.starts_with(up)) return std::nullopt;
     return name.substr(up.size());
   };
@@ -179,6 +190,8 @@ std::optional<Listed> parse_listing(std::string_view body, std::string_view up) 
 
 asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
                                            std::string key) {
+  // (No such key upstream: its name there would be longer than S3's keys.)
+  if (Service::upstream_key_fits(bucket, key)) co_return nullptr;
   tier::UpstreamQuery q;
   q.method = "HEAD";
   q.key = key;
@@ -187,6 +200,11 @@ asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketReco
   auto answer = co_await std::move(asking);
   if (!answer) co_return unavailable("it cannot be reached");
   if (answer->head.status == 404) co_return nullptr;
+  if (answer->head.status == 403) {
+    // (S3 answers so for a missing key to whom may not list the bucket.)
+    co_return Error(Code::kAccessDenied,
+                    "The bucket's upstream does not let this server see whether it holds the key.");
+  }
   if (answer->head.status != 200) {
     co_return unavailable(fmt::format("it answers HTTP {} to HEAD", answer->head.status));
   }
@@ -240,6 +258,12 @@ asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord
   // was lost by the upstream (ours to send again), not deleted by a writer.
   const bool keep = f.keep_upstream_deleted || bucket.tier != storage::BucketTier::kCache;
   if (same || (status == 404 && keep)) {
+    if (status == 404 && bucket.tier != storage::BucketTier::kCache &&
+        object.tier_state == storage::TierState::kLocalAndUpstream) {
+      // The only copy is here now: it goes up again, and nothing evicts it meanwhile.
+      auto resending = s.store().resend_tier_key(bucket.id, object.key, etag);
+      if (auto resent = co_await std::move(resending); !resent) co_return from_errc(resent.error());
+    }
     s.validated().mark(object.id, now_ms());
     co_return Revalidated{};
   }
@@ -263,21 +287,32 @@ asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord
   auto taking = s.store().take_upstream_state(bucket, object.key, object.id, std::move(stub),
                                               std::move(parts));
   auto taken = co_await std::move(taking);
-  if (!taken) {
-    if (taken.error() == errc::kPreconditionFailed) co_return Revalidated{};
-    co_return from_errc(taken.error());
+  if (!taken && taken.error() == errc::kPreconditionFailed) {
+    // The key changed here meanwhile: another reader took the same answer, a write came, or a
+    // delete is queued. What it holds now is what to serve.
+    auto found = s.store().head(bucket.id, object.key);
+    if (!found) co_return from_errc(found.error());
+    if (!*found) co_return Revalidated{Revalidated::Kind::kGone, nullptr};
+    if ((*found)->id == object.id) co_return Revalidated{};  // newer than the upstream's
+    co_return Revalidated{Revalidated::Kind::kReplaced, std::move(*found)};
   }
+  if (!taken) co_return from_errc(taken.error());
   if (!*taken) co_return Revalidated{Revalidated::Kind::kGone, nullptr};
   s.validated().mark((*taken)->id, now_ms());
   co_return Revalidated{Revalidated::Kind::kReplaced,
                         std::make_shared<const storage::ObjectRecord>(std::move(**taken))};
 }
 
-asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRecord& bucket,
-                                            storage::ListQuery query) {
+namespace {
+
+// One page of list_upstream from one upstream page: may be empty and truncated, when all the
+// upstream's keys on it are deleted here.
+asio::awaitable<UpstreamPage> list_once(Service& s, const storage::BucketRecord& bucket,
+                                        storage::ListQuery query) {
   const std::string up = config::binding_prefix(bucket.upstream);
   tier::UpstreamQuery q;
   q.query = {{"list-type", "2"},
+             {"encoding-type", "url"},
              {"prefix", up + query.prefix},
              {"max-keys", std::to_string(query.max_keys)}};
   if (!query.delimiter.empty()) q.query.emplace_back("delimiter", query.delimiter);
@@ -348,6 +383,25 @@ asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRec
     page.last = *bound;
   }
   co_return page;
+}
+
+}  // namespace
+
+asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRecord& bucket,
+                                            storage::ListQuery query) {
+  if (query.max_keys == 0) co_return storage::ListPage{};
+  // An empty page that is not the last would leave a V1 client without a marker to go on from.
+  constexpr int kRounds = 16;
+  for (int round = 1;; ++round) {
+    auto listing = list_once(s, bucket, query);
+    UpstreamPage page = co_await std::move(listing);
+    const auto* got = std::get_if<storage::ListPage>(&page);
+    if (got == nullptr || !got->truncated || !got->objects.empty() ||
+        !got->common_prefixes.empty() || round == kRounds) {
+      co_return page;
+    }
+    query.start_after = got->last;
+  }
 }
 
 }  // namespace hots3::s3

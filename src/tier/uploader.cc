@@ -76,6 +76,8 @@ constexpr std::chrono::seconds kSlowDownHold{1};
 // last one may have passed.
 constexpr std::chrono::seconds kReadFirstByteTimeout{5};
 constexpr std::chrono::seconds kReadTrialInterval{2};
+// How long a listing asked for a client (cache mode) waits for its answer to start.
+constexpr std::chrono::seconds kListTimeout{30};
 // How often upstream uploads no job uses are looked for (and at start).
 constexpr std::chrono::hours kSweepInterval{1};
 // How soon the sweep looks again at an upload it spared because another of its key was being
@@ -1458,6 +1460,12 @@ struct Uploader::Impl {
       answer.cause = out.cause;
       co_return answer;
     }
+    if (out.status == 412 && !conditional) {
+      // Only the client's own conditions were sent (cache mode): theirs to hear.
+      answer.kind = UpstreamAnswer::Kind::kPreconditionFailed;
+      answer.cause = out.cause;
+      co_return answer;
+    }
     if (out.status >= 500) {
       // A server error after the whole body may come after the upstream stored it.
       auto settling = settle_unknown(b, key, out.cause, passage.expected_etag);
@@ -1836,9 +1844,15 @@ struct Uploader::Impl {
       auto asking = ask_now(bucket_id, std::move(query));
       co_return co_await std::move(asking);
     }
-    std::string asked = fmt::format("{}\n{}\n", bucket_id, query.key);
-    for (const auto& [name, value] : query.query) asked += fmt::format("?{}={}\n", name, value);
-    for (const http::Header& h : query.headers) asked += fmt::format("{}: {}\n", h.name, h.value);
+    // Each part with its length first: a key may hold any byte, a line break included, and must
+    // not pass for another question.
+    std::string asked = fmt::format("{} {}:{}", bucket_id, query.key.size(), query.key);
+    const auto add = [&asked](std::string_view name, std::string_view value) {
+      asked += fmt::format(" {}:{} {}:{}", name.size(), name, value.size(), value);
+    };
+    for (const auto& [name, value] : query.query) add(name, value);
+    asked += " |";
+    for (const http::Header& h : query.headers) add(h.name, h.value);
     if (const auto under_way = inquiries.find(asked); under_way != inquiries.end()) {
       const std::shared_ptr<Inquiry> inquiry = under_way->second;
       auto waiting = inquiry->done.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -1848,12 +1862,20 @@ struct Uploader::Impl {
     }
     const auto inquiry = std::make_shared<Inquiry>(io);
     inquiries.emplace(asked, inquiry);
-    // (ask_now answers every failure; only this thread stopping ends it otherwise, and its
-    // waiters with it.)
-    auto asking = ask_now(bucket_id, std::move(query));
-    inquiry->answer = co_await std::move(asking);
-    inquiries.erase(asked);
-    inquiry->done.cancel();
+    // However it ends, its waiters are let go and it leaves the map. (Not by a destructor: a
+    // frame destroyed with this thread's io_context would outlive the map.)
+    const auto land = [this, &asked, &inquiry] {
+      inquiries.erase(asked);
+      inquiry->done.cancel();
+    };
+    try {
+      auto asking = ask_now(bucket_id, std::move(query));
+      inquiry->answer = co_await std::move(asking);
+    } catch (...) {
+      land();
+      throw;
+    }
+    land();
     co_return *inquiry->answer;
   }
 
@@ -1869,7 +1891,8 @@ struct Uploader::Impl {
     if (!query.key.empty()) request.key = b.config.upstream_prefix + query.key;
     for (auto& [name, value] : query.query) request.query.push_back({name, std::move(value)});
     request.headers = std::move(query.headers);
-    request.first_byte_timeout = kReadFirstByteTimeout;
+    // A listing with a delimiter may take the upstream a while to start.
+    request.first_byte_timeout = request.method == "HEAD" ? kReadFirstByteTimeout : kListTimeout;
     const std::string what = fmt::format("{} {}/{}", request.method, request.bucket, request.key);
     auto asking = call(u, std::move(request), std::string());
     auto answer = co_await std::move(asking);

@@ -47,6 +47,13 @@ class CacheBucket(TieredTest):
     def upstream_body(self, key):
         return self.up.get_object(Bucket="team-ckpt", Key=PREFIX + key)["Body"].read()
 
+    def catalog_rows(self, key):
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
+        try:
+            return db.execute("SELECT count(*) FROM objects WHERE key = ?", (key,)).fetchone()[0]
+        finally:
+            db.close()
+
 
 
 class CacheModeTest(CacheBucket):
@@ -118,6 +125,52 @@ class CacheModeTest(CacheBucket):
         # key of theirs is found.
         self.others_put("w/new", b"new of theirs")
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="w/new")["Body"].read(), b"new of theirs")
+
+    def put_with(self, key, body, **headers):
+        """PUT through hots3 with more request headers (any boto3): the status code."""
+        def add(request, **_):
+            for name, value in headers.items():
+                request.headers[name] = value
+        self.s3.meta.events.register("before-sign.s3.PutObject", add)
+        try:
+            return self.s3.put_object(Bucket="ckpt", Key=key, Body=body)["ResponseMetadata"]["HTTPStatusCode"]
+        except ClientError as e:
+            return e.response["ResponseMetadata"]["HTTPStatusCode"]
+        finally:
+            self.s3.meta.events.unregister("before-sign.s3.PutObject", add)
+
+    def test_a_clients_conditions_are_decided_by_what_the_upstream_holds(self):
+        theirs = self.others_put("c/k", b"theirs")
+        # Never read here: If-None-Match: * must not replace their object, nor a stale If-Match.
+        self.assertEqual(self.put_with("c/k", b"ours", **{"If-None-Match": "*"}), 412)
+        self.assertEqual(self.put_with("c/k", b"ours", **{"If-Match": '"0123456789abcdef0123456789abcdef"'}), 412)
+        self.assertEqual(self.upstream_body("c/k"), b"theirs")
+        # Their current ETag: taken, though this server held no version of the key.
+        self.assertEqual(self.put_with("c/k", b"ours", **{"If-Match": theirs}), 200)
+        self.assertEqual(self.upstream_body("c/k"), b"ours")
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="c/k")["Body"].read(), b"ours")
+        self.assertEqual(self.put_with("c/new", b"first", **{"If-None-Match": "*"}), 200)
+        self.assertEqual(self.upstream_body("c/new"), b"first")
+
+    def test_tier_ls_lists_without_recording_what_is_only_upstream(self):
+        self.others_put("ls/only-upstream", b"1")
+        self.others_put("ls/read", b"22")
+        self.s3.get_object(Bucket="ckpt", Key="ls/read")["Body"].read()
+        rc, out, err = run_hots3("tier", "ls", "--endpoint", self.endpoint, "--bucket", "ckpt", "--prefix", "ls/")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual([line.split() for line in out.splitlines()],
+                         [["absent", "-", "1", "ls/only-upstream"], ["clean", "-", "2", "ls/read"],
+                          ["ckpt/ls/:", "2", "objects,", "1", "absent,", "1", "clean;", "0", "pinned"]])
+        self.assertEqual(self.catalog_rows("ls/only-upstream"), 0)
+
+    def test_keys_of_any_bytes_are_listed_and_found(self):
+        keys = ["odd/a b+c%25d", "odd/ctl\x01x", "odd/\u00e9t\u00e9/\U0001f600", "odd/lt<&>"]
+        for n, key in enumerate(keys):
+            self.others_put(key, b"%d" % n)
+        listed = [o["Key"] for o in self.s3.list_objects_v2(Bucket="ckpt", Prefix="odd/")["Contents"]]
+        self.assertEqual(listed, sorted(keys, key=lambda k: k.encode()))
+        for n, key in enumerate(keys):
+            self.assertEqual(self.s3.get_object(Bucket="ckpt", Key=key)["Body"].read(), b"%d" % n, key)
 
     def test_a_listing_is_the_upstreams_page_by_page(self):
         expected = []
@@ -288,18 +341,21 @@ class RevalidationTest(CacheBucket):
         self.assertEqual(self.get("s/k"), (b"kept", "revalidated"))
         self.assertEqual(self.get("s/k"), (b"kept", "hit"))
 
-    def catalog_rows(self, key):
-        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
-        try:
-            return db.execute("SELECT count(*) FROM objects WHERE key = ?", (key,)).fetchone()[0]
-        finally:
-            db.close()
-
 
 class AlwaysFailTest(CacheBucket):
     """Every read asks the upstream first, and one it cannot answer fails."""
 
     binding = 'revalidate = "always"\non_upstream_error = "fail"'
+
+    def gets_at_once(self, key, n, head_delay_s):
+        """`n` GETs of `key` at once, while each HEAD upstream takes `head_delay_s`: their bodies."""
+        self.proxy.delay_heads = head_delay_s
+        try:
+            with concurrent.futures.ThreadPoolExecutor(n) as pool:
+                return list(pool.map(lambda _: self.s3.get_object(Bucket="ckpt", Key=key)["Body"].read(),
+                                     range(n)))
+        finally:
+            self.proxy.delay_heads = 0
 
     def test_reads_at_once_share_one_question_and_an_unanswered_one_fails(self):
         body = data(100 * 1024, 41)
@@ -307,15 +363,14 @@ class AlwaysFailTest(CacheBucket):
         self.assertEqual(sha(self.s3.get_object(Bucket="ckpt", Key="a/k")["Body"].read()), sha(body))
         heads = lambda: len([line for line in list(self.proxy.lines) if line.startswith("HEAD /team-ckpt/" + PREFIX + "a/k")])
         before = heads()
-        self.proxy.delay_heads = 0.5
-        try:
-            with concurrent.futures.ThreadPoolExecutor(16) as pool:
-                got = list(pool.map(lambda _: self.s3.get_object(Bucket="ckpt", Key="a/k")["Body"].read(),
-                                    range(16)))
-        finally:
-            self.proxy.delay_heads = 0
+        got = self.gets_at_once("a/k", 16, 0.5)
         self.assertEqual({sha(b) for b in got}, {sha(body)})
         self.assertLessEqual(heads() - before, 2)  # (one may come after the first is answered)
+        # A new version upstream: every reader of the shared answer gets it whole, none the old.
+        new = data(200 * 1024, 42)
+        self.others_put("a/k", new)
+        got = self.gets_at_once("a/k", 8, 0.3)
+        self.assertEqual([sha(b) for b in got], [sha(new)] * 8)
         self.proxy.refuse_heads = 1000
         try:
             with self.assertRaises(ClientError) as caught:

@@ -26,9 +26,10 @@ struct UpstreamAnswer {
   enum class Kind {
     kStored,    // the upstream holds the body: `etag` is its ETag
     kConflict,  // another writer changed the key upstream (its conditional PUT was refused)
-    kFailed,    // the upstream, or the way to it, failed: it does not hold the body
-    kUnknown,   // the body was sent whole, but the upstream failed or did not answer, and
-                // asking it afterwards did not settle it: it may hold the body
+    kPreconditionFailed,  // the client's own If-Match / If-None-Match, sent on, was refused
+    kFailed,              // the upstream, or the way to it, failed: it does not hold the body
+    kUnknown,             // the body was sent whole, but the upstream failed or did not answer, and
+                          // asking it afterwards did not settle it: it may hold the body
   } kind = Kind::kFailed;
   std::string etag;
   std::string cause;  // why it failed (no secrets, no key)
