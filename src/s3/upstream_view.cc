@@ -1,17 +1,19 @@
 #include "upstream_view.h"
 
 #include "conditions.h"
+#include "object_spec.h"
 #include "time_format.h"
 
+#include "hots3/aws/checksum.h"
 #include "hots3/aws/sigv4.h"
 #include "hots3/common/clock.h"
+#include "hots3/common/text.h"
 #include "hots3/config/config.h"
 #include "hots3/xml/xml.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -28,21 +30,6 @@ namespace {
 Error unavailable(std::string_view why) {
   return Error(Code::kServiceUnavailable,
                fmt::format("The bucket's upstream cannot say what it holds: {}.", why));
-}
-
-std::optional<std::uint64_t> number(std::string_view text) {
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return n;
-}
-
-bool starts_with_ci(std::string_view text, std::string_view prefix) {
-  return text.size() >= prefix.size() &&
-         std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) ==
-                  std::tolower(static_cast<unsigned char>(b));
-         });
 }
 
 // The version an upstream's answer to HEAD describes, as a stub's record: nullopt when it lacks
@@ -65,17 +52,15 @@ std::optional<storage::ObjectRecord> stub_of(const http::ClientResponseHead& hea
   take("Content-Language", o.headers.content_language);
   take("Cache-Control", o.headers.cache_control);
   take("Expires", o.headers.expires);
-  take("x-amz-checksum-crc32", o.checksums.crc32);
-  take("x-amz-checksum-crc32c", o.checksums.crc32c);
-  take("x-amz-checksum-crc64nvme", o.checksums.crc64nvme);
-  take("x-amz-checksum-sha1", o.checksums.sha1);
-  take("x-amz-checksum-sha256", o.checksums.sha256);
+  using enum aws::ChecksumAlgorithm;
+  for (const aws::ChecksumAlgorithm a : {kCrc32, kCrc32c, kCrc64Nvme, kSha1, kSha256}) {
+    if (const auto v = head.find(aws::checksum_header(a)))
+      set_checksum(o.checksums, a, std::string(*v));
+  }
   take("x-amz-checksum-type", o.checksums.type);
   for (const http::Header& h : head.headers) {
-    if (h.name.size() > 11 && starts_with_ci(h.name, "x-amz-meta-")) {
-      std::string name(h.name.substr(11));
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      o.user_metadata.emplace_back(std::move(name), h.value);
+    if (h.name.size() > 11 && istarts_with(h.name, "x-amz-meta-")) {
+      o.user_metadata.emplace_back(lower(h.name.substr(11)), h.value);
     }
   }
   return o;
@@ -85,7 +70,7 @@ std::optional<storage::ObjectRecord> stub_of(const http::ClientResponseHead& hea
 std::uint32_t etag_parts(std::string_view etag) {
   const std::size_t dash = etag.rfind('-');
   if (dash == std::string_view::npos) return 0;
-  const auto n = number(etag.substr(dash + 1));
+  const auto n = parse_decimal<std::uint64_t>(etag.substr(dash + 1));
   return n && *n > 0 && *n <= 10'000 ? static_cast<std::uint32_t>(*n) : 0;
 }
 
@@ -132,6 +117,48 @@ asio::awaitable<std::vector<storage::ObjectPartRecord>> part_table(Service& s,
   co_return parts;
 }
 
+// The stub of the version an answer to HEAD (200) describes, with its part table; nullopt when
+// the answer lacks a size or an ETag.
+struct Learnt {
+  storage::ObjectRecord stub;
+  std::vector<storage::ObjectPartRecord> parts;
+};
+asio::awaitable<std::optional<Learnt>> learn(Service& s, std::int64_t bucket_id,
+                                             const http::ClientResponseHead& head,
+                                             std::string key) {
+  auto stub = stub_of(head, std::move(key));
+  if (!stub) co_return std::nullopt;
+  auto tabling = part_table(s, bucket_id, *stub);
+  std::vector<storage::ObjectPartRecord> parts = co_await std::move(tabling);
+  stub->parts_count = static_cast<std::uint32_t>(parts.size());
+  co_return Learnt{std::move(*stub), std::move(parts)};
+}
+
+// What `key` holds here once its state was made the upstream's (`learnt`, or nothing) in place
+// of version `replacing`: the stub recorded (confirmed now), or, when the key changed here
+// meanwhile (another reader took the same answer, a write came, a delete is queued), what it
+// holds now. nullptr: no version.
+asio::awaitable<Result<std::shared_ptr<const storage::ObjectRecord>>> take(
+    Service& s, const storage::BucketRecord& bucket, std::string key, std::int64_t replacing,
+    std::optional<Learnt> learnt) {
+  std::optional<storage::ObjectRecord> stub;
+  std::vector<storage::ObjectPartRecord> parts;
+  if (learnt) {
+    stub = std::move(learnt->stub);
+    parts = std::move(learnt->parts);
+  }
+  auto taking =
+      s.store().take_upstream_state(bucket, key, replacing, std::move(stub), std::move(parts));
+  auto taken = co_await std::move(taking);
+  if (taken) {
+    if (!*taken) co_return nullptr;
+    s.validated().mark((*taken)->id, now_ms());
+    co_return std::make_shared<const storage::ObjectRecord>(std::move(**taken));
+  }
+  if (taken.error() != errc::kPreconditionFailed) co_return taken.error();
+  co_return s.store().head(bucket.id, key);
+}
+
 // A page of the upstream's listing, in local names.
 struct Listed {
   std::vector<storage::ListEntry> objects;
@@ -166,7 +193,7 @@ std::optional<Listed> parse_listing(std::string_view body, std::string_view up) 
       if (!name) continue;
       storage::ListEntry entry;
       entry.key = std::move(*name);
-      const auto bytes = number(size->text());
+      const auto bytes = parse_decimal<std::uint64_t>(size->text());
       if (!bytes) return std::nullopt;
       entry.size_bytes = *bytes;
       if (const auto etag = e.child("ETag")) entry.etag = unquoted(etag->text());
@@ -208,24 +235,15 @@ asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketReco
   if (answer->head.status != 200) {
     co_return unavailable(fmt::format("it answers HTTP {} to HEAD", answer->head.status));
   }
-  auto stub = stub_of(answer->head, key);
-  if (!stub) co_return unavailable("its answer to HEAD lacks a size or an ETag");
-  auto tabling = part_table(s, bucket.id, *stub);
-  std::vector<storage::ObjectPartRecord> parts = co_await std::move(tabling);
-  stub->parts_count = static_cast<std::uint32_t>(parts.size());
-  auto recording =
-      s.store().take_upstream_state(bucket, key, 0, std::move(*stub), std::move(parts));
-  auto recorded = co_await std::move(recording);
-  if (recorded) {
-    s.validated().mark((*recorded)->id, now_ms());
-    co_return std::make_shared<const storage::ObjectRecord>(std::move(**recorded));
-  }
-  if (recorded.error() != errc::kPreconditionFailed) co_return from_errc(recorded.error());
-  // A version came here meanwhile (another request's look-up, a PUT), or a delete here not yet
-  // upstream hides the key.
-  auto found = s.store().head(bucket.id, key);
-  if (!found) co_return from_errc(found.error());
-  co_return std::move(*found);
+  auto learning = learn(s, bucket.id, answer->head, key);
+  std::optional<Learnt> learnt = co_await std::move(learning);
+  if (!learnt) co_return unavailable("its answer to HEAD lacks a size or an ETag");
+  // (Taken or not: a version that came here meanwhile, or none when a delete here not yet
+  // upstream hides the key.)
+  auto taking = take(s, bucket, key, 0, std::move(learnt));
+  auto now = co_await std::move(taking);
+  if (!now) co_return from_errc(now.error());
+  co_return std::move(*now);
 }
 
 bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord& object,
@@ -267,40 +285,24 @@ asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord
     s.validated().mark(object.id, now_ms());
     co_return Revalidated{};
   }
-  std::optional<storage::ObjectRecord> stub;
-  std::vector<storage::ObjectPartRecord> parts;
+  std::optional<Learnt> learnt;
   if (status == 200) {
-    stub = stub_of(answer->head, object.key);
-    if (stub) {
-      auto tabling = part_table(s, bucket.id, *stub);
-      parts = co_await std::move(tabling);
-      stub->parts_count = static_cast<std::uint32_t>(parts.size());
-    }
+    auto learning = learn(s, bucket.id, answer->head, object.key);
+    learnt = co_await std::move(learning);
   }
-  if (status != 404 && !stub) {
+  if (status != 404 && !learnt) {
     if (f.serve_stale) co_return Revalidated{Revalidated::Kind::kStale, nullptr};
     co_return answer ? unavailable(fmt::format("it answers HTTP {} to HEAD", status))
                      : unavailable("it cannot be reached");
   }
   // Another version upstream, or none: this bucket's state of the key follows, unless it changed
-  // here meanwhile (what the read has then stands).
-  auto taking = s.store().take_upstream_state(bucket, object.key, object.id, std::move(stub),
-                                              std::move(parts));
-  auto taken = co_await std::move(taking);
-  if (!taken && taken.error() == errc::kPreconditionFailed) {
-    // The key changed here meanwhile: another reader took the same answer, a write came, or a
-    // delete is queued. What it holds now is what to serve.
-    auto found = s.store().head(bucket.id, object.key);
-    if (!found) co_return from_errc(found.error());
-    if (!*found) co_return Revalidated{Revalidated::Kind::kGone, nullptr};
-    if ((*found)->id == object.id) co_return Revalidated{};  // newer than the upstream's
-    co_return Revalidated{Revalidated::Kind::kReplaced, std::move(*found)};
-  }
-  if (!taken) co_return from_errc(taken.error());
-  if (!*taken) co_return Revalidated{Revalidated::Kind::kGone, nullptr};
-  s.validated().mark((*taken)->id, now_ms());
-  co_return Revalidated{Revalidated::Kind::kReplaced,
-                        std::make_shared<const storage::ObjectRecord>(std::move(**taken))};
+  // here meanwhile; what it holds then is what to serve.
+  auto taking = take(s, bucket, object.key, object.id, std::move(learnt));
+  auto now = co_await std::move(taking);
+  if (!now) co_return from_errc(now.error());
+  if (!*now) co_return Revalidated{Revalidated::Kind::kGone, nullptr};
+  if ((*now)->id == object.id) co_return Revalidated{};  // newer here than the upstream's
+  co_return Revalidated{Revalidated::Kind::kReplaced, std::move(*now)};
 }
 
 namespace {

@@ -1813,13 +1813,6 @@ struct Uploader::Impl {
     --u.fetch_streams;
   }
 
-  // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
-  // One of several chunks is read as ranged GETs of kFetchChunkBytes, up to the upstream's
-  // read_streams at once (one stream of an upstream is often slower than its link), passed on in
-  // order; each chunk after the first goes into a channel that holds all of it, so its GET never
-  // waits for the request's client and its connection is free as soon as it is in (the first
-  // one's channel is read from the start). An upstream has at most max_connections such streams
-  // (and their buffers: 8 MiB each) at a time; a read that would get fewer than two is one GET.
   // Whether a read may go to `u` now: while it is unreachable, one read per kReadTrialInterval
   // tries it, and the others fail at once instead of each waiting out a timeout.
   static bool may_try(Upstream& u) {
@@ -1908,6 +1901,13 @@ struct Uploader::Impl {
     co_return std::move(*answer);
   }
 
+  // The upstream GET of a read-through (ReadThrough::read), its answer passed on to `fetch`.
+  // One of several chunks is read as ranged GETs of kFetchChunkBytes, up to the upstream's
+  // read_streams at once (one stream of an upstream is often slower than its link), passed on in
+  // order; each chunk after the first goes into a channel that holds all of it, so its GET never
+  // waits for the request's client and its connection is free as soon as it is in (the first
+  // one's channel is read from the start). An upstream has at most max_connections such streams
+  // (and their buffers: 8 MiB each) at a time; a read that would get fewer than two is one GET.
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::shared_ptr<Fetch> fetch) {
