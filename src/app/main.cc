@@ -108,9 +108,14 @@ int run(int argc, char** argv) {
     command->add_flag("--insecure", tier_options.insecure, "https: do not verify the server");
   };
   CLI::App* status = tier->add_subcommand(
-      "status", "Upstreams (reachable? last error) and per bucket what is owed; exit 1 unless ok");
+      "status",
+      "Upstreams (reachable? last error); per bucket what is owed, where the data is, hit ratio; "
+      "exit 1 unless ok");
+  std::string status_bucket;
   endpoint_options(status);
   status->add_flag("--json", status_json, "The report as JSON");
+  status->add_option("--bucket", status_bucket,
+                     "Only this bound bucket, with its parked jobs (credentials as for flush)");
   CLI::App* flush = tier->add_subcommand(
       "flush", "Send a prefix's changes up now (credentials: AWS_ACCESS_KEY_ID, ...)");
   endpoint_options(flush);
@@ -131,6 +136,13 @@ int run(int argc, char** argv) {
   endpoint_options(ls);
   ls->add_option("--bucket", ls_bucket, "The bound bucket")->required();
   ls->add_option("--prefix", ls_prefix, "Only keys starting with this");
+
+  std::string adopt_bucket, adopt_prefix;
+  CLI::App* adopt = tier->add_subcommand(
+      "adopt", "Record what the upstream holds and the bucket does not (a fresh or lost catalog)");
+  endpoint_options(adopt);
+  adopt->add_option("--bucket", adopt_bucket, "The bound bucket")->required();
+  adopt->add_option("--prefix", adopt_prefix, "Only keys starting with this");
 
   std::string revalidate_bucket, revalidate_prefix;
   CLI::App* revalidate = tier->add_subcommand(
@@ -166,12 +178,13 @@ int run(int argc, char** argv) {
                                                    .force_format = flags.force_format,
                                                    .tier_rebind = flags.tier_rebind});
   }
-  if (status->parsed()) return hots3::app::tier_status(tier_options, status_json);
+  if (status->parsed()) return hots3::app::tier_status(tier_options, status_bucket, status_json);
   if (flush->parsed()) {
     return hots3::app::tier_flush(tier_options, flush_bucket, flush_prefix, flush_wait);
   }
   if (evict->parsed()) return hots3::app::tier_evict(tier_options, evict_bucket, evict_prefix);
   if (ls->parsed()) return hots3::app::tier_ls(tier_options, ls_bucket, ls_prefix);
+  if (adopt->parsed()) return hots3::app::tier_adopt(tier_options, adopt_bucket, adopt_prefix);
   if (revalidate->parsed()) {
     return hots3::app::tier_revalidate(tier_options, revalidate_bucket, revalidate_prefix);
   }

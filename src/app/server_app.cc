@@ -67,14 +67,24 @@ std::string bucket_owner(const std::vector<config::UserConfig>& users) {
   }
   return users.empty() ? std::string("admin") : users.front().name;
 }
-// /health/upstream: the uploader's report (JSON, or text with ?format=text); with nothing
-// bound, an empty report that is ok.
+// /health/upstream: the uploader's report (JSON, or text with ?format=text; of one bucket with
+// ?bucket=B); with nothing bound, an empty report that is ok.
 http::ProbeFn health_probes(const std::optional<tier::Uploader>& uploader) {
   return [&uploader](std::string_view target) -> std::optional<http::Probe> {
     const std::string_view path = target.substr(0, target.find('?'));
     if (path != "/health/upstream") return std::nullopt;
-    const bool text = target.substr(path.size()).find("format=text") != std::string_view::npos;
-    if (uploader) return uploader->health(text);
+    bool text = false;
+    std::string_view bucket;  // bucket names need no percent-decoding
+    std::string_view query = target.substr(path.size());
+    while (!query.empty()) {
+      query.remove_prefix(1);  // '?' or '&'
+      const std::string_view parameter = query.substr(0, query.find('&'));
+      query.remove_prefix(parameter.size());
+      if (parameter == "format=text") text = true;
+      if (parameter.starts_with("bucket=")) bucket = parameter.substr(7);
+    }
+    if (uploader) return uploader->health(text, bucket);
+    if (!bucket.empty()) return http::Probe{404, "text/plain", "no bucket is bound\n"};
     if (text) return http::Probe{200, "text/plain", "status: ok\nno bucket is bound\n"};
     return http::Probe{200, "application/json",
                        R"({"upstreams":[],"buckets":[],"owed_bytes":0,"status":"ok"})"

@@ -1,6 +1,9 @@
 #include "tier_commands.h"
 
 #include "hots3/common/errc.h"
+#include "hots3/common/logging.h"
+#include "hots3/common/text.h"
+#include "hots3/common/units.h"
 #include "hots3/http/client.h"
 #include "hots3/s3client/s3_client.h"
 #include "hots3/xml/xml.h"
@@ -88,6 +91,14 @@ void say_failed(const char* command, const std::string& what,
                e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
 }
 
+// A JSON string value (quoted, escaped).
+std::string json_quoted(std::string_view value) {
+  std::string out = "\"";
+  log::append_json_escaped(out, value);
+  out += '"';
+  return out;
+}
+
 std::string child_text(const xml::XmlElement& element, const char* name) {
   auto e = element.child(name);
   return e ? e->text() : std::string();
@@ -98,18 +109,59 @@ std::string child_text(const xml::XmlDocument& doc, const char* name) {
 
 }  // namespace
 
-int tier_status(const TierCommandOptions& options, bool json) {
+int tier_status(const TierCommandOptions& options, const std::string& bucket, bool json) {
   asio::io_context io;
   http::Client client(io.get_executor(), client_options(options));
   http::ClientRequest request;
   request.target = json ? "/health/upstream" : "/health/upstream?format=text";
+  if (!bucket.empty()) request.target += (json ? "?bucket=" : "&bucket=") + bucket;
   auto reply = run(io, client.request(std::move(request), std::string()));
   if (!reply) {
     std::fprintf(stderr, "hots3 tier status: %s: %s\n", options.endpoint.c_str(),
                  reply.error().message().c_str());
     return 1;
   }
-  std::fputs(reply->body.c_str(), stdout);
+  if (reply->head.status == 404 || bucket.empty()) {
+    std::fputs(reply->body.c_str(), reply->head.status == 404 ? stderr : stdout);
+    return reply->head.status == 200 ? 0 : 1;
+  }
+  // One bucket: its parked jobs too, keys and all (which the unsigned report never names).
+  s3client::Client signed_client(io.get_executor(), signed_options(options));
+  s3client::Request parked_request;
+  parked_request.bucket = bucket;
+  parked_request.query = {{"x-hots3-parked", ""}};
+  io.restart();
+  auto parked = run(io, signed_client.request(std::move(parked_request), std::string()));
+  const auto doc = parked ? xml::XmlDocument::parse(parked->body) : std::nullopt;
+  if (!parked || parked->head.status != 200 || !doc) {
+    say_failed("status", bucket, parked);
+    return 1;
+  }
+  std::string jobs;  // as JSON, or lines for people
+  for (const xml::XmlElement& job : doc->root().children()) {
+    if (job.name() != "Job") continue;
+    if (json) {
+      jobs += fmt::format("{}{{\"key\":{},\"action\":{},\"attempts\":{},\"error\":{}}}",
+                          jobs.empty() ? "" : ",", json_quoted(child_text(job, "Key")),
+                          json_quoted(child_text(job, "Action")), child_text(job, "Attempts"),
+                          json_quoted(child_text(job, "Error")));
+    } else {
+      jobs += fmt::format("  parked {} {} ({} attempts): {}\n", child_text(job, "Action"),
+                          child_text(job, "Key"), child_text(job, "Attempts"),
+                          child_text(job, "Error"));
+    }
+  }
+  std::string out = reply->body;
+  if (json) {
+    // The report is one JSON object: the jobs join it as one more member.
+    const std::size_t end = out.rfind('}');
+    out = fmt::format("{},\"parked_jobs\":[{}]}}\n", out.substr(0, end), jobs);
+  } else {
+    // After the bucket's own lines, before the device's.
+    const std::size_t at = out.find("\nowed to upstreams: ");
+    out.insert(at == std::string::npos ? out.size() : at + 1, jobs);
+  }
+  std::fputs(out.c_str(), stdout);
   return reply->head.status == 200 ? 0 : 1;
 }
 
@@ -203,6 +255,45 @@ int tier_evict(const TierCommandOptions& options, const std::string& bucket,
   std::printf("%s/%s: %s objects evicted, %s bytes freed\n", bucket.c_str(), prefix.c_str(),
               child_text(*doc, "Objects").c_str(), child_text(*doc, "Bytes").c_str());
   return 0;
+}
+
+int tier_adopt(const TierCommandOptions& options, const std::string& bucket,
+               const std::string& prefix) {
+  std::uint64_t adopted = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t present = 0;
+  std::uint64_t skipped = 0;
+  const auto add = [](std::uint64_t& total, const std::string& text) {
+    total += parse_decimal<std::uint64_t>(text).value_or(0);
+  };
+  std::string start_after;
+  for (;;) {
+    std::vector<aws::QueryParameter> query = {{"x-hots3-adopt", ""}, {"prefix", prefix}};
+    if (!start_after.empty()) query.push_back({"start-after", start_after});
+    const auto doc = post_to_bucket(options, "adopt", bucket, std::move(query));
+    if (!doc) {
+      std::fprintf(stderr, "%s/%s: %llu objects adopted before that; run it again to go on\n",
+                   bucket.c_str(), prefix.c_str(), static_cast<unsigned long long>(adopted));
+      return 1;
+    }
+    add(adopted, child_text(*doc, "Adopted"));
+    add(bytes, child_text(*doc, "Bytes"));
+    add(present, child_text(*doc, "Present"));
+    add(skipped, child_text(*doc, "Skipped"));
+    const bool more = child_text(*doc, "IsTruncated") == "true";
+    std::printf("%s/%s: %llu objects adopted (%s), %llu already here, %llu skipped%s\n",
+                bucket.c_str(), prefix.c_str(), static_cast<unsigned long long>(adopted),
+                format_size(bytes).c_str(), static_cast<unsigned long long>(present),
+                static_cast<unsigned long long>(skipped), more ? " so far" : "");
+    std::fflush(stdout);
+    if (!more) return 0;
+    auto next = aws::percent_decode(child_text(*doc, "NextStartAfter"));
+    if (!next || next->empty() || *next <= start_after) {
+      std::fprintf(stderr, "hots3 tier adopt: the server's listing does not move on\n");
+      return 1;
+    }
+    start_after = std::move(*next);
+  }
 }
 
 int tier_pin(const TierCommandOptions& options, const std::string& bucket,

@@ -13,9 +13,11 @@ struct TierCommandOptions {
   bool insecure = false;  // https: no verification
 };
 
-// Prints /health/upstream (as text, or the JSON with `json`); 0 when all is ok, 1 when it is
-// not (or the server cannot be asked), as a script or a probe wants.
-int tier_status(const TierCommandOptions& options, bool json);
+// Prints /health/upstream (as text, or the JSON with `json`), of every bound bucket or of
+// `bucket` only; 0 when all is ok (the bucket is), 1 when it is not (or the server cannot be
+// asked), as a script or a probe wants. Of one bucket, also its parked jobs with their keys and
+// errors (GET /bucket?x-hots3-parked, signed as tier_flush).
+int tier_status(const TierCommandOptions& options, const std::string& bucket, bool json);
 
 // Sends the changes under `prefix` of `bucket` up now (POST /bucket?x-hots3-flush, signed with
 // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or HOTS3_ACCESS_KEY / HOTS3_SECRET_KEY). With
@@ -29,6 +31,13 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
 // (POST /bucket?x-hots3-evict, signed as tier_flush); a GET reads them through again. Prints
 // what was freed; 0, or 1 when the server refused or failed.
 int tier_evict(const TierCommandOptions& options, const std::string& bucket,
+               const std::string& prefix);
+
+// Records what the upstream holds under `prefix` and `bucket` does not as evicted versions, a page
+// of the upstream's listing at a time (POST /bucket?x-hots3-adopt, signed as tier_flush), so that
+// a fresh or lost catalog fronts an upstream bucket that holds data. Prints the counts after each
+// page; 0, or 1 when the server refused or failed (run again, it goes on: what is here is left).
+int tier_adopt(const TierCommandOptions& options, const std::string& bucket,
                const std::string& prefix);
 
 // Lists the objects under `prefix` of `bucket` with where each one's data is, a line each:

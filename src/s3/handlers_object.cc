@@ -337,12 +337,17 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   const unsigned status = head.status;
   if (head_only) co_return co_await s.send_empty(r, status, std::move(head));
   if (!reader) {
+    s.read_through()->count_read(bucket->id, false, selection.length_bytes);
     auto reading = read_through(s, r, *record, selection, std::move(head));
     co_await std::move(reading);
     co_return;
   }
-  if (bucket->tier != storage::BucketTier::kNone && checked.empty())
-    head.add("x-hots3-cache", "hit");
+  if (bucket->tier != storage::BucketTier::kNone) {
+    if (s.read_through() != nullptr) {
+      s.read_through()->count_read(bucket->id, true, selection.length_bytes);
+    }
+    if (checked.empty()) head.add("x-hots3-cache", "hit");
+  }
   co_await send_local(r, *reader, selection, std::move(head));
 }
 

@@ -1,7 +1,9 @@
 // hots3's own operations on a bucket bound to an upstream: flush (POST /bucket?x-hots3-flush),
 // which sends a prefix's changes up now and answers once the upstream has them; evict
 // (POST /bucket?x-hots3-evict), which frees the device space of what the upstream holds; pin and
-// unpin (POST /bucket?x-hots3-pin, ?x-hots3-unpin), which keep keys from eviction; and S3's
+// unpin (POST /bucket?x-hots3-pin, ?x-hots3-unpin), which keep keys from eviction; adopt
+// (POST /bucket?x-hots3-adopt), which records what the upstream holds and this bucket does not;
+// parked (GET /bucket?x-hots3-parked), the changes the upstream refused for good; and S3's
 // RestoreObject (POST /bucket/key?restore), which brings an evicted object back ahead of reading.
 
 #include "body.h"
@@ -10,7 +12,9 @@
 #include "request_xml.h"
 #include "s3_xml.h"
 #include "service.h"
+#include "upstream_view.h"
 
+#include "hots3/aws/sigv4.h"
 #include "hots3/common/logging.h"
 
 #include <fmt/format.h>
@@ -31,6 +35,17 @@ asio::awaitable<std::optional<storage::BucketRecord>> bound_for_write(Service& s
   if (bucket->tier != storage::BucketTier::kNone) co_return bucket;
   auto refusing =
       s.send_error(r, Error(Code::kInvalidRequest, "The bucket is not bound to an upstream."));
+  co_await std::move(refusing);
+  co_return std::nullopt;
+}
+
+// As bound_for_write, for an operation that needs the bucket's upstream served here (503 else).
+asio::awaitable<std::optional<storage::BucketRecord>> served_for_write(Service& s, Request& r) {
+  auto finding = bound_for_write(s, r);
+  auto bucket = co_await std::move(finding);
+  if (!bucket || s.read_through() != nullptr) co_return bucket;
+  auto refusing = s.send_error(
+      r, Error(Code::kServiceUnavailable, "The bucket's upstream is not served by this server."));
   co_await std::move(refusing);
   co_return std::nullopt;
 }
@@ -211,16 +226,73 @@ asio::awaitable<void> flush_bucket(Service& s, Request& r) {
   co_await s.send_xml(r, 200, xml.finish());
 }
 
+// POST /bucket?x-hots3-adopt[&prefix=P][&start-after=K]: one page of the upstream's keys under P
+// (after K) that this bucket holds no version of is recorded here as evicted versions (see
+// adopt_page). The answer says what it did, and NextStartAfter (percent-encoded: a key may hold
+// what XML cannot) where the next page starts, while IsTruncated.
+asio::awaitable<void> adopt_keys(Service& s, Request& r) {
+  auto finding = served_for_write(s, r);
+  auto bucket = co_await std::move(finding);
+  if (!bucket) co_return;
+  const std::string prefix = r.param("prefix") ? *r.param("prefix") : std::string();
+  const std::string start_after = r.param("start-after") ? *r.param("start-after") : std::string();
+  auto adopting = adopt_page(s, *bucket, prefix, start_after);
+  auto adopted = co_await std::move(adopting);
+  if (auto* e = std::get_if<Error>(&adopted)) co_return co_await s.send_error(r, std::move(*e));
+  const Adopted& page = std::get<Adopted>(adopted);
+  XmlWriter xml("AdoptResult");
+  xml.element("Bucket", bucket->name);
+  xml.element("Prefix", prefix);
+  xml.element("Adopted", std::to_string(page.adopted));
+  xml.element("Bytes", std::to_string(page.bytes));
+  xml.element("Present", std::to_string(page.present));
+  xml.element("Skipped", std::to_string(page.skipped));
+  xml.element("IsTruncated", page.truncated);
+  if (page.truncated) xml.element("NextStartAfter", aws::uri_encode(page.last, true));
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
+// GET /bucket?x-hots3-parked: the bound bucket's parked jobs (changes the upstream refused in a
+// way no retry mends: an operator must act), the longest parked first, with what the upstream
+// last answered; at most kParkedShown of them, and how many there are in all.
+asio::awaitable<void> parked_jobs(Service& s, Request& r) {
+  constexpr std::size_t kParkedShown = 100;
+  auto bucket = co_await s.bucket_for(r, Access::kRead);
+  if (!bucket) co_return;
+  if (bucket->tier == storage::BucketTier::kNone) {
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidRequest, "The bucket is not bound to an upstream."));
+  }
+  auto reading = s.store().parked_tier_jobs(bucket->id, kParkedShown);
+  auto parked = co_await std::move(reading);
+  if (!parked) co_return co_await s.send_error(r, from_errc(parked.error()));
+  auto counting = s.store().tier_backlog();
+  auto backlog = co_await std::move(counting);
+  if (!backlog) co_return co_await s.send_error(r, from_errc(backlog.error()));
+  std::uint64_t count = 0;
+  for (const storage::TierBacklog& b : *backlog) {
+    if (b.bucket_id == bucket->id) count = b.parked;
+  }
+  XmlWriter xml("ParkedJobs");
+  xml.element("Bucket", bucket->name);
+  xml.element("Count", std::to_string(std::max<std::uint64_t>(count, parked->size())));
+  for (const storage::TierJob& job : *parked) {
+    xml.open("Job");
+    xml.element("Key", job.key);
+    xml.element("Action", !job.object_id ? "delete" : job.source_key.empty() ? "upload" : "copy");
+    xml.element("Attempts", std::to_string(job.attempts));
+    xml.element("Error", job.last_error);
+    xml.close();
+  }
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
 // POST /bucket?x-hots3-evict[&prefix=P]: the versions under P that the upstream holds, and that
 // no queued change needs, give their device space back; a GET reads them through again.
 asio::awaitable<void> evict_bucket(Service& s, Request& r) {
-  auto finding = bound_for_write(s, r);
+  auto finding = served_for_write(s, r);
   auto bucket = co_await std::move(finding);
   if (!bucket) co_return;
-  if (s.read_through() == nullptr) {
-    co_return co_await s.send_error(
-        r, Error(Code::kServiceUnavailable, "The bucket's upstream is not served by this server."));
-  }
   const std::string prefix = r.param("prefix") ? *r.param("prefix") : std::string();
   auto evicting = s.store().evict_objects(bucket->id, {prefix, false});
   auto evicted = co_await std::move(evicting);

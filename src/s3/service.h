@@ -139,6 +139,8 @@ asio::awaitable<void> bucket_subresource(Service& s, Request& r);  // versioning
 
 asio::awaitable<void> flush_bucket(Service& s, Request& r);  // hots3's own
 asio::awaitable<void> evict_bucket(Service& s, Request& r);  // hots3's own
+asio::awaitable<void> parked_jobs(Service& s, Request& r);   // hots3's own
+asio::awaitable<void> adopt_keys(Service& s, Request& r);    // hots3's own
 asio::awaitable<void> pin_keys(Service& s, Request& r);      // hots3's own
 asio::awaitable<void> unpin_keys(Service& s, Request& r);    // hots3's own
 asio::awaitable<void> restore_object(Service& s, Request& r);

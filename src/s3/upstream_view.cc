@@ -213,6 +213,30 @@ std::optional<Listed> parse_listing(std::string_view body, std::string_view up) 
   return out;
 }
 
+// One page of the upstream's ListObjectsV2 under `prefix` after `start_after` (local names;
+// `delimiter` and `max_keys` as given, none when empty or 0), in local names.
+using ListedPage = std::variant<Listed, Error>;
+// (By value: the awaitable may outlive the caller's temporaries.)
+asio::awaitable<ListedPage> list_upstream_page(Service& s, const storage::BucketRecord& bucket,
+                                               std::string prefix, std::string start_after,
+                                               std::string delimiter, std::size_t max_keys) {
+  const std::string up = config::binding_prefix(bucket.upstream);
+  tier::UpstreamQuery q;
+  q.query = {{"list-type", "2"}, {"encoding-type", "url"}, {"prefix", up + prefix}};
+  if (max_keys != 0) q.query.emplace_back("max-keys", std::to_string(max_keys));
+  if (!delimiter.empty()) q.query.emplace_back("delimiter", delimiter);
+  if (!start_after.empty()) q.query.emplace_back("start-after", up + start_after);
+  auto asking = s.read_through()->ask(bucket.id, std::move(q));
+  auto answer = co_await std::move(asking);
+  if (!answer) co_return unavailable("it cannot be reached");
+  if (answer->head.status != 200) {
+    co_return unavailable(fmt::format("it answers HTTP {} to a listing", answer->head.status));
+  }
+  auto listed = parse_listing(answer->body, up);
+  if (!listed) co_return unavailable("its listing is not one");
+  co_return std::move(*listed);
+}
+
 }  // namespace
 
 asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
@@ -311,22 +335,11 @@ namespace {
 // upstream's keys on it are deleted here.
 asio::awaitable<UpstreamPage> list_once(Service& s, const storage::BucketRecord& bucket,
                                         storage::ListQuery query) {
-  const std::string up = config::binding_prefix(bucket.upstream);
-  tier::UpstreamQuery q;
-  q.query = {{"list-type", "2"},
-             {"encoding-type", "url"},
-             {"prefix", up + query.prefix},
-             {"max-keys", std::to_string(query.max_keys)}};
-  if (!query.delimiter.empty()) q.query.emplace_back("delimiter", query.delimiter);
-  if (!query.start_after.empty()) q.query.emplace_back("start-after", up + query.start_after);
-  auto asking = s.read_through()->ask(bucket.id, std::move(q));
-  auto answer = co_await std::move(asking);
-  if (!answer) co_return unavailable("it cannot be reached");
-  if (answer->head.status != 200) {
-    co_return unavailable(fmt::format("it answers HTTP {} to a listing", answer->head.status));
-  }
-  auto upstream = parse_listing(answer->body, up);
-  if (!upstream) co_return unavailable("its listing is not one");
+  auto asking = list_upstream_page(s, bucket, query.prefix, query.start_after, query.delimiter,
+                                   query.max_keys);
+  ListedPage asked = co_await std::move(asking);
+  if (auto* e = std::get_if<Error>(&asked)) co_return std::move(*e);
+  Listed* upstream = &std::get<Listed>(asked);
 
   auto listing = s.store().list_objects(bucket.id, query);
   auto local = co_await std::move(listing);
@@ -404,6 +417,42 @@ asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRec
     }
     query.start_after = got->last;
   }
+}
+
+asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord& bucket,
+                                        std::string prefix, std::string start_after) {
+  auto asking = list_upstream_page(s, bucket, prefix, start_after, std::string(), 0);
+  ListedPage asked = co_await std::move(asking);
+  if (auto* e = std::get_if<Error>(&asked)) co_return std::move(*e);
+  const Listed& listed = std::get<Listed>(asked);
+  Adopted out;
+  out.truncated = listed.truncated;
+  if (listed.objects.empty()) {
+    if (out.truncated) co_return unavailable("its listing does not move on");
+    co_return out;
+  }
+  out.last = listed.objects.back().key;
+  if (out.last <= start_after) co_return unavailable("its listing does not move on");
+  for (const storage::ListEntry& e : listed.objects) {
+    auto here = s.store().head(bucket.id, e.key);
+    if (!here) co_return from_errc(here.error());
+    if (*here) {
+      ++out.present;
+      continue;
+    }
+    auto looking = look_up_upstream(s, bucket, e.key);
+    auto looked = co_await std::move(looking);
+    if (auto* error = std::get_if<Error>(&looked)) co_return std::move(*error);
+    const auto& now = std::get<std::shared_ptr<const storage::ObjectRecord>>(looked);
+    if (!now || now->tier_state != storage::TierState::kUpstreamOnly) {
+      // (Deleted here or there meanwhile, or written here: what is here stands.)
+      ++(now ? out.present : out.skipped);
+      continue;
+    }
+    ++out.adopted;
+    out.bytes += now->size_bytes;
+  }
+  co_return out;
 }
 
 }  // namespace hots3::s3

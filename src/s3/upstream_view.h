@@ -54,4 +54,22 @@ using UpstreamPage = std::variant<storage::ListPage, Error>;
 boost::asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRecord& bucket,
                                                    storage::ListQuery query);
 
+// What adopting a page of the upstream's keys did.
+struct Adopted {
+  std::uint64_t adopted = 0;  // recorded here as evicted versions
+  std::uint64_t bytes = 0;    // their size
+  std::uint64_t present = 0;  // a version here already: left as it is
+  std::uint64_t skipped = 0;  // gone upstream since the listing, or deleted here and not yet there
+  std::string last;           // the page's last key (local name): the next page starts after it
+  bool truncated = false;     // more keys follow
+};
+using AdoptedPage = std::variant<Adopted, Error>;
+// Records each key of one page of the upstream's listing under `prefix`, after `start_after`,
+// that this bucket holds no version of: a HEAD of it, as a look-up in cache mode makes (size,
+// ETag, headers, metadata, checksums, part table), becomes an evicted version. A fresh or lost
+// catalog so fronts an upstream bucket that holds data: HEAD and LIST answer from here, and GET
+// reads through. An Error (503) when the upstream cannot say; what was recorded stays.
+boost::asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord& bucket,
+                                               std::string prefix, std::string start_after);
+
 }  // namespace hots3::s3

@@ -261,6 +261,14 @@ class StoreImpl final : public ObjectStore {
     co_return co_await std::move(read);
   }
 
+  asio::awaitable<Result<std::vector<TierJob>>> parked_tier_jobs(std::int64_t bucket_id,
+                                                                 std::size_t max) override {
+    auto read = detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, max] {
+      return c->parked_tier_jobs(bucket_id, max);
+    });
+    co_return co_await std::move(read);
+  }
+
   asio::awaitable<Result<std::optional<TierJob>>> tier_job(std::int64_t bucket_id,
                                                            std::string key) override {
     auto read =
@@ -307,6 +315,14 @@ class StoreImpl final : public ObjectStore {
   asio::awaitable<Result<std::vector<TierBacklog>>> tier_backlog() override {
     auto read =
         detail::on_catalog_reader(core_, [c = core_.catalog.get()] { return c->tier_backlog(); });
+    co_return co_await std::move(read);
+  }
+
+  asio::awaitable<Result<std::vector<TierSpace>>> tier_space(
+      std::vector<std::int64_t> bucket_ids, std::int64_t written_before_ms) override {
+    auto read = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), ids = fmt::format("[{}]", fmt::join(bucket_ids, ",")),
+                written_before_ms] { return c->tier_space(ids, written_before_ms); });
     co_return co_await std::move(read);
   }
 

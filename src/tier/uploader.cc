@@ -65,6 +65,8 @@ constexpr std::size_t kAnswerBytesMax = 64 * kKiB;
 // binding's upstream bucket is asked for (HEAD) whether or not uploads are under way.
 constexpr std::chrono::seconds kReportInterval{1};
 constexpr std::chrono::seconds kProbeInterval{30};
+// How often the report reads where the bound buckets' data is: a pass over their catalog rows.
+constexpr std::chrono::seconds kSpaceInterval{5};
 // The log hears that an upstream fails (or answers again) at most this often.
 constexpr std::chrono::seconds kWarnInterval{10};
 // After a cut of an upstream's window, the refusals of attempts already under way do not cut it
@@ -131,12 +133,19 @@ struct Upstream {
   std::chrono::steady_clock::time_point last_cut{};
 };
 
+// A bound bucket's GETs since start (HEADs read nothing): served from here (hits) or read
+// through from the upstream (misses). Counted by the workers.
+struct ReadCounts {
+  std::atomic<std::uint64_t> hits{0}, misses{0}, hit_bytes{0}, miss_bytes{0};
+};
+
 struct Binding {
   std::int64_t bucket_id = 0;
   config::TierBucketConfig config;
   Upstream* upstream = nullptr;
   std::string probe_cause;  // why the last HEAD of its upstream bucket failed; "" when it did not
   std::uint64_t conflicts = 0;  // keys another writer changed upstream, since start
+  std::shared_ptr<ReadCounts> reads = std::make_shared<ReadCounts>();
   // Whether writes are conditional on what the upstream was last seen to hold. Not in cache
   // mode: others write that bucket as a matter of course, and the last write wins as in S3.
   [[nodiscard]] bool conditional() const {
@@ -489,11 +498,26 @@ struct Uploader::Impl {
     co_return co_await std::move(sending);
   }
 
-  // The health report as JSON and as text, rebuilt every kReportInterval by watch().
+  // The health report, rebuilt every kReportInterval by report(): its pieces as JSON and as
+  // text, put together by health() for all buckets or one.
+  struct BucketReport {
+    std::string name;
+    Health health = Health::kOk;
+    std::string json, text;
+  };
+  struct Report {
+    bool made = false;
+    Health overall = Health::kOk;
+    std::string upstreams_json, upstreams_text;
+    std::vector<BucketReport> buckets;
+    std::string totals_json, totals_text;  // what is owed in all, and the device
+  };
   std::int64_t next_probe_ms = 0;  // when watch() next probes the bindings
   mutable std::mutex report_mutex;
-  http::Probe report_json{503, "application/json", "{\"status\":\"starting\"}\n"};
-  http::Probe report_text{503, "text/plain", "status: starting\n"};
+  Report last_report;
+  // Where the bound buckets' data is (a pass over their catalog rows, so not every report).
+  std::vector<storage::TierSpace> space;
+  std::int64_t space_ms = 0;  // when it was read; 0: not yet
 
   // What an exchange with an upstream says about it: a success ends a failure streak, a failure
   // (not one of the local copy's) starts or continues one. The log hears of a change at most
@@ -565,29 +589,27 @@ struct Uploader::Impl {
     note(*b.upstream, out);
   }
 
-  // Rebuilds the health report from the upstreams' state and the queue.
+  // Rebuilds the health report from the upstreams' state, the queue and the space.
   void publish(const std::vector<storage::TierBacklog>& backlog) {
     const std::int64_t now = now_ms();
-    Health overall = Health::kOk;
-    std::string json = "{\"upstreams\":[";
-    std::string text;
+    Report r;
+    r.made = true;
     for (std::size_t i = 0; i < upstreams.size(); ++i) {
       const Upstream& u = *upstreams[i];
       // Not known to answer is not known to be well.
-      if (!u.heard || !u.cause.empty()) overall = std::max(overall, Health::kDegraded);
+      if (!u.heard || !u.cause.empty()) r.overall = std::max(r.overall, Health::kDegraded);
       const std::int64_t failing_s = u.cause.empty() ? 0 : (now - u.failing_since_ms) / 1000;
-      json += fmt::format(
+      r.upstreams_json += fmt::format(
           "{}{{\"name\":{},\"endpoint\":{},\"state\":\"{}\",\"error\":{},\"failing_for_s\":{},"
           "\"concurrency\":{}}}",
           i == 0 ? "" : ",", json_string(u.config.name), json_string(u.config.endpoint),
           upstream_state(u), json_string(u.cause), failing_s, static_cast<int>(u.window));
-      text +=
+      r.upstreams_text +=
           fmt::format("upstream {} {}: {}", u.config.name, u.config.endpoint, upstream_state(u));
-      if (!u.cause.empty()) text += fmt::format(": {} (for {} s)", u.cause, failing_s);
-      text += '\n';
+      if (!u.cause.empty()) r.upstreams_text += fmt::format(": {} (for {} s)", u.cause, failing_s);
+      r.upstreams_text += '\n';
     }
-    json += "],\"buckets\":[";
-    bool first = true;
+    const std::int64_t space_age_s = (now - space_ms) / 1000;
     for (const config::TierBucketConfig& c : tier.buckets) {
       const auto bound = std::find_if(bindings.begin(), bindings.end(), [&c](const auto& e) {
         return e.second.config.bucket == c.bucket;
@@ -598,6 +620,10 @@ struct Uploader::Impl {
       for (const auto& candidate : backlog) {
         if (candidate.bucket_id == b.bucket_id) owed = candidate;
       }
+      storage::TierSpace held;
+      for (const auto& candidate : space) {
+        if (candidate.bucket_id == b.bucket_id) held = candidate;
+      }
       const std::int64_t oldest_s = owed.jobs == 0 ? 0 : (now - owed.oldest_first_ms) / 1000;
       Health h = Health::kOk;
       if (!b.probe_cause.empty() || owed.parked > 0 || !b.upstream->heard ||
@@ -607,47 +633,117 @@ struct Uploader::Impl {
       if (owed.jobs > 0 && now - owed.oldest_first_ms > tier.writeback.max_dirty_age.count()) {
         h = Health::kBehind;
       }
-      overall = std::max(overall, h);
-      json += fmt::format(
-          "{}{{\"bucket\":{},\"upstream\":{},\"upstream_bucket\":{},\"upstream_prefix\":{},"
+      r.overall = std::max(r.overall, h);
+      const ReadCounts& reads = *b.reads;
+      const std::uint64_t hits = reads.hits.load();
+      const std::uint64_t misses = reads.misses.load();
+      const std::string ratio = hits + misses == 0
+                                    ? std::string()
+                                    : fmt::format("{:.3f}", static_cast<double>(hits) /
+                                                                static_cast<double>(hits + misses));
+      BucketReport out{c.bucket, h, {}, {}};
+      out.json = fmt::format(
+          "{{\"bucket\":{},\"upstream\":{},\"upstream_bucket\":{},\"upstream_prefix\":{},"
           "\"mode\":\"{}\",\"state\":\"{}\",\"error\":{},\"queued\":{},\"queued_bytes\":{},"
-          "\"parked\":{},\"oldest_owed_age_s\":{},\"conflicts\":{}}}",
-          first ? "" : ",", json_string(c.bucket), json_string(c.upstream),
-          json_string(c.upstream_bucket), json_string(c.upstream_prefix),
-          config::tier_mode_name(c.mode), health_name(h), json_string(b.probe_cause), owed.jobs,
-          owed.bytes, owed.parked, oldest_s, b.conflicts);
-      first = false;
-      text += fmt::format(
+          "\"uploads\":{},\"copies\":{},\"deletes\":{},\"parked\":{},\"oldest_owed_age_s\":{},"
+          "\"conflicts\":{},\"space\":{{\"objects\":{},\"bytes\":{},\"dirty_objects\":{},"
+          "\"dirty_bytes\":{},\"clean_objects\":{},\"clean_bytes\":{},\"evicted_objects\":{},"
+          "\"evicted_bytes\":{},\"pinned_bytes\":{},\"evictable_bytes\":{},\"age_s\":{}}},"
+          "\"reads\":{{\"hits\":{},\"misses\":{},\"hit_bytes\":{},\"miss_bytes\":{},"
+          "\"hit_ratio\":{}}}}}",
+          json_string(c.bucket), json_string(c.upstream), json_string(c.upstream_bucket),
+          json_string(c.upstream_prefix), config::tier_mode_name(c.mode), health_name(h),
+          json_string(b.probe_cause), owed.jobs, owed.bytes, owed.uploads, owed.copies,
+          owed.deletes, owed.parked, oldest_s, b.conflicts, held.objects, held.bytes,
+          held.dirty_objects, held.dirty_bytes, held.clean_objects, held.clean_bytes,
+          held.remote_objects, held.remote_bytes, held.pinned_bytes, held.evictable_bytes,
+          space_ms == 0 ? -1 : space_age_s, hits, misses, reads.hit_bytes.load(),
+          reads.miss_bytes.load(), ratio.empty() ? "null" : ratio);
+      out.text = fmt::format(
           "bucket {} -> {}:{}/{} ({}): {}; queued {} ({}), parked {}, oldest {} s, conflicts {}\n",
           c.bucket, c.upstream, c.upstream_bucket, c.upstream_prefix,
           config::tier_mode_name(c.mode), health_name(h), owed.jobs, format_size(owed.bytes),
           owed.parked, oldest_s, b.conflicts);
-      if (!b.probe_cause.empty()) text += fmt::format("  {}\n", b.probe_cause);
+      if (!b.probe_cause.empty()) out.text += fmt::format("  {}\n", b.probe_cause);
+      if (owed.jobs > 0) {
+        out.text += fmt::format("  queued: {} uploads, {} copies, {} deletes\n", owed.uploads,
+                                owed.copies, owed.deletes);
+      }
+      if (space_ms != 0) {
+        out.text += fmt::format(
+            "  data: {} versions ({}): {} dirty ({}), {} clean ({}), {} evicted ({}); pinned {}, "
+            "evictable {}\n",
+            held.objects, format_size(held.bytes), held.dirty_objects,
+            format_size(held.dirty_bytes), held.clean_objects, format_size(held.clean_bytes),
+            held.remote_objects, format_size(held.remote_bytes), format_size(held.pinned_bytes),
+            format_size(held.evictable_bytes));
+      }
+      out.text += fmt::format("  reads: {} hits ({}), {} misses ({}); hit ratio {}\n", hits,
+                              format_size(reads.hit_bytes.load()), misses,
+                              format_size(reads.miss_bytes.load()), ratio.empty() ? "-" : ratio);
+      r.buckets.push_back(std::move(out));
     }
     const std::uint64_t owed_bytes = store.tier_owed_bytes();
     const std::uint64_t owed_max = store.tier_owed_max_bytes();
     const config::EvictConfig& ev = tier.evict;
-    json += fmt::format(
-        "],\"owed_bytes\":{},\"owed_max_bytes\":{},\"device\":{{\"bytes\":{},"
-        "\"allocated_bytes\":{},\"peak_allocated_bytes\":{},\"evict_high_percent\":{},"
-        "\"evict_low_percent\":{},\"full_percent\":{},\"evicted\":{},\"evicted_bytes\":{},"
-        "\"evicted_recent\":{}}},\"status\":\"{}\"}}\n",
-        owed_bytes, owed_max, evictions.device_bytes.load(), evictions.allocated_bytes.load(),
-        evictions.peak_allocated_bytes.load(), ev.high_percent, ev.low_percent, ev.full_percent,
-        evictions.objects.load(), evictions.bytes.load(), evictions.young.load(),
-        health_name(overall));
-    text = fmt::format(
-        "status: {}\n{}owed to upstreams: {} of {} allowed\ndevice: {} of {} allocated (peak {}; "
-        "eviction from {}% to {}%, full at {}%); evicted {} versions ({}), {} of them recent\n",
-        health_name(overall), text, format_size(owed_bytes), format_size(owed_max),
-        format_size(evictions.allocated_bytes.load()), format_size(evictions.device_bytes.load()),
-        format_size(evictions.peak_allocated_bytes.load()), ev.high_percent, ev.low_percent,
-        ev.full_percent, evictions.objects.load(), format_size(evictions.bytes.load()),
-        evictions.young.load());
-    const unsigned status = overall == Health::kOk ? 200 : 503;
+    const std::uint64_t device = evictions.device_bytes.load();
+    const std::uint64_t allocated = evictions.allocated_bytes.load();
+    const std::uint64_t free = device > allocated ? device - allocated : 0;
+    r.totals_json = fmt::format(
+        "\"owed_bytes\":{},\"owed_max_bytes\":{},\"device\":{{\"bytes\":{},"
+        "\"allocated_bytes\":{},\"free_bytes\":{},\"peak_allocated_bytes\":{},"
+        "\"evict_high_percent\":{},\"evict_low_percent\":{},\"full_percent\":{},\"evicted\":{},"
+        "\"evicted_bytes\":{},\"evicted_recent\":{}}}",
+        owed_bytes, owed_max, device, allocated, free, evictions.peak_allocated_bytes.load(),
+        ev.high_percent, ev.low_percent, ev.full_percent, evictions.objects.load(),
+        evictions.bytes.load(), evictions.young.load());
+    r.totals_text = fmt::format(
+        "owed to upstreams: {} of {} allowed\ndevice: {} of {} allocated, {} free (peak {}; "
+        "eviction from {}% ({}) to {}% ({}), full at {}%); evicted {} versions ({}), {} of them "
+        "recent\n",
+        format_size(owed_bytes), format_size(owed_max), format_size(allocated), format_size(device),
+        format_size(free), format_size(evictions.peak_allocated_bytes.load()), ev.high_percent,
+        format_size(device / 100 * ev.high_percent), ev.low_percent,
+        format_size(device / 100 * ev.low_percent), ev.full_percent, evictions.objects.load(),
+        format_size(evictions.bytes.load()), evictions.young.load());
     const std::lock_guard lock(report_mutex);
-    report_json = {status, "application/json", std::move(json)};
-    report_text = {status, "text/plain", std::move(text)};
+    last_report = std::move(r);
+  }
+
+  // The last report, of every bound bucket or only of `bucket` (its state is then the bucket's).
+  http::Probe health(bool text, std::string_view bucket) const {
+    const std::lock_guard lock(report_mutex);
+    const Report& r = last_report;
+    if (!r.made) {
+      return text ? http::Probe{503, "text/plain", "status: starting\n"}
+                  : http::Probe{503, "application/json", "{\"status\":\"starting\"}\n"};
+    }
+    Health h = r.overall;
+    std::string buckets_json;
+    std::string buckets_text;
+    bool found = false;
+    for (const BucketReport& b : r.buckets) {
+      if (!bucket.empty() && b.name != bucket) continue;
+      found = true;
+      if (!bucket.empty()) h = b.health;
+      buckets_json += (buckets_json.empty() ? "" : ",") + b.json;
+      buckets_text += b.text;
+    }
+    if (!bucket.empty() && !found) {
+      const std::string why = fmt::format("no bucket named {} is bound to an upstream", bucket);
+      return text ? http::Probe{404, "text/plain", why + "\n"}
+                  : http::Probe{404, "application/json",
+                                fmt::format("{{\"error\":{}}}\n", json_string(why))};
+    }
+    const unsigned status = h == Health::kOk ? 200 : 503;
+    if (text) {
+      return {status, "text/plain",
+              fmt::format("status: {}\n{}{}{}", health_name(h), r.upstreams_text, buckets_text,
+                          r.totals_text)};
+    }
+    return {status, "application/json",
+            fmt::format("{{\"upstreams\":[{}],\"buckets\":[{}],{},\"status\":\"{}\"}}\n",
+                        r.upstreams_json, buckets_json, r.totals_json, health_name(h))};
   }
 
   // Aborts the upstream multipart uploads under the binding's prefix that no job uses: begun
@@ -748,10 +844,25 @@ struct Uploader::Impl {
     }
   }
 
-  // Rebuilds the health report every kReportInterval.
+  // Rebuilds the health report every kReportInterval, with where the data is every
+  // kSpaceInterval.
   asio::awaitable<void> report() {
     asio::steady_timer timer(io);
     while (!stopping) {
+      if (now_ms() - space_ms >= std::chrono::milliseconds(kSpaceInterval).count()) {
+        std::vector<std::int64_t> ids;
+        for (const auto& [id, b] : bindings) ids.push_back(id);
+        const std::int64_t now = now_ms();
+        auto reading = store.tier_space(std::move(ids), now - tier.evict.min_resident.count());
+        auto read = co_await std::move(reading);
+        if (read) {
+          space = std::move(*read);
+          space_ms = now;
+        } else {
+          log::warn("tier: reading where the bound buckets' data is failed: {}",
+                    read.error().message());
+        }
+      }
       auto read = store.tier_backlog();
       auto backlog = co_await std::move(read);
       if (backlog) {
@@ -2666,10 +2777,18 @@ bool Uploader::reload_credentials() {
   return true;
 }
 
-http::Probe Uploader::health(bool text) const {
-  const Impl& im = *impl_;
-  const std::lock_guard lock(im.report_mutex);
-  return text ? im.report_text : im.report_json;
+http::Probe Uploader::health(bool text, std::string_view bucket) const {
+  return impl_->health(text, bucket);
+}
+
+void Uploader::count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) {
+  // The bindings are all made before `running` is first set, and never change after.
+  if (!impl_->running.load(std::memory_order_acquire)) return;
+  const auto bound = impl_->bindings.find(bucket_id);
+  if (bound == impl_->bindings.end()) return;
+  ReadCounts& reads = *bound->second.reads;
+  (hit ? reads.hits : reads.misses).fetch_add(1, std::memory_order_relaxed);
+  (hit ? reads.hit_bytes : reads.miss_bytes).fetch_add(bytes, std::memory_order_relaxed);
 }
 
 UploaderStats Uploader::stats() const {

@@ -80,6 +80,14 @@ class EvictionTestCase(unittest.TestCase):
         finally:
             db.close()
 
+    def wait_resident(self, keys, within=20):
+        """Until each of `keys` is here and upstream (tier_state 1), within `within` s."""
+        deadline = time.monotonic() + within
+        while [k for k in keys if self.tier_state(k) != 1]:
+            if time.monotonic() > deadline:
+                self.fail("not fetched back: %s" % [k for k in keys if self.tier_state(k) != 1])
+            time.sleep(0.2)
+
 
 class WatermarkTest(EvictionTestCase):
     evict = 'high = 60\nlow = 45\nfull = 85\nmin_resident = "0s"\n'

@@ -61,13 +61,6 @@ class PinTest(EvictionTestCase):
         rc, out, err = self.tier("evict", "--prefix", prefix)
         self.assertEqual(rc, 0, out + err)
 
-    def wait_resident(self, keys, within=20):
-        deadline = time.monotonic() + within
-        while [k for k in keys if self.tier_state(k) != 1]:
-            if time.monotonic() > deadline:
-                self.fail("not fetched back: %s" % [k for k in keys if self.tier_state(k) != 1])
-            time.sleep(0.2)
-
     def test_a_pinned_key_stays_a_hit_while_a_flood_evicts_the_rest(self):
         pinned = {"latest/shard-%d" % i: data(OBJECT, 10 + i) for i in range(3)}
         pinned["manual/a"] = data(OBJECT, 20)

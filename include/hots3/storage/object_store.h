@@ -353,11 +353,19 @@ class ObjectStore {
   // A bucket's jobs, parked ones included, in acknowledgement order.
   virtual boost::asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(
       std::int64_t bucket_id) = 0;
+  // A bucket's parked jobs (an operator must act on them), the longest parked first, at most
+  // `max`.
+  virtual boost::asio::awaitable<Result<std::vector<TierJob>>> parked_tier_jobs(
+      std::int64_t bucket_id, std::size_t max) = 0;
   // The key's job, parked or not; none when the key owes the upstream nothing.
   virtual boost::asio::awaitable<Result<std::optional<TierJob>>> tier_job(std::int64_t bucket_id,
                                                                           std::string key) = 0;
   // What each bucket with queued jobs owes, by bucket id.
   virtual boost::asio::awaitable<Result<std::vector<TierBacklog>>> tier_backlog() = 0;
+  // Per bound bucket of `bucket_ids` holding any version: where its data is, and what eviction
+  // may take of what was written before `written_before_ms` (one pass over their catalog rows).
+  virtual boost::asio::awaitable<Result<std::vector<TierSpace>>> tier_space(
+      std::vector<std::int64_t> bucket_ids, std::int64_t written_before_ms) = 0;
   // Bytes acknowledged in write-back buckets and not yet upstream, all buckets together (from
   // memory: cheap enough for every write to ask).
   [[nodiscard]] virtual std::uint64_t tier_owed_bytes() const noexcept = 0;

@@ -216,6 +216,26 @@ struct TierBacklog {
   std::uint64_t bytes = 0;
   std::uint64_t parked = 0;
   std::int64_t oldest_first_ms = 0;  // 0 = nothing owed
+  // The jobs by what they will do upstream: upload a version, copy it from another key the
+  // upstream holds (a rename or copy here), delete the key.
+  std::uint64_t uploads = 0;
+  std::uint64_t copies = 0;
+  std::uint64_t deletes = 0;
+};
+
+// Where the data of a bound bucket's versions is, and what eviction could free now.
+struct TierSpace {
+  std::int64_t bucket_id = 0;
+  std::uint64_t objects = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t dirty_objects = 0;  // here only (not yet upstream)
+  std::uint64_t dirty_bytes = 0;
+  std::uint64_t clean_objects = 0;  // here and upstream
+  std::uint64_t clean_bytes = 0;
+  std::uint64_t remote_objects = 0;  // upstream only (evicted)
+  std::uint64_t remote_bytes = 0;
+  std::uint64_t pinned_bytes = 0;     // here, and kept from eviction by a pin
+  std::uint64_t evictable_bytes = 0;  // what eviction may take now
 };
 
 // Which keys of a bucket an expedite or a wait for the upstream covers.

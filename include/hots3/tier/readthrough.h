@@ -83,6 +83,9 @@ class ReadThrough {
                                                                 UpstreamQuery query) = 0;
   // The rules of `bucket_id` (never revalidated when it is not bound). Callable from any thread.
   [[nodiscard]] virtual Freshness freshness(std::int64_t bucket_id) const = 0;
+  // Counts a GET of a bound bucket's version: served from here (`hit`) or read through, and the
+  // bytes it asked for (the hit ratio of the health report). Callable from any thread.
+  virtual void count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) = 0;
 };
 
 }  // namespace hots3::tier

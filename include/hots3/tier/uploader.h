@@ -102,6 +102,7 @@ class Uploader final : public WriteThrough, public ReadThrough {
   boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
                                                         UpstreamQuery query) override;
   [[nodiscard]] Freshness freshness(std::int64_t bucket_id) const override;
+  void count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) override;
 
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.
@@ -109,12 +110,15 @@ class Uploader final : public WriteThrough, public ReadThrough {
 
   // The health report (/health/upstream): per upstream, whether it answers ("unknown" until a
   // first exchange ends, which counts as not ok) and the cause of its last failure; per bound
-  // bucket, whether its upstream bucket can be used, what it owes (queued, parked, the age of the
-  // oldest change not yet upstream), and a state: "ok", "degraded" (an upstream failing, a parked
-  // job) or "behind" (un-uploaded data older than writeback.max_dirty_age). 200 when all is ok,
-  // else 503. No secret and no key appears in it. As JSON, or as text for people. Up to a second
-  // old; callable from any thread.
-  [[nodiscard]] http::Probe health(bool text) const;
+  // bucket, whether its upstream bucket can be used, what it owes (queued by action, parked, the
+  // age of the oldest change not yet upstream), where its data is (dirty, clean, evicted; pinned
+  // and evictable bytes; up to kSpaceInterval old), its reads since start (hits, misses, the hit
+  // ratio), and a state: "ok", "degraded" (an upstream failing, a parked job) or "behind"
+  // (un-uploaded data older than writeback.max_dirty_age); then the device against the
+  // watermarks. 200 when all is ok, else 503. No secret and no key appears in it. As JSON, or as
+  // text for people; of every bound bucket, or only of `bucket` (its state is then the bucket's;
+  // 404 when it is not bound). Up to a second old; callable from any thread.
+  [[nodiscard]] http::Probe health(bool text, std::string_view bucket = {}) const;
 
   struct Impl;
 

@@ -80,9 +80,15 @@ class Catalog {
   Result<std::vector<TierJob>> due_tier_jobs(std::int64_t now_ms, std::size_t max);
   // Every job of a bucket, parked ones included, in acknowledgement order (status, tests).
   Result<std::vector<TierJob>> tier_jobs(std::int64_t bucket_id);
+  // A bucket's parked jobs, the longest parked first, at most `max`.
+  Result<std::vector<TierJob>> parked_tier_jobs(std::int64_t bucket_id, std::size_t max);
   // The key's job, parked or not; none when it owes the upstream nothing.
   Result<std::optional<TierJob>> tier_job(std::int64_t bucket_id, std::string_view key);
   Result<std::vector<TierBacklog>> tier_backlog();  // per bucket owing anything
+  // Per bucket of the JSON array `bucket_ids` holding any version: where the data is, and what
+  // eviction may take of what was written before `written_before_ms`.
+  Result<std::vector<TierSpace>> tier_space(std::string_view bucket_ids,
+                                            std::int64_t written_before_ms);
   // Versions of the buckets `bucket_ids` (a JSON array) whose data may go (as
   // WriteTxn::evictable_objects), written before `written_before_ms`: the `each` most recently
   // read, most recent first, then the `each` least recently read (those not already listed),

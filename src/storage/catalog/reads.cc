@@ -88,6 +88,15 @@ Result<std::vector<TierJob>> Catalog::due_tier_jobs(std::int64_t now_ms, std::si
   return read_tier_jobs(q);
 }
 
+Result<std::vector<TierJob>> Catalog::parked_tier_jobs(std::int64_t bucket_id, std::size_t max) {
+  // By the index on (state, due_ms): parking sets due_ms once, so the longest parked come first.
+  auto q = impl_->reader().query("SELECT " H3_TIER_JOB_COLUMNS
+                                 " FROM tier_jobs WHERE state = 1 AND bucket_id = ?1 ORDER BY "
+                                 "due_ms LIMIT ?2");
+  q.bind(1, bucket_id).bind(2, static_cast<std::int64_t>(max));
+  return read_tier_jobs(q);
+}
+
 Result<std::vector<TierJob>> Catalog::tier_jobs(std::int64_t bucket_id) {
   auto q = impl_->reader().query("SELECT " H3_TIER_JOB_COLUMNS
                                  " FROM tier_jobs WHERE bucket_id = ?1 ORDER BY seq");
@@ -106,15 +115,49 @@ Result<std::optional<TierJob>> Catalog::tier_job(std::int64_t bucket_id, std::st
 
 Result<std::vector<TierBacklog>> Catalog::tier_backlog() {
   auto q = impl_->reader().query(
-      "SELECT bucket_id, count(*), sum(size), sum(state = 1), min(first_ms) FROM tier_jobs "
-      "GROUP BY bucket_id ORDER BY bucket_id");
+      "SELECT bucket_id, count(*), sum(size), sum(state = 1), min(first_ms), sum(object_id IS NOT "
+      "NULL AND source_key IS NULL), sum(object_id IS NOT NULL AND source_key IS NOT NULL), "
+      "sum(object_id IS NULL) FROM tier_jobs GROUP BY bucket_id ORDER BY bucket_id");
   std::vector<TierBacklog> out;
+  const auto count = [&q](int column) { return static_cast<std::uint64_t>(q.int64(column)); };
   for (;;) {
     H3_TRY(bool row, q.step());
     if (!row) break;
-    out.push_back({q.int64(0), static_cast<std::uint64_t>(q.int64(1)),
-                   static_cast<std::uint64_t>(q.int64(2)), static_cast<std::uint64_t>(q.int64(3)),
-                   q.int64(4)});
+    TierBacklog b;
+    b.bucket_id = q.int64(0);
+    b.jobs = count(1);
+    b.bytes = count(2);
+    b.parked = count(3);
+    b.oldest_first_ms = q.int64(4);
+    b.uploads = count(5);
+    b.copies = count(6);
+    b.deletes = count(7);
+    out.push_back(b);
+  }
+  return out;
+}
+
+Result<std::vector<TierSpace>> Catalog::tier_space(std::string_view bucket_ids,
+                                                   std::int64_t written_before_ms) {
+  // One pass over the bound buckets' rows (their primary key's prefix); evictable as eviction
+  // itself decides it.
+  auto q = impl_->reader().query(
+      "SELECT o.bucket_id, count(*), coalesce(sum(o.size), 0), sum(o.tier_state = 0), "
+      "coalesce(sum(CASE WHEN o.tier_state = 0 THEN o.size END), 0), sum(o.tier_state = 1), "
+      "coalesce(sum(CASE WHEN o.tier_state = 1 THEN o.size END), 0), sum(o.tier_state = 2), "
+      "coalesce(sum(CASE WHEN o.tier_state = 2 THEN o.size END), 0), coalesce(sum(CASE WHEN "
+      "o.tier_state != 2 AND h3_pinned(o.bucket_id, o.key) THEN o.size END), 0), "
+      "coalesce(sum(CASE WHEN " H3_EVICTABLE_VERSIONS
+      " THEN o.size END), 0) FROM objects o WHERE o.bucket_id IN (SELECT value FROM "
+      "json_each(?1)) GROUP BY o.bucket_id ORDER BY o.bucket_id");
+  q.bind(1, bucket_ids).bind(2, written_before_ms);
+  std::vector<TierSpace> out;
+  const auto count = [&q](int column) { return static_cast<std::uint64_t>(q.int64(column)); };
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({q.int64(0), count(1), count(2), count(3), count(4), count(5), count(6), count(7),
+                   count(8), count(9), count(10)});
   }
   return out;
 }

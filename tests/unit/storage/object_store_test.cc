@@ -32,6 +32,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 
 namespace hots3::storage {
 namespace {
@@ -1279,6 +1280,9 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   EXPECT_EQ(backlog[0].jobs, 4U);
   EXPECT_EQ(backlog[0].bytes, 7100U);
   EXPECT_LE(backlog[0].oldest_first_ms, first_ms);  // "before" is owed since the binding
+  // By action: two deletes ("before", "c"), an upload ("a") and a copy of what c holds ("d").
+  EXPECT_EQ(std::make_tuple(backlog[0].uploads, backlog[0].copies, backlog[0].deletes),
+            std::make_tuple(1U, 1U, 2U));
   // The count kept in memory for admission follows the queue: replaced jobs owe nothing more.
   EXPECT_EQ(store_->tier_owed_bytes(), 7100U);
 
@@ -1317,7 +1321,13 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   EXPECT_TRUE(run(store_->defer_tier_job(deferred, later, "403 AccessDenied", true)).value());
   EXPECT_EQ(run(store_->due_tier_jobs(later + 5000, 100)).value().size(), 2U);
   EXPECT_EQ(run(store_->tier_backlog()).value().at(0).parked, 1U);
+  const auto parked = run(store_->parked_tier_jobs(bucket_.id, 10)).value();
+  ASSERT_EQ(parked.size(), 1U);
+  EXPECT_EQ(std::make_pair(parked[0].key, parked[0].last_error),
+            std::make_pair(std::string("d"), std::string("403 AccessDenied")));
+  EXPECT_TRUE(run(store_->parked_tier_jobs(bucket_.id, 0)).value().empty());
   EXPECT_EQ(run(store_->unpark_tier_jobs()).value(), 1U);
+  EXPECT_TRUE(run(store_->parked_tier_jobs(bucket_.id, 10)).value().empty());
   EXPECT_EQ(run(store_->tier_backlog()).value().at(0).parked, 0U);
   EXPECT_EQ(run(store_->due_tier_jobs(later + 5000, 100)).value().size(), 3U);
 
@@ -1523,6 +1533,18 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastRecentlyReadFirst) {
   EXPECT_EQ(evicted.bytes, kMiB);
   EXPECT_EQ(state("b"), TierState::kUpstreamOnly);
   EXPECT_EQ(state("c"), TierState::kLocalAndUpstream);
+  // Where the data is: what eviction may take is the clean versions written before the time
+  // given, never the one owed.
+  const auto space = run(store_->tier_space({bucket_.id, bucket_.id + 1000}, all)).value();
+  ASSERT_EQ(space.size(), 1U);
+  EXPECT_EQ(space[0].bucket_id, bucket_.id);
+  EXPECT_EQ(std::vector<std::uint64_t>(
+                {space[0].objects, space[0].bytes, space[0].dirty_objects, space[0].dirty_bytes,
+                 space[0].clean_objects, space[0].clean_bytes, space[0].remote_objects,
+                 space[0].remote_bytes, space[0].pinned_bytes, space[0].evictable_bytes}),
+            std::vector<std::uint64_t>({5, 5 * kMiB, 1, kMiB, 3, 3 * kMiB, 1, kMiB, 0, 3 * kMiB}));
+  EXPECT_EQ(
+      run(store_->tier_space({bucket_.id}, put_as["a"].created_ms)).value()[0].evictable_bytes, 0U);
   // c is read again, the latest; the read times outlive a restart. Then a and d go, in the
   // order they were read.
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
