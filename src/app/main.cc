@@ -144,6 +144,22 @@ int run(int argc, char** argv) {
   adopt->add_option("--bucket", adopt_bucket, "The bound bucket")->required();
   adopt->add_option("--prefix", adopt_prefix, "Only keys starting with this");
 
+  std::string prefetch_bucket;
+  hots3::app::PrefetchTarget prefetch_target;
+  CLI::App* prefetch = tier->add_subcommand(
+      "prefetch",
+      "Fetch the evicted objects under a prefix, or of a list, by a job that outlives "
+      "restarts");
+  endpoint_options(prefetch);
+  prefetch->add_option("--bucket", prefetch_bucket, "The bound bucket")->required();
+  prefetch->add_option("--prefix", prefetch_target.prefix, "Only keys starting with this");
+  prefetch
+      ->add_option("--list", prefetch_target.list_file, "Only the keys in this file, one per line")
+      ->check(CLI::ExistingFile);
+  prefetch->add_flag("--wait", prefetch_target.wait, "Show its progress until it ends");
+  prefetch->add_option("--job", prefetch_target.job,
+                       "Show the progress of this running job until it ends (start none)");
+
   std::string revalidate_bucket, revalidate_prefix;
   CLI::App* revalidate = tier->add_subcommand(
       "revalidate", "Ask the upstream again about each object under a prefix of a bound bucket");
@@ -185,6 +201,9 @@ int run(int argc, char** argv) {
   if (evict->parsed()) return hots3::app::tier_evict(tier_options, evict_bucket, evict_prefix);
   if (ls->parsed()) return hots3::app::tier_ls(tier_options, ls_bucket, ls_prefix);
   if (adopt->parsed()) return hots3::app::tier_adopt(tier_options, adopt_bucket, adopt_prefix);
+  if (prefetch->parsed()) {
+    return hots3::app::tier_prefetch(tier_options, prefetch_bucket, prefetch_target);
+  }
   if (revalidate->parsed()) {
     return hots3::app::tier_revalidate(tier_options, revalidate_bucket, revalidate_prefix);
   }

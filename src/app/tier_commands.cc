@@ -13,12 +13,17 @@
 #include <boost/asio/use_future.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace hots3::app {
@@ -215,18 +220,20 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
 
 namespace {
 
-// POST /bucket?<query> (a hots3 operation on a bound bucket), signed; its XML answer, or none
-// when it failed (said on stderr as "hots3 tier <command>: ...").
+// POST (or `method`) /bucket?<query> (a hots3 operation on a bound bucket) with `body`, signed;
+// its XML answer, or none when it failed (said on stderr as "hots3 tier <command>: ...").
 std::optional<xml::XmlDocument> post_to_bucket(const TierCommandOptions& options,
                                                const char* command, const std::string& bucket,
-                                               std::vector<aws::QueryParameter> query) {
+                                               std::vector<aws::QueryParameter> query,
+                                               const char* method = "POST", std::string body = {}) {
   asio::io_context io;
   s3client::Client client(io.get_executor(), signed_options(options));
   s3client::Request request;
-  request.method = "POST";
+  request.method = method;
   request.bucket = bucket;
   request.query = std::move(query);
-  auto reply = run(io, client.request(std::move(request), std::string()));
+  request.content_length = body.size();
+  auto reply = run(io, client.request(std::move(request), std::move(body)));
   auto doc = reply ? xml::XmlDocument::parse(reply->body) : std::optional<xml::XmlDocument>();
   if (!reply || reply->head.status != 200 || !doc) {
     say_failed(command, options.endpoint, reply);
@@ -293,6 +300,77 @@ int tier_adopt(const TierCommandOptions& options, const std::string& bucket,
       return 1;
     }
     start_after = std::move(*next);
+  }
+}
+
+namespace {
+
+// Starts a prefetch job; its id in `id`. false when it did not start (said on stderr).
+bool start_prefetch(const TierCommandOptions& options, const std::string& bucket,
+                    const std::string& prefix, const std::string& list_file, std::string& id) {
+  std::string list;
+  if (!list_file.empty()) {
+    std::ifstream in(list_file, std::ios::binary);
+    list.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      std::fprintf(stderr, "hots3 tier prefetch: %s cannot be read\n", list_file.c_str());
+      return false;
+    }
+    if (list.find_first_not_of("\r\n") == std::string::npos) {
+      std::fprintf(stderr, "hots3 tier prefetch: %s names no key\n", list_file.c_str());
+      return false;
+    }
+  }
+  const auto started = post_to_bucket(options, "prefetch", bucket,
+                                      {{"x-hots3-prefetch", ""}, {"prefix", prefix}}, "POST", list);
+  if (!started) return false;
+  id = child_text(*started, "Id");
+  std::printf(
+      "%s/%s: prefetch %s started: %s objects (%s) to fetch\n", bucket.c_str(), prefix.c_str(),
+      id.c_str(), child_text(*started, "Objects").c_str(),
+      format_size(parse_decimal<std::uint64_t>(child_text(*started, "Bytes")).value_or(0)).c_str());
+  std::fflush(stdout);
+  return true;
+}
+
+}  // namespace
+
+int tier_prefetch(const TierCommandOptions& options, const std::string& bucket,
+                  const PrefetchTarget& target) {
+  std::string id = target.job;
+  if (id.empty()) {
+    if (!start_prefetch(options, bucket, target.prefix, target.list_file, id)) return 1;
+    if (!target.wait) return 0;
+  }
+  const bool terminal = isatty(fileno(stdout)) != 0;
+  for (;;) {
+    const auto doc =
+        post_to_bucket(options, "prefetch", bucket, {{"x-hots3-prefetch", ""}, {"id", id}}, "GET");
+    const auto job = doc ? doc->root().child("Job") : std::nullopt;
+    if (!job) return 1;
+    const auto number = [&job](const char* name) {
+      return parse_decimal<std::uint64_t>(child_text(*job, name)).value_or(0);
+    };
+    const std::uint64_t objects = number("Objects");
+    const std::uint64_t bytes = number("Bytes");
+    const std::uint64_t done_objects = objects - std::min(objects, number("LeftObjects"));
+    const std::uint64_t done_bytes = bytes - std::min(bytes, number("LeftBytes"));
+    const double seconds = static_cast<double>(number("ElapsedMs")) / 1000.0;
+    const double rate = seconds > 0 ? static_cast<double>(done_bytes) / seconds : 0.0;
+    const bool ended = child_text(*job, "Ended") == "true";
+    const std::string eta =
+        ended || rate <= 0
+            ? std::string("-")
+            : fmt::format("{:.0f} s", static_cast<double>(bytes - done_bytes) / rate);
+    std::printf("%sprefetch %s: %llu/%llu objects, %s/%s, %s/s, %llu failed, ETA %s%s",
+                terminal ? "\r" : "", id.c_str(), static_cast<unsigned long long>(done_objects),
+                static_cast<unsigned long long>(objects), format_size(done_bytes).c_str(),
+                format_size(bytes).c_str(), format_size(static_cast<std::uint64_t>(rate)).c_str(),
+                static_cast<unsigned long long>(number("Failed")), eta.c_str(),
+                terminal && !ended ? "" : "\n");
+    std::fflush(stdout);
+    if (ended) return number("Failed") == 0 ? 0 : 1;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
   }
 }
 

@@ -40,6 +40,20 @@ int tier_evict(const TierCommandOptions& options, const std::string& bucket,
 int tier_adopt(const TierCommandOptions& options, const std::string& bucket,
                const std::string& prefix);
 
+// Starts a prefetch job (POST /bucket?x-hots3-prefetch, signed as tier_flush) of every evicted
+// object under `prefix`, or of the keys listed in `list_file` (one per line), and prints what it
+// will fetch; with `wait`, prints its progress (objects, bytes, rate, ETA) every second until it
+// ends (with `job`, of that job: one a restart cut off goes on by itself). 0, or 1 when the server
+// refused (PrefetchTooLarge: it would not fit) or a fetch failed.
+struct PrefetchTarget {
+  std::string prefix;
+  std::string list_file;  // "" = every key under prefix
+  bool wait = false;
+  std::string job;  // watch this running job instead of starting one (implies wait)
+};
+int tier_prefetch(const TierCommandOptions& options, const std::string& bucket,
+                  const PrefetchTarget& target);
+
 // Lists the objects under `prefix` of `bucket` with where each one's data is, a line each:
 // its x-hots3-tier (dirty: not upstream yet; clean: here and upstream; remote: upstream only,
 // read through; absent: in cache mode, a key of the upstream never read here), whether it is

@@ -279,12 +279,13 @@ asio::awaitable<std::optional<std::string>> Body::read_all(std::size_t max) {
   co_return out;
 }
 
-asio::awaitable<std::variant<std::string, Error>> read_small_body(Request& r) {
+asio::awaitable<std::variant<std::string, Error>> read_small_body(Request& r,
+                                                                  std::size_t max_bytes) {
   if (!r.head.has_body()) co_return std::string();
   auto checksums = read_checksum_request(r);
   if (auto* e = std::get_if<Error>(&checksums)) co_return std::move(*e);
   Body body(r, std::get<ChecksumRequest>(std::move(checksums)), DefaultCrc64::kNo, false);
-  auto text = co_await body.read_all(64 * kKiB);
+  auto text = co_await body.read_all(max_bytes);
   if (!text) co_return body.error();
   co_return std::move(*text);
 }

@@ -9,6 +9,7 @@
 
 #include "hots3/aws/checksum.h"
 #include "hots3/common/digest.h"
+#include "hots3/common/units.h"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -108,9 +109,11 @@ class Body {
 // compute one only when it computes MD5s (StoreOptions::compute_md5).
 bool md5_in_body(const storage::ObjectStore& store, const ChecksumRequest& checksums);
 
-// A small optional request body (an XML configuration, up to 64 KiB), verified against what the
-// request vouches for; "" when there is none.
-asio::awaitable<std::variant<std::string, Error>> read_small_body(Request& r);
+// A small optional request body (an XML configuration, up to 64 KiB unless `max_bytes` says
+// otherwise), verified against what the request vouches for; "" when there is none.
+asio::awaitable<std::variant<std::string, Error>> read_small_body(Request& r,
+                                                                  std::size_t max_bytes = 64 *
+                                                                                          kKiB);
 
 // Streams the request body into a new writer (its size reserved first, so a full device is
 // refused before "100 Continue"), finishes it and verifies what the client vouched for

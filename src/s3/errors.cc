@@ -127,6 +127,8 @@ constexpr std::array kTable = {
           "Object restore is already in progress"},
     Entry{Code::kPinLimitExceeded, "PinLimitExceeded", 409,
           "The pin would pass the bytes the bucket's pins may hold"},
+    Entry{Code::kPrefetchTooLarge, "PrefetchTooLarge", 409,
+          "The objects to fetch would not fit in the device's free and evictable space"},
 };
 
 constexpr std::size_t kInternalErrorAt = [] {

@@ -69,6 +69,7 @@ enum class Code : std::uint8_t {
   kInvalidPartNumber,  // GET/HEAD ?partNumber past the object's parts (416)
   kRestoreAlreadyInProgress,
   kPinLimitExceeded,  // hots3's own: a pin past the bucket's pin_max
+  kPrefetchTooLarge,  // hots3's own: a prefetch past the device's free and evictable space
 };
 
 struct Error {

@@ -39,17 +39,6 @@ asio::awaitable<std::optional<storage::BucketRecord>> bound_for_write(Service& s
   co_return std::nullopt;
 }
 
-// As bound_for_write, for an operation that needs the bucket's upstream served here (503 else).
-asio::awaitable<std::optional<storage::BucketRecord>> served_for_write(Service& s, Request& r) {
-  auto finding = bound_for_write(s, r);
-  auto bucket = co_await std::move(finding);
-  if (!bucket || s.read_through() != nullptr) co_return bucket;
-  auto refusing = s.send_error(
-      r, Error(Code::kServiceUnavailable, "The bucket's upstream is not served by this server."));
-  co_await std::move(refusing);
-  co_return std::nullopt;
-}
-
 // The key or prefix a pin or unpin names: key=K (that key) or prefix=P (every key under P; the
 // whole bucket when neither is given).
 std::variant<storage::KeySpan, Error> pin_span(const Request& r) {
@@ -112,7 +101,7 @@ asio::awaitable<std::uint64_t> fetch_pinned(Service& s, storage::BucketRecord bu
   std::uint64_t queued = 0;
   std::string after;
   for (;;) {
-    auto listing = s.store().pinned_evicted(bucket.id, span, after, kPage);
+    auto listing = s.store().evicted_versions(bucket.id, span, after, kPage, true);
     auto page = co_await std::move(listing);
     if (!page) {
       log::warn("tier: pinned objects of {} not fetched: {}", bucket.name, page.error().message());
@@ -134,6 +123,18 @@ asio::awaitable<std::uint64_t> fetch_pinned(Service& s, storage::BucketRecord bu
 }
 
 }  // namespace
+
+// A bound bucket the request may write (else it is answered), for an operation that needs the
+// bucket's upstream served here (503 else).
+asio::awaitable<std::optional<storage::BucketRecord>> served_for_write(Service& s, Request& r) {
+  auto finding = bound_for_write(s, r);
+  auto bucket = co_await std::move(finding);
+  if (!bucket || s.read_through() != nullptr) co_return bucket;
+  auto refusing = s.send_error(
+      r, Error(Code::kServiceUnavailable, "The bucket's upstream is not served by this server."));
+  co_await std::move(refusing);
+  co_return std::nullopt;
+}
 
 asio::awaitable<void> fetch_pinned_at_start(Service& s) {
   auto listing = s.store().list_buckets();

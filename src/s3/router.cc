@@ -40,7 +40,7 @@ constexpr std::string_view kSubresources[] = {
     "torrent", "uploadId", "uploads", "versioning", "versions", "website",
     // hots3's own
     "x-hots3-adopt", "x-hots3-evict", "x-hots3-flush", "x-hots3-parked", "x-hots3-pin",
-    "x-hots3-unpin"};
+    "x-hots3-prefetch", "x-hots3-unpin"};
 
 asio::awaitable<void> list_objects_v1_or_v2(Service& s, Request& r) {
   const std::string* list_type = r.param("list-type");
@@ -75,12 +75,14 @@ constexpr Route kRoutes[] = {
     {Method::kPut, Target::kBucket, "acl", bucket_subresource},  // the owner-only ACL it has
     {Method::kDelete, Target::kBucket, "", delete_bucket},
     {Method::kPost, Target::kBucket, "delete", delete_objects},
-    {Method::kPost, Target::kBucket, "x-hots3-flush", flush_bucket},  // write-back buckets
-    {Method::kPost, Target::kBucket, "x-hots3-evict", evict_bucket},  // bound buckets
-    {Method::kGet, Target::kBucket, "x-hots3-parked", parked_jobs},   // bound buckets
-    {Method::kPost, Target::kBucket, "x-hots3-adopt", adopt_keys},    // bound buckets
-    {Method::kPost, Target::kBucket, "x-hots3-pin", pin_keys},        // bound buckets
-    {Method::kPost, Target::kBucket, "x-hots3-unpin", unpin_keys},    // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-flush", flush_bucket},       // write-back buckets
+    {Method::kPost, Target::kBucket, "x-hots3-evict", evict_bucket},       // bound buckets
+    {Method::kGet, Target::kBucket, "x-hots3-parked", parked_jobs},        // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-adopt", adopt_keys},         // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-prefetch", start_prefetch},  // bound buckets
+    {Method::kGet, Target::kBucket, "x-hots3-prefetch", prefetch_status},  // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-pin", pin_keys},             // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-unpin", unpin_keys},         // bound buckets
 
     {Method::kGet, Target::kObject, "", get_object_body},
     {Method::kHead, Target::kObject, "", head_object},

@@ -286,8 +286,10 @@ asio::awaitable<std::vector<std::optional<Error>>> Service::upstream_confirms_ea
 }
 
 void Service::start(const asio::any_io_executor& executor) {
-  if (read_through_ != nullptr)
+  if (read_through_ != nullptr) {
     asio::co_spawn(executor, fetch_pinned_at_start(*this), asio::detached);
+    asio::co_spawn(executor, resume_prefetches(*this), asio::detached);
+  }
 }
 
 std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,

@@ -151,6 +151,13 @@ asio::awaitable<bool> pin_on_write(Service& s, Request& r, const storage::Bucket
                                    std::uint64_t incoming);
 // Fetches the evicted versions pinned in every bound bucket (those a binding's new glob pins).
 asio::awaitable<void> fetch_pinned_at_start(Service& s);
+// Prefetch jobs (prefetch.cc): those a restart cut off go on; a new one; how they stand.
+asio::awaitable<void> resume_prefetches(Service& s);
+asio::awaitable<void> start_prefetch(Service& s, Request& r);   // hots3's own
+asio::awaitable<void> prefetch_status(Service& s, Request& r);  // hots3's own
+// The bound bucket the request names, when it may write there and the bucket's upstream is
+// served here; else the request is answered (403, 400 not bound, 503) and none.
+asio::awaitable<std::optional<storage::BucketRecord>> served_for_write(Service& s, Request& r);
 asio::awaitable<void> put_object(Service& s, Request& r);
 asio::awaitable<void> get_object(Service& s, Request& r, bool head);
 asio::awaitable<void> delete_object(Service& s, Request& r);

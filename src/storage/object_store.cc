@@ -655,12 +655,47 @@ class StoreImpl final : public ObjectStore {
     co_return removed;
   }
 
-  asio::awaitable<Result<std::vector<ObjectRecord>>> pinned_evicted(std::int64_t bucket_id,
-                                                                    KeySpan span, std::string after,
-                                                                    std::size_t limit) override {
+  asio::awaitable<Result<std::vector<ObjectRecord>>> evicted_versions(std::int64_t bucket_id,
+                                                                      KeySpan span,
+                                                                      std::string after,
+                                                                      std::size_t limit,
+                                                                      bool pinned_only) override {
     auto reading = detail::on_catalog_reader(
-        core_, [c = core_.catalog.get(), bucket_id, s = std::move(span), a = std::move(after),
-                limit] { return c->pinned_evicted(bucket_id, s, a, limit); });
+        core_,
+        [c = core_.catalog.get(), bucket_id, s = std::move(span), a = std::move(after), limit,
+         pinned_only] { return c->evicted_versions(bucket_id, s, a, limit, pinned_only); });
+    co_return co_await std::move(reading);
+  }
+
+  asio::awaitable<Result<std::pair<std::uint64_t, std::uint64_t>>> evicted_totals(
+      std::int64_t bucket_id, KeySpan span) override {
+    auto reading =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, s = std::move(span)] {
+          return c->evicted_totals(bucket_id, s);
+        });
+    co_return co_await std::move(reading);
+  }
+
+  asio::awaitable<Result<std::int64_t>> begin_prefetch(PrefetchRecord job) override {
+    std::int64_t id = 0;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(id, t.insert_prefetch(job));
+      return {};
+    }));
+    co_return id;
+  }
+
+  asio::awaitable<Result<void>> advance_prefetch(std::int64_t id, std::string after,
+                                                 std::uint64_t failed,
+                                                 std::int64_t ended_ms) override {
+    co_return co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      return t.advance_prefetch(id, after, failed, ended_ms);
+    });
+  }
+
+  asio::awaitable<Result<std::vector<PrefetchRecord>>> prefetches(std::int64_t bucket_id) override {
+    auto reading = detail::on_catalog_reader(
+        core_, [c = core_.catalog.get(), bucket_id] { return c->prefetches(bucket_id); });
     co_return co_await std::move(reading);
   }
 

@@ -48,6 +48,10 @@ class ServerProcess:
         env = {k: v for k, v in os.environ.items()
                if k not in ("HOTS3_ACCESS_KEY", "HOTS3_SECRET_KEY")}
         env.update(self.extra_env)
+        for f in ("stdout", "stderr"):  # of a run before a restart
+            handle = getattr(self, f, None)
+            if handle:
+                handle.close()
         self.stdout = open(os.path.join(self.dir, "stdout.log"), "wb")
         self.stderr = open(os.path.join(self.dir, "stderr.log"), "wb")
         self.proc = subprocess.Popen(args, stdout=self.stdout, stderr=self.stderr, env=env,

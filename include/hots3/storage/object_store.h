@@ -477,9 +477,23 @@ class ObjectStore {
   // Removes the pins of `span` (a prefix: every one under it); globs stay. Returns how many.
   virtual boost::asio::awaitable<Result<std::uint64_t>> unpin(std::int64_t bucket_id,
                                                               KeySpan span) = 0;
-  // Up to `limit` evicted, pinned versions of `span`, in key order after `after`: to fetch.
-  virtual boost::asio::awaitable<Result<std::vector<ObjectRecord>>> pinned_evicted(
-      std::int64_t bucket_id, KeySpan span, std::string after, std::size_t limit) = 0;
+  // Up to `limit` evicted versions of `span` (only pinned ones with `pinned_only`), in key order
+  // after `after`.
+  virtual boost::asio::awaitable<Result<std::vector<ObjectRecord>>> evicted_versions(
+      std::int64_t bucket_id, KeySpan span, std::string after, std::size_t limit,
+      bool pinned_only) = 0;
+  // The evicted versions of `span`: how many, and their bytes.
+  virtual boost::asio::awaitable<Result<std::pair<std::uint64_t, std::uint64_t>>> evicted_totals(
+      std::int64_t bucket_id, KeySpan span) = 0;
+  // Prefetch jobs: a new one (its id; errors: kNotFound when the bucket is gone), what one has
+  // done (`after`, `failed`; ended at `ended_ms` unless 0), and those of a bucket (of every bucket
+  // when 0), oldest first.
+  virtual boost::asio::awaitable<Result<std::int64_t>> begin_prefetch(PrefetchRecord job) = 0;
+  virtual boost::asio::awaitable<Result<void>> advance_prefetch(std::int64_t id, std::string after,
+                                                                std::uint64_t failed,
+                                                                std::int64_t ended_ms) = 0;
+  virtual boost::asio::awaitable<Result<std::vector<PrefetchRecord>>> prefetches(
+      std::int64_t bucket_id) = 0;
   // Saves the read times kept in memory (versions the upstream also holds) to the catalog.
   virtual boost::asio::awaitable<Result<void>> save_access_times() = 0;
   // Gives the evicted version `stub` the data of a finished writer (made with for_part, so that

@@ -223,6 +223,21 @@ struct TierBacklog {
   std::uint64_t deletes = 0;
 };
 
+// A prefetch job: the evicted versions of every key under a prefix, or of a list of keys, are
+// fetched back (as RestoreObject fetches one) by a job that outlives a restart.
+struct PrefetchRecord {
+  std::int64_t id = 0;
+  std::int64_t bucket_id = 0;
+  std::string prefix;
+  std::vector<std::string> keys;  // only these (sorted, unique); empty: every key under prefix
+  std::string after;              // the keys up to this one are done (fetched or given up)
+  std::uint64_t objects = 0;      // evicted versions to fetch when it began
+  std::uint64_t bytes = 0;
+  std::uint64_t failed = 0;  // versions whose fetch was given up
+  std::int64_t created_ms = 0;
+  std::int64_t ended_ms = 0;  // 0 while it runs
+};
+
 // Where the data of a bound bucket's versions is, and what eviction could free now.
 struct TierSpace {
   std::int64_t bucket_id = 0;

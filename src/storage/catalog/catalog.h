@@ -100,9 +100,16 @@ class Catalog {
   Result<std::vector<std::pair<std::int64_t, KeySpan>>> pin_rules();
   // The bytes of the current versions of `span` that are pinned (`pinned`) or not (h3_pinned).
   Result<std::uint64_t> span_bytes(std::int64_t bucket_id, const KeySpan& span, bool pinned);
-  // Up to `limit` evicted, pinned versions of `span`, in key order after `after`.
-  Result<std::vector<ObjectRecord>> pinned_evicted(std::int64_t bucket_id, const KeySpan& span,
-                                                   std::string_view after, std::size_t limit);
+  // Up to `limit` evicted versions of `span` (only pinned ones with `pinned_only`), in key order
+  // after `after`.
+  Result<std::vector<ObjectRecord>> evicted_versions(std::int64_t bucket_id, const KeySpan& span,
+                                                     std::string_view after, std::size_t limit,
+                                                     bool pinned_only);
+  // The evicted versions of `span`: how many, and their bytes.
+  Result<std::pair<std::uint64_t, std::uint64_t>> evicted_totals(std::int64_t bucket_id,
+                                                                 const KeySpan& span);
+  // The prefetch jobs of a bucket (of every bucket when 0), oldest first.
+  Result<std::vector<PrefetchRecord>> prefetches(std::int64_t bucket_id);
   // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
   // The parts of job `seq`'s upstream upload the upstream confirmed, by part number.
@@ -312,6 +319,11 @@ class WriteTxn {
   // A pin rule: one key, or every key under a prefix (rules under a new prefix rule go, as it
   // holds them).
   virtual Result<void> add_pin(std::int64_t bucket_id, const KeySpan& span) = 0;
+  // A new prefetch job (its id is set); errors: kNotFound when its bucket is gone.
+  virtual Result<std::int64_t> insert_prefetch(const PrefetchRecord& job) = 0;
+  // The job is done up to key `after`, with `failed` given up in all; ended once `ended_ms`.
+  virtual Result<void> advance_prefetch(std::int64_t id, std::string_view after,
+                                        std::uint64_t failed, std::int64_t ended_ms) = 0;
   // Removes the rules of `span` (a prefix: every rule under it); returns how many.
   virtual Result<std::uint64_t> remove_pins(std::int64_t bucket_id, const KeySpan& span) = 0;
   // When the version was last read (times kept in memory, written in batches).

@@ -215,18 +215,59 @@ Result<std::uint64_t> Catalog::span_bytes(std::int64_t bucket_id, const KeySpan&
   return q.uint64(0);
 }
 
-Result<std::vector<ObjectRecord>> Catalog::pinned_evicted(std::int64_t bucket_id,
-                                                          const KeySpan& span,
-                                                          std::string_view after,
-                                                          std::size_t limit) {
+Result<std::vector<ObjectRecord>> Catalog::evicted_versions(std::int64_t bucket_id,
+                                                            const KeySpan& span,
+                                                            std::string_view after,
+                                                            std::size_t limit, bool pinned_only) {
   auto q = impl_->reader().query(
       "SELECT " H3_OBJECT_COLUMNS_O
       " FROM objects o WHERE o.bucket_id = ?1 AND o.key >= ?2 AND o.key < ?3 AND o.key > ?5 AND "
-      "o.tier_state = 2 AND h3_pinned(?1, o.key) ORDER BY o.key LIMIT ?4");
+      "o.tier_state = 2 AND (?6 = 0 OR h3_pinned(?1, o.key)) ORDER BY o.key LIMIT ?4");
   q.bind(1, bucket_id);
   bind_key_span(q, span, 2);
-  q.bind(4, static_cast<std::int64_t>(limit)).bind(5, after);
+  q.bind(4, static_cast<std::int64_t>(limit)).bind(5, after).bind(6, pinned_only ? 1 : 0);
   return read_objects(q);
+}
+
+Result<std::pair<std::uint64_t, std::uint64_t>> Catalog::evicted_totals(std::int64_t bucket_id,
+                                                                        const KeySpan& span) {
+  auto q = impl_->reader().query(
+      "SELECT count(*), coalesce(sum(size), 0) FROM objects WHERE bucket_id = ?1 AND key >= ?2 "
+      "AND key < ?3 AND tier_state = 2");
+  q.bind(1, bucket_id);
+  bind_key_span(q, span, 2);
+  H3_TRY(q.step());
+  return std::pair{static_cast<std::uint64_t>(q.int64(0)), static_cast<std::uint64_t>(q.int64(1))};
+}
+
+Result<std::vector<PrefetchRecord>> Catalog::prefetches(std::int64_t bucket_id) {
+  auto q = impl_->reader().query(
+      "SELECT id, bucket_id, prefix, coalesce(keys, ''), after, objects, bytes, failed, "
+      "created_ms, coalesce(ended_ms, 0) FROM prefetches WHERE ?1 = 0 OR bucket_id = ?1 ORDER BY "
+      "id");
+  q.bind(1, bucket_id);
+  std::vector<PrefetchRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    PrefetchRecord p;
+    p.id = q.int64(0);
+    p.bucket_id = q.int64(1);
+    p.prefix = q.text(2);
+    for (std::string_view keys = q.text(3); !keys.empty();) {
+      const std::size_t end = std::min(keys.find('\n'), keys.size());
+      p.keys.emplace_back(keys.substr(0, end));
+      keys.remove_prefix(std::min(end + 1, keys.size()));
+    }
+    p.after = q.text(4);
+    p.objects = static_cast<std::uint64_t>(q.int64(5));
+    p.bytes = static_cast<std::uint64_t>(q.int64(6));
+    p.failed = static_cast<std::uint64_t>(q.int64(7));
+    p.created_ms = q.int64(8);
+    p.ended_ms = q.int64(9);
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 Result<std::optional<TierSeen>> Catalog::tier_seen(std::int64_t bucket_id, std::string_view key) {

@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 10> kMigrations = {
+inline constexpr std::array<const char*, 11> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -273,6 +273,22 @@ CREATE TABLE tier_pins(
   prefix    INTEGER NOT NULL,  -- 1: every key starting with `key`
   PRIMARY KEY (bucket_id, key, prefix)
 ) WITHOUT ROWID;
+)sql",
+    // 10 → 11: prefetch jobs, which fetch a prefix's (or a list's) evicted versions back and
+    // outlive a restart: a job goes on after the last key it finished.
+    R"sql(
+CREATE TABLE prefetches(
+  id         INTEGER PRIMARY KEY,
+  bucket_id  INTEGER NOT NULL,
+  prefix     TEXT NOT NULL,           -- every key under it, unless keys names some
+  keys       TEXT,                    -- the keys asked for, sorted, one per line; NULL: all
+  after      TEXT NOT NULL DEFAULT '',  -- the keys up to this one are done
+  objects    INTEGER NOT NULL,        -- evicted versions to fetch when it began
+  bytes      INTEGER NOT NULL,
+  failed     INTEGER NOT NULL DEFAULT 0,  -- versions whose fetch was given up
+  created_ms INTEGER NOT NULL,
+  ended_ms   INTEGER                  -- NULL while it runs
+);
 )sql",
 };
 

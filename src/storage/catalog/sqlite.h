@@ -88,6 +88,9 @@ class Connection {
 
   [[nodiscard]] sqlite3* handle() const noexcept { return db_; }
   [[nodiscard]] std::int64_t changes() const noexcept { return sqlite3_changes64(db_); }
+  [[nodiscard]] std::int64_t last_insert_rowid() const noexcept {
+    return sqlite3_last_insert_rowid(db_);
+  }
 
  private:
   sqlite3* db_ = nullptr;

@@ -383,6 +383,40 @@ class WriteTxnImpl final : public WriteTxn {
     return read_objects(q);
   }
 
+  Result<std::int64_t> insert_prefetch(const PrefetchRecord& job) override {
+    {
+      auto q = c_.query("SELECT EXISTS(SELECT 1 FROM buckets WHERE id = ?1)");
+      q.bind(1, job.bucket_id);
+      H3_TRY(q.step());
+      if (q.int64(0) == 0) return errc::kNotFound;
+    }
+    std::string keys;
+    for (const std::string& key : job.keys) {
+      if (!keys.empty()) keys += '\n';
+      keys += key;
+    }
+    auto q = c_.query(
+        "INSERT INTO prefetches(bucket_id, prefix, keys, objects, bytes, created_ms) VALUES (?1, "
+        "?2, ?3, ?4, ?5, ?6)");
+    q.bind(1, job.bucket_id).bind(2, std::string_view(job.prefix));
+    if (job.keys.empty()) {
+      q.bind_null(3);
+    } else {
+      q.bind(3, std::string_view(keys));
+    }
+    q.bind(4, job.objects).bind(5, job.bytes).bind(6, job.created_ms);
+    H3_TRY(q.run());
+    return c_.last_insert_rowid();
+  }
+
+  Result<void> advance_prefetch(std::int64_t id, std::string_view after, std::uint64_t failed,
+                                std::int64_t ended_ms) override {
+    auto q = c_.query(
+        "UPDATE prefetches SET after = ?2, failed = ?3, ended_ms = nullif(?4, 0) WHERE id = ?1");
+    q.bind(1, id).bind(2, after).bind(3, failed).bind(4, ended_ms);
+    return q.run();
+  }
+
   Result<void> add_pin(std::int64_t bucket_id, const KeySpan& span) override {
     {
       // A pin racing the bucket's deletion must not leave a rule a later bucket of the same id

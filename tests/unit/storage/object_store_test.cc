@@ -1504,6 +1504,56 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   EXPECT_EQ(get("f/k").error(), errc::kUnavailable);
 }
 
+TEST_P(StoreTest, PrefetchJobsAreKeptWithHowFarTheyGot) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  for (const char* key : {"ds/a", "ds/b", "ds/c", "other"}) {
+    const auto put_as = put(key, test::pattern_bytes(kMiB, 41)).value();
+    const auto job = run(store_->tier_job(bucket_.id, key)).value().value();
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{put_as.etag, put_as.etag})).value());
+  }
+  ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"ds/", false})).value().objects, 3U);
+  EXPECT_EQ(run(store_->evicted_totals(bucket_.id, {"ds/", false})).value(),
+            std::make_pair(std::uint64_t{3}, std::uint64_t{3 * kMiB}));
+  EXPECT_EQ(run(store_->evicted_totals(bucket_.id, {"ds/a", true})).value().first, 1U);
+  const auto after_a =
+      run(store_->evicted_versions(bucket_.id, {"ds/", false}, "ds/a", 10, false)).value();
+  ASSERT_EQ(after_a.size(), 2U);
+  EXPECT_EQ(after_a[0].key, "ds/b");
+  EXPECT_TRUE(run(store_->evicted_versions(bucket_.id, {"ds/", false}, "", 10, true))
+                  .value()
+                  .empty());  // none is pinned
+
+  PrefetchRecord whole;
+  whole.bucket_id = bucket_.id;
+  whole.prefix = "ds/";
+  whole.objects = 3;
+  whole.bytes = 3 * kMiB;
+  whole.created_ms = 1000;
+  PrefetchRecord listed = whole;
+  listed.prefix = "";
+  listed.keys = {"ds/a", "ds/c"};
+  const std::int64_t first = run(store_->begin_prefetch(whole)).value();
+  const std::int64_t second = run(store_->begin_prefetch(listed)).value();
+  EXPECT_LT(first, second);
+  ASSERT_TRUE(run(store_->advance_prefetch(first, "ds/b", 1, 0)).has_value());
+  ASSERT_TRUE(run(store_->advance_prefetch(second, "ds/c", 0, 2000)).has_value());
+  // Kept across a restart, as it was left.
+  close();
+  open();
+  const auto jobs = run(store_->prefetches(bucket_.id)).value();
+  ASSERT_EQ(jobs.size(), 2U);
+  EXPECT_EQ(std::make_tuple(jobs[0].id, jobs[0].prefix, jobs[0].keys.size(), jobs[0].after,
+                            jobs[0].failed, jobs[0].ended_ms),
+            std::make_tuple(first, std::string("ds/"), std::size_t{0}, std::string("ds/b"),
+                            std::uint64_t{1}, std::int64_t{0}));
+  EXPECT_EQ(jobs[1].keys, (std::vector<std::string>{"ds/a", "ds/c"}));
+  EXPECT_EQ(jobs[1].ended_ms, 2000);
+  EXPECT_EQ(run(store_->prefetches(0)).value().size(), 2U);
+  EXPECT_TRUE(run(store_->prefetches(bucket_.id + 1000)).value().empty());
+  whole.bucket_id = bucket_.id + 1000;  // a bucket that is gone
+  EXPECT_EQ(run(store_->begin_prefetch(whole)).error(), errc::kNotFound);
+}
+
 TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastRecentlyReadFirst) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   std::map<std::string, ObjectRecord> put_as;
