@@ -16,13 +16,16 @@
 #            (ranges pass through: goal flat within 20%), the median of 5 each.
 #   readers  16 GETs at once of one 256 MiB object: the bytes the upstream sent for it (goal
 #            <= 1.05x the object) and the GETs that failed or differ (goal 0).
+#   prefetch a dataset of PF_N objects of 32 MiB fetched back by `hots3 tier prefetch --wait`,
+#            against its download straight from the upstream in 8 MiB ranges, 10 at once (goal
+#            >= 0.9x through the proxy's streams; on loopback beside it).
 #
 # Every client is curl (one process per GET, signed with --aws-sigv4), so that the client's own
 # cost is small and alike on both sides. The upstream is a second hots3 on the same machine:
 # both servers and the clients share its cores, and each row's ratio is of one run.
 #
 # usage: bench/tier/cold.sh [BUILD_DIR]       (default build/release)
-# env:   SIZE (1GiB) ROUNDS (3) STREAM_BW (40000000) BENCH_TMPDIR (/var/tmp)
+# env:   SIZE (1GiB) ROUNDS (3) STREAM_BW (40000000) PF_N (16) BENCH_TMPDIR (/var/tmp)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=bench/lib.sh
@@ -44,8 +47,10 @@ MiB=$((1024 * 1024))
 SIZE_BYTES=$(bytes "$SIZE")
 SIZES="$((64 * MiB)) $((1024 * MiB)) $((4096 * MiB))"
 READERS_BYTES=$((256 * MiB))
+PF_N=${PF_N:-16}
+PF_BYTES=$((PF_N * 32 * MiB))
 # Every object twice (the local copy and the upstream's), and slack.
-DEVICE_BYTES=$((2 * SIZE_BYTES + 5184 * MiB + READERS_BYTES + 1024 * MiB))
+DEVICE_BYTES=$((2 * SIZE_BYTES + 5184 * MiB + READERS_BYTES + 2 * PF_BYTES + 1024 * MiB))
 free=$(df -B1 --output=avail "$WORK" | tail -1)
 [ "$free" -gt $((DEVICE_BYTES * 2 + 4096 * MiB)) ] || { echo "needs $((DEVICE_BYTES * 2 + 4096 * MiB)) bytes free in $WORK" >&2; exit 1; }
 
@@ -116,6 +121,11 @@ done
 head -c "$READERS_BYTES" /dev/urandom > "$WORK/obj"
 put "$URL_local" cold/readers "$WORK/obj"
 READERS_WANT=$(sha256sum < "$WORK/obj" | cut -d' ' -f1)
+for i in $(seq -w "$PF_N"); do
+  head -c $((32 * MiB)) /dev/urandom > "$WORK/obj"
+  put "$URL_local" "cold/pf/$i" "$WORK/obj"
+  put "$URL_local" "far/pf/$i" "$WORK/obj"
+done
 rm -f "$WORK/obj"
 
 # ---- whole: one cold GET, against one GET and 10-way ranges straight from the upstream, on
@@ -203,6 +213,38 @@ print(sum(json.loads(l)["bytes_out"] for l in open(sys.argv[1]) if '"/team/rack/
 PY
 )
 
+# ---- prefetch: the dataset fetched back by a job, against its download in ranges ---------------
+# prefetch NAME BUCKET UPSTREAM_URL UPSTREAM_PREFIX: sets NAME_PF and NAME_PF_TEN (MB/s, medians).
+prefetch() {
+  local job=() up=() r t0 t1
+  for r in $(seq "$ROUNDS"); do
+    evict "$2" pf/
+    t0=$(now)
+    "$HOTS3" tier prefetch --bucket "$2" --prefix pf/ --wait --endpoint "$URL_local" > "$WORK/pf.out"
+    t1=$(now)
+    grep -q "^prefetch .*: $PF_N/$PF_N objects, .* 0 failed" "$WORK/pf.out" ||
+      { echo "prefetch of $2/pf/: $(tail -1 "$WORK/pf.out")" >&2; exit 1; }
+    job+=("$(python3 -c "print($t1 - $t0)")")
+    t0=$(now)
+    python3 -c 'import sys
+for i in range(1, int(sys.argv[1]) + 1):
+    for a in range(0, 32 << 20, 8 << 20):
+        print("%s%0*d %d-%d" % (sys.argv[2], len(sys.argv[1]), i, a, a + (8 << 20) - 1))' \
+      "$PF_N" "$4" |
+      xargs -P 10 -L 1 sh -c 'curl -sS -f --aws-sigv4 "aws:amz:us-east-1:s3" \
+        --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+        -r "$2" -o /dev/null "$0/$1"' "$3"
+    t1=$(now)
+    up+=("$(python3 -c "print($t1 - $t0)")")
+  done
+  printf -v "$1_PF" '%s' "$(python3 -c "print($PF_BYTES / 1e6 / $(median "${job[@]}"))")"
+  printf -v "$1_PF_TEN" '%s' "$(python3 -c "print($PF_BYTES / 1e6 / $(median "${up[@]}"))")"
+  printf -v "$1_PF_RUNS" 'prefetch %s; 10-way ranges from the upstream %s' "${job[*]}" "${up[*]}"
+}
+export BENCH_ACCESS_KEY BENCH_SECRET_KEY
+prefetch FAR far "$URL_far" team/far/pf/
+prefetch LOOP cold "$URL_up" team/rack/pf/
+
 echo
 table_head
 row "cold GET of $SIZE, $STREAM_BW B/s streams, MB/s" "$FAR_COLD" "$FAR_ONE" "one GET from upstream" 100
@@ -219,7 +261,13 @@ row_flat "cold 8 MiB range TTFB at 4 GiB vs 64 MiB, ms" "$(python3 -c "print($t6
 row_max "16 readers of one cold 256 MiB, upstream MiB" "$(python3 -c "print($READER_UP_BYTES / $MiB)")" \
   "$(python3 -c "print(1.05 * $READERS_BYTES / $MiB)")" "1.05x the object"
 row_max "16 readers of one cold 256 MiB, failed GETs" "$READER_ERRORS" 0 "GETs"
+row "prefetch of $PF_N x 32 MiB, $STREAM_BW B/s streams, MB/s" "$FAR_PF" "$FAR_PF_TEN" \
+  "8 MiB ranges x10 from it" 90
+row_ratio "prefetch of $PF_N x 32 MiB, loopback, MB/s" "$LOOP_PF" "$LOOP_PF_TEN" \
+  "8 MiB ranges x10 from it"
 echo "cold 8 MiB range TTFB (median of 5): 64 MiB $t64 s, 1 GiB $t1g s, 4 GiB $t4g s"
 echo "whole GETs through $STREAM_BW B/s streams (s): $FAR_RUNS"
 echo "whole GETs on loopback (s): $LOOP_RUNS"
+echo "prefetches through $STREAM_BW B/s streams (s): $FAR_PF_RUNS"
+echo "prefetches on loopback (s): $LOOP_PF_RUNS"
 [ "$MISSED" -eq 0 ]

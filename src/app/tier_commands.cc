@@ -343,7 +343,10 @@ int tier_prefetch(const TierCommandOptions& options, const std::string& bucket,
     if (!target.wait) return 0;
   }
   const bool terminal = isatty(fileno(stdout)) != 0;
-  for (;;) {
+  // Asked often enough that the end is seen at once; said every second.
+  constexpr auto kAsk = std::chrono::milliseconds(250);
+  constexpr int kAsksPerLine = 4;
+  for (int asked = 0;; ++asked) {
     const auto doc =
         post_to_bucket(options, "prefetch", bucket, {{"x-hots3-prefetch", ""}, {"id", id}}, "GET");
     const auto job = doc ? doc->root().child("Job") : std::nullopt;
@@ -358,6 +361,10 @@ int tier_prefetch(const TierCommandOptions& options, const std::string& bucket,
     const double seconds = static_cast<double>(number("ElapsedMs")) / 1000.0;
     const double rate = seconds > 0 ? static_cast<double>(done_bytes) / seconds : 0.0;
     const bool ended = child_text(*job, "Ended") == "true";
+    if (!ended && asked % kAsksPerLine != 0) {
+      std::this_thread::sleep_for(kAsk);
+      continue;
+    }
     const std::string eta =
         ended || rate <= 0
             ? std::string("-")
@@ -370,7 +377,7 @@ int tier_prefetch(const TierCommandOptions& options, const std::string& bucket,
                 terminal && !ended ? "" : "\n");
     std::fflush(stdout);
     if (ended) return number("Failed") == 0 ? 0 : 1;
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::this_thread::sleep_for(kAsk);
   }
 }
 

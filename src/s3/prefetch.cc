@@ -45,8 +45,14 @@ constexpr std::size_t kListLook = 1024;
 // full restore queue.
 constexpr auto kPoll = std::chrono::milliseconds(100);
 constexpr auto kRetry = std::chrono::seconds(1);
-// The largest list of keys a job takes.
+// The largest list of keys a job takes, and the jobs a bucket may run at once.
 constexpr std::size_t kListMaxBytes = 16 * kMiB;
+constexpr std::size_t kListMaxKeys = 100'000;
+constexpr std::size_t kRunningMax = 16;
+// How long a fetch waits for eviction to make room near full (else it is not kept: given up),
+// and how many failed readings of the catalog in a row end a job.
+constexpr auto kRoomWait = std::chrono::seconds(30);
+constexpr int kFailuresMax = 60;
 
 asio::awaitable<void> sleep_for(asio::steady_timer& timer, std::chrono::milliseconds d) {
   timer.expires_after(d);
@@ -82,42 +88,67 @@ asio::awaitable<Result<Batch>> next_batch(Service& s, const storage::PrefetchRec
   co_return batch;
 }
 
-// Runs `job` (of bucket `bucket`) to its end.
-asio::awaitable<void> run_prefetch(Service& s, storage::PrefetchRecord job, std::string bucket) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  for (;;) {
-    auto reading = next_batch(s, job);
-    auto read = co_await std::move(reading);
-    if (!read) {
-      log::warn("tier: prefetch {} of {}: {}", job.id, bucket, read.error().message());
+// Asks for the restores of `versions` (of `bucket`) and waits until none is being fetched any
+// more; how many are still evicted then (given up).
+asio::awaitable<std::uint64_t> fetch_batch(Service& s, const std::string& bucket,
+                                           const std::vector<storage::ObjectRecord>& versions,
+                                           asio::steady_timer& timer) {
+  for (const storage::ObjectRecord& version : versions) {
+    // Near full a fetch is not kept: eviction runs ahead, so a moment may be enough.
+    const auto room_deadline = std::chrono::steady_clock::now() + kRoomWait;
+    while (!s.store().tier_fill_allows(version.size_bytes) &&
+           std::chrono::steady_clock::now() < room_deadline) {
       co_await sleep_for(timer, kRetry);
-      continue;
     }
-    if (read->last.empty()) break;
-    for (const storage::ObjectRecord& version : read->versions) {
-      for (;;) {
-        auto asking = ask_restore(s, {version, bucket, true, 0});
-        if (co_await std::move(asking) != FillFlights::Asked::kFull) break;
-        co_await sleep_for(timer, kRetry);
-      }
-    }
-    // Done when none is being fetched any more; given up when it is still evicted then.
-    for (const storage::ObjectRecord& version : read->versions) {
-      while (s.fill_flights().restoring(version.id)) co_await sleep_for(timer, kPoll);
-      auto now = s.store().head(job.bucket_id, version.key);
-      if (now && *now && (*now)->id == version.id &&
-          (*now)->tier_state == storage::TierState::kUpstreamOnly) {
-        ++job.failed;
-      }
-    }
-    job.after = std::move(read->last);
     for (;;) {
-      auto saving = s.store().advance_prefetch(job.id, job.after, job.failed, 0);
-      if (co_await std::move(saving)) break;
+      auto asking = ask_restore(s, {version, bucket, true, 0});
+      if (co_await std::move(asking) != FillFlights::Asked::kFull) break;
       co_await sleep_for(timer, kRetry);
     }
   }
-  for (;;) {
+  std::uint64_t failed = 0;
+  for (const storage::ObjectRecord& version : versions) {
+    while (s.fill_flights().restoring(version.id)) co_await sleep_for(timer, kPoll);
+    auto now = s.store().head(version.bucket_id, version.key);
+    if (now && *now && (*now)->id == version.id &&
+        (*now)->tier_state == storage::TierState::kUpstreamOnly) {
+      ++failed;
+    }
+  }
+  co_return failed;
+}
+
+// Runs `job` (of bucket `bucket`) to its end: until no key is left, or until the catalog failed
+// kFailuresMax times in a row (or something unexpected happened), which ends it too, so that
+// nothing waits on it forever.
+asio::awaitable<void> run_prefetch(Service& s, storage::PrefetchRecord job, std::string bucket) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  int failures = 0;
+  try {
+    while (failures < kFailuresMax) {
+      auto reading = next_batch(s, job);
+      auto read = co_await std::move(reading);
+      if (!read) {
+        log::warn("tier: prefetch {} of {}: {}", job.id, bucket, read.error().message());
+        ++failures;
+        co_await sleep_for(timer, kRetry);
+        continue;
+      }
+      if (read->last.empty()) break;
+      auto fetching = fetch_batch(s, bucket, read->versions, timer);
+      job.failed += co_await std::move(fetching);
+      job.after = std::move(read->last);
+      auto saving = s.store().advance_prefetch(job.id, job.after, job.failed, 0);
+      failures = co_await std::move(saving) ? 0 : failures + 1;
+    }
+  } catch (const std::exception& e) {
+    log::error("tier: prefetch {} of {} stopped: {}", job.id, bucket, e.what());
+  }
+  if (failures >= kFailuresMax) {
+    log::error("tier: prefetch {} of {} ended: the catalog failed {} times in a row", job.id,
+               bucket, failures);
+  }
+  for (int attempt = 0; attempt < kFailuresMax; ++attempt) {
     auto ending = s.store().advance_prefetch(job.id, job.after, job.failed, now_ms());
     if (co_await std::move(ending)) break;
     co_await sleep_for(timer, kRetry);
@@ -131,16 +162,20 @@ void spawn(Service& s, const asio::any_io_executor& executor, storage::PrefetchR
   asio::co_spawn(executor, run_prefetch(s, std::move(job), std::move(bucket)), asio::detached);
 }
 
-// What is left to fetch of `job`: its keys' evicted versions now (how many, their bytes).
+// What is left to fetch of `job`: its keys' evicted versions now (how many, their bytes). Of a
+// list, those after the last key done and those given up; of an ended job, those given up (their
+// bytes not counted).
 asio::awaitable<Result<std::pair<std::uint64_t, std::uint64_t>>> left_of(
     Service& s, const storage::PrefetchRecord& job) {
+  if (job.ended_ms != 0) co_return std::pair<std::uint64_t, std::uint64_t>{job.failed, 0};
   if (job.keys.empty()) {
     auto counting = s.store().evicted_totals(job.bucket_id, {job.prefix, false});
     co_return co_await std::move(counting);
   }
-  std::pair<std::uint64_t, std::uint64_t> left;
-  for (const std::string& key : job.keys) {
-    H3_CO_TRY(auto here, s.store().head(job.bucket_id, key));
+  std::pair<std::uint64_t, std::uint64_t> left{job.failed, 0};
+  for (auto key = std::upper_bound(job.keys.begin(), job.keys.end(), job.after);
+       key != job.keys.end(); ++key) {
+    H3_CO_TRY(auto here, s.store().head(job.bucket_id, *key));
     if (here && here->tier_state == storage::TierState::kUpstreamOnly) {
       ++left.first;
       left.second += here->size_bytes;
@@ -160,6 +195,10 @@ std::variant<std::vector<std::string>, Error> list_keys(std::string_view body) {
     if (key.ends_with('\r')) key.remove_suffix(1);
     if (key.empty()) continue;
     if (auto e = validate_key(key)) return std::move(*e);
+    if (keys.size() == kListMaxKeys) {
+      return Error(Code::kInvalidRequest,
+                   fmt::format("A prefetch lists at most {} keys: start several.", kListMaxKeys));
+    }
     keys.emplace_back(key);
   }
   std::sort(keys.begin(), keys.end());
@@ -169,14 +208,15 @@ std::variant<std::vector<std::string>, Error> list_keys(std::string_view body) {
 
 }  // namespace
 
-asio::awaitable<void> resume_prefetches(Service& s) {
-  auto reading = s.store().prefetches(0);
+asio::awaitable<void> resume_prefetches(Service& s, std::int64_t started_ms) {
+  auto reading = s.store().prefetches(0, true);
   auto jobs = co_await std::move(reading);
   auto buckets = s.store().list_buckets();
   if (!jobs || !buckets) co_return;
   const auto executor = co_await asio::this_coro::executor;
   for (storage::PrefetchRecord& job : *jobs) {
-    if (job.ended_ms != 0) continue;
+    // (A job begun since the start runs already.)
+    if (job.created_ms >= started_ms) continue;
     const auto bucket = std::find_if(buckets->begin(), buckets->end(),
                                      [&job](const auto& b) { return b.id == job.bucket_id; });
     if (bucket == buckets->end()) continue;
@@ -213,27 +253,33 @@ asio::awaitable<void> start_prefetch(Service& s, Request& r) {
   if (!counted) co_return co_await s.send_error(r, from_errc(counted.error()));
   std::tie(job.objects, job.bytes) = *counted;
 
-  // Room: what is free, and what eviction may take of the bound buckets.
-  std::vector<std::int64_t> bound;
-  if (auto all = s.store().list_buckets()) {
-    for (const storage::BucketRecord& b : *all) {
-      if (b.tier != storage::BucketTier::kNone) bound.push_back(b.id);
-    }
+  // Room: what is free and what eviction may take of the bound buckets, less what the jobs
+  // running already were to fetch.
+  auto reading = s.store().prefetches(0, true);
+  auto running = co_await std::move(reading);
+  if (!running) co_return co_await s.send_error(r, from_errc(running.error()));
+  std::uint64_t promised = 0;
+  std::size_t here = 0;
+  for (const storage::PrefetchRecord& other : *running) {
+    promised += other.bytes;
+    if (other.bucket_id == job.bucket_id) ++here;
   }
-  auto spacing = s.store().tier_space(bound, now_ms());
-  auto space = co_await std::move(spacing);
-  if (!space) co_return co_await s.send_error(r, from_errc(space.error()));
-  std::uint64_t room = s.store().stats().free_bytes;
-  for (const storage::TierSpace& b : *space) room += b.evictable_bytes;
+  if (here >= kRunningMax) {
+    co_return co_await s.send_error(
+        r, Error(Code::kSlowDown,
+                 fmt::format("The bucket runs {} prefetch jobs, the most it may.", kRunningMax)));
+  }
+  const std::uint64_t available =
+      s.store().stats().free_bytes + s.read_through()->evictable_bytes();
+  const std::uint64_t room = available > promised ? available - promised : 0;
   if (job.bytes > room) {
     co_return co_await s.send_error(
         r, Error(Code::kPrefetchTooLarge,
                  fmt::format("The {} evicted objects to fetch hold {} bytes; the device has {} "
-                             "bytes free or evictable.",
+                             "bytes free or evictable, less what running prefetches fetch.",
                              job.objects, job.bytes, room))
                .with("Objects", std::to_string(job.objects))
-               .with("Bytes", std::to_string(job.bytes))
-               .with("RoomBytes", std::to_string(room)));
+               .with("Bytes", std::to_string(job.bytes)));
   }
   job.created_ms = now_ms();
   auto beginning = s.store().begin_prefetch(job);
@@ -265,7 +311,7 @@ asio::awaitable<void> prefetch_status(Service& s, Request& r) {
                                              .with("ArgumentValue", *id));
     }
   }
-  auto reading = s.store().prefetches(bucket->id);
+  auto reading = s.store().prefetches(bucket->id, false);
   auto jobs = co_await std::move(reading);
   if (!jobs) co_return co_await s.send_error(r, from_errc(jobs.error()));
   XmlWriter xml("PrefetchJobs");

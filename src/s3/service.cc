@@ -3,6 +3,7 @@
 #include "router.h"
 
 #include "hots3/aws/checksum.h"
+#include "hots3/common/clock.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/random.h"
 #include "hots3/s3/s3.h"
@@ -288,7 +289,7 @@ asio::awaitable<std::vector<std::optional<Error>>> Service::upstream_confirms_ea
 void Service::start(const asio::any_io_executor& executor) {
   if (read_through_ != nullptr) {
     asio::co_spawn(executor, fetch_pinned_at_start(*this), asio::detached);
-    asio::co_spawn(executor, resume_prefetches(*this), asio::detached);
+    asio::co_spawn(executor, resume_prefetches(*this, now_ms()), asio::detached);
   }
 }
 

@@ -152,7 +152,8 @@ asio::awaitable<bool> pin_on_write(Service& s, Request& r, const storage::Bucket
 // Fetches the evicted versions pinned in every bound bucket (those a binding's new glob pins).
 asio::awaitable<void> fetch_pinned_at_start(Service& s);
 // Prefetch jobs (prefetch.cc): those a restart cut off go on; a new one; how they stand.
-asio::awaitable<void> resume_prefetches(Service& s);
+// (Those begun from `started_ms` on run already.)
+asio::awaitable<void> resume_prefetches(Service& s, std::int64_t started_ms);
 asio::awaitable<void> start_prefetch(Service& s, Request& r);   // hots3's own
 asio::awaitable<void> prefetch_status(Service& s, Request& r);  // hots3's own
 // The bound bucket the request names, when it may write there and the bucket's upstream is

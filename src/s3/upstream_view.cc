@@ -27,6 +27,8 @@ namespace hots3::s3 {
 
 namespace {
 
+constexpr std::size_t kAdoptPage = 100;
+
 Error unavailable(std::string_view why) {
   return Error(Code::kServiceUnavailable,
                fmt::format("The bucket's upstream cannot say what it holds: {}.", why));
@@ -421,7 +423,8 @@ asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRec
 
 asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord& bucket,
                                         std::string prefix, std::string start_after) {
-  auto asking = list_upstream_page(s, bucket, prefix, start_after, std::string(), 0);
+  // (A page of kAdoptPage keys: each costs a HEAD, and the whole page one client request.)
+  auto asking = list_upstream_page(s, bucket, prefix, start_after, std::string(), kAdoptPage);
   ListedPage asked = co_await std::move(asking);
   if (auto* e = std::get_if<Error>(&asked)) co_return std::move(*e);
   const Listed& listed = std::get<Listed>(asked);

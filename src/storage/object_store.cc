@@ -693,9 +693,11 @@ class StoreImpl final : public ObjectStore {
     });
   }
 
-  asio::awaitable<Result<std::vector<PrefetchRecord>>> prefetches(std::int64_t bucket_id) override {
-    auto reading = detail::on_catalog_reader(
-        core_, [c = core_.catalog.get(), bucket_id] { return c->prefetches(bucket_id); });
+  asio::awaitable<Result<std::vector<PrefetchRecord>>> prefetches(std::int64_t bucket_id,
+                                                                  bool running) override {
+    auto reading = detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, running] {
+      return c->prefetches(bucket_id, running);
+    });
     co_return co_await std::move(reading);
   }
 

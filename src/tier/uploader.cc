@@ -65,7 +65,8 @@ constexpr std::size_t kAnswerBytesMax = 64 * kKiB;
 // binding's upstream bucket is asked for (HEAD) whether or not uploads are under way.
 constexpr std::chrono::seconds kReportInterval{1};
 constexpr std::chrono::seconds kProbeInterval{30};
-// How often the report reads where the bound buckets' data is: a pass over their catalog rows.
+// The pause between two readings of where the bound buckets' data is (a pass over their catalog
+// rows).
 constexpr std::chrono::seconds kSpaceInterval{5};
 // The log hears that an upstream fails (or answers again) at most this often.
 constexpr std::chrono::seconds kWarnInterval{10};
@@ -517,7 +518,8 @@ struct Uploader::Impl {
   Report last_report;
   // Where the bound buckets' data is (a pass over their catalog rows, so not every report).
   std::vector<storage::TierSpace> space;
-  std::int64_t space_ms = 0;  // when it was read; 0: not yet
+  std::int64_t space_ms = 0;                      // when it was read; 0: not yet
+  std::atomic<std::uint64_t> evictable_total{0};  // their evictable bytes, for any thread
 
   // What an exchange with an upstream says about it: a success ends a failure streak, a failure
   // (not one of the local copy's) starts or continues one. The log hears of a change at most
@@ -844,25 +846,35 @@ struct Uploader::Impl {
     }
   }
 
-  // Rebuilds the health report every kReportInterval, with where the data is every
-  // kSpaceInterval.
+  // Reads where the bound buckets' data is, kSpaceInterval after each reading ends: a pass over
+  // their catalog rows, apart from report() so that a large catalog never holds the report back.
+  asio::awaitable<void> read_space() {
+    asio::steady_timer timer(io);
+    while (!stopping) {
+      std::vector<std::int64_t> ids;
+      for (const auto& [id, b] : bindings) ids.push_back(id);
+      const std::int64_t now = now_ms();
+      auto reading = store.tier_space(std::move(ids), now - tier.evict.min_resident.count());
+      auto read = co_await std::move(reading);
+      if (read) {
+        space = std::move(*read);
+        space_ms = now;
+        std::uint64_t evictable = 0;
+        for (const storage::TierSpace& b : space) evictable += b.evictable_bytes;
+        evictable_total.store(evictable, std::memory_order_relaxed);
+      } else {
+        log::warn("tier: reading where the bound buckets' data is failed: {}",
+                  read.error().message());
+      }
+      timer.expires_after(kSpaceInterval);
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+
+  // Rebuilds the health report every kReportInterval.
   asio::awaitable<void> report() {
     asio::steady_timer timer(io);
     while (!stopping) {
-      if (now_ms() - space_ms >= std::chrono::milliseconds(kSpaceInterval).count()) {
-        std::vector<std::int64_t> ids;
-        for (const auto& [id, b] : bindings) ids.push_back(id);
-        const std::int64_t now = now_ms();
-        auto reading = store.tier_space(std::move(ids), now - tier.evict.min_resident.count());
-        auto read = co_await std::move(reading);
-        if (read) {
-          space = std::move(*read);
-          space_ms = now;
-        } else {
-          log::warn("tier: reading where the bound buckets' data is failed: {}",
-                    read.error().message());
-        }
-      }
       auto read = store.tier_backlog();
       auto backlog = co_await std::move(read);
       if (backlog) {
@@ -2671,7 +2683,7 @@ void Uploader::start() {
     im.started = false;
     throw;
   }
-  for (auto watcher : {&Impl::report, &Impl::watch}) {
+  for (auto watcher : {&Impl::report, &Impl::read_space, &Impl::watch}) {
     asio::co_spawn(im.io, (im.*watcher)(), [](const std::exception_ptr& e) {
       if (!e) return;
       try {
@@ -2779,6 +2791,10 @@ bool Uploader::reload_credentials() {
 
 http::Probe Uploader::health(bool text, std::string_view bucket) const {
   return impl_->health(text, bucket);
+}
+
+std::uint64_t Uploader::evictable_bytes() const {
+  return impl_->evictable_total.load(std::memory_order_relaxed);
 }
 
 void Uploader::count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) {

@@ -12,8 +12,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-import s3_support  # noqa: E402
-from test_tier_writeback import (AWKWARD, MiB, PREFIX, client, data, run_hots3, start_upstream,  # noqa: E402
+from test_tier_writeback import (start_local, AWKWARD, MiB, PREFIX, data, run_hots3, start_upstream,  # noqa: E402
                                  stop_servers, tier_config)
 
 KEYS = ["set/%04d" % i for i in range(1000)]
@@ -40,9 +39,7 @@ class AdoptTest(unittest.TestCase):
         cls.up.put_object(Bucket="team-ckpt", Key="elsewhere/k", Body=b"not under the prefix")
         # (Nothing is sent up during the test: the key written here stays here only.)
         config = tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials, delay="1h")
-        cls.local = s3_support.hots3_server(config, device_size="256MiB", workdir=cls.local_dir).start()
-        cls.s3 = client(cls.local.port)
-        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+        start_local(cls, config, "256MiB")
 
     @classmethod
     def tearDownClass(cls):

@@ -15,8 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-import s3_support  # noqa: E402
-from test_tier_writeback import (MiB, client, data, health, run_hots3, start_upstream,  # noqa: E402
+from test_tier_writeback import (start_local, MiB, data, health, run_hots3, start_upstream,  # noqa: E402
                                  stop_servers, tier_config)
 
 from botocore.exceptions import ClientError  # noqa: E402
@@ -41,9 +40,7 @@ class EvictionTestCase(unittest.TestCase):
         start_upstream(cls)
         config = tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials,
                              writeback=cls.writeback, delay=cls.delay) + "\n[tier.evict]\n" + cls.evict
-        cls.local = s3_support.hots3_server(config, device_size="128MiB", workdir=cls.local_dir).start()
-        cls.s3 = client(cls.local.port)
-        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+        start_local(cls, config, "128MiB")
 
     @classmethod
     def tearDownClass(cls):

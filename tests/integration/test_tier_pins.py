@@ -10,13 +10,12 @@ The local server has a 128 MiB device and evicts above 60%; the upstream is a se
 
 import os
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import s3_support  # noqa: E402
 from test_tier_eviction import OBJECT, EvictionTestCase, sha  # noqa: E402
-from test_tier_writeback import MiB, client, data, run_hots3, tier_config  # noqa: E402
+from test_tier_writeback import MiB, client, data, run_hots3, tier_config, start_local  # noqa: E402
 
 from botocore.exceptions import ClientError  # noqa: E402
 
@@ -47,9 +46,7 @@ class PinTest(EvictionTestCase):
         start_upstream(cls)
         cls.config = tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials,
                                  delay="30s", binding=cls.binding) + "\n[tier.evict]\n" + cls.evict
-        cls.local = s3_support.hots3_server(cls.config, device_size="128MiB", workdir=cls.local_dir).start()
-        cls.s3 = client(cls.local.port)
-        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+        start_local(cls, cls.config, "128MiB")
 
     def tier(self, *args):
         return run_hots3("tier", args[0], "--endpoint", self.endpoint, "--bucket", "ckpt", *args[1:])

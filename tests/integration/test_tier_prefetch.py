@@ -15,11 +15,10 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import fault_proxy  # noqa: E402
-import s3_support  # noqa: E402
-from test_tier_writeback import MiB, PREFIX, client, data, run_hots3, start_upstream, stop_servers, tier_config  # noqa: E402
+from test_tier_writeback import MiB, PREFIX, client, data, run_hots3, start_upstream, stop_servers, tier_config, start_local  # noqa: E402
 
-OBJECT = 4 * MiB
-DATASET = {"ds/%02d" % i: data(OBJECT, 300 + i) for i in range(32)}
+# More than two batches of the job (32 versions each), so that the kill comes after one ended.
+DATASET = {"ds/%02d" % i: data(MiB, 300 + i) for i in range(80)}
 
 
 class PrefetchTest(unittest.TestCase):
@@ -28,9 +27,7 @@ class PrefetchTest(unittest.TestCase):
         start_upstream(cls)
         cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
         config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials, delay="200ms")
-        cls.local = s3_support.hots3_server(config, device_size="256MiB", workdir=cls.local_dir).start()
-        cls.s3 = client(cls.local.port)
-        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+        start_local(cls, config, "256MiB")
 
     @classmethod
     def tearDownClass(cls):
@@ -39,14 +36,18 @@ class PrefetchTest(unittest.TestCase):
     def tier(self, command, *args):
         return run_hots3("tier", command, "--endpoint", self.endpoint, "--bucket", "ckpt", *args)
 
-    def evicted(self, prefix):
-        """How many versions under `prefix` are evicted, as the catalog says."""
+    def catalog(self, sql, *args):
+        """The first row `sql` reads of the local server's catalog."""
         db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
         try:
-            return db.execute("SELECT count(*) FROM objects WHERE key >= ? AND key < ? AND tier_state = 2",
-                              (prefix, prefix + "\xff")).fetchone()[0]
+            return db.execute(sql, args).fetchone()
         finally:
             db.close()
+
+    def evicted(self, prefix):
+        """How many versions under `prefix` are evicted, as the catalog says."""
+        return self.catalog("SELECT count(*) FROM objects WHERE key >= ? AND key < ? AND tier_state = 2",
+                            prefix, prefix + "\xff")[0]
 
     def object_gets(self, prefix):
         return [p for p, _ in list(self.proxy.object_gets) if p.startswith("/team-ckpt/" + PREFIX + prefix)]
@@ -57,18 +58,19 @@ class PrefetchTest(unittest.TestCase):
         for command in (("flush", "--prefix", "ds/", "--wait"), ("evict", "--prefix", "ds/")):
             rc, out, err = self.tier(*command)
             self.assertEqual(rc, 0, out + err)
-        self.assertEqual(self.evicted("ds/"), 32)
+        self.assertEqual(self.evicted("ds/"), 80)
 
-        self.proxy.delay_object_gets = 0.25  # 32 GETs, 4 at a time: about 2 s in all
+        self.proxy.delay_object_gets = 0.1  # 80 GETs, 4 at a time: about 2 s in all
         rc, out, err = self.tier("prefetch", "--prefix", "ds/")
-        self.assertEqual((rc, out), (0, "ckpt/ds/: prefetch 1 started: 32 objects (128 MiB) to fetch\n"), err)
+        self.assertEqual((rc, out), (0, "ckpt/ds/: prefetch 1 started: 80 objects (80 MiB) to fetch\n"), err)
+        # Killed once it has recorded a batch as done, before its end.
         deadline = time.monotonic() + 30
-        while self.evicted("ds/") > 16:
+        while not self.catalog("SELECT after FROM prefetches WHERE id = 1")[0]:
             self.assertLess(time.monotonic(), deadline, "the prefetch does not move on")
-            time.sleep(0.05)
+            time.sleep(0.02)
         self.local.kill()
-        left = self.evicted("ds/")
-        self.assertGreater(left, 0, "the job ended before the kill: nothing shows it goes on")
+        done_to = self.catalog("SELECT after FROM prefetches WHERE id = 1")[0]
+        self.assertGreater(self.evicted("ds/"), 0, "the job ended before the kill: nothing shows it goes on")
 
         self.proxy.delay_object_gets = 0
         self.local.start()
@@ -77,7 +79,8 @@ class PrefetchTest(unittest.TestCase):
         rc, out, err = self.tier("prefetch", "--job", "1")
         self.assertEqual(rc, 0, out + err)
         self.assertRegex(out.splitlines()[-1],
-                         r"^prefetch 1: 32/32 objects, 128 MiB/128 MiB, [\d.]+ [KMG]?i?B/s, 0 failed, ETA -$")
+                         r"^prefetch 1: 80/80 objects, 80 MiB/80 MiB, [\d.]+ [KMG]?i?B/s, 0 failed, ETA -$")
+        self.assertIn("prefetch 1 of ckpt/ds/ goes on after %s" % done_to, self.local.read_stderr())
         self.assertEqual(self.evicted("ds/"), 0)
         gets = len(self.object_gets("ds/"))
         for key, body in DATASET.items():

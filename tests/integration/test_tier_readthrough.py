@@ -19,7 +19,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
-from test_tier_writeback import (KiB, MiB, PREFIX, client, data, health, run_hots3,  # noqa: E402
+from test_tier_writeback import (start_local, KiB, MiB, PREFIX, client, data, health, run_hots3,  # noqa: E402
                                  start_upstream, stop_servers, tier_config)
 
 import boto3.s3.transfer  # noqa: E402
@@ -43,9 +43,7 @@ class TieredTest(unittest.TestCase):
         cls.proxy = fault_proxy.FaultProxy(cls.upstream.port).start()
         cls.config = tier_config("http://127.0.0.1:%d" % cls.proxy.port, cls.credentials, binding=cls.binding,
                                  upstream=cls.upstream_keys, mode=cls.mode)
-        cls.local = s3_support.hots3_server(cls.config, device_size="1GiB", workdir=cls.local_dir).start()
-        cls.s3 = client(cls.local.port)
-        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+        start_local(cls, cls.config, "1GiB")
 
     @classmethod
     def tearDownClass(cls):

@@ -99,6 +99,14 @@ def start_upstream(cls, config=""):
     os.makedirs(cls.local_dir)
 
 
+def start_local(cls, config, device_size):
+    """On `cls`: the local hots3 (`cls.local`, its data in `cls.local_dir`) with `config` and a
+    device of `device_size`, a client of it (`cls.s3`) and its endpoint (`cls.endpoint`)."""
+    cls.local = s3_support.hots3_server(config, device_size=device_size, workdir=cls.local_dir).start()
+    cls.s3 = client(cls.local.port)
+    cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+
+
 def stop_servers(cls):
     """Stops `cls.local` and `cls.upstream` (each must exit 0) and `cls.proxy` if there is one, and
     removes what start_upstream made."""

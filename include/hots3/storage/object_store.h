@@ -485,15 +485,16 @@ class ObjectStore {
   // The evicted versions of `span`: how many, and their bytes.
   virtual boost::asio::awaitable<Result<std::pair<std::uint64_t, std::uint64_t>>> evicted_totals(
       std::int64_t bucket_id, KeySpan span) = 0;
-  // Prefetch jobs: a new one (its id; errors: kNotFound when the bucket is gone), what one has
-  // done (`after`, `failed`; ended at `ended_ms` unless 0), and those of a bucket (of every bucket
-  // when 0), oldest first.
+  // Prefetch jobs: a new one (its id; errors: kNotFound when the bucket is gone; the bucket's
+  // ended jobs past the last kEndedPrefetchesKept go), what one has done (`after`, `failed`;
+  // ended at `ended_ms` unless 0), and those of a bucket (of every bucket when 0; only those not
+  // ended with `running`), oldest first.
   virtual boost::asio::awaitable<Result<std::int64_t>> begin_prefetch(PrefetchRecord job) = 0;
   virtual boost::asio::awaitable<Result<void>> advance_prefetch(std::int64_t id, std::string after,
                                                                 std::uint64_t failed,
                                                                 std::int64_t ended_ms) = 0;
   virtual boost::asio::awaitable<Result<std::vector<PrefetchRecord>>> prefetches(
-      std::int64_t bucket_id) = 0;
+      std::int64_t bucket_id, bool running) = 0;
   // Saves the read times kept in memory (versions the upstream also holds) to the catalog.
   virtual boost::asio::awaitable<Result<void>> save_access_times() = 0;
   // Gives the evicted version `stub` the data of a finished writer (made with for_part, so that

@@ -238,6 +238,9 @@ struct PrefetchRecord {
   std::int64_t ended_ms = 0;  // 0 while it runs
 };
 
+// Ended prefetch jobs kept per bucket (to be asked about); older ones go as new ones begin.
+inline constexpr std::size_t kEndedPrefetchesKept = 20;
+
 // Where the data of a bound bucket's versions is, and what eviction could free now.
 struct TierSpace {
   std::int64_t bucket_id = 0;

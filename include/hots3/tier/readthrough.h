@@ -83,9 +83,13 @@ class ReadThrough {
                                                                 UpstreamQuery query) = 0;
   // The rules of `bucket_id` (never revalidated when it is not bound). Callable from any thread.
   [[nodiscard]] virtual Freshness freshness(std::int64_t bucket_id) const = 0;
-  // Counts a GET of a bound bucket's version: served from here (`hit`) or read through, and the
-  // bytes it asked for (the hit ratio of the health report). Callable from any thread.
+  // Counts a GET of a bound bucket's version: served from here (`hit`), or not (read through, or
+  // waiting for a read-through under way), and the bytes it asked for (the hit ratio of the
+  // health report). Callable from any thread.
   virtual void count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) = 0;
+  // What eviction may take of the bound buckets, as last read (every few seconds; 0 before the
+  // first reading). Callable from any thread.
+  [[nodiscard]] virtual std::uint64_t evictable_bytes() const = 0;
 };
 
 }  // namespace hots3::tier

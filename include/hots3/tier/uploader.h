@@ -103,6 +103,7 @@ class Uploader final : public WriteThrough, public ReadThrough {
                                                         UpstreamQuery query) override;
   [[nodiscard]] Freshness freshness(std::int64_t bucket_id) const override;
   void count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) override;
+  [[nodiscard]] std::uint64_t evictable_bytes() const override;
 
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.

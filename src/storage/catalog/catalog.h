@@ -108,8 +108,9 @@ class Catalog {
   // The evicted versions of `span`: how many, and their bytes.
   Result<std::pair<std::uint64_t, std::uint64_t>> evicted_totals(std::int64_t bucket_id,
                                                                  const KeySpan& span);
-  // The prefetch jobs of a bucket (of every bucket when 0), oldest first.
-  Result<std::vector<PrefetchRecord>> prefetches(std::int64_t bucket_id);
+  // The prefetch jobs of a bucket (of every bucket when 0; only those not ended with `running`),
+  // oldest first.
+  Result<std::vector<PrefetchRecord>> prefetches(std::int64_t bucket_id, bool running);
   // Whether a job older than `seq` (parked ones included) waits under `prefix` of a bucket.
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
   // The parts of job `seq`'s upstream upload the upstream confirmed, by part number.

@@ -240,12 +240,12 @@ Result<std::pair<std::uint64_t, std::uint64_t>> Catalog::evicted_totals(std::int
   return std::pair{static_cast<std::uint64_t>(q.int64(0)), static_cast<std::uint64_t>(q.int64(1))};
 }
 
-Result<std::vector<PrefetchRecord>> Catalog::prefetches(std::int64_t bucket_id) {
+Result<std::vector<PrefetchRecord>> Catalog::prefetches(std::int64_t bucket_id, bool running) {
   auto q = impl_->reader().query(
       "SELECT id, bucket_id, prefix, coalesce(keys, ''), after, objects, bytes, failed, "
-      "created_ms, coalesce(ended_ms, 0) FROM prefetches WHERE ?1 = 0 OR bucket_id = ?1 ORDER BY "
-      "id");
-  q.bind(1, bucket_id);
+      "created_ms, coalesce(ended_ms, 0) FROM prefetches WHERE (?1 = 0 OR bucket_id = ?1) AND "
+      "(?2 = 0 OR ended_ms IS NULL) ORDER BY id");
+  q.bind(1, bucket_id).bind(2, running ? 1 : 0);
   std::vector<PrefetchRecord> out;
   for (;;) {
     H3_TRY(bool row, q.step());

@@ -76,9 +76,13 @@ class WriteTxnImpl final : public WriteTxn {
     q.bind(1, bucket_id);
     H3_TRY(q.run());
     if (c_.changes() == 0) return errc::kNotFound;
-    auto pins = c_.query("DELETE FROM tier_pins WHERE bucket_id = ?1");
-    pins.bind(1, bucket_id);
-    H3_TRY(pins.run());
+    // (Ids are reused: a later bucket must not find this one's pins or prefetch jobs.)
+    for (const char* sql : {"DELETE FROM tier_pins WHERE bucket_id = ?1",
+                            "DELETE FROM prefetches WHERE bucket_id = ?1"}) {
+      auto q_rows = c_.query(sql);
+      q_rows.bind(1, bucket_id);
+      H3_TRY(q_rows.run());
+    }
     return {};
   }
 
@@ -394,6 +398,15 @@ class WriteTxnImpl final : public WriteTxn {
     for (const std::string& key : job.keys) {
       if (!keys.empty()) keys += '\n';
       keys += key;
+    }
+    {
+      // Ended jobs are kept to be asked about, the bucket's last kEndedPrefetchesKept.
+      auto q = c_.query(
+          "DELETE FROM prefetches WHERE bucket_id = ?1 AND ended_ms IS NOT NULL AND id NOT IN "
+          "(SELECT id FROM prefetches WHERE bucket_id = ?1 AND ended_ms IS NOT NULL ORDER BY id "
+          "DESC LIMIT ?2)");
+      q.bind(1, job.bucket_id).bind(2, static_cast<std::int64_t>(kEndedPrefetchesKept - 1));
+      H3_TRY(q.run());
     }
     auto q = c_.query(
         "INSERT INTO prefetches(bucket_id, prefix, keys, objects, bytes, created_ms) VALUES (?1, "

@@ -1540,7 +1540,7 @@ TEST_P(StoreTest, PrefetchJobsAreKeptWithHowFarTheyGot) {
   // Kept across a restart, as it was left.
   close();
   open();
-  const auto jobs = run(store_->prefetches(bucket_.id)).value();
+  const auto jobs = run(store_->prefetches(bucket_.id, false)).value();
   ASSERT_EQ(jobs.size(), 2U);
   EXPECT_EQ(std::make_tuple(jobs[0].id, jobs[0].prefix, jobs[0].keys.size(), jobs[0].after,
                             jobs[0].failed, jobs[0].ended_ms),
@@ -1548,8 +1548,9 @@ TEST_P(StoreTest, PrefetchJobsAreKeptWithHowFarTheyGot) {
                             std::uint64_t{1}, std::int64_t{0}));
   EXPECT_EQ(jobs[1].keys, (std::vector<std::string>{"ds/a", "ds/c"}));
   EXPECT_EQ(jobs[1].ended_ms, 2000);
-  EXPECT_EQ(run(store_->prefetches(0)).value().size(), 2U);
-  EXPECT_TRUE(run(store_->prefetches(bucket_.id + 1000)).value().empty());
+  EXPECT_EQ(run(store_->prefetches(0, false)).value().size(), 2U);
+  EXPECT_EQ(run(store_->prefetches(0, true)).value().size(), 1U);  // the one not ended
+  EXPECT_TRUE(run(store_->prefetches(bucket_.id + 1000, false)).value().empty());
   whole.bucket_id = bucket_.id + 1000;  // a bucket that is gone
   EXPECT_EQ(run(store_->begin_prefetch(whole)).error(), errc::kNotFound);
 }
