@@ -107,6 +107,13 @@ int run(int argc, char** argv) {
     command->add_option("--ca-file", tier_options.ca_file, "https: certificates to trust");
     command->add_flag("--insecure", tier_options.insecure, "https: do not verify the server");
   };
+  // The bound bucket a command works on, and the prefix it takes (all keys without one).
+  const auto bucket_options = [&endpoint_options](CLI::App* command, std::string& bucket,
+                                                  std::string& prefix) {
+    endpoint_options(command);
+    command->add_option("--bucket", bucket, "The bound bucket")->required();
+    command->add_option("--prefix", prefix, "Only keys starting with this");
+  };
   CLI::App* status = tier->add_subcommand(
       "status",
       "Upstreams (reachable? last error); per bucket what is owed, where the data is, hit ratio; "
@@ -118,31 +125,23 @@ int run(int argc, char** argv) {
                      "Only this bound bucket, with its parked jobs (credentials as for flush)");
   CLI::App* flush = tier->add_subcommand(
       "flush", "Send a prefix's changes up now (credentials: AWS_ACCESS_KEY_ID, ...)");
-  endpoint_options(flush);
-  flush->add_option("--bucket", flush_bucket, "The bound bucket")->required();
-  flush->add_option("--prefix", flush_prefix, "Only keys starting with this");
+  bucket_options(flush, flush_bucket, flush_prefix);
   flush->add_flag("--wait", flush_wait,
                   "Return once everything acknowledged under the prefix before the call is "
                   "upstream");
   CLI::App* evict = tier->add_subcommand(
       "evict", "Free the device space of objects the upstream holds; GETs read them through");
-  endpoint_options(evict);
-  evict->add_option("--bucket", evict_bucket, "The bound bucket")->required();
-  evict->add_option("--prefix", evict_prefix, "Only keys starting with this");
+  bucket_options(evict, evict_bucket, evict_prefix);
 
   std::string ls_bucket, ls_prefix;
   CLI::App* ls = tier->add_subcommand(
       "ls", "Each object of a bound bucket and where its data is: dirty, clean, remote; pinned");
-  endpoint_options(ls);
-  ls->add_option("--bucket", ls_bucket, "The bound bucket")->required();
-  ls->add_option("--prefix", ls_prefix, "Only keys starting with this");
+  bucket_options(ls, ls_bucket, ls_prefix);
 
   std::string adopt_bucket, adopt_prefix;
   CLI::App* adopt = tier->add_subcommand(
       "adopt", "Record what the upstream holds and the bucket does not (a fresh or lost catalog)");
-  endpoint_options(adopt);
-  adopt->add_option("--bucket", adopt_bucket, "The bound bucket")->required();
-  adopt->add_option("--prefix", adopt_prefix, "Only keys starting with this");
+  bucket_options(adopt, adopt_bucket, adopt_prefix);
 
   std::string prefetch_bucket;
   hots3::app::PrefetchTarget prefetch_target;
@@ -150,9 +149,7 @@ int run(int argc, char** argv) {
       "prefetch",
       "Fetch the evicted objects under a prefix, or of a list, by a job that outlives "
       "restarts");
-  endpoint_options(prefetch);
-  prefetch->add_option("--bucket", prefetch_bucket, "The bound bucket")->required();
-  prefetch->add_option("--prefix", prefetch_target.prefix, "Only keys starting with this");
+  bucket_options(prefetch, prefetch_bucket, prefetch_target.prefix);
   prefetch
       ->add_option("--list", prefetch_target.list_file, "Only the keys in this file, one per line")
       ->check(CLI::ExistingFile);
@@ -163,9 +160,7 @@ int run(int argc, char** argv) {
   std::string revalidate_bucket, revalidate_prefix;
   CLI::App* revalidate = tier->add_subcommand(
       "revalidate", "Ask the upstream again about each object under a prefix of a bound bucket");
-  endpoint_options(revalidate);
-  revalidate->add_option("--bucket", revalidate_bucket, "The bound bucket")->required();
-  revalidate->add_option("--prefix", revalidate_prefix, "Only keys starting with this");
+  bucket_options(revalidate, revalidate_bucket, revalidate_prefix);
 
   std::string pin_bucket;
   hots3::app::PinTarget pin_target;
