@@ -20,9 +20,9 @@ namespace hots3::storage::detail {
 // Object metadata (with inline data) by (bucket, key), so that HEAD and GET of hot objects
 // need no SQLite read transaction (each costs file-lock system calls and a shared-memory mutex
 // that every worker contends for). Exact, not eventually consistent: every change goes
-// through this store, which invalidates after the change is durable and before its client is
-// answered; a lookup that raced a change does not insert what it read (the shard's generation
-// moved on meanwhile). Bounded by bytes, LRU per shard.
+// through this store, which invalidates as the change becomes durable (Catalog::write's
+// on_durable), before any write of its commit resumes; a lookup that raced a change does not insert
+// what it read (the shard's generation moved on meanwhile). Bounded by bytes, LRU per shard.
 class MetadataCache {
   struct Entry {
     std::string key;  // bucket id + '/' + object key
@@ -63,7 +63,8 @@ class MetadataCache {
   // on_durable): a later call must never carry an older version.
   void put(Update& update);
 
-  // After a durable change of the key.
+  // As a change of the key becomes durable (Catalog::write's on_durable, like put()): a write of
+  // the same commit that read the new row must not then find the old record here.
   void invalidate(std::int64_t bucket_id, std::string_view key);
 
   struct Stats {

@@ -330,17 +330,20 @@ class StoreImpl final : public ObjectStore {
                                                 std::optional<TierSeen> seen) override {
     bool finished = false;
     const bool uploaded = job.object_id && seen && !seen->ours.empty();
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      // What the upstream holds now, even when a newer change replaced the job meanwhile: that
-      // change's upload is conditional on it.
-      H3_TRY(t.set_tier_seen(job.bucket_id, job.key, seen ? &*seen : nullptr));
-      H3_TRY(finished, t.finish_tier_job(job));
-      if (!finished || !uploaded) return {};
-      return t.set_object_uploaded(*job.object_id, seen->etag != seen->ours
-                                                       ? std::optional<std::string_view>(seen->etag)
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          // What the upstream holds now, even when a newer change replaced the job meanwhile: that
+          // change's upload is conditional on it.
+          H3_TRY(t.set_tier_seen(job.bucket_id, job.key, seen ? &*seen : nullptr));
+          H3_TRY(finished, t.finish_tier_job(job));
+          if (!finished || !uploaded) return {};
+          return t.set_object_uploaded(
+              *job.object_id, seen->etag != seen->ours ? std::optional<std::string_view>(seen->etag)
                                                        : std::nullopt);
-    }));
-    if (finished && uploaded) core_.metadata->invalidate(job.bucket_id, job.key);
+        },
+        [&] {
+          if (finished && uploaded) core_.metadata->invalidate(job.bucket_id, job.key);
+        }));
     co_return finished;
   }
 
@@ -481,18 +484,23 @@ class StoreImpl final : public ObjectStore {
     std::string after;  // each batch goes on after the last key of the one before
     for (;;) {
       std::vector<std::pair<ObjectRecord, ExtentList>> batch;
-      auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-        batch.clear();
-        H3_TRY(auto found, t.evictable_objects(bucket_id, span, after, kEvictBatch));
-        for (ObjectRecord& o : found) {
-          H3_TRY(auto freed, t.evict_object(o.id));
-          batch.emplace_back(std::move(o), std::move(freed));
-        }
-        return {};
-      });
+      auto writing = core_.catalog->write(
+          [&](WriteTxn& t) -> Result<void> {
+            batch.clear();
+            H3_TRY(auto found, t.evictable_objects(bucket_id, span, after, kEvictBatch));
+            for (ObjectRecord& o : found) {
+              H3_TRY(auto freed, t.evict_object(o.id));
+              batch.emplace_back(std::move(o), std::move(freed));
+            }
+            return {};
+          },
+          [&] {
+            for (const auto& evicted_one : batch)
+              core_.metadata->invalidate(bucket_id, evicted_one.first.key);
+          });
       H3_CO_TRY(co_await std::move(writing));
       for (auto& [o, freed] : batch) {
-        retire_evicted(bucket_id, o.key, o.id, o.size_bytes, std::move(freed), evicted);
+        retire_evicted(o.id, o.size_bytes, std::move(freed), evicted);
       }
       if (batch.size() < kEvictBatch) break;
       after = batch.back().first.key;
@@ -535,23 +543,28 @@ class StoreImpl final : public ObjectStore {
       const std::size_t end = std::min(next + kEvictBatch, ranked.size());
       std::vector<std::pair<std::size_t, EvictedVersion>> batch;
       // (A candidate may have changed since it was read: each is taken only if it still may go.)
-      auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-        batch.clear();
-        std::uint64_t freeing = evicted.bytes;
-        for (std::size_t i = next; i < end && freeing < bytes; ++i) {
-          const EvictionCandidate& c = candidates[ranked[i].second];
-          H3_TRY(auto taken, t.evict_if_evictable(c.id));
-          if (!taken) continue;
-          freeing += c.size_bytes;
-          batch.emplace_back(ranked[i].second, std::move(*taken));
-        }
-        return {};
-      });
+      auto writing = core_.catalog->write(
+          [&](WriteTxn& t) -> Result<void> {
+            batch.clear();
+            std::uint64_t freeing = evicted.bytes;
+            for (std::size_t i = next; i < end && freeing < bytes; ++i) {
+              const EvictionCandidate& c = candidates[ranked[i].second];
+              H3_TRY(auto taken, t.evict_if_evictable(c.id));
+              if (!taken) continue;
+              freeing += c.size_bytes;
+              batch.emplace_back(ranked[i].second, std::move(*taken));
+            }
+            return {};
+          },
+          [&] {
+            for (const auto& [i, taken] : batch)
+              core_.metadata->invalidate(candidates[i].bucket_id, taken.key);
+          });
       H3_CO_TRY(co_await std::move(writing));
       next = end;
       for (auto& [i, taken] : batch) {
         const EvictionCandidate& c = candidates[i];
-        retire_evicted(c.bucket_id, taken.key, c.id, c.size_bytes, std::move(taken.freed), evicted);
+        retire_evicted(c.id, c.size_bytes, std::move(taken.freed), evicted);
       }
     }
     co_return evicted;
@@ -721,14 +734,15 @@ class StoreImpl final : public ObjectStore {
     bool refilled = false;
     // A new version id: caches keyed by version (layouts, blocks) never see the stub's id with
     // data, and a reader of the stub was refused before it looked for any.
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      filled.id = t.next_id();
-      H3_TRY(refilled, t.refill_object(stub_id, filled.id, data.extents, now_ms()));
-      return {};
-    }));
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          filled.id = t.next_id();
+          H3_TRY(refilled, t.refill_object(stub_id, filled.id, data.extents, now_ms()));
+          return {};
+        },
+        [&] { core_.metadata->invalidate(filled.bucket_id, filled.key); }));
     if (!refilled) co_return errc::kPreconditionFailed;
     detail::mark_committed(*writer);
-    core_.metadata->invalidate(filled.bucket_id, filled.key);
     co_return filled;
   }
 
@@ -745,30 +759,31 @@ class StoreImpl final : public ObjectStore {
     }
     bool taken = false;
     ExtentList freed;
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      taken = false;
-      freed = {};
-      H3_TRY(auto b, t.find_bucket(bucket.name));
-      if (!b || b->id != bucket.id) return errc::kNotFound;
-      H3_TRY(auto owed, t.find_tier_job(bucket.id, key));
-      if (owed) return {};
-      H3_TRY(auto current, t.find_object(bucket.id, key));
-      if ((current ? current->id : 0) != replacing) return {};
-      if (current) {
-        if (current->tier_state == TierState::kLocal) return {};
-        H3_TRY(freed, t.delete_object(current->id));
-      }
-      taken = true;
-      if (!stub) return t.set_tier_seen(bucket.id, key, nullptr);
-      stub->id = t.next_id();
-      H3_TRY(t.insert_object(*stub, {}));
-      H3_TRY(t.insert_object_parts(stub->id, parts));
-      // Writes of the key replace this version upstream knowingly, as any version seen there.
-      const TierSeen seen{stub->etag, stub->etag};
-      return t.set_tier_seen(bucket.id, key, &seen);
-    }));
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          taken = false;
+          freed = {};
+          H3_TRY(auto b, t.find_bucket(bucket.name));
+          if (!b || b->id != bucket.id) return errc::kNotFound;
+          H3_TRY(auto owed, t.find_tier_job(bucket.id, key));
+          if (owed) return {};
+          H3_TRY(auto current, t.find_object(bucket.id, key));
+          if ((current ? current->id : 0) != replacing) return {};
+          if (current) {
+            if (current->tier_state == TierState::kLocal) return {};
+            H3_TRY(freed, t.delete_object(current->id));
+          }
+          taken = true;
+          if (!stub) return t.set_tier_seen(bucket.id, key, nullptr);
+          stub->id = t.next_id();
+          H3_TRY(t.insert_object(*stub, {}));
+          H3_TRY(t.insert_object_parts(stub->id, parts));
+          // Writes of the key replace this version upstream knowingly, as any version seen there.
+          const TierSeen seen{stub->etag, stub->etag};
+          return t.set_tier_seen(bucket.id, key, &seen);
+        },
+        [&] { core_.metadata->invalidate(bucket.id, key); }));
     if (!taken) co_return errc::kPreconditionFailed;
-    core_.metadata->invalidate(bucket.id, key);
     if (replacing != 0) core_.retirement->retire(std::move(freed), replacing);
     co_return stub;
   }
@@ -882,38 +897,40 @@ class StoreImpl final : public ObjectStore {
     object.inline_data = data.inline_data;
     ExtentList freed;
     const bool tracked = writes_back(bucket.id);
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(auto b, t.find_bucket(bucket.name));
-      if (!b || b->id != bucket.id) return errc::kNotFound;
-      H3_TRY(auto current, t.find_object(bucket.id, object.key));
-      if ((current ? current->id : 0) != base_version) return errc::kPreconditionFailed;
-      // An evicted base has no data here to keep.
-      if (current && current->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
-      object.id = t.next_id();
-      std::uint64_t kept_bytes = 0;
-      object.parts_count = static_cast<std::uint32_t>(new_parts.size());
-      if (current) {
-        // An inline base has no extents, and its data is in the writer; it keeps its part table.
-        H3_ASSERT(writer_has_base == current->inline_data.has_value(),
-                  "append: base data both kept and rewritten");
-        if (!writer_has_base) kept_bytes = current->size_bytes;
-        H3_TRY(t.move_object_data(current->id, object.id));
-        object.parts_count += current->parts_count;
-      }
-      object.size_bytes = kept_bytes + data.size_bytes;
-      // Queued while the version it replaces is still there (its ETag goes with the job).
-      if (tracked) H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes));
-      if (current) {
-        H3_TRY(freed, t.delete_object(current->id));
-      }
-      std::vector<ExtentRecord> extents = data.extents;
-      H3_ASSERT(!object.inline_data || kept_bytes == 0, "inline data after extents");
-      for (ExtentRecord& e : extents) e.logical_offset_bytes += kept_bytes;
-      H3_TRY(t.insert_object(object, extents));
-      return t.insert_object_parts(object.id, new_parts);
-    }));
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          H3_TRY(auto b, t.find_bucket(bucket.name));
+          if (!b || b->id != bucket.id) return errc::kNotFound;
+          H3_TRY(auto current, t.find_object(bucket.id, object.key));
+          if ((current ? current->id : 0) != base_version) return errc::kPreconditionFailed;
+          // An evicted base has no data here to keep.
+          if (current && current->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
+          object.id = t.next_id();
+          std::uint64_t kept_bytes = 0;
+          object.parts_count = static_cast<std::uint32_t>(new_parts.size());
+          if (current) {
+            // An inline base has no extents, and its data is in the writer; it keeps its part
+            // table.
+            H3_ASSERT(writer_has_base == current->inline_data.has_value(),
+                      "append: base data both kept and rewritten");
+            if (!writer_has_base) kept_bytes = current->size_bytes;
+            H3_TRY(t.move_object_data(current->id, object.id));
+            object.parts_count += current->parts_count;
+          }
+          object.size_bytes = kept_bytes + data.size_bytes;
+          // Queued while the version it replaces is still there (its ETag goes with the job).
+          if (tracked) H3_TRY(queue_change(t, bucket.id, object.key, object.id, object.size_bytes));
+          if (current) {
+            H3_TRY(freed, t.delete_object(current->id));
+          }
+          std::vector<ExtentRecord> extents = data.extents;
+          H3_ASSERT(!object.inline_data || kept_bytes == 0, "inline data after extents");
+          for (ExtentRecord& e : extents) e.logical_offset_bytes += kept_bytes;
+          H3_TRY(t.insert_object(object, extents));
+          return t.insert_object_parts(object.id, new_parts);
+        },
+        [&] { core_.metadata->invalidate(bucket.id, object.key); }));
     detail::mark_committed(*writer);
-    core_.metadata->invalidate(bucket.id, object.key);
     // Whatever the base version still held (nothing, but for its inline row) goes the usual way.
     if (!freed.empty()) core_.retirement->retire(std::move(freed), base_version);
     object.inline_data.reset();
@@ -927,18 +944,20 @@ class StoreImpl final : public ObjectStore {
     ExtentList freed;
     const bool tracked = writes_back(bucket_id);
     const bool fronting = fronts(bucket_id);
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(deleted, t.find_object(bucket_id, key));
-      if (!deleted && condition.if_match) return errc::kNotFound;
-      // The upstream of a bucket in cache mode may hold the key all the same: its delete goes up.
-      if (!deleted)
-        return fronting ? queue_change(t, bucket_id, key, std::nullopt, 0) : Result<void>{};
-      if (!meets(*deleted, condition)) return errc::kPreconditionFailed;
-      if (tracked) H3_TRY(queue_change(t, bucket_id, key, std::nullopt, 0));
-      H3_TRY(freed, t.delete_object(deleted->id));
-      return {};
-    }));
-    core_.metadata->invalidate(bucket_id, key);
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          H3_TRY(deleted, t.find_object(bucket_id, key));
+          if (!deleted && condition.if_match) return errc::kNotFound;
+          // The upstream of a bucket in cache mode may hold the key all the same: its delete goes
+          // up.
+          if (!deleted)
+            return fronting ? queue_change(t, bucket_id, key, std::nullopt, 0) : Result<void>{};
+          if (!meets(*deleted, condition)) return errc::kPreconditionFailed;
+          if (tracked) H3_TRY(queue_change(t, bucket_id, key, std::nullopt, 0));
+          H3_TRY(freed, t.delete_object(deleted->id));
+          return {};
+        },
+        [&] { core_.metadata->invalidate(bucket_id, key); }));
     if (deleted) core_.retirement->retire(std::move(freed), deleted->id);
     co_return deleted;
   }
@@ -948,22 +967,23 @@ class StoreImpl final : public ObjectStore {
                                                          ObjectSpec spec) override {
     ObjectRecord updated;
     const bool tracked = writes_back(bucket_id);
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(auto current, t.find_object(bucket_id, key));
-      if (!current) return errc::kNotFound;
-      if (current->etag != etag) return errc::kPreconditionFailed;
-      // Its job may have to send the data (an upstream copy refused), which an evicted version
-      // has not here.
-      if (current->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
-      updated = std::move(*current);
-      updated.headers = spec.headers;
-      updated.user_metadata = spec.user_metadata;
-      updated.created_ms = now_ms();
-      H3_TRY(t.update_object_metadata(updated));
-      if (!tracked) return {};
-      return queue_change(t, bucket_id, key, updated.id, updated.size_bytes, key);
-    }));
-    core_.metadata->invalidate(bucket_id, key);
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          H3_TRY(auto current, t.find_object(bucket_id, key));
+          if (!current) return errc::kNotFound;
+          if (current->etag != etag) return errc::kPreconditionFailed;
+          // Its job may have to send the data (an upstream copy refused), which an evicted version
+          // has not here.
+          if (current->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
+          updated = std::move(*current);
+          updated.headers = spec.headers;
+          updated.user_metadata = spec.user_metadata;
+          updated.created_ms = now_ms();
+          H3_TRY(t.update_object_metadata(updated));
+          if (!tracked) return {};
+          return queue_change(t, bucket_id, key, updated.id, updated.size_bytes, key);
+        },
+        [&] { core_.metadata->invalidate(bucket_id, key); }));
     updated.inline_data.reset();
     co_return updated;
   }
@@ -974,35 +994,38 @@ class StoreImpl final : public ObjectStore {
     ExtentList freed;
     std::int64_t replaced = 0;
     const bool tracked = writes_back(bucket_id);
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(auto source, t.find_object(bucket_id, from));
-      if (!source) return errc::kNotFound;
-      if (from == to) {
-        if (check) H3_TRY(check(*source, source));
-        moved = std::move(*source);
-        return {};
-      }
-      // Under a new name a version is uploaded again, from data an evicted one has not here.
-      if (source->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
-      H3_TRY(auto target, t.find_object(bucket_id, to));
-      if (check) H3_TRY(check(*source, target));
-      if (tracked) {
-        // Queued while the versions they replace are still there (their ETags go with them).
-        H3_TRY(queue_change(t, bucket_id, from, std::nullopt, 0));
-        H3_TRY(queue_change(t, bucket_id, to, source->id, source->size_bytes, from));
-      }
-      if (target) {
-        H3_TRY(freed, t.delete_object(target->id));
-        replaced = target->id;
-      }
-      H3_TRY(t.move_object(source->id, bucket_id, to));
-      moved = std::move(*source);
-      moved.key = to;
-      moved.tier_state = TierState::kLocal;
-      return {};
-    }));
-    core_.metadata->invalidate(bucket_id, from);
-    core_.metadata->invalidate(bucket_id, to);
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          H3_TRY(auto source, t.find_object(bucket_id, from));
+          if (!source) return errc::kNotFound;
+          if (from == to) {
+            if (check) H3_TRY(check(*source, source));
+            moved = std::move(*source);
+            return {};
+          }
+          // Under a new name a version is uploaded again, from data an evicted one has not here.
+          if (source->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
+          H3_TRY(auto target, t.find_object(bucket_id, to));
+          if (check) H3_TRY(check(*source, target));
+          if (tracked) {
+            // Queued while the versions they replace are still there (their ETags go with them).
+            H3_TRY(queue_change(t, bucket_id, from, std::nullopt, 0));
+            H3_TRY(queue_change(t, bucket_id, to, source->id, source->size_bytes, from));
+          }
+          if (target) {
+            H3_TRY(freed, t.delete_object(target->id));
+            replaced = target->id;
+          }
+          H3_TRY(t.move_object(source->id, bucket_id, to));
+          moved = std::move(*source);
+          moved.key = to;
+          moved.tier_state = TierState::kLocal;
+          return {};
+        },
+        [&] {
+          core_.metadata->invalidate(bucket_id, from);
+          core_.metadata->invalidate(bucket_id, to);
+        }));
     if (replaced != 0) core_.retirement->retire(std::move(freed), replaced);
     co_return moved;
   }
@@ -1090,52 +1113,53 @@ class StoreImpl final : public ObjectStore {
     ExtentList replaced_extents;
     ExtentList dropped;
     std::int64_t replaced = 0;
-    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(auto upload, t.find_upload(upload_id));
-      if (!upload) return errc::kNotFound;
-      H3_TRY(auto parts, t.parts(upload->id));
-      H3_TRY(CompletionPlan chosen, plan(*upload, parts));
-      H3_ASSERT(!chosen.spec.etag.empty(), "a completion plan without an ETag");
-      H3_TRY(auto current, t.find_object(upload->bucket_id, upload->key));
-      H3_TRY(check_condition(condition, current));
-      std::vector<std::pair<PartRecord, std::uint64_t>> placed;
-      std::vector<ObjectPartRecord> table;
-      std::uint64_t offset = 0;
-      for (const PartRecord& p : chosen.parts) {
-        placed.emplace_back(p, offset);
-        std::optional<std::string> checksum;
-        const auto& alg = upload->checksum_algorithm;
-        if (alg == "CRC32") checksum = p.checksums.crc32;
-        if (alg == "CRC32C") checksum = p.checksums.crc32c;
-        // An upload without an algorithm has S3's default: each part's CRC64NVME.
-        if (!alg || alg == "CRC64NVME") checksum = p.checksums.crc64nvme;
-        if (alg == "SHA1") checksum = p.checksums.sha1;
-        if (alg == "SHA256") checksum = p.checksums.sha256;
-        table.push_back({p.part_number, offset, p.size_bytes, checksum});
-        offset += p.size_bytes;
-      }
-      object.id = t.next_id();
-      object.bucket_id = upload->bucket_id;
-      object.key = upload->key;
-      object.size_bytes = offset;
-      object.etag = chosen.spec.etag;
-      object.parts_count = static_cast<std::uint32_t>(chosen.parts.size());
-      object.created_ms = object.accessed_ms = now_ms();
-      object.headers = chosen.spec.headers;
-      object.user_metadata = chosen.spec.user_metadata;
-      object.checksums = chosen.spec.checksums;
-      // Queued while the version it replaces is still there (its ETag goes with the job).
-      if (writes_back(object.bucket_id)) {
-        H3_TRY(queue_change(t, object.bucket_id, object.key, object.id, object.size_bytes));
-      }
-      if (current) {
-        H3_TRY(replaced_extents, t.delete_object(current->id));
-        replaced = current->id;
-      }
-      H3_TRY(dropped, t.complete_upload(upload->id, object, placed, table));
-      return {};
-    }));
-    core_.metadata->invalidate(object.bucket_id, object.key);
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          H3_TRY(auto upload, t.find_upload(upload_id));
+          if (!upload) return errc::kNotFound;
+          H3_TRY(auto parts, t.parts(upload->id));
+          H3_TRY(CompletionPlan chosen, plan(*upload, parts));
+          H3_ASSERT(!chosen.spec.etag.empty(), "a completion plan without an ETag");
+          H3_TRY(auto current, t.find_object(upload->bucket_id, upload->key));
+          H3_TRY(check_condition(condition, current));
+          std::vector<std::pair<PartRecord, std::uint64_t>> placed;
+          std::vector<ObjectPartRecord> table;
+          std::uint64_t offset = 0;
+          for (const PartRecord& p : chosen.parts) {
+            placed.emplace_back(p, offset);
+            std::optional<std::string> checksum;
+            const auto& alg = upload->checksum_algorithm;
+            if (alg == "CRC32") checksum = p.checksums.crc32;
+            if (alg == "CRC32C") checksum = p.checksums.crc32c;
+            // An upload without an algorithm has S3's default: each part's CRC64NVME.
+            if (!alg || alg == "CRC64NVME") checksum = p.checksums.crc64nvme;
+            if (alg == "SHA1") checksum = p.checksums.sha1;
+            if (alg == "SHA256") checksum = p.checksums.sha256;
+            table.push_back({p.part_number, offset, p.size_bytes, checksum});
+            offset += p.size_bytes;
+          }
+          object.id = t.next_id();
+          object.bucket_id = upload->bucket_id;
+          object.key = upload->key;
+          object.size_bytes = offset;
+          object.etag = chosen.spec.etag;
+          object.parts_count = static_cast<std::uint32_t>(chosen.parts.size());
+          object.created_ms = object.accessed_ms = now_ms();
+          object.headers = chosen.spec.headers;
+          object.user_metadata = chosen.spec.user_metadata;
+          object.checksums = chosen.spec.checksums;
+          // Queued while the version it replaces is still there (its ETag goes with the job).
+          if (writes_back(object.bucket_id)) {
+            H3_TRY(queue_change(t, object.bucket_id, object.key, object.id, object.size_bytes));
+          }
+          if (current) {
+            H3_TRY(replaced_extents, t.delete_object(current->id));
+            replaced = current->id;
+          }
+          H3_TRY(dropped, t.complete_upload(upload->id, object, placed, table));
+          return {};
+        },
+        [&] { core_.metadata->invalidate(object.bucket_id, object.key); }));
     if (replaced != 0) core_.retirement->retire(std::move(replaced_extents), replaced);
     if (!dropped.empty()) core_.retirement->release_now(dropped);  // parts: see commit_part
     co_return object;
@@ -1232,11 +1256,10 @@ class StoreImpl final : public ObjectStore {
   // other write back.
   static constexpr std::size_t kEvictBatch = 256;
 
-  // After the transaction that evicted a version: its record leaves the cache, and its extents
-  // return once its readers have left.
-  void retire_evicted(std::int64_t bucket_id, const std::string& key, std::int64_t id,
-                      std::uint64_t size_bytes, ExtentList freed, Evicted& evicted) {
-    core_.metadata->invalidate(bucket_id, key);
+  // After the transaction that evicted a version (whose on_durable dropped its record from the
+  // cache): its extents return once its readers have left.
+  void retire_evicted(std::int64_t id, std::uint64_t size_bytes, ExtentList freed,
+                      Evicted& evicted) {
     core_.retirement->retire(std::move(freed), id);
     ++evicted.objects;
     evicted.bytes += size_bytes;

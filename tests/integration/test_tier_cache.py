@@ -357,6 +357,15 @@ class AlwaysFailTest(CacheBucket):
         finally:
             self.proxy.delay_heads = 0
 
+    def test_each_new_version_reaches_every_reader_at_once(self):
+        # The readers that share one answer each replace the version they read; those that find
+        # it replaced by another must serve that one, never the version they started from.
+        for i in range(12):
+            body = data(100 * 1024 + i, 60 + i)
+            self.others_put("n/k", body)
+            got = self.gets_at_once("n/k", 12, 0.2)
+            self.assertEqual([sha(b) for b in got], [sha(body)] * 12, f"round {i}")
+
     def test_reads_at_once_share_one_question_and_an_unanswered_one_fails(self):
         body = data(100 * 1024, 41)
         self.others_put("a/k", body)
