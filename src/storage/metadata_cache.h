@@ -21,7 +21,7 @@ namespace hots3::storage::detail {
 // need no SQLite read transaction (each costs file-lock system calls and a shared-memory mutex
 // that every worker contends for). Exact, not eventually consistent: every change goes
 // through this store, which invalidates as the change becomes durable (Catalog::write's
-// on_durable), before any write of its commit resumes; a lookup that raced a change does not insert
+// on_durable), before the writes of its flush resume; a lookup that raced a change does not insert
 // what it read (the shard's generation moved on meanwhile). Bounded by bytes, LRU per shard.
 class MetadataCache {
   struct Entry {
