@@ -243,14 +243,16 @@ TEST_P(StoreTest, SlowReaderOfAnOverwrittenKeyGetsExactlyTheOldBytes) {
 
 // The metadata cache follows a change as it becomes durable, before its writer resumes (in commit
 // order, on the thread that makes commits durable): an overwrite puts its version in, an append or
-// a delete drops the old one. Held here by holding the committing worker, so the window between
-// "durable" and "the writer resumes" stays open: a reader on another worker must meanwhile find
-// and read what the key holds now (the new version whole, or nothing after a delete). So does any
-// other write of the same commit once it resumes: else, looking the key up after its own write
-// failed on the change, it would take the replaced version for the current one.
+// a delete, or a rename onto the key, drops the old one. Held here by holding the committing
+// worker, so the window between "durable" and "the writer resumes" stays open: a reader on another
+// worker must meanwhile find and read what the key holds now (the new version whole, or nothing
+// after a delete). So does any other write of the same commit once it resumes: else, looking the
+// key up after its own write failed on the change, it would take the replaced version for the
+// current one.
 TEST_P(StoreTest, AChangeReachesTheMetadataCacheBeforeItsWriterResumes) {
-  enum class Change { kOverwrite, kAppend, kDelete };
-  for (const Change change : {Change::kOverwrite, Change::kAppend, Change::kDelete}) {
+  enum class Change { kOverwrite, kAppend, kDelete, kRename };
+  for (const Change change :
+       {Change::kOverwrite, Change::kAppend, Change::kDelete, Change::kRename}) {
     const std::string key = "k" + std::to_string(static_cast<int>(change));
     const Bytes old_value = test::pattern_bytes(3 * kMiB + 5, 70);
     const auto old_version = put(key, old_value).value();
@@ -260,6 +262,10 @@ TEST_P(StoreTest, AChangeReachesTheMetadataCacheBeforeItsWriterResumes) {
     Bytes new_value = piece;
     if (change == Change::kAppend)
       new_value.insert(new_value.begin(), old_value.begin(), old_value.end());
+    const std::string source = key + "-source";  // what a rename moves onto the key
+    if (change == Change::kRename) {
+      ASSERT_TRUE(put(source, piece).has_value());
+    }
 
     std::promise<void> gate;
     std::shared_future<void> held = gate.get_future().share();
@@ -269,17 +275,17 @@ TEST_P(StoreTest, AChangeReachesTheMetadataCacheBeforeItsWriterResumes) {
       return run(
           [&]() -> asio::awaitable<Result<void>> {
             std::unique_ptr<ObjectWriter> w;
-            if (change != Change::kDelete) {
+            if (change == Change::kOverwrite || change == Change::kAppend) {
               H3_CO_TRY(w, co_await store_->create_writer(std::uint64_t{piece.size()},
                                                           change == Change::kAppend));
               H3_CO_TRY(co_await w->write(piece));
               H3_CO_TRY(co_await w->finish());
             }
             // Runs once this coroutine waits for its commit, and holds the worker until released:
-            // the commit's completion waits behind it. Posted from
-            // another thread: a handler a worker posts to itself waits in that thread's private
-            // queue until the running handler returns, and a commit that completes before then
-            // (a busy machine) would be queued ahead of it.
+            // the commit's completion waits behind it. Posted from another thread: a handler a
+            // worker posts to itself waits in that thread's private queue until the running
+            // handler returns, and a commit that completes before then (a busy machine) would be
+            // queued ahead of it.
             std::thread([&committer, held] {
               asio::post(committer, [held] { held.wait(); });
             }).join();
@@ -291,8 +297,10 @@ TEST_P(StoreTest, AChangeReachesTheMetadataCacheBeforeItsWriterResumes) {
               spec.etag = "appended";
               H3_CO_TRY(co_await store_->append_object(std::move(w), bucket_, key, old_version.id,
                                                        false, spec, {}));
-            } else {
+            } else if (change == Change::kDelete) {
               H3_CO_TRY(co_await store_->delete_object(bucket_.id, key));
+            } else {
+              H3_CO_TRY(co_await store_->rename_object(bucket_.id, source, key, {}));
             }
             co_return Result<void>{};
           }(),
