@@ -1,4 +1,3 @@
-// Beast's and Asio SSL's implementations, compiled once (BOOST_BEAST_SEPARATE_COMPILATION and
-// BOOST_ASIO_SEPARATE_COMPILATION, set on hots3_asio). Only src/http uses Beast and TLS.
-#include <boost/asio/ssl/impl/src.hpp>
+// Beast's implementation, compiled once (BOOST_BEAST_SEPARATE_COMPILATION, set on hots3_asio).
+// Only src/http uses Beast; Asio's TLS is compiled in tls_impl.cc, with the server and client.
 #include <boost/beast/src.hpp>
