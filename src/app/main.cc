@@ -143,6 +143,13 @@ int run(int argc, char** argv) {
       "adopt", "Record what the upstream holds and the bucket does not (a fresh or lost catalog)");
   bucket_options(adopt, adopt_bucket, adopt_prefix);
 
+  std::string sync_bucket, sync_prefix;
+  CLI::App* sync = tier->add_subcommand(
+      "sync",
+      "Bring the catalog of a bound bucket into line with what the upstream holds: "
+      "adopt what it lacks, follow what changed or went there (list = \"local\")");
+  bucket_options(sync, sync_bucket, sync_prefix);
+
   std::string prefetch_bucket;
   hots3::app::PrefetchTarget prefetch_target;
   CLI::App* prefetch = tier->add_subcommand(
@@ -195,7 +202,10 @@ int run(int argc, char** argv) {
   }
   if (evict->parsed()) return hots3::app::tier_evict(tier_options, evict_bucket, evict_prefix);
   if (ls->parsed()) return hots3::app::tier_ls(tier_options, ls_bucket, ls_prefix);
-  if (adopt->parsed()) return hots3::app::tier_adopt(tier_options, adopt_bucket, adopt_prefix);
+  if (adopt->parsed()) {
+    return hots3::app::tier_adopt(tier_options, adopt_bucket, adopt_prefix, false);
+  }
+  if (sync->parsed()) return hots3::app::tier_adopt(tier_options, sync_bucket, sync_prefix, true);
   if (prefetch->parsed()) {
     return hots3::app::tier_prefetch(tier_options, prefetch_bucket, prefetch_target);
   }

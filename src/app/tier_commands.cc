@@ -265,38 +265,46 @@ int tier_evict(const TierCommandOptions& options, const std::string& bucket,
 }
 
 int tier_adopt(const TierCommandOptions& options, const std::string& bucket,
-               const std::string& prefix) {
+               const std::string& prefix, bool sync) {
+  const char* what = sync ? "sync" : "adopt";
   std::uint64_t adopted = 0;
   std::uint64_t bytes = 0;
   std::uint64_t present = 0;
   std::uint64_t skipped = 0;
+  std::uint64_t replaced = 0;
+  std::uint64_t removed = 0;
   const auto add = [](std::uint64_t& total, const std::string& text) {
     total += parse_decimal<std::uint64_t>(text).value_or(0);
   };
+  const auto n = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
   std::string start_after;
   for (;;) {
     std::vector<aws::QueryParameter> query = {{"x-hots3-adopt", ""}, {"prefix", prefix}};
+    if (sync) query.push_back({"sync", ""});
     if (!start_after.empty()) query.push_back({"start-after", start_after});
-    const auto doc = post_to_bucket(options, "adopt", bucket, std::move(query));
+    const auto doc = post_to_bucket(options, what, bucket, std::move(query));
     if (!doc) {
       std::fprintf(stderr, "%s/%s: %llu objects adopted before that; run it again to go on\n",
-                   bucket.c_str(), prefix.c_str(), static_cast<unsigned long long>(adopted));
+                   bucket.c_str(), prefix.c_str(), n(adopted));
       return 1;
     }
     add(adopted, child_text(*doc, "Adopted"));
     add(bytes, child_text(*doc, "Bytes"));
     add(present, child_text(*doc, "Present"));
     add(skipped, child_text(*doc, "Skipped"));
+    add(replaced, child_text(*doc, "Replaced"));
+    add(removed, child_text(*doc, "Removed"));
     const bool more = child_text(*doc, "IsTruncated") == "true";
-    std::printf("%s/%s: %llu objects adopted (%s), %llu already here, %llu skipped%s\n",
-                bucket.c_str(), prefix.c_str(), static_cast<unsigned long long>(adopted),
-                format_size(bytes).c_str(), static_cast<unsigned long long>(present),
-                static_cast<unsigned long long>(skipped), more ? " so far" : "");
+    const std::string followed =
+        sync ? fmt::format(", {} replaced, {} removed", replaced, removed) : std::string();
+    std::printf("%s/%s: %llu objects adopted (%s), %llu already here, %llu skipped%s%s\n",
+                bucket.c_str(), prefix.c_str(), n(adopted), format_size(bytes).c_str(), n(present),
+                n(skipped), followed.c_str(), more ? " so far" : "");
     std::fflush(stdout);
     if (!more) return 0;
     auto next = aws::percent_decode(child_text(*doc, "NextStartAfter"));
     if (!next || next->empty() || *next <= start_after) {
-      std::fprintf(stderr, "hots3 tier adopt: the server's listing does not move on\n");
+      std::fprintf(stderr, "hots3 tier %s: the server's listing does not move on\n", what);
       return 1;
     }
     start_after = std::move(*next);

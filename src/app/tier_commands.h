@@ -37,8 +37,11 @@ int tier_evict(const TierCommandOptions& options, const std::string& bucket,
 // of the upstream's listing at a time (POST /bucket?x-hots3-adopt, signed as tier_flush), so that
 // a fresh or lost catalog fronts an upstream bucket that holds data. Prints the counts after each
 // page; 0, or 1 when the server refused or failed (run again, it goes on: what is here is left).
+// `sync` (hots3 tier sync, cache mode): the versions here follow the upstream too, replaced where
+// it holds another and removed where it holds none (as on_upstream_delete says), so that a
+// catalog kept by syncs can answer listings (list = "local").
 int tier_adopt(const TierCommandOptions& options, const std::string& bucket,
-               const std::string& prefix);
+               const std::string& prefix, bool sync);
 
 // Starts a prefetch job (POST /bucket?x-hots3-prefetch, signed as tier_flush) of every evicted
 // object under `prefix`, or of the keys listed in `list_file` (one per line), and prints what it

@@ -495,6 +495,7 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
     r.string("revalidate", revalidate);
     r.choice("on_upstream_error", b.serve_stale, {{"serve-stale", true}, {"fail", false}});
     r.choice("on_upstream_delete", b.keep_upstream_deleted, {{"remove", false}, {"keep", true}});
+    r.choice("list", b.list_local, {{"upstream", false}, {"local", true}});
     if (table->contains("pin_max")) {
       std::uint64_t cap = 0;
       r.size("pin_max", cap, 0, 1024 * kTiB);
@@ -508,6 +509,9 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
     }
     if (b.upstream_prefix.size() > 512) {
       r.fail(*table, "upstream_prefix", "must be at most 512 bytes");
+    }
+    if (b.list_local && b.mode != TierMode::kCache) {
+      r.fail(*table, "list", "is for buckets in cache mode: the others list what is here");
     }
     if (revalidate.empty()) {
       if (b.mode == TierMode::kCache) b.revalidate_after = milliseconds(10LL * 60 * 1000);

@@ -227,17 +227,25 @@ asio::awaitable<void> flush_bucket(Service& s, Request& r) {
   co_await s.send_xml(r, 200, xml.finish());
 }
 
-// POST /bucket?x-hots3-adopt[&prefix=P][&start-after=K]: one page of the upstream's keys under P
-// (after K) that this bucket holds no version of is recorded here as evicted versions (see
-// adopt_page). The answer says what it did, and NextStartAfter (percent-encoded: a key may hold
-// what XML cannot) where the next page starts, while IsTruncated.
+// POST /bucket?x-hots3-adopt[&prefix=P][&start-after=K][&sync]: one page of the upstream's keys
+// under P (after K) that this bucket holds no version of is recorded here as evicted versions;
+// with `sync`, the versions here over the same span follow the upstream too (see adopt_page). The
+// answer says what it did, and NextStartAfter (percent-encoded: a key may hold what XML cannot)
+// where the next page starts, while IsTruncated.
 asio::awaitable<void> adopt_keys(Service& s, Request& r) {
   auto finding = served_for_write(s, r);
   auto bucket = co_await std::move(finding);
   if (!bucket) co_return;
   const std::string prefix = r.param("prefix") ? *r.param("prefix") : std::string();
   const std::string start_after = r.param("start-after") ? *r.param("start-after") : std::string();
-  auto adopting = adopt_page(s, *bucket, prefix, start_after);
+  const bool sync = r.has_param("sync");
+  if (sync && bucket->tier != storage::BucketTier::kCache) {
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidRequest,
+                 "A sync is for buckets in cache mode: in the others the upstream changes only "
+                 "through this server."));
+  }
+  auto adopting = adopt_page(s, *bucket, prefix, start_after, sync);
   auto adopted = co_await std::move(adopting);
   if (auto* e = std::get_if<Error>(&adopted)) co_return co_await s.send_error(r, std::move(*e));
   const Adopted& page = std::get<Adopted>(adopted);
@@ -248,6 +256,10 @@ asio::awaitable<void> adopt_keys(Service& s, Request& r) {
   xml.element("Bytes", std::to_string(page.bytes));
   xml.element("Present", std::to_string(page.present));
   xml.element("Skipped", std::to_string(page.skipped));
+  if (sync) {
+    xml.element("Replaced", std::to_string(page.replaced));
+    xml.element("Removed", std::to_string(page.removed));
+  }
   xml.element("IsTruncated", page.truncated);
   if (page.truncated) xml.element("NextStartAfter", aws::uri_encode(page.last, true));
   co_await s.send_xml(r, 200, xml.finish());

@@ -421,8 +421,40 @@ asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::BucketRec
   }
 }
 
+namespace {
+
+// Brings a version here into line with the upstream (see adopt_page): what revalidating it did.
+// An upstream that cannot say fails the page, whatever the binding serves meanwhile.
+using Synced = std::variant<Revalidated::Kind, Error>;
+asio::awaitable<Synced> follow_upstream(Service& s, const storage::BucketRecord& bucket,
+                                        storage::ObjectRecord here) {
+  tier::Freshness f = s.read_through()->freshness(bucket.id);
+  f.serve_stale = false;
+  auto asking = revalidate(s, bucket, std::move(here), f);
+  Revalidation answer = co_await std::move(asking);
+  if (auto* e = std::get_if<Error>(&answer)) co_return std::move(*e);
+  co_return std::get<Revalidated>(answer).kind;
+}
+
+void count(Adopted& out, Revalidated::Kind kind) {
+  switch (kind) {
+    case Revalidated::Kind::kReplaced:
+      ++out.replaced;
+      break;
+    case Revalidated::Kind::kGone:
+      ++out.removed;
+      break;
+    case Revalidated::Kind::kCurrent:
+    case Revalidated::Kind::kStale:
+      ++out.present;
+      break;
+  }
+}
+
+}  // namespace
+
 asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord& bucket,
-                                        std::string prefix, std::string start_after) {
+                                        std::string prefix, std::string start_after, bool sync) {
   // (A page of kAdoptPage keys: each costs a HEAD, and the whole page one client request.)
   auto asking = list_upstream_page(s, bucket, prefix, start_after, std::string(), kAdoptPage);
   ListedPage asked = co_await std::move(asking);
@@ -430,17 +462,28 @@ asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord&
   const Listed& listed = std::get<Listed>(asked);
   Adopted out;
   out.truncated = listed.truncated;
-  if (listed.objects.empty()) {
-    if (out.truncated) co_return unavailable("its listing does not move on");
-    co_return out;
+  if (listed.objects.empty() && out.truncated) {
+    co_return unavailable("its listing does not move on");
   }
-  out.last = listed.objects.back().key;
-  if (out.last <= start_after) co_return unavailable("its listing does not move on");
+  if (!listed.objects.empty()) {
+    out.last = listed.objects.back().key;
+    if (out.last <= start_after) co_return unavailable("its listing does not move on");
+  }
   for (const storage::ListEntry& e : listed.objects) {
     auto here = s.store().head(bucket.id, e.key);
     if (!here) co_return from_errc(here.error());
     if (*here) {
-      ++out.present;
+      const storage::ObjectRecord& v = **here;
+      // (A version written here and not yet upstream is what the upstream is to get.)
+      if (!sync || v.tier_state == storage::TierState::kLocal ||
+          v.upstream_etag.value_or(v.etag) == e.etag) {
+        ++out.present;
+        continue;
+      }
+      auto following = follow_upstream(s, bucket, v);
+      auto followed = co_await std::move(following);
+      if (auto* error = std::get_if<Error>(&followed)) co_return std::move(*error);
+      count(out, std::get<Revalidated::Kind>(followed));
       continue;
     }
     auto looking = look_up_upstream(s, bucket, e.key);
@@ -454,6 +497,46 @@ asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord&
     }
     ++out.adopted;
     out.bytes += now->size_bytes;
+  }
+  if (!sync) co_return out;
+
+  // The versions here in the span the page covered that the upstream did not list: each is
+  // asked about (a listing may lag behind a write), and removed when the upstream has none.
+  std::set<std::string, std::less<>> listed_keys;
+  for (const storage::ListEntry& e : listed.objects) listed_keys.insert(e.key);
+  storage::ListQuery q;
+  q.prefix = prefix;
+  q.start_after = start_after;
+  q.max_keys = kAdoptPage;
+  std::size_t followed_up = 0;
+  std::string handled = start_after;  // the last key here done with
+  for (;;) {
+    auto listing = s.store().list_objects(bucket.id, q);
+    auto local = co_await std::move(listing);
+    if (!local) co_return from_errc(local.error());
+    for (const storage::ListEntry& o : local->objects) {
+      if (out.truncated && o.key > out.last) co_return out;
+      if (listed_keys.contains(o.key)) continue;
+      if (followed_up == kAdoptPage) {
+        // A page's work stays bounded however much went upstream: the next page goes on from
+        // here (the upstream's keys after it are listed again, and found here).
+        out.truncated = true;
+        out.last = handled;
+        co_return out;
+      }
+      auto here = s.store().head(bucket.id, o.key);
+      if (!here) co_return from_errc(here.error());
+      if (*here && (*here)->tier_state != storage::TierState::kLocal) {
+        ++followed_up;
+        auto following = follow_upstream(s, bucket, **here);
+        auto followed = co_await std::move(following);
+        if (auto* error = std::get_if<Error>(&followed)) co_return std::move(*error);
+        count(out, std::get<Revalidated::Kind>(followed));
+      }
+      handled = o.key;
+    }
+    if (!local->truncated) break;
+    q.start_after = local->last;
   }
   co_return out;
 }

@@ -3,7 +3,7 @@
 // Private to src/s3: a bucket in cache mode fronts an upstream bucket that others also write.
 // A key it holds no version of is looked up there and recorded as an evicted version (its data
 // then comes back by read-through, as any evicted version's), and its listings are the
-// upstream's.
+// upstream's (or, with list = "local", the catalog's, kept in line by syncs).
 
 #include "errors.h"
 #include "service.h"
@@ -56,12 +56,14 @@ boost::asio::awaitable<UpstreamPage> list_upstream(Service& s, const storage::Bu
 
 // What adopting a page of the upstream's keys did.
 struct Adopted {
-  std::uint64_t adopted = 0;  // recorded here as evicted versions
-  std::uint64_t bytes = 0;    // their size
-  std::uint64_t present = 0;  // a version here already: left as it is
-  std::uint64_t skipped = 0;  // gone upstream since the listing, or deleted here and not yet there
-  std::string last;           // the page's last key (local name): the next page starts after it
-  bool truncated = false;     // more keys follow
+  std::uint64_t adopted = 0;   // recorded here as evicted versions
+  std::uint64_t bytes = 0;     // their size
+  std::uint64_t present = 0;   // a version here already: left as it is
+  std::uint64_t skipped = 0;   // gone upstream since the listing, or deleted here and not yet there
+  std::uint64_t replaced = 0;  // (sync) another version upstream: recorded here in its place
+  std::uint64_t removed = 0;   // (sync) none upstream any more: removed here too
+  std::string last;            // the page's last key (local name): the next page starts after it
+  bool truncated = false;      // more keys follow
 };
 using AdoptedPage = std::variant<Adopted, Error>;
 // Records each key of one page of the upstream's listing under `prefix`, after `start_after`,
@@ -69,7 +71,16 @@ using AdoptedPage = std::variant<Adopted, Error>;
 // ETag, headers, metadata, checksums, part table), becomes an evicted version. A fresh or lost
 // catalog so fronts an upstream bucket that holds data: HEAD and LIST answer from here, and GET
 // reads through. An Error (503) when the upstream cannot say; what was recorded stays.
+//
+// `sync` (cache mode) also brings the versions here into line with the upstream, over the same
+// span of keys (after `start_after`, up to the page's last key, or to the prefix's end on the
+// last page): one whose upstream ETag differs from the listing's, or that the listing lacks, is
+// revalidated (see revalidate: replaced, or removed as the binding's on_upstream_delete says).
+// A version written here and not yet upstream is left alone. At most kAdoptPage versions the
+// listing lacks are revalidated per page: past them the page ends early, at the last one. So
+// the catalog follows an upstream that others write, and `list = "local"` can answer from it.
 boost::asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord& bucket,
-                                               std::string prefix, std::string start_after);
+                                               std::string prefix, std::string start_after,
+                                               bool sync);
 
 }  // namespace hots3::s3

@@ -2618,7 +2618,7 @@ Freshness Uploader::freshness(std::int64_t bucket_id) const {
   const auto bound = impl_->bindings.find(bucket_id);
   if (bound == impl_->bindings.end()) return {};
   const config::TierBucketConfig& c = bound->second.config;
-  return {c.revalidate_after, c.serve_stale, c.keep_upstream_deleted};
+  return {c.revalidate_after, c.serve_stale, c.keep_upstream_deleted, c.list_local};
 }
 
 std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::string key,

@@ -88,6 +88,10 @@ class AdoptTest(unittest.TestCase):
         self.assertEqual(got["Body"].read(), b"42")
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key=AWKWARD)["Body"].read(), b"awkward")
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="set/0003")["Body"].read(), b"mine")
+        # A sync is for cache mode: here the upstream changes only through this server.
+        rc, out, err = run_hots3("tier", "sync", "--endpoint", self.endpoint, "--bucket", "ckpt")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("cache mode", err)
 
         # The upstream down: HEAD and LIST still answer, from here.
         self.assertEqual(self.upstream.stop(), 0)

@@ -122,11 +122,11 @@ def stop_servers(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
 
-def run_hots3(*args):
+def run_hots3(*args, timeout=120):
     """Runs the hots3 binary with `args` and the test user's keys; (exit status, stdout, stderr)."""
     env = dict(os.environ, AWS_ACCESS_KEY_ID=s3_support.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3_support.SECRET_KEY)
     done = subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=timeout)
     return done.returncode, done.stdout, done.stderr
 
 

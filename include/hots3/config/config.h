@@ -196,6 +196,10 @@ struct TierBucketConfig {
   // A revalidation that finds the key gone upstream: gone here too ("remove"), or the version
   // here is still served ("keep").
   bool keep_upstream_deleted = false;
+  // Where a bucket in cache mode answers ListObjects from: the upstream's listing merged with
+  // what is here ("upstream"), or the catalog alone ("local"), which `hots3 tier sync` keeps in
+  // line with the upstream, for buckets too large to list through at every request.
+  bool list_local = false;
   // The rule for `key`: the longest matching prefix's, else the bucket's.
   [[nodiscard]] const AdmitRule& admission(std::string_view key) const;
 };

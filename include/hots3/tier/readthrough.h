@@ -52,12 +52,13 @@ struct UpstreamQuery {
   std::vector<http::Header> headers;
 };
 
-// How reads of a bound bucket's versions are checked against its upstream (the binding's
-// revalidate, on_upstream_error and on_upstream_delete; see config::TierBucketConfig).
+// How reads and listings of a bound bucket are checked against its upstream (the binding's
+// revalidate, on_upstream_error, on_upstream_delete and list; see config::TierBucketConfig).
 struct Freshness {
   std::optional<std::chrono::milliseconds> revalidate_after;  // nullopt: never; 0: every read
   bool serve_stale = true;
   bool keep_upstream_deleted = false;
+  bool list_local = false;  // a cache-mode bucket lists its catalog, not the upstream
 };
 
 class ReadThrough {

@@ -406,6 +406,16 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
   EXPECT_NE(error_of(upstream + bound + "on_upstream_error = \"retry\"\n")
                 .find("tier.bucket.on_upstream_error: must be one of"),
             std::string::npos);
+  // Listings: the upstream's unless said; the catalog's only in cache mode.
+  EXPECT_FALSE(binding("mode = \"cache\"\n").list_local);
+  EXPECT_TRUE(binding("mode = \"cache\"\nlist = \"local\"\n").list_local);
+  EXPECT_FALSE(binding("mode = \"cache\"\nlist = \"upstream\"\n").list_local);
+  EXPECT_NE(error_of(upstream + bound + "list = \"local\"\n")
+                .find("tier.bucket.list: is for buckets in cache mode"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + bound + "mode = \"cache\"\nlist = \"catalog\"\n")
+                .find("tier.bucket.list: must be one of"),
+            std::string::npos);
   EXPECT_NE(
       error_of(upstream + bound + "admit = \"third-miss\"\n")
           .find("tier.bucket.admit: must be one of \"first-miss\", \"second-miss\", \"never\""),
