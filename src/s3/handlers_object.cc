@@ -216,6 +216,16 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
 
 // ---- GetObject / HeadObject -----------------------------------------------------------------
 
+namespace {
+
+// Whether some chunks of the evicted `object` are kept here (a partial object).
+bool partial(Service& s, const storage::ObjectRecord& object) {
+  auto chunks = s.store().object_chunks(object.id);
+  return chunks && !chunks->empty();
+}
+
+}  // namespace
+
 asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   auto bucket = co_await s.bucket_for(r, Access::kRead);
   if (!bucket) co_return;
@@ -324,12 +334,12 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     } else if (s.fill_flights().restoring(object.id)) {
       head.add("x-amz-restore", "ongoing-request=\"true\"");
     }
-    // Where the version's data is: here only (not yet upstream), in both places, or upstream
-    // only (evicted); and whether eviction may take it.
-    head.add("x-hots3-tier", object.tier_state == storage::TierState::kLocal ? "dirty"
-                             : object.tier_state == storage::TierState::kLocalAndUpstream
-                                 ? "clean"
-                                 : "remote");
+    // Where the version's data is: here only (not yet upstream), in both places, upstream only
+    // (evicted) with some chunks kept here, or none; and whether eviction may take it.
+    head.add("x-hots3-tier", object.tier_state == storage::TierState::kLocal              ? "dirty"
+                             : object.tier_state == storage::TierState::kLocalAndUpstream ? "clean"
+                             : partial(s, object) ? "partial"
+                                                  : "remote");
     head.add("x-hots3-pinned", s.store().pinned(bucket->id, object.key) ? "true" : "false");
   }
   // (A read-through says "miss" itself.)
@@ -337,7 +347,6 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   const unsigned status = head.status;
   if (head_only) co_return co_await s.send_empty(r, status, std::move(head));
   if (!reader) {
-    s.read_through()->count_read(bucket->id, false, selection.length_bytes);
     auto reading = read_through(s, r, *record, selection, std::move(head));
     co_await std::move(reading);
     co_return;

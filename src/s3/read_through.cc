@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -280,8 +281,8 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
                                   FillFlights::Lead lead, bool asked) {
   const std::string what = fmt::format("restore of {}/{}", bucket, log::escaped(object.key));
   const std::string etag = object.upstream_etag.value_or(object.etag);
-  auto upstream =
-      s.read_through()->read(object.bucket_id, object.key, etag, 0, object.size_bytes, true);
+  auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, 0, object.size_bytes,
+                                         true, object.size_bytes);
   auto reading = upstream->next();
   auto piece = co_await std::move(reading);
   if (!piece) {
@@ -372,6 +373,294 @@ asio::awaitable<void> run_restores(Service& s, FillFlights::Run first) {
   }
 }
 
+// Whether a range of `object` asks for a restore of all of it: a download in ranges (what SDKs
+// make of a large GET) starts at 0, a peek at a file's head is short.
+bool asks_restore(Service& s, const storage::ObjectRecord& object, const BodySelection& selection) {
+  return selection.offset_bytes == 0 &&
+         selection.length_bytes >= std::min(kRangeToRestore, object.size_bytes / 2) &&
+         s.store().tier_fill_allows(object.size_bytes);
+}
+
+// Sends a ranged GET's bytes as they come, in order, from wherever they come: the response head
+// goes out with the first of them, and bytes outside the range are skipped.
+class RangeSender {
+ public:
+  RangeSender(Request& r, const BodySelection& selection, http::Response head)
+      : r_(r),
+        at_(selection.offset_bytes),
+        end_(selection.offset_bytes + selection.length_bytes),
+        head_(std::move(head)) {}
+
+  [[nodiscard]] bool started() const { return started_; }
+  // Whether every byte of the range went out (the response is then finished).
+  [[nodiscard]] bool done() const { return at_ == end_; }
+  // Where the next byte the client wants is, and where the range ends.
+  [[nodiscard]] std::uint64_t at() const { return at_; }
+  [[nodiscard]] std::uint64_t end() const { return end_; }
+
+  // Sends what the range holds of `piece`, the version's bytes from `offset`; the response
+  // ends with its last byte. false: the client went away.
+  asio::awaitable<bool> send(std::uint64_t offset, std::span<const std::byte> piece) {
+    const std::uint64_t from = std::max(offset, at_);
+    const std::uint64_t to = std::min(offset + piece.size(), end_);
+    if (from >= to) co_return true;
+    if (!started_) {
+      started_ = true;
+      auto starting = r_.exchange.write_head(std::move(head_));
+      const auto started = co_await std::move(starting);
+      if (!started) co_return false;
+    }
+    auto sending = r_.exchange.write_body(piece.subspan(from - offset, to - from));
+    const auto sent = co_await std::move(sending);
+    if (!sent) co_return false;
+    at_ = to;
+    if (at_ == end_) {
+      auto ending = r_.exchange.finish();
+      co_await std::move(ending);
+    }
+    co_return true;
+  }
+
+  // Ends a response that could not be completed: an error before the head, else a body cut
+  // short (the client sees an incomplete response, never wrong bytes).
+  asio::awaitable<void> fail(Service& s, boost::system::error_code e) {
+    if (done()) co_return;
+    if (!started_) {
+      started_ = true;
+      auto refusing = s.send_error(r_, upstream_error(e));
+      co_await std::move(refusing);
+      co_return;
+    }
+    auto cutting = r_.exchange.finish();
+    co_await std::move(cutting);
+  }
+
+ private:
+  Request& r_;
+  std::uint64_t at_;
+  std::uint64_t end_;
+  http::Response head_;
+  bool started_ = false;
+};
+
+// Chunk `index` of `object`: where it starts and its size.
+std::pair<std::uint64_t, std::uint64_t> chunk_span(const storage::ObjectRecord& object,
+                                                   std::uint32_t index) {
+  const std::uint64_t begin = std::uint64_t{index} * storage::kTierChunkBytes;
+  return {begin, std::min(storage::kTierChunkBytes, object.size_bytes - begin)};
+}
+
+// Finishes `writer`, which holds chunk `index` of `object`, and keeps it. Run apart from the
+// request: its client need not wait for the commit.
+asio::awaitable<void> keep_written(Service& s, storage::ObjectRecord object, std::uint32_t index,
+                                   std::unique_ptr<storage::ObjectWriter> writer,
+                                   std::string what) {
+  auto finishing = writer->finish();
+  const auto finished = co_await std::move(finishing);
+  if (!finished) co_return;
+  auto keeping = s.store().keep_chunk(std::move(writer), object, index);
+  const auto kept = co_await std::move(keeping);
+  if (!kept) {
+    log::warn("{}: chunk {} of version {} was not kept: {}", what, index, object.id,
+              kept.error().message());
+  }
+}
+
+// Writes the rest of chunk `index` (from `at`) into `writer` as `upstream` gives it, and keeps
+// it: what a range that ended inside a chunk being kept leaves. Run apart, so that the client's
+// connection goes on to its next request at once.
+asio::awaitable<void> keep_rest(Service& s, storage::ObjectRecord object, std::uint32_t index,
+                                std::uint64_t at, std::unique_ptr<tier::UpstreamRead> upstream,
+                                std::unique_ptr<storage::ObjectWriter> writer, std::string what) {
+  const auto [begin, size] = chunk_span(object, index);
+  while (at < begin + size) {
+    auto reading = upstream->next();
+    auto next = co_await std::move(reading);
+    if (!next || next->empty()) {
+      log::info("{}: chunk {} not kept: the upstream's data stopped at byte {}", what, index, at);
+      co_return;
+    }
+    const std::span<const std::byte> part = next->first(
+        static_cast<std::size_t>(std::min<std::uint64_t>(next->size(), begin + size - at)));
+    auto writing = writer->write(part);
+    const auto written = co_await std::move(writing);
+    if (!written) co_return;
+    at += part.size();
+  }
+  upstream.reset();  // its stream is free before the commit
+  auto keeping = keep_written(s, std::move(object), index, std::move(writer), std::move(what));
+  co_await std::move(keeping);
+}
+
+// Sends what the range holds of kept chunk `index` from the device. false: the chunk is not
+// there (any more), or its stored bytes are damaged, before any of them went out: fetch it (a
+// damaged one is dropped first, so that the fetch keeps it anew). Otherwise true, with `gone`
+// set when the client went away or the response was cut short.
+asio::awaitable<bool> send_kept_chunk(Service& s, const storage::ObjectRecord& object,
+                                      std::uint32_t index, RangeSender& out, bool& gone,
+                                      const std::string& what) {
+  const auto [begin, size] = chunk_span(object, index);
+  auto opening = s.store().open_chunk_reader(object, index);
+  auto opened = co_await std::move(opening);
+  boost::system::error_code failed;
+  bool first = true;
+  if (!opened) {
+    failed = opened.error();
+  } else {
+    storage::ObjectReader& reader = **opened;
+    const std::uint64_t from = out.at() - begin;
+    const std::uint64_t to = std::min(size, out.end() - begin);
+    reader.set_range(from, to - from);
+    std::uint64_t at = begin + from;
+    for (;; first = false) {
+      auto reading = reader.next();
+      auto piece = co_await std::move(reading);
+      if (!piece) {
+        failed = piece.error();
+        break;
+      }
+      if (piece->empty()) co_return true;
+      auto sending = out.send(at, *piece);
+      const bool sent = co_await std::move(sending);
+      if (!sent) {
+        gone = true;
+        co_return true;
+      }
+      at += piece->size();
+    }
+  }
+  if (failed == errc::kNotFound)
+    co_return false;  // gone meanwhile, with its version or by eviction
+  log::error("{}: kept chunk {} of version {} failed: {}: dropped", what, index, object.id,
+             failed.message());
+  auto forgetting = s.store().forget_chunk(object, index);
+  co_await std::move(forgetting);
+  if (first) co_return false;
+  gone = true;
+  auto cutting = out.fail(s, failed);
+  co_await std::move(cutting);
+  co_return true;
+}
+
+// Fetches chunks [first, last] of `object` from the upstream as one read (several chunks: in
+// parallel ranges), sends what the range holds of them, and keeps each whole chunk while the
+// bucket's admission rule and the device allow (each kept apart from the request, see
+// keep_written and keep_rest). One that is not kept is read only as far as the range needs.
+// false: the client went away, or the response ended in an error.
+asio::awaitable<bool> fetch_chunks(Service& s, const storage::ObjectRecord& object,
+                                   std::uint32_t first, std::uint32_t last, RangeSender& out,
+                                   const std::string& what) {
+  const std::uint64_t from = chunk_span(object, first).first;
+  const auto [last_begin, last_size] = chunk_span(object, last);
+  const std::uint64_t to = last_begin + last_size;
+  const std::string etag = object.upstream_etag.value_or(object.etag);
+  auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, from, to - from, false,
+                                         object.size_bytes);
+  std::unique_ptr<storage::ObjectWriter> writer;
+  bool keeping = true;  // until the rule, the device or a write says otherwise
+  std::uint64_t at = from;
+  auto executor = co_await asio::this_coro::executor;
+  while (at < to) {
+    auto reading = upstream->next();
+    auto next = co_await std::move(reading);
+    if (!next || next->empty()) {
+      const auto e = next ? make_error_code(errc::kUnavailable) : next.error();
+      log::warn("{}: the upstream's data stopped at byte {}: {}", what, at, e.message());
+      auto failing = out.fail(s, e);
+      co_await std::move(failing);
+      co_return false;
+    }
+    keeping = keeping && upstream->admitted();
+    std::span<const std::byte> piece = *next;
+    while (!piece.empty()) {
+      // Past the range, nothing is being kept (else keep_rest took over): no more is read.
+      if (out.done()) co_return true;
+      const auto index = static_cast<std::uint32_t>(at / storage::kTierChunkBytes);
+      const auto [begin, size] = chunk_span(object, index);
+      const std::span<const std::byte> part = piece.first(
+          static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), begin + size - at)));
+      if (keeping && at == begin && s.store().tier_fill_allows(size)) {
+        auto creating = s.store().create_writer(size, /*for_part=*/true);
+        auto created = co_await std::move(creating);
+        if (created) writer = std::move(*created);
+      }
+      if (writer) {
+        auto writing = writer->write(part);
+        const auto written = co_await std::move(writing);
+        if (!written) writer.reset();
+      }
+      auto sending = out.send(at, part);
+      const bool sent = co_await std::move(sending);
+      if (!sent) co_return false;
+      at += part.size();
+      piece = piece.subspan(part.size());
+      if (writer && at == begin + size) {
+        asio::co_spawn(executor, keep_written(s, object, index, std::exchange(writer, {}), what),
+                       asio::detached);
+      } else if (writer && out.done()) {
+        // (The piece is used up: the rest of the chunk is still to come.)
+        asio::co_spawn(
+            executor, keep_rest(s, object, index, at, std::move(upstream), std::move(writer), what),
+            asio::detached);
+        co_return true;
+      }
+    }
+    if (out.done()) co_return true;
+  }
+  co_return true;
+}
+
+// Whether a ranged GET of `object` goes by chunks: an object of more than one, whose misses the
+// binding's admission rule keeps, while the device has room for a chunk and no whole fetch of it
+// runs or waits (that one brings it all). Otherwise the range passes through exactly.
+bool by_chunks(Service& s, const storage::ObjectRecord& object, const BodySelection& selection) {
+  return object.size_bytes > storage::kTierChunkBytes && selection.length_bytes > 0 &&
+         s.store().tier_fill_allows(storage::kTierChunkBytes) &&
+         !s.fill_flights().restoring(object.id) &&
+         s.read_through()->admits(object.bucket_id, object.key, object.size_bytes);
+}
+
+// A ranged GET of an evicted version by chunks (a partial object): the chunks it covers that are
+// kept are read from the device; runs of the others are fetched whole and kept (fetch_chunks).
+// `x-hots3-cache` says whether every chunk was kept (hit), none (miss) or some (partial).
+asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectRecord& object,
+                                  const BodySelection& selection, http::Response head) {
+  const auto first = static_cast<std::uint32_t>(selection.offset_bytes / storage::kTierChunkBytes);
+  const auto last = static_cast<std::uint32_t>(
+      (selection.offset_bytes + selection.length_bytes - 1) / storage::kTierChunkBytes);
+  std::vector<bool> kept(last - first + 1, false);
+  if (auto chunks = s.store().object_chunks(object.id)) {
+    for (const storage::ChunkRecord& c : *chunks) {
+      if (c.index >= first && c.index <= last) kept[c.index - first] = true;
+    }
+  }
+  const auto count = static_cast<std::size_t>(std::count(kept.begin(), kept.end(), true));
+  s.read_through()->count_read(object.bucket_id, count == kept.size(), selection.length_bytes);
+  head.add("x-hots3-cache", count == 0 ? "miss" : count == kept.size() ? "hit" : "partial");
+  RangeSender out(r, selection, std::move(head));
+  const std::string what =
+      fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
+  for (std::uint32_t index = first; index <= last && !out.done();) {
+    if (kept[index - first]) {
+      bool gone = false;
+      auto sending = send_kept_chunk(s, object, index, out, gone, what);
+      const bool sent = co_await std::move(sending);
+      if (gone) co_return;
+      if (sent) {
+        ++index;
+        continue;
+      }
+    }
+    // A run of chunks not kept (this one and those after it), fetched as one read.
+    std::uint32_t end = index;
+    while (end < last && !kept[end + 1 - first]) ++end;
+    auto fetching = fetch_chunks(s, object, index, end, out, what);
+    const bool fetched = co_await std::move(fetching);
+    if (!fetched) co_return;
+    index = end + 1;
+  }
+}
+
 }  // namespace
 
 asio::awaitable<FillFlights::Asked> ask_restore(Service& s, FillFlights::Restore restore) {
@@ -386,6 +675,16 @@ asio::awaitable<FillFlights::Asked> ask_restore(Service& s, FillFlights::Restore
 asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
                                    BodySelection selection, http::Response head) {
   const bool whole = selection.offset_bytes == 0 && selection.length_bytes == object.size_bytes;
+  if (!whole && by_chunks(s, object, selection)) {
+    if (asks_restore(s, object, selection)) {
+      auto asking = ask_restore(s, {object, r.bucket, false, 0});
+      co_await std::move(asking);
+    }
+    auto reading = read_chunks(s, r, object, selection, std::move(head));
+    co_await std::move(reading);
+    co_return;
+  }
+  s.read_through()->count_read(object.bucket_id, false, selection.length_bytes);
   std::optional<FillFlights::Lead> lead;
   if (whole && object.size_bytes > 0) {
     auto joined = s.fill_flights().join(object.id);
@@ -406,8 +705,9 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     }
   }
   const std::string etag = object.upstream_etag.value_or(object.etag);
-  auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, selection.offset_bytes,
-                                         selection.length_bytes, whole);
+  auto upstream =
+      s.read_through()->read(object.bucket_id, object.key, etag, selection.offset_bytes,
+                             selection.length_bytes, whole, whole ? object.size_bytes : 0);
   // The first piece before the head: an upstream that refuses gets the client an error, not a
   // body cut short.
   auto first_read = upstream->next();
@@ -429,11 +729,8 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     co_await std::move(opening);
     // What is not kept here is not worth waiting for.
     if (!keeper.writing()) lead.reset();
-  } else if (selection.offset_bytes == 0 &&
-             selection.length_bytes >= std::min(kRangeToRestore, object.size_bytes / 2) &&
-             s.store().tier_fill_allows(object.size_bytes)) {
-    // A download in ranges (what SDKs make of a large GET) starts at 0: the whole version is
-    // restored behind it, so that the next read is local. (Not for a peek at a file's head.)
+  } else if (asks_restore(s, object, selection)) {
+    // The whole version is restored behind it, so that the next read is local.
     auto asking = ask_restore(s, {object, r.bucket, false, 0});
     co_await std::move(asking);
   }

@@ -157,23 +157,56 @@ asio::awaitable<void> check_superblock(Device& device, BufferPool& pool,
 
 // Rows that lost what they belong to. An extent without an owner is space allocated on the
 // device that nothing references: leaked until someone deletes the row.
+// Whether the catalog has `table` (one of an older schema may lack it).
+bool has_table(detail::Connection& db, const char* table) {
+  auto q = db.query("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1");
+  q.bind(1, std::string_view(table));
+  auto row = q.step();
+  return row.value();
+}
+
 void check_orphans(detail::Connection& db, CheckReport& report) {
   auto each = [&db](const char* sql, auto&& on_row) {
     auto q = db.query(sql);
     for (auto row = q.step(); row.value(); row = q.step()) on_row(q);
   };
+  const bool chunks = has_table(db, "tier_chunks");
   std::uint64_t leaked = 0;
-  each(
-      "SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
-      "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id "
-      "WHERE o.id IS NULL AND p.id IS NULL",
-      [&](detail::Query& q) {
-        leaked += q.uint64(3);
-        add(report,
-            fmt::format(
-                "extent {} (device {}+{}) belongs to no object or part (owner id {} is gone)",
-                q.int64(0), q.uint64(2), q.uint64(3), q.int64(1)));
-      });
+  each(chunks ? "SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
+                "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id "
+                "LEFT JOIN tier_chunks c ON c.id = e.owner_id "
+                "WHERE o.id IS NULL AND p.id IS NULL AND c.id IS NULL"
+              : "SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
+                "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id "
+                "WHERE o.id IS NULL AND p.id IS NULL",
+       [&](detail::Query& q) {
+         leaked += q.uint64(3);
+         add(report,
+             fmt::format(
+                 "extent {} (device {}+{}) belongs to no object or part (owner id {} is gone)",
+                 q.int64(0), q.uint64(2), q.uint64(3), q.int64(1)));
+       });
+  if (chunks) {
+    // A kept chunk goes with its version: only an evicted version has any.
+    each(
+        "SELECT c.id, c.object_id FROM tier_chunks c LEFT JOIN objects o ON o.id = c.object_id "
+        "WHERE o.id IS NULL OR o.tier_state != 2",
+        [&](detail::Query& q) {
+          add(report,
+              fmt::format("chunk {} belongs to object id {}, which is not an evicted version",
+                          q.int64(0), q.int64(1)));
+        });
+    const std::string sizes = fmt::format(
+        "SELECT c.id, c.object_id, c.chunk, c.size FROM tier_chunks c JOIN objects o ON o.id = "
+        "c.object_id WHERE c.chunk < 0 OR c.chunk * {0} >= o.size OR c.size != min({0}, o.size - "
+        "c.chunk * {0})",
+        kTierChunkBytes);
+    each(sizes.c_str(), [&](detail::Query& q) {
+      add(report, fmt::format("chunk {} of object id {} (index {}) holds {} bytes, not the "
+                              "chunk's",
+                              q.int64(0), q.int64(1), q.int64(2), q.int64(3)));
+    });
+  }
   if (leaked != 0)
     add(report, fmt::format("{} bytes of the device are allocated but unreferenced", leaked));
   each(
@@ -325,6 +358,17 @@ std::vector<Owner> collect_owners(detail::Connection& db,
       add(report, what + ": inline data checksum mismatch");
     }
     if (!extents.empty()) add(report, what + ": inline, but it also owns extents");
+  }
+  if (has_table(db, "tier_chunks")) {
+    auto chunks = db.query(
+        "SELECT c.id, coalesce(b.name, '#' || o.bucket_id), coalesce(o.key, '#' || c.object_id), "
+        "c.chunk, c.size FROM tier_chunks c LEFT JOIN objects o ON o.id = c.object_id "
+        "LEFT JOIN buckets b ON b.id = o.bucket_id");
+    for (auto row = chunks.step(); row.value(); row = chunks.step()) {
+      owners.push_back(
+          {fmt::format("object {}/{} chunk {}", chunks.text(1), chunks.text(2), chunks.int64(3)),
+           chunks.uint64(4), take_extents(chunks.int64(0))});
+    }
   }
   auto parts = db.query(
       "SELECT p.id, coalesce(u.key, '#' || p.upload), p.part_number, p.size FROM parts p "

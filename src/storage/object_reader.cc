@@ -16,6 +16,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include <algorithm>
 #include <deque>
 
 namespace hots3::storage::detail {
@@ -385,6 +386,38 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
   }
   auto executor = co_await asio::this_coro::executor;
   co_return std::unique_ptr<ObjectReader>(
+      std::make_unique<ReaderImpl>(std::move(st), pool, std::move(executor)));
+}
+
+Result<std::unique_ptr<ObjectReader>> open_chunk_reader(StoreCore& core, BufferPool& pool,
+                                                        const ObjectRecord& version,
+                                                        std::uint32_t index,
+                                                        asio::any_io_executor executor) {
+  // Entered before the chunk is looked up: whatever extents the lookup finds stay readable.
+  auto st = std::make_shared<ReadState>(core);
+  H3_TRY(const std::vector<ChunkRecord> chunks, core.catalog->object_chunks(version.id));
+  const auto chunk = std::find_if(chunks.begin(), chunks.end(),
+                                  [index](const ChunkRecord& c) { return c.index == index; });
+  if (chunk == chunks.end()) return errc::kNotFound;
+  const std::uint64_t begin = std::uint64_t{index} * kTierChunkBytes;
+  if (begin >= version.size_bytes ||
+      chunk->size_bytes != std::min(kTierChunkBytes, version.size_bytes - begin)) {
+    log::error("catalog: chunk {} of object {} (version {}) holds {} bytes, not the chunk's", index,
+               log::escaped(version.key), version.id, chunk->size_bytes);
+    return errc::kCorrupt;
+  }
+  H3_TRY(std::vector<ExtentRecord> rows, core.catalog->object_extents(chunk->id, true));
+  // (The chunk went between the two reads: its rows with it.)
+  if (!rows_cover(rows, chunk->size_bytes)) return errc::kNotFound;
+  // Under the version's id, so that retiring the version (or a chunk of it) drops the blocks
+  // cached here; device offsets keep its chunks apart. Not in the layout cache, which holds
+  // whole versions by id.
+  auto record = std::make_shared<ObjectRecord>(version);
+  record->size_bytes = chunk->size_bytes;
+  record->inline_data.reset();
+  st->record = std::move(record);
+  st->shared_rows = std::make_shared<const LayoutCache::Layout>(std::move(rows));
+  return std::unique_ptr<ObjectReader>(
       std::make_unique<ReaderImpl>(std::move(st), pool, std::move(executor)));
 }
 

@@ -26,6 +26,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
@@ -505,6 +507,12 @@ class StoreImpl final : public ObjectStore {
       if (batch.size() < kEvictBatch) break;
       after = batch.back().first.key;
     }
+    // And the kept chunks of the span's evicted versions.
+    auto dropping = evict_chunks(
+        [bucket_id, &span](WriteTxn& t) { return t.span_chunks(bucket_id, span, kEvictBatch); },
+        std::numeric_limits<std::uint64_t>::max());
+    H3_CO_TRY(const Evicted chunks, co_await std::move(dropping));
+    evicted.bytes += chunks.bytes;
     co_return evicted;
   }
 
@@ -512,14 +520,23 @@ class StoreImpl final : public ObjectStore {
                                                  std::uint64_t bytes,
                                                  std::int64_t written_before_ms,
                                                  EvictionOrder order) override {
+    // Kept chunks go first, the oldest first: a partial object is what ranged reads scattered
+    // over large objects leave, and a whole version is worth more than a piece of one.
+    const std::string ids = fmt::format("[{}]", fmt::join(bucket_ids, ","));
+    auto dropping = evict_chunks(
+        [&ids, written_before_ms](WriteTxn& t) {
+          return t.oldest_chunks(ids, written_before_ms, kEvictBatch);
+        },
+        bytes);
+    H3_CO_TRY(Evicted evicted, co_await std::move(dropping));
+    if (evicted.bytes >= bytes) co_return evicted;
     auto saving = save_access_times();
     H3_CO_TRY(co_await std::move(saving));
     // The candidates at both ends of the read order (where a loop's just-read and a scan's
     // stale keys are), on a catalog reader, most recently read first: a bounded set however
     // large the catalog; what one call leaves, the evictor's next look takes.
-    auto reading = detail::on_catalog_reader(
-        core_, [c = core_.catalog.get(), ids = fmt::format("[{}]", fmt::join(bucket_ids, ",")),
-                written_before_ms] {
+    auto reading =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), ids, written_before_ms] {
           return c->eviction_candidates(ids, written_before_ms, kEvictWindow);
         });
     H3_CO_TRY(std::vector<EvictionCandidate> candidates, co_await std::move(reading));
@@ -538,7 +555,6 @@ class StoreImpl final : public ObjectStore {
     }
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    Evicted evicted;
     for (std::size_t next = 0; next < ranked.size() && evicted.bytes < bytes;) {
       const std::size_t end = std::min(next + kEvictBatch, ranked.size());
       std::vector<std::pair<std::size_t, EvictedVersion>> batch;
@@ -732,18 +748,66 @@ class StoreImpl final : public ObjectStore {
     const std::int64_t stub_id = filled.id;
     filled.tier_state = TierState::kLocalAndUpstream;
     bool refilled = false;
+    ExtentList chunks;  // the stub's kept chunks: the whole version replaces them
     // A new version id: caches keyed by version (layouts, blocks) never see the stub's id with
     // data, and a reader of the stub was refused before it looked for any.
     H3_CO_TRY(co_await core_.catalog->write(
         [&](WriteTxn& t) -> Result<void> {
           filled.id = t.next_id();
           H3_TRY(refilled, t.refill_object(stub_id, filled.id, data.extents, now_ms()));
+          chunks = {};
+          if (refilled) {
+            H3_TRY(chunks, t.delete_chunks(stub_id));
+          }
           return {};
         },
         [&] { core_.metadata->invalidate(filled.bucket_id, filled.key); }));
     if (!refilled) co_return errc::kPreconditionFailed;
     detail::mark_committed(*writer);
+    if (!chunks.empty()) core_.retirement->retire(std::move(chunks), stub_id);
     co_return filled;
+  }
+
+  Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id) override {
+    return core_.catalog->object_chunks(object_id);
+  }
+
+  asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_chunk_reader(
+      ObjectRecord version, std::uint32_t index) override {
+    BufferPool* pool = co_await worker_pool();
+    auto executor = co_await asio::this_coro::executor;
+    co_return detail::open_chunk_reader(core_, *pool, version, index, std::move(executor));
+  }
+
+  asio::awaitable<Result<void>> forget_chunk(ObjectRecord version, std::uint32_t index) override {
+    ExtentList freed;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      freed = {};
+      H3_TRY(auto id, t.find_chunk(version.id, index));
+      if (!id) return {};
+      H3_TRY(freed, t.delete_chunk(*id));
+      return {};
+    }));
+    if (!freed.empty()) core_.retirement->retire(std::move(freed), version.id);
+    co_return Result<void>{};
+  }
+
+  asio::awaitable<Result<bool>> keep_chunk(std::unique_ptr<ObjectWriter> writer,
+                                           ObjectRecord version, std::uint32_t index) override {
+    detail::WrittenData data = detail::written_data(*writer);
+    const std::uint64_t begin = std::uint64_t{index} * kTierChunkBytes;
+    if (data.inline_data || begin >= version.size_bytes ||
+        data.size_bytes != std::min(kTierChunkBytes, version.size_bytes - begin)) {
+      co_return errc::kInvalidArgument;
+    }
+    bool kept = false;
+    H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+      const ChunkRecord chunk{t.next_id(), version.id, index, data.size_bytes};
+      H3_TRY(kept, t.insert_chunk(chunk, data.extents, now_ms()));
+      return {};
+    }));
+    if (kept) detail::mark_committed(*writer);
+    co_return kept;
   }
 
   asio::awaitable<Result<std::optional<ObjectRecord>>> take_upstream_state(
@@ -1258,6 +1322,35 @@ class StoreImpl final : public ObjectStore {
 
   // After the transaction that evicted a version (whose on_durable dropped its record from the
   // cache): its extents return once its readers have left.
+  // Frees the kept chunks `find` picks, batch after batch, until `bytes` are freed or it finds
+  // none. Counted in bytes, not objects: their versions were evicted already.
+  using ChunkFinder = std::function<Result<std::vector<ChunkRecord>>(WriteTxn&)>;
+  asio::awaitable<Result<Evicted>> evict_chunks(ChunkFinder find, std::uint64_t bytes) {
+    Evicted evicted;
+    for (bool more = true; more && evicted.bytes < bytes;) {
+      std::vector<std::pair<ChunkRecord, ExtentList>> batch;
+      auto writing = core_.catalog->write([&](WriteTxn& t) -> Result<void> {
+        batch.clear();
+        H3_TRY(const std::vector<ChunkRecord> found, find(t));
+        more = found.size() == kEvictBatch;
+        std::uint64_t freeing = evicted.bytes;
+        for (const ChunkRecord& c : found) {
+          if (freeing >= bytes) break;
+          H3_TRY(ExtentList freed, t.delete_chunk(c.id));
+          freeing += c.size_bytes;
+          batch.emplace_back(c, std::move(freed));
+        }
+        return {};
+      });
+      H3_CO_TRY(co_await std::move(writing));
+      for (auto& [c, freed] : batch) {
+        core_.retirement->retire(std::move(freed), c.object_id);
+        evicted.bytes += c.size_bytes;
+      }
+    }
+    co_return evicted;
+  }
+
   void retire_evicted(std::int64_t id, std::uint64_t size_bytes, ExtentList freed,
                       Evicted& evicted) {
     core_.retirement->retire(std::move(freed), id);

@@ -95,5 +95,11 @@ boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreC
                                                                           BufferPool& pool,
                                                                           std::int64_t bucket_id,
                                                                           std::string key);
+// A reader of kept chunk `index` of the evicted `version`: its bytes from 0 to the chunk's size.
+// Errors: kNotFound (not kept, or no longer).
+Result<std::unique_ptr<ObjectReader>> open_chunk_reader(StoreCore& core, BufferPool& pool,
+                                                        const ObjectRecord& version,
+                                                        std::uint32_t index,
+                                                        boost::asio::any_io_executor executor);
 
 }  // namespace hots3::storage::detail

@@ -86,7 +86,7 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
       auto more = store.evict_coldest(bucket_ids, wanted - freed.bytes,
                                       std::numeric_limits<std::int64_t>::max(), order);
       auto young = co_await std::move(more);
-      if (young && young->objects > 0) {
+      if (young && young->bytes > 0) {
         counters.young += young->objects;
         freed.objects += young->objects;
         freed.bytes += young->bytes;
@@ -102,7 +102,7 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
     }
     counters.objects += freed.objects;
     counters.bytes += freed.bytes;
-    if (freed.objects == 0) {
+    if (freed.bytes == 0) {
       wait = kNothingToFree;
       if (now - warned_stuck_ms >= kWarnEveryMs) {
         warned_stuck_ms = now;

@@ -1784,7 +1784,7 @@ struct Uploader::Impl {
     co_return answer;
   }
 
-  // Whether a whole-object read of `key` (`size` bytes) is kept, by the binding's rule for it.
+  // Whether a read of `key` (a version of `size` bytes) is kept, by the binding's rule for it.
   bool admits(const config::TierBucketConfig& binding, std::int64_t bucket_id, std::string_view key,
               std::uint64_t size) const {
     const config::AdmitRule& rule = binding.admission(key);
@@ -2033,7 +2033,7 @@ struct Uploader::Impl {
   // (and their buffers: 8 MiB each) at a time; a read that would get fewer than two is one GET.
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
-                                      std::shared_ptr<Fetch> fetch) {
+                                      std::uint64_t keep_size, std::shared_ptr<Fetch> fetch) {
     const auto end = [&fetch](boost::system::error_code e) {
       fetch->pieces.try_send(e, Fetch::Piece{});
       fetch->pieces.close();
@@ -2043,7 +2043,7 @@ struct Uploader::Impl {
     Binding& b = bound->second;
     Upstream& u = *b.upstream;
     if (!may_try(u)) co_return end(errc::kUnavailable);
-    if (whole) fetch->admitted.store(admits(b.config, bucket_id, key, length));
+    if (keep_size != 0) fetch->admitted.store(admits(b.config, bucket_id, key, keep_size));
     auto read = std::make_shared<ReadSpec>();
     read->get.method = "GET";
     read->get.bucket = b.config.upstream_bucket;
@@ -2589,7 +2589,8 @@ std::unique_ptr<UpstreamPut> Uploader::put(std::int64_t bucket_id, std::string k
 
 std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string key,
                                              std::string etag, std::uint64_t offset,
-                                             std::uint64_t length, bool whole) {
+                                             std::uint64_t length, bool whole,
+                                             std::uint64_t keep_size) {
   auto fetch = std::make_shared<Fetch>(impl_->io);
   // Registered before `running` is read: a stop after that read closes it.
   auto reader = std::make_unique<FetchRead>(impl_, fetch);
@@ -2598,7 +2599,7 @@ std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string
   } else {
     asio::co_spawn(impl_->io,
                    impl_->fetch_through(bucket_id, std::move(key), std::move(etag), offset, length,
-                                        whole, std::move(fetch)),
+                                        whole, keep_size, std::move(fetch)),
                    asio::detached);
   }
   return reader;
@@ -2619,6 +2620,14 @@ Freshness Uploader::freshness(std::int64_t bucket_id) const {
   if (bound == impl_->bindings.end()) return {};
   const config::TierBucketConfig& c = bound->second.config;
   return {c.revalidate_after, c.serve_stale, c.keep_upstream_deleted, c.list_local};
+}
+
+bool Uploader::admits(std::int64_t bucket_id, std::string_view key, std::uint64_t size) const {
+  // (As freshness: the bindings never change once running.)
+  if (!impl_->running.load(std::memory_order_acquire)) return false;
+  const auto bound = impl_->bindings.find(bucket_id);
+  return bound != impl_->bindings.end() &&
+         impl_->admits(bound->second.config, bucket_id, key, size);
 }
 
 std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::string key,

@@ -59,14 +59,18 @@ class TieredTest(unittest.TestCase):
         self.assertEqual(rc, 0, out + err)
         return out
 
-    def catalog(self, key):
-        """(tier_state, extents) of `key`'s current version in the local catalog."""
+    def catalog_rows(self, sql, args=()):
+        """The rows `sql` finds in the local catalog (opened read-only)."""
         db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
         try:
-            row = db.execute("SELECT o.tier_state, (SELECT count(*) FROM extents e WHERE e.owner_id = o.id) "
-                             "FROM objects o WHERE o.key = ?", (key,)).fetchone()
+            return db.execute(sql, args).fetchall()
         finally:
             db.close()
+
+    def catalog(self, key):
+        """(tier_state, extents) of `key`'s current version in the local catalog."""
+        [row] = self.catalog_rows("SELECT o.tier_state, (SELECT count(*) FROM extents e WHERE e.owner_id = o.id) "
+                                  "FROM objects o WHERE o.key = ?", (key,))
         return tuple(row)
 
     def upstream_bytes(self, key):

@@ -505,6 +505,24 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<ObjectRecord>> fill_object(
       std::unique_ptr<ObjectWriter> writer, ObjectRecord stub) = 0;
 
+  // ---- tiering: partial objects ----
+  // The chunks kept of the evicted version `object_id`, by index (an index lookup).
+  virtual Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id) = 0;
+  // A reader of kept chunk `index` of the evicted `version`, its offsets within the chunk.
+  // Errors: kNotFound (not kept, or no longer).
+  virtual boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_chunk_reader(
+      ObjectRecord version, std::uint32_t index) = 0;
+  // Drops kept chunk `index` of `version` (its stored bytes are damaged: fetched again).
+  virtual boost::asio::awaitable<Result<void>> forget_chunk(ObjectRecord version,
+                                                            std::uint32_t index) = 0;
+  // Keeps the data of a finished writer (made with for_part) as chunk `index` of the evicted
+  // `version`. false (and the writer's space freed): the version is no longer the key's
+  // current, evicted one, or the chunk is kept already. Errors: kInvalidArgument (not the
+  // chunk's size).
+  virtual boost::asio::awaitable<Result<bool>> keep_chunk(std::unique_ptr<ObjectWriter> writer,
+                                                          ObjectRecord version,
+                                                          std::uint32_t index) = 0;
+
   // Makes `key`'s state here what the upstream of `bucket` holds, learnt from it: `stub` (its
   // size, ETag, Last-Modified, headers, metadata, checksums, parts_count; `parts` its part table)
   // recorded as an evicted version (kUpstreamOnly, without data: its first read is a

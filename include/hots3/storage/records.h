@@ -84,6 +84,16 @@ struct ObjectRecord {
   std::optional<std::string> upstream_etag;
 };
 
+// A partial object: the chunks of an evicted version that ranged GETs fetched and kept, each
+// kTierChunkBytes of the version from index * kTierChunkBytes (the last one shorter).
+inline constexpr std::uint64_t kTierChunkBytes = 8ULL << 20;
+struct ChunkRecord {
+  std::int64_t id = 0;  // owns the chunk's extents (the shared id sequence)
+  std::int64_t object_id = 0;
+  std::uint32_t index = 0;
+  std::uint64_t size_bytes = 0;
+};
+
 // A run of an object's (or part's) data on the device.
 struct ExtentRecord {
   std::int64_t row_id = 0;                 // the catalog row (set when read back)

@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,8 +39,8 @@ class UpstreamRead {
   // reached, or its answer ended early).
   virtual boost::asio::awaitable<Result<std::span<const std::byte>>> next() = 0;
 
-  // Once the first piece has come, of a whole-object read: whether the bucket's admission rule
-  // keeps the version on the device (else it only streams through).
+  // Once the first piece has come, of a read that may keep its bytes: whether the bucket's
+  // admission rule keeps them on the device (else they only stream through).
   [[nodiscard]] virtual bool admitted() const = 0;
 };
 
@@ -73,9 +74,12 @@ class ReadThrough {
   // Bytes [offset, offset + length) of `key` (local name) of a bound bucket, from the version
   // whose upstream ETag is `etag` (sent as If-Match: a version replaced upstream meanwhile is
   // refused, never mixed in). `whole`: the range is the whole object (a plain GET, not a Range).
+  // `keep_size`: the version's size when the bytes may be kept (a whole object, chunks of it);
+  // the binding's admission rule then decides (UpstreamRead::admitted); 0: they pass through.
   virtual std::unique_ptr<UpstreamRead> read(std::int64_t bucket_id, std::string key,
                                              std::string etag, std::uint64_t offset,
-                                             std::uint64_t length, bool whole) = 0;
+                                             std::uint64_t length, bool whole,
+                                             std::uint64_t keep_size) = 0;
 
   // Sends `query` to the upstream of `bucket_id` (under its requests_per_s, its failures counted
   // in its health like any other request's) and returns the whole answer, whatever its status.
@@ -84,6 +88,11 @@ class ReadThrough {
                                                                 UpstreamQuery query) = 0;
   // The rules of `bucket_id` (never revalidated when it is not bound). Callable from any thread.
   [[nodiscard]] virtual Freshness freshness(std::int64_t bucket_id) const = 0;
+  // Whether the binding's admission rule keeps what is read of `key` (a version of `size`
+  // bytes), as a read asked for now would find (UpstreamRead::admitted). Callable from any
+  // thread.
+  [[nodiscard]] virtual bool admits(std::int64_t bucket_id, std::string_view key,
+                                    std::uint64_t size) const = 0;
   // Counts a GET of a bound bucket's version: served from here (`hit`), or not (read through, or
   // waiting for a read-through under way), and the bytes it asked for (the hit ratio of the
   // health report). Callable from any thread.

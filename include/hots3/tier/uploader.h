@@ -97,11 +97,13 @@ class Uploader final : public WriteThrough, public ReadThrough {
   // Read-through of evicted versions (see readthrough.h). A read started before start() or after
   // stop() fails.
   std::unique_ptr<UpstreamRead> read(std::int64_t bucket_id, std::string key, std::string etag,
-                                     std::uint64_t offset, std::uint64_t length,
-                                     bool whole) override;
+                                     std::uint64_t offset, std::uint64_t length, bool whole,
+                                     std::uint64_t keep_size) override;
   boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
                                                         UpstreamQuery query) override;
   [[nodiscard]] Freshness freshness(std::int64_t bucket_id) const override;
+  [[nodiscard]] bool admits(std::int64_t bucket_id, std::string_view key,
+                            std::uint64_t size) const override;
   void count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) override;
   [[nodiscard]] std::uint64_t evictable_bytes() const override;
 

@@ -132,7 +132,8 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
   impl->next_id = single_integer(w,
                                  "SELECT max(coalesce((SELECT max(id) FROM objects), 0), "
                                  "coalesce((SELECT max(id) FROM parts), 0), "
-                                 "coalesce((SELECT max(id) FROM uploads), 0))",
+                                 "coalesce((SELECT max(id) FROM uploads), 0), "
+                                 "coalesce((SELECT max(id) FROM tier_chunks), 0))",
                                  options.path, "ids") +
                   1;
   impl->tier_owed_bytes =

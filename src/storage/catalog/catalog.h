@@ -147,6 +147,8 @@ class Catalog {
   Result<std::vector<std::uint32_t>> extent_checksums(std::int64_t row_id);
   Result<std::optional<std::string>> inline_data(std::int64_t object_id);
   Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id);
+  // The chunks kept of an evicted version, by index.
+  Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id);
   // One part of a completed multipart object (an index lookup), or nullopt.
   Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id,
                                                       std::uint32_t part_number);
@@ -231,8 +233,8 @@ class WriteTxn {
   // A put of a new key needs no lookup before its insert.
   virtual Result<bool> insert_object_if_absent(const ObjectRecord& object,
                                                const std::vector<ExtentRecord>& extents) = 0;
-  // Removes the object row, its extents, inline data and part table; returns the device
-  // extents it held (free them once the commit is durable and no reader uses them).
+  // Removes the object row, its extents, inline data, part table and kept chunks; returns the
+  // device extents it held (free them once the commit is durable and no reader uses them).
   virtual Result<ExtentList> delete_object(std::int64_t object_id) = 0;
   virtual Result<void> update_object_metadata(const ObjectRecord& object) = 0;
   // Renames an object (same bucket or another) without touching its data; the version is then
@@ -333,6 +335,24 @@ class WriteTxn {
   virtual Result<ExtentList> evict_object(std::int64_t object_id) = 0;
   // The same, if the version may still go (as evictable_objects); none when it may not.
   virtual Result<std::optional<EvictedVersion>> evict_if_evictable(std::int64_t object_id) = 0;
+  // Keeps `chunk` (its id from next_id()) of an evicted version with its extents; false when the
+  // version is no longer evicted or the chunk is kept already.
+  virtual Result<bool> insert_chunk(const ChunkRecord& chunk,
+                                    const std::vector<ExtentRecord>& extents,
+                                    std::int64_t now_ms) = 0;
+  // Up to `limit` kept chunks: of versions of the buckets `bucket_ids` (a JSON array) kept
+  // before `kept_before_ms`, the oldest first; of the versions of `span`.
+  virtual Result<std::vector<ChunkRecord>> oldest_chunks(std::string_view bucket_ids,
+                                                         std::int64_t kept_before_ms,
+                                                         std::size_t limit) = 0;
+  virtual Result<std::vector<ChunkRecord>> span_chunks(std::int64_t bucket_id, const KeySpan& span,
+                                                       std::size_t limit) = 0;
+  // Removes a version's kept chunks (or one chunk, by its id); returns their device extents.
+  virtual Result<ExtentList> delete_chunks(std::int64_t object_id) = 0;
+  virtual Result<ExtentList> delete_chunk(std::int64_t chunk_id) = 0;
+  // The id of kept chunk `index` of a version, if it is kept.
+  virtual Result<std::optional<std::int64_t>> find_chunk(std::int64_t object_id,
+                                                         std::uint32_t index) = 0;
   // An evicted version gets data again, as version `new_id` read at `now_ms` (the row, its parts
   // and what refers to it move to the new id). false: `stub_id` is not an evicted version.
   virtual Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,

@@ -396,6 +396,13 @@ Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_
   return out;
 }
 
+Result<std::vector<ChunkRecord>> Catalog::object_chunks(std::int64_t object_id) {
+  auto q = impl_->reader().query(
+      "SELECT id, object_id, chunk, size FROM tier_chunks WHERE object_id = ?1 ORDER BY chunk");
+  q.bind(1, object_id);
+  return read_chunks(q);
+}
+
 Result<std::optional<ObjectPartRecord>> Catalog::object_part(std::int64_t object_id,
                                                              std::uint32_t part_number) {
   auto q = impl_->reader().query("SELECT " H3_OBJECT_PART_COLUMNS

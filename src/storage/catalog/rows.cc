@@ -53,6 +53,16 @@ std::string upper_bound_of(const std::string& prefix) {
   return upper;
 }
 
+Result<std::vector<ChunkRecord>> read_chunks(Query& q) {
+  std::vector<ChunkRecord> out;
+  for (;;) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    out.push_back({q.int64(0), q.int64(1), static_cast<std::uint32_t>(q.int64(2)), q.uint64(3)});
+  }
+  return out;
+}
+
 void bind_key_span(Query& q, const KeySpan& span, int first_parameter) {
   q.bind(first_parameter, std::string_view(span.text));
   q.bind(first_parameter + 1, span.exact ? span.text + '\0' : upper_bound_of(span.text));

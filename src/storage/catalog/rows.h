@@ -72,6 +72,8 @@ std::string upper_bound_of(const std::string& prefix);
 // Binds the bounds of a KeySpan for "key >= ?N AND key < ?N+1". The one key k is [k, k + NUL):
 // keys compare as bytes, and nothing lies between a key and that successor.
 void bind_key_span(Query& q, const KeySpan& span, int first_parameter);
+// Every row `q` yields as a kept chunk: (id, object_id, chunk, size).
+Result<std::vector<ChunkRecord>> read_chunks(Query& q);
 
 // Registers h3_pinned(bucket_id, key) on `c`: whether `pinned` (CatalogOptions::pinned) holds the
 // key pinned; false for every key when it is empty. `pinned` must outlive the connection.

@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 11> kMigrations = {
+inline constexpr std::array<const char*, 12> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -289,6 +289,22 @@ CREATE TABLE prefetches(
   created_ms INTEGER NOT NULL,
   ended_ms   INTEGER                  -- NULL while it runs
 );
+)sql",
+    // 11 → 12: partial objects. A ranged GET of an evicted version keeps the chunks it fetched
+    // (8 MiB each, by offset) while the version stays evicted: each chunk owns its extents under
+    // an id of its own (the shared id sequence), so the version itself still owns none. A
+    // chunk's rows go with its version's (delete, refill) and before whole versions when space
+    // is needed, oldest first.
+    R"sql(
+CREATE TABLE tier_chunks(
+  id         INTEGER PRIMARY KEY,   -- from the shared id sequence; owns extents
+  object_id  INTEGER NOT NULL,      -- the evicted version (objects.id)
+  chunk      INTEGER NOT NULL,      -- holds the version's bytes from chunk * 8 MiB
+  size       INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  UNIQUE (object_id, chunk)
+);
+CREATE INDEX tier_chunks_age ON tier_chunks(created_ms);
 )sql",
 };
 

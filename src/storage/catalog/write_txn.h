@@ -136,6 +136,8 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<ExtentList> delete_object(std::int64_t object_id) override {
     H3_TRY(ExtentList freed, delete_extents(c_, object_id));
+    H3_TRY(ExtentList chunks, delete_chunks(object_id));
+    freed.insert(freed.end(), chunks.begin(), chunks.end());
     for (const char* sql :
          {"DELETE FROM inline_data WHERE object_id = ?1",
           "DELETE FROM object_parts WHERE object_id = ?1",
@@ -498,6 +500,81 @@ class WriteTxnImpl final : public WriteTxn {
     H3_TRY(ExtentList freed, delete_extents(c_, object_id));
     auto q = c_.query("UPDATE objects SET tier_state = ?2 WHERE id = ?1");
     q.bind(1, object_id).bind(2, static_cast<std::int64_t>(TierState::kUpstreamOnly));
+    H3_TRY(q.run());
+    return freed;
+  }
+
+  Result<bool> insert_chunk(const ChunkRecord& chunk, const std::vector<ExtentRecord>& extents,
+                            std::int64_t now_ms) override {
+    auto q = c_.query(
+        "INSERT INTO tier_chunks(id, object_id, chunk, size, created_ms) SELECT ?1, ?2, ?3, ?4, "
+        "?5 WHERE EXISTS (SELECT 1 FROM objects WHERE id = ?2 AND tier_state = 2) "
+        "ON CONFLICT (object_id, chunk) DO NOTHING");
+    q.bind(1, chunk.id)
+        .bind(2, chunk.object_id)
+        .bind(3, static_cast<std::int64_t>(chunk.index))
+        .bind(4, chunk.size_bytes)
+        .bind(5, now_ms);
+    H3_TRY(q.run());
+    if (c_.changes() == 0) return false;
+    H3_TRY(insert_extents(c_, chunk.id, extents));
+    return true;
+  }
+
+  Result<std::vector<ChunkRecord>> oldest_chunks(std::string_view bucket_ids,
+                                                 std::int64_t kept_before_ms,
+                                                 std::size_t limit) override {
+    auto q = c_.query(
+        "SELECT c.id, c.object_id, c.chunk, c.size FROM tier_chunks c JOIN objects o ON o.id = "
+        "c.object_id WHERE c.created_ms < ?2 AND o.bucket_id IN (SELECT value FROM "
+        "json_each(?1)) ORDER BY c.created_ms, c.id LIMIT ?3");
+    q.bind(1, bucket_ids).bind(2, kept_before_ms).bind(3, static_cast<std::int64_t>(limit));
+    return read_chunks(q);
+  }
+
+  Result<std::optional<std::int64_t>> find_chunk(std::int64_t object_id,
+                                                 std::uint32_t index) override {
+    auto q = c_.query("SELECT id FROM tier_chunks WHERE object_id = ?1 AND chunk = ?2");
+    q.bind(1, object_id).bind(2, static_cast<std::int64_t>(index));
+    H3_TRY(bool row, q.step());
+    if (!row) return std::optional<std::int64_t>{};
+    return std::optional<std::int64_t>(q.int64(0));
+  }
+
+  Result<std::vector<ChunkRecord>> span_chunks(std::int64_t bucket_id, const KeySpan& span,
+                                               std::size_t limit) override {
+    auto q = c_.query(
+        "SELECT c.id, c.object_id, c.chunk, c.size FROM objects o JOIN tier_chunks c ON "
+        "c.object_id = o.id WHERE o.bucket_id = ?1 AND o.key >= ?2 AND o.key < ?3 LIMIT ?4");
+    q.bind(1, bucket_id);
+    bind_key_span(q, span, 2);
+    q.bind(4, static_cast<std::int64_t>(limit));
+    return read_chunks(q);
+  }
+
+  Result<ExtentList> delete_chunks(std::int64_t object_id) override {
+    ExtentList freed;
+    std::vector<std::int64_t> ids;
+    {
+      auto q = c_.query("SELECT id FROM tier_chunks WHERE object_id = ?1");
+      q.bind(1, object_id);
+      for (;;) {
+        H3_TRY(bool row, q.step());
+        if (!row) break;
+        ids.push_back(q.int64(0));
+      }
+    }
+    for (const std::int64_t id : ids) {
+      H3_TRY(ExtentList gone, delete_chunk(id));
+      freed.insert(freed.end(), gone.begin(), gone.end());
+    }
+    return freed;
+  }
+
+  Result<ExtentList> delete_chunk(std::int64_t chunk_id) override {
+    H3_TRY(ExtentList freed, delete_extents(c_, chunk_id));
+    auto q = c_.query("DELETE FROM tier_chunks WHERE id = ?1");
+    q.bind(1, chunk_id);
     H3_TRY(q.run());
     return freed;
   }

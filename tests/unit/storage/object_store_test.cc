@@ -47,6 +47,17 @@ enum class Engine { kUring, kPosix, kFault };
 // The ETag the S3 layer would give these bytes: the writer's digest in hex.
 std::string etag_of(const ObjectWriter& writer) { return to_hex(writer.digest()); }
 
+// Every byte `reader` gives, in order.
+asio::awaitable<Result<Bytes>> read_all(ObjectReader& reader) {
+  Bytes out;
+  for (;;) {
+    H3_CO_TRY(auto piece, co_await reader.next());
+    if (piece.empty()) break;
+    out.insert(out.end(), piece.begin(), piece.end());
+  }
+  co_return out;
+}
+
 // An object spec with nothing but that ETag.
 ObjectSpec spec_of(const ObjectWriter& writer) {
   ObjectSpec spec;
@@ -129,13 +140,7 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
       std::string key, std::optional<std::pair<std::uint64_t, std::uint64_t>> range) {
     H3_CO_TRY(auto reader, co_await store_->open_reader(bucket_.id, key));
     if (range) reader->set_range(range->first, range->second);
-    Bytes out;
-    for (;;) {
-      H3_CO_TRY(auto piece, co_await reader->next());
-      if (piece.empty()) break;
-      out.insert(out.end(), piece.begin(), piece.end());
-    }
-    co_return out;
+    co_return co_await read_all(*reader);
   }
 
   Result<Bytes> get(const std::string& key,
@@ -1509,6 +1514,110 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   open();
   EXPECT_EQ(store_->head(bucket_.id, "f/k").value()->tier_state, TierState::kUpstreamOnly);
   EXPECT_EQ(get("f/k").error(), errc::kUnavailable);
+}
+
+// `data` kept as chunk `index` of the evicted `version`, as a ranged read-through does.
+asio::awaitable<Result<bool>> keep_chunk_async(ObjectStore& store, ObjectRecord version,
+                                               std::uint32_t index, Bytes data) {
+  H3_CO_TRY(auto writer, co_await store.create_writer(data.size(), /*for_part=*/true));
+  H3_CO_TRY(co_await writer->write(data));
+  H3_CO_TRY(co_await writer->finish());
+  co_return co_await store.keep_chunk(std::move(writer), std::move(version), index);
+}
+
+asio::awaitable<Result<Bytes>> read_chunk_async(ObjectStore& store, ObjectRecord version,
+                                                std::uint32_t index) {
+  H3_CO_TRY(auto reader, co_await store.open_chunk_reader(std::move(version), index));
+  co_return co_await read_all(*reader);
+}
+
+TEST_P(StoreTest, ChunksOfAnEvictedVersionAreKeptReadBackAndFreedWithIt) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  const Bytes data = test::pattern_bytes(2 * kTierChunkBytes + 3 * kMiB + 3, 51);
+  const ObjectRecord put_as = put("p/k", data).value();
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{put_as.etag, put_as.etag})).value());
+  }
+  ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"p/", false})).value().objects, 1U);
+  const ObjectRecord stub = *store_->head(bucket_.id, "p/k").value();
+  auto chunk = [&](std::uint32_t index) {
+    const std::size_t begin = index * kTierChunkBytes;
+    const std::size_t end = std::min<std::size_t>(begin + kTierChunkBytes, data.size());
+    return Bytes(data.begin() + static_cast<std::ptrdiff_t>(begin),
+                 data.begin() + static_cast<std::ptrdiff_t>(end));
+  };
+  auto indexes = [&](std::int64_t id) {
+    std::vector<std::uint32_t> out;
+    for (const ChunkRecord& c : store_->object_chunks(id).value()) out.push_back(c.index);
+    return out;
+  };
+
+  // Only a chunk's own size; only once.
+  EXPECT_EQ(run(keep_chunk_async(*store_, stub, 1, chunk(2))).error(), errc::kInvalidArgument);
+  const std::uint64_t before = used();
+  EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 1, chunk(1))).value());
+  EXPECT_FALSE(run(keep_chunk_async(*store_, stub, 1, chunk(1))).value());
+  EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 2, chunk(2))).value());
+  EXPECT_EQ(used(), before + kTierChunkBytes + 3 * kMiB + 4096);  // the duplicate's space is back
+  EXPECT_EQ(indexes(stub.id), (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_TRUE(run(read_chunk_async(*store_, stub, 1)).value() == chunk(1));
+  EXPECT_EQ(run(read_chunk_async(*store_, stub, 0)).error(), errc::kNotFound);
+  // The version itself stays evicted: a whole read goes upstream.
+  EXPECT_EQ(get("p/k").error(), errc::kUnavailable);
+
+  // Kept across a restart, and their ids are never given out again: an object written and
+  // deleted after it takes nothing of theirs. (With the block cache on from here: chunks read
+  // under their version's id must never hand out another chunk's blocks.)
+  close();
+  options_.cache_bytes = 64 * kMiB;
+  open();
+  EXPECT_EQ(indexes(stub.id), (std::vector<std::uint32_t>{1, 2}));
+  for (int n = 0; n < 4; ++n) {
+    ASSERT_TRUE(put("p/other" + std::to_string(n), test::pattern_bytes(kMiB, 53)).has_value());
+    ASSERT_TRUE(run(store_->delete_object(bucket_.id, "p/other" + std::to_string(n))).has_value());
+  }
+  EXPECT_TRUE(run(read_chunk_async(*store_, stub, 1)).value() == chunk(1));
+  EXPECT_TRUE(run(read_chunk_async(*store_, stub, 2)).value() == chunk(2));
+
+  // Eviction by watermark frees chunks first, the oldest first.
+  const std::int64_t all = now_ms() + 60'000;
+  Evicted evicted =
+      run(store_->evict_coldest({bucket_.id + 1000}, 1, all, EvictionOrder::kLeastRecentlyRead))
+          .value();
+  EXPECT_EQ(evicted.bytes, 0U);
+  evicted =
+      run(store_->evict_coldest({bucket_.id}, 1, all, EvictionOrder::kLeastRecentlyRead)).value();
+  EXPECT_EQ(evicted.objects, 0U);
+  EXPECT_EQ(evicted.bytes, kTierChunkBytes);
+  EXPECT_EQ(indexes(stub.id), (std::vector<std::uint32_t>{2}));
+  // Evicting the prefix frees the chunks of its evicted versions too.
+  evicted = run(store_->evict_objects(bucket_.id, {"p/", false})).value();
+  EXPECT_EQ(evicted.objects, 0U);
+  EXPECT_EQ(evicted.bytes, 3 * kMiB + 3);
+  EXPECT_TRUE(indexes(stub.id).empty());
+  EXPECT_EQ(used(), before);
+
+  // A fill of the whole version replaces its chunks. (Chunk 0 likely lands where chunk 1 was,
+  // whose blocks were cached.)
+  EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 0, chunk(0))).value());
+  EXPECT_TRUE(run(read_chunk_async(*store_, stub, 0)).value() == chunk(0));
+  const std::uint64_t chunked = used();
+  const ObjectRecord filled = run(fill_async(*store_, stub, data)).value();
+  EXPECT_TRUE(indexes(stub.id).empty());
+  EXPECT_EQ(used(), chunked - kTierChunkBytes + data.size() + 4093);
+  // A version that is not evicted keeps no chunk.
+  EXPECT_FALSE(run(keep_chunk_async(*store_, filled, 0, chunk(0))).value());
+
+  // Chunks go with their version when the key is overwritten.
+  ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"p/", false})).value().objects, 1U);
+  const ObjectRecord stub2 = *store_->head(bucket_.id, "p/k").value();
+  const std::uint64_t evicted_used = used();
+  EXPECT_TRUE(run(keep_chunk_async(*store_, stub2, 0, chunk(0))).value());
+  EXPECT_EQ(used(), evicted_used + kTierChunkBytes);
+  ASSERT_TRUE(put("p/k", test::pattern_bytes(100, 52)).has_value());  // inline
+  EXPECT_TRUE(indexes(stub2.id).empty());
+  EXPECT_EQ(used(), evicted_used);
+  EXPECT_FALSE(run(keep_chunk_async(*store_, stub2, 1, chunk(1))).value());
 }
 
 TEST_P(StoreTest, PrefetchJobsAreKeptWithHowFarTheyGot) {

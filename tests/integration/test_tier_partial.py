@@ -1,0 +1,225 @@
+"""Partial objects: a ranged GET of an evicted object fetches only the 8 MiB chunks its range
+covers and keeps them, so that reading the range again is a hit while the rest of the object stays
+upstream; kept chunks outlive a kill -9, go with their version, and `hots3 check` accounts for
+them.
+
+The upstream is a second hots3 behind the fault proxy, whose request lines show what went
+upstream; the local store's catalog shows what it keeps."""
+
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import test_tier_readthrough as readthrough  # noqa: E402 (its test classes stay out of this module)
+from test_tier_writeback import MiB, data  # noqa: E402
+
+CHUNK = 8 * MiB
+
+
+def chunk_range(first, last, size):
+    """The Range an upstream GET of chunks [first, last] of an object of `size` bytes names."""
+    return "bytes=%d-%d" % (first * CHUNK, min(size, (last + 1) * CHUNK) - 1)
+
+
+def kept_chunks(test, key):
+    """The indexes of the chunks kept of `key`'s current version."""
+    return [row[0] for row in test.catalog_rows("SELECT c.chunk FROM tier_chunks c JOIN objects o ON "
+                                                 "o.id = c.object_id WHERE o.key = ? ORDER BY c.chunk", (key,))]
+
+
+def until_kept(test, key, indexes, timeout_s=10):
+    """Waits until the chunks kept of `key` are `indexes`: a chunk is read to its end and kept
+    after the client's last byte went out."""
+    deadline = time.monotonic() + timeout_s
+    while kept_chunks(test, key) != indexes:
+        test.assertLess(time.monotonic(), deadline, "kept: %s, not %s" % (kept_chunks(test, key), indexes))
+        time.sleep(0.02)
+
+
+class PartialTest(readthrough.TieredTest):
+    """Ranged GETs of evicted objects keep the chunks they cover."""
+
+    binding = """
+[[tier.bucket.admit_prefix]]
+prefix = "scratch/"
+admit = "never"
+"""
+
+    def chunks(self, key):
+        return kept_chunks(self, key)
+
+    def ranged(self, key, first, last):
+        """GET of bytes [first, last] of `key`: (body, x-hots3-cache)."""
+        got = self.s3.get_object(Bucket="ckpt", Key=key, Range="bytes=%d-%d" % (first, last))
+        return got["Body"].read(), got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache")
+
+    def test_a_cold_range_fetches_only_its_chunks_and_reading_it_again_is_a_hit(self):
+        body = data(5 * CHUNK + 5, 61)
+        self.s3.put_object(Bucket="ckpt", Key="part/k", Body=body)
+        self.flush_and_evict("part/")
+        self.assertEqual(self.chunks("part/k"), [])
+
+        # 1 MiB inside chunk 3: that chunk comes, whole, and nothing else.
+        at = 3 * CHUNK + 100
+        got, cache = self.ranged("part/k", at, at + MiB - 1)
+        self.assertEqual(got, body[at:at + MiB])
+        self.assertEqual(cache, "miss")
+        self.assertEqual(self.upstream_ranges("part/k"), [chunk_range(3, 3, len(body))])
+        until_kept(self, "part/k", [3])
+        self.assertEqual(self.catalog("part/k"), (2, 0))  # the version itself stays evicted
+        head = self.s3.head_object(Bucket="ckpt", Key="part/k")["ResponseMetadata"]["HTTPHeaders"]
+        self.assertEqual(head.get("x-hots3-tier"), "partial")
+
+        # Again, and elsewhere in the same chunk: from the device.
+        for first, last in ((at, at + MiB - 1), (3 * CHUNK, 4 * CHUNK - 1), (4 * CHUNK - 10, 4 * CHUNK - 1)):
+            got, cache = self.ranged("part/k", first, last)
+            self.assertEqual(got, body[first:last + 1])
+            self.assertEqual(cache, "hit")
+        self.assertEqual(len(self.upstream_ranges("part/k")), 1)
+
+        # Across chunks 2 to 4: only 2 and 4 come, each as a GET of its own.
+        first, last = 2 * CHUNK + 7, 4 * CHUNK + 9
+        got, cache = self.ranged("part/k", first, last)
+        self.assertEqual(got, body[first:last + 1])
+        self.assertEqual(cache, "partial")
+        self.assertEqual(self.upstream_ranges("part/k")[1:],
+                         [chunk_range(2, 2, len(body)), chunk_range(4, 4, len(body))])
+        until_kept(self, "part/k", [2, 3, 4])
+
+        # The short last chunk, by a suffix range; then chunks 0 and 1 in one read of two chunks.
+        got = self.s3.get_object(Bucket="ckpt", Key="part/k", Range="bytes=-3")["Body"].read()
+        self.assertEqual(got, body[-3:])
+        first, last = 100, 2 * CHUNK - 100
+        got, cache = self.ranged("part/k", first, last)
+        self.assertEqual(got, body[first:last + 1])
+        self.assertEqual(cache, "miss")
+        until_kept(self, "part/k", [0, 1, 2, 3, 4, 5])
+        self.assertEqual(self.upstream_bytes("part/k"), len(body))
+
+        # Every chunk is kept now: any range is a hit, with no upstream request.
+        asked = len(self.upstream_ranges("part/k"))
+        got, cache = self.ranged("part/k", 1, len(body) - 1)
+        self.assertEqual((got, cache), (body[1:], "hit"))
+        self.assertEqual(len(self.upstream_ranges("part/k")), asked)
+
+        # A whole GET makes the version local; its chunks go.
+        got = self.s3.get_object(Bucket="ckpt", Key="part/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(self.catalog("part/k")[0], 1)
+        self.assertEqual(self.chunks("part/k"), [])
+
+    def test_kept_chunks_go_with_their_version(self):
+        body = data(2 * CHUNK + MiB, 62)
+        self.s3.put_object(Bucket="ckpt", Key="gone/k", Body=body)
+        self.flush_and_evict("gone/")
+        got, _ = self.ranged("gone/k", CHUNK, CHUNK + 99)
+        self.assertEqual(got, body[CHUNK:CHUNK + 100])
+        until_kept(self, "gone/k", [1])
+        # `tier evict` of the prefix frees them.
+        self.assertIn("0 objects evicted, %d bytes freed" % CHUNK, self.flush_and_evict("gone/"))
+        self.assertEqual(self.chunks("gone/k"), [])
+        got, cache = self.ranged("gone/k", CHUNK, CHUNK + 99)
+        self.assertEqual((got, cache), (body[CHUNK:CHUNK + 100], "miss"))
+        until_kept(self, "gone/k", [1])
+        # An overwrite replaces the version, and its chunks with it.
+        newer = data(3 * MiB, 63)
+        self.s3.put_object(Bucket="ckpt", Key="gone/k", Body=newer)
+        self.assertEqual(self.chunks("gone/k"), [])
+        got, _ = self.ranged("gone/k", MiB, MiB + 99)
+        self.assertEqual(got, newer[MiB:MiB + 100])
+        self.assertEqual(self.catalog_rows("SELECT count(*) FROM tier_chunks c LEFT JOIN objects o ON "
+                                            "o.id = c.object_id WHERE o.id IS NULL"), [(0,)])
+
+    def test_a_prefix_that_admits_nothing_keeps_no_chunk_and_reads_no_further_than_the_range(self):
+        body = data(2 * CHUNK, 64)
+        self.s3.put_object(Bucket="ckpt", Key="scratch/k", Body=body)
+        self.flush_and_evict("scratch/")
+        for _ in range(2):
+            got, cache = self.ranged("scratch/k", CHUNK + 10, CHUNK + 10 + MiB)
+            self.assertEqual(got, body[CHUNK + 10:CHUNK + 11 + MiB])
+            self.assertEqual(cache, "miss")
+        self.assertEqual(self.chunks("scratch/k"), [])
+        # Not kept: the range passes through, no byte more.
+        self.assertEqual(self.upstream_ranges("scratch/k"), ["bytes=%d-%d" % (CHUNK + 10, CHUNK + 10 + MiB)] * 2)
+        self.assertEqual(self.upstream_bytes("scratch/k"), 2 * (MiB + 1))
+
+    def test_a_download_from_byte_0_restores_the_object_even_when_its_first_chunk_is_kept(self):
+        body = data(2 * CHUNK + 3, 66)
+        self.s3.put_object(Bucket="ckpt", Key="peek/k", Body=body)
+        self.flush_and_evict("peek/")
+        # A look at the file's head keeps its first chunk.
+        got, cache = self.ranged("peek/k", 0, 1023)
+        self.assertEqual((got, cache), (body[:1024], "miss"))
+        until_kept(self, "peek/k", [0])
+        # A download in ranges begins: its first range is read from the chunk, and the whole
+        # object comes back behind it, taking the chunk's place.
+        got, cache = self.ranged("peek/k", 0, CHUNK - 1)
+        self.assertEqual((got, cache), (body[:CHUNK], "hit"))
+        deadline = time.monotonic() + 30
+        while self.catalog("peek/k")[0] != 1:
+            self.assertLess(time.monotonic(), deadline, "the object was never restored")
+            time.sleep(0.05)
+        self.assertEqual(self.chunks("peek/k"), [])
+        got = self.s3.get_object(Bucket="ckpt", Key="peek/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+
+
+class PartialRestartTest(readthrough.TieredTest):
+    """Kept chunks are committed: a kill -9 keeps them, and `hots3 check` finds them whole."""
+
+    restart = readthrough.RestartTest.restart
+    relaunch = readthrough.RestartTest.relaunch
+
+    def test_kept_chunks_outlive_a_kill_and_pass_the_check(self):
+        body = data(3 * CHUNK + 11, 65)
+        self.s3.put_object(Bucket="ckpt", Key="crash/k", Body=body)
+        self.flush_and_evict("crash/")
+        first, last = CHUNK - 5, 2 * CHUNK + 5
+        got = self.s3.get_object(Bucket="ckpt", Key="crash/k", Range="bytes=%d-%d" % (first, last))
+        self.assertEqual(got["Body"].read(), body[first:last + 1])
+        until_kept(self, "crash/k", [0, 1, 2])
+        asked = len(self.upstream_ranges("crash/k"))
+        self.restart(kill=True)
+        got = self.s3.get_object(Bucket="ckpt", Key="crash/k", Range="bytes=%d-%d" % (first, last))
+        self.assertEqual(got["Body"].read(), body[first:last + 1])
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+        self.assertEqual(len(self.upstream_ranges("crash/k")), asked)
+
+        # `hots3 check` reads and verifies the three chunks' extents.
+        self.assertEqual(self.local.stop(), 0)
+        check = self.check()
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        self.assertRegex(check.stdout, r"\b3 extents")
+        self.assertIn("referenced 24 MiB", check.stdout)
+
+        # A damaged chunk is found by check, and by a read: it is dropped, fetched and kept again,
+        # and the client gets the right bytes.
+        [(offset,)] = self.catalog_rows("SELECT e.device_offset FROM extents e JOIN tier_chunks c ON c.id = "
+                                         "e.owner_id WHERE c.chunk = 1 ORDER BY e.logical_offset LIMIT 1")
+        with open(os.path.join(self.local_dir, "data", "device.img"), "r+b") as device:
+            device.seek(offset + 100)
+            device.write(b"\xff" * 16)
+        check = self.check()
+        self.assertEqual(check.returncode, 1, check.stdout + check.stderr)
+        self.assertIn("checksum mismatch", check.stdout + check.stderr)
+        self.relaunch()
+        got = self.s3.get_object(Bucket="ckpt", Key="crash/k", Range="bytes=%d-%d" % (first, last))
+        self.assertEqual(got["Body"].read(), body[first:last + 1])
+        self.assertEqual(self.upstream_ranges("crash/k")[asked:], ["bytes=%d-%d" % (CHUNK, 2 * CHUNK - 1)])
+        until_kept(self, "crash/k", [0, 1, 2])
+        self.assertEqual(self.local.stop(), 0)
+        check = self.check()
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        self.relaunch()
+
+    def check(self):
+        return subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), "check", "--data",
+                               os.path.join(self.local_dir, "data")], capture_output=True, text=True, timeout=300)
+
+
+if __name__ == "__main__":
+    unittest.main()
