@@ -23,7 +23,7 @@ struct FillFlights::Flight {
 };
 
 FillFlights::Lead::~Lead() {
-  if (flight_) flights_->land(version_id_, flight_, kept_);
+  if (flight_) flights_->land(key_, flight_, kept_);
 }
 
 bool FillFlights::Lead::asked() const {
@@ -31,16 +31,34 @@ bool FillFlights::Lead::asked() const {
   return flight_->asked;
 }
 
-FillFlights::Lead FillFlights::take_off(std::int64_t version_id) {
+FillFlights::Lead FillFlights::take_off(Key key) {
   auto flight = std::make_shared<Flight>();
-  flying_.emplace(version_id, flight);
-  return Lead(*this, version_id, std::move(flight));
+  flying_.emplace(key, flight);
+  return Lead(*this, key, std::move(flight));
+}
+
+std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join_key(Key key) {
+  std::lock_guard lock(mutex_);
+  if (auto at = flying_.find(key); at != flying_.end()) return Seat(at->second);
+  return take_off(key);
 }
 
 std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join(std::int64_t version_id) {
+  return join_key({version_id, -1});
+}
+
+std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join_chunk(std::int64_t version_id,
+                                                                           std::uint32_t index) {
+  return join_key({version_id, index});
+}
+
+bool FillFlights::sequential(std::int64_t version_id, std::uint64_t begin, std::uint64_t end) {
   std::lock_guard lock(mutex_);
-  if (auto at = flying_.find(version_id); at != flying_.end()) return Seat(at->second);
-  return take_off(version_id);
+  if (read_ends_.size() >= kReadsRemembered) read_ends_.clear();
+  auto [at, added] = read_ends_.try_emplace(version_id, end);
+  const bool follows = !added && at->second == begin;
+  at->second = end;
+  return follows;
 }
 
 std::variant<FillFlights::Run, FillFlights::Asked> FillFlights::ask_restore(Restore restore) {
@@ -49,7 +67,7 @@ std::variant<FillFlights::Run, FillFlights::Asked> FillFlights::ask_restore(Rest
   if (already_asked(restore)) return Asked::kAlready;
   if (restore_runners_ < kRestoresMax) {
     ++restore_runners_;
-    return Run{std::move(restore), take_off(id)};
+    return Run{std::move(restore), take_off({id, -1})};
   }
   if (restores_.size() >= kRestoreQueueMax) return Asked::kFull;
   queued_.insert(id);
@@ -66,7 +84,7 @@ std::optional<FillFlights::Run> FillFlights::next_restore() {
     queued_.erase(id);
     // One under way already (a client's GET) does the same, and keeps it if this was asked for.
     if (already_asked(next)) continue;
-    return Run{std::move(next), take_off(id)};
+    return Run{std::move(next), take_off({id, -1})};
   }
   --restore_runners_;
   return std::nullopt;
@@ -74,7 +92,7 @@ std::optional<FillFlights::Run> FillFlights::next_restore() {
 
 bool FillFlights::already_asked(const Restore& restore) {
   const std::int64_t id = restore.object.id;
-  if (auto flying = flying_.find(id); flying != flying_.end()) {
+  if (auto flying = flying_.find({id, -1}); flying != flying_.end()) {
     if (restore.asked) {
       std::lock_guard lock(flying->second->mutex);
       flying->second->asked = true;
@@ -101,14 +119,14 @@ bool FillFlights::requeue_restore(Restore restore) {
 
 bool FillFlights::restoring(std::int64_t version_id) {
   std::lock_guard lock(mutex_);
-  return flying_.contains(version_id) || queued_.contains(version_id);
+  return flying_.contains({version_id, -1}) || queued_.contains(version_id);
 }
 
-void FillFlights::land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept) {
+void FillFlights::land(Key key, const std::shared_ptr<Flight>& flight, bool kept) {
   std::vector<std::shared_ptr<asio::steady_timer>> waiters;
   {
     std::lock_guard lock(mutex_);
-    auto at = flying_.find(version_id);
+    auto at = flying_.find(key);
     if (at != flying_.end() && at->second == flight) flying_.erase(at);
   }
   {

@@ -13,18 +13,22 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <variant>
 
 namespace hots3::s3 {
 
 class FillFlights {
   struct Flight;
+  // What a flight fetches: a whole version (chunk -1), or one chunk of it (a partial object).
+  using Key = std::pair<std::int64_t, std::int64_t>;
 
  public:
   FillFlights() = default;
@@ -38,15 +42,15 @@ class FillFlights {
   // client went away lands unkept, and its waiters fetch for themselves).
   class Lead {
    public:
-    Lead(FillFlights& flights, std::int64_t version_id, std::shared_ptr<Flight> flight)
-        : flights_(&flights), version_id_(version_id), flight_(std::move(flight)) {}
+    Lead(FillFlights& flights, Key key, std::shared_ptr<Flight> flight)
+        : flights_(&flights), key_(key), flight_(std::move(flight)) {}
     ~Lead();
     Lead(const Lead&) = delete;
     Lead& operator=(const Lead&) = delete;
     Lead(Lead&& other) noexcept = default;
     Lead& operator=(Lead&&) = delete;
 
-    // The version is local again: waiters read it from the device.
+    // The version (the chunk) is local again: waiters read it from the device.
     void kept() { kept_ = true; }
     // Whether a RestoreObject asked for the version while this flight ran: it is kept whatever
     // the admission rule says.
@@ -54,7 +58,7 @@ class FillFlights {
 
    private:
     FillFlights* flights_;
-    std::int64_t version_id_;
+    Key key_;
     std::shared_ptr<Flight> flight_;
     bool kept_ = false;
   };
@@ -73,6 +77,11 @@ class FillFlights {
 
   // The lead of the flight of `version_id`, or a seat in the one under way.
   std::variant<Lead, Seat> join(std::int64_t version_id);
+  // The same for chunk `index` of it: ranged reads that miss one chunk at once share its fetch.
+  std::variant<Lead, Seat> join_chunk(std::int64_t version_id, std::uint32_t index);
+  // Whether a ranged read of `version_id` from `begin` to `end` follows the last one of it (a
+  // sequential reader, worth reading ahead for); it is the last one from now on.
+  bool sequential(std::int64_t version_id, std::uint64_t begin, std::uint64_t end);
 
   // Restores: whole fetches into the device that no client waits on (RestoreObject, and what a
   // download in ranges leaves behind it), run kRestoresMax at a time in the order asked, each by
@@ -113,12 +122,17 @@ class FillFlights {
   // Whether a restore of its version is under way or queued (under mutex_); if so, and it was
   // asked for, that one now is.
   bool already_asked(const Restore& restore);
-  // The lead of a new flight of `version_id`, none being under way (under mutex_).
-  Lead take_off(std::int64_t version_id);
-  void land(std::int64_t version_id, const std::shared_ptr<Flight>& flight, bool kept);
+  std::variant<Lead, Seat> join_key(Key key);
+  // The lead of a new flight of `key`, none being under way (under mutex_).
+  Lead take_off(Key key);
+  void land(Key key, const std::shared_ptr<Flight>& flight, bool kept);
 
   std::mutex mutex_;
-  std::unordered_map<std::int64_t, std::shared_ptr<Flight>> flying_;
+  std::map<Key, std::shared_ptr<Flight>> flying_;
+  // Where the last ranged read of each version ended (sequential); forgotten in bulk past
+  // kReadsRemembered.
+  std::unordered_map<std::int64_t, std::uint64_t> read_ends_;
+  static constexpr std::size_t kReadsRemembered = 65'536;
   std::deque<Restore> restores_;             // waiting for a runner
   std::unordered_set<std::int64_t> queued_;  // their versions
   unsigned restore_runners_ = 0;

@@ -450,11 +450,15 @@ std::pair<std::uint64_t, std::uint64_t> chunk_span(const storage::ObjectRecord& 
   return {begin, std::min(storage::kTierChunkBytes, object.size_bytes - begin)};
 }
 
-// Finishes `writer`, which holds chunk `index` of `object`, and keeps it. Run apart from the
-// request: its client need not wait for the commit.
+// The lead of each chunk of a fetch of chunks, by position in it: none for one whose flight
+// another read leads (a read that waited for it in vain fetches it for itself).
+using ChunkLeads = std::vector<std::optional<FillFlights::Lead>>;
+
+// Finishes `writer`, which holds chunk `index` of `object`, and keeps it; its flight (`lead`)
+// lands then. Run apart from the request: its client need not wait for the commit.
 asio::awaitable<void> keep_written(Service& s, storage::ObjectRecord object, std::uint32_t index,
                                    std::unique_ptr<storage::ObjectWriter> writer,
-                                   std::string what) {
+                                   std::optional<FillFlights::Lead> lead, std::string what) {
   auto finishing = writer->finish();
   const auto finished = co_await std::move(finishing);
   if (!finished) co_return;
@@ -463,6 +467,8 @@ asio::awaitable<void> keep_written(Service& s, storage::ObjectRecord object, std
   if (!kept) {
     log::warn("{}: chunk {} of version {} was not kept: {}", what, index, object.id,
               kept.error().message());
+  } else if (*kept && lead) {
+    lead->kept();
   }
 }
 
@@ -471,7 +477,8 @@ asio::awaitable<void> keep_written(Service& s, storage::ObjectRecord object, std
 // connection goes on to its next request at once.
 asio::awaitable<void> keep_rest(Service& s, storage::ObjectRecord object, std::uint32_t index,
                                 std::uint64_t at, std::unique_ptr<tier::UpstreamRead> upstream,
-                                std::unique_ptr<storage::ObjectWriter> writer, std::string what) {
+                                std::unique_ptr<storage::ObjectWriter> writer,
+                                std::optional<FillFlights::Lead> lead, std::string what) {
   const auto [begin, size] = chunk_span(object, index);
   while (at < begin + size) {
     auto reading = upstream->next();
@@ -488,7 +495,8 @@ asio::awaitable<void> keep_rest(Service& s, storage::ObjectRecord object, std::u
     at += part.size();
   }
   upstream.reset();  // its stream is free before the commit
-  auto keeping = keep_written(s, std::move(object), index, std::move(writer), std::move(what));
+  auto keeping = keep_written(s, std::move(object), index, std::move(writer), std::move(lead),
+                              std::move(what));
   co_await std::move(keeping);
 }
 
@@ -543,13 +551,15 @@ asio::awaitable<bool> send_kept_chunk(Service& s, const storage::ObjectRecord& o
 }
 
 // Fetches chunks [first, last] of `object` from the upstream as one read (several chunks: in
-// parallel ranges), sends what the range holds of them, and keeps each whole chunk while the
-// bucket's admission rule and the device allow (each kept apart from the request, see
-// keep_written and keep_rest). One that is not kept is read only as far as the range needs.
-// false: the client went away, or the response ended in an error.
-asio::awaitable<bool> fetch_chunks(Service& s, const storage::ObjectRecord& object,
-                                   std::uint32_t first, std::uint32_t last, RangeSender& out,
-                                   const std::string& what) {
+// parallel ranges), sends what the range (`out`) holds of them, and keeps each whole chunk while
+// the bucket's admission rule and the device allow (each kept apart from the request, see
+// keep_written and keep_rest), landing its flight (`leads`) once it is kept or not. With a range,
+// a chunk that is not kept is read only as far as the range needs; without one (a read ahead),
+// the fetch ends at the first chunk that cannot be kept. false: the client went away, or the
+// response ended in an error.
+asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std::uint32_t first,
+                                   std::uint32_t last, RangeSender* out, ChunkLeads leads,
+                                   std::string what) {
   const std::uint64_t from = chunk_span(object, first).first;
   const auto [last_begin, last_size] = chunk_span(object, last);
   const std::uint64_t to = last_begin + last_size;
@@ -566,48 +576,96 @@ asio::awaitable<bool> fetch_chunks(Service& s, const storage::ObjectRecord& obje
     if (!next || next->empty()) {
       const auto e = next ? make_error_code(errc::kUnavailable) : next.error();
       log::warn("{}: the upstream's data stopped at byte {}: {}", what, at, e.message());
-      auto failing = out.fail(s, e);
-      co_await std::move(failing);
+      if (out != nullptr) {
+        auto failing = out->fail(s, e);
+        co_await std::move(failing);
+      }
       co_return false;
     }
     keeping = keeping && upstream->admitted();
     std::span<const std::byte> piece = *next;
     while (!piece.empty()) {
       // Past the range, nothing is being kept (else keep_rest took over): no more is read.
-      if (out.done()) co_return true;
+      if (out != nullptr && out->done()) co_return true;
       const auto index = static_cast<std::uint32_t>(at / storage::kTierChunkBytes);
       const auto [begin, size] = chunk_span(object, index);
       const std::span<const std::byte> part = piece.first(
           static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), begin + size - at)));
-      if (keeping && at == begin && s.store().tier_fill_allows(size)) {
-        auto creating = s.store().create_writer(size, /*for_part=*/true);
-        auto created = co_await std::move(creating);
-        if (created) writer = std::move(*created);
+      if (at == begin) {
+        if (keeping && s.store().tier_fill_allows(size)) {
+          auto creating = s.store().create_writer(size, /*for_part=*/true);
+          auto created = co_await std::move(creating);
+          if (created) writer = std::move(*created);
+        }
+        if (out == nullptr && !writer) co_return true;
       }
       if (writer) {
         auto writing = writer->write(part);
         const auto written = co_await std::move(writing);
         if (!written) writer.reset();
       }
-      auto sending = out.send(at, part);
-      const bool sent = co_await std::move(sending);
-      if (!sent) co_return false;
+      if (out != nullptr) {
+        auto sending = out->send(at, part);
+        const bool sent = co_await std::move(sending);
+        if (!sent) co_return false;
+      }
       at += part.size();
       piece = piece.subspan(part.size());
-      if (writer && at == begin + size) {
-        asio::co_spawn(executor, keep_written(s, object, index, std::exchange(writer, {}), what),
-                       asio::detached);
-      } else if (writer && out.done()) {
+      std::optional<FillFlights::Lead>& lead = leads[index - first];
+      if (at == begin + size) {
+        if (writer) {
+          asio::co_spawn(executor,
+                         keep_written(s, object, index, std::exchange(writer, {}),
+                                      std::exchange(lead, std::nullopt), what),
+                         asio::detached);
+        }
+        lead.reset();  // (not kept: its waiters fetch it for themselves)
+      } else if (writer && out != nullptr && out->done()) {
         // (The piece is used up: the rest of the chunk is still to come.)
-        asio::co_spawn(
-            executor, keep_rest(s, object, index, at, std::move(upstream), std::move(writer), what),
-            asio::detached);
+        asio::co_spawn(executor,
+                       keep_rest(s, object, index, at, std::move(upstream), std::move(writer),
+                                 std::move(lead), what),
+                       asio::detached);
         co_return true;
       }
     }
-    if (out.done()) co_return true;
+    if (out != nullptr && out->done()) co_return true;
   }
   co_return true;
+}
+
+// After a sequential range ending in chunk `last`: up to kReadAhead chunks after it, those not
+// kept and not being fetched, are fetched and kept apart from the request, so that the reader's
+// next ranges find them here or on their way.
+constexpr std::uint32_t kReadAhead = 2;
+void read_ahead(Service& s, const storage::ObjectRecord& object, std::uint32_t last,
+                const std::string& what, const asio::any_io_executor& executor) {
+  const auto chunks = static_cast<std::uint32_t>(
+      (object.size_bytes + storage::kTierChunkBytes - 1) / storage::kTierChunkBytes);
+  std::vector<std::uint32_t> kept;
+  if (auto listed = s.store().object_chunks(object.id)) {
+    for (const storage::ChunkRecord& c : *listed) kept.push_back(c.index);
+  }
+  ChunkLeads leads;
+  std::uint32_t first = last + 1;
+  for (std::uint32_t index = last + 1; index < chunks && index <= last + kReadAhead; ++index) {
+    std::optional<FillFlights::Lead> lead;
+    if (std::find(kept.begin(), kept.end(), index) == kept.end()) {
+      auto joined = s.fill_flights().join_chunk(object.id, index);
+      if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
+    }
+    if (lead) {
+      leads.push_back(std::move(lead));
+    } else if (leads.empty()) {
+      first = index + 1;  // here or on its way: what comes after it may still be fetched
+    } else {
+      break;
+    }
+  }
+  if (leads.empty()) return;
+  const auto end = static_cast<std::uint32_t>(first + leads.size() - 1);
+  asio::co_spawn(executor, fetch_chunks(s, object, first, end, nullptr, std::move(leads), what),
+                 asio::detached);
 }
 
 // Whether a ranged GET of `object` goes by chunks: an object of more than one, whose misses the
@@ -637,11 +695,26 @@ asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectR
   const auto count = static_cast<std::size_t>(std::count(kept.begin(), kept.end(), true));
   s.read_through()->count_read(object.bucket_id, count == kept.size(), selection.length_bytes);
   head.add("x-hots3-cache", count == 0 ? "miss" : count == kept.size() ? "hit" : "partial");
+  const bool sequential = s.fill_flights().sequential(
+      object.id, selection.offset_bytes, selection.offset_bytes + selection.length_bytes);
   RangeSender out(r, selection, std::move(head));
   const std::string what =
       fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
   for (std::uint32_t index = first; index <= last && !out.done();) {
-    if (kept[index - first]) {
+    ChunkLeads leads;
+    // Not kept: the first read that misses it leads its fetch; the others wait for it and then
+    // read it here, or, when it keeps nothing (in time), fetch it for themselves.
+    bool here = kept[index - first];
+    if (!here) {
+      auto joined = s.fill_flights().join_chunk(object.id, index);
+      if (auto* seat = std::get_if<FillFlights::Seat>(&joined)) {
+        auto waiting = seat->landed_kept(FillFlights::patience(chunk_span(object, index).second));
+        here = co_await std::move(waiting);
+      } else {
+        leads.emplace_back(std::move(std::get<FillFlights::Lead>(joined)));
+      }
+    }
+    if (here) {
       bool gone = false;
       auto sending = send_kept_chunk(s, object, index, out, gone, what);
       const bool sent = co_await std::move(sending);
@@ -651,13 +724,31 @@ asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectR
         continue;
       }
     }
-    // A run of chunks not kept (this one and those after it), fetched as one read.
+    if (leads.empty()) {
+      // Gone after all (or never kept): fetched here, leading its flight if no other read does.
+      auto joined = s.fill_flights().join_chunk(object.id, index);
+      auto* lead = std::get_if<FillFlights::Lead>(&joined);
+      leads.push_back(lead != nullptr ? std::optional<FillFlights::Lead>(std::move(*lead))
+                                      : std::nullopt);
+    }
+    // A run of chunks not kept (this one and those after it that no other read fetches), fetched
+    // as one read.
     std::uint32_t end = index;
-    while (end < last && !kept[end + 1 - first]) ++end;
-    auto fetching = fetch_chunks(s, object, index, end, out, what);
+    while (end < last && !kept[end + 1 - first]) {
+      auto next = s.fill_flights().join_chunk(object.id, end + 1);
+      auto* lead = std::get_if<FillFlights::Lead>(&next);
+      if (lead == nullptr) break;
+      leads.emplace_back(std::move(*lead));
+      ++end;
+    }
+    auto fetching = fetch_chunks(s, object, index, end, &out, std::move(leads), what);
     const bool fetched = co_await std::move(fetching);
     if (!fetched) co_return;
     index = end + 1;
+  }
+  if (sequential && out.done()) {
+    auto executor = co_await asio::this_coro::executor;
+    read_ahead(s, object, last, what, executor);
   }
 }
 

@@ -6,6 +6,7 @@ them.
 The upstream is a second hots3 behind the fault proxy, whose request lines show what went
 upstream; the local store's catalog shows what it keeps."""
 
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -145,6 +146,46 @@ admit = "never"
         # Not kept: the range passes through, no byte more.
         self.assertEqual(self.upstream_ranges("scratch/k"), ["bytes=%d-%d" % (CHUNK + 10, CHUNK + 10 + MiB)] * 2)
         self.assertEqual(self.upstream_bytes("scratch/k"), 2 * (MiB + 1))
+
+    def test_concurrent_misses_of_one_chunk_share_one_fetch(self):
+        body = data(3 * CHUNK, 67)
+        self.s3.put_object(Bucket="ckpt", Key="many/k", Body=body)
+        self.flush_and_evict("many/")
+        # Slow enough that all of them miss while the first fetch runs.
+        self.proxy.delay_object_gets = 0.5
+        try:
+            ranges = [(CHUNK + n * MiB + n, CHUNK + n * MiB + n + 99_999) for n in range(8)]
+            with concurrent.futures.ThreadPoolExecutor(len(ranges)) as pool:
+                got = list(pool.map(lambda r: self.ranged("many/k", *r)[0], ranges))
+        finally:
+            self.proxy.delay_object_gets = 0
+        self.assertEqual(got, [body[first:last + 1] for first, last in ranges])
+        self.assertEqual(self.upstream_ranges("many/k"), [chunk_range(1, 1, len(body))])
+        until_kept(self, "many/k", [1])
+
+    def test_a_sequential_reader_finds_the_next_chunks_fetched_ahead(self):
+        body = data(6 * CHUNK, 68)
+        self.s3.put_object(Bucket="ckpt", Key="seq/k", Body=body)
+        self.flush_and_evict("seq/")
+        step = 3 * MiB
+        at = 100
+        # The first range fetches its chunk; the second follows it, so the two chunks after it
+        # come too (one read, in two ranged GETs); reading on to the end of them asks the upstream
+        # for nothing of theirs.
+        for n in range(2):
+            got, _ = self.ranged("seq/k", at, at + step - 1)
+            self.assertEqual(got, body[at:at + step])
+            at += step
+        until_kept(self, "seq/k", [0, 1, 2])
+        self.assertEqual(sorted(self.upstream_ranges("seq/k")), sorted(chunk_range(n, n, len(body)) for n in range(3)))
+        while at + step <= 3 * CHUNK:
+            got, cache = self.ranged("seq/k", at, at + step - 1)
+            self.assertEqual(got, body[at:at + step])
+            at += step
+        # Each of those read ahead in turn, up to two chunks past the last range.
+        until_kept(self, "seq/k", [0, 1, 2, 3, 4])
+        self.assertNotIn(chunk_range(5, 5, len(body)), self.upstream_ranges("seq/k"))
+        self.assertEqual(self.upstream_bytes("seq/k"), 5 * CHUNK)
 
     def test_a_download_from_byte_0_restores_the_object_even_when_its_first_chunk_is_kept(self):
         body = data(2 * CHUNK + 3, 66)
