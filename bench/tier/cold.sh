@@ -12,8 +12,11 @@
 #            that keeps and passes on every byte does the most work.
 #            The first byte of the cold GET against the first byte of one GET straight from the
 #            upstream (goal: within 5 ms of it).
-#   ttfb     the first byte of an 8 MiB range in the middle of 64 MiB, 1 GiB and 4 GiB objects
-#            (ranges pass through: goal flat within 20%), the median of 5 each.
+#   ttfb     the first byte of an 8 MiB range at three quarters of 64 MiB, 1 GiB and 4 GiB
+#            objects, off the 8 MiB chunk grid (so it covers two chunks), cold every time (its
+#            chunks evicted before each of 5 reads; goal: flat within 20%, the median of 5 each);
+#            the bytes the upstream sent per cold range (goal <= 24 MiB); and the same range read
+#            again at once, from the chunks kept (a hit).
 #   readers  16 GETs at once of one 256 MiB object: the bytes the upstream sent for it (goal
 #            <= 1.05x the object) and the GETs that failed or differ (goal 0).
 #   prefetch a dataset of PF_N objects of 32 MiB fetched back by `hots3 tier prefetch --wait`,
@@ -178,27 +181,41 @@ whole() {
 whole LOOP cold "$URL_up" team/rack/whole
 whole FAR far "$URL_far" team/far/whole
 
-# ---- ttfb: an 8 MiB range in the middle of each size ------------------------------------------
-evict cold ttfb/
+# upstream_sent PATH: the body bytes the upstream has sent for PATH so far, by its access log
+# (flushed every second: wait that long after the reads to count).
+upstream_sent() {
+  python3 - "$WORK/up/access" "$1" <<'PY'
+import json, sys
+print(sum(json.loads(l)["bytes_out"] for l in open(sys.argv[1]) if '"' + sys.argv[2] in l))
+PY
+}
+
+# ---- ttfb: an 8 MiB range at three quarters of each size, across two chunks ----------------------
 TTFB=()
+RANGE_UP=()
+HIT_TTFB=()
 for s in $SIZES; do
   firsts=()
+  hits=()
+  sent_before=$(upstream_sent "/team/rack/ttfb/$s")
+  a=$(((s / 4 * 3 / MiB) * MiB + MiB / 2))
   for _ in 1 2 3 4 5; do
-    a=$(((s / 2 / MiB) * MiB))
-    read -r code size first total < <(get "$URL_local" "cold/ttfb/$s" "$a-$((a + 8 * MiB - 1))")
-    [ "$code" = 206 ] && [ "$size" = $((8 * MiB)) ] || { echo "range of $s: $code, $size bytes" >&2; exit 1; }
-    firsts+=("$first")
+    evict cold "ttfb/$s"
+    for kind in cold hit; do
+      read -r code size first total < <(get "$URL_local" "cold/ttfb/$s" "$a-$((a + 8 * MiB - 1))")
+      [ "$code" = 206 ] && [ "$size" = $((8 * MiB)) ] || { echo "range of $s: $code, $size bytes" >&2; exit 1; }
+      if [ "$kind" = cold ]; then firsts+=("$first"); else hits+=("$first"); fi
+    done
   done
+  sleep 1.2
   TTFB+=("$(median "${firsts[@]}")")
+  HIT_TTFB+=("$(median "${hits[@]}")")
+  RANGE_UP+=("$(python3 -c "print(($(upstream_sent "/team/rack/ttfb/$s") - $sent_before) / 5 / $MiB)")")
 done
 
 # ---- readers: 16 GETs at once of one cold object ----------------------------------------------
 evict cold readers
-sent_before=$(python3 - "$WORK/up/access" <<'PY'
-import json, sys
-print(sum(json.loads(l)["bytes_out"] for l in open(sys.argv[1]) if '"/team/rack/readers' in l))
-PY
-)
+sent_before=$(upstream_sent /team/rack/readers)
 for _ in $(seq 16); do
   curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" \
     -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$URL_local/cold/readers" | sha256sum | cut -d' ' -f1 &
@@ -207,11 +224,7 @@ wait_readers() { while [ "$(wc -l < "$WORK/readers")" -lt 16 ]; do sleep 0.05; d
 wait_readers
 READER_ERRORS=$(grep -vc "^$READERS_WANT\$" "$WORK/readers" || true)
 sleep 1.2  # the access log flushes every second
-READER_UP_BYTES=$(python3 - "$WORK/up/access" "$sent_before" <<'PY'
-import json, sys
-print(sum(json.loads(l)["bytes_out"] for l in open(sys.argv[1]) if '"/team/rack/readers' in l) - int(sys.argv[2]))
-PY
-)
+READER_UP_BYTES=$(($(upstream_sent /team/rack/readers) - sent_before))
 
 # ---- prefetch: the dataset fetched back by a job, against its download in ranges ---------------
 # prefetch NAME BUCKET UPSTREAM_URL UPSTREAM_PREFIX: sets NAME_PF and NAME_PF_TEN (MB/s, medians).
@@ -258,6 +271,8 @@ row_max "cold GET of $SIZE, loopback, TTFB ms" "$LOOP_COLD_TTFB" \
 read -r t64 t1g t4g <<< "${TTFB[*]}"
 row_flat "cold 8 MiB range TTFB at 4 GiB vs 64 MiB, ms" "$(python3 -c "print($t64 * 1000)")" \
   "$(python3 -c "print($t4g * 1000)")" 20
+read -r u64 u1g u4g <<< "${RANGE_UP[*]}"
+row_max "cold 8 MiB range of 4 GiB, upstream MiB" "$u4g" 24 "three chunks"
 row_max "16 readers of one cold 256 MiB, upstream MiB" "$(python3 -c "print($READER_UP_BYTES / $MiB)")" \
   "$(python3 -c "print(1.05 * $READERS_BYTES / $MiB)")" "1.05x the object"
 row_max "16 readers of one cold 256 MiB, failed GETs" "$READER_ERRORS" 0 "GETs"
@@ -266,6 +281,8 @@ row "prefetch of $PF_N x 32 MiB, $STREAM_BW B/s streams, MB/s" "$FAR_PF" "$FAR_P
 row_ratio "prefetch of $PF_N x 32 MiB, loopback, MB/s" "$LOOP_PF" "$LOOP_PF_TEN" \
   "8 MiB ranges x10 from it"
 echo "cold 8 MiB range TTFB (median of 5): 64 MiB $t64 s, 1 GiB $t1g s, 4 GiB $t4g s"
+echo "the same range read again, from its kept chunks, TTFB (median of 5): ${HIT_TTFB[*]} s"
+echo "upstream MiB per cold 8 MiB range: 64 MiB $u64, 1 GiB $u1g, 4 GiB $u4g"
 echo "whole GETs through $STREAM_BW B/s streams (s): $FAR_RUNS"
 echo "whole GETs on loopback (s): $LOOP_RUNS"
 echo "prefetches through $STREAM_BW B/s streams (s): $FAR_PF_RUNS"

@@ -52,6 +52,11 @@ std::variant<FillFlights::Lead, FillFlights::Seat> FillFlights::join_chunk(std::
   return join_key({version_id, index});
 }
 
+bool FillFlights::chunk_flying(std::int64_t version_id, std::uint32_t index) {
+  std::lock_guard lock(mutex_);
+  return flying_.contains({version_id, index});
+}
+
 bool FillFlights::sequential(std::int64_t version_id, std::uint64_t begin, std::uint64_t end) {
   std::lock_guard lock(mutex_);
   if (read_ends_.size() >= kReadsRemembered) read_ends_.clear();

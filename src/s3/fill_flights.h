@@ -79,6 +79,8 @@ class FillFlights {
   std::variant<Lead, Seat> join(std::int64_t version_id);
   // The same for chunk `index` of it: ranged reads that miss one chunk at once share its fetch.
   std::variant<Lead, Seat> join_chunk(std::int64_t version_id, std::uint32_t index);
+  // Whether a fetch of chunk `index` of `version_id` is under way.
+  bool chunk_flying(std::int64_t version_id, std::uint32_t index);
   // Whether a ranged read of `version_id` from `begin` to `end` follows the last one of it (a
   // sequential reader, worth reading ahead for); it is the last one from now on.
   bool sequential(std::int64_t version_id, std::uint64_t begin, std::uint64_t end);

@@ -454,6 +454,13 @@ std::pair<std::uint64_t, std::uint64_t> chunk_span(const storage::ObjectRecord& 
 // another read leads (a read that waited for it in vain fetches it for itself).
 using ChunkLeads = std::vector<std::optional<FillFlights::Lead>>;
 
+// Whether chunk `index` of `object` is kept now (an index lookup).
+bool chunk_kept(Service& s, const storage::ObjectRecord& object, std::uint32_t index) {
+  auto chunks = s.store().object_chunks(object.id);
+  return chunks && std::any_of(chunks->begin(), chunks->end(),
+                               [index](const storage::ChunkRecord& c) { return c.index == index; });
+}
+
 // Finishes `writer`, which holds chunk `index` of `object`, and keeps it; its flight (`lead`)
 // lands then. Run apart from the request: its client need not wait for the commit.
 asio::awaitable<void> keep_written(Service& s, storage::ObjectRecord object, std::uint32_t index,
@@ -467,8 +474,8 @@ asio::awaitable<void> keep_written(Service& s, storage::ObjectRecord object, std
   if (!kept) {
     log::warn("{}: chunk {} of version {} was not kept: {}", what, index, object.id,
               kept.error().message());
-  } else if (*kept && lead) {
-    lead->kept();
+  } else if (lead && (*kept || chunk_kept(s, object, index))) {
+    lead->kept();  // (by this fetch, or by another read that fetched it too)
   }
 }
 
@@ -553,13 +560,16 @@ asio::awaitable<bool> send_kept_chunk(Service& s, const storage::ObjectRecord& o
 // Fetches chunks [first, last] of `object` from the upstream as one read (several chunks: in
 // parallel ranges), sends what the range (`out`) holds of them, and keeps each whole chunk while
 // the bucket's admission rule and the device allow (each kept apart from the request, see
-// keep_written and keep_rest), landing its flight (`leads`) once it is kept or not. With a range,
-// a chunk that is not kept is read only as far as the range needs; without one (a read ahead),
-// the fetch ends at the first chunk that cannot be kept. false: the client went away, or the
-// response ended in an error.
+// keep_written and keep_rest), landing its flight (`leads`) once it is kept, or at once when it
+// will not be. A chunk after the first whose lead is not given is led from when the fetch
+// reaches it (with `join`), so that reads waiting for it wait only while it comes; one kept
+// meanwhile by another read is passed on and not kept again. With a range, a chunk that is not
+// kept is read only as far as the range needs; without one (a read ahead), the fetch ends at the
+// first chunk that cannot be kept. false: the client went away, or the response ended in an
+// error.
 asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std::uint32_t first,
                                    std::uint32_t last, RangeSender* out, ChunkLeads leads,
-                                   std::string what) {
+                                   bool join, std::string what) {
   const std::uint64_t from = chunk_span(object, first).first;
   const auto [last_begin, last_size] = chunk_span(object, last);
   const std::uint64_t to = last_begin + last_size;
@@ -591,18 +601,30 @@ asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std
       const auto [begin, size] = chunk_span(object, index);
       const std::span<const std::byte> part = piece.first(
           static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), begin + size - at)));
+      std::optional<FillFlights::Lead>& lead = leads[index - first];
       if (at == begin) {
-        if (keeping && s.store().tier_fill_allows(size)) {
+        if (join && !lead && index != first && keeping) {
+          auto joined = s.fill_flights().join_chunk(object.id, index);
+          if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
+        }
+        if (lead && chunk_kept(s, object, index)) {
+          lead->kept();  // kept meanwhile by another read: its bytes only pass on
+          lead.reset();
+        } else if (keeping && s.store().tier_fill_allows(size)) {
           auto creating = s.store().create_writer(size, /*for_part=*/true);
           auto created = co_await std::move(creating);
           if (created) writer = std::move(*created);
         }
+        if (!writer) lead.reset();  // not kept: its waiters go on at once
         if (out == nullptr && !writer) co_return true;
       }
       if (writer) {
         auto writing = writer->write(part);
         const auto written = co_await std::move(writing);
-        if (!written) writer.reset();
+        if (!written) {
+          writer.reset();
+          lead.reset();
+        }
       }
       if (out != nullptr) {
         auto sending = out->send(at, part);
@@ -611,7 +633,6 @@ asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std
       }
       at += part.size();
       piece = piece.subspan(part.size());
-      std::optional<FillFlights::Lead>& lead = leads[index - first];
       if (at == begin + size) {
         if (writer) {
           asio::co_spawn(executor,
@@ -640,6 +661,10 @@ asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std
 constexpr std::uint32_t kReadAhead = 2;
 void read_ahead(Service& s, const storage::ObjectRecord& object, std::uint32_t last,
                 const std::string& what, const asio::any_io_executor& executor) {
+  if (s.fill_flights().restoring(object.id) ||
+      !s.store().tier_fill_allows(storage::kTierChunkBytes)) {
+    return;  // a whole fetch brings it all, or there is no room
+  }
   const auto chunks = static_cast<std::uint32_t>(
       (object.size_bytes + storage::kTierChunkBytes - 1) / storage::kTierChunkBytes);
   std::vector<std::uint32_t> kept;
@@ -664,7 +689,8 @@ void read_ahead(Service& s, const storage::ObjectRecord& object, std::uint32_t l
   }
   if (leads.empty()) return;
   const auto end = static_cast<std::uint32_t>(first + leads.size() - 1);
-  asio::co_spawn(executor, fetch_chunks(s, object, first, end, nullptr, std::move(leads), what),
+  asio::co_spawn(executor,
+                 fetch_chunks(s, object, first, end, nullptr, std::move(leads), false, what),
                  asio::detached);
 }
 
@@ -700,18 +726,23 @@ asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectR
   RangeSender out(r, selection, std::move(head));
   const std::string what =
       fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
+  bool patient = true;  // until a wait for another read's fetch was in vain
   for (std::uint32_t index = first; index <= last && !out.done();) {
-    ChunkLeads leads;
-    // Not kept: the first read that misses it leads its fetch; the others wait for it and then
-    // read it here, or, when it keeps nothing (in time), fetch it for themselves.
+    // Not kept (as the read began): the first read that misses it leads its fetch; the others
+    // wait for it and then read it here, or, when it keeps nothing (in time), fetch it for
+    // themselves, and from then on wait for no other.
+    std::optional<FillFlights::Lead> lead;
     bool here = kept[index - first];
     if (!here) {
       auto joined = s.fill_flights().join_chunk(object.id, index);
-      if (auto* seat = std::get_if<FillFlights::Seat>(&joined)) {
+      if (auto* seat = std::get_if<FillFlights::Seat>(&joined); seat != nullptr && patient) {
         auto waiting = seat->landed_kept(FillFlights::patience(chunk_span(object, index).second));
         here = co_await std::move(waiting);
-      } else {
-        leads.emplace_back(std::move(std::get<FillFlights::Lead>(joined)));
+        patient = here;
+      } else if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) {
+        lead.emplace(std::move(*mine));
+        here = chunk_kept(s, object, index);  // kept since the read began
+        if (here) lead.reset();
       }
     }
     if (here) {
@@ -723,25 +754,20 @@ asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectR
         ++index;
         continue;
       }
-    }
-    if (leads.empty()) {
-      // Gone after all (or never kept): fetched here, leading its flight if no other read does.
+      // Gone after all: fetched here, leading its flight if no other read does.
       auto joined = s.fill_flights().join_chunk(object.id, index);
-      auto* lead = std::get_if<FillFlights::Lead>(&joined);
-      leads.push_back(lead != nullptr ? std::optional<FillFlights::Lead>(std::move(*lead))
-                                      : std::nullopt);
+      if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
     }
     // A run of chunks not kept (this one and those after it that no other read fetches), fetched
-    // as one read.
+    // as one read; each after the first is led from when the fetch reaches it.
     std::uint32_t end = index;
-    while (end < last && !kept[end + 1 - first]) {
-      auto next = s.fill_flights().join_chunk(object.id, end + 1);
-      auto* lead = std::get_if<FillFlights::Lead>(&next);
-      if (lead == nullptr) break;
-      leads.emplace_back(std::move(*lead));
+    while (end < last && !kept[end + 1 - first] &&
+           !s.fill_flights().chunk_flying(object.id, end + 1)) {
       ++end;
     }
-    auto fetching = fetch_chunks(s, object, index, end, &out, std::move(leads), what);
+    ChunkLeads leads(end - index + 1);
+    if (lead) leads[0].emplace(std::move(*lead));
+    auto fetching = fetch_chunks(s, object, index, end, &out, std::move(leads), true, what);
     const bool fetched = co_await std::move(fetching);
     if (!fetched) co_return;
     index = end + 1;
