@@ -1320,8 +1320,6 @@ class StoreImpl final : public ObjectStore {
   // other write back.
   static constexpr std::size_t kEvictBatch = 256;
 
-  // After the transaction that evicted a version (whose on_durable dropped its record from the
-  // cache): its extents return once its readers have left.
   // Frees the kept chunks `find` picks, batch after batch, until `bytes` are freed or it finds
   // none. Counted in bytes, not objects: their versions were evicted already.
   using ChunkFinder = std::function<Result<std::vector<ChunkRecord>>(WriteTxn&)>;
@@ -1351,6 +1349,8 @@ class StoreImpl final : public ObjectStore {
     co_return evicted;
   }
 
+  // After the transaction that evicted a version (whose on_durable dropped its record from the
+  // cache): its extents return once its readers have left.
   void retire_evicted(std::int64_t id, std::uint64_t size_bytes, ExtentList freed,
                       Evicted& evicted) {
     core_.retirement->retire(std::move(freed), id);
