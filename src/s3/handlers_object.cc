@@ -127,6 +127,12 @@ Error delete_error(error_code e, std::string_view key) {
   return from_errc(e);
 }
 
+// Whether some chunks of the evicted `object` are kept here (a partial object).
+bool partial(Service& s, const storage::ObjectRecord& object) {
+  auto chunks = s.store().object_chunks(object.id, 0, UINT32_MAX, 1);
+  return chunks && !chunks->empty();
+}
+
 }  // namespace
 
 // ---- PutObject ------------------------------------------------------------------------------
@@ -215,16 +221,6 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
 }
 
 // ---- GetObject / HeadObject -----------------------------------------------------------------
-
-namespace {
-
-// Whether some chunks of the evicted `object` are kept here (a partial object).
-bool partial(Service& s, const storage::ObjectRecord& object) {
-  auto chunks = s.store().object_chunks(object.id);
-  return chunks && !chunks->empty();
-}
-
-}  // namespace
 
 asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   auto bucket = co_await s.bucket_for(r, Access::kRead);

@@ -391,7 +391,6 @@ class RangeSender {
         end_(selection.offset_bytes + selection.length_bytes),
         head_(std::move(head)) {}
 
-  [[nodiscard]] bool started() const { return started_; }
   // Whether every byte of the range went out (the response is then finished).
   [[nodiscard]] bool done() const { return at_ == end_; }
   // Where the next byte the client wants is, and where the range ends.
@@ -446,8 +445,8 @@ class RangeSender {
 // Chunk `index` of `object`: where it starts and its size.
 std::pair<std::uint64_t, std::uint64_t> chunk_span(const storage::ObjectRecord& object,
                                                    std::uint32_t index) {
-  const std::uint64_t begin = std::uint64_t{index} * storage::kTierChunkBytes;
-  return {begin, std::min(storage::kTierChunkBytes, object.size_bytes - begin)};
+  return {std::uint64_t{index} * storage::kTierChunkBytes,
+          storage::tier_chunk_bytes(object.size_bytes, index)};
 }
 
 // The lead of each chunk of a fetch of chunks, by position in it: none for one whose flight
@@ -456,9 +455,8 @@ using ChunkLeads = std::vector<std::optional<FillFlights::Lead>>;
 
 // Whether chunk `index` of `object` is kept now (an index lookup).
 bool chunk_kept(Service& s, const storage::ObjectRecord& object, std::uint32_t index) {
-  auto chunks = s.store().object_chunks(object.id);
-  return chunks && std::any_of(chunks->begin(), chunks->end(),
-                               [index](const storage::ChunkRecord& c) { return c.index == index; });
+  auto chunks = s.store().object_chunks(object.id, index, index, 1);
+  return chunks && !chunks->empty();
 }
 
 // Finishes `writer`, which holds chunk `index` of `object`, and keeps it; its flight (`lead`)
@@ -665,17 +663,13 @@ void read_ahead(Service& s, const storage::ObjectRecord& object, std::uint32_t l
       !s.store().tier_fill_allows(storage::kTierChunkBytes)) {
     return;  // a whole fetch brings it all, or there is no room
   }
-  const auto chunks = static_cast<std::uint32_t>(
-      (object.size_bytes + storage::kTierChunkBytes - 1) / storage::kTierChunkBytes);
-  std::vector<std::uint32_t> kept;
-  if (auto listed = s.store().object_chunks(object.id)) {
-    for (const storage::ChunkRecord& c : *listed) kept.push_back(c.index);
-  }
   ChunkLeads leads;
   std::uint32_t first = last + 1;
-  for (std::uint32_t index = last + 1; index < chunks && index <= last + kReadAhead; ++index) {
+  for (std::uint32_t index = last + 1;
+       index <= last + kReadAhead && storage::tier_chunk_bytes(object.size_bytes, index) != 0;
+       ++index) {
     std::optional<FillFlights::Lead> lead;
-    if (std::find(kept.begin(), kept.end(), index) == kept.end()) {
+    if (!chunk_kept(s, object, index)) {
       auto joined = s.fill_flights().join_chunk(object.id, index);
       if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
     }
@@ -713,10 +707,8 @@ asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectR
   const auto last = static_cast<std::uint32_t>(
       (selection.offset_bytes + selection.length_bytes - 1) / storage::kTierChunkBytes);
   std::vector<bool> kept(last - first + 1, false);
-  if (auto chunks = s.store().object_chunks(object.id)) {
-    for (const storage::ChunkRecord& c : *chunks) {
-      if (c.index >= first && c.index <= last) kept[c.index - first] = true;
-    }
+  if (auto chunks = s.store().object_chunks(object.id, first, last, kept.size())) {
+    for (const storage::ChunkRecord& c : *chunks) kept[c.index - first] = true;
   }
   const auto count = static_cast<std::size_t>(std::count(kept.begin(), kept.end(), true));
   s.read_through()->count_read(object.bucket_id, count == kept.size(), selection.length_bytes);

@@ -155,8 +155,6 @@ asio::awaitable<void> check_superblock(Device& device, BufferPool& pool,
   }
 }
 
-// Rows that lost what they belong to. An extent without an owner is space allocated on the
-// device that nothing references: leaked until someone deletes the row.
 // Whether the catalog has `table` (one of an older schema may lack it).
 bool has_table(detail::Connection& db, const char* table) {
   auto q = db.query("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1");
@@ -165,6 +163,8 @@ bool has_table(detail::Connection& db, const char* table) {
   return row.value();
 }
 
+// Rows that lost what they belong to. An extent without an owner is space allocated on the
+// device that nothing references: leaked until someone deletes the row.
 void check_orphans(detail::Connection& db, CheckReport& report) {
   auto each = [&db](const char* sql, auto&& on_row) {
     auto q = db.query(sql);
@@ -172,20 +172,18 @@ void check_orphans(detail::Connection& db, CheckReport& report) {
   };
   const bool chunks = has_table(db, "tier_chunks");
   std::uint64_t leaked = 0;
-  each(chunks ? "SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
-                "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id "
-                "LEFT JOIN tier_chunks c ON c.id = e.owner_id "
-                "WHERE o.id IS NULL AND p.id IS NULL AND c.id IS NULL"
-              : "SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
-                "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id "
-                "WHERE o.id IS NULL AND p.id IS NULL",
-       [&](detail::Query& q) {
-         leaked += q.uint64(3);
-         add(report,
-             fmt::format(
-                 "extent {} (device {}+{}) belongs to no object or part (owner id {} is gone)",
-                 q.int64(0), q.uint64(2), q.uint64(3), q.int64(1)));
-       });
+  const std::string unowned = fmt::format(
+      "SELECT e.id, e.owner_id, e.device_offset, e.device_length FROM extents e "
+      "LEFT JOIN objects o ON o.id = e.owner_id LEFT JOIN parts p ON p.id = e.owner_id {} "
+      "WHERE o.id IS NULL AND p.id IS NULL {}",
+      chunks ? "LEFT JOIN tier_chunks c ON c.id = e.owner_id" : "",
+      chunks ? "AND c.id IS NULL" : "");
+  each(unowned.c_str(), [&](detail::Query& q) {
+    leaked += q.uint64(3);
+    add(report,
+        fmt::format("extent {} (device {}+{}) belongs to no object or part (owner id {} is gone)",
+                    q.int64(0), q.uint64(2), q.uint64(3), q.int64(1)));
+  });
   if (chunks) {
     // A kept chunk goes with its version: only an evicted version has any.
     each(
@@ -224,10 +222,7 @@ void check_orphans(detail::Connection& db, CheckReport& report) {
             fmt::format("upload {} is in bucket {}, which does not exist", q.text(0), q.int64(1)));
       });
   // A catalog of a schema before ended uploads were kept has no such table.
-  bool ends_kept = false;
-  each("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'ended_uploads'",
-       [&](detail::Query&) { ends_kept = true; });
-  if (ends_kept) {
+  if (has_table(db, "ended_uploads")) {
     each(
         "SELECT e.upload_id, e.object_id FROM ended_uploads e "
         "LEFT JOIN objects o ON o.id = e.object_id WHERE e.object_id IS NOT NULL AND o.id IS NULL",

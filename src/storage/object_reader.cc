@@ -16,7 +16,6 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
 
-#include <algorithm>
 #include <deque>
 
 namespace hots3::storage::detail {
@@ -395,13 +394,11 @@ Result<std::unique_ptr<ObjectReader>> open_chunk_reader(StoreCore& core, BufferP
                                                         asio::any_io_executor executor) {
   // Entered before the chunk is looked up: whatever extents the lookup finds stay readable.
   auto st = std::make_shared<ReadState>(core);
-  H3_TRY(const std::vector<ChunkRecord> chunks, core.catalog->object_chunks(version.id));
-  const auto chunk = std::find_if(chunks.begin(), chunks.end(),
-                                  [index](const ChunkRecord& c) { return c.index == index; });
-  if (chunk == chunks.end()) return errc::kNotFound;
-  const std::uint64_t begin = std::uint64_t{index} * kTierChunkBytes;
-  if (begin >= version.size_bytes ||
-      chunk->size_bytes != std::min(kTierChunkBytes, version.size_bytes - begin)) {
+  H3_TRY(const std::vector<ChunkRecord> chunks,
+         core.catalog->object_chunks(version.id, index, index, 1));
+  if (chunks.empty()) return errc::kNotFound;
+  const ChunkRecord* chunk = chunks.data();
+  if (chunk->size_bytes != tier_chunk_bytes(version.size_bytes, index)) {
     log::error("catalog: chunk {} of object {} (version {}) holds {} bytes, not the chunk's", index,
                log::escaped(version.key), version.id, chunk->size_bytes);
     return errc::kCorrupt;

@@ -768,8 +768,9 @@ class StoreImpl final : public ObjectStore {
     co_return filled;
   }
 
-  Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id) override {
-    return core_.catalog->object_chunks(object_id);
+  Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id, std::uint32_t first,
+                                                 std::uint32_t last, std::size_t limit) override {
+    return core_.catalog->object_chunks(object_id, first, last, limit);
   }
 
   asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_chunk_reader(
@@ -795,11 +796,8 @@ class StoreImpl final : public ObjectStore {
   asio::awaitable<Result<bool>> keep_chunk(std::unique_ptr<ObjectWriter> writer,
                                            ObjectRecord version, std::uint32_t index) override {
     detail::WrittenData data = detail::written_data(*writer);
-    const std::uint64_t begin = std::uint64_t{index} * kTierChunkBytes;
-    if (data.inline_data || begin >= version.size_bytes ||
-        data.size_bytes != std::min(kTierChunkBytes, version.size_bytes - begin)) {
-      co_return errc::kInvalidArgument;
-    }
+    const std::uint64_t size = tier_chunk_bytes(version.size_bytes, index);
+    if (data.inline_data || size == 0 || data.size_bytes != size) co_return errc::kInvalidArgument;
     bool kept = false;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       const ChunkRecord chunk{t.next_id(), version.id, index, data.size_bytes};

@@ -15,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import test_tier_readthrough as readthrough  # noqa: E402 (its test classes stay out of this module)
+from botocore.exceptions import ClientError  # noqa: E402
 from test_tier_writeback import MiB, data  # noqa: E402
 
 CHUNK = 8 * MiB
@@ -146,6 +147,23 @@ admit = "never"
         # Not kept: the range passes through, no byte more.
         self.assertEqual(self.upstream_ranges("scratch/k"), ["bytes=%d-%d" % (CHUNK + 10, CHUNK + 10 + MiB)] * 2)
         self.assertEqual(self.upstream_bytes("scratch/k"), 2 * (MiB + 1))
+
+    def test_a_range_whose_upstream_refuses_answers_503_and_keeps_nothing(self):
+        body = data(2 * CHUNK + 5, 69)
+        self.s3.put_object(Bucket="ckpt", Key="refused/k", Body=body)
+        self.flush_and_evict("refused/")
+        self.proxy.slowdown = 1.0
+        try:
+            with self.assertRaises(ClientError) as refused:
+                self.ranged("refused/k", CHUNK + 1, CHUNK + 1000)
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+        finally:
+            self.proxy.slowdown = 0.0
+        self.assertEqual(self.chunks("refused/k"), [])
+        # Its flight landed: the next read leads one of its own, and keeps the chunk.
+        got, cache = self.ranged("refused/k", CHUNK + 1, CHUNK + 1000)
+        self.assertEqual((got, cache), (body[CHUNK + 1:CHUNK + 1001], "miss"))
+        until_kept(self, "refused/k", [1])
 
     def test_concurrent_misses_of_one_chunk_share_one_fetch(self):
         body = data(3 * CHUNK, 67)

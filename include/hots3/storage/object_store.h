@@ -506,8 +506,11 @@ class ObjectStore {
       std::unique_ptr<ObjectWriter> writer, ObjectRecord stub) = 0;
 
   // ---- tiering: partial objects ----
-  // The chunks kept of the evicted version `object_id`, by index (an index lookup).
-  virtual Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id) = 0;
+  // Up to `limit` of the chunks kept of the evicted version `object_id` with an index in
+  // [first, last], by index (an index range, on the caller's thread).
+  virtual Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id,
+                                                         std::uint32_t first, std::uint32_t last,
+                                                         std::size_t limit) = 0;
   // A reader of kept chunk `index` of the evicted `version`, its offsets within the chunk.
   // Errors: kNotFound (not kept, or no longer).
   virtual boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_chunk_reader(

@@ -6,6 +6,7 @@
 
 #include "hots3/storage/extent.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -87,6 +88,11 @@ struct ObjectRecord {
 // A partial object: the chunks of an evicted version that ranged GETs fetched and kept, each
 // kTierChunkBytes of the version from index * kTierChunkBytes (the last one shorter).
 inline constexpr std::uint64_t kTierChunkBytes = 8ULL << 20;
+// The bytes chunk `index` of an object of `object_bytes` holds (0: past its end).
+inline constexpr std::uint64_t tier_chunk_bytes(std::uint64_t object_bytes, std::uint32_t index) {
+  const std::uint64_t begin = std::uint64_t{index} * kTierChunkBytes;
+  return begin >= object_bytes ? 0 : std::min(kTierChunkBytes, object_bytes - begin);
+}
 struct ChunkRecord {
   std::int64_t id = 0;  // owns the chunk's extents (the shared id sequence)
   std::int64_t object_id = 0;

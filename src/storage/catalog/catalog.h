@@ -147,8 +147,10 @@ class Catalog {
   Result<std::vector<std::uint32_t>> extent_checksums(std::int64_t row_id);
   Result<std::optional<std::string>> inline_data(std::int64_t object_id);
   Result<std::vector<ObjectPartRecord>> object_parts(std::int64_t object_id);
-  // The chunks kept of an evicted version, by index.
-  Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id);
+  // Up to `limit` of the chunks kept of an evicted version with an index in [first, last], by
+  // index (an index range).
+  Result<std::vector<ChunkRecord>> object_chunks(std::int64_t object_id, std::uint32_t first,
+                                                 std::uint32_t last, std::size_t limit);
   // One part of a completed multipart object (an index lookup), or nullopt.
   Result<std::optional<ObjectPartRecord>> object_part(std::int64_t object_id,
                                                       std::uint32_t part_number);

@@ -396,10 +396,15 @@ Result<std::vector<ObjectPartRecord>> Catalog::object_parts(std::int64_t object_
   return out;
 }
 
-Result<std::vector<ChunkRecord>> Catalog::object_chunks(std::int64_t object_id) {
+Result<std::vector<ChunkRecord>> Catalog::object_chunks(std::int64_t object_id, std::uint32_t first,
+                                                        std::uint32_t last, std::size_t limit) {
   auto q = impl_->reader().query(
-      "SELECT id, object_id, chunk, size FROM tier_chunks WHERE object_id = ?1 ORDER BY chunk");
-  q.bind(1, object_id);
+      "SELECT id, object_id, chunk, size FROM tier_chunks WHERE object_id = ?1 AND chunk "
+      "BETWEEN ?2 AND ?3 ORDER BY chunk LIMIT ?4");
+  q.bind(1, object_id)
+      .bind(2, static_cast<std::int64_t>(first))
+      .bind(3, static_cast<std::int64_t>(last))
+      .bind(4, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
   return read_chunks(q);
 }
 

@@ -1548,7 +1548,9 @@ TEST_P(StoreTest, ChunksOfAnEvictedVersionAreKeptReadBackAndFreedWithIt) {
   };
   auto indexes = [&](std::int64_t id) {
     std::vector<std::uint32_t> out;
-    for (const ChunkRecord& c : store_->object_chunks(id).value()) out.push_back(c.index);
+    for (const ChunkRecord& c : store_->object_chunks(id, 0, UINT32_MAX, 100).value()) {
+      out.push_back(c.index);
+    }
     return out;
   };
 
