@@ -162,6 +162,17 @@ Error upstream_error(const boost::system::error_code& e) {
                "The object's data is kept upstream, which cannot be reached now.");
 }
 
+// The check the fetched bytes of `object` go through (its part table read for it).
+asio::awaitable<FetchCheck> fetch_check(Service& s, const storage::ObjectRecord& object) {
+  std::vector<storage::ObjectPartRecord> parts;
+  if (object.parts_count > 0) {
+    auto listing = s.store().object_parts(object.id);
+    auto listed = co_await std::move(listing);
+    if (listed) parts = std::move(*listed);
+  }
+  co_return FetchCheck(object, std::move(parts), s.store().digest_is_md5());
+}
+
 // Writes the bytes of a fetched version to the device as they come, and makes the version local
 // again once every byte is there and verified.
 class Keeper {
@@ -170,13 +181,8 @@ class Keeper {
   // `admitted` it and the device has room: near full, a miss is served without being kept, since
   // eviction could not keep up with it.
   asio::awaitable<void> open(Service& s, const storage::ObjectRecord& object, bool admitted) {
-    std::vector<storage::ObjectPartRecord> parts;
-    if (object.parts_count > 0) {
-      auto listing = s.store().object_parts(object.id);
-      auto listed = co_await std::move(listing);
-      if (listed) parts = std::move(*listed);
-    }
-    check_.emplace(object, std::move(parts), s.store().digest_is_md5());
+    auto checking = fetch_check(s, object);
+    check_.emplace(co_await std::move(checking));
     if (!check_->possible() || !admitted || !s.store().tier_fill_allows(object.size_bytes)) {
       check_.reset();
       co_return;
@@ -273,6 +279,600 @@ asio::awaitable<std::unique_ptr<storage::ObjectReader>> kept_by_flight(
   co_return std::move(*opened);
 }
 
+// Whether a range of `object` asks for a restore of all of it: a download in ranges (what SDKs
+// make of a large GET) starts at 0, a peek at a file's head is short.
+bool asks_restore(Service& s, const storage::ObjectRecord& object, const BodySelection& selection) {
+  return selection.offset_bytes == 0 &&
+         selection.length_bytes >= std::min(kRangeToRestore, object.size_bytes / 2) &&
+         s.store().tier_fill_allows(object.size_bytes);
+}
+
+// What a whole fetch by chunks kept itself, shared with the chunk commits it runs apart (which
+// outlive it when its client leaves): only chunks whose kept bytes went through its check may
+// make up the version.
+struct ChunkTally {
+  ChunkTally(const asio::any_io_executor& executor, std::size_t chunks)
+      : vouched(chunks, false), settled(executor) {}
+
+  std::vector<bool> vouched;   // by chunk index: kept by this fetch, or read from the device by it
+  unsigned pending = 0;        // commits under way
+  asio::steady_timer settled;  // cancelled when the last of them ends
+
+  // Until none is under way.
+  asio::awaitable<void> wait() {
+    while (pending > 0) {
+      settled.expires_at(asio::steady_timer::time_point::max());
+      auto waiting = settled.async_wait(asio::as_tuple(asio::use_awaitable));
+      co_await std::move(waiting);
+    }
+  }
+};
+
+// One chunk commit of a whole fetch by chunks, under way while this lives (none for other
+// fetches).
+class ChunkCommit {
+ public:
+  ChunkCommit() = default;
+  explicit ChunkCommit(std::shared_ptr<ChunkTally> tally) : tally_(std::move(tally)) {
+    if (tally_) ++tally_->pending;
+  }
+  ~ChunkCommit() {
+    if (tally_ && --tally_->pending == 0) tally_->settled.cancel();
+  }
+  ChunkCommit(const ChunkCommit&) = delete;
+  ChunkCommit& operator=(const ChunkCommit&) = delete;
+  ChunkCommit(ChunkCommit&& other) noexcept : tally_(std::exchange(other.tally_, {})) {}
+  ChunkCommit& operator=(ChunkCommit&&) = delete;
+
+  // Chunk `index` is kept with this fetch's bytes.
+  void kept(std::uint32_t index) {
+    if (tally_) tally_->vouched[index] = true;
+  }
+
+ private:
+  std::shared_ptr<ChunkTally> tally_;
+};
+
+// Sends a ranged GET's bytes as they come, in order, from wherever they come: the response head
+// goes out with the first of them, and bytes outside the range are skipped. With a check (a whole
+// version fetched to be kept), the bytes go through it, and the last of them are held back until
+// release(): a client never completes a body the check refused.
+class RangeSender {
+ public:
+  // `r`: the client's request; none for a fetch that no client waits on (a restore), whose bytes
+  // are only checked.
+  RangeSender(Request* r, const BodySelection& selection, http::Response head)
+      : r_(r),
+        at_(selection.offset_bytes),
+        end_(selection.offset_bytes + selection.length_bytes),
+        head_(std::move(head)) {}
+
+  // The bytes go through `check`; `tally` records which chunks of them are kept.
+  void check(FetchCheck check, std::shared_ptr<ChunkTally> tally) {
+    check_.emplace(std::move(check));
+    tally_ = std::move(tally);
+  }
+  // A commit of a chunk of this range's bytes, about to be run.
+  [[nodiscard]] ChunkCommit commit() const { return ChunkCommit(tally_); }
+  // Chunk `index` was read from the device into this range.
+  void read_kept(std::uint32_t index) {
+    if (tally_) tally_->vouched[index] = true;
+  }
+  [[nodiscard]] bool serving() const { return r_ != nullptr; }
+  // Whether every byte of the range went out (the response is then finished, unless it is
+  // checked: see release()).
+  [[nodiscard]] bool done() const { return at_ == end_; }
+  // The upstream's error the response ended in, if it did.
+  [[nodiscard]] boost::system::error_code failure() const { return failure_; }
+  // Once done(), of a checked range: whether its bytes are the version's.
+  [[nodiscard]] bool passed() { return check_ && done() && check_->passed(); }
+  // Where the next byte the client wants is, and where the range ends.
+  [[nodiscard]] std::uint64_t at() const { return at_; }
+  [[nodiscard]] std::uint64_t end() const { return end_; }
+
+  // Sends what the range holds of `piece`, the version's bytes from `offset`; the response
+  // ends with its last byte. false: the client went away.
+  asio::awaitable<bool> send(std::uint64_t offset, std::span<const std::byte> piece) {
+    const std::uint64_t from = std::max(offset, at_);
+    const std::uint64_t to = std::min(offset + piece.size(), end_);
+    if (from >= to) co_return true;
+    const std::span<const std::byte> part = piece.subspan(from - offset, to - from);
+    if (check_) check_->update(part);
+    if (r_ == nullptr || (check_ && to == end_)) {
+      if (r_ != nullptr) held_.assign(part.begin(), part.end());
+      at_ = to;
+      co_return true;
+    }
+    auto starting = start();
+    const bool started = co_await std::move(starting);
+    if (!started) co_return false;
+    auto sending = r_->exchange.write_body(part);
+    const auto sent = co_await std::move(sending);
+    if (!sent) co_return false;
+    at_ = to;
+    if (at_ == end_) {
+      auto ending = r_->exchange.finish();
+      co_await std::move(ending);
+    }
+    co_return true;
+  }
+
+  // Ends a checked response once done(): with the bytes held back when `send_last` (they passed
+  // and what should be kept is), else cut short.
+  asio::awaitable<void> release(bool send_last) {
+    if (r_ == nullptr) co_return;
+    if (send_last) {
+      auto starting = start();
+      const bool started = co_await std::move(starting);
+      if (!started) co_return;
+      auto sending = r_->exchange.write_body(held_);
+      const auto sent = co_await std::move(sending);
+      if (!sent) co_return;
+    }
+    auto ending = r_->exchange.finish();
+    co_await std::move(ending);
+  }
+
+  // Ends a response that could not be completed: an error before the head, else a body cut
+  // short (the client sees an incomplete response, never wrong bytes).
+  asio::awaitable<void> fail(Service& s, boost::system::error_code e) {
+    if (done()) co_return;
+    failure_ = e;
+    if (r_ == nullptr) co_return;
+    if (!started_) {
+      started_ = true;
+      auto refusing = s.send_error(*r_, upstream_error(e));
+      co_await std::move(refusing);
+      co_return;
+    }
+    auto cutting = r_->exchange.finish();
+    co_await std::move(cutting);
+  }
+
+ private:
+  // The response head goes out with the first bytes. false: the client went away.
+  asio::awaitable<bool> start() {
+    if (started_) co_return true;
+    started_ = true;
+    auto starting = r_->exchange.write_head(std::move(head_));
+    const auto started = co_await std::move(starting);
+    co_return started.has_value();
+  }
+
+  Request* r_;
+  std::uint64_t at_;
+  std::uint64_t end_;
+  http::Response head_;
+  bool started_ = false;
+  boost::system::error_code failure_;
+  std::optional<FetchCheck> check_;
+  std::shared_ptr<ChunkTally> tally_;
+  std::vector<std::byte> held_;
+};
+
+// Chunk `index` of `object`: where it starts and its size.
+std::pair<std::uint64_t, std::uint64_t> chunk_span(const storage::ObjectRecord& object,
+                                                   std::uint32_t index) {
+  return {std::uint64_t{index} * storage::kTierChunkBytes,
+          storage::tier_chunk_bytes(object.size_bytes, index)};
+}
+
+// The lead of each chunk of a fetch of chunks, by position in it: none for one whose flight
+// another read leads (a read that waited for it in vain fetches it for itself).
+using ChunkLeads = std::vector<std::optional<FillFlights::Lead>>;
+
+// The index of the last chunk of `object` (not empty).
+std::uint32_t last_chunk(const storage::ObjectRecord& object) {
+  return static_cast<std::uint32_t>((object.size_bytes - 1) / storage::kTierChunkBytes);
+}
+
+// Whether chunk `index` of `object` is kept now (an index lookup).
+bool chunk_kept(Service& s, const storage::ObjectRecord& object, std::uint32_t index) {
+  auto chunks = s.store().object_chunks(object.id, index, index, 1);
+  return chunks && !chunks->empty();
+}
+
+// Finishes `writer`, which holds chunk `index` of `object`, and keeps it; its flight (`lead`)
+// lands then, and `commit` ends. Run apart from the request: its client need not wait for the
+// commit.
+asio::awaitable<void> keep_written(Service& s, storage::ObjectRecord object, std::uint32_t index,
+                                   std::unique_ptr<storage::ObjectWriter> writer,
+                                   std::optional<FillFlights::Lead> lead, ChunkCommit commit,
+                                   std::string what) {
+  auto finishing = writer->finish();
+  const auto finished = co_await std::move(finishing);
+  if (!finished) co_return;
+  auto keeping = s.store().keep_chunk(std::move(writer), object, index);
+  const auto kept = co_await std::move(keeping);
+  if (!kept) {
+    log::warn("{}: chunk {} of version {} was not kept: {}", what, index, object.id,
+              kept.error().message());
+  } else {
+    if (*kept) commit.kept(index);
+    if (lead && (*kept || chunk_kept(s, object, index)))
+      lead->kept();  // (by this fetch, or by another read that fetched it too)
+  }
+}
+
+// Writes the rest of chunk `index` (from `at`) into `writer` as `upstream` gives it, and keeps
+// it: what a range that ended inside a chunk being kept leaves. Run apart, so that the client's
+// connection goes on to its next request at once.
+asio::awaitable<void> keep_rest(Service& s, storage::ObjectRecord object, std::uint32_t index,
+                                std::uint64_t at, std::unique_ptr<tier::UpstreamRead> upstream,
+                                std::unique_ptr<storage::ObjectWriter> writer,
+                                std::optional<FillFlights::Lead> lead, std::string what) {
+  const auto [begin, size] = chunk_span(object, index);
+  while (at < begin + size) {
+    auto reading = upstream->next();
+    auto next = co_await std::move(reading);
+    if (!next || next->empty()) {
+      log::info("{}: chunk {} not kept: the upstream's data stopped at byte {}", what, index, at);
+      co_return;
+    }
+    const std::span<const std::byte> part = next->first(
+        static_cast<std::size_t>(std::min<std::uint64_t>(next->size(), begin + size - at)));
+    auto writing = writer->write(part);
+    const auto written = co_await std::move(writing);
+    if (!written) co_return;
+    at += part.size();
+  }
+  upstream.reset();  // its stream is free before the commit
+  auto keeping = keep_written(s, std::move(object), index, std::move(writer), std::move(lead),
+                              ChunkCommit(), std::move(what));
+  co_await std::move(keeping);
+}
+
+// Sends what the range holds of kept chunk `index` from the device. false: the chunk is not
+// there (any more), or its stored bytes are damaged, before any of them went out: fetch it (a
+// damaged one is dropped first, so that the fetch keeps it anew). Otherwise true, with `gone`
+// set when the client went away or the response was cut short.
+asio::awaitable<bool> send_kept_chunk(Service& s, const storage::ObjectRecord& object,
+                                      std::uint32_t index, RangeSender& out, bool& gone,
+                                      const std::string& what) {
+  const auto [begin, size] = chunk_span(object, index);
+  auto opening = s.store().open_chunk_reader(object, index);
+  auto opened = co_await std::move(opening);
+  boost::system::error_code failed;
+  bool first = true;
+  if (!opened) {
+    failed = opened.error();
+  } else {
+    storage::ObjectReader& reader = **opened;
+    const std::uint64_t from = out.at() - begin;
+    const std::uint64_t to = std::min(size, out.end() - begin);
+    reader.set_range(from, to - from);
+    std::uint64_t at = begin + from;
+    for (;; first = false) {
+      auto reading = reader.next();
+      auto piece = co_await std::move(reading);
+      if (!piece) {
+        failed = piece.error();
+        break;
+      }
+      if (piece->empty()) co_return true;
+      auto sending = out.send(at, *piece);
+      const bool sent = co_await std::move(sending);
+      if (!sent) {
+        gone = true;
+        co_return true;
+      }
+      at += piece->size();
+    }
+  }
+  if (failed == errc::kNotFound)
+    co_return false;  // gone meanwhile, with its version or by eviction
+  log::error("{}: kept chunk {} of version {} failed: {}: dropped", what, index, object.id,
+             failed.message());
+  auto forgetting = s.store().forget_chunks(object, index, index);
+  co_await std::move(forgetting);
+  if (first) co_return false;
+  gone = true;
+  auto cutting = out.fail(s, failed);
+  co_await std::move(cutting);
+  co_return true;
+}
+
+// Fetches chunks [first, last] of `object` from the upstream as one read (several chunks: in
+// parallel ranges), sends what the range (`out`) holds of them, and keeps each whole chunk while
+// the bucket's admission rule (unless `asked`) and the device allow (each kept apart from the
+// request, see keep_written and keep_rest), landing its flight (`leads`) once it is kept, or at
+// once when it will not be. A chunk after the first whose lead is not given is led from when the
+// fetch reaches it (with `join`), so that reads waiting for it wait only while it comes; one kept
+// meanwhile by another read is passed on and not kept again. With a client's range, a chunk that
+// is not kept is read only as far as the range needs; without one (a read ahead, a restore), the
+// fetch ends at the first chunk that cannot be kept. false: the client went away, the response
+// ended in an error, or a chunk that no client waits for could not be kept.
+asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std::uint32_t first,
+                                   std::uint32_t last, RangeSender* out, ChunkLeads leads,
+                                   bool join, bool asked, std::string what) {
+  const std::uint64_t from = chunk_span(object, first).first;
+  const auto [last_begin, last_size] = chunk_span(object, last);
+  const std::uint64_t to = last_begin + last_size;
+  const std::string etag = object.upstream_etag.value_or(object.etag);
+  auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, from, to - from, false,
+                                         object.size_bytes);
+  std::unique_ptr<storage::ObjectWriter> writer;
+  bool keeping = true;  // until the rule, the device or a write says otherwise
+  std::uint64_t at = from;
+  auto executor = co_await asio::this_coro::executor;
+  while (at < to) {
+    auto reading = upstream->next();
+    auto next = co_await std::move(reading);
+    if (!next || next->empty()) {
+      const auto e = next ? make_error_code(errc::kUnavailable) : next.error();
+      log::warn("{}: the upstream's data stopped at byte {}: {}", what, at, e.message());
+      if (out != nullptr) {
+        auto failing = out->fail(s, e);
+        co_await std::move(failing);
+      }
+      co_return false;
+    }
+    keeping = keeping && (asked || upstream->admitted());
+    std::span<const std::byte> piece = *next;
+    while (!piece.empty()) {
+      // Past the range, nothing is being kept (else keep_rest took over): no more is read.
+      if (out != nullptr && out->done()) co_return true;
+      const auto index = static_cast<std::uint32_t>(at / storage::kTierChunkBytes);
+      const auto [begin, size] = chunk_span(object, index);
+      const std::span<const std::byte> part = piece.first(
+          static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), begin + size - at)));
+      std::optional<FillFlights::Lead>& lead = leads[index - first];
+      if (at == begin) {
+        if (join && !lead && index != first && keeping) {
+          auto joined = s.fill_flights().join_chunk(object.id, index);
+          if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
+        }
+        bool kept_meanwhile = false;
+        if (lead && chunk_kept(s, object, index)) {
+          lead->kept();  // kept meanwhile by another read: its bytes only pass on
+          lead.reset();
+          kept_meanwhile = true;
+        } else if (keeping && s.store().tier_fill_allows(size)) {
+          auto creating = s.store().create_writer(size, /*for_part=*/true);
+          auto created = co_await std::move(creating);
+          if (created) writer = std::move(*created);
+        }
+        if (!writer) lead.reset();  // not kept: its waiters go on at once
+        if (!writer && (out == nullptr || (!out->serving() && !kept_meanwhile))) co_return false;
+      }
+      if (writer) {
+        auto writing = writer->write(part);
+        const auto written = co_await std::move(writing);
+        if (!written) {
+          writer.reset();
+          lead.reset();
+          if (out == nullptr || !out->serving()) co_return false;  // nothing more to keep
+        }
+      }
+      if (out != nullptr) {
+        auto sending = out->send(at, part);
+        const bool sent = co_await std::move(sending);
+        if (!sent) co_return false;
+      }
+      at += part.size();
+      piece = piece.subspan(part.size());
+      if (at == begin + size) {
+        if (writer) {
+          asio::co_spawn(executor,
+                         keep_written(s, object, index, std::exchange(writer, {}),
+                                      std::exchange(lead, std::nullopt),
+                                      out != nullptr ? out->commit() : ChunkCommit(), what),
+                         asio::detached);
+        }
+        lead.reset();  // (not kept: its waiters fetch it for themselves)
+      } else if (writer && out != nullptr && out->done()) {
+        // (The piece is used up: the rest of the chunk is still to come.)
+        asio::co_spawn(executor,
+                       keep_rest(s, object, index, at, std::move(upstream), std::move(writer),
+                                 std::move(lead), what),
+                       asio::detached);
+        co_return true;
+      }
+    }
+    if (out != nullptr && out->done()) co_return true;
+  }
+  co_return true;
+}
+
+// After a sequential range ending in chunk `last`: up to kReadAhead chunks after it, those not
+// kept and not being fetched, are fetched and kept apart from the request, so that the reader's
+// next ranges find them here or on their way.
+constexpr std::uint32_t kReadAhead = 2;
+void read_ahead(Service& s, const storage::ObjectRecord& object, std::uint32_t last,
+                const std::string& what, const asio::any_io_executor& executor) {
+  if (s.fill_flights().restoring(object.id) ||
+      !s.store().tier_fill_allows(storage::kTierChunkBytes)) {
+    return;  // a whole fetch brings it all, or there is no room
+  }
+  ChunkLeads leads;
+  std::uint32_t first = last + 1;
+  for (std::uint32_t index = last + 1;
+       index <= last + kReadAhead && storage::tier_chunk_bytes(object.size_bytes, index) != 0;
+       ++index) {
+    std::optional<FillFlights::Lead> lead;
+    if (!chunk_kept(s, object, index)) {
+      auto joined = s.fill_flights().join_chunk(object.id, index);
+      if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
+    }
+    if (lead) {
+      leads.push_back(std::move(lead));
+    } else if (leads.empty()) {
+      first = index + 1;  // here or on its way: what comes after it may still be fetched
+    } else {
+      break;
+    }
+  }
+  if (leads.empty()) return;
+  const auto end = static_cast<std::uint32_t>(first + leads.size() - 1);
+  asio::co_spawn(executor,
+                 fetch_chunks(s, object, first, end, nullptr, std::move(leads), false, false, what),
+                 asio::detached);
+}
+
+// Whether a ranged GET of `object` goes by chunks: an object of more than one, whose misses the
+// binding's admission rule keeps, while the device has room for a chunk and no whole fetch of it
+// runs or waits (that one brings it all). Otherwise the range passes through exactly.
+bool by_chunks(Service& s, const storage::ObjectRecord& object, const BodySelection& selection) {
+  return object.size_bytes > storage::kTierChunkBytes && selection.length_bytes > 0 &&
+         s.store().tier_fill_allows(storage::kTierChunkBytes) &&
+         !s.fill_flights().restoring(object.id) &&
+         s.read_through()->admits(object.bucket_id, object.key, object.size_bytes);
+}
+
+// Which chunks of `object` in [first, last] are kept now (by position from `first`).
+std::vector<bool> kept_chunks(Service& s, const storage::ObjectRecord& object, std::uint32_t first,
+                              std::uint32_t last) {
+  std::vector<bool> kept(last - first + 1, false);
+  if (auto chunks = s.store().object_chunks(object.id, first, last, kept.size())) {
+    for (const storage::ChunkRecord& c : *chunks) kept[c.index - first] = true;
+  }
+  return kept;
+}
+
+// What `x-hots3-cache` says of a read of the chunks `kept`: every one kept (hit), none (miss) or
+// some (partial).
+const char* cache_answer(const std::vector<bool>& kept) {
+  const auto count = static_cast<std::size_t>(std::count(kept.begin(), kept.end(), true));
+  return count == 0 ? "miss" : count == kept.size() ? "hit" : "partial";
+}
+
+// Sends chunks [first, last] of `object` into `out`: those that were `kept` (as the read began)
+// from the device, runs of the others fetched whole and kept (fetch_chunks). Ends when the range
+// is done, or its response ended (see RangeSender::done, failure).
+asio::awaitable<void> send_chunks(Service& s, const storage::ObjectRecord& object,
+                                  std::uint32_t first, std::uint32_t last, std::vector<bool> kept,
+                                  RangeSender& out, bool asked, const std::string& what) {
+  bool patient = true;  // until a wait for another read's fetch was in vain
+  for (std::uint32_t index = first; index <= last && !out.done();) {
+    // Not kept (as the read began): the first read that misses it leads its fetch; the others
+    // wait for it and then read it here, or, when it keeps nothing (in time), fetch it for
+    // themselves, and from then on wait for no other.
+    std::optional<FillFlights::Lead> lead;
+    bool here = kept[index - first];
+    if (!here) {
+      auto joined = s.fill_flights().join_chunk(object.id, index);
+      if (auto* seat = std::get_if<FillFlights::Seat>(&joined); seat != nullptr && patient) {
+        auto waiting = seat->landed_kept(FillFlights::patience(chunk_span(object, index).second));
+        here = co_await std::move(waiting);
+        patient = here;
+      } else if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) {
+        lead.emplace(std::move(*mine));
+        here = chunk_kept(s, object, index);  // kept since the read began
+        if (here) lead.reset();
+      }
+    }
+    if (here) {
+      bool gone = false;
+      auto sending = send_kept_chunk(s, object, index, out, gone, what);
+      const bool sent = co_await std::move(sending);
+      if (gone) co_return;
+      if (sent) {
+        out.read_kept(index);
+        ++index;
+        continue;
+      }
+      // Gone after all: fetched here, leading its flight if no other read does.
+      auto joined = s.fill_flights().join_chunk(object.id, index);
+      if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
+    }
+    // A run of chunks not kept (this one and those after it that no other read fetches), fetched
+    // as one read; each after the first is led from when the fetch reaches it.
+    std::uint32_t end = index;
+    while (end < last && !kept[end + 1 - first] &&
+           !s.fill_flights().chunk_flying(object.id, end + 1)) {
+      ++end;
+    }
+    ChunkLeads leads(end - index + 1);
+    if (lead) leads[0].emplace(std::move(*lead));
+    auto fetching = fetch_chunks(s, object, index, end, &out, std::move(leads), true, asked, what);
+    const bool fetched = co_await std::move(fetching);
+    if (!fetched) co_return;
+    index = end + 1;
+  }
+}
+
+// A ranged GET of an evicted version by chunks (a partial object), see send_chunks; a
+// sequential reader's next chunks are read ahead.
+asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectRecord& object,
+                                  const BodySelection& selection, http::Response head) {
+  const auto first = static_cast<std::uint32_t>(selection.offset_bytes / storage::kTierChunkBytes);
+  const auto last = static_cast<std::uint32_t>(
+      (selection.offset_bytes + selection.length_bytes - 1) / storage::kTierChunkBytes);
+  std::vector<bool> kept = kept_chunks(s, object, first, last);
+  s.read_through()->count_read(object.bucket_id,
+                               std::all_of(kept.begin(), kept.end(), [](bool k) { return k; }),
+                               selection.length_bytes);
+  head.add("x-hots3-cache", cache_answer(kept));
+  const bool sequential = s.fill_flights().sequential(
+      object.id, selection.offset_bytes, selection.offset_bytes + selection.length_bytes);
+  RangeSender out(&r, selection, std::move(head));
+  const std::string what =
+      fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
+  auto sending = send_chunks(s, object, first, last, std::move(kept), out, false, what);
+  co_await std::move(sending);
+  if (sequential && out.done()) {
+    auto executor = co_await asio::this_coro::executor;
+    read_ahead(s, object, last, what, executor);
+  }
+}
+
+// Whether a whole fetch of `object` goes by chunks, each kept as it comes (a restart keeps what
+// came, and the next fetch reads it here and fetches only the rest): an object of more than one,
+// whose bytes `check` can vouch for, that the binding's admission rule keeps (or that was
+// `asked` for), while the device has room for all of it.
+bool whole_by_chunks(Service& s, const storage::ObjectRecord& object, const FetchCheck& check,
+                     bool asked) {
+  return object.size_bytes > storage::kTierChunkBytes && check.possible() &&
+         s.store().tier_fill_allows(object.size_bytes) &&
+         (asked || s.read_through()->admits(object.bucket_id, object.key, object.size_bytes));
+}
+
+// Sends the whole of `object` into `out` by chunks, those already `kept` from the device, the
+// bytes checked on their way (`check`). Once every byte passed and the chunk commits of the fetch
+// have ended, the version is made local from its chunks (when each went through the check here:
+// kept by this fetch, or read by it) and its flight (`lead`) lands kept; bytes the check refused
+// are dropped with their chunks. The response ends then (RangeSender::release).
+asio::awaitable<void> fetch_by_chunks(Service& s, const storage::ObjectRecord& object,
+                                      std::vector<bool> kept, RangeSender& out, FetchCheck check,
+                                      std::optional<FillFlights::Lead>& lead, bool asked,
+                                      const std::string& what) {
+  // Eviction leaves the chunks kept so far alone until the version is whole.
+  const std::shared_ptr<void> hold = s.store().hold_chunks(object.id);
+  const bool all_kept = std::all_of(kept.begin(), kept.end(), [](bool k) { return k; });
+  const auto last = static_cast<std::uint32_t>(kept.size() - 1);
+  const auto executor = co_await asio::this_coro::executor;
+  auto tally = std::make_shared<ChunkTally>(executor, kept.size());
+  out.check(std::move(check), tally);
+  auto sending = send_chunks(s, object, 0, last, std::move(kept), out, asked, what);
+  co_await std::move(sending);
+  if (!out.done()) co_return;  // (its response ended)
+  auto settling = tally->wait();
+  co_await std::move(settling);
+  const bool passed = out.passed();
+  if (!passed) {
+    log::error("{}: the upstream's bytes are not those of version {} (ETag {}): cut off, not kept",
+               what, object.id, object.etag);
+    auto forgetting = s.store().forget_chunks(object, 0, last);
+    co_await std::move(forgetting);
+  } else if (std::all_of(tally->vouched.begin(), tally->vouched.end(), [](bool v) { return v; })) {
+    auto filling = s.store().fill_from_chunks(object);
+    auto filled = co_await std::move(filling);
+    if (filled) {
+      // Unless every chunk was here already, its GETs named its ETag (If-Match): the upstream
+      // held this version just now.
+      if (!all_kept) s.validated().mark(filled->id, now_ms());
+      if (lead) lead->kept();
+    } else if (filled.error() != errc::kPreconditionFailed) {
+      log::warn("{}: the fetched data was not kept: {}", what, filled.error().message());
+    } else {
+      log::info("{}: version {} was not made whole: it changed, or a chunk went", what, object.id);
+    }
+  }
+  lead.reset();  // its waiters go on while the last piece goes out
+  auto releasing = out.release(passed);
+  co_await std::move(releasing);
+}
+
 // Fetches the whole of `object` (of `bucket`) into the device with no client to serve, leading
 // its flight: whole GETs that come meanwhile wait for it, ranged ones pass through. `asked`: kept
 // whatever the admission rule says. false when the upstream did not give the data (down,
@@ -280,6 +880,24 @@ asio::awaitable<std::unique_ptr<storage::ObjectReader>> kept_by_flight(
 asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std::string bucket,
                                   FillFlights::Lead lead, bool asked) {
   const std::string what = fmt::format("restore of {}/{}", bucket, log::escaped(object.key));
+  if (object.size_bytes > storage::kTierChunkBytes) {
+    auto checking = fetch_check(s, object);
+    FetchCheck check = co_await std::move(checking);
+    asked = asked || lead.asked();
+    if (whole_by_chunks(s, object, check, asked)) {
+      BodySelection all;
+      all.length_bytes = object.size_bytes;
+      RangeSender out(nullptr, all, {});
+      std::optional<FillFlights::Lead> led;
+      led.emplace(std::move(lead));
+      auto fetching = fetch_by_chunks(s, object, kept_chunks(s, object, 0, last_chunk(object)), out,
+                                      std::move(check), led, asked, what);
+      co_await std::move(fetching);
+      // Tried again unless the upstream no longer holds the version.
+      const boost::system::error_code failure = out.failure();
+      co_return !failure || failure == errc::kPreconditionFailed || failure == errc::kNotFound;
+    }
+  }
   const std::string etag = object.upstream_etag.value_or(object.etag);
   auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, 0, object.size_bytes,
                                          true, object.size_bytes);
@@ -290,6 +908,7 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
     co_return piece.error() != errc::kUnavailable;
   }
   Keeper keeper;
+  // (Asked for by RestoreObject perhaps only meanwhile.)
   auto opening = keeper.open(s, object, asked || lead.asked() || upstream->admitted());
   co_await std::move(opening);
   std::uint64_t passed = 0;
@@ -373,403 +992,6 @@ asio::awaitable<void> run_restores(Service& s, FillFlights::Run first) {
   }
 }
 
-// Whether a range of `object` asks for a restore of all of it: a download in ranges (what SDKs
-// make of a large GET) starts at 0, a peek at a file's head is short.
-bool asks_restore(Service& s, const storage::ObjectRecord& object, const BodySelection& selection) {
-  return selection.offset_bytes == 0 &&
-         selection.length_bytes >= std::min(kRangeToRestore, object.size_bytes / 2) &&
-         s.store().tier_fill_allows(object.size_bytes);
-}
-
-// Sends a ranged GET's bytes as they come, in order, from wherever they come: the response head
-// goes out with the first of them, and bytes outside the range are skipped.
-class RangeSender {
- public:
-  RangeSender(Request& r, const BodySelection& selection, http::Response head)
-      : r_(r),
-        at_(selection.offset_bytes),
-        end_(selection.offset_bytes + selection.length_bytes),
-        head_(std::move(head)) {}
-
-  // Whether every byte of the range went out (the response is then finished).
-  [[nodiscard]] bool done() const { return at_ == end_; }
-  // Where the next byte the client wants is, and where the range ends.
-  [[nodiscard]] std::uint64_t at() const { return at_; }
-  [[nodiscard]] std::uint64_t end() const { return end_; }
-
-  // Sends what the range holds of `piece`, the version's bytes from `offset`; the response
-  // ends with its last byte. false: the client went away.
-  asio::awaitable<bool> send(std::uint64_t offset, std::span<const std::byte> piece) {
-    const std::uint64_t from = std::max(offset, at_);
-    const std::uint64_t to = std::min(offset + piece.size(), end_);
-    if (from >= to) co_return true;
-    if (!started_) {
-      started_ = true;
-      auto starting = r_.exchange.write_head(std::move(head_));
-      const auto started = co_await std::move(starting);
-      if (!started) co_return false;
-    }
-    auto sending = r_.exchange.write_body(piece.subspan(from - offset, to - from));
-    const auto sent = co_await std::move(sending);
-    if (!sent) co_return false;
-    at_ = to;
-    if (at_ == end_) {
-      auto ending = r_.exchange.finish();
-      co_await std::move(ending);
-    }
-    co_return true;
-  }
-
-  // Ends a response that could not be completed: an error before the head, else a body cut
-  // short (the client sees an incomplete response, never wrong bytes).
-  asio::awaitable<void> fail(Service& s, boost::system::error_code e) {
-    if (done()) co_return;
-    if (!started_) {
-      started_ = true;
-      auto refusing = s.send_error(r_, upstream_error(e));
-      co_await std::move(refusing);
-      co_return;
-    }
-    auto cutting = r_.exchange.finish();
-    co_await std::move(cutting);
-  }
-
- private:
-  Request& r_;
-  std::uint64_t at_;
-  std::uint64_t end_;
-  http::Response head_;
-  bool started_ = false;
-};
-
-// Chunk `index` of `object`: where it starts and its size.
-std::pair<std::uint64_t, std::uint64_t> chunk_span(const storage::ObjectRecord& object,
-                                                   std::uint32_t index) {
-  return {std::uint64_t{index} * storage::kTierChunkBytes,
-          storage::tier_chunk_bytes(object.size_bytes, index)};
-}
-
-// The lead of each chunk of a fetch of chunks, by position in it: none for one whose flight
-// another read leads (a read that waited for it in vain fetches it for itself).
-using ChunkLeads = std::vector<std::optional<FillFlights::Lead>>;
-
-// Whether chunk `index` of `object` is kept now (an index lookup).
-bool chunk_kept(Service& s, const storage::ObjectRecord& object, std::uint32_t index) {
-  auto chunks = s.store().object_chunks(object.id, index, index, 1);
-  return chunks && !chunks->empty();
-}
-
-// Finishes `writer`, which holds chunk `index` of `object`, and keeps it; its flight (`lead`)
-// lands then. Run apart from the request: its client need not wait for the commit.
-asio::awaitable<void> keep_written(Service& s, storage::ObjectRecord object, std::uint32_t index,
-                                   std::unique_ptr<storage::ObjectWriter> writer,
-                                   std::optional<FillFlights::Lead> lead, std::string what) {
-  auto finishing = writer->finish();
-  const auto finished = co_await std::move(finishing);
-  if (!finished) co_return;
-  auto keeping = s.store().keep_chunk(std::move(writer), object, index);
-  const auto kept = co_await std::move(keeping);
-  if (!kept) {
-    log::warn("{}: chunk {} of version {} was not kept: {}", what, index, object.id,
-              kept.error().message());
-  } else if (lead && (*kept || chunk_kept(s, object, index))) {
-    lead->kept();  // (by this fetch, or by another read that fetched it too)
-  }
-}
-
-// Writes the rest of chunk `index` (from `at`) into `writer` as `upstream` gives it, and keeps
-// it: what a range that ended inside a chunk being kept leaves. Run apart, so that the client's
-// connection goes on to its next request at once.
-asio::awaitable<void> keep_rest(Service& s, storage::ObjectRecord object, std::uint32_t index,
-                                std::uint64_t at, std::unique_ptr<tier::UpstreamRead> upstream,
-                                std::unique_ptr<storage::ObjectWriter> writer,
-                                std::optional<FillFlights::Lead> lead, std::string what) {
-  const auto [begin, size] = chunk_span(object, index);
-  while (at < begin + size) {
-    auto reading = upstream->next();
-    auto next = co_await std::move(reading);
-    if (!next || next->empty()) {
-      log::info("{}: chunk {} not kept: the upstream's data stopped at byte {}", what, index, at);
-      co_return;
-    }
-    const std::span<const std::byte> part = next->first(
-        static_cast<std::size_t>(std::min<std::uint64_t>(next->size(), begin + size - at)));
-    auto writing = writer->write(part);
-    const auto written = co_await std::move(writing);
-    if (!written) co_return;
-    at += part.size();
-  }
-  upstream.reset();  // its stream is free before the commit
-  auto keeping = keep_written(s, std::move(object), index, std::move(writer), std::move(lead),
-                              std::move(what));
-  co_await std::move(keeping);
-}
-
-// Sends what the range holds of kept chunk `index` from the device. false: the chunk is not
-// there (any more), or its stored bytes are damaged, before any of them went out: fetch it (a
-// damaged one is dropped first, so that the fetch keeps it anew). Otherwise true, with `gone`
-// set when the client went away or the response was cut short.
-asio::awaitable<bool> send_kept_chunk(Service& s, const storage::ObjectRecord& object,
-                                      std::uint32_t index, RangeSender& out, bool& gone,
-                                      const std::string& what) {
-  const auto [begin, size] = chunk_span(object, index);
-  auto opening = s.store().open_chunk_reader(object, index);
-  auto opened = co_await std::move(opening);
-  boost::system::error_code failed;
-  bool first = true;
-  if (!opened) {
-    failed = opened.error();
-  } else {
-    storage::ObjectReader& reader = **opened;
-    const std::uint64_t from = out.at() - begin;
-    const std::uint64_t to = std::min(size, out.end() - begin);
-    reader.set_range(from, to - from);
-    std::uint64_t at = begin + from;
-    for (;; first = false) {
-      auto reading = reader.next();
-      auto piece = co_await std::move(reading);
-      if (!piece) {
-        failed = piece.error();
-        break;
-      }
-      if (piece->empty()) co_return true;
-      auto sending = out.send(at, *piece);
-      const bool sent = co_await std::move(sending);
-      if (!sent) {
-        gone = true;
-        co_return true;
-      }
-      at += piece->size();
-    }
-  }
-  if (failed == errc::kNotFound)
-    co_return false;  // gone meanwhile, with its version or by eviction
-  log::error("{}: kept chunk {} of version {} failed: {}: dropped", what, index, object.id,
-             failed.message());
-  auto forgetting = s.store().forget_chunk(object, index);
-  co_await std::move(forgetting);
-  if (first) co_return false;
-  gone = true;
-  auto cutting = out.fail(s, failed);
-  co_await std::move(cutting);
-  co_return true;
-}
-
-// Fetches chunks [first, last] of `object` from the upstream as one read (several chunks: in
-// parallel ranges), sends what the range (`out`) holds of them, and keeps each whole chunk while
-// the bucket's admission rule and the device allow (each kept apart from the request, see
-// keep_written and keep_rest), landing its flight (`leads`) once it is kept, or at once when it
-// will not be. A chunk after the first whose lead is not given is led from when the fetch
-// reaches it (with `join`), so that reads waiting for it wait only while it comes; one kept
-// meanwhile by another read is passed on and not kept again. With a range, a chunk that is not
-// kept is read only as far as the range needs; without one (a read ahead), the fetch ends at the
-// first chunk that cannot be kept. false: the client went away, or the response ended in an
-// error.
-asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std::uint32_t first,
-                                   std::uint32_t last, RangeSender* out, ChunkLeads leads,
-                                   bool join, std::string what) {
-  const std::uint64_t from = chunk_span(object, first).first;
-  const auto [last_begin, last_size] = chunk_span(object, last);
-  const std::uint64_t to = last_begin + last_size;
-  const std::string etag = object.upstream_etag.value_or(object.etag);
-  auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, from, to - from, false,
-                                         object.size_bytes);
-  std::unique_ptr<storage::ObjectWriter> writer;
-  bool keeping = true;  // until the rule, the device or a write says otherwise
-  std::uint64_t at = from;
-  auto executor = co_await asio::this_coro::executor;
-  while (at < to) {
-    auto reading = upstream->next();
-    auto next = co_await std::move(reading);
-    if (!next || next->empty()) {
-      const auto e = next ? make_error_code(errc::kUnavailable) : next.error();
-      log::warn("{}: the upstream's data stopped at byte {}: {}", what, at, e.message());
-      if (out != nullptr) {
-        auto failing = out->fail(s, e);
-        co_await std::move(failing);
-      }
-      co_return false;
-    }
-    keeping = keeping && upstream->admitted();
-    std::span<const std::byte> piece = *next;
-    while (!piece.empty()) {
-      // Past the range, nothing is being kept (else keep_rest took over): no more is read.
-      if (out != nullptr && out->done()) co_return true;
-      const auto index = static_cast<std::uint32_t>(at / storage::kTierChunkBytes);
-      const auto [begin, size] = chunk_span(object, index);
-      const std::span<const std::byte> part = piece.first(
-          static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), begin + size - at)));
-      std::optional<FillFlights::Lead>& lead = leads[index - first];
-      if (at == begin) {
-        if (join && !lead && index != first && keeping) {
-          auto joined = s.fill_flights().join_chunk(object.id, index);
-          if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
-        }
-        if (lead && chunk_kept(s, object, index)) {
-          lead->kept();  // kept meanwhile by another read: its bytes only pass on
-          lead.reset();
-        } else if (keeping && s.store().tier_fill_allows(size)) {
-          auto creating = s.store().create_writer(size, /*for_part=*/true);
-          auto created = co_await std::move(creating);
-          if (created) writer = std::move(*created);
-        }
-        if (!writer) lead.reset();  // not kept: its waiters go on at once
-        if (out == nullptr && !writer) co_return true;
-      }
-      if (writer) {
-        auto writing = writer->write(part);
-        const auto written = co_await std::move(writing);
-        if (!written) {
-          writer.reset();
-          lead.reset();
-        }
-      }
-      if (out != nullptr) {
-        auto sending = out->send(at, part);
-        const bool sent = co_await std::move(sending);
-        if (!sent) co_return false;
-      }
-      at += part.size();
-      piece = piece.subspan(part.size());
-      if (at == begin + size) {
-        if (writer) {
-          asio::co_spawn(executor,
-                         keep_written(s, object, index, std::exchange(writer, {}),
-                                      std::exchange(lead, std::nullopt), what),
-                         asio::detached);
-        }
-        lead.reset();  // (not kept: its waiters fetch it for themselves)
-      } else if (writer && out != nullptr && out->done()) {
-        // (The piece is used up: the rest of the chunk is still to come.)
-        asio::co_spawn(executor,
-                       keep_rest(s, object, index, at, std::move(upstream), std::move(writer),
-                                 std::move(lead), what),
-                       asio::detached);
-        co_return true;
-      }
-    }
-    if (out != nullptr && out->done()) co_return true;
-  }
-  co_return true;
-}
-
-// After a sequential range ending in chunk `last`: up to kReadAhead chunks after it, those not
-// kept and not being fetched, are fetched and kept apart from the request, so that the reader's
-// next ranges find them here or on their way.
-constexpr std::uint32_t kReadAhead = 2;
-void read_ahead(Service& s, const storage::ObjectRecord& object, std::uint32_t last,
-                const std::string& what, const asio::any_io_executor& executor) {
-  if (s.fill_flights().restoring(object.id) ||
-      !s.store().tier_fill_allows(storage::kTierChunkBytes)) {
-    return;  // a whole fetch brings it all, or there is no room
-  }
-  ChunkLeads leads;
-  std::uint32_t first = last + 1;
-  for (std::uint32_t index = last + 1;
-       index <= last + kReadAhead && storage::tier_chunk_bytes(object.size_bytes, index) != 0;
-       ++index) {
-    std::optional<FillFlights::Lead> lead;
-    if (!chunk_kept(s, object, index)) {
-      auto joined = s.fill_flights().join_chunk(object.id, index);
-      if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
-    }
-    if (lead) {
-      leads.push_back(std::move(lead));
-    } else if (leads.empty()) {
-      first = index + 1;  // here or on its way: what comes after it may still be fetched
-    } else {
-      break;
-    }
-  }
-  if (leads.empty()) return;
-  const auto end = static_cast<std::uint32_t>(first + leads.size() - 1);
-  asio::co_spawn(executor,
-                 fetch_chunks(s, object, first, end, nullptr, std::move(leads), false, what),
-                 asio::detached);
-}
-
-// Whether a ranged GET of `object` goes by chunks: an object of more than one, whose misses the
-// binding's admission rule keeps, while the device has room for a chunk and no whole fetch of it
-// runs or waits (that one brings it all). Otherwise the range passes through exactly.
-bool by_chunks(Service& s, const storage::ObjectRecord& object, const BodySelection& selection) {
-  return object.size_bytes > storage::kTierChunkBytes && selection.length_bytes > 0 &&
-         s.store().tier_fill_allows(storage::kTierChunkBytes) &&
-         !s.fill_flights().restoring(object.id) &&
-         s.read_through()->admits(object.bucket_id, object.key, object.size_bytes);
-}
-
-// A ranged GET of an evicted version by chunks (a partial object): the chunks it covers that are
-// kept are read from the device; runs of the others are fetched whole and kept (fetch_chunks).
-// `x-hots3-cache` says whether every chunk was kept (hit), none (miss) or some (partial).
-asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectRecord& object,
-                                  const BodySelection& selection, http::Response head) {
-  const auto first = static_cast<std::uint32_t>(selection.offset_bytes / storage::kTierChunkBytes);
-  const auto last = static_cast<std::uint32_t>(
-      (selection.offset_bytes + selection.length_bytes - 1) / storage::kTierChunkBytes);
-  std::vector<bool> kept(last - first + 1, false);
-  if (auto chunks = s.store().object_chunks(object.id, first, last, kept.size())) {
-    for (const storage::ChunkRecord& c : *chunks) kept[c.index - first] = true;
-  }
-  const auto count = static_cast<std::size_t>(std::count(kept.begin(), kept.end(), true));
-  s.read_through()->count_read(object.bucket_id, count == kept.size(), selection.length_bytes);
-  head.add("x-hots3-cache", count == 0 ? "miss" : count == kept.size() ? "hit" : "partial");
-  const bool sequential = s.fill_flights().sequential(
-      object.id, selection.offset_bytes, selection.offset_bytes + selection.length_bytes);
-  RangeSender out(r, selection, std::move(head));
-  const std::string what =
-      fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
-  bool patient = true;  // until a wait for another read's fetch was in vain
-  for (std::uint32_t index = first; index <= last && !out.done();) {
-    // Not kept (as the read began): the first read that misses it leads its fetch; the others
-    // wait for it and then read it here, or, when it keeps nothing (in time), fetch it for
-    // themselves, and from then on wait for no other.
-    std::optional<FillFlights::Lead> lead;
-    bool here = kept[index - first];
-    if (!here) {
-      auto joined = s.fill_flights().join_chunk(object.id, index);
-      if (auto* seat = std::get_if<FillFlights::Seat>(&joined); seat != nullptr && patient) {
-        auto waiting = seat->landed_kept(FillFlights::patience(chunk_span(object, index).second));
-        here = co_await std::move(waiting);
-        patient = here;
-      } else if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) {
-        lead.emplace(std::move(*mine));
-        here = chunk_kept(s, object, index);  // kept since the read began
-        if (here) lead.reset();
-      }
-    }
-    if (here) {
-      bool gone = false;
-      auto sending = send_kept_chunk(s, object, index, out, gone, what);
-      const bool sent = co_await std::move(sending);
-      if (gone) co_return;
-      if (sent) {
-        ++index;
-        continue;
-      }
-      // Gone after all: fetched here, leading its flight if no other read does.
-      auto joined = s.fill_flights().join_chunk(object.id, index);
-      if (auto* mine = std::get_if<FillFlights::Lead>(&joined)) lead.emplace(std::move(*mine));
-    }
-    // A run of chunks not kept (this one and those after it that no other read fetches), fetched
-    // as one read; each after the first is led from when the fetch reaches it.
-    std::uint32_t end = index;
-    while (end < last && !kept[end + 1 - first] &&
-           !s.fill_flights().chunk_flying(object.id, end + 1)) {
-      ++end;
-    }
-    ChunkLeads leads(end - index + 1);
-    if (lead) leads[0].emplace(std::move(*lead));
-    auto fetching = fetch_chunks(s, object, index, end, &out, std::move(leads), true, what);
-    const bool fetched = co_await std::move(fetching);
-    if (!fetched) co_return;
-    index = end + 1;
-  }
-  if (sequential && out.done()) {
-    auto executor = co_await asio::this_coro::executor;
-    read_ahead(s, object, last, what, executor);
-  }
-}
-
 }  // namespace
 
 asio::awaitable<FillFlights::Asked> ask_restore(Service& s, FillFlights::Restore restore) {
@@ -813,6 +1035,22 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
       lead.emplace(std::move(std::get<FillFlights::Lead>(joined)));
     }
   }
+  const std::string what =
+      fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
+  if (lead && object.size_bytes > storage::kTierChunkBytes) {
+    auto checking = fetch_check(s, object);
+    FetchCheck check = co_await std::move(checking);
+    if (whole_by_chunks(s, object, check, lead->asked())) {
+      std::vector<bool> kept = kept_chunks(s, object, 0, last_chunk(object));
+      head.add("x-hots3-cache", cache_answer(kept));
+      RangeSender out(&r, selection, std::move(head));
+      const bool asked = lead->asked();
+      auto fetching =
+          fetch_by_chunks(s, object, std::move(kept), out, std::move(check), lead, asked, what);
+      co_await std::move(fetching);
+      co_return;
+    }
+  }
   const std::string etag = object.upstream_etag.value_or(object.etag);
   auto upstream =
       s.read_through()->read(object.bucket_id, object.key, etag, selection.offset_bytes,
@@ -822,16 +1060,13 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   auto first_read = upstream->next();
   auto first = co_await std::move(first_read);
   if (!first) {
-    log::warn("request {}: GET {}/{}: the upstream's data did not come: {}", r.head.request_id,
-              r.bucket, log::escaped(r.key), first.error().message());
+    log::warn("{}: the upstream's data did not come: {}", what, first.error().message());
     auto refusing = s.send_error(r, upstream_error(first.error()));
     co_await std::move(refusing);
     co_return;
   }
 
   // Kept only when it is all of it (and no other GET is keeping it).
-  const std::string what =
-      fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
   Keeper keeper;
   if (lead) {
     auto opening = keeper.open(s, object, lead->asked() || upstream->admitted());

@@ -28,9 +28,11 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace hots3::storage {
 
@@ -524,8 +526,8 @@ class StoreImpl final : public ObjectStore {
     // over large objects leave, and a whole version is worth more than a piece of one.
     const std::string ids = fmt::format("[{}]", fmt::join(bucket_ids, ","));
     auto dropping = evict_chunks(
-        [&ids, written_before_ms](WriteTxn& t) {
-          return t.oldest_chunks(ids, written_before_ms, kEvictBatch);
+        [this, &ids, written_before_ms](WriteTxn& t) {
+          return t.oldest_chunks(ids, held_chunks(), written_before_ms, kEvictBatch);
         },
         bytes);
     H3_CO_TRY(Evicted evicted, co_await std::move(dropping));
@@ -780,17 +782,55 @@ class StoreImpl final : public ObjectStore {
     co_return detail::open_chunk_reader(core_, *pool, version, index, std::move(executor));
   }
 
-  asio::awaitable<Result<void>> forget_chunk(ObjectRecord version, std::uint32_t index) override {
+  asio::awaitable<Result<void>> forget_chunks(ObjectRecord version, std::uint32_t first,
+                                              std::uint32_t last) override {
     ExtentList freed;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       freed = {};
-      H3_TRY(auto id, t.find_chunk(version.id, index));
-      if (!id) return {};
-      H3_TRY(freed, t.delete_chunk(*id));
+      for (std::uint32_t index = first; index <= last && index >= first; ++index) {
+        H3_TRY(auto id, t.find_chunk(version.id, index));
+        if (!id) continue;
+        H3_TRY(ExtentList gone, t.delete_chunk(*id));
+        freed.insert(freed.end(), gone.begin(), gone.end());
+      }
       return {};
     }));
     if (!freed.empty()) core_.retirement->retire(std::move(freed), version.id);
     co_return Result<void>{};
+  }
+
+  asio::awaitable<Result<ObjectRecord>> fill_from_chunks(ObjectRecord stub) override {
+    ObjectRecord filled = std::move(stub);
+    const std::int64_t stub_id = filled.id;
+    filled.tier_state = TierState::kLocalAndUpstream;
+    bool refilled = false;
+    // A new version id, as for fill_object: the chunks' extents become the version's, moved
+    // within the transaction (none is freed, none written again).
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          filled.id = t.next_id();
+          H3_TRY(refilled, t.adopt_chunks(stub_id, filled.id, filled.size_bytes));
+          if (!refilled) return {};
+          H3_TRY(refilled, t.refill_object(stub_id, filled.id, {}, now_ms()));
+          // (Not expected: a version that is no longer evicted has no chunks. The moves are
+          // undone.)
+          if (!refilled) return errc::kPreconditionFailed;
+          return {};
+        },
+        [&] { core_.metadata->invalidate(filled.bucket_id, filled.key); }));
+    if (!refilled) co_return errc::kPreconditionFailed;
+    co_return filled;
+  }
+
+  std::shared_ptr<void> hold_chunks(std::int64_t version_id) override {
+    {
+      const std::lock_guard lock(held_mutex_);
+      held_.insert(version_id);
+    }
+    return {nullptr, [this, version_id](void*) {
+              const std::lock_guard lock(held_mutex_);
+              held_.erase(held_.find(version_id));
+            }};
   }
 
   asio::awaitable<Result<bool>> keep_chunk(std::unique_ptr<ObjectWriter> writer,
@@ -1371,6 +1411,12 @@ class StoreImpl final : public ObjectStore {
     return {};
   }
 
+  // The versions whose chunks eviction by watermark leaves alone (hold_chunks), as a JSON array.
+  std::string held_chunks() {
+    const std::lock_guard lock(held_mutex_);
+    return fmt::format("[{}]", fmt::join(held_, ","));
+  }
+
   // The calling worker's buffer pool.
   static asio::awaitable<BufferPool*> worker_pool() {
     auto executor = co_await asio::this_coro::executor;
@@ -1380,6 +1426,8 @@ class StoreImpl final : public ObjectStore {
   }
 
   StoreCore core_;
+  std::mutex held_mutex_;
+  std::unordered_multiset<std::int64_t> held_;
   asio::thread_pool reader_pool_;
   bool shut_down_ = false;
   std::function<void()> tier_wake_;  // set before serving, read by any thread after

@@ -1,13 +1,14 @@
 """Partial objects: a ranged GET of an evicted object fetches only the 8 MiB chunks its range
 covers and keeps them, so that reading the range again is a hit while the rest of the object stays
-upstream; kept chunks outlive a kill -9, go with their version, and `hots3 check` accounts for
-them.
+upstream; a whole GET keeps each chunk as it comes and makes the version whole from them; kept
+chunks outlive a kill -9, go with their version, and `hots3 check` accounts for them.
 
 The upstream is a second hots3 behind the fault proxy, whose request lines show what went
 upstream; the local store's catalog shows what it keeps."""
 
 import concurrent.futures
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import test_tier_readthrough as readthrough  # noqa: E402 (its test classes stay out of this module)
-from botocore.exceptions import ClientError  # noqa: E402
+from botocore.exceptions import BotoCoreError, ClientError  # noqa: E402
 from test_tier_writeback import MiB, data  # noqa: E402
 
 CHUNK = 8 * MiB
@@ -226,12 +227,51 @@ admit = "never"
         self.assertEqual(got["Body"].read(), body)
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
 
+    def test_a_whole_get_reads_the_kept_chunks_here_and_fetches_only_the_others(self):
+        body = data(4 * CHUNK + 77, 70)
+        self.s3.put_object(Bucket="ckpt", Key="whole/k", Body=body)
+        self.flush_and_evict("whole/")
+        got, _ = self.ranged("whole/k", 2 * CHUNK + 5, 2 * CHUNK + 99)
+        until_kept(self, "whole/k", [2])
+        asked = len(self.upstream_ranges("whole/k"))
+        before = self.upstream_bytes("whole/k")
+        got = self.s3.get_object(Bucket="ckpt", Key="whole/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "partial")
+        self.assertEqual(self.upstream_bytes("whole/k") - before, len(body) - CHUNK)
+        self.assertNotIn(chunk_range(2, 2, len(body)), self.upstream_ranges("whole/k")[asked:])
+        # The version is whole again, from its chunks: the next GET is a hit.
+        self.assertEqual(self.catalog("whole/k")[0], 1)
+        self.assertEqual(self.chunks("whole/k"), [])
+        asked = len(self.upstream_ranges("whole/k"))
+        got = self.s3.get_object(Bucket="ckpt", Key="whole/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+        self.assertEqual(len(self.upstream_ranges("whole/k")), asked)
+
+    def test_a_whole_get_whose_bytes_fail_the_check_is_cut_off_and_keeps_no_chunk(self):
+        body = data(3 * CHUNK, 71)
+        self.s3.put_object(Bucket="ckpt", Key="flip/k", Body=body)
+        self.flush_and_evict("flip/")
+        self.proxy.flip_answer_byte = MiB  # in the answer of whichever chunk's GET comes first
+        with self.assertRaises((BotoCoreError, ClientError)):
+            # The body ends short of its Content-Length: the SDK refuses it.
+            self.s3.get_object(Bucket="ckpt", Key="flip/k")["Body"].read()
+        self.assertEqual(self.catalog("flip/k"), (2, 0))
+        self.assertEqual(self.chunks("flip/k"), [])
+        got = self.s3.get_object(Bucket="ckpt", Key="flip/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss")
+        self.assertEqual(self.catalog("flip/k")[0], 1)
+
 
 class PartialRestartTest(readthrough.TieredTest):
     """Kept chunks are committed: a kill -9 keeps them, and `hots3 check` finds them whole."""
 
     restart = readthrough.RestartTest.restart
     relaunch = readthrough.RestartTest.relaunch
+    settled = readthrough.ReadThroughTest.settled
+    until = readthrough.ReadThroughTest.until
 
     def test_kept_chunks_outlive_a_kill_and_pass_the_check(self):
         body = data(3 * CHUNK + 11, 65)
@@ -274,6 +314,55 @@ class PartialRestartTest(readthrough.TieredTest):
         check = self.check()
         self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
         self.relaunch()
+
+    def test_a_whole_get_killed_midway_keeps_its_chunks_and_the_next_fetches_only_the_rest(self):
+        body = data(8 * CHUNK + 13, 72)
+        self.s3.put_object(Bucket="ckpt", Key="long/k", Body=body)
+        self.flush_and_evict("long/")
+        reader = socket.socket()
+        try:
+            # A small window: the server is held up soon after the client stops reading.
+            reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
+            reader.connect(("127.0.0.1", self.local.port))
+            reader.sendall(readthrough.s3_support.SignedRequest("GET", "/ckpt/long/k", port=self.local.port).wire())
+            received = 0
+            while received < 3 * CHUNK:
+                piece = reader.recv(1 << 20)
+                self.assertTrue(piece)
+                received += len(piece)
+            # The client stops reading, so the server stops a little further on: the chunks that
+            # went out are kept, each as it came; then the server is killed.
+            deadline = time.monotonic() + 10
+            while not {0, 1, 2} <= set(kept_chunks(self, "long/k")):
+                self.assertLess(time.monotonic(), deadline, "kept: %s" % kept_chunks(self, "long/k"))
+                time.sleep(0.02)
+            self.restart(kill=True)
+        finally:
+            reader.close()
+        self.settled()
+        kept = kept_chunks(self, "long/k")
+        self.assertLess(len(kept), 9)
+        self.assertEqual(self.catalog("long/k"), (2, 0))
+        before = self.upstream_bytes("long/k")
+        got = self.s3.get_object(Bucket="ckpt", Key="long/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "partial")
+        rest = sum(min(CHUNK, len(body) - n * CHUNK) for n in range(9) if n not in kept)
+        self.assertEqual(self.upstream_bytes("long/k") - before, rest)
+        self.assertEqual(self.catalog("long/k")[0], 1)
+        self.assertEqual(kept_chunks(self, "long/k"), [])
+
+        # The version made of the chunks passes the check, and is read back from here.
+        self.assertEqual(self.local.stop(), 0)
+        check = self.check()
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        self.relaunch()
+        asked = len(self.upstream_ranges("long/k"))
+        got = self.s3.get_object(Bucket="ckpt", Key="long/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+        self.assertEqual(len(self.upstream_ranges("long/k")), asked)
+        self.s3.delete_object(Bucket="ckpt", Key="long/k")  # (the other test counts what is stored)
 
     def check(self):
         return subprocess.run([os.environ.get("HOTS3_BIN", "hots3"), "check", "--data",

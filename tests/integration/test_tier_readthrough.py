@@ -185,15 +185,16 @@ class ReadThroughTest(TieredTest):
         while self.catalog("ranged/k")[0] != 1:
             self.assertLess(time.monotonic(), deadline, "the version never became local")
             time.sleep(0.05)
-        # Four ranges and one whole fetch.
-        self.assertEqual(self.upstream_bytes("ranged/k"), 2 * len(body))
+        # Four ranges and one whole fetch by chunks, which took the first chunk from the first range
+        # (kept by it, or on its way).
+        self.assertEqual(self.upstream_bytes("ranged/k"), 2 * len(body) - 8 * MiB)
         again = io.BytesIO()
         self.s3.download_fileobj("ckpt", "ranged/k", again, Config=ranges)
         self.assertEqual(again.getvalue(), body)
         got = self.s3.get_object(Bucket="ckpt", Key="ranged/k")
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
         self.assertEqual(got["Body"].read(), body)
-        self.assertEqual(self.upstream_bytes("ranged/k"), 2 * len(body))
+        self.assertEqual(self.upstream_bytes("ranged/k"), 2 * len(body) - 8 * MiB)
 
     def test_restore_object_brings_evicted_objects_back_ahead_of_reading(self):
         body = data(12 * MiB + 7, 15)
@@ -270,13 +271,13 @@ class ReadThroughTest(TieredTest):
         time.sleep(0.2)
         self.until(lambda: self.proxy.object_gets_now == 0)
 
-    def test_a_large_miss_is_fetched_in_ranges_at_once_and_a_failed_range_keeps_nothing(self):
+    def test_a_large_miss_is_fetched_in_ranges_at_once_and_a_failed_range_keeps_the_chunks_before_it(self):
         body = data(40 * MiB + 9, 17)
         for key in ("wide/failed", "wide/k"):
             self.s3.put_object(Bucket="ckpt", Key=key, Body=body)
         self.flush_and_evict("wide/")
-        # The third chunk is refused: the answer is cut short after the two before it, and nothing
-        # is kept.
+        # The third chunk is refused: the answer is cut short after the two before it, which are
+        # kept (as chunks: the version stays evicted) as far as they reached the request's worker.
         self.proxy.refuse_gets_from = 16 * MiB
         received = b""
         try:
@@ -298,6 +299,17 @@ class ReadThroughTest(TieredTest):
         self.assertLessEqual(len(received), 16 * MiB)
         self.assertEqual(received, body[:len(received)])
         self.assertEqual(self.catalog("wide/failed"), (2, 0))
+        chunks_kept = ("SELECT c.chunk FROM tier_chunks c JOIN objects o ON o.id = c.object_id WHERE o.key = ? "
+                       "ORDER BY c.chunk")
+        self.until(lambda: self.catalog_rows(chunks_kept, ("wide/failed",))[:1] == [(0,)])
+        time.sleep(0.2)  # (chunk 1's commit, when all of it came)
+        kept = self.catalog_rows(chunks_kept, ("wide/failed",))
+        self.assertIn(kept, ([(0,)], [(0,), (1,)]))
+        # The next GET fetches only the rest.
+        before = self.upstream_bytes("wide/failed")
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="wide/failed")["Body"].read(), body)
+        self.assertEqual(self.upstream_bytes("wide/failed") - before, len(body) - len(kept) * 8 * MiB)
+        self.assertEqual(self.catalog("wide/failed")[0], 1)
 
         # Late answers, so that the chunks asked for together are seen under way together: three
         # at a time (read_streams), the next asked for as each is passed on.

@@ -515,9 +515,11 @@ class ObjectStore {
   // Errors: kNotFound (not kept, or no longer).
   virtual boost::asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_chunk_reader(
       ObjectRecord version, std::uint32_t index) = 0;
-  // Drops kept chunk `index` of `version` (its stored bytes are damaged: fetched again).
-  virtual boost::asio::awaitable<Result<void>> forget_chunk(ObjectRecord version,
-                                                            std::uint32_t index) = 0;
+  // Drops the kept chunks of `version` with an index in [first, last] (stored bytes that are
+  // damaged, or fetched bytes that the version's check refused).
+  virtual boost::asio::awaitable<Result<void>> forget_chunks(ObjectRecord version,
+                                                             std::uint32_t first,
+                                                             std::uint32_t last) = 0;
   // Keeps the data of a finished writer (made with for_part) as chunk `index` of the evicted
   // `version`. false (and the writer's space freed): the version is no longer the key's
   // current, evicted one, or the chunk is kept already. Errors: kInvalidArgument (not the
@@ -525,6 +527,13 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<bool>> keep_chunk(std::unique_ptr<ObjectWriter> writer,
                                                           ObjectRecord version,
                                                           std::uint32_t index) = 0;
+  // Gives the evicted version `stub` the data of its kept chunks, once a whole fetch kept every
+  // one and checked their bytes; as fill_object otherwise. Errors: kPreconditionFailed (the key's
+  // current version is no longer `stub`, evicted, or a chunk is missing).
+  virtual boost::asio::awaitable<Result<ObjectRecord>> fill_from_chunks(ObjectRecord stub) = 0;
+  // While the returned hold lives, eviction by watermark leaves the kept chunks of `version_id`
+  // alone: a whole fetch keeps them one by one, and would lose its start before its end.
+  [[nodiscard]] virtual std::shared_ptr<void> hold_chunks(std::int64_t version_id) = 0;
 
   // Makes `key`'s state here what the upstream of `bucket` holds, learnt from it: `stub` (its
   // size, ETag, Last-Modified, headers, metadata, checksums, parts_count; `parts` its part table)

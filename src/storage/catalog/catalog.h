@@ -342,9 +342,10 @@ class WriteTxn {
   virtual Result<bool> insert_chunk(const ChunkRecord& chunk,
                                     const std::vector<ExtentRecord>& extents,
                                     std::int64_t now_ms) = 0;
-  // Up to `limit` kept chunks: of versions of the buckets `bucket_ids` (a JSON array) kept
-  // before `kept_before_ms`, the oldest first; of the versions of `span`.
+  // Up to `limit` kept chunks: of versions of the buckets `bucket_ids` but not of `held_ids`
+  // (JSON arrays), kept before `kept_before_ms`, the oldest first; of the versions of `span`.
   virtual Result<std::vector<ChunkRecord>> oldest_chunks(std::string_view bucket_ids,
+                                                         std::string_view held_ids,
                                                          std::int64_t kept_before_ms,
                                                          std::size_t limit) = 0;
   virtual Result<std::vector<ChunkRecord>> span_chunks(std::int64_t bucket_id, const KeySpan& span,
@@ -355,6 +356,11 @@ class WriteTxn {
   // The id of kept chunk `index` of a version, if it is kept.
   virtual Result<std::optional<std::int64_t>> find_chunk(std::int64_t object_id,
                                                          std::uint32_t index) = 0;
+  // Moves the extents of every kept chunk of the evicted version `stub_id` (of `size_bytes`) to
+  // `new_id`, at their offsets in the version, and removes the chunks: what refill_object then
+  // gives the version. false (nothing changed): not every chunk is kept at its size.
+  virtual Result<bool> adopt_chunks(std::int64_t stub_id, std::int64_t new_id,
+                                    std::uint64_t size_bytes) = 0;
   // An evicted version gets data again, as version `new_id` read at `now_ms` (the row, its parts
   // and what refers to it move to the new id). false: `stub_id` is not an evicted version.
   virtual Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,

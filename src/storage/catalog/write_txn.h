@@ -522,13 +522,18 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<std::vector<ChunkRecord>> oldest_chunks(std::string_view bucket_ids,
+                                                 std::string_view held_ids,
                                                  std::int64_t kept_before_ms,
                                                  std::size_t limit) override {
     auto q = c_.query(
         "SELECT c.id, c.object_id, c.chunk, c.size FROM tier_chunks c JOIN objects o ON o.id = "
         "c.object_id WHERE c.created_ms < ?2 AND o.bucket_id IN (SELECT value FROM "
-        "json_each(?1)) ORDER BY c.created_ms, c.id LIMIT ?3");
-    q.bind(1, bucket_ids).bind(2, kept_before_ms).bind(3, static_cast<std::int64_t>(limit));
+        "json_each(?1)) AND c.object_id NOT IN (SELECT value FROM json_each(?4)) ORDER BY "
+        "c.created_ms, c.id LIMIT ?3");
+    q.bind(1, bucket_ids)
+        .bind(2, kept_before_ms)
+        .bind(3, static_cast<std::int64_t>(limit))
+        .bind(4, held_ids);
     return read_chunks(q);
   }
 
@@ -577,6 +582,36 @@ class WriteTxnImpl final : public WriteTxn {
     q.bind(1, chunk_id);
     H3_TRY(q.run());
     return freed;
+  }
+
+  Result<bool> adopt_chunks(std::int64_t stub_id, std::int64_t new_id,
+                            std::uint64_t size_bytes) override {
+    std::vector<ChunkRecord> chunks;
+    {
+      auto q = c_.query(
+          "SELECT id, object_id, chunk, size FROM tier_chunks WHERE object_id = ?1 ORDER BY chunk");
+      q.bind(1, stub_id);
+      H3_TRY(chunks, read_chunks(q));
+    }
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      if (chunks[i].index != i ||
+          chunks[i].size_bytes != tier_chunk_bytes(size_bytes, chunks[i].index))
+        return false;
+    }
+    if (chunks.empty() ||
+        tier_chunk_bytes(size_bytes, static_cast<std::uint32_t>(chunks.size())) != 0)
+      return false;
+    for (const ChunkRecord& c : chunks) {
+      auto u = c_.query(
+          "UPDATE extents SET owner_id = ?2, logical_offset = logical_offset + ?3 WHERE "
+          "owner_id = ?1");
+      u.bind(1, c.id).bind(2, new_id).bind(3, std::uint64_t{c.index} * kTierChunkBytes);
+      H3_TRY(u.run());
+    }
+    auto d = c_.query("DELETE FROM tier_chunks WHERE object_id = ?1");
+    d.bind(1, stub_id);
+    H3_TRY(d.run());
+    return true;
   }
 
   Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,

@@ -1531,6 +1531,23 @@ asio::awaitable<Result<Bytes>> read_chunk_async(ObjectStore& store, ObjectRecord
   co_return co_await read_all(*reader);
 }
 
+// Chunk `index` of `data`.
+Bytes chunk_of(const Bytes& data, std::uint32_t index) {
+  const std::size_t begin = index * kTierChunkBytes;
+  const std::size_t end = std::min<std::size_t>(begin + kTierChunkBytes, data.size());
+  return {data.begin() + static_cast<std::ptrdiff_t>(begin),
+          data.begin() + static_cast<std::ptrdiff_t>(end)};
+}
+
+// The indexes of the chunks kept of version `id`.
+std::vector<std::uint32_t> kept_indexes(ObjectStore& store, std::int64_t id) {
+  std::vector<std::uint32_t> out;
+  for (const ChunkRecord& c : store.object_chunks(id, 0, UINT32_MAX, 100).value()) {
+    out.push_back(c.index);
+  }
+  return out;
+}
+
 TEST_P(StoreTest, ChunksOfAnEvictedVersionAreKeptReadBackAndFreedWithIt) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const Bytes data = test::pattern_bytes(2 * kTierChunkBytes + 3 * kMiB + 3, 51);
@@ -1540,19 +1557,8 @@ TEST_P(StoreTest, ChunksOfAnEvictedVersionAreKeptReadBackAndFreedWithIt) {
   }
   ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"p/", false})).value().objects, 1U);
   const ObjectRecord stub = *store_->head(bucket_.id, "p/k").value();
-  auto chunk = [&](std::uint32_t index) {
-    const std::size_t begin = index * kTierChunkBytes;
-    const std::size_t end = std::min<std::size_t>(begin + kTierChunkBytes, data.size());
-    return Bytes(data.begin() + static_cast<std::ptrdiff_t>(begin),
-                 data.begin() + static_cast<std::ptrdiff_t>(end));
-  };
-  auto indexes = [&](std::int64_t id) {
-    std::vector<std::uint32_t> out;
-    for (const ChunkRecord& c : store_->object_chunks(id, 0, UINT32_MAX, 100).value()) {
-      out.push_back(c.index);
-    }
-    return out;
-  };
+  auto chunk = [&](std::uint32_t index) { return chunk_of(data, index); };
+  auto indexes = [&](std::int64_t id) { return kept_indexes(*store_, id); };
 
   // Only a chunk's own size; only once.
   EXPECT_EQ(run(keep_chunk_async(*store_, stub, 1, chunk(2))).error(), errc::kInvalidArgument);
@@ -1620,6 +1626,54 @@ TEST_P(StoreTest, ChunksOfAnEvictedVersionAreKeptReadBackAndFreedWithIt) {
   EXPECT_TRUE(indexes(stub2.id).empty());
   EXPECT_EQ(used(), evicted_used);
   EXPECT_FALSE(run(keep_chunk_async(*store_, stub2, 1, chunk(1))).value());
+}
+
+TEST_P(StoreTest, AVersionIsMadeWholeFromItsChunksOnceEveryOneIsKept) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  const Bytes data = test::pattern_bytes(2 * kTierChunkBytes + 5 * kMiB + 7, 54);
+  const ObjectRecord put_as = put("w/k", data).value();
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{put_as.etag, put_as.etag})).value());
+  }
+  ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"w/", false})).value().objects, 1U);
+  const ObjectRecord stub = *store_->head(bucket_.id, "w/k").value();
+  EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 0, chunk_of(data, 0))).value());
+  EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 2, chunk_of(data, 2))).value());
+  // Not while one is missing.
+  EXPECT_EQ(run(store_->fill_from_chunks(stub)).error(), errc::kPreconditionFailed);
+  EXPECT_EQ(kept_indexes(*store_, stub.id), (std::vector<std::uint32_t>{0, 2}));
+
+  // Held chunks are left alone by eviction by watermark; once let go, they may go.
+  const std::int64_t all = now_ms() + 60'000;
+  {
+    const std::shared_ptr<void> hold = store_->hold_chunks(stub.id);
+    { const std::shared_ptr<void> second = store_->hold_chunks(stub.id); }
+    const Evicted evicted =
+        run(store_->evict_coldest({bucket_.id}, 1, all, EvictionOrder::kLeastRecentlyRead)).value();
+    EXPECT_EQ(evicted.bytes, 0U);  // (held still: by the first)
+  }
+  EXPECT_EQ(run(store_->evict_coldest({bucket_.id}, 1, all, EvictionOrder::kLeastRecentlyRead))
+                .value()
+                .bytes,
+            kTierChunkBytes);
+  EXPECT_EQ(kept_indexes(*store_, stub.id), (std::vector<std::uint32_t>{2}));
+
+  // Every chunk kept: the version takes their data, none written again and none freed.
+  EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 1, chunk_of(data, 1))).value());
+  EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 0, chunk_of(data, 0))).value());
+  const std::uint64_t before = used();
+  const ObjectRecord filled = run(store_->fill_from_chunks(stub)).value();
+  EXPECT_NE(filled.id, stub.id);
+  EXPECT_EQ(filled.etag, stub.etag);
+  EXPECT_EQ(used(), before);
+  EXPECT_TRUE(kept_indexes(*store_, stub.id).empty());
+  EXPECT_EQ(store_->head(bucket_.id, "w/k").value()->tier_state, TierState::kLocalAndUpstream);
+  EXPECT_TRUE(get("w/k").value() == data);
+  // Once only: the version is no longer evicted.
+  EXPECT_EQ(run(store_->fill_from_chunks(stub)).error(), errc::kPreconditionFailed);
+  close();
+  open();
+  EXPECT_TRUE(get("w/k").value() == data);
 }
 
 TEST_P(StoreTest, PrefetchJobsAreKeptWithHowFarTheyGot) {
