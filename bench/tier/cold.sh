@@ -19,6 +19,10 @@
 #            again at once, from the chunks kept (a hit).
 #   readers  16 GETs at once of one 256 MiB object: the bytes the upstream sent for it (goal
 #            <= 1.05x the object) and the GETs that failed or differ (goal 0).
+#   kill     a cold GET of the SIZE object through the proxy's streams, cut by a kill -9 of the
+#            server halfway; after the restart, a GET of it again: the bytes the upstream sent for
+#            that one against what the first did not keep (goal <= 1.05x: the chunks that came
+#            before the kill are kept, and only the rest is fetched).
 #   prefetch a dataset of PF_N objects of 32 MiB fetched back by `hots3 tier prefetch --wait`,
 #            against its download straight from the upstream in 8 MiB ranges, 10 at once (goal
 #            >= 0.9x through the proxy's streams; on loopback beside it).
@@ -87,7 +91,7 @@ python3 tests/support/fault_proxy.py "${URL_up##*:}" 0 "$STREAM_BW" > "$WORK/pro
 PIDS+=("$!")
 while [ ! -s "$WORK/proxy.port" ]; do sleep 0.01; done
 URL_far=http://127.0.0.1:$(cat "$WORK/proxy.port")
-start_tier_server local "[[tier.upstream]]
+LOCAL_TOML="[[tier.upstream]]
 name = \"golden\"
 endpoint = \"$URL_up\"
 credentials_file = \"$WORK/golden.toml\"
@@ -108,6 +112,7 @@ upstream_prefix = \"rack/\"
 [tier.writeback]
 delay = \"0s\"
 max_dirty = $DEVICE_BYTES"
+start_tier_server local "$LOCAL_TOML"
 mb "$URL_local" cold
 mb "$URL_local" far
 echo "tier, cold reads: $SIZE object, $ROUNDS rounds, streams of $STREAM_BW B/s; $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -226,6 +231,29 @@ READER_ERRORS=$(grep -vc "^$READERS_WANT\$" "$WORK/readers" || true)
 sleep 1.2  # the access log flushes every second
 READER_UP_BYTES=$(($(upstream_sent /team/rack/readers) - sent_before))
 
+# ---- kill: a cold GET cut by a kill -9 of the server; the next GET fetches only the rest -------
+evict far whole
+curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$BENCH_ACCESS_KEY:$BENCH_SECRET_KEY" \
+  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -o /dev/null "$URL_local/far/whole" 2> /dev/null &
+client=$!
+sleep "$(python3 -c "print($SIZE_BYTES / 1e6 / $FAR_COLD / 2)")"  # about halfway
+kill -9 "$PID_local"
+wait "$client" || true
+rm -f "$WORK/local/port"
+start_tier_server local "$LOCAL_TOML"
+KILL_KEPT=$(python3 - "$WORK/local/data/catalog.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+print(db.execute("SELECT coalesce(sum(c.size), 0) FROM tier_chunks c JOIN objects o ON o.id = c.object_id "
+                 "WHERE o.key = 'whole'").fetchone()[0])
+PY
+)
+sleep 1.2  # the upstream's access log flushes every second
+sent_before=$(upstream_sent /team/far/whole)
+one "$URL_local" far/whole > /dev/null
+sleep 1.2
+KILL_REST_UP=$(($(upstream_sent /team/far/whole) - sent_before))
+
 # ---- prefetch: the dataset fetched back by a job, against its download in ranges ---------------
 # prefetch NAME BUCKET UPSTREAM_URL UPSTREAM_PREFIX: sets NAME_PF and NAME_PF_TEN (MB/s, medians).
 prefetch() {
@@ -276,6 +304,8 @@ row_max "cold 8 MiB range of 4 GiB, upstream MiB" "$u4g" 24 "three chunks"
 row_max "16 readers of one cold 256 MiB, upstream MiB" "$(python3 -c "print($READER_UP_BYTES / $MiB)")" \
   "$(python3 -c "print(1.05 * $READERS_BYTES / $MiB)")" "1.05x the object"
 row_max "16 readers of one cold 256 MiB, failed GETs" "$READER_ERRORS" 0 "GETs"
+row_max "GET after a kill -9 amid a cold GET, upstream MiB" "$(python3 -c "print($KILL_REST_UP / $MiB)")" \
+  "$(python3 -c "print(1.05 * ($SIZE_BYTES - $KILL_KEPT) / $MiB)")" "1.05x what was not kept"
 row "prefetch of $PF_N x 32 MiB, $STREAM_BW B/s streams, MB/s" "$FAR_PF" "$FAR_PF_TEN" \
   "8 MiB ranges x10 from it" 90
 row_ratio "prefetch of $PF_N x 32 MiB, loopback, MB/s" "$LOOP_PF" "$LOOP_PF_TEN" \
@@ -283,6 +313,7 @@ row_ratio "prefetch of $PF_N x 32 MiB, loopback, MB/s" "$LOOP_PF" "$LOOP_PF_TEN"
 echo "cold 8 MiB range TTFB (median of 5): 64 MiB $t64 s, 1 GiB $t1g s, 4 GiB $t4g s"
 echo "the same range read again, from its kept chunks, TTFB (median of 5): ${HIT_TTFB[*]} s"
 echo "upstream MiB per cold 8 MiB range: 64 MiB $u64, 1 GiB $u1g, 4 GiB $u4g"
+echo "kill -9 amid a cold GET of $SIZE: $((KILL_KEPT / MiB)) MiB kept as chunks; the next GET took $((KILL_REST_UP / MiB)) MiB from the upstream"
 echo "whole GETs through $STREAM_BW B/s streams (s): $FAR_RUNS"
 echo "whole GETs on loopback (s): $LOOP_RUNS"
 echo "prefetches through $STREAM_BW B/s streams (s): $FAR_PF_RUNS"
