@@ -352,6 +352,8 @@ class RangeSender {
     check_.emplace(std::move(check));
     tally_ = std::move(tally);
   }
+  // Before the first byte: what the response head says in `x-hots3-cache`.
+  void say_cache(const char* answer) { head_.add("x-hots3-cache", answer); }
   // A commit of a chunk of this range's bytes, about to be run.
   [[nodiscard]] ChunkCommit commit() const { return ChunkCommit(tally_); }
   // Chunk `index` was read from the device into this range.
@@ -397,8 +399,8 @@ class RangeSender {
     co_return true;
   }
 
-  // Ends a checked response once done(): with the bytes held back when `send_last` (they passed
-  // and what should be kept is), else cut short.
+  // Ends a checked response once done(): with the bytes held back when `send_last` (they
+  // passed), else cut short.
   asio::awaitable<void> release(bool send_last) {
     if (r_ == nullptr) co_return;
     if (send_last) {
@@ -738,7 +740,8 @@ const char* cache_answer(const std::vector<bool>& kept) {
 
 // Sends chunks [first, last] of `object` into `out`: those that were `kept` (as the read began)
 // from the device, runs of the others fetched whole and kept (fetch_chunks). Ends when the range
-// is done, or its response ended (see RangeSender::done, failure).
+// is done, its response ended (see RangeSender::done, failure), or, with no client, a chunk could
+// not be kept.
 asio::awaitable<void> send_chunks(Service& s, const storage::ObjectRecord& object,
                                   std::uint32_t first, std::uint32_t last, std::vector<bool> kept,
                                   RangeSender& out, bool asked, const std::string& what) {
@@ -827,17 +830,22 @@ bool whole_by_chunks(Service& s, const storage::ObjectRecord& object, const Fetc
          (asked || s.read_through()->admits(object.bucket_id, object.key, object.size_bytes));
 }
 
-// Sends the whole of `object` into `out` by chunks, those already `kept` from the device, the
-// bytes checked on their way (`check`). Once every byte passed and the chunk commits of the fetch
-// have ended, the version is made local from its chunks (when each went through the check here:
-// kept by this fetch, or read by it) and its flight (`lead`) lands kept; bytes the check refused
-// are dropped with their chunks. The response ends then (RangeSender::release).
-asio::awaitable<void> fetch_by_chunks(Service& s, const storage::ObjectRecord& object,
-                                      std::vector<bool> kept, RangeSender& out, FetchCheck check,
+// Sends the whole of `object` into `out` by chunks, those kept already from the device (its head
+// says which: `x-hots3-cache`), the bytes checked on their way (`check`). Once every byte passed
+// and the chunk commits of the fetch have ended, the version is made local from its chunks (when
+// each went through the check here: kept by this fetch, or read by it) and its flight (`lead`)
+// lands kept; bytes the check refused are dropped with their chunks. The response ends then
+// (RangeSender::release). false: the bytes passed, but the version was not made whole (another
+// read kept a chunk meanwhile, or one went): a fetch again would read every chunk here.
+asio::awaitable<bool> fetch_by_chunks(Service& s, const storage::ObjectRecord& object,
+                                      RangeSender& out, FetchCheck check,
                                       std::optional<FillFlights::Lead>& lead, bool asked,
                                       const std::string& what) {
-  // Eviction leaves the chunks kept so far alone until the version is whole.
+  // Eviction leaves the chunks kept so far alone until the version is whole (taken before they
+  // are looked up, so that none goes between).
   const std::shared_ptr<void> hold = s.store().hold_chunks(object.id);
+  std::vector<bool> kept = kept_chunks(s, object, 0, last_chunk(object));
+  out.say_cache(cache_answer(kept));
   const bool all_kept = std::all_of(kept.begin(), kept.end(), [](bool k) { return k; });
   const auto last = static_cast<std::uint32_t>(kept.size() - 1);
   const auto executor = co_await asio::this_coro::executor;
@@ -845,10 +853,11 @@ asio::awaitable<void> fetch_by_chunks(Service& s, const storage::ObjectRecord& o
   out.check(std::move(check), tally);
   auto sending = send_chunks(s, object, 0, last, std::move(kept), out, asked, what);
   co_await std::move(sending);
-  if (!out.done()) co_return;  // (its response ended)
+  if (!out.done()) co_return true;  // (its response ended)
   auto settling = tally->wait();
   co_await std::move(settling);
   const bool passed = out.passed();
+  bool made_whole = !passed;  // (a refused fetch is not tried again)
   if (!passed) {
     log::error("{}: the upstream's bytes are not those of version {} (ETag {}): cut off, not kept",
                what, object.id, object.etag);
@@ -857,6 +866,7 @@ asio::awaitable<void> fetch_by_chunks(Service& s, const storage::ObjectRecord& o
   } else if (std::all_of(tally->vouched.begin(), tally->vouched.end(), [](bool v) { return v; })) {
     auto filling = s.store().fill_from_chunks(object);
     auto filled = co_await std::move(filling);
+    made_whole = filled.has_value();
     if (filled) {
       // Unless every chunk was here already, its GETs named its ETag (If-Match): the upstream
       // held this version just now.
@@ -871,12 +881,14 @@ asio::awaitable<void> fetch_by_chunks(Service& s, const storage::ObjectRecord& o
   lead.reset();  // its waiters go on while the last piece goes out
   auto releasing = out.release(passed);
   co_await std::move(releasing);
+  co_return made_whole;
 }
 
 // Fetches the whole of `object` (of `bucket`) into the device with no client to serve, leading
 // its flight: whole GETs that come meanwhile wait for it, ranged ones pass through. `asked`: kept
-// whatever the admission rule says. false when the upstream did not give the data (down,
-// refusing, or the server stopping).
+// whatever the admission rule says. false when a fetch again may keep it: the upstream did not
+// give the data (down, or the server stopping), a kept chunk failed its read, or its chunks were
+// not made whole.
 asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std::string bucket,
                                   FillFlights::Lead lead, bool asked) {
   const std::string what = fmt::format("restore of {}/{}", bucket, log::escaped(object.key));
@@ -890,12 +902,12 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
       RangeSender out(nullptr, all, {});
       std::optional<FillFlights::Lead> led;
       led.emplace(std::move(lead));
-      auto fetching = fetch_by_chunks(s, object, kept_chunks(s, object, 0, last_chunk(object)), out,
-                                      std::move(check), led, asked, what);
-      co_await std::move(fetching);
+      auto fetching = fetch_by_chunks(s, object, out, std::move(check), led, asked, what);
+      const bool made_whole = co_await std::move(fetching);
       // Tried again unless the upstream no longer holds the version.
       const boost::system::error_code failure = out.failure();
-      co_return !failure || failure == errc::kPreconditionFailed || failure == errc::kNotFound;
+      if (failure) co_return failure == errc::kPreconditionFailed || failure == errc::kNotFound;
+      co_return made_whole;
     }
   }
   const std::string etag = object.upstream_etag.value_or(object.etag);
@@ -1041,12 +1053,9 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     auto checking = fetch_check(s, object);
     FetchCheck check = co_await std::move(checking);
     if (whole_by_chunks(s, object, check, lead->asked())) {
-      std::vector<bool> kept = kept_chunks(s, object, 0, last_chunk(object));
-      head.add("x-hots3-cache", cache_answer(kept));
       RangeSender out(&r, selection, std::move(head));
       const bool asked = lead->asked();
-      auto fetching =
-          fetch_by_chunks(s, object, std::move(kept), out, std::move(check), lead, asked, what);
+      auto fetching = fetch_by_chunks(s, object, out, std::move(check), lead, asked, what);
       co_await std::move(fetching);
       co_return;
     }

@@ -522,8 +522,9 @@ class StoreImpl final : public ObjectStore {
                                                  std::uint64_t bytes,
                                                  std::int64_t written_before_ms,
                                                  EvictionOrder order) override {
-    // Kept chunks go first, the oldest first: a partial object is what ranged reads scattered
-    // over large objects leave, and a whole version is worth more than a piece of one.
+    // Kept chunks go first, the oldest first (but for those a whole fetch under way holds): a
+    // partial object is what ranged reads scattered over large objects and interrupted whole
+    // fetches leave, and a whole version is worth more than a piece of one.
     const std::string ids = fmt::format("[{}]", fmt::join(bucket_ids, ","));
     auto dropping = evict_chunks(
         [this, &ids, written_before_ms](WriteTxn& t) {
