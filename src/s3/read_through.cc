@@ -179,10 +179,15 @@ class Keeper {
  public:
   // Checks the bytes (and writes them) only when the version is vouched for, the binding's rule
   // `admitted` it and the device has room: near full, a miss is served without being kept, since
-  // eviction could not keep up with it.
-  asio::awaitable<void> open(Service& s, const storage::ObjectRecord& object, bool admitted) {
-    auto checking = fetch_check(s, object);
-    check_.emplace(co_await std::move(checking));
+  // eviction could not keep up with it. `made`: the version's check, when the caller made it.
+  asio::awaitable<void> open(Service& s, const storage::ObjectRecord& object, bool admitted,
+                             std::optional<FetchCheck> made) {
+    if (made) {
+      check_ = std::move(made);
+    } else {
+      auto checking = fetch_check(s, object);
+      check_.emplace(co_await std::move(checking));
+    }
     if (!check_->possible() || !admitted || !s.store().tier_fill_allows(object.size_bytes)) {
       check_.reset();
       co_return;
@@ -892,17 +897,18 @@ asio::awaitable<bool> fetch_by_chunks(Service& s, const storage::ObjectRecord& o
 asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std::string bucket,
                                   FillFlights::Lead lead, bool asked) {
   const std::string what = fmt::format("restore of {}/{}", bucket, log::escaped(object.key));
+  std::optional<FetchCheck> check;  // (made once: the keeper below takes it when not by chunks)
   if (object.size_bytes > storage::kTierChunkBytes) {
     auto checking = fetch_check(s, object);
-    FetchCheck check = co_await std::move(checking);
+    check.emplace(co_await std::move(checking));
     asked = asked || lead.asked();
-    if (whole_by_chunks(s, object, check, asked)) {
+    if (whole_by_chunks(s, object, *check, asked)) {
       BodySelection all;
       all.length_bytes = object.size_bytes;
       RangeSender out(nullptr, all, {});
       std::optional<FillFlights::Lead> led;
       led.emplace(std::move(lead));
-      auto fetching = fetch_by_chunks(s, object, out, std::move(check), led, asked, what);
+      auto fetching = fetch_by_chunks(s, object, out, std::move(*check), led, asked, what);
       const bool made_whole = co_await std::move(fetching);
       // Tried again unless the upstream no longer holds the version.
       const boost::system::error_code failure = out.failure();
@@ -921,7 +927,8 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
   }
   Keeper keeper;
   // (Asked for by RestoreObject perhaps only meanwhile.)
-  auto opening = keeper.open(s, object, asked || lead.asked() || upstream->admitted());
+  auto opening =
+      keeper.open(s, object, asked || lead.asked() || upstream->admitted(), std::move(check));
   co_await std::move(opening);
   std::uint64_t passed = 0;
   while (keeper.writing() && !piece->empty()) {
@@ -1049,13 +1056,14 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   }
   const std::string what =
       fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
+  std::optional<FetchCheck> check;  // (made once: the keeper below takes it when not by chunks)
   if (lead && object.size_bytes > storage::kTierChunkBytes) {
     auto checking = fetch_check(s, object);
-    FetchCheck check = co_await std::move(checking);
-    if (whole_by_chunks(s, object, check, lead->asked())) {
+    check.emplace(co_await std::move(checking));
+    const bool asked = lead->asked();
+    if (whole_by_chunks(s, object, *check, asked)) {
       RangeSender out(&r, selection, std::move(head));
-      const bool asked = lead->asked();
-      auto fetching = fetch_by_chunks(s, object, out, std::move(check), lead, asked, what);
+      auto fetching = fetch_by_chunks(s, object, out, std::move(*check), lead, asked, what);
       co_await std::move(fetching);
       co_return;
     }
@@ -1078,7 +1086,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   // Kept only when it is all of it (and no other GET is keeping it).
   Keeper keeper;
   if (lead) {
-    auto opening = keeper.open(s, object, lead->asked() || upstream->admitted());
+    auto opening = keeper.open(s, object, lead->asked() || upstream->admitted(), std::move(check));
     co_await std::move(opening);
     // What is not kept here is not worth waiting for.
     if (!keeper.writing()) lead.reset();

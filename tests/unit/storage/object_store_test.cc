@@ -131,6 +131,17 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
                                              std::move(spec), condition);
   }
 
+  // `data` put as `key` in bucket "b" made write-back, its upload done, then evicted: its stub.
+  ObjectRecord evicted_stub(const std::string& key, const Bytes& data) {
+    EXPECT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+    const ObjectRecord put_as = put(key, data).value();
+    for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+      EXPECT_TRUE(run(store_->finish_tier_job(job, TierSeen{put_as.etag, put_as.etag})).value());
+    }
+    EXPECT_EQ(run(store_->evict_objects(bucket_.id, {key, true})).value().objects, 1U);
+    return *store_->head(bucket_.id, key).value();
+  }
+
   Result<ObjectRecord> put(const std::string& key, const Bytes& data, bool declare = true,
                            WriteCondition c = {}) {
     return run(put_async(key, data, declare, c));
@@ -1549,14 +1560,8 @@ std::vector<std::uint32_t> kept_indexes(ObjectStore& store, std::int64_t id) {
 }
 
 TEST_P(StoreTest, ChunksOfAnEvictedVersionAreKeptReadBackAndFreedWithIt) {
-  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const Bytes data = test::pattern_bytes(2 * kTierChunkBytes + 3 * kMiB + 3, 51);
-  const ObjectRecord put_as = put("p/k", data).value();
-  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
-    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{put_as.etag, put_as.etag})).value());
-  }
-  ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"p/", false})).value().objects, 1U);
-  const ObjectRecord stub = *store_->head(bucket_.id, "p/k").value();
+  const ObjectRecord stub = evicted_stub("p/k", data);
   auto chunk = [&](std::uint32_t index) { return chunk_of(data, index); };
   auto indexes = [&](std::int64_t id) { return kept_indexes(*store_, id); };
 
@@ -1629,14 +1634,8 @@ TEST_P(StoreTest, ChunksOfAnEvictedVersionAreKeptReadBackAndFreedWithIt) {
 }
 
 TEST_P(StoreTest, AVersionIsMadeWholeFromItsChunksOnceEveryOneIsKept) {
-  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const Bytes data = test::pattern_bytes(2 * kTierChunkBytes + 5 * kMiB + 7, 54);
-  const ObjectRecord put_as = put("w/k", data).value();
-  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
-    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{put_as.etag, put_as.etag})).value());
-  }
-  ASSERT_EQ(run(store_->evict_objects(bucket_.id, {"w/", false})).value().objects, 1U);
-  const ObjectRecord stub = *store_->head(bucket_.id, "w/k").value();
+  const ObjectRecord stub = evicted_stub("w/k", data);
   EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 0, chunk_of(data, 0))).value());
   EXPECT_TRUE(run(keep_chunk_async(*store_, stub, 2, chunk_of(data, 2))).value());
   // Not while one is missing.
