@@ -258,13 +258,15 @@ class WriteBackTest(unittest.TestCase):
                     # The first upload's answer tells whether the upstream keeps checksums.
                     c.put_object(Bucket=name, Key="first", Body=b"tells")
                     self.upstream_object("first", prefix=name + "/")
+                    # Counted from before the 31 uploads: the uploader may send some while the
+                    # others are still coming in.
+                    requests, started = proxy.requests, time.monotonic()
                     body = data(200 * KiB, 5)
                     sha = c.put_object(Bucket=name, Key="summed", Body=body,
                                        ChecksumAlgorithm="SHA256")["ChecksumSHA256"]
-                    # 30 uploads at 20 requests a second take well over a second.
+                    # 31 uploads at 20 requests a second take at least 30 gaps of 1/20 s.
                     for i in range(30):
                         c.put_object(Bucket=name, Key="many/%02d" % i, Body=b"%d" % i)
-                    requests, started = proxy.requests, time.monotonic()
                     self.flush(server, name)
                     self.assertGreaterEqual(proxy.requests - requests, 31)
                     self.assertGreaterEqual(time.monotonic() - started, 30 / 20.0)
