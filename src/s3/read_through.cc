@@ -750,6 +750,14 @@ const char* cache_answer(const std::vector<bool>& kept) {
 asio::awaitable<void> send_chunks(Service& s, const storage::ObjectRecord& object,
                                   std::uint32_t first, std::uint32_t last, std::vector<bool> kept,
                                   RangeSender& out, bool asked, const std::string& what) {
+  // Some of it to fetch, from an upstream known not to answer: refused before the head, not a
+  // 200 cut short after the chunks that are here.
+  if (!std::all_of(kept.begin(), kept.end(), [](bool k) { return k; }) &&
+      !s.read_through()->reachable(object.bucket_id)) {
+    auto failing = out.fail(s, make_error_code(errc::kUnavailable));
+    co_await std::move(failing);
+    co_return;
+  }
   bool patient = true;  // until a wait for another read's fetch was in vain
   for (std::uint32_t index = first; index <= last && !out.done();) {
     // Not kept (as the read began): the first read that misses it leads its fetch; the others

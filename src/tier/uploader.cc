@@ -124,6 +124,9 @@ struct Upstream {
   std::chrono::steady_clock::time_point next_request{};
   // While unreachable: when a read-through may next try it (kReadTrialInterval).
   std::chrono::steady_clock::time_point next_read_trial{};
+  // The same for other threads (ReadThrough::reachable): until when a read would fail at once,
+  // in steady-clock nanoseconds; 0 while it is not unreachable.
+  std::atomic<std::int64_t> reads_refused_until{0};
   // The ranged GETs of read-throughs in chunks under way (Impl::fetch_through).
   std::uint64_t fetch_streams = 0;
   // How many attempts it takes at once (AIMD): halved when it answers 429 or 503 (at most once
@@ -539,6 +542,7 @@ struct Uploader::Impl {
       if (u.warned) log::info("tier: upstream {} answers again", u.config.name);
       u.cause.clear();
       u.unreachable = false;
+      u.reads_refused_until.store(0, std::memory_order_relaxed);
       u.failing_since_ms = 0;
       u.warned = false;
       return;
@@ -556,7 +560,9 @@ struct Uploader::Impl {
     // The first trial comes a full interval after the upstream fell silent, not after each
     // failure since: failing uploads must not keep every read from trying.
     if (unreachable && !u.unreachable) {
-      u.next_read_trial = std::chrono::steady_clock::now() + kReadTrialInterval;
+      next_trial(u, std::chrono::steady_clock::now() + kReadTrialInterval);
+    } else if (!unreachable) {
+      u.reads_refused_until.store(0, std::memory_order_relaxed);
     }
     u.unreachable = unreachable;
   }
@@ -1942,8 +1948,14 @@ struct Uploader::Impl {
     if (!u.unreachable) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now < u.next_read_trial) return false;
-    u.next_read_trial = now + kReadTrialInterval;
+    next_trial(u, now + kReadTrialInterval);
     return true;
+  }
+  static void next_trial(Upstream& u, std::chrono::steady_clock::time_point at) {
+    u.next_read_trial = at;
+    u.reads_refused_until.store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count(),
+        std::memory_order_relaxed);
   }
 
   // HEADs under way, by what they ask: an identical one waits for it and shares its answer, so
@@ -2620,6 +2632,16 @@ Freshness Uploader::freshness(std::int64_t bucket_id) const {
   if (bound == impl_->bindings.end()) return {};
   const config::TierBucketConfig& c = bound->second.config;
   return {c.revalidate_after, c.serve_stale, c.keep_upstream_deleted, c.list_local};
+}
+
+bool Uploader::reachable(std::int64_t bucket_id) const {
+  if (!impl_->running.load(std::memory_order_acquire)) return false;
+  const auto bound = impl_->bindings.find(bucket_id);
+  if (bound == impl_->bindings.end()) return false;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  return now >= bound->second.upstream->reads_refused_until.load(std::memory_order_relaxed);
 }
 
 bool Uploader::admits(std::int64_t bucket_id, std::string_view key, std::uint64_t size) const {

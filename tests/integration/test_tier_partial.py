@@ -166,6 +166,38 @@ admit = "never"
         self.assertEqual((got, cache), (body[CHUNK + 1:CHUNK + 1001], "miss"))
         until_kept(self, "refused/k", [1])
 
+    def test_a_whole_get_of_a_partly_kept_object_is_refused_before_its_head_while_the_upstream_is_down(self):
+        body = data(3 * CHUNK + 7, 73)
+        self.s3.put_object(Bucket="ckpt", Key="down/k", Body=body)
+        self.flush_and_evict("down/")
+        self.assertEqual(self.ranged("down/k", 5, 99), (body[5:100], "miss"))
+        until_kept(self, "down/k", [0])
+        self.proxy.down = True
+        try:
+            # A read of a chunk not kept finds that the upstream does not answer...
+            with self.assertRaises(ClientError) as refused:
+                self.ranged("down/k", 2 * CHUNK, 2 * CHUNK + 9)
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            # ...and a whole GET, whose first chunk is here, is refused at once: not a 200 whose
+            # body stops after that chunk.
+            with self.assertRaises(ClientError) as refused:
+                self.s3.get_object(Bucket="ckpt", Key="down/k")
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+        finally:
+            self.proxy.down = False
+        # While it was down a read tried it once every few seconds: the next such try finds it back.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                got = self.s3.get_object(Bucket="ckpt", Key="down/k")
+                break
+            except ClientError as e:
+                self.assertEqual(e.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+                self.assertLess(time.monotonic(), deadline, "the upstream is still refused")
+                time.sleep(0.2)
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "partial")
+
     def test_concurrent_misses_of_one_chunk_share_one_fetch(self):
         body = data(3 * CHUNK, 67)
         self.s3.put_object(Bucket="ckpt", Key="many/k", Body=body)

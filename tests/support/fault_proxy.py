@@ -55,6 +55,7 @@ class FaultProxy:
         self.slowdown = 0.0      # the share of requests answered 503 SlowDown
         self.reset_after = None  # reset the next request with a body after this many body bytes
         self.hang = False        # read requests and never answer them
+        self.down = False        # reset every connection at its next request, as if nothing listened
         self.hang_object_gets = False  # the same for GETs of objects only
         self.stall_gets_beyond = None  # object GETs deliver the object's bytes before this offset, then hold
         self.refuse_gets_from = None  # object GETs of a range starting at or after this offset answer 503
@@ -163,6 +164,9 @@ class FaultProxy:
                     serving_get = False
                 head, buf = _read_head(client, buf)
                 if head is None:
+                    return
+                if self.down:
+                    _reset(client)
                     return
                 length = _content_length(head)
                 with self._lock:

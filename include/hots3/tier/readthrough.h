@@ -88,6 +88,10 @@ class ReadThrough {
                                                                 UpstreamQuery query) = 0;
   // The rules of `bucket_id` (never revalidated when it is not bound). Callable from any thread.
   [[nodiscard]] virtual Freshness freshness(std::int64_t bucket_id) const = 0;
+  // Whether a read of `bucket_id`'s upstream would be tried now: false while it does not
+  // answer and its next trial is not due (a read would fail at once), or it is not bound.
+  // Callable from any thread.
+  [[nodiscard]] virtual bool reachable(std::int64_t bucket_id) const = 0;
   // Whether the binding's admission rule keeps what is read of `key` (a version of `size`
   // bytes), as a read asked for now would find (UpstreamRead::admitted). Callable from any
   // thread.

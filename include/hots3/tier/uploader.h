@@ -102,6 +102,7 @@ class Uploader final : public WriteThrough, public ReadThrough {
   boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
                                                         UpstreamQuery query) override;
   [[nodiscard]] Freshness freshness(std::int64_t bucket_id) const override;
+  [[nodiscard]] bool reachable(std::int64_t bucket_id) const override;
   [[nodiscard]] bool admits(std::int64_t bucket_id, std::string_view key,
                             std::uint64_t size) const override;
   void count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) override;
