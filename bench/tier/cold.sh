@@ -211,9 +211,13 @@ for s in $SIZES; do
     for kind in cold hit; do
       read -r code size first total < <(get "$URL_local" "cold/ttfb/$s" "$a-$((a + 8 * MiB - 1))")
       [ "$code" = 206 ] && [ "$size" = $((8 * MiB)) ] || { echo "range of $s: $code, $size bytes" >&2; exit 1; }
-      if [ "$kind" = cold ]; then firsts+=("$first"); else hits+=("$first"); fi
-      # The chunks are committed apart from the response: a read at once would wait for that.
-      sleep 0.3
+      if [ "$kind" = cold ]; then
+        firsts+=("$first")
+        # The chunks are committed apart from the response: a read at once would wait for that.
+        sleep 0.3
+      else
+        hits+=("$first")
+      fi
     done
   done
   sleep 1.2

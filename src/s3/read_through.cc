@@ -750,10 +750,13 @@ const char* cache_answer(const std::vector<bool>& kept) {
 asio::awaitable<void> send_chunks(Service& s, const storage::ObjectRecord& object,
                                   std::uint32_t first, std::uint32_t last, std::vector<bool> kept,
                                   RangeSender& out, bool asked, const std::string& what) {
-  // Some of it to fetch, from an upstream known not to answer: refused before the head, not a
-  // 200 cut short after the chunks that are here.
-  if (!std::all_of(kept.begin(), kept.end(), [](bool k) { return k; }) &&
-      !s.read_through()->reachable(object.bucket_id)) {
+  // Some of it to fetch (not here, nor on its way for another read) from an upstream known not
+  // to answer: refused before the head, not a 200 cut short after the chunks that are here.
+  bool to_fetch = false;
+  for (std::uint32_t index = first; index <= last && !to_fetch; ++index) {
+    to_fetch = !kept[index - first] && !s.fill_flights().chunk_flying(object.id, index);
+  }
+  if (to_fetch && !s.read_through()->reachable(object.bucket_id)) {
     auto failing = out.fail(s, make_error_code(errc::kUnavailable));
     co_await std::move(failing);
     co_return;
