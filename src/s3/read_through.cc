@@ -863,6 +863,7 @@ asio::awaitable<bool> fetch_by_chunks(Service& s, const storage::ObjectRecord& o
   std::vector<bool> kept = kept_chunks(s, object, 0, last_chunk(object));
   out.say_cache(cache_answer(kept));
   const bool all_kept = std::all_of(kept.begin(), kept.end(), [](bool k) { return k; });
+  if (out.serving()) s.read_through()->count_read(object.bucket_id, all_kept, object.size_bytes);
   const auto last = static_cast<std::uint32_t>(kept.size() - 1);
   const auto executor = co_await asio::this_coro::executor;
   auto tally = std::make_shared<ChunkTally>(executor, kept.size());
@@ -1045,7 +1046,10 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     co_await std::move(reading);
     co_return;
   }
-  s.read_through()->count_read(object.bucket_id, false, selection.length_bytes);
+  // Counted once it is known where the bytes come from (see count_read).
+  const auto count_miss = [&] {
+    s.read_through()->count_read(object.bucket_id, false, selection.length_bytes);
+  };
   std::optional<FillFlights::Lead> lead;
   if (whole && object.size_bytes > 0) {
     auto joined = s.fill_flights().join(object.id);
@@ -1053,6 +1057,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
       auto waiting = kept_by_flight(s, object, std::move(*seat));
       auto reader = co_await std::move(waiting);
       if (reader) {
+        count_miss();  // (it waited for the read-through)
         head.add("x-hots3-cache", "hit");
         auto sending = send_local(r, *reader, selection, std::move(head));
         co_await std::move(sending);
@@ -1079,6 +1084,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
       co_return;
     }
   }
+  count_miss();
   const std::string etag = object.upstream_etag.value_or(object.etag);
   auto upstream =
       s.read_through()->read(object.bucket_id, object.key, etag, selection.offset_bytes,

@@ -17,7 +17,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 import test_tier_readthrough as readthrough  # noqa: E402 (its test classes stay out of this module)
 from botocore.exceptions import BotoCoreError, ClientError  # noqa: E402
-from test_tier_writeback import MiB, data  # noqa: E402
+from test_tier_writeback import MiB, data, health, wait_health  # noqa: E402
 
 CHUNK = 8 * MiB
 
@@ -281,6 +281,25 @@ admit = "never"
         self.assertEqual(got["Body"].read(), body)
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
         self.assertEqual(len(self.upstream_ranges("whole/k")), asked)
+
+    def test_a_whole_get_of_a_version_whose_chunks_are_all_kept_counts_as_a_hit(self):
+        body = data(3 * CHUNK - 9, 74)
+        self.s3.put_object(Bucket="ckpt", Key="all/k", Body=body)
+        self.flush_and_evict("all/")
+        # Every chunk kept by ranges out of order, none from byte 0 (which would restore it whole).
+        for first in (2 * CHUNK + 1, 1, CHUNK + 1):
+            self.assertEqual(self.ranged("all/k", first, first + 9)[0], body[first:first + 10])
+        until_kept(self, "all/k", [0, 1, 2])
+        time.sleep(1.2)  # the report is rebuilt every second: it has counted those reads
+        before = health(self.local.port)[1]["buckets"][0]["reads"]
+        got = self.s3.get_object(Bucket="ckpt", Key="all/k")
+        self.assertEqual(got["Body"].read(), body)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+        after = wait_health(self.local.port, lambda _, r: r["buckets"][0]["reads"] != before)
+        after = after["buckets"][0]["reads"]
+        self.assertEqual((after["hits"], after["hit_bytes"], after["misses"], after["miss_bytes"]),
+                         (before["hits"] + 1, before["hit_bytes"] + len(body), before["misses"], before["miss_bytes"]))
+        self.assertEqual(self.catalog("all/k")[0], 1)  # and it is whole again
 
     def test_a_whole_get_whose_bytes_fail_the_check_is_cut_off_and_keeps_no_chunk(self):
         body = data(3 * CHUNK, 71)
