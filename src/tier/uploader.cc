@@ -1876,6 +1876,14 @@ struct Uploader::Impl {
     co_return std::move(*call);
   }
 
+  // Tells the reader of `pieces` why its read ended, after the pieces sent so far: it gets them
+  // first (a chunk whose last bytes came is kept), then the error. Never by closing the channel,
+  // which would drop both. A reader that let go closed it: the send then ends at once.
+  static asio::awaitable<void> tell_failure(Fetch::Pieces& pieces, boost::system::error_code e) {
+    auto sending = pieces.async_send(e, Fetch::Piece{}, asio::as_tuple(asio::use_awaitable));
+    co_await std::move(sending);
+  }
+
   // Passes the body of a read-through's GET (`count` bytes) on to `to`, then the empty piece:
   // whether it all went. In full pieces (the last one shorter) when `full` (a chunk's channel
   // holds a chunk's worth of them), else as they come. When the body fails, `to` hears why; once
@@ -1897,7 +1905,8 @@ struct Uploader::Impl {
         auto got = co_await std::move(reading);
         if (!got) {
           note(u, failed(what, got.error()));
-          to.try_send(make_error_code(errc::kUnavailable), Fetch::Piece{});
+          auto telling = tell_failure(to, errc::kUnavailable);
+          co_await std::move(telling);
           co_return false;
         }
         last = *got == 0;
@@ -1912,7 +1921,8 @@ struct Uploader::Impl {
     }
     if (passed != count) {
       note(u, malformed(what, fmt::format("the body ended after {} of {} bytes", passed, count)));
-      to.try_send(make_error_code(errc::kUnavailable), Fetch::Piece{});
+      auto telling = tell_failure(to, errc::kUnavailable);
+      co_await std::move(telling);
       co_return false;
     }
     auto ending = to.async_send(boost::system::error_code{}, Fetch::Piece{},
@@ -2046,15 +2056,19 @@ struct Uploader::Impl {
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::uint64_t keep_size, std::shared_ptr<Fetch> fetch) {
-    const auto end = [&fetch](boost::system::error_code e) {
-      fetch->pieces.try_send(e, Fetch::Piece{});
-      fetch->pieces.close();
-    };
     const auto bound = bindings.find(bucket_id);
-    if (bound == bindings.end() || stopping) co_return end(errc::kUnavailable);
+    if (bound == bindings.end() || stopping) {
+      auto ending = tell_failure(fetch->pieces, errc::kUnavailable);
+      co_await std::move(ending);
+      co_return;
+    }
     Binding& b = bound->second;
     Upstream& u = *b.upstream;
-    if (!may_try(u)) co_return end(errc::kUnavailable);
+    if (!may_try(u)) {
+      auto ending = tell_failure(fetch->pieces, errc::kUnavailable);
+      co_await std::move(ending);
+      co_return;
+    }
     if (keep_size != 0) fetch->admitted.store(admits(b.config, bucket_id, key, keep_size));
     auto read = std::make_shared<ReadSpec>();
     read->get.method = "GET";
@@ -2072,10 +2086,13 @@ struct Uploader::Impl {
     if (streams < 2) {
       auto opening = open_read(u, *read, offset, length, !whole);
       auto call = co_await std::move(opening);
-      if (!call) co_return end(call.error());
+      if (!call) {
+        auto ending = tell_failure(fetch->pieces, call.error());
+        co_await std::move(ending);
+        co_return;
+      }
       auto passing = pass_body(u, **call, read->what, length, fetch->pieces, false, fetch->pieces);
-      const bool passed = co_await std::move(passing);
-      if (!passed) fetch->pieces.close();
+      co_await std::move(passing);  // (it told the reader why it failed)
       co_return;
     }
     std::deque<std::shared_ptr<Fetch::Pieces>> window;  // the chunks asked for, not yet passed on
@@ -2116,7 +2133,11 @@ struct Uploader::Impl {
     }
     // The chunks still under way stop at their next piece.
     for (const auto& left : window) left->close();
-    if (failure) co_return end(failure);
+    if (failure) {
+      auto ending = tell_failure(fetch->pieces, failure);
+      co_await std::move(ending);
+      co_return;
+    }
     if (let_go) co_return;
     auto ending = fetch->pieces.async_send(boost::system::error_code{}, Fetch::Piece{},
                                            asio::as_tuple(asio::use_awaitable));
@@ -2551,11 +2572,15 @@ class FetchRead final : public UpstreamRead {
   FetchRead& operator=(FetchRead&&) = delete;
 
   asio::awaitable<Result<std::span<const std::byte>>> next() override {
+    // (The fetch sends nothing after its error: asked again, the same answer.)
+    if (failed_) co_return failed_;
     auto [e, piece] = co_await fetch_->pieces.async_receive(asio::as_tuple(asio::use_awaitable));
     if (e) {
       // Ours (errc) say why; the channel's own (closed, cancelled) mean the uploader stopped.
-      if (e.category() == make_error_code(errc::kUnavailable).category()) co_return e;
-      co_return errc::kUnavailable;
+      failed_ = e.category() == make_error_code(errc::kUnavailable).category()
+                    ? e
+                    : make_error_code(errc::kUnavailable);
+      co_return failed_;
     }
     current_ = std::move(piece);
     co_return std::span<const std::byte>(current_.data.get(), current_.size);
@@ -2567,6 +2592,7 @@ class FetchRead final : public UpstreamRead {
   std::shared_ptr<Uploader::Impl> impl_;  // keeps the io_context of the channel
   std::shared_ptr<Fetch> fetch_;
   Fetch::Piece current_;
+  boost::system::error_code failed_;
 };
 
 // Whether `passage` is answered at once because the uploader is not running: no thread of ours
