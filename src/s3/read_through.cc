@@ -752,11 +752,14 @@ asio::awaitable<void> send_chunks(Service& s, const storage::ObjectRecord& objec
                                   RangeSender& out, bool asked, const std::string& what) {
   // Some of it to fetch (not here, nor on its way for another read) from an upstream known not
   // to answer: refused before the head, not a 200 cut short after the chunks that are here.
+  // (The upstream's state first: it is almost always reachable, and the flights take a lock.)
   bool to_fetch = false;
-  for (std::uint32_t index = first; index <= last && !to_fetch; ++index) {
-    to_fetch = !kept[index - first] && !s.fill_flights().chunk_flying(object.id, index);
+  if (!s.read_through()->reachable(object.bucket_id)) {
+    for (std::uint32_t index = first; index <= last && !to_fetch; ++index) {
+      to_fetch = !kept[index - first] && !s.fill_flights().chunk_flying(object.id, index);
+    }
   }
-  if (to_fetch && !s.read_through()->reachable(object.bucket_id)) {
+  if (to_fetch) {
     auto failing = out.fail(s, make_error_code(errc::kUnavailable));
     co_await std::move(failing);
     co_return;

@@ -1878,7 +1878,9 @@ struct Uploader::Impl {
 
   // Tells the reader of `pieces` why its read ended, after the pieces sent so far: it gets them
   // first (a chunk whose last bytes came is kept), then the error. Never by closing the channel,
-  // which would drop both. A reader that let go closed it: the send then ends at once.
+  // which would drop both. A reader that let go before it closed the channel, and the send ends
+  // at once; one that lets go while the send waits for room leaves it waiting (close() ends
+  // waiting receives only), as it does a piece's send.
   static asio::awaitable<void> tell_failure(Fetch::Pieces& pieces, boost::system::error_code e) {
     auto sending = pieces.async_send(e, Fetch::Piece{}, asio::as_tuple(asio::use_awaitable));
     co_await std::move(sending);
