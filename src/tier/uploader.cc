@@ -354,8 +354,10 @@ std::string json_string(std::string_view value) {
 
 // A write-through PUT between the request's worker and the uploader's thread: the body's pieces
 // one way (an empty piece: the body is whole and verified, complete it), the upstream's answer
-// the other. The request closes `pieces` to cut the PUT off, and `done` when it lets the key go;
-// the uploader closes `pieces` once it has answered, so that a request still sending stops.
+// the other. The request closes `pieces` to cut the PUT off, and `done` when it lets the key go.
+// Once it has answered, the uploader takes and drops the pieces still sent until the request lets
+// go: closing the channel would leave a send that waits for room waiting for ever (a close ends
+// the receives waiting on a channel, not the sends); the request stops at the answer.
 struct Passage {
   using Pieces = asio::experimental::concurrent_channel<void(boost::system::error_code,
                                                              std::vector<std::byte>)>;
@@ -374,8 +376,8 @@ struct Passage {
 };
 
 // A read-through between the uploader's thread and the request's worker: the pieces of the
-// upstream's answer (an empty one: the end), or the error that ended it. The request closes
-// `pieces` to cut the GET off.
+// upstream's answer (an empty one: the end), or the error that ended it. The request lets go of
+// `pieces` (let_go_of, on the uploader's thread) to cut the GET off.
 struct Fetch {
   // A piece's buffer is made for overwriting (a vector's would be zeroed first, 256 KiB a
   // piece), and moved along, never copied.
@@ -385,11 +387,31 @@ struct Fetch {
   };
   using Pieces =
       asio::experimental::concurrent_channel<void(boost::system::error_code, Fetch::Piece)>;
-  explicit Fetch(asio::io_context& io) : pieces(io, kFetchPieces) {}
+  Fetch(asio::io_context& io, std::atomic<std::uint64_t>& live)
+      : pieces(io, kFetchPieces), live_(live) {
+    live_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Fetch() { live_.fetch_sub(1, std::memory_order_relaxed); }
+  Fetch(const Fetch&) = delete;
+  Fetch& operator=(const Fetch&) = delete;
+  Fetch(Fetch&&) = delete;
+  Fetch& operator=(Fetch&&) = delete;
   Pieces pieces;
   // Set before the first piece is sent: whether the binding's admission rule keeps the version.
   std::atomic<bool> admitted{false};
+
+ private:
+  std::atomic<std::uint64_t>& live_;  // the uploader's count of fetches not yet ended
 };
+
+// Lets go of the receiving end of `pieces`, on the thread that sends into it: a send waiting for
+// room ends with an error, as does every later one. A close alone would leave that send waiting
+// for ever (it ends the waiting receives only), and a cancel after the close would take the
+// waiting send for a receive: hence both, in this order, with no send between them.
+void let_go_of(Fetch::Pieces& pieces) {
+  pieces.cancel();
+  pieces.close();
+}
 
 // What every GET of one read-through shares: the request (If-Match on `etag`), the object's size
 // when the whole of it is read, and how the log names the read.
@@ -410,6 +432,9 @@ struct Uploader::Impl {
   config::TierConfig tier;
   std::string owner;
   bool rebind;
+  // Read-throughs not yet ended (Fetch objects): their reader or their upstream side is under way.
+  // Before `io`, whose end may end the last of them.
+  std::atomic<std::uint64_t> fetches{0};
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread thread;
@@ -697,21 +722,23 @@ struct Uploader::Impl {
     const std::uint64_t device = evictions.device_bytes.load();
     const std::uint64_t allocated = evictions.allocated_bytes.load();
     const std::uint64_t free = device > allocated ? device - allocated : 0;
+    const std::uint64_t reading = fetches.load(std::memory_order_relaxed);
     r.totals_json = fmt::format(
-        "\"owed_bytes\":{},\"owed_max_bytes\":{},\"device\":{{\"bytes\":{},"
+        "\"owed_bytes\":{},\"owed_max_bytes\":{},\"reads_under_way\":{},\"device\":{{\"bytes\":{},"
         "\"allocated_bytes\":{},\"free_bytes\":{},\"peak_allocated_bytes\":{},"
         "\"evict_high_percent\":{},\"evict_low_percent\":{},\"full_percent\":{},\"evicted\":{},"
         "\"evicted_bytes\":{},\"evicted_recent\":{}}}",
-        owed_bytes, owed_max, device, allocated, free, evictions.peak_allocated_bytes.load(),
-        ev.high_percent, ev.low_percent, ev.full_percent, evictions.objects.load(),
-        evictions.bytes.load(), evictions.young.load());
+        owed_bytes, owed_max, reading, device, allocated, free,
+        evictions.peak_allocated_bytes.load(), ev.high_percent, ev.low_percent, ev.full_percent,
+        evictions.objects.load(), evictions.bytes.load(), evictions.young.load());
     r.totals_text = fmt::format(
-        "owed to upstreams: {} of {} allowed\ndevice: {} of {} allocated, {} free (peak {}; "
+        "owed to upstreams: {} of {} allowed\nreads from upstreams under way: {}\ndevice: {} of {} "
+        "allocated, {} free (peak {}; "
         "eviction from {}% ({}) to {}% ({}), full at {}%); evicted {} versions ({}), {} of them "
         "recent\n",
-        format_size(owed_bytes), format_size(owed_max), format_size(allocated), format_size(device),
-        format_size(free), format_size(evictions.peak_allocated_bytes.load()), ev.high_percent,
-        format_size(device / 100 * ev.high_percent), ev.low_percent,
+        format_size(owed_bytes), format_size(owed_max), reading, format_size(allocated),
+        format_size(device), format_size(free), format_size(evictions.peak_allocated_bytes.load()),
+        ev.high_percent, format_size(device / 100 * ev.high_percent), ev.low_percent,
         format_size(device / 100 * ev.low_percent), ev.full_percent, evictions.objects.load(),
         format_size(evictions.bytes.load()), evictions.young.load());
     const std::lock_guard lock(report_mutex);
@@ -1487,7 +1514,8 @@ struct Uploader::Impl {
       }
     }
     passage->answer.try_send(boost::system::error_code{}, std::move(answer));
-    passage->pieces.close();
+    auto draining = drain(*passage);
+    co_await std::move(draining);
     if (!held) co_return;
     // The request lets the key go once it has committed, or given up.
     auto [e] = co_await passage->done.async_receive(asio::as_tuple(asio::use_awaitable));
@@ -1725,7 +1753,18 @@ struct Uploader::Impl {
                              std::move(create_headers), std::move(headers), *passage);
     UpstreamAnswer answer = co_await std::move(sending);
     passage->answer.try_send(boost::system::error_code{}, std::move(answer));
-    passage->pieces.close();
+    auto draining = drain(*passage);
+    co_await std::move(draining);
+  }
+
+  // Takes and drops what the request still sends through `passage` once it was answered, until
+  // the request lets go (it stops sending at the answer, after the send under way).
+  static asio::awaitable<void> drain(Passage& passage) {
+    for (;;) {
+      auto receiving = passage.pieces.async_receive(asio::as_tuple(asio::use_awaitable));
+      auto [e, dropped] = co_await std::move(receiving);
+      if (e) co_return;
+    }
   }
 
   asio::awaitable<UpstreamAnswer> send_part(std::int64_t bucket_id, std::string key,
@@ -1878,9 +1917,7 @@ struct Uploader::Impl {
 
   // Tells the reader of `pieces` why its read ended, after the pieces sent so far: it gets them
   // first (a chunk whose last bytes came is kept), then the error. Never by closing the channel,
-  // which would drop both. A reader that let go before it closed the channel, and the send ends
-  // at once; one that lets go while the send waits for room leaves it waiting (close() ends
-  // waiting receives only), as it does a piece's send.
+  // which would drop both. A reader that lets go (let_go_of) ends the send.
   static asio::awaitable<void> tell_failure(Fetch::Pieces& pieces, boost::system::error_code e) {
     auto sending = pieces.async_send(e, Fetch::Piece{}, asio::as_tuple(asio::use_awaitable));
     co_await std::move(sending);
@@ -2130,11 +2167,13 @@ struct Uploader::Impl {
           break;
         }
       }
-      window.front()->close();
+      let_go_of(*window.front());
       window.pop_front();
     }
-    // The chunks still under way stop at their next piece.
-    for (const auto& left : window) left->close();
+    // The chunks still under way stop at their next piece, and their buffers go before the
+    // reader is told.
+    for (const auto& left : window) let_go_of(*left);
+    window.clear();
     if (failure) {
       auto ending = tell_failure(fetch->pieces, failure);
       co_await std::move(ending);
@@ -2533,6 +2572,7 @@ class PassagePut final : public UpstreamPut {
       auto ending = pass();  // an empty piece: the body is whole and verified
       co_await std::move(ending);
     }
+    if (answer_) co_return std::move(*answer_);
     auto [e, answer] = co_await passage_->answer.async_receive(asio::as_tuple(asio::use_awaitable));
     if (e) co_return UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "", "the upstream PUT ended"};
     co_return std::move(answer);
@@ -2545,12 +2585,17 @@ class PassagePut final : public UpstreamPut {
     held_.clear();
     auto [e] = co_await passage_->pieces.async_send(boost::system::error_code{}, std::move(piece),
                                                     asio::as_tuple(asio::use_awaitable));
-    failed_ = static_cast<bool>(e);
+    // An answer before the body's end says the upstream PUT ended: the rest is not sent.
+    passage_->answer.try_receive([this](boost::system::error_code got, UpstreamAnswer answer) {
+      if (!got) answer_ = std::move(answer);
+    });
+    failed_ = e || answer_;
   }
 
   std::shared_ptr<Uploader::Impl> impl_;  // keeps the io_context of the channels
   std::shared_ptr<Passage> passage_;
   std::vector<std::byte> held_;
+  std::optional<UpstreamAnswer> answer_;  // taken early, by pass()
   bool failed_ = false;
 };
 
@@ -2563,7 +2608,8 @@ class FetchRead final : public UpstreamRead {
     impl_->being_read.emplace(fetch_.get(), fetch_);
   }
   ~FetchRead() override {
-    fetch_->pieces.close();
+    // On the uploader's thread, which sends into the channel (let_go_of says why).
+    asio::post(impl_->io, [fetch = fetch_] { let_go_of(fetch->pieces); });
     const std::lock_guard lock(impl_->being_read_mutex);
     impl_->being_read.erase(fetch_.get());
     if (impl_->being_read.empty()) impl_->being_read_ended.notify_all();
@@ -2631,7 +2677,7 @@ std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string
                                              std::string etag, std::uint64_t offset,
                                              std::uint64_t length, bool whole,
                                              std::uint64_t keep_size) {
-  auto fetch = std::make_shared<Fetch>(impl_->io);
+  auto fetch = std::make_shared<Fetch>(impl_->io, impl_->fetches);
   // Registered before `running` is read: a stop after that read closes it.
   auto reader = std::make_unique<FetchRead>(impl_, fetch);
   if (!impl_->running.load(std::memory_order_acquire)) {

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
 from test_tier_writeback import (start_local, KiB, MiB, PREFIX, client, data, health, run_hots3,  # noqa: E402
-                                 start_upstream, stop_servers, tier_config)
+                                 start_upstream, stop_servers, tier_config, wait_health)
 
 import boto3.s3.transfer  # noqa: E402
 import urllib3.exceptions  # noqa: E402
@@ -372,6 +372,30 @@ class ReadThroughTest(TieredTest):
         got = self.s3.get_object(Bucket="ckpt", Key="gone/k")
         self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
         self.assertEqual(self.catalog("gone/k")[0], 1)
+
+    def test_misses_whose_clients_stop_reading_then_leave_end_upstream(self):
+        # Each client reads the head, then nothing until the server waits on it (its socket, then
+        # the read-through's pieces are full), then leaves: the read-through must end, its chunks'
+        # buffers and upstream GETs with it, not wait for room that will never come.
+        body = data(40 * MiB, 24)
+        self.s3.put_object(Bucket="ckpt", Key="stall/k", Body=body)
+        self.flush_and_evict("stall/")
+        for _ in range(3):
+            leaver = socket.socket()
+            leaver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            try:
+                leaver.connect(("127.0.0.1", self.local.port))
+                leaver.sendall(s3_support.SignedRequest("GET", "/ckpt/stall/k", port=self.local.port).wire())
+                self.assertTrue(leaver.recv(1024).startswith(b"HTTP/1.1 200"))
+                time.sleep(1.0)  # every chunk under way comes meanwhile, were it unread
+            finally:
+                leaver.close()
+        self.settled()
+        # (The report is rebuilt every second.)
+        wait_health(self.local.port, lambda status, report: report["reads_under_way"] == 0, timeout=10)
+        self.assertEqual(self.catalog("stall/k"), (2, 0))
+        got = self.s3.get_object(Bucket="ckpt", Key="stall/k")
+        self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
 
     def test_damaged_bytes_from_the_upstream_are_cut_off_and_never_kept(self):
         body = data(2 * MiB, 6)

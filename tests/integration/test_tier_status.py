@@ -94,7 +94,8 @@ class TierStatusTest(EvictionTestCase):
             "pinned 4 MiB, evictable 4 MiB",
             "  reads: 3 hits (12 MiB), 1 misses (4 MiB); hit ratio 0.750"])
         self.assertTrue(lines[6].startswith("owed to upstreams: 16 B of "), lines[6])
-        self.assertRegex(lines[7], r"^device: [\d.]+ MiB of [\d.]+ MiB allocated, [\d.]+ MiB free "
+        self.assertEqual(lines[7], "reads from upstreams under way: 0")
+        self.assertRegex(lines[8], r"^device: [\d.]+ MiB of [\d.]+ MiB allocated, [\d.]+ MiB free "
                                    r"\(peak [\d.]+ MiB; eviction from 60% \([\d.]+ MiB\) to 45% "
                                    r"\([\d.]+ MiB\), full at 85%\); evicted \d+ versions")
         self.assertEqual(health(self.local.port)[0], 503)  # degraded

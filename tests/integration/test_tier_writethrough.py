@@ -137,6 +137,56 @@ class WriteThroughTest(unittest.TestCase):
         self.assertEqual(self.upstream_etag("ckpt"), after)
         self.assertEqual(self.local_etag("ckpt"), after)
 
+    def patient_client(self):
+        """Sends each request once and waits 20 s for an answer: a PUT left waiting fails."""
+        import boto3
+        import botocore.config
+        return boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % self.local.port,
+                            aws_access_key_id=s3_support.ACCESS_KEY,
+                            aws_secret_access_key=s3_support.SECRET_KEY,
+                            region_name=s3_support.REGION,
+                            config=botocore.config.Config(retries={"total_max_attempts": 1},
+                                                          read_timeout=20))
+
+    def test_an_upstream_cut_off_while_the_request_waits_for_it_answers_and_frees_the_key(self):
+        # The upstream takes the body slower than the client sends it, so the request waits for
+        # the upload to take each piece when the upload is cut off.
+        before = self.s3.put_object(Bucket="wtb", Key="slow", Body=data(MiB, seed=40))["ETag"]
+        self.proxy.bandwidth = 2 * MiB
+        self.proxy.reset_after = 3 * MiB
+        try:
+            with self.assertRaises(ClientError) as caught:
+                self.patient_client().put_object(Bucket="wtb", Key="slow",
+                                                 Body=data(64 * MiB, seed=41))
+        finally:
+            self.proxy.bandwidth = None
+        self.assertEqual(caught.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+        self.assertIsNone(self.proxy.reset_after, "the proxy never cut the upstream PUT off")
+        self.assertEqual(self.local_etag("slow"), before)
+        self.assertEqual(self.upstream_etag("slow"), before)
+        after = self.patient_client().put_object(Bucket="wtb", Key="slow",
+                                                 Body=data(MiB, seed=42))["ETag"]
+        self.assertEqual(self.upstream_etag("slow"), after)
+
+    def test_a_part_cut_off_upstream_while_the_request_waits_for_it_is_stored_here(self):
+        upload = self.s3.create_multipart_upload(Bucket="wtb", Key="slow-part")["UploadId"]
+        part = data(32 * MiB, seed=43)
+        self.proxy.bandwidth = 2 * MiB
+        self.proxy.reset_after = 3 * MiB
+        try:
+            etag = self.patient_client().upload_part(Bucket="wtb", Key="slow-part",
+                                                     UploadId=upload, PartNumber=1,
+                                                     Body=part)["ETag"]
+        finally:
+            self.proxy.bandwidth = None
+        self.assertIsNone(self.proxy.reset_after, "the proxy never cut the part off")
+        done = self.s3.complete_multipart_upload(
+            Bucket="wtb", Key="slow-part", UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})["ETag"]
+        self.assertEqual(self.upstream_etag("slow-part"), done)
+        self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "slow-part")
+                         ["Body"].read(), part)
+
     def test_a_refusing_upstream_fails_the_put_and_nothing_becomes_visible(self):
         self.proxy.slowdown = 1.0
         with self.assertRaises(ClientError) as caught:
