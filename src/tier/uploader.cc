@@ -357,7 +357,8 @@ std::string json_string(std::string_view value) {
 // the other. The request closes `pieces` to cut the PUT off, and `done` when it lets the key go.
 // Once it has answered, the uploader takes and drops the pieces still sent until the request lets
 // go: closing the channel would leave a send that waits for room waiting for ever (a close ends
-// the receives waiting on a channel, not the sends); the request stops at the answer.
+// the receives waiting on a channel, not the sends); the request stops at the answer, after at
+// most one more piece.
 struct Passage {
   using Pieces = asio::experimental::concurrent_channel<void(boost::system::error_code,
                                                              std::vector<std::byte>)>;
@@ -407,8 +408,10 @@ struct Fetch {
 // Lets go of the receiving end of `pieces`, on the thread that sends into it: a send waiting for
 // room ends with an error, as does every later one. A close alone would leave that send waiting
 // for ever (it ends the waiting receives only), and a cancel after the close would take the
-// waiting send for a receive: hence both, in this order, with no send between them.
+// waiting send for a receive: hence both, in this order, with no send between them. A channel
+// already closed has no send waiting: its sender closed it, or it was let go of.
 void let_go_of(Fetch::Pieces& pieces) {
+  if (!pieces.is_open()) return;
   pieces.cancel();
   pieces.close();
 }
@@ -435,6 +438,9 @@ struct Uploader::Impl {
   // Read-throughs not yet ended (Fetch objects): their reader or their upstream side is under way.
   // Before `io`, whose end may end the last of them.
   std::atomic<std::uint64_t> fetches{0};
+  // The upstream multipart uploads attempts of this run are using (see `creating`). Before `io`:
+  // an attempt abandoned at stop lets go of its id (LiveUpload) when `io` ends its frame.
+  std::multiset<std::string> live_uploads;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread thread;
@@ -466,7 +472,6 @@ struct Uploader::Impl {
   // CreateMultipartUpload is unanswered, and the uploads an attempt of this run is using
   // (it may not have recorded its id yet, or does not keep it: a conflict's side copy).
   std::multiset<std::string> creating;
-  std::multiset<std::string> live_uploads;
   // Holds an id in live_uploads for as long as it lives (in an attempt's coroutine frame).
   class LiveUpload {
    public:
@@ -1514,8 +1519,8 @@ struct Uploader::Impl {
       }
     }
     passage->answer.try_send(boost::system::error_code{}, std::move(answer));
-    auto draining = drain(*passage);
-    co_await std::move(draining);
+    auto dropping = drop_rest(*passage);
+    co_await std::move(dropping);
     if (!held) co_return;
     // The request lets the key go once it has committed, or given up.
     auto [e] = co_await passage->done.async_receive(asio::as_tuple(asio::use_awaitable));
@@ -1753,13 +1758,13 @@ struct Uploader::Impl {
                              std::move(create_headers), std::move(headers), *passage);
     UpstreamAnswer answer = co_await std::move(sending);
     passage->answer.try_send(boost::system::error_code{}, std::move(answer));
-    auto draining = drain(*passage);
-    co_await std::move(draining);
+    auto dropping = drop_rest(*passage);
+    co_await std::move(dropping);
   }
 
   // Takes and drops what the request still sends through `passage` once it was answered, until
-  // the request lets go (it stops sending at the answer, after the send under way).
-  static asio::awaitable<void> drain(Passage& passage) {
+  // the request lets go (it stops at the answer, after at most one more piece).
+  static asio::awaitable<void> drop_rest(Passage& passage) {
     for (;;) {
       auto receiving = passage.pieces.async_receive(asio::as_tuple(asio::use_awaitable));
       auto [e, dropped] = co_await std::move(receiving);
@@ -2170,8 +2175,7 @@ struct Uploader::Impl {
       let_go_of(*window.front());
       window.pop_front();
     }
-    // The chunks still under way stop at their next piece, and their buffers go before the
-    // reader is told.
+    // The chunks still under way stop at their next piece (and free their buffers then).
     for (const auto& left : window) let_go_of(*left);
     window.clear();
     if (failure) {

@@ -138,7 +138,8 @@ class WriteThroughTest(unittest.TestCase):
         self.assertEqual(self.local_etag("ckpt"), after)
 
     def patient_client(self):
-        """Sends each request once and waits 20 s for an answer: a PUT left waiting fails."""
+        """Sends each request once, and gives up on a body or an answer the server does not
+        take or give for 20 s: a PUT left waiting fails."""
         import boto3
         import botocore.config
         return boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % self.local.port,
@@ -146,7 +147,7 @@ class WriteThroughTest(unittest.TestCase):
                             aws_secret_access_key=s3_support.SECRET_KEY,
                             region_name=s3_support.REGION,
                             config=botocore.config.Config(retries={"total_max_attempts": 1},
-                                                          read_timeout=20))
+                                                          connect_timeout=20, read_timeout=20))
 
     def test_an_upstream_cut_off_while_the_request_waits_for_it_answers_and_frees_the_key(self):
         # The upstream takes the body slower than the client sends it, so the request waits for
