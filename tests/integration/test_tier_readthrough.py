@@ -380,7 +380,8 @@ class ReadThroughTest(TieredTest):
         body = data(40 * MiB, 24)
         self.s3.put_object(Bucket="ckpt", Key="stall/k", Body=body)
         self.flush_and_evict("stall/")
-        before = health(self.local.port)[1]["reads_under_way"]  # (the server is the class's)
+        # (The server is the class's: what other tests left under way is not this test's.)
+        before = wait_health(self.local.port, lambda status, report: True)["reads_under_way"]
         for _ in range(3):
             leaver = socket.socket()
             leaver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
