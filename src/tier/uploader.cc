@@ -2100,19 +2100,26 @@ struct Uploader::Impl {
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
                                       std::uint64_t keep_size, std::shared_ptr<Fetch> fetch) {
+    auto fetching = fetch_into(bucket_id, std::move(key), std::move(etag), offset, length, whole,
+                               keep_size, fetch);
+    const boost::system::error_code failure = co_await std::move(fetching);
+    if (!failure) co_return;
+    auto telling = tell_failure(fetch->pieces, failure);
+    co_await std::move(telling);
+  }
+
+  // fetch_through's work: why the read failed, when its reader is yet to hear it (nothing when
+  // it ended well, when the reader let go, or when pass_body told it).
+  asio::awaitable<boost::system::error_code> fetch_into(std::int64_t bucket_id, std::string key,
+                                                        std::string etag, std::uint64_t offset,
+                                                        std::uint64_t length, bool whole,
+                                                        std::uint64_t keep_size,
+                                                        std::shared_ptr<Fetch> fetch) {
     const auto bound = bindings.find(bucket_id);
-    if (bound == bindings.end() || stopping) {
-      auto ending = tell_failure(fetch->pieces, errc::kUnavailable);
-      co_await std::move(ending);
-      co_return;
-    }
+    if (bound == bindings.end() || stopping) co_return make_error_code(errc::kUnavailable);
     Binding& b = bound->second;
     Upstream& u = *b.upstream;
-    if (!may_try(u)) {
-      auto ending = tell_failure(fetch->pieces, errc::kUnavailable);
-      co_await std::move(ending);
-      co_return;
-    }
+    if (!may_try(u)) co_return make_error_code(errc::kUnavailable);
     if (keep_size != 0) fetch->admitted.store(admits(b.config, bucket_id, key, keep_size));
     auto read = std::make_shared<ReadSpec>();
     read->get.method = "GET";
@@ -2130,14 +2137,10 @@ struct Uploader::Impl {
     if (streams < 2) {
       auto opening = open_read(u, *read, offset, length, !whole);
       auto call = co_await std::move(opening);
-      if (!call) {
-        auto ending = tell_failure(fetch->pieces, call.error());
-        co_await std::move(ending);
-        co_return;
-      }
+      if (!call) co_return call.error();
       auto passing = pass_body(u, **call, read->what, length, fetch->pieces, false, fetch->pieces);
       co_await std::move(passing);  // (it told the reader why it failed)
-      co_return;
+      co_return boost::system::error_code{};
     }
     std::deque<std::shared_ptr<Fetch::Pieces>> window;  // the chunks asked for, not yet passed on
     std::uint64_t asked = 0;
@@ -2178,15 +2181,11 @@ struct Uploader::Impl {
     // The chunks still under way stop at their next piece (and free their buffers then).
     for (const auto& left : window) let_go_of(*left);
     window.clear();
-    if (failure) {
-      auto ending = tell_failure(fetch->pieces, failure);
-      co_await std::move(ending);
-      co_return;
-    }
-    if (let_go) co_return;
+    if (failure || let_go) co_return failure;
     auto ending = fetch->pieces.async_send(boost::system::error_code{}, Fetch::Piece{},
                                            asio::as_tuple(asio::use_awaitable));
     co_await std::move(ending);
+    co_return boost::system::error_code{};
   }
 
   // Begins an upstream multipart upload of `upstream_key` (its id into `upload_id`): kDone, or
