@@ -585,6 +585,31 @@ class WriteBackTest(unittest.TestCase):
         self.assertGreaterEqual(confirmed, 3)
         self.assertLessEqual(sent, len(body) - confirmed * 5 * MiB, "more than the unconfirmed parts were sent again")
 
+    def test_a_stop_amid_a_large_upload_exits_cleanly_and_the_next_run_finishes_it(self):
+        # A part's answer never comes: the upload attempt, which holds its upstream upload's id,
+        # is abandoned at stop after the grace, and ended with the uploader's thread.
+        writeback = 'multipart_threshold = "5MiB"\npart_size = "5MiB"'
+        body = data(20 * MiB, 51)
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            proxy.withhold_answer = True  # the first request with a body: the first part
+            server = self.bound_server("stopmid", "http://127.0.0.1:%d" % proxy.port, writeback)
+            try:
+                client(server.port).put_object(Bucket="stopmid", Key="ckpt/model.bin", Body=body)
+                deadline = time.monotonic() + 30
+                while proxy.withhold_answer:
+                    self.assertLess(time.monotonic(), deadline, "no part went upstream")
+                    time.sleep(0.02)
+            finally:
+                self.assertEqual(server.stop(), 0)
+                server.cleanup()
+        server = self.bound_server("stopmid", "http://127.0.0.1:%d" % self.upstream.port, writeback)
+        try:
+            got = self.upstream_object("ckpt/model.bin", timeout=30, prefix="stopmid/")["Body"].read()
+            self.assertEqual(hashlib.sha256(got).hexdigest(), hashlib.sha256(body).hexdigest())
+        finally:
+            self.assertEqual(server.stop(), 0)
+            server.cleanup()
+
     def test_slowdowns_halve_the_concurrency_and_a_reset_loses_nothing(self):
         with fault_proxy.FaultProxy(self.upstream.port) as proxy:
             proxy.slowdown = 0.3  # 30% of requests answered 503 SlowDown by the proxy
