@@ -58,6 +58,19 @@ hots3::config::Config build_config(const ServeFlags& flags) {
   return config;
 }
 
+// The configuration of a command on a stopped store (check, tier recover): no cache, no access
+// log.
+hots3::config::Config stopped_store(const std::string& config_path, const std::string& data_dir,
+                                    const std::string& device) {
+  hots3::config::Config config;
+  if (!config_path.empty()) hots3::config::apply_file(config, config_path);
+  config.storage.data_dir = data_dir;
+  if (!device.empty()) config.storage.device_path = device;
+  config.storage.cache_bytes = 0;
+  config.log.access_log_path = "";
+  return config;
+}
+
 // The command line, parsed and run. Throws ConfigError and whatever start-up throws.
 int run(int argc, char** argv) {
   CLI::App app{"hots3: an S3-compatible hot tier for GPU racks, on NVMe", "hots3"};
@@ -185,6 +198,37 @@ int run(int argc, char** argv) {
       tier->add_subcommand("unpin", "Remove the pins of a key, or every pin under a prefix");
   pin_options(unpin);
 
+  // Two steps, the server stopped for the first: the store's lost device replaced by a blank
+  // one, then (served) what to do with the versions lost before upload.
+  std::string recover_config, recover_data, recover_device, recover_bucket;
+  hots3::app::PinTarget recover_target;
+  bool accept_older = false;
+  bool forget = false;
+  CLI::App* recover = tier->add_subcommand(
+      "recover",
+      "With --data (server stopped): go on with the catalog on a new blank device in place of a "
+      "lost one; lists what was lost before upload. With --endpoint: settle those versions");
+  CLI::Option* recover_data_option =
+      recover->add_option("--data", recover_data, "Data directory of the stopped store");
+  recover->add_option("--config", recover_config, "TOML configuration file (with --data)")
+      ->check(CLI::ExistingFile)
+      ->needs(recover_data_option);
+  recover->add_option("--device", recover_device, "The new device (default DATA/device.img)")
+      ->needs(recover_data_option);
+  CLI::Option* recover_endpoint =
+      recover->add_option("--endpoint", tier_options.endpoint, "The server: http://HOST:PORT")
+          ->excludes(recover_data_option);
+  recover->add_option("--ca-file", tier_options.ca_file, "https: certificates to trust");
+  recover->add_flag("--insecure", tier_options.insecure, "https: do not verify the server");
+  recover->add_option("--bucket", recover_bucket, "The bucket")->needs(recover_endpoint);
+  CLI::Option* recover_key = recover->add_option("--key", recover_target.key, "One key");
+  recover->add_option("--prefix", recover_target.prefix, "Every key starting with this")
+      ->excludes(recover_key);
+  CLI::Option* older = recover->add_flag(
+      "--accept-older", accept_older, "The upstream's version, older, takes each lost one's place");
+  recover->add_flag("--forget", forget, "Each lost key goes (the upstream keeps what it has)")
+      ->excludes(older);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -214,14 +258,20 @@ int run(int argc, char** argv) {
   }
   if (pin->parsed()) return hots3::app::tier_pin(tier_options, pin_bucket, pin_target);
   if (unpin->parsed()) return hots3::app::tier_unpin(tier_options, pin_bucket, pin_target);
+  if (recover->parsed()) {
+    if (!recover_data.empty()) {
+      return hots3::app::recover(stopped_store(recover_config, recover_data, recover_device));
+    }
+    if (tier_options.endpoint.empty() || recover_bucket.empty() || accept_older == forget) {
+      std::fprintf(stderr,
+                   "hots3 tier recover: --data DIR (server stopped), or --endpoint URL --bucket B "
+                   "with --accept-older or --forget\n");
+      return 2;
+    }
+    return hots3::app::tier_settle_lost(tier_options, recover_bucket, recover_target, accept_older);
+  }
   if (check->parsed()) {
-    hots3::config::Config config;
-    if (!check_config.empty()) hots3::config::apply_file(config, check_config);
-    config.storage.data_dir = check_data;
-    if (!check_device.empty()) config.storage.device_path = check_device;
-    config.storage.cache_bytes = 0;
-    config.log.access_log_path = "";
-    return hots3::app::check(config);
+    return hots3::app::check(stopped_store(check_config, check_data, check_device));
   }
   return 0;
 }

@@ -226,4 +226,39 @@ int check(const config::Config& config) {
   return report.ok() ? 0 : 1;
 }
 
+int recover(const config::Config& config) {
+  log::init(config.log);
+  storage::DeviceLoss loss;
+  try {
+    loss = storage::recover_store(store_options(config));
+  } catch (const std::exception& e) {
+    log::shutdown();
+    std::fprintf(stderr, "hots3 tier recover: %s\n", e.what());
+    return 1;
+  }
+  std::uint64_t lost_bytes = 0;
+  for (const storage::LostVersion& v : loss.lost) lost_bytes += v.size_bytes;
+  std::printf("read through from upstreams from now on: %llu objects (%s)\n",
+              static_cast<unsigned long long>(loss.evicted),
+              format_size(loss.evicted_bytes).c_str());
+  std::printf("dropped: %llu parts of unfinished multipart uploads, %llu kept chunks\n",
+              static_cast<unsigned long long>(loss.parts),
+              static_cast<unsigned long long>(loss.chunks));
+  std::printf("lost before upload: %zu objects (%s)\n", loss.lost.size(),
+              format_size(lost_bytes).c_str());
+  for (const storage::LostVersion& v : loss.lost) {
+    // (The key as a log line holds it: JSON-escaped, one line whatever it holds.)
+    std::printf("LOST %s/%s %llu \"%s\"\n", v.bucket.c_str(), log::escaped(v.key).c_str(),
+                static_cast<unsigned long long>(v.size_bytes), v.etag.c_str());
+  }
+  if (!loss.lost.empty()) {
+    std::printf(
+        "They answer 500 (lost before upload) until settled, with the server running: `hots3 "
+        "tier recover --endpoint URL --bucket B [--prefix P | --key K] --accept-older` (the "
+        "upstream's version, older, takes each one's place) or `... --forget` (the key goes)\n");
+  }
+  log::shutdown();
+  return 0;
+}
+
 }  // namespace hots3::app

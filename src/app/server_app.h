@@ -17,6 +17,11 @@ storage::StoreOptions store_options(const config::Config& config);
 // `hots3 check`: prints what it found; returns 0 when the store is consistent, 1 otherwise.
 int check(const config::Config& config);
 
+// `hots3 tier recover`: a stopped store's lost device replaced by a blank one (see
+// storage::recover_store). Prints what became of the data, and every version lost before upload
+// with what settles it; 0, or 1 (said on stderr) when the store cannot be recovered so.
+int recover(const config::Config& config);
+
 struct ServeOptions {
   std::string port_file;      // write the bound port here once listening (tests use port 0)
   bool force_format = false;  // --force-format (StoreOptions::force_format)

@@ -419,9 +419,10 @@ namespace {
 // One object of a listing, with the answer to its HEAD.
 struct Headed {
   std::string key;
-  std::string size;                                // as listed
-  std::string etag;                                // as listed
-  const http::ClientResponseHead* head = nullptr;  // nullptr: gone since the listing (404)
+  std::string size;  // as listed
+  std::string etag;  // as listed
+  // nullptr: gone since the listing (404); else 200, or 500 for a version lost before upload
+  const http::ClientResponseHead* head = nullptr;
 };
 
 // A page of ListObjectsV2 under `prefix` at a time, then a HEAD of each key on it (with
@@ -459,7 +460,10 @@ asio::awaitable<int> head_each(s3client::Client& client, const char* command, st
       head.headers = headers;
       auto heading = client.request(std::move(head), std::string());
       auto headed = co_await std::move(heading);
-      if (headed && headed->head.status == 200) {
+      // (A version lost before upload answers 500, and says so.)
+      if (headed && (headed->head.status == 200 ||
+                     (headed->head.status == 500 &&
+                      headed->head.find("x-hots3-tier").value_or("") == "lost"))) {
         object.head = &headed->head;
       } else if (!headed || headed->head.status != 404) {
         say_failed(command, object.key, headed);
@@ -516,7 +520,9 @@ asio::awaitable<int> revalidate_each(s3client::Client& client, std::string bucke
   auto walking = head_each(client, "revalidate", bucket, prefix, {{"x-hots3-revalidate", "1"}},
                            [&](const Headed& o) {
                              std::string what = "gone";
-                             if (o.head) {
+                             if (o.head && o.head->status != 200) {
+                               what = "lost";
+                             } else if (o.head) {
                                const std::string said(o.head->find("x-hots3-cache").value_or(""));
                                const bool other = o.head->find("ETag").value_or("") != o.etag;
                                what = other ? "replaced" : said == "stale" ? "stale" : "current";
@@ -546,6 +552,45 @@ int tier_revalidate(const TierCommandOptions& options, const std::string& bucket
   asio::io_context io;
   s3client::Client client(io.get_executor(), signed_options(options));
   return run(io, revalidate_each(client, bucket, prefix));
+}
+
+int tier_settle_lost(const TierCommandOptions& options, const std::string& bucket,
+                     const PinTarget& target, bool accept_older) {
+  std::map<std::string, std::uint64_t> outcomes;  // outcome: versions
+  std::string start_after;
+  for (;;) {
+    std::vector<aws::QueryParameter> query = {{"x-hots3-lost", ""},
+                                              {"settle", accept_older ? "accept-older" : "forget"},
+                                              pin_target(target)};
+    if (!start_after.empty()) query.push_back({"start-after", start_after});
+    const auto doc = post_to_bucket(options, "recover", bucket, std::move(query));
+    if (!doc) return 1;
+    for (const xml::XmlElement& v : doc->root().children()) {
+      if (v.name() != "Version") continue;
+      const std::string key = aws::percent_decode(child_text(v, "Key")).value_or("");
+      const std::string outcome = child_text(v, "Outcome");
+      ++outcomes[outcome];
+      std::printf("%-12s %s/%s%s\n", outcome.c_str(), bucket.c_str(), key.c_str(),
+                  outcome == "older"
+                      ? fmt::format(" {} {}", child_text(v, "Size"), child_text(v, "ETag")).c_str()
+                      : "");
+    }
+    if (child_text(*doc, "IsTruncated") != "true") break;
+    auto next = aws::percent_decode(child_text(*doc, "NextStartAfter"));
+    if (!next || next->empty() || *next <= start_after) {
+      std::fprintf(stderr, "hots3 tier recover: the server's listing does not move on\n");
+      return 1;
+    }
+    start_after = std::move(*next);
+  }
+  // ("older": the upstream's version took its place.)
+  std::printf("%s: lost versions: %s\n", pin_name(bucket, target).c_str(),
+              outcomes.empty() ? "none" : counted(outcomes).substr(2).c_str());
+  if (outcomes.contains("not-upstream")) {
+    std::printf("the upstream holds nothing of the not-upstream ones: `--forget` settles them\n");
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace hots3::app

@@ -88,4 +88,13 @@ int tier_pin(const TierCommandOptions& options, const std::string& bucket, const
 int tier_unpin(const TierCommandOptions& options, const std::string& bucket,
                const PinTarget& target);
 
+// Settles the versions of `bucket` lost before upload (see `hots3 tier recover`) under a key or a
+// prefix, a page at a time (POST /bucket?x-hots3-lost, signed as tier_flush): with
+// `accept_older` the upstream's version, older, takes each one's place; else each key is
+// forgotten here (the upstream keeps what it holds). A line per version with what became of it,
+// then the counts; 0, or 1 when the server refused or failed, or a version stays lost (the
+// upstream holds nothing of it: only forgetting settles it).
+int tier_settle_lost(const TierCommandOptions& options, const std::string& bucket,
+                     const PinTarget& target, bool accept_older);
+
 }  // namespace hots3::app

@@ -57,6 +57,8 @@ class Category final : public boost::system::error_category {
         return "unavailable";
       case errc::kInternal:
         return "internal error";
+      case errc::kLost:
+        return "lost before upload";
     }
     return "unknown hots3 error " + std::to_string(value);
   }

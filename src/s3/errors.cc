@@ -188,6 +188,14 @@ Error from_errc(error_code ec) {
       return Code::kNotImplemented;
     case errc::kUnavailable:
       return Code::kServiceUnavailable;
+    case errc::kLost: {
+      // Never the upstream's older version in its place: the operator chooses (tier recover).
+      Error lost(Code::kInternalError,
+                 "The object's data was lost before upload: it went with the device before it "
+                 "reached the upstream.");
+      lost.headers.emplace_back("x-hots3-tier", "lost");
+      return lost;
+    }
     default:
       return Code::kInternalError;  // I/O errors, corruption: details are in the log
   }

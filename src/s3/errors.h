@@ -77,6 +77,8 @@ struct Error {
   std::string message;  // "" = the table's default message
   // Extra elements of the XML body, in order (Key, BucketName, StringToSign, ...).
   std::vector<std::pair<std::string, std::string>> details;
+  // Extra response headers: what a HEAD, which has no body, can still tell.
+  std::vector<std::pair<std::string, std::string>> headers;
 
   Error(Code c) : code(c) {}  // NOLINT(google-explicit-constructor): `return Code::kNoSuchKey;`
   Error(Code c, std::string m) : code(c), message(std::move(m)) {}

@@ -234,6 +234,8 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     auto found = s.store().head(bucket->id, r.key);
     if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
     record = std::move(*found);
+    if (record && record->tier_state == storage::TierState::kLost)
+      co_return co_await s.send_error(r, from_errc(errc::kLost));
   } else {
     auto opening = s.store().open_reader(bucket->id, r.key);
     auto opened = co_await std::move(opening);
@@ -563,6 +565,8 @@ asio::awaitable<void> get_object_attributes(Service& s, Request& r) {
   if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
   if (!*found) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
   const storage::ObjectRecord& object = **found;
+  if (object.tier_state == storage::TierState::kLost)
+    co_return co_await s.send_error(r, from_errc(errc::kLost));
   std::vector<storage::ObjectPartRecord> parts;
   if (asked.object_parts && object.parts_count > 0) {
     auto listed = co_await s.store().object_parts(object.id);

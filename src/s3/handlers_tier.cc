@@ -7,6 +7,7 @@
 // RestoreObject (POST /bucket/key?restore), which brings an evicted object back ahead of reading.
 
 #include "body.h"
+#include "conditions.h"
 #include "names.h"
 #include "read_through.h"
 #include "request_xml.h"
@@ -101,7 +102,8 @@ asio::awaitable<std::uint64_t> fetch_pinned(Service& s, storage::BucketRecord bu
   std::uint64_t queued = 0;
   std::string after;
   for (;;) {
-    auto listing = s.store().evicted_versions(bucket.id, span, after, kPage, true);
+    auto listing = s.store().versions_in_state(bucket.id, span, storage::TierState::kUpstreamOnly,
+                                               after, kPage, true);
     auto page = co_await std::move(listing);
     if (!page) {
       log::warn("tier: pinned objects of {} not fetched: {}", bucket.name, page.error().message());
@@ -265,6 +267,71 @@ asio::awaitable<void> adopt_keys(Service& s, Request& r) {
   co_await s.send_xml(r, 200, xml.finish());
 }
 
+// POST /bucket?x-hots3-lost&settle=accept-older|forget, with key=K or prefix=P (the whole
+// bucket without either) and start-after=K: a page of the versions lost before upload (see
+// `hots3 tier recover`), each settled: the upstream's version takes its place (accept-older,
+// only in a bucket whose upstream is served here), or the key holds no version here any more
+// (forget). What each became is in the answer; one the upstream holds nothing of stays lost.
+asio::awaitable<void> settle_lost_keys(Service& s, Request& r) {
+  constexpr std::size_t kPage = 100;  // each costs a HEAD upstream, the page one request
+  const std::string* how = r.param("settle");
+  if (how == nullptr || (*how != "accept-older" && *how != "forget")) {
+    co_return co_await s.send_error(
+        r, Error(Code::kInvalidArgument, "settle must be accept-older or forget.")
+               .with("ArgumentName", "settle"));
+  }
+  const bool accept_older = *how == "accept-older";
+  std::optional<storage::BucketRecord> bucket;
+  if (accept_older) {
+    auto finding = served_for_write(s, r);
+    bucket = co_await std::move(finding);
+  } else {
+    bucket = co_await s.bucket_for(r, Access::kWrite);
+  }
+  if (!bucket) co_return;
+  auto named = pin_span(r);
+  if (auto* e = std::get_if<Error>(&named)) co_return co_await s.send_error(r, std::move(*e));
+  const auto& span = std::get<storage::KeySpan>(named);
+  const std::string start_after = r.param("start-after") ? *r.param("start-after") : std::string();
+  auto listing = s.store().versions_in_state(bucket->id, span, storage::TierState::kLost,
+                                             start_after, kPage, false);
+  auto page = co_await std::move(listing);
+  if (!page) co_return co_await s.send_error(r, from_errc(page.error()));
+  XmlWriter xml("LostResult");
+  xml.element("Bucket", bucket->name);
+  for (storage::ObjectRecord& lost : *page) {
+    const std::string key = lost.key;
+    auto settling = settle_lost(s, *bucket, std::move(lost), accept_older);
+    auto settled = co_await std::move(settling);
+    // (What was settled before stays so: the command runs again from the start.)
+    if (auto* e = std::get_if<Error>(&settled)) co_return co_await s.send_error(r, std::move(*e));
+    const Settled& done = std::get<Settled>(settled);
+    xml.open("Version");
+    xml.element("Key", aws::uri_encode(key, true));
+    switch (done.kind) {
+      case Settled::Kind::kOlder:
+        xml.element("Outcome", "older");
+        xml.element("ETag", quoted(done.now->etag));
+        xml.element("Size", std::to_string(done.now->size_bytes));
+        break;
+      case Settled::Kind::kForgotten:
+        xml.element("Outcome", "forgotten");
+        break;
+      case Settled::Kind::kNotUpstream:
+        xml.element("Outcome", "not-upstream");
+        break;
+      case Settled::Kind::kChanged:
+        xml.element("Outcome", "changed");
+        break;
+    }
+    xml.close();
+  }
+  const bool truncated = page->size() == kPage;
+  xml.element("IsTruncated", truncated);
+  if (truncated) xml.element("NextStartAfter", aws::uri_encode(page->back().key, true));
+  co_await s.send_xml(r, 200, xml.finish());
+}
+
 // GET /bucket?x-hots3-parked: the bound bucket's parked jobs (changes the upstream refused in a
 // way no retry mends: an operator must act), the longest parked first, with what the upstream
 // last answered; at most kParkedShown of them, and how many there are in all.
@@ -393,6 +460,8 @@ asio::awaitable<void> restore_object(Service& s, Request& r) {
   if (!found) co_return co_await s.send_error(r, from_errc(found.error()));
   if (!*found) co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
   const storage::ObjectRecord& object = **found;
+  if (object.tier_state == storage::TierState::kLost)
+    co_return co_await s.send_error(r, from_errc(errc::kLost));
   if (object.tier_state != storage::TierState::kUpstreamOnly) {
     co_return co_await s.send_empty(r, 200, s.response(r, 200));
   }

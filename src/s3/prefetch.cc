@@ -70,7 +70,8 @@ asio::awaitable<Result<Batch>> next_batch(Service& s, const storage::PrefetchRec
   Batch batch;
   if (job.keys.empty()) {
     auto listing =
-        s.store().evicted_versions(job.bucket_id, {job.prefix, false}, job.after, kBatch, false);
+        s.store().versions_in_state(job.bucket_id, {job.prefix, false},
+                                    storage::TierState::kUpstreamOnly, job.after, kBatch, false);
     H3_CO_TRY(batch.versions, co_await std::move(listing));
     if (!batch.versions.empty()) batch.last = batch.versions.back().key;
     co_return batch;

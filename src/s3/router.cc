@@ -39,8 +39,8 @@ constexpr std::string_view kSubresources[] = {
     "replication", "requestPayment", "restore", "retention", "select", "session", "tagging",
     "torrent", "uploadId", "uploads", "versioning", "versions", "website",
     // hots3's own
-    "x-hots3-adopt", "x-hots3-evict", "x-hots3-flush", "x-hots3-parked", "x-hots3-pin",
-    "x-hots3-prefetch", "x-hots3-unpin"};
+    "x-hots3-adopt", "x-hots3-evict", "x-hots3-flush", "x-hots3-lost", "x-hots3-parked",
+    "x-hots3-pin", "x-hots3-prefetch", "x-hots3-unpin"};
 
 asio::awaitable<void> list_objects_v1_or_v2(Service& s, Request& r) {
   const std::string* list_type = r.param("list-type");
@@ -79,6 +79,7 @@ constexpr Route kRoutes[] = {
     {Method::kPost, Target::kBucket, "x-hots3-evict", evict_bucket},       // bound buckets
     {Method::kGet, Target::kBucket, "x-hots3-parked", parked_jobs},        // bound buckets
     {Method::kPost, Target::kBucket, "x-hots3-adopt", adopt_keys},         // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-lost", settle_lost_keys},    // tier recover
     {Method::kPost, Target::kBucket, "x-hots3-prefetch", start_prefetch},  // bound buckets
     {Method::kGet, Target::kBucket, "x-hots3-prefetch", prefetch_status},  // bound buckets
     {Method::kPost, Target::kBucket, "x-hots3-pin", pin_keys},             // bound buckets

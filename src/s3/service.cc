@@ -60,6 +60,7 @@ http::Response Service::response(const Request& r, unsigned status) const {
 asio::awaitable<void> Service::send_error(Request& r, Error error) {
   const unsigned status = http_status(error.code);
   http::Response head = response(r, status);
+  for (const auto& [name, value] : error.headers) head.add(name, value);
   if (error.code == Code::kInvalidRange) {
     // A 416 says what there is to range over (RFC 9110), HEAD included.
     for (const auto& [name, value] : error.details) {

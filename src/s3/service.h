@@ -137,12 +137,13 @@ asio::awaitable<void> get_bucket_location(Service& s, Request& r);
 asio::awaitable<void> list_objects(Service& s, Request& r, bool v2);
 asio::awaitable<void> bucket_subresource(Service& s, Request& r);  // versioning, acl, policy, ...
 
-asio::awaitable<void> flush_bucket(Service& s, Request& r);  // hots3's own
-asio::awaitable<void> evict_bucket(Service& s, Request& r);  // hots3's own
-asio::awaitable<void> parked_jobs(Service& s, Request& r);   // hots3's own
-asio::awaitable<void> adopt_keys(Service& s, Request& r);    // hots3's own
-asio::awaitable<void> pin_keys(Service& s, Request& r);      // hots3's own
-asio::awaitable<void> unpin_keys(Service& s, Request& r);    // hots3's own
+asio::awaitable<void> flush_bucket(Service& s, Request& r);      // hots3's own
+asio::awaitable<void> evict_bucket(Service& s, Request& r);      // hots3's own
+asio::awaitable<void> parked_jobs(Service& s, Request& r);       // hots3's own
+asio::awaitable<void> adopt_keys(Service& s, Request& r);        // hots3's own
+asio::awaitable<void> settle_lost_keys(Service& s, Request& r);  // hots3's own
+asio::awaitable<void> pin_keys(Service& s, Request& r);          // hots3's own
+asio::awaitable<void> unpin_keys(Service& s, Request& r);        // hots3's own
 asio::awaitable<void> restore_object(Service& s, Request& r);
 // x-hots3-pin: true on a write (PUT, CreateMultipartUpload) of `incoming` bytes pins its key
 // before the data is taken; false when the request was answered (a bad value, an unbound

@@ -241,10 +241,14 @@ asio::awaitable<ListedPage> list_upstream_page(Service& s, const storage::Bucket
 
 }  // namespace
 
-asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
-                                           std::string key) {
+namespace {
+
+// What a HEAD of `key` upstream says it holds: nullopt for nothing.
+using Headed = std::variant<std::optional<Learnt>, Error>;
+asio::awaitable<Headed> head_upstream(Service& s, const storage::BucketRecord& bucket,
+                                      std::string key) {
   // (No such key upstream: its name there would be longer than S3's keys.)
-  if (Service::upstream_key_fits(bucket, key)) co_return nullptr;
+  if (Service::upstream_key_fits(bucket, key)) co_return std::nullopt;
   tier::UpstreamQuery q;
   q.method = "HEAD";
   q.key = key;
@@ -252,7 +256,7 @@ asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketReco
   auto asking = s.read_through()->ask(bucket.id, std::move(q));
   auto answer = co_await std::move(asking);
   if (!answer) co_return unavailable("it cannot be reached");
-  if (answer->head.status == 404) co_return nullptr;
+  if (answer->head.status == 404) co_return std::nullopt;
   if (answer->head.status == 403) {
     // (S3 answers so for a missing key to whom may not list the bucket.)
     co_return Error(Code::kAccessDenied,
@@ -264,6 +268,18 @@ asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketReco
   auto learning = learn(s, bucket.id, answer->head, key);
   std::optional<Learnt> learnt = co_await std::move(learning);
   if (!learnt) co_return unavailable("its answer to HEAD lacks a size or an ETag");
+  co_return std::move(learnt);
+}
+
+}  // namespace
+
+asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
+                                           std::string key) {
+  auto heading = head_upstream(s, bucket, key);
+  Headed headed = co_await std::move(heading);
+  if (auto* e = std::get_if<Error>(&headed)) co_return std::move(*e);
+  auto& learnt = std::get<std::optional<Learnt>>(headed);
+  if (!learnt) co_return nullptr;
   // (Taken or not: a version that came here meanwhile, or none when a delete here not yet
   // upstream hides the key.)
   auto taking = take(s, bucket, key, 0, std::move(learnt));
@@ -274,7 +290,11 @@ asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketReco
 
 bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord& object,
                       const tier::Freshness& f) {
-  if (object.tier_state == storage::TierState::kLocal) return false;
+  // (Nor for one lost before upload: the operator chooses whether the upstream's replaces it.)
+  if (object.tier_state == storage::TierState::kLocal ||
+      object.tier_state == storage::TierState::kLost) {
+    return false;
+  }
   const auto asked = [&r](std::string_view name, std::string_view value) {
     const auto v = r.header(name);
     return v && v->find(value) != std::string_view::npos;
@@ -436,6 +456,14 @@ asio::awaitable<Synced> follow_upstream(Service& s, const storage::BucketRecord&
   co_return std::get<Revalidated>(answer).kind;
 }
 
+// Whether a sync may replace or remove `v` by what the upstream holds: not a version written here
+// and not yet upstream (it is what the upstream is to get), nor one lost before upload (the
+// operator chooses whether the upstream's older version replaces it).
+bool follows_upstream(const storage::ObjectRecord& v) {
+  return v.tier_state == storage::TierState::kLocalAndUpstream ||
+         v.tier_state == storage::TierState::kUpstreamOnly;
+}
+
 void count(Adopted& out, Revalidated::Kind kind) {
   switch (kind) {
     case Revalidated::Kind::kReplaced:
@@ -474,9 +502,7 @@ asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord&
     if (!here) co_return from_errc(here.error());
     if (*here) {
       const storage::ObjectRecord& v = **here;
-      // (A version written here and not yet upstream is what the upstream is to get.)
-      if (!sync || v.tier_state == storage::TierState::kLocal ||
-          v.upstream_etag.value_or(v.etag) == e.etag) {
+      if (!sync || !follows_upstream(v) || v.upstream_etag.value_or(v.etag) == e.etag) {
         ++out.present;
         continue;
       }
@@ -526,7 +552,7 @@ asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord&
       }
       auto here = s.store().head(bucket.id, o.key);
       if (!here) co_return from_errc(here.error());
-      if (*here && (*here)->tier_state != storage::TierState::kLocal) {
+      if (*here && follows_upstream(**here)) {
         ++followed_up;
         auto following = follow_upstream(s, bucket, **here);
         auto followed = co_await std::move(following);
@@ -539,6 +565,33 @@ asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::BucketRecord&
     q.start_after = local->last;
   }
   co_return out;
+}
+
+asio::awaitable<SettledLost> settle_lost(Service& s, const storage::BucketRecord& bucket,
+                                         storage::ObjectRecord lost, bool accept_older) {
+  std::optional<storage::ObjectRecord> stub;  // none: forgotten
+  std::vector<storage::ObjectPartRecord> parts;
+  if (accept_older) {
+    auto heading = head_upstream(s, bucket, lost.key);
+    Headed headed = co_await std::move(heading);
+    if (auto* e = std::get_if<Error>(&headed)) co_return std::move(*e);
+    auto& learnt = std::get<std::optional<Learnt>>(headed);
+    if (!learnt) co_return Settled{Settled::Kind::kNotUpstream, nullptr};
+    stub = std::move(learnt->stub);
+    parts = std::move(learnt->parts);
+  }
+  auto settling =
+      s.store().settle_lost(bucket, lost.key, lost.id, std::move(stub), std::move(parts));
+  auto settled = co_await std::move(settling);
+  if (!settled) {
+    if (settled.error() == errc::kPreconditionFailed)
+      co_return Settled{Settled::Kind::kChanged, nullptr};
+    co_return from_errc(settled.error());
+  }
+  if (!*settled) co_return Settled{Settled::Kind::kForgotten, nullptr};
+  s.validated().mark((*settled)->id, now_ms());
+  co_return Settled{Settled::Kind::kOlder,
+                    std::make_shared<const storage::ObjectRecord>(std::move(**settled))};
 }
 
 }  // namespace hots3::s3

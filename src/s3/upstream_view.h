@@ -83,4 +83,21 @@ boost::asio::awaitable<AdoptedPage> adopt_page(Service& s, const storage::Bucket
                                                std::string prefix, std::string start_after,
                                                bool sync);
 
+// What settling a version lost before upload (see storage::recover_store) did.
+struct Settled {
+  enum class Kind {
+    kOlder,        // the upstream's version took its place (`now`)
+    kForgotten,    // the key holds no version here now
+    kNotUpstream,  // the upstream holds no version of the key: nothing to take
+    kChanged,      // the key changed here meanwhile (a write, a delete): what it holds stands
+  } kind = Kind::kOlder;
+  std::shared_ptr<const storage::ObjectRecord> now;
+};
+using SettledLost = std::variant<Settled, Error>;
+// Settles `lost`: with `accept_older`, a HEAD of its key upstream (as a look-up makes) becomes
+// an evicted version in its place; else it is forgotten. The upload its job owed is dropped
+// either way. An Error (503) when the upstream cannot say.
+boost::asio::awaitable<SettledLost> settle_lost(Service& s, const storage::BucketRecord& bucket,
+                                                storage::ObjectRecord lost, bool accept_older);
+
 }  // namespace hots3::s3

@@ -341,6 +341,11 @@ std::vector<Owner> collect_owners(detail::Connection& db,
       if (!extents.empty() || q.int64(4) != 0) add(report, what + ": evicted, yet it holds data");
       continue;
     }
+    if (q.int64(9) == static_cast<std::int64_t>(TierState::kLost)) {
+      // Lost with a device (tier recover): nothing of it is anywhere.
+      if (!extents.empty() || q.int64(4) != 0) add(report, what + ": lost, yet it holds data");
+      continue;
+    }
     if (q.int64(4) == 0) {
       owners.push_back({what, q.uint64(3), std::move(extents)});
       continue;

@@ -287,6 +287,7 @@ bool rows_cover(const std::vector<ExtentRecord>& rows, std::uint64_t size_bytes)
 // Whether the version `object` can be read here; its data is checked for completeness later.
 error_code readable(const ObjectRecord& object) {
   if (object.tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
+  if (object.tier_state == TierState::kLost) return errc::kLost;
   if (object.inline_data && object.inline_data->size() != object.size_bytes) return errc::kCorrupt;
   return {};
 }

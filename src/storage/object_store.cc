@@ -687,15 +687,14 @@ class StoreImpl final : public ObjectStore {
     co_return removed;
   }
 
-  asio::awaitable<Result<std::vector<ObjectRecord>>> evicted_versions(std::int64_t bucket_id,
-                                                                      KeySpan span,
-                                                                      std::string after,
-                                                                      std::size_t limit,
-                                                                      bool pinned_only) override {
-    auto reading = detail::on_catalog_reader(
-        core_,
-        [c = core_.catalog.get(), bucket_id, s = std::move(span), a = std::move(after), limit,
-         pinned_only] { return c->evicted_versions(bucket_id, s, a, limit, pinned_only); });
+  asio::awaitable<Result<std::vector<ObjectRecord>>> versions_in_state(
+      std::int64_t bucket_id, KeySpan span, TierState state, std::string after, std::size_t limit,
+      bool pinned_only) override {
+    auto reading =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, s = std::move(span),
+                                          state, a = std::move(after), limit, pinned_only] {
+          return c->versions_in_state(bucket_id, s, state, a, limit, pinned_only);
+        });
     co_return co_await std::move(reading);
   }
 
@@ -849,17 +848,58 @@ class StoreImpl final : public ObjectStore {
     co_return kept;
   }
 
+  // Makes `stub` (learnt from the upstream) an evicted version of `key`.
+  static void make_stub(std::optional<ObjectRecord>& stub, const BucketRecord& bucket,
+                        const std::string& key) {
+    if (!stub) return;
+    stub->bucket_id = bucket.id;
+    stub->key = key;
+    stub->tier_state = TierState::kUpstreamOnly;
+    stub->accessed_ms = now_ms();
+    stub->inline_data.reset();
+    stub->upstream_etag.reset();
+  }
+
+  // Records `stub` (made by make_stub; none: no version) as the key's state, and as what the
+  // upstream holds: writes of the key replace it there knowingly, as any version seen there.
+  static Result<void> record_upstream_state(WriteTxn& t, const BucketRecord& bucket,
+                                            const std::string& key,
+                                            std::optional<ObjectRecord>& stub,
+                                            const std::vector<ObjectPartRecord>& parts) {
+    if (!stub) return t.set_tier_seen(bucket.id, key, nullptr);
+    stub->id = t.next_id();
+    H3_TRY(t.insert_object(*stub, {}));
+    H3_TRY(t.insert_object_parts(stub->id, parts));
+    const TierSeen seen{stub->etag, stub->etag};
+    return t.set_tier_seen(bucket.id, key, &seen);
+  }
+
+  asio::awaitable<Result<std::optional<ObjectRecord>>> settle_lost(
+      const BucketRecord& bucket, std::string key, std::int64_t lost,
+      std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts) override {
+    make_stub(stub, bucket, key);
+    H3_CO_TRY(co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> {
+          H3_TRY(auto b, t.find_bucket(bucket.name));
+          if (!b || b->id != bucket.id) return errc::kNotFound;
+          H3_TRY(auto current, t.find_object(bucket.id, key));
+          if (!current || current->id != lost || current->tier_state != TierState::kLost)
+            return errc::kPreconditionFailed;
+          H3_TRY(t.drop_tier_job(bucket.id, key));
+          H3_TRY(t.delete_object(lost));  // (no data to free)
+          // (Forgotten: what the uploader last saw upstream stays what a write of the key
+          // replaces there.)
+          if (!stub) return {};
+          return record_upstream_state(t, bucket, key, stub, parts);
+        },
+        [&] { core_.metadata->invalidate(bucket.id, key); }));
+    co_return stub;
+  }
+
   asio::awaitable<Result<std::optional<ObjectRecord>>> take_upstream_state(
       const BucketRecord& bucket, std::string key, std::int64_t replacing,
       std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts) override {
-    if (stub) {
-      stub->bucket_id = bucket.id;
-      stub->key = key;
-      stub->tier_state = TierState::kUpstreamOnly;
-      stub->accessed_ms = now_ms();
-      stub->inline_data.reset();
-      stub->upstream_etag.reset();
-    }
+    make_stub(stub, bucket, key);
     bool taken = false;
     ExtentList freed;
     H3_CO_TRY(co_await core_.catalog->write(
@@ -877,13 +917,7 @@ class StoreImpl final : public ObjectStore {
             H3_TRY(freed, t.delete_object(current->id));
           }
           taken = true;
-          if (!stub) return t.set_tier_seen(bucket.id, key, nullptr);
-          stub->id = t.next_id();
-          H3_TRY(t.insert_object(*stub, {}));
-          H3_TRY(t.insert_object_parts(stub->id, parts));
-          // Writes of the key replace this version upstream knowingly, as any version seen there.
-          const TierSeen seen{stub->etag, stub->etag};
-          return t.set_tier_seen(bucket.id, key, &seen);
+          return record_upstream_state(t, bucket, key, stub, parts);
         },
         [&] { core_.metadata->invalidate(bucket.id, key); }));
     if (!taken) co_return errc::kPreconditionFailed;
@@ -1008,6 +1042,7 @@ class StoreImpl final : public ObjectStore {
           if ((current ? current->id : 0) != base_version) return errc::kPreconditionFailed;
           // An evicted base has no data here to keep.
           if (current && current->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
+          if (current && current->tier_state == TierState::kLost) return errc::kLost;
           object.id = t.next_id();
           std::uint64_t kept_bytes = 0;
           object.parts_count = static_cast<std::uint32_t>(new_parts.size());
@@ -1078,6 +1113,7 @@ class StoreImpl final : public ObjectStore {
           // Its job may have to send the data (an upstream copy refused), which an evicted version
           // has not here.
           if (current->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
+          if (current->tier_state == TierState::kLost) return errc::kLost;
           updated = std::move(*current);
           updated.headers = spec.headers;
           updated.user_metadata = spec.user_metadata;
@@ -1108,6 +1144,7 @@ class StoreImpl final : public ObjectStore {
           }
           // Under a new name a version is uploaded again, from data an evicted one has not here.
           if (source->tier_state == TierState::kUpstreamOnly) return errc::kUnavailable;
+          if (source->tier_state == TierState::kLost) return errc::kLost;
           H3_TRY(auto target, t.find_object(bucket_id, to));
           if (check) H3_TRY(check(*source, target));
           if (tracked) {
@@ -1440,9 +1477,8 @@ class StoreImpl final : public ObjectStore {
   std::unordered_map<std::int64_t, std::pair<std::uint64_t, std::int64_t>> pin_counts_;
 };
 
-// Reads or writes the superblock and checks that device and catalog belong together.
-void check_identity(Device& device, Catalog& catalog, const std::string& catalog_path,
-                    bool force_format) {
+// The superblock of `device` read; whether it is blank (all zeros) in `blank`.
+Result<Superblock> read_superblock(Device& device, bool& blank) {
   AlignedBlock block(kSuperblockBytes);
   if (auto r = run_blocking(device,
                             [&]() -> asio::awaitable<Result<void>> {
@@ -1452,13 +1488,39 @@ void check_identity(Device& device, Catalog& catalog, const std::string& catalog
     throw std::runtime_error("cannot read the superblock of " + device.geometry().path + ": " +
                              r.error().message());
   }
+  blank = std::all_of(block.data, block.data + block.size,
+                      [](std::byte b) { return b == std::byte{0}; });
+  return decode_superblock(block.span());
+}
+
+// Writes a superblock giving `device` the identity `uuid`, durably.
+Superblock format_device(Device& device, const DeviceUuid& uuid) {
+  Superblock sb;
+  sb.block_size_bytes = device.geometry().block_size_bytes;
+  sb.size_bytes = device.geometry().size_bytes;
+  sb.created_ms = static_cast<std::uint64_t>(now_ms());
+  sb.uuid = uuid;
+  AlignedBlock block(kSuperblockBytes);
+  encode_superblock(sb, block.span());
+  auto written = run_blocking(device, [&]() -> asio::awaitable<Result<void>> {
+    H3_CO_TRY(co_await device.write(0, block.span()));
+    co_return co_await device.flush();
+  });
+  if (!written)
+    throw std::runtime_error("cannot format device " + device.geometry().path + ": " +
+                             written.error().message());
+  return sb;
+}
+
+// Reads or writes the superblock and checks that device and catalog belong together.
+void check_identity(Device& device, Catalog& catalog, const std::string& catalog_path,
+                    bool force_format) {
+  bool blank = false;
+  auto superblock = read_superblock(device, blank);
   auto catalog_uuid = catalog.device_uuid();
   if (!catalog_uuid)
     throw std::runtime_error("catalog: cannot read the device UUID: " +
                              catalog_uuid.error().message());
-  const bool blank = std::all_of(block.data, block.data + block.size,
-                                 [](std::byte b) { return b == std::byte{0}; });
-  auto superblock = decode_superblock(block.span());
   const bool take_over = !blank && superblock && !*catalog_uuid;
   if (take_over && !force_format) {
     throw std::runtime_error(
@@ -1471,23 +1533,15 @@ void check_identity(Device& device, Catalog& catalog, const std::string& catalog
     if (*catalog_uuid) {
       throw std::runtime_error(
           "device " + device.geometry().path + " is empty, but the catalog belongs to device " +
-          format_uuid(**catalog_uuid) + ": refusing to start (wrong --device?)");
+          format_uuid(**catalog_uuid) +
+          ": refusing to start (wrong --device? A lost device replaced by this one: `hots3 tier "
+          "recover`)");
     }
-    Superblock sb;
-    sb.block_size_bytes = device.geometry().block_size_bytes;
-    sb.size_bytes = device.geometry().size_bytes;
-    sb.created_ms = static_cast<std::uint64_t>(now_ms());
-    random_bytes(std::as_writable_bytes(std::span(sb.uuid)));
-    sb.uuid[6] = static_cast<std::uint8_t>((sb.uuid[6] & 0x0f) | 0x40);  // version 4
-    sb.uuid[8] = static_cast<std::uint8_t>((sb.uuid[8] & 0x3f) | 0x80);  // variant 1
-    encode_superblock(sb, block.span());
-    auto written = run_blocking(device, [&]() -> asio::awaitable<Result<void>> {
-      H3_CO_TRY(co_await device.write(0, block.span()));
-      co_return co_await device.flush();
-    });
-    if (!written)
-      throw std::runtime_error("cannot format device " + device.geometry().path + ": " +
-                               written.error().message());
+    DeviceUuid uuid;
+    random_bytes(std::as_writable_bytes(std::span(uuid)));
+    uuid[6] = static_cast<std::uint8_t>((uuid[6] & 0x0f) | 0x40);  // version 4
+    uuid[8] = static_cast<std::uint8_t>((uuid[8] & 0x3f) | 0x80);  // variant 1
+    const Superblock sb = format_device(device, uuid);
     if (auto recorded =
             catalog.write_blocking([&](WriteTxn& t) { return t.set_device_uuid(sb.uuid); });
         !recorded) {
@@ -1538,16 +1592,75 @@ std::string StoreOptions::catalog_path() const {
   return (std::filesystem::path(data_dir) / "catalog.db").string();
 }
 
-std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options) {
-  namespace fs = std::filesystem;
-  fs::create_directories(options.data_dir);
+namespace {
+
+// The store's device, created at its configured size when it does not exist.
+std::shared_ptr<Device> open_store_device(const StoreOptions& options) {
   DeviceOptions device_options;
   device_options.path = options.device_path.empty()
-                            ? (fs::path(options.data_dir) / "device.img").string()
+                            ? (std::filesystem::path(options.data_dir) / "device.img").string()
                             : options.device_path;
   device_options.create_size_bytes = options.device_size_bytes;
   device_options.engine = options.engine;
-  return open(options, open_device(device_options));
+  return open_device(device_options);
+}
+
+}  // namespace
+
+std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options) {
+  std::filesystem::create_directories(options.data_dir);
+  return open(options, open_store_device(options));
+}
+
+DeviceLoss recover_store(const StoreOptions& options) {
+  const std::string catalog_path = options.catalog_path();
+  if (!std::filesystem::exists(catalog_path))
+    throw std::runtime_error("no catalog at " + catalog_path + ": nothing to recover");
+  const detail::StoreLock lock(options.data_dir, detail::StoreLock::Kind::kExclusive);
+  auto device = open_store_device(options);
+  const std::string& path = device->geometry().path;
+  CatalogOptions catalog_options;
+  catalog_options.path = catalog_path;
+  catalog_options.pinned = [](std::int64_t, std::string_view) { return false; };
+  auto catalog = Catalog::open(catalog_options);
+  auto uuid = catalog->device_uuid();
+  if (!uuid)
+    throw std::runtime_error("catalog: cannot read the device UUID: " + uuid.error().message());
+  if (!*uuid) {
+    throw std::runtime_error("catalog " + catalog_path +
+                             " belongs to no device yet: nothing to recover");
+  }
+  bool blank = false;
+  auto superblock = read_superblock(*device, blank);
+  if (!blank) {
+    if (superblock && superblock->uuid == **uuid) {
+      throw std::runtime_error("device " + path + " is the catalog's own (UUID " +
+                               format_uuid(**uuid) + "): nothing was lost; `hots3 serve` it");
+    }
+    throw std::runtime_error("device " + path +
+                             " is not blank: recover takes a new device, all zeros (a new sparse "
+                             "file, or a drive cleared with blkdiscard)");
+  }
+  const auto& geometry = device->geometry();
+  if (geometry.size_bytes - geometry.size_bytes % geometry.block_size_bytes <= kDataStartBytes)
+    throw std::runtime_error("device " + path + " is too small");
+  // The catalog first: killed before the superblock is written, the device is still blank and
+  // recover runs again; the other way round, a server would start on extents the device lacks.
+  DeviceLoss loss;
+  if (auto lost = catalog->write_blocking([&](WriteTxn& t) -> Result<void> {
+        H3_TRY(loss, t.lose_device_data());
+        return {};
+      });
+      !lost) {
+    throw std::runtime_error("catalog: cannot record the lost device: " + lost.error().message());
+  }
+  format_device(*device, **uuid);
+  catalog->stop();
+  log::info(
+      "device {} ({}) takes the place of lost device {}: {} versions read through from "
+      "upstreams, {} lost before upload",
+      path, format_size(geometry.size_bytes), format_uuid(**uuid), loss.evicted, loss.lost.size());
+  return loss;
 }
 
 std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options,

@@ -1375,6 +1375,11 @@ struct Uploader::Impl {
     if (!found) co_return failed("reading the catalog", found.error());
     if (!*found || (*found)->id != *job.object_id) co_return Outcome::superseded();
     const ObjectRecord object = **found;
+    if (object.tier_state == storage::TierState::kLost) {
+      // Its data went with a lost device: only the operator settles it (tier recover).
+      co_return Outcome::failure(Outcome::Kind::kPark, Outcome::Source::kLocal,
+                                 "uploading " + job.key, storage::kLostCause);
+    }
     auto read = store.tier_seen(job.bucket_id, job.key);
     auto seen = co_await std::move(read);
     if (!seen) co_return failed("reading the catalog", seen.error());

@@ -125,6 +125,9 @@ OPERATIONS = [
        lambda c: ("POST", "/" + BUCKET, [("x-hots3-evict", ""), ("prefix", "p/")], {}, b"")),
     Op("AdoptKeys", "adopt_keys", "write", 400,
        lambda c: ("POST", "/" + BUCKET, [("x-hots3-adopt", ""), ("prefix", "p/")], {}, b"")),
+    # (Forgetting the lost versions of an unbound bucket: there are none here.)
+    Op("SettleLost", "settle_lost_keys", "write", 200,
+       lambda c: ("POST", "/" + BUCKET, [("x-hots3-lost", ""), ("settle", "forget"), ("prefix", "p/")], {}, b"")),
     Op("StartPrefetch", "start_prefetch", "write", 400,
        lambda c: ("POST", "/" + BUCKET, [("x-hots3-prefetch", ""), ("prefix", "p/")], {}, b"")),
     Op("PrefetchStatus", "prefetch_status", "read", 200,

@@ -32,6 +32,7 @@ enum class errc : int {
   kNotSupported,        // the operation or feature is not implemented
   kUnavailable,         // a dependency (device, upstream) is not available
   kInternal,            // an unexpected failure; details are in the log
+  kLost,                // the data went with a lost device before it reached the upstream
 };
 
 // The category of hots3::errc; name "hots3".

@@ -477,10 +477,10 @@ class ObjectStore {
   // Removes the pins of `span` (a prefix: every one under it); globs stay. Returns how many.
   virtual boost::asio::awaitable<Result<std::uint64_t>> unpin(std::int64_t bucket_id,
                                                               KeySpan span) = 0;
-  // Up to `limit` evicted versions of `span` (only pinned ones with `pinned_only`), in key order
-  // after `after`.
-  virtual boost::asio::awaitable<Result<std::vector<ObjectRecord>>> evicted_versions(
-      std::int64_t bucket_id, KeySpan span, std::string after, std::size_t limit,
+  // Up to `limit` versions of `span` in `state` (only pinned ones with `pinned_only`), in key
+  // order after `after`.
+  virtual boost::asio::awaitable<Result<std::vector<ObjectRecord>>> versions_in_state(
+      std::int64_t bucket_id, KeySpan span, TierState state, std::string after, std::size_t limit,
       bool pinned_only) = 0;
   // The evicted versions of `span`: how many, and their bytes.
   virtual boost::asio::awaitable<Result<std::pair<std::uint64_t, std::uint64_t>>> evicted_totals(
@@ -547,9 +547,26 @@ class ObjectStore {
       const BucketRecord& bucket, std::string key, std::int64_t replacing,
       std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts) = 0;
 
+  // Settles `key`'s version `lost` (kLost, see recover_store): the upstream's version `stub`
+  // (learnt from it, as take_upstream_state takes one) takes its place, or, without one, the key
+  // holds no version here (forgotten); the upload its job owed is dropped. Returns the stub as
+  // recorded. Errors: kPreconditionFailed (the key's version is no longer that lost one),
+  // kNotFound (no such bucket).
+  virtual boost::asio::awaitable<Result<std::optional<ObjectRecord>>> settle_lost(
+      const BucketRecord& bucket, std::string key, std::int64_t lost,
+      std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts) = 0;
+
   [[nodiscard]] virtual StoreStats stats() const = 0;
   // Whether writers' digest() is the MD5 of the data (StoreOptions::compute_md5).
   [[nodiscard]] virtual bool digest_is_md5() const noexcept = 0;
 };
+
+// `hots3 tier recover`: a stopped store whose device was lost, with a new blank device (all
+// zeros) in its place, goes on with its catalog. The device gets the catalog's identity; the
+// versions the upstream holds become evicted ones (reads fetch them back); those whose data was
+// only on the device become lost (TierState::kLost): reads of them answer 500 until the
+// operator takes the upstream's version or forgets the key. Throws std::runtime_error when the
+// store cannot be recovered so (no catalog, a device that is not blank, a running server).
+DeviceLoss recover_store(const StoreOptions& options);
 
 }  // namespace hots3::storage

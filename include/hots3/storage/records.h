@@ -64,7 +64,13 @@ enum class TierState : std::uint8_t {
   kLocal = 0,         // only here
   kLocalAndUpstream,  // here and safely upstream
   kUpstreamOnly,      // evicted: the data is upstream, the row stays for HEAD and LIST
+  // Lost before upload: its data went with a lost device before it reached the upstream (tier
+  // recover). Reads answer 500 until the operator takes the upstream's version or forgets it.
+  kLost,
 };
+// Why a job of a version lost before upload is parked (tier status shows it).
+inline constexpr const char* kLostCause =
+    "lost before upload: its data went with a lost device (hots3 tier recover)";
 
 struct ObjectRecord {
   std::int64_t id = 0;  // version id: unique for every stored version, never reused in a run
@@ -208,6 +214,23 @@ struct TierJob {
   // The ETags of versions of the key this job replaced, newest first, space-separated (a few
   // hundred bytes at most): one may be upstream although its upload was never confirmed.
   std::string prior_etags;
+};
+
+// A version lost before upload, as tier recover reports it.
+struct LostVersion {
+  std::string bucket;
+  std::string key;
+  std::uint64_t size_bytes = 0;
+  std::string etag;
+};
+
+// What losing the device's data did to the catalog (tier recover).
+struct DeviceLoss {
+  std::uint64_t evicted = 0;  // versions the upstream holds: now evicted, read through
+  std::uint64_t evicted_bytes = 0;
+  std::uint64_t parts = 0;   // parts of unfinished multipart uploads, to be sent again
+  std::uint64_t chunks = 0;  // kept chunks of evicted versions
+  std::vector<LostVersion> lost;
 };
 
 // What the upstream holds under a key, as the uploader last saw it.

@@ -100,11 +100,11 @@ class Catalog {
   Result<std::vector<std::pair<std::int64_t, KeySpan>>> pin_rules();
   // The bytes of the current versions of `span` that are pinned (`pinned`) or not (h3_pinned).
   Result<std::uint64_t> span_bytes(std::int64_t bucket_id, const KeySpan& span, bool pinned);
-  // Up to `limit` evicted versions of `span` (only pinned ones with `pinned_only`), in key order
-  // after `after`.
-  Result<std::vector<ObjectRecord>> evicted_versions(std::int64_t bucket_id, const KeySpan& span,
-                                                     std::string_view after, std::size_t limit,
-                                                     bool pinned_only);
+  // Up to `limit` versions of `span` in `state` (only pinned ones with `pinned_only`), in key
+  // order after `after`.
+  Result<std::vector<ObjectRecord>> versions_in_state(std::int64_t bucket_id, const KeySpan& span,
+                                                      TierState state, std::string_view after,
+                                                      std::size_t limit, bool pinned_only);
   // The evicted versions of `span`: how many, and their bytes.
   Result<std::pair<std::uint64_t, std::uint64_t>> evicted_totals(std::int64_t bucket_id,
                                                                  const KeySpan& span);
@@ -309,6 +309,12 @@ class WriteTxn {
   // `now_ms`; returns the highest seq of the span's jobs (0: none).
   virtual Result<std::int64_t> expedite_tier_jobs(std::int64_t bucket_id, const KeySpan& span,
                                                   std::int64_t now_ms) = 0;
+  // The device's data is gone (a blank device in its place): every extent row goes, with the
+  // kept chunks and the parts of unfinished uploads. A version the upstream holds becomes an
+  // evicted one (reads fetch it back); one whose data only the device held (not inline: that is
+  // in the catalog) becomes lost (TierState::kLost), its job parked. Returns what it changed, and
+  // every lost version (those of earlier runs too).
+  virtual Result<DeviceLoss> lose_device_data() = 0;
   // Makes every parked job due at `now_ms` (the cause may be mended); returns how many.
   virtual Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) = 0;
   // Marks a version as upstream too (tier_state), with the upstream's ETag where it differs.

@@ -215,17 +215,18 @@ Result<std::uint64_t> Catalog::span_bytes(std::int64_t bucket_id, const KeySpan&
   return q.uint64(0);
 }
 
-Result<std::vector<ObjectRecord>> Catalog::evicted_versions(std::int64_t bucket_id,
-                                                            const KeySpan& span,
-                                                            std::string_view after,
-                                                            std::size_t limit, bool pinned_only) {
+Result<std::vector<ObjectRecord>> Catalog::versions_in_state(std::int64_t bucket_id,
+                                                             const KeySpan& span, TierState state,
+                                                             std::string_view after,
+                                                             std::size_t limit, bool pinned_only) {
   auto q = impl_->reader().query(
       "SELECT " H3_OBJECT_COLUMNS_O
       " FROM objects o WHERE o.bucket_id = ?1 AND o.key >= ?2 AND o.key < ?3 AND o.key > ?5 AND "
-      "o.tier_state = 2 AND (?6 = 0 OR h3_pinned(?1, o.key)) ORDER BY o.key LIMIT ?4");
+      "o.tier_state = ?7 AND (?6 = 0 OR h3_pinned(?1, o.key)) ORDER BY o.key LIMIT ?4");
   q.bind(1, bucket_id);
   bind_key_span(q, span, 2);
   q.bind(4, static_cast<std::int64_t>(limit)).bind(5, after).bind(6, pinned_only ? 1 : 0);
+  q.bind(7, static_cast<std::int64_t>(state));
   return read_objects(q);
 }
 

@@ -353,6 +353,48 @@ class WriteTxnImpl final : public WriteTxn {
     return last.int64(0);
   }
 
+  Result<DeviceLoss> lose_device_data() override {
+    DeviceLoss loss;
+    // Lost: what only the device held, a version whose upload a job still owes included (one
+    // the upstream lost, to be sent again).
+    H3_TRY(c_.exec(
+        "UPDATE objects SET tier_state = 3 WHERE is_inline = 0 AND size > 0 AND (tier_state = 0 "
+        "OR (tier_state = 1 AND id IN (SELECT object_id FROM tier_jobs WHERE object_id IS NOT "
+        "NULL)))"));
+    {
+      auto q = c_.query(
+          "SELECT count(*), coalesce(sum(size), 0) FROM objects WHERE tier_state = 1 AND "
+          "is_inline = 0 AND size > 0");
+      H3_TRY(q.step());
+      loss.evicted = q.uint64(0);
+      loss.evicted_bytes = q.uint64(1);
+    }
+    H3_TRY(c_.exec(
+        "UPDATE objects SET tier_state = 2 WHERE tier_state = 1 AND is_inline = 0 AND size > 0"));
+    H3_TRY(c_.exec("DELETE FROM parts"));
+    loss.parts = static_cast<std::uint64_t>(c_.changes());
+    H3_TRY(c_.exec("DELETE FROM tier_chunks"));
+    loss.chunks = static_cast<std::uint64_t>(c_.changes());
+    H3_TRY(c_.exec("DELETE FROM extents"));
+    {
+      auto q = c_.query(
+          "UPDATE tier_jobs SET state = 1, last_error = ?1 WHERE object_id IN (SELECT id FROM "
+          "objects WHERE tier_state = 3)");
+      q.bind(1, std::string_view(kLostCause));
+      H3_TRY(q.run());
+    }
+    auto q = c_.query(
+        "SELECT b.name, o.key, o.size, o.etag FROM objects o JOIN buckets b ON b.id = o.bucket_id "
+        "WHERE o.tier_state = 3 ORDER BY b.name, o.key");
+    for (;;) {
+      H3_TRY(bool row, q.step());
+      if (!row) break;
+      loss.lost.push_back(
+          {std::string(q.text(0)), std::string(q.text(1)), q.uint64(2), std::string(q.text(3))});
+    }
+    return loss;
+  }
+
   Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) override {
     auto q = c_.query("UPDATE tier_jobs SET state = 0, due_ms = ?1 WHERE state = 1");
     q.bind(1, now_ms);

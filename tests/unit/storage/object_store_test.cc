@@ -24,6 +24,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -1452,6 +1453,54 @@ asio::awaitable<Result<ObjectRecord>> fill_async(ObjectStore& store, ObjectRecor
   co_return co_await store.fill_object(std::move(writer), std::move(stub));
 }
 
+TEST_P(StoreTest, ALostDeviceLeavesWhatTheUpstreamHoldsEvictedAndNamesTheRestLost) {
+  if (fault_) GTEST_SKIP() << "recover opens the device file";
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  const ObjectRecord clean = put("clean", test::pattern_bytes(kMiB, 51)).value();
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value())
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{clean.etag, clean.etag})).value());
+  const ObjectRecord dirty = put("dirty", test::pattern_bytes(kMiB, 52)).value();
+  const Bytes small = test::pattern_bytes(100, 53);  // inline: its data is in the catalog
+  ASSERT_TRUE(put("small", small).has_value());
+  close();
+  const std::string device = options_.data_dir + "/device.img";
+  std::filesystem::remove(device);
+  std::ofstream(device).close();
+  std::filesystem::resize_file(device, 256 * kMiB);               // a new device: sparse, all zeros
+  EXPECT_THROW(ObjectStore::open(options_), std::runtime_error);  // not by itself
+
+  const DeviceLoss loss = recover_store(options_);
+  EXPECT_EQ(loss.evicted, 1U);
+  EXPECT_EQ(loss.evicted_bytes, kMiB);
+  ASSERT_EQ(loss.lost.size(), 1U);
+  EXPECT_EQ(loss.lost[0].key, "dirty");
+  EXPECT_EQ(loss.lost[0].etag, dirty.etag);
+  EXPECT_THROW(recover_store(options_), std::runtime_error);  // the device is the store's now
+  open();
+  EXPECT_EQ(store_->head(bucket_.id, "clean").value()->tier_state, TierState::kUpstreamOnly);
+  EXPECT_EQ(store_->head(bucket_.id, "dirty").value()->tier_state, TierState::kLost);
+  EXPECT_EQ(get("small").value(), small);
+  EXPECT_EQ(get("dirty").error(), errc::kLost);
+  EXPECT_EQ(run(store_->rename_object(bucket_.id, "dirty", "elsewhere", {})).error(), errc::kLost);
+  // (The small one's upload is still owed, and can still be made.)
+  const auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(jobs.size(), 2U);
+  for (const TierJob& job : jobs) {
+    EXPECT_EQ(job.parked, job.key == "dirty") << job.key;
+    EXPECT_EQ(job.last_error, job.key == "dirty" ? kLostCause : "") << job.key;
+  }
+
+  // Settled only while the key still holds that lost version; then the job goes with it.
+  EXPECT_EQ(run(store_->settle_lost(bucket_, "dirty", clean.id, std::nullopt, {})).error(),
+            errc::kPreconditionFailed);
+  EXPECT_EQ(run(store_->settle_lost(bucket_, "dirty", dirty.id, std::nullopt, {})).value(),
+            std::nullopt);
+  EXPECT_EQ(store_->head(bucket_.id, "dirty").value(), nullptr);
+  const auto left = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(left.size(), 1U);
+  EXPECT_EQ(left[0].key, "small");
+}
+
 TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const Bytes data = test::pattern_bytes(3 * kMiB + 5, 31);
@@ -1686,11 +1735,13 @@ TEST_P(StoreTest, PrefetchJobsAreKeptWithHowFarTheyGot) {
   EXPECT_EQ(run(store_->evicted_totals(bucket_.id, {"ds/", false})).value(),
             std::make_pair(std::uint64_t{3}, std::uint64_t{3 * kMiB}));
   EXPECT_EQ(run(store_->evicted_totals(bucket_.id, {"ds/a", true})).value().first, 1U);
-  const auto after_a =
-      run(store_->evicted_versions(bucket_.id, {"ds/", false}, "ds/a", 10, false)).value();
+  const auto after_a = run(store_->versions_in_state(bucket_.id, {"ds/", false},
+                                                     TierState::kUpstreamOnly, "ds/a", 10, false))
+                           .value();
   ASSERT_EQ(after_a.size(), 2U);
   EXPECT_EQ(after_a[0].key, "ds/b");
-  EXPECT_TRUE(run(store_->evicted_versions(bucket_.id, {"ds/", false}, "", 10, true))
+  EXPECT_TRUE(run(store_->versions_in_state(bucket_.id, {"ds/", false}, TierState::kUpstreamOnly,
+                                            "", 10, true))
                   .value()
                   .empty());  // none is pinned
 
