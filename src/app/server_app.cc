@@ -237,21 +237,36 @@ int recover(const config::Config& config) {
     return 1;
   }
   std::uint64_t lost_bytes = 0;
-  for (const storage::LostVersion& v : loss.lost) lost_bytes += v.size_bytes;
+  std::size_t lost = 0;
+  for (const storage::LostVersion& v : loss.lost) {
+    if (!v.upstream_source.empty()) continue;
+    lost_bytes += v.size_bytes;
+    ++lost;
+  }
   std::printf("read through from upstreams from now on: %llu objects (%s)\n",
               static_cast<unsigned long long>(loss.evicted),
               format_size(loss.evicted_bytes).c_str());
   std::printf("dropped: %llu parts of unfinished multipart uploads, %llu kept chunks\n",
               static_cast<unsigned long long>(loss.parts),
               static_cast<unsigned long long>(loss.chunks));
-  std::printf("lost before upload: %zu objects (%s)\n", loss.lost.size(),
-              format_size(lost_bytes).c_str());
+  // (Keys as a log line holds them: JSON-escaped, one line whatever they hold.)
+  std::printf("lost before upload: %zu objects (%s)\n", lost, format_size(lost_bytes).c_str());
   for (const storage::LostVersion& v : loss.lost) {
-    // (The key as a log line holds it: JSON-escaped, one line whatever it holds.)
+    if (!v.upstream_source.empty()) continue;
     std::printf("LOST %s/%s %llu \"%s\"\n", v.bucket.c_str(), log::escaped(v.key).c_str(),
                 static_cast<unsigned long long>(v.size_bytes), v.etag.c_str());
   }
-  if (!loss.lost.empty()) {
+  std::printf(
+      "copied upstream once served, from the key they were renamed or copied from (whose upstream "
+      "copy holds their data): %zu objects\n",
+      loss.lost.size() - lost);
+  for (const storage::LostVersion& v : loss.lost) {
+    if (v.upstream_source.empty()) continue;
+    std::printf("COPY %s/%s %llu \"%s\" from %s\n", v.bucket.c_str(), log::escaped(v.key).c_str(),
+                static_cast<unsigned long long>(v.size_bytes), v.etag.c_str(),
+                log::escaped(v.upstream_source).c_str());
+  }
+  if (lost > 0) {
     std::printf(
         "They answer 500 (lost before upload) until settled, with the server running: `hots3 "
         "tier recover --endpoint URL --bucket B [--prefix P | --key K] --accept-older` (the "

@@ -913,7 +913,9 @@ class StoreImpl final : public ObjectStore {
           H3_TRY(auto current, t.find_object(bucket.id, key));
           if ((current ? current->id : 0) != replacing) return {};
           if (current) {
-            if (current->tier_state == TierState::kLocal) return {};
+            // (A lost one is the operator's to settle: settle_lost.)
+            if (current->tier_state == TierState::kLocal || current->tier_state == TierState::kLost)
+              return {};
             H3_TRY(freed, t.delete_object(current->id));
           }
           taken = true;
@@ -1617,6 +1619,17 @@ DeviceLoss recover_store(const StoreOptions& options) {
   if (!std::filesystem::exists(catalog_path))
     throw std::runtime_error("no catalog at " + catalog_path + ": nothing to recover");
   const detail::StoreLock lock(options.data_dir, detail::StoreLock::Kind::kExclusive);
+  // Never made here: a blank file where the device was not (recover run without the store's
+  // --device or configuration) would pass for the new device, and every dirty version be lost.
+  const std::string device_path =
+      options.device_path.empty()
+          ? (std::filesystem::path(options.data_dir) / "device.img").string()
+          : options.device_path;
+  if (!std::filesystem::exists(device_path)) {
+    throw std::runtime_error("no device at " + device_path +
+                             ": put the new blank device there first (or name it with --device, "
+                             "or --config as the store is served)");
+  }
   auto device = open_store_device(options);
   const std::string& path = device->geometry().path;
   CatalogOptions catalog_options;
@@ -1659,7 +1672,9 @@ DeviceLoss recover_store(const StoreOptions& options) {
   log::info(
       "device {} ({}) takes the place of lost device {}: {} versions read through from "
       "upstreams, {} lost before upload",
-      path, format_size(geometry.size_bytes), format_uuid(**uuid), loss.evicted, loss.lost.size());
+      path, format_size(geometry.size_bytes), format_uuid(**uuid), loss.evicted,
+      std::count_if(loss.lost.begin(), loss.lost.end(),
+                    [](const LostVersion& v) { return v.upstream_source.empty(); }));
   return loss;
 }
 

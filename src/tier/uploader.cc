@@ -317,10 +317,11 @@ Outcome malformed(std::string_view what, std::string cause) {
 // An attempt that failed before the upstream answered: retried, unless the local copy itself is
 // damaged (a block checksum mismatch), which no retry mends.
 Outcome failed(std::string_view what, const boost::system::error_code& e) {
-  const bool local = e == errc::kChecksumMismatch || e == errc::kIoError;
-  return Outcome::failure(
-      e == errc::kChecksumMismatch ? Outcome::Kind::kPark : Outcome::Kind::kRetry,
-      local ? Outcome::Source::kLocal : Outcome::Source::kTransport, what, e.message());
+  const bool local = e == errc::kChecksumMismatch || e == errc::kIoError || e == errc::kLost;
+  return Outcome::failure(e == errc::kChecksumMismatch || e == errc::kLost ? Outcome::Kind::kPark
+                                                                           : Outcome::Kind::kRetry,
+                          local ? Outcome::Source::kLocal : Outcome::Source::kTransport, what,
+                          e.message());
 }
 
 // The health of an upstream or a binding, from good to bad.
@@ -665,7 +666,7 @@ struct Uploader::Impl {
       const std::int64_t oldest_s = owed.jobs == 0 ? 0 : (now - owed.oldest_first_ms) / 1000;
       Health h = Health::kOk;
       if (!b.probe_cause.empty() || owed.parked > 0 || !b.upstream->heard ||
-          !b.upstream->cause.empty()) {
+          !b.upstream->cause.empty() || held.lost_objects > 0) {
         h = Health::kDegraded;
       }
       if (owed.jobs > 0 && now - owed.oldest_first_ms > tier.writeback.max_dirty_age.count()) {
@@ -686,7 +687,8 @@ struct Uploader::Impl {
           "\"uploads\":{},\"copies\":{},\"deletes\":{},\"parked\":{},\"oldest_owed_age_s\":{},"
           "\"conflicts\":{},\"space\":{{\"objects\":{},\"bytes\":{},\"dirty_objects\":{},"
           "\"dirty_bytes\":{},\"clean_objects\":{},\"clean_bytes\":{},\"evicted_objects\":{},"
-          "\"evicted_bytes\":{},\"pinned_bytes\":{},\"evictable_bytes\":{},\"age_s\":{}}},"
+          "\"evicted_bytes\":{},\"pinned_bytes\":{},\"evictable_bytes\":{},\"lost_objects\":{},"
+          "\"lost_bytes\":{},\"age_s\":{}}},"
           "\"reads\":{{\"hits\":{},\"misses\":{},\"hit_bytes\":{},\"miss_bytes\":{},"
           "\"hit_ratio\":{}}}}}",
           json_string(c.bucket), json_string(c.upstream), json_string(c.upstream_bucket),
@@ -695,8 +697,8 @@ struct Uploader::Impl {
           owed.deletes, owed.parked, oldest_s, b.conflicts, held.objects, held.bytes,
           held.dirty_objects, held.dirty_bytes, held.clean_objects, held.clean_bytes,
           held.remote_objects, held.remote_bytes, held.pinned_bytes, held.evictable_bytes,
-          space_ms == 0 ? -1 : space_age_s, hits, misses, reads.hit_bytes.load(),
-          reads.miss_bytes.load(), ratio.empty() ? "null" : ratio);
+          held.lost_objects, held.lost_bytes, space_ms == 0 ? -1 : space_age_s, hits, misses,
+          reads.hit_bytes.load(), reads.miss_bytes.load(), ratio.empty() ? "null" : ratio);
       out.text = fmt::format(
           "bucket {} -> {}:{}/{} ({}): {}; queued {} ({}), parked {}, oldest {} s, conflicts {}\n",
           c.bucket, c.upstream, c.upstream_bucket, c.upstream_prefix,
@@ -715,6 +717,12 @@ struct Uploader::Impl {
             format_size(held.dirty_bytes), held.clean_objects, format_size(held.clean_bytes),
             held.remote_objects, format_size(held.remote_bytes), format_size(held.pinned_bytes),
             format_size(held.evictable_bytes));
+        if (held.lost_objects > 0) {
+          out.text += fmt::format(
+              "  lost before upload: {} versions ({}): hots3 tier recover --accept-older or "
+              "--forget\n",
+              held.lost_objects, format_size(held.lost_bytes));
+        }
       }
       out.text += fmt::format("  reads: {} hits ({}), {} misses ({}); hit ratio {}\n", hits,
                               format_size(reads.hit_bytes.load()), misses,
@@ -1375,11 +1383,7 @@ struct Uploader::Impl {
     if (!found) co_return failed("reading the catalog", found.error());
     if (!*found || (*found)->id != *job.object_id) co_return Outcome::superseded();
     const ObjectRecord object = **found;
-    if (object.tier_state == storage::TierState::kLost) {
-      // Its data went with a lost device: only the operator settles it (tier recover).
-      co_return Outcome::failure(Outcome::Kind::kPark, Outcome::Source::kLocal,
-                                 "uploading " + job.key, storage::kLostCause);
-    }
+    const bool lost = object.tier_state == storage::TierState::kLost;
     auto read = store.tier_seen(job.bucket_id, job.key);
     auto seen = co_await std::move(read);
     if (!seen) co_return failed("reading the catalog", seen.error());
@@ -1392,6 +1396,13 @@ struct Uploader::Impl {
         from = CopyFrom{b.config.upstream_prefix + job.source_key, (*held)->etag};
       }
     }
+    // A version whose data went with a lost device (tier recover) can only be copied upstream
+    // from where its data is there; else only the operator settles it.
+    const auto lost_here = [&job] {
+      return Outcome::failure(Outcome::Kind::kPark, Outcome::Source::kLocal, "uploading " + job.key,
+                              storage::kLostCause);
+    };
+    if (lost && !from) co_return lost_here();
     const std::string key = b.config.upstream_prefix + object.key;
     std::vector<http::Header> conditions;
     if (b.conditional()) conditions = condition_headers(*seen);
@@ -1412,6 +1423,8 @@ struct Uploader::Impl {
       auto settle = settle_conflict(b, job, object, key, std::move(out));
       out = co_await std::move(settle);
     }
+    if (lost && out.kind != Outcome::Kind::kDone && out.source == Outcome::Source::kLocal)
+      co_return lost_here();  // the copy was refused: sending the data would need it here
     co_return out;
   }
 

@@ -13,6 +13,7 @@ import hashlib
 import os
 import sqlite3
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -20,7 +21,7 @@ import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 from test_tier_writeback import (KiB, MiB, PREFIX, client, data, run_hots3, start_upstream,  # noqa: E402
-                                 stop_servers, tier_config)
+                                 stop_servers, tier_config, wait_health)
 
 CLEAN = ["clean/%02d" % i for i in range(50)]
 NEW_DIRTY = ["dirty/%d" % i for i in range(4)]
@@ -96,6 +97,14 @@ class RecoverTest(unittest.TestCase):
         for i, key in enumerate(NEW_DIRTY):
             s3.put_object(Bucket="ckpt", Key=key, Body=data(20 * KiB, 200 + i))
         s3.put_object(Bucket="ckpt", Key="older", Body=data(30 * KiB, 300))  # newer than upstream's
+        # Renamed: their data is upstream all the same, under the old names (one is multipart).
+        for source, target in (("clean/49", "moved/49"), ("clean/big", "moved/big")):
+            r = s3_support.send(self.local.port, s3_support.SignedRequest(
+                "PUT", "/ckpt/" + target, [("renameObject", "")], {"x-amz-rename-source": "ckpt/" + source},
+                port=self.local.port).wire())
+            self.assertEqual(r.status, 200, r.body)
+            bodies[target] = bodies.pop(source)
+            etags[target] = etags.pop(source)
         s3.create_bucket(Bucket="plain")  # bound to nothing: only the device held its data
         s3.put_object(Bucket="plain", Key="file", Body=data(64 * KiB, 400))
         s3.put_object(Bucket="plain", Key="tiny", Body=b"tiny")
@@ -115,11 +124,14 @@ class RecoverTest(unittest.TestCase):
             self.start_local()
         rc, out, err = run_hots3("tier", "recover", "--data", data_dir)
         self.assertEqual(rc, 0, out + err)
-        self.assertIn("read through from upstreams from now on: 51 objects (", out)
+        self.assertIn("read through from upstreams from now on: 49 objects (", out)
         self.assertIn("dropped: 1 parts of unfinished multipart uploads", out)
         self.assertIn("lost before upload: 6 objects (", out)
         lost = sorted(line.split()[1] for line in out.splitlines() if line.startswith("LOST "))
         self.assertEqual(lost, sorted(["ckpt/" + k for k in NEW_DIRTY] + ["ckpt/older", "plain/file"]))
+        copies = sorted(line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("COPY "))
+        self.assertEqual([c.split()[0] + " " + c.split()[-1] for c in copies],
+                         ["ckpt/moved/49 clean/49", "ckpt/moved/big clean/big"], out)
         # Once is enough: the device is the store's now.
         rc, out, err = run_hots3("tier", "recover", "--data", data_dir)
         self.assertEqual(rc, 1, out + err)
@@ -130,6 +142,21 @@ class RecoverTest(unittest.TestCase):
         self.proxy.down = False
         self.start_local()
         s3 = self.s3
+        # The renamed ones are copied upstream from their old names, then read through.
+        deadline = time.monotonic() + 30
+        for key in ("moved/49", "moved/big"):
+            while True:
+                try:
+                    if s3.head_object(Bucket="ckpt", Key=key)["ResponseMetadata"]["HTTPHeaders"]["x-hots3-tier"] == "remote":
+                        break
+                except ClientError as e:  # lost until then
+                    self.assertEqual(e.response["ResponseMetadata"]["HTTPStatusCode"], 500)
+                self.assertLess(time.monotonic(), deadline, key + " was never copied upstream")
+                time.sleep(0.1)
+        # (Their old names go upstream once the copies are there.)
+        while self.up.list_objects_v2(Bucket="team-ckpt", Prefix=PREFIX + "clean/49")["KeyCount"] != 0:
+            self.assertLess(time.monotonic(), deadline, "clean/49 was never deleted upstream")
+            time.sleep(0.1)
         for key, body in bodies.items():
             got = s3.get_object(Bucket="ckpt", Key=key)
             self.assertEqual(got["ETag"], etags[key], key)
@@ -143,6 +170,10 @@ class RecoverTest(unittest.TestCase):
         rc, out, err = run_hots3("tier", "ls", "--endpoint", self.endpoint, "--bucket", "ckpt", "--prefix", "dirty/")
         self.assertEqual(rc, 0, out + err)
         self.assertIn("dirty/: 4 objects, 4 lost;", out)
+        # The health report counts them (the space is read every few seconds).
+        report = wait_health(self.local.port, lambda status, r: r["buckets"][0]["space"]["lost_objects"] == 5)
+        self.assertEqual(report["buckets"][0]["state"], "degraded")
+        self.assertEqual(report["buckets"][0]["space"]["lost_bytes"], 4 * 20 * KiB + 30 * KiB)
         # Nothing lost goes up: its jobs stay parked, and say why.
         lines_before = len(self.proxy.lines)
         rc, out, err = run_hots3("tier", "status", "--endpoint", self.endpoint, "--bucket", "ckpt")

@@ -222,6 +222,9 @@ struct LostVersion {
   std::string key;
   std::uint64_t size_bytes = 0;
   std::string etag;
+  // Where the upstream holds its data all the same (a key it was renamed or copied from, whose
+  // upstream copy is ours): its job copies it there, and it becomes evicted. "" = truly lost.
+  std::string upstream_source;
 };
 
 // What losing the device's data did to the catalog (tier recover).
@@ -293,6 +296,8 @@ struct TierSpace {
   std::uint64_t remote_bytes = 0;
   std::uint64_t pinned_bytes = 0;     // here, and kept from eviction by a pin
   std::uint64_t evictable_bytes = 0;  // what eviction may take now
+  std::uint64_t lost_objects = 0;     // lost before upload (tier recover), until settled
+  std::uint64_t lost_bytes = 0;
 };
 
 // Which keys of a bucket an expedite or a wait for the upstream covers.

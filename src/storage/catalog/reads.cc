@@ -146,9 +146,10 @@ Result<std::vector<TierSpace>> Catalog::tier_space(std::string_view bucket_ids,
       "coalesce(sum(CASE WHEN o.tier_state = 0 THEN o.size END), 0), sum(o.tier_state = 1), "
       "coalesce(sum(CASE WHEN o.tier_state = 1 THEN o.size END), 0), sum(o.tier_state = 2), "
       "coalesce(sum(CASE WHEN o.tier_state = 2 THEN o.size END), 0), coalesce(sum(CASE WHEN "
-      "o.tier_state != 2 AND h3_pinned(o.bucket_id, o.key) THEN o.size END), 0), "
+      "o.tier_state IN (0, 1) AND h3_pinned(o.bucket_id, o.key) THEN o.size END), 0), "
       "coalesce(sum(CASE WHEN " H3_EVICTABLE_VERSIONS
-      " THEN o.size END), 0) FROM objects o WHERE o.bucket_id IN (SELECT value FROM "
+      " THEN o.size END), 0), sum(o.tier_state = 3), coalesce(sum(CASE WHEN o.tier_state = 3 "
+      "THEN o.size END), 0) FROM objects o WHERE o.bucket_id IN (SELECT value FROM "
       "json_each(?1)) GROUP BY o.bucket_id ORDER BY o.bucket_id");
   q.bind(1, bucket_ids).bind(2, written_before_ms);
   std::vector<TierSpace> out;
@@ -157,7 +158,7 @@ Result<std::vector<TierSpace>> Catalog::tier_space(std::string_view bucket_ids,
     H3_TRY(bool row, q.step());
     if (!row) break;
     out.push_back({q.int64(0), count(1), count(2), count(3), count(4), count(5), count(6), count(7),
-                   count(8), count(9), count(10)});
+                   count(8), count(9), count(10), count(11), count(12)});
   }
   return out;
 }
@@ -282,8 +283,9 @@ Result<std::optional<TierSeen>> Catalog::tier_seen(std::int64_t bucket_id, std::
 
 Result<bool> Catalog::tier_copy_pending(std::int64_t bucket_id, std::string_view key) {
   auto q = impl_->reader().query(
-      "SELECT EXISTS(SELECT 1 FROM tier_jobs WHERE bucket_id = ?1 AND source_key = ?2 AND "
-      "state = 0)");
+      "SELECT EXISTS(SELECT 1 FROM tier_jobs j WHERE j.bucket_id = ?1 AND j.source_key = ?2 AND "
+      "(j.state = 0 OR EXISTS (SELECT 1 FROM objects o WHERE o.id = j.object_id AND "
+      "o.tier_state = 3)))");
   q.bind(1, bucket_id).bind(2, key);
   H3_TRY(q.step());
   return q.int64(0) != 0;

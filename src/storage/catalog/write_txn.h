@@ -376,21 +376,30 @@ class WriteTxnImpl final : public WriteTxn {
     H3_TRY(c_.exec("DELETE FROM tier_chunks"));
     loss.chunks = static_cast<std::uint64_t>(c_.changes());
     H3_TRY(c_.exec("DELETE FROM extents"));
+    // Their jobs park, owing no bytes (none will be sent: a cap on what is owed must not count
+    // them), and let go of their upstream multipart uploads (orphans then, aborted as such).
+    H3_TRY(c_.exec(
+        "DELETE FROM tier_parts WHERE seq IN (SELECT j.seq FROM tier_jobs j JOIN objects o ON o.id "
+        "= j.object_id WHERE o.tier_state = 3)"));
     {
       auto q = c_.query(
-          "UPDATE tier_jobs SET state = 1, last_error = ?1 WHERE object_id IN (SELECT id FROM "
-          "objects WHERE tier_state = 3)");
+          "UPDATE tier_jobs SET state = 1, last_error = ?1, size = 0, upload_id = NULL WHERE "
+          "object_id IN (SELECT id FROM objects WHERE tier_state = 3)");
       q.bind(1, std::string_view(kLostCause));
       H3_TRY(q.run());
     }
     auto q = c_.query(
-        "SELECT b.name, o.key, o.size, o.etag FROM objects o JOIN buckets b ON b.id = o.bucket_id "
-        "WHERE o.tier_state = 3 ORDER BY b.name, o.key");
+        "SELECT b.name, o.key, o.size, o.etag, coalesce(CASE WHEN s.ours = o.etag THEN "
+        "j.source_key "
+        "END, '') FROM objects o JOIN buckets b ON b.id = o.bucket_id LEFT JOIN tier_jobs j ON "
+        "j.bucket_id = o.bucket_id AND j.key = o.key AND j.object_id = o.id LEFT JOIN tier_seen s "
+        "ON s.bucket_id = o.bucket_id AND s.key = j.source_key WHERE o.tier_state = 3 ORDER BY "
+        "b.name, o.key");
     for (;;) {
       H3_TRY(bool row, q.step());
       if (!row) break;
-      loss.lost.push_back(
-          {std::string(q.text(0)), std::string(q.text(1)), q.uint64(2), std::string(q.text(3))});
+      loss.lost.push_back({std::string(q.text(0)), std::string(q.text(1)), q.uint64(2),
+                           std::string(q.text(3)), std::string(q.text(4))});
     }
     return loss;
   }
@@ -404,9 +413,11 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<void> set_object_uploaded(std::int64_t object_id,
                                    std::optional<std::string_view> upstream_etag) override {
-    // (Not an evicted version: its data is not here, whatever went up.)
+    // (Not an evicted version: its data is not here, whatever went up. A lost one the upstream
+    // now holds, copied there from the key it was renamed or copied from, is evicted.)
     auto q = c_.query(
-        "UPDATE objects SET tier_state = ?2, upstream_etag = ?3 WHERE id = ?1 AND tier_state != 2");
+        "UPDATE objects SET tier_state = CASE tier_state WHEN 3 THEN 2 ELSE ?2 END, upstream_etag "
+        "= ?3 WHERE id = ?1 AND tier_state != 2");
     q.bind(1, object_id).bind(2, static_cast<std::int64_t>(TierState::kLocalAndUpstream));
     if (upstream_etag) {
       q.bind(3, *upstream_etag);

@@ -1465,6 +1465,7 @@ TEST_P(StoreTest, ALostDeviceLeavesWhatTheUpstreamHoldsEvictedAndNamesTheRestLos
   close();
   const std::string device = options_.data_dir + "/device.img";
   std::filesystem::remove(device);
+  EXPECT_THROW(recover_store(options_), std::runtime_error);  // never a device of its own making
   std::ofstream(device).close();
   std::filesystem::resize_file(device, 256 * kMiB);               // a new device: sparse, all zeros
   EXPECT_THROW(ObjectStore::open(options_), std::runtime_error);  // not by itself
