@@ -1392,7 +1392,8 @@ struct Uploader::Impl {
     if (!job.source_key.empty()) {
       auto source = store.tier_seen(job.bucket_id, job.source_key);
       auto held = co_await std::move(source);
-      if (held && *held && !(*held)->ours.empty() && (*held)->ours == object.etag) {
+      if (!held) co_return failed("reading the catalog", held.error());
+      if (*held && !(*held)->ours.empty() && (*held)->ours == object.etag) {
         from = CopyFrom{b.config.upstream_prefix + job.source_key, (*held)->etag};
       }
     }
@@ -1420,11 +1421,19 @@ struct Uploader::Impl {
     }
     if (!conditions.empty() &&
         (out.status == 412 || (out.status == 404 && out.code == "NoSuchKey"))) {
-      auto settle = settle_conflict(b, job, object, key, std::move(out));
+      auto settle = settle_conflict(b, job, object, key, std::move(out), from);
       out = co_await std::move(settle);
     }
-    if (lost && out.kind != Outcome::Kind::kDone && out.source == Outcome::Source::kLocal)
-      co_return lost_here();  // the copy was refused: sending the data would need it here
+    if (lost && out.kind != Outcome::Kind::kDone && out.source == Outcome::Source::kLocal) {
+      // The copy was refused (sending the data instead would need it here): its source changed,
+      // or a copy of ours whose answer was lost is there already. What the key holds says which.
+      Outcome refused = std::move(out);
+      refused.expected = from->etag;
+      auto settle = settle_conflict(b, job, object, key, std::move(refused), from);
+      out = co_await std::move(settle);
+      if (out.kind != Outcome::Kind::kDone && out.source == Outcome::Source::kLocal)
+        co_return lost_here();
+    }
     co_return out;
   }
 
@@ -1432,8 +1441,10 @@ struct Uploader::Impl {
   // last seen there. A HEAD says what it holds. Our own attempt whose answer was lost: done.
   // Nothing: written again (unconditionally new). Another writer's version: a conflict, which
   // writeback.on_conflict settles.
+  // `from`: where the upstream holds the version's data (a rename or copy): writes copy it there.
   asio::awaitable<Outcome> settle_conflict(Binding& b, const TierJob& job, const ObjectRecord& o,
-                                           std::string key, Outcome refused) {
+                                           std::string key, Outcome refused,
+                                           std::optional<CopyFrom> from) {
     s3client::Request head;
     head.method = "HEAD";
     head.bucket = b.config.upstream_bucket;
@@ -1459,8 +1470,7 @@ struct Uploader::Impl {
     if (!theirs.empty() && listed_in(job.prior_etags, theirs)) {
       // A version of ours this one replaced, whose upload was never confirmed (a kill after
       // the upstream's answer): replaced in turn.
-      auto again =
-          send(b, job, o, key, condition_headers(storage::TierSeen{theirs, ""}), std::nullopt);
+      auto again = send(b, job, o, key, condition_headers(storage::TierSeen{theirs, ""}), from);
       co_return co_await std::move(again);
     }
     // Counted once settled (a side copy that fails is retried, and meets the conflict again).
@@ -1476,12 +1486,17 @@ struct Uploader::Impl {
             "tier: conflict: {}/{} was written upstream by another writer (ETag {}); "
             "overwritten with ours (on_conflict = overwrite)",
             b.config.upstream_bucket, key, theirs);
-        auto again = send(b, job, o, key, condition_headers(other), std::nullopt);
+        auto again = send(b, job, o, key, condition_headers(other), from);
         out = co_await std::move(again);
         settled(out);
         co_return out;
       }
       case config::WritebackConfig::OnConflict::kKeepUpstream:
+        if (o.tier_state == storage::TierState::kLost) {
+          // Theirs kept, ours would be nowhere once its source goes: the operator settles it.
+          co_return Outcome::failure(Outcome::Kind::kPark, Outcome::Source::kLocal,
+                                     "uploading " + job.key, storage::kLostCause);
+        }
         log::warn(
             "tier: conflict: {}/{} was written upstream by another writer (ETag {}); "
             "theirs is kept, ours stays here only (on_conflict = keep-upstream)",
@@ -1496,7 +1511,7 @@ struct Uploader::Impl {
             "tier: conflict: {}/{} was written upstream by another writer (ETag {}); "
             "theirs is kept, ours goes to {}",
             b.config.upstream_bucket, key, theirs, side);
-        auto beside = send(b, job, o, side, {}, std::nullopt);
+        auto beside = send(b, job, o, side, {}, from);
         out = co_await std::move(beside);
         if (out.kind == Outcome::Kind::kDone) out.seen = other;
         settled(out);

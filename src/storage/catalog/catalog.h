@@ -119,7 +119,8 @@ class Catalog {
   Result<std::vector<std::string>> tier_upload_ids();
   // What the upstream holds under `key`, as the uploader last saw it (none: nothing it knows of).
   Result<std::optional<TierSeen>> tier_seen(std::int64_t bucket_id, std::string_view key);
-  // Whether a queued job would copy its data from `key` upstream (its delete waits for them).
+  // Whether a queued job would copy its data from `key` upstream (its delete waits for them), or
+  // a parked one of a version lost before upload that can only be copied from there.
   Result<bool> tier_copy_pending(std::int64_t bucket_id, std::string_view key);
   // What `span` of the bucket still owes, of the jobs up to `up_to_seq`.
   Result<TierOwed> tier_owed(std::int64_t bucket_id, const KeySpan& span, std::int64_t up_to_seq);

@@ -284,8 +284,9 @@ Result<std::optional<TierSeen>> Catalog::tier_seen(std::int64_t bucket_id, std::
 Result<bool> Catalog::tier_copy_pending(std::int64_t bucket_id, std::string_view key) {
   auto q = impl_->reader().query(
       "SELECT EXISTS(SELECT 1 FROM tier_jobs j WHERE j.bucket_id = ?1 AND j.source_key = ?2 AND "
-      "(j.state = 0 OR EXISTS (SELECT 1 FROM objects o WHERE o.id = j.object_id AND "
-      "o.tier_state = 3)))");
+      "(j.state = 0 OR EXISTS (SELECT 1 FROM objects o JOIN tier_seen s ON s.bucket_id = "
+      "j.bucket_id AND s.key = j.source_key AND s.ours = o.etag AND s.ours != '' WHERE o.id = "
+      "j.object_id AND o.tier_state = 3)))");
   q.bind(1, bucket_id).bind(2, key);
   H3_TRY(q.step());
   return q.int64(0) != 0;
