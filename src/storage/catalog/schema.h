@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 12> kMigrations = {
+inline constexpr std::array<const char*, 13> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -305,6 +305,34 @@ CREATE TABLE tier_chunks(
   UNIQUE (object_id, chunk)
 );
 CREATE INDEX tier_chunks_age ON tier_chunks(created_ms);
+)sql",
+    // 12 -> 13: tier_jobs becomes a table in acknowledgement order (seq is the rowid) with a unique
+    // index by key, as objects did at 3: keyed by (bucket, key) a write-back PUT put its whole job
+    // row into the middle of the key order, and a batch of PUTs rewrote as many leaves as it had
+    // insertion points; now the rows of a commit share the last leaf and only the narrow key
+    // index is balanced. A newer change of a key moves its row to the end with its new seq.
+    R"sql(
+CREATE TABLE tier_jobs_v13(  -- the columns of tier_jobs, in its order
+  bucket_id   INTEGER NOT NULL,
+  key         TEXT NOT NULL,
+  seq         INTEGER PRIMARY KEY,  -- acknowledgement order of the change it carries
+  object_id   INTEGER,
+  size        INTEGER NOT NULL,
+  first_ms    INTEGER NOT NULL,
+  due_ms      INTEGER NOT NULL,
+  attempts    INTEGER NOT NULL DEFAULT 0,
+  state       INTEGER NOT NULL DEFAULT 0,
+  last_error  TEXT,
+  upload_id   TEXT,
+  source_key  TEXT,
+  prior_etags TEXT
+);
+INSERT INTO tier_jobs_v13 SELECT * FROM tier_jobs ORDER BY seq;
+DROP TABLE tier_jobs;
+ALTER TABLE tier_jobs_v13 RENAME TO tier_jobs;
+CREATE UNIQUE INDEX tier_jobs_key ON tier_jobs(bucket_id, key);
+CREATE INDEX tier_jobs_due ON tier_jobs(state, due_ms);
+CREATE INDEX tier_jobs_source ON tier_jobs(bucket_id, source_key) WHERE source_key IS NOT NULL;
 )sql",
 };
 
