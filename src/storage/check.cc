@@ -387,9 +387,7 @@ CheckReport check_store(const StoreOptions& options) {
   const std::string catalog_path = options.catalog_path();
   if (!fs::exists(catalog_path)) throw std::runtime_error("no catalog at " + catalog_path);
   DeviceOptions device_options;
-  device_options.path = options.device_path.empty()
-                            ? (fs::path(options.data_dir) / "device.img").string()
-                            : options.device_path;
+  device_options.path = options.device_file();
   device_options.engine = options.engine;
   if (!fs::exists(device_options.path))
     throw std::runtime_error("no device at " + device_options.path);

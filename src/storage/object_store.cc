@@ -1590,6 +1590,11 @@ void check_identity(Device& device, Catalog& catalog, const std::string& catalog
 
 }  // namespace
 
+std::string StoreOptions::device_file() const {
+  return device_path.empty() ? (std::filesystem::path(data_dir) / "device.img").string()
+                             : device_path;
+}
+
 std::string StoreOptions::catalog_path() const {
   return (std::filesystem::path(data_dir) / "catalog.db").string();
 }
@@ -1599,9 +1604,7 @@ namespace {
 // The store's device, created at its configured size when it does not exist.
 std::shared_ptr<Device> open_store_device(const StoreOptions& options) {
   DeviceOptions device_options;
-  device_options.path = options.device_path.empty()
-                            ? (std::filesystem::path(options.data_dir) / "device.img").string()
-                            : options.device_path;
+  device_options.path = options.device_file();
   device_options.create_size_bytes = options.device_size_bytes;
   device_options.engine = options.engine;
   return open_device(device_options);
@@ -1621,12 +1624,8 @@ DeviceLoss recover_store(const StoreOptions& options) {
   const detail::StoreLock lock(options.data_dir, detail::StoreLock::Kind::kExclusive);
   // Never made here: a blank file where the device was not (recover run without the store's
   // --device or configuration) would pass for the new device, and every dirty version be lost.
-  const std::string device_path =
-      options.device_path.empty()
-          ? (std::filesystem::path(options.data_dir) / "device.img").string()
-          : options.device_path;
-  if (!std::filesystem::exists(device_path)) {
-    throw std::runtime_error("no device at " + device_path +
+  if (!std::filesystem::exists(options.device_file())) {
+    throw std::runtime_error("no device at " + options.device_file() +
                              ": put the new blank device there first (or name it with --device, "
                              "or --config as the store is served)");
   }

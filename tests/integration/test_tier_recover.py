@@ -167,6 +167,15 @@ class RecoverTest(unittest.TestCase):
         for key in NEW_DIRTY + ["older"]:
             self.lost_error(key)
         self.lost_error("file", "plain")
+        # Nothing else reads or takes its data either.
+        for attempt in (lambda: s3.copy_object(Bucket="ckpt", Key="copy", CopySource={"Bucket": "ckpt", "Key": "dirty/1"}),
+                        lambda: s3.get_object_attributes(Bucket="ckpt", Key="dirty/1", ObjectAttributes=["ETag"]),
+                        lambda: s3.restore_object(Bucket="ckpt", Key="dirty/1", RestoreRequest={"Days": 1})):
+            with self.assertRaises(ClientError) as caught:
+                attempt()
+            self.assertEqual(caught.exception.response["ResponseMetadata"]["HTTPStatusCode"], 500)
+        with self.assertRaises(ClientError):
+            s3.head_object(Bucket="ckpt", Key="copy")
         rc, out, err = run_hots3("tier", "ls", "--endpoint", self.endpoint, "--bucket", "ckpt", "--prefix", "dirty/")
         self.assertEqual(rc, 0, out + err)
         self.assertIn("dirty/: 4 objects, 4 lost;", out)

@@ -71,6 +71,8 @@ struct StoreOptions {
   // The catalog's database file in `data_dir`: its presence is what makes a data directory an
   // existing store.
   [[nodiscard]] std::string catalog_path() const;
+  // device_path, or the file device.img in data_dir without one.
+  [[nodiscard]] std::string device_file() const;
 };
 
 // What a write may require of the object it replaces (checked in the commit transaction).
