@@ -129,11 +129,14 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
   configure_writer(w, impl->wal_frames, options.path);
   register_pinned(w, impl->options.pinned);
   impl->schema_version = migrate(w, options.path);
+  // Ids go on after every one in use; a job's seq counts too, as a delete's job is the only row
+  // that holds its id.
   impl->next_id = single_integer(w,
                                  "SELECT max(coalesce((SELECT max(id) FROM objects), 0), "
                                  "coalesce((SELECT max(id) FROM parts), 0), "
                                  "coalesce((SELECT max(id) FROM uploads), 0), "
-                                 "coalesce((SELECT max(id) FROM tier_chunks), 0))",
+                                 "coalesce((SELECT max(id) FROM tier_chunks), 0), "
+                                 "coalesce((SELECT max(seq) FROM tier_jobs), 0))",
                                  options.path, "ids") +
                   1;
   impl->tier_owed_bytes =

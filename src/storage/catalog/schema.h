@@ -327,7 +327,25 @@ CREATE TABLE tier_jobs_v13(  -- the columns of tier_jobs, in its order
   source_key  TEXT,
   prior_etags TEXT
 );
-INSERT INTO tier_jobs_v13 SELECT * FROM tier_jobs ORDER BY seq;
+-- Until now a restart started the id sequence after the last version, part or chunk, not after
+-- the last job, so a later job could share a seq with one still queued (and the parts the
+-- upstream confirmed for it). The first of each seq by key keeps it, the others get seqs after
+-- every id in use, and every job of a shared seq starts its upstream upload over.
+CREATE TEMP TABLE tier_jobs_shared AS
+  SELECT seq FROM tier_jobs GROUP BY seq HAVING count(*) > 1;
+INSERT INTO tier_jobs_v13
+  SELECT bucket_id, key, CASE WHEN n = 1 THEN seq ELSE (SELECT max(
+             coalesce((SELECT max(id) FROM objects), 0), coalesce((SELECT max(id) FROM parts), 0),
+             coalesce((SELECT max(id) FROM uploads), 0),
+             coalesce((SELECT max(id) FROM tier_chunks), 0),
+             coalesce((SELECT max(seq) FROM tier_jobs), 0))) + again END,
+         object_id, size, first_ms, due_ms, attempts, state, last_error,
+         CASE WHEN seq IN tier_jobs_shared THEN NULL ELSE upload_id END, source_key, prior_etags
+  FROM (SELECT *, row_number() OVER (PARTITION BY seq ORDER BY bucket_id, key) AS n,
+               row_number() OVER (ORDER BY seq, bucket_id, key) AS again FROM tier_jobs)
+  ORDER BY n > 1, seq, bucket_id, key;
+DELETE FROM tier_parts WHERE seq IN tier_jobs_shared;
+DROP TABLE tier_jobs_shared;
 DROP TABLE tier_jobs;
 ALTER TABLE tier_jobs_v13 RENAME TO tier_jobs;
 CREATE UNIQUE INDEX tier_jobs_key ON tier_jobs(bucket_id, key);

@@ -894,8 +894,9 @@ TEST(WalVfs, RecordDatabaseWritesGetsTheCheckpointsPagesAndNotTheLogs) {
 TEST(CatalogMigration, Version12JobsMoveToATableInAcknowledgementOrderWithEverything) {
   test::TempDir dir;
   const std::string path = dir.file("catalog.db");
-  // A version-12 catalog (migration 1 by hand: its UPDATE needs the writer's function) with two
-  // jobs, one with every column set.
+  // A version-12 catalog (migration 1 by hand: its UPDATE needs the writer's function) with three
+  // jobs, one with every column set, two sharing a seq (a restart gave it out again) and the
+  // parts the upstream confirmed for an upload of that seq.
   std::string sql = std::string(detail::kMigrations[0]) +
                     "ALTER TABLE inline_data ADD COLUMN checksum INTEGER;"
                     "CREATE INDEX objects_accessed ON objects(accessed_ms);";
@@ -906,12 +907,15 @@ TEST(CatalogMigration, Version12JobsMoveToATableInAcknowledgementOrderWithEveryt
       "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, "
       "  state, last_error, upload_id, source_key, prior_etags) VALUES "
       "  (1, 'z', 9, 7, 100, 11, 12, 3, 1, 'refused', 'up-1', 'src', 'e1 e2'),"
-      "  (1, 'a', 10, NULL, 0, 21, 22, 0, 0, NULL, NULL, NULL, NULL);";
+      "  (1, 'a', 10, NULL, 0, 21, 22, 0, 0, NULL, NULL, NULL, NULL),"
+      "  (1, 'm', 10, 8, 50, 31, 32, 0, 0, NULL, 'up-2', NULL, NULL);"
+      "INSERT INTO tier_parts(seq, part_number, size, etag) VALUES "
+      "  (9, 1, 100, 'p9'), (10, 1, 50, 'p10');";
   raw_sql(path, sql);
   auto catalog = Catalog::open({path});
   EXPECT_EQ(catalog->schema_version(), kLatestSchema);
   const auto jobs = catalog->tier_jobs(1).value();
-  ASSERT_EQ(jobs.size(), 2U);
+  ASSERT_EQ(jobs.size(), 3U);
   EXPECT_EQ(
       (std::tuple{jobs[0].key, jobs[0].seq, jobs[0].object_id, jobs[0].size_bytes, jobs[0].first_ms,
                   jobs[0].due_ms, jobs[0].attempts, jobs[0].parked, jobs[0].last_error,
@@ -921,9 +925,17 @@ TEST(CatalogMigration, Version12JobsMoveToATableInAcknowledgementOrderWithEveryt
                   std::string("refused"), std::string("up-1"), std::string("src"),
                   std::string("e1 e2")}));
   EXPECT_EQ(jobs[1].key, "a");
+  EXPECT_EQ(jobs[1].seq, 10);
   EXPECT_EQ(jobs[1].object_id, std::nullopt);
-  EXPECT_EQ(catalog->tier_owed_bytes(), 100U);
+  // The other of the shared seq comes after every id, and its upload starts over.
+  EXPECT_EQ(jobs[2].key, "m");
+  EXPECT_GT(jobs[2].seq, 10);
+  EXPECT_EQ(jobs[2].object_id, std::optional<std::int64_t>(8));
+  EXPECT_EQ(jobs[2].upload_id, "");
+  EXPECT_EQ(catalog->tier_owed_bytes(), 150U);
   catalog.reset();
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM tier_parts WHERE seq = 9"), 1);
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM tier_parts WHERE seq = 10"), 0);
   EXPECT_EQ(raw_int(path,
                     "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
                     "('tier_jobs_key', 'tier_jobs_due', 'tier_jobs_source')"),

@@ -1374,6 +1374,35 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   EXPECT_EQ(run(store_->set_bucket_tier("nope", BucketTier::kNone, "")).error(), errc::kNotFound);
 }
 
+// A job's seq comes from the id sequence and may be the last id given out: a delete's job has no
+// row anywhere else. A restart starts the sequence after it, so a later job never takes it.
+TEST_P(StoreTest, ARestartNeverGivesAJobsSeqOutAgain) {
+  ASSERT_TRUE(
+      run(store_->set_bucket_tier("b", BucketTier::kWriteback, R"({"upstream":"g"})")).has_value());
+  ASSERT_TRUE(put("gone", test::pattern_bytes(10, 1)).has_value());
+  ASSERT_TRUE(put("kept", test::pattern_bytes(20, 2)).has_value());
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "gone")).value().has_value());
+  const auto before = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(before.size(), 2U);
+  close();
+  open();
+  // Each of these takes two ids (its version and its job's seq): the first two would reach the
+  // delete's seq from a sequence that restarted after the last version.
+  ASSERT_TRUE(put("new1", test::pattern_bytes(30, 3)).has_value());
+  ASSERT_TRUE(put("new2", test::pattern_bytes(40, 4)).has_value());
+  const auto after = run(store_->tier_jobs(bucket_.id)).value();
+  std::vector<std::string> keys;
+  std::set<std::int64_t> seqs;
+  for (const TierJob& j : after) {
+    keys.push_back(j.key);
+    seqs.insert(j.seq);
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"kept", "gone", "new1", "new2"}));
+  EXPECT_EQ(seqs.size(), 4U);
+  EXPECT_EQ(after[1].seq, before[1].seq);
+  EXPECT_GT(after[2].seq, before[1].seq);
+}
+
 TEST_P(StoreTest, AnUpstreamUploadAndItsPartsLastAsLongAsItsJob) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   ASSERT_TRUE(put("big", test::pattern_bytes(3000, 1)).has_value());
