@@ -75,6 +75,34 @@ class TableReader {
     out = bytes;
   }
 
+  // A part of a whole: a number from 0 to 1 or a percentage ("20%").
+  void fraction(std::string_view key, double& out) {
+    const toml::node* node = take(key);
+    if (node == nullptr) return;
+    double value = -1;
+    if (const auto* f = node->as_floating_point()) {
+      value = f->get();
+    } else if (const auto* i = node->as_integer()) {
+      value = static_cast<double>(i->get());
+    } else if (const auto* s = node->as_string()) {
+      const std::string& text = s->get();
+      if (text.size() < 2 || text.back() != '%') {
+        fail(*node, key, fmt::format("'{}' is not a percentage", text));
+      }
+      const char* last = text.data() + text.size() - 1;  // the '%'
+      double percent = 0;
+      const auto [at, ec] = std::from_chars(text.data(), last, percent);
+      if (ec != std::errc() || at != last) {
+        fail(*node, key, fmt::format("'{}' is not a percentage", text));
+      }
+      value = percent / 100;
+    } else {
+      fail(*node, key, "expected a number from 0 to 1 or a percentage (e.g. 0.2 or \"20%\")");
+    }
+    if (!(value >= 0 && value <= 1)) fail(*node, key, "must be between 0 and 1 (0% and 100%)");
+    out = value;
+  }
+
   // A duration: a string with a unit ("250ms", "10s", "5m") or a whole number of seconds.
   void duration(std::string_view key, milliseconds& out, milliseconds min, milliseconds max) {
     const toml::node* node = take(key);
@@ -398,7 +426,9 @@ void read_upstreams(const std::string& path, const toml::array& array,
     r.string("credentials_file", u.credentials_file);
     r.integer("max_connections", u.max_connections, 1, 1024);
     r.integer("read_streams", u.read_streams, 1, 64);
+    r.size("bytes_per_s", u.bytes_per_s, 64 * kKiB, 1024 * kGiB);
     r.size("write_bytes_per_s", u.write_bytes_per_s, 64 * kKiB, 1024 * kGiB);
+    r.size("read_bytes_per_s", u.read_bytes_per_s, 64 * kKiB, 1024 * kGiB);
     r.integer("requests_per_s", u.requests_per_s, 1, 1'000'000);
     r.choice("checksums", u.checksums,
              {{"auto", UpstreamConfig::Checksums::kAuto},
@@ -555,6 +585,7 @@ void read_writeback(const std::string& path, const toml::table& table, Writeback
   r.size("multipart_threshold", w.multipart_threshold_bytes, 5 * kMiB, 5 * kGiB);
   r.size("part_size", w.part_size_bytes, 5 * kMiB, 5 * kGiB);
   r.integer("parallelism", w.parallelism, 1, 256);
+  r.fraction("min_share", w.min_share);
   r.duration("retry_base", w.retry_base, milliseconds(10), kDay);
   r.duration("retry_cap", w.retry_cap, milliseconds(10), kDay);
   r.choice("on_conflict", w.on_conflict,

@@ -152,12 +152,18 @@ class Link {
   void disarm() { timer_.cancel(); }
 
   asio::awaitable<error_code> connect(const tcp::resolver::results_type& addresses,
-                                      const Endpoint& endpoint, std::chrono::milliseconds timeout) {
+                                      const Endpoint& endpoint, std::chrono::milliseconds timeout,
+                                      std::size_t receive_buffer_bytes) {
     arm(timeout);
     auto [ec, chosen] = co_await asio::async_connect(socket(), addresses, kTuple);
     if (!ec) {
       error_code ignored;  // best effort, as curl does
       socket().set_option(tcp::no_delay(true), ignored);
+      if (receive_buffer_bytes != 0) {
+        socket().set_option(
+            asio::socket_base::receive_buffer_size(static_cast<int>(receive_buffer_bytes)),
+            ignored);
+      }
     }
     if (!ec && stream_) {
       // SNI and the name the certificate must carry.
@@ -268,7 +274,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         co_await resolver.async_resolve(endpoint.host, std::to_string(endpoint.port), kTuple);
     if (rec) co_return errc::kInvalidArgument;
     auto link = std::make_unique<Link>(executor, tls ? &*tls : nullptr);
-    if (auto ec = co_await link->connect(addresses, endpoint, options.connect_timeout)) {
+    if (auto ec = co_await link->connect(addresses, endpoint, options.connect_timeout,
+                                         options.receive_buffer_bytes)) {
       if (ec == asio::error::timed_out) co_return errc::kTimedOut;
       if (ec.category() == asio::error::get_ssl_category() ||
           ec.category() == asio::ssl::error::get_stream_category() ||

@@ -596,8 +596,10 @@ asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std
   const auto [last_begin, last_size] = chunk_span(object, last);
   const std::uint64_t to = last_begin + last_size;
   const std::string etag = object.upstream_etag.value_or(object.etag);
+  const tier::Traffic traffic =
+      out != nullptr && out->serving() ? tier::Traffic::kForeground : tier::Traffic::kPrefetch;
   auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, from, to - from, false,
-                                         object.size_bytes);
+                                         object.size_bytes, traffic);
   std::unique_ptr<storage::ObjectWriter> writer;
   bool keeping = true;  // until the rule, the device or a write says otherwise
   std::uint64_t at = from;
@@ -933,7 +935,7 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
   }
   const std::string etag = object.upstream_etag.value_or(object.etag);
   auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, 0, object.size_bytes,
-                                         true, object.size_bytes);
+                                         true, object.size_bytes, tier::Traffic::kPrefetch);
   auto reading = upstream->next();
   auto piece = co_await std::move(reading);
   if (!piece) {
@@ -1089,9 +1091,9 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   }
   count_miss();
   const std::string etag = object.upstream_etag.value_or(object.etag);
-  auto upstream =
-      s.read_through()->read(object.bucket_id, object.key, etag, selection.offset_bytes,
-                             selection.length_bytes, whole, whole ? object.size_bytes : 0);
+  auto upstream = s.read_through()->read(object.bucket_id, object.key, etag, selection.offset_bytes,
+                                         selection.length_bytes, whole,
+                                         whole ? object.size_bytes : 0, tier::Traffic::kForeground);
   // The first piece before the head: an upstream that refuses gets the client an error, not a
   // body cut short.
   auto first_read = upstream->next();

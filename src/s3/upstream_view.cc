@@ -313,6 +313,7 @@ asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord
   q.method = "HEAD";
   q.key = object.key;
   q.headers = {{"If-None-Match", quoted(etag)}, {"x-amz-checksum-mode", "ENABLED"}};
+  q.traffic = tier::Traffic::kRevalidation;
   auto asking = s.read_through()->ask(bucket.id, std::move(q));
   auto answer = co_await std::move(asking);
   const unsigned status = answer ? answer->head.status : 0;

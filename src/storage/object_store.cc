@@ -483,6 +483,12 @@ class StoreImpl final : public ObjectStore {
     co_return deferred;
   }
 
+  asio::awaitable<Result<void>> postpone_tier_jobs(std::vector<TierJob> jobs,
+                                                   std::int64_t due_ms) override {
+    co_return co_await core_.catalog->write(
+        [&](WriteTxn& t) -> Result<void> { return t.postpone_tier_jobs(jobs, due_ms); });
+  }
+
   asio::awaitable<Result<Evicted>> evict_objects(std::int64_t bucket_id, KeySpan span) override {
     Evicted evicted;
     std::string after;  // each batch goes on after the last key of the one before

@@ -2,6 +2,7 @@
 
 #include "tier/commit_markers.h"
 #include "tier/evictor.h"
+#include "tier/link_share.h"
 
 #include "hots3/aws/checksum.h"
 #include "hots3/aws/etag.h"
@@ -53,6 +54,9 @@ namespace {
 
 // How often the queue is looked at when nothing wakes the loop (a finished job does).
 constexpr std::chrono::milliseconds kPollInterval{200};
+// How long a due job that waits for others (a delete for a copy of its data, a commit marker for
+// its prefix) is moved on at a time.
+constexpr std::int64_t kWaitingHold = 1000;
 // S3's multipart rules: every part but the last at least 5 MiB, at most 10,000 parts.
 constexpr std::uint64_t kPartMin = 5 * kMiB;
 constexpr std::uint64_t kPartsMax = 10'000;
@@ -119,9 +123,13 @@ struct Upstream {
   // Whether an answer of it carried an x-amz-checksum-* header: under checksums = "auto",
   // uploads carry theirs from then on.
   bool checksums_echoed = false;
-  // write_bytes_per_s and requests_per_s: when the next byte, and the next request, may go.
+  // write_bytes_per_s, read_bytes_per_s and requests_per_s: when the next byte sent, the next
+  // byte read and the next request may go.
   std::chrono::steady_clock::time_point next_send{};
+  std::chrono::steady_clock::time_point next_receive{};
   std::chrono::steady_clock::time_point next_request{};
+  // bytes_per_s: every byte of a body to or from it takes its turn here, by class.
+  std::unique_ptr<LinkShare> link;
   // While unreachable: when a read-through may next try it (kReadTrialInterval).
   std::chrono::steady_clock::time_point next_read_trial{};
   // The same for other threads (ReadThrough::reachable): until when a read would fail at once,
@@ -424,6 +432,7 @@ struct ReadSpec {
   std::string etag;
   std::optional<std::uint64_t> size;
   std::string what;
+  Traffic traffic = Traffic::kForeground;  // its bytes' class on the upstream's link
 };
 
 }  // namespace
@@ -515,9 +524,19 @@ struct Uploader::Impl {
     timer.expires_at(start);
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   }
-  asio::awaitable<void> pace(Upstream& u, std::size_t bytes) {
+  // Bytes of `traffic` to send, under write_bytes_per_s and the link's share.
+  asio::awaitable<void> pace(Upstream& u, std::size_t bytes, Traffic traffic) {
     auto turn = wait_turn(u.next_send, static_cast<double>(bytes), u.config.write_bytes_per_s);
     co_await std::move(turn);
+    auto share = u.link->take(traffic, bytes);
+    co_await std::move(share);
+  }
+  // Bytes of `traffic` read, under read_bytes_per_s and the link's share.
+  asio::awaitable<void> pace_read(Upstream& u, std::size_t bytes, Traffic traffic) {
+    auto turn = wait_turn(u.next_receive, static_cast<double>(bytes), u.config.read_bytes_per_s);
+    co_await std::move(turn);
+    auto share = u.link->take(traffic, bytes);
+    co_await std::move(share);
   }
   asio::awaitable<void> admitted(Upstream& u) {
     auto turn = wait_turn(u.next_request, 1, u.config.requests_per_s);
@@ -638,14 +657,28 @@ struct Uploader::Impl {
       // Not known to answer is not known to be well.
       if (!u.heard || !u.cause.empty()) r.overall = std::max(r.overall, Health::kDegraded);
       const std::int64_t failing_s = u.cause.empty() ? 0 : (now - u.failing_since_ms) / 1000;
+      // The bytes of bodies to and from it since start, by class of traffic.
+      std::string by_class;
+      std::string by_class_text;
+      for (std::size_t c = 0; c < kTrafficClasses; ++c) {
+        const std::string_view name = traffic_name(static_cast<Traffic>(c));
+        by_class += fmt::format("{}\"{}\":{}", c == 0 ? "" : ",", name, u.link->bytes()[c]);
+        by_class_text +=
+            fmt::format("{}{} {}", c == 0 ? "" : ", ", name, format_size(u.link->bytes()[c]));
+      }
       r.upstreams_json += fmt::format(
           "{}{{\"name\":{},\"endpoint\":{},\"state\":\"{}\",\"error\":{},\"failing_for_s\":{},"
-          "\"concurrency\":{}}}",
+          "\"concurrency\":{},\"bytes_per_s\":{},\"bytes\":{{{}}}}}",
           i == 0 ? "" : ",", json_string(u.config.name), json_string(u.config.endpoint),
-          upstream_state(u), json_string(u.cause), failing_s, static_cast<int>(u.window));
+          upstream_state(u), json_string(u.cause), failing_s, static_cast<int>(u.window),
+          u.config.bytes_per_s, by_class);
       r.upstreams_text +=
           fmt::format("upstream {} {}: {}", u.config.name, u.config.endpoint, upstream_state(u));
       if (!u.cause.empty()) r.upstreams_text += fmt::format(": {} (for {} s)", u.cause, failing_s);
+      r.upstreams_text += fmt::format("\n  bytes since start: {}", by_class_text);
+      if (u.config.bytes_per_s != 0) {
+        r.upstreams_text += fmt::format(" (link cap {}/s)", format_size(u.config.bytes_per_s));
+      }
       r.upstreams_text += '\n';
     }
     const std::int64_t space_age_s = (now - space_ms) / 1000;
@@ -989,7 +1022,7 @@ struct Uploader::Impl {
       if (!piece) co_return piece.error();
       if (piece->empty()) break;
       if (stopping) co_return errc::kCancelled;
-      auto paced = pace(*b.upstream, piece->size());
+      auto paced = pace(*b.upstream, piece->size(), Traffic::kWriteback);
       co_await std::move(paced);
       if (stopping) co_return errc::kCancelled;
       auto write = (*call)->write_body(*piece);
@@ -1731,7 +1764,7 @@ struct Uploader::Impl {
         passed.cause = "the body is longer than its declared length";
         co_return passed;
       }
-      auto paced = pace(u, piece->size());
+      auto paced = pace(u, piece->size(), Traffic::kForeground);
       co_await std::move(paced);
       auto write = (*call)->write_body(*piece);
       auto written = co_await std::move(write);
@@ -1966,9 +1999,10 @@ struct Uploader::Impl {
   // holds a chunk's worth of them), else as they come. When the body fails, `to` hears why; once
   // `to` or `reader` (the channel of the request's reader) is closed, the rest is not read and
   // `to` is closed.
-  asio::awaitable<bool> pass_body(Upstream& u, http::Call& call, const std::string& what,
+  asio::awaitable<bool> pass_body(Upstream& u, http::Call& call, const ReadSpec& read,
                                   std::uint64_t count, Fetch::Pieces& to, bool full,
                                   const Fetch::Pieces& reader) {
+    const std::string& what = read.what;
     std::uint64_t passed = 0;
     for (bool last = false; !last;) {
       if (!to.is_open() || !reader.is_open()) {
@@ -1988,6 +2022,10 @@ struct Uploader::Impl {
         }
         last = *got == 0;
         piece.size += *got;
+        if (!last) {
+          auto paced = pace_read(u, *got, read.traffic);
+          co_await std::move(paced);
+        }
       } while (full && !last && piece.size < kFetchPieceBytes);
       passed += piece.size;
       if (piece.size == 0) break;
@@ -2022,7 +2060,7 @@ struct Uploader::Impl {
       if (!call) {
         to->try_send(call.error(), Fetch::Piece{});
       } else {
-        auto passing = pass_body(u, **call, read->what, count, *to, !head, fetch->pieces);
+        auto passing = pass_body(u, **call, *read, count, *to, !head, fetch->pieces);
         co_await std::move(passing);
       }
     }
@@ -2115,6 +2153,7 @@ struct Uploader::Impl {
       note(u, failed(what, answer.error()));
       co_return errc::kUnavailable;
     }
+    u.link->charge(query.traffic, answer->body.size());
     const unsigned status = answer->head.status;
     // A 404 or 412 is about the key; what else fails says something about the upstream.
     note(u, status / 100 == 2 || status == 304 || status == 404 || status == 412
@@ -2132,9 +2171,10 @@ struct Uploader::Impl {
   // (and their buffers: 8 MiB each) at a time; a read that would get fewer than two is one GET.
   asio::awaitable<void> fetch_through(std::int64_t bucket_id, std::string key, std::string etag,
                                       std::uint64_t offset, std::uint64_t length, bool whole,
-                                      std::uint64_t keep_size, std::shared_ptr<Fetch> fetch) {
+                                      std::uint64_t keep_size, Traffic traffic,
+                                      std::shared_ptr<Fetch> fetch) {
     auto fetching = fetch_into(bucket_id, std::move(key), std::move(etag), offset, length, whole,
-                               keep_size, fetch);
+                               keep_size, traffic, fetch);
     const boost::system::error_code failure = co_await std::move(fetching);
     if (!failure) co_return;
     auto telling = tell_failure(fetch->pieces, failure);
@@ -2146,7 +2186,7 @@ struct Uploader::Impl {
   asio::awaitable<boost::system::error_code> fetch_into(std::int64_t bucket_id, std::string key,
                                                         std::string etag, std::uint64_t offset,
                                                         std::uint64_t length, bool whole,
-                                                        std::uint64_t keep_size,
+                                                        std::uint64_t keep_size, Traffic traffic,
                                                         std::shared_ptr<Fetch> fetch) {
     const auto bound = bindings.find(bucket_id);
     if (bound == bindings.end() || stopping) co_return make_error_code(errc::kUnavailable);
@@ -2163,6 +2203,7 @@ struct Uploader::Impl {
     read->etag = std::move(etag);
     if (whole) read->size = length;
     read->what = fmt::format("read of {}/{}", read->get.bucket, read->get.key);
+    read->traffic = traffic;
     const std::uint64_t chunks = (length + kFetchChunkBytes - 1) / kFetchChunkBytes;
     const std::uint64_t free_streams =
         u.config.max_connections > u.fetch_streams ? u.config.max_connections - u.fetch_streams : 0;
@@ -2171,7 +2212,7 @@ struct Uploader::Impl {
       auto opening = open_read(u, *read, offset, length, !whole);
       auto call = co_await std::move(opening);
       if (!call) co_return call.error();
-      auto passing = pass_body(u, **call, read->what, length, fetch->pieces, false, fetch->pieces);
+      auto passing = pass_body(u, **call, *read, length, fetch->pieces, false, fetch->pieces);
       co_await std::move(passing);  // (it told the reader why it failed)
       co_return boost::system::error_code{};
     }
@@ -2417,6 +2458,9 @@ struct Uploader::Impl {
         // Jobs under way are still due: ask for enough to see past them.
         auto read = store.due_tier_jobs(now_ms(), in_flight.size() + 4 * parallelism);
         auto due = co_await std::move(read);
+        // Due jobs that wait for others: moved on a little, so that the next reading sees past
+        // them (the jobs they wait for may be due later, after retries).
+        std::vector<TierJob> waiting;
         if (!due) {
           log::warn("tier: reading the write-back queue failed: {}", due.error().message());
         } else {
@@ -2434,18 +2478,33 @@ struct Uploader::Impl {
               // A rename or copy whose data the upstream holds under this key copies it first.
               auto check = store.tier_copy_pending(job.bucket_id, job.key);
               auto pending = co_await std::move(check);
-              if (!pending || *pending) continue;
+              if (!pending) continue;
+              if (*pending) {
+                waiting.push_back(std::move(job));
+                continue;
+              }
             }
             if (job.object_id && glob_any(tier.writeback.commit_markers, job.key)) {
               // A commit marker goes up after everything acknowledged before it under its
               // prefix, so that a reader of the upstream never sees it without its shards.
               auto check = store.tier_jobs_before(job, std::string(marker_prefix(job.key)));
-              auto waiting = co_await std::move(check);
-              if (!waiting || *waiting) continue;
+              auto earlier = co_await std::move(check);
+              if (!earlier) continue;
+              if (*earlier) {
+                waiting.push_back(std::move(job));
+                continue;
+              }
             }
             in_flight.emplace(job.bucket_id, job.key);
             ++upstream.running;
             asio::co_spawn(io, run_job(&bound->second, std::move(job)), asio::detached);
+          }
+        }
+        if (!waiting.empty()) {
+          auto postponing = store.postpone_tier_jobs(std::move(waiting), now_ms() + kWaitingHold);
+          auto postponed = co_await std::move(postponing);
+          if (!postponed) {
+            log::warn("tier: postponing jobs that wait failed: {}", postponed.error().message());
           }
         }
       }
@@ -2555,11 +2614,22 @@ Uploader::Uploader(storage::ObjectStore& store, const config::TierConfig& tier,
     options.http.verify_tls = u.tls_verify;
     options.http.ca_file = u.ca_file;
     options.http.idle_connections_max = static_cast<std::size_t>(u.max_connections);
+    // Under a cap on reads, what the kernel takes in ahead of the paced reader crosses unpaced:
+    // 25 ms of the cap a connection (Linux doubles what is asked for), from 64 KiB to 4 MiB.
+    const std::uint64_t read_cap =
+        std::min(u.bytes_per_s == 0 ? UINT64_MAX : u.bytes_per_s,
+                 u.read_bytes_per_s == 0 ? UINT64_MAX : u.read_bytes_per_s);
+    if (read_cap != UINT64_MAX) {
+      options.http.receive_buffer_bytes =
+          static_cast<std::size_t>(std::clamp<std::uint64_t>(read_cap / 80, 64 * kKiB, 4 * kMiB));
+    }
     options.credentials = read_credentials(u);
     options.virtual_host = u.virtual_host;
     auto upstream = std::make_unique<Upstream>();
     upstream->config = u;
     upstream->window = static_cast<double>(tier.writeback.parallelism);
+    upstream->link =
+        std::make_unique<LinkShare>(impl_->io, u.bytes_per_s, tier.writeback.min_share);
     try {
       upstream->client =
           std::make_unique<s3client::Client>(impl_->io.get_executor(), std::move(options));
@@ -2712,7 +2782,7 @@ std::unique_ptr<UpstreamPut> Uploader::put(std::int64_t bucket_id, std::string k
 std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string key,
                                              std::string etag, std::uint64_t offset,
                                              std::uint64_t length, bool whole,
-                                             std::uint64_t keep_size) {
+                                             std::uint64_t keep_size, Traffic traffic) {
   auto fetch = std::make_shared<Fetch>(impl_->io, impl_->fetches);
   // Registered before `running` is read: a stop after that read closes it.
   auto reader = std::make_unique<FetchRead>(impl_, fetch);
@@ -2721,7 +2791,7 @@ std::unique_ptr<UpstreamRead> Uploader::read(std::int64_t bucket_id, std::string
   } else {
     asio::co_spawn(impl_->io,
                    impl_->fetch_through(bucket_id, std::move(key), std::move(etag), offset, length,
-                                        whole, keep_size, std::move(fetch)),
+                                        whole, keep_size, traffic, std::move(fetch)),
                    asio::detached);
   }
   return reader;
@@ -2871,6 +2941,7 @@ void Uploader::stop() {
   asio::post(im.io, [st = impl_.get()] {
     st->stopping = true;
     st->wake.cancel();
+    for (const auto& u : st->upstreams) u->link->release_all();
   });
   // Attempts notice the stop between two pieces of a body; one waiting for an upstream's answer
   // is not waited for beyond the grace: its job stays queued, and the io_context's end ends it.

@@ -79,6 +79,12 @@ class TierStatusTest(EvictionTestCase):
         self.assertEqual(b["reads"], {"hits": 3, "misses": 1, "hit_bytes": 3 * OBJECT,
                                       "miss_bytes": OBJECT, "hit_ratio": 0.75})
 
+        upstream = health(self.local.port)[1]["upstreams"][0]
+        self.assertEqual((upstream["bytes_per_s"], upstream["bytes"]["foreground"],
+                          upstream["bytes"]["prefetch"], upstream["bytes"]["revalidation"]),
+                         (0, OBJECT, 0, 0))
+        self.assertGreaterEqual(upstream["bytes"]["writeback"], 3 * OBJECT)
+
         # For people, of every bucket: no key is named.
         rc, out, err = self.status()
         self.assertEqual(rc, 1, out + err)  # degraded
@@ -86,6 +92,9 @@ class TierStatusTest(EvictionTestCase):
         lines = out.splitlines()
         self.assertEqual(lines[0], "status: degraded")
         self.assertEqual(lines[1], "upstream golden http://127.0.0.1:%d: ok" % self.upstream.port)
+        # The bytes of bodies to and from it, by class: the miss read through, the uploads.
+        self.assertRegex(lines.pop(2), r"^  bytes since start: foreground 4 MiB, prefetch 0 B, "
+                                       r"writeback [\d.]+ MiB, revalidation 0 B$")
         self.assertRegex(lines[2], r"^bucket ckpt -> golden:team-ckpt/%s \(writeback\): degraded; "
                                    r"queued 1 \(16 B\), parked 1, oldest \d+ s, conflicts 0$" % PREFIX)
         self.assertEqual(lines[3:6], [

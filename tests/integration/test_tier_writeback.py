@@ -640,6 +640,37 @@ class WriteBackTest(unittest.TestCase):
         self.assertEqual(int(stats.group(3)), 0)  # no job is lost, none parked
         self.assertGreater(int(stats.group(4)), 0)
 
+    def test_deletes_waiting_for_retried_uploads_do_not_stall_the_queue(self):
+        # A checkpoint saved under a temporary name and renamed before it went up: each old name's
+        # delete waits for the upload under the new name. While the upstream is down those
+        # uploads fail and come due later and later, behind the deletes; with parallelism 1 the
+        # uploader reads five due jobs at a time. Once the upstream is back, everything drains.
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            proxy.down = True
+            server = self.bound_server("renames", "http://127.0.0.1:%d" % proxy.port, "parallelism = 1")
+            try:
+                c = client(server.port)
+                for i in range(8):
+                    c.put_object(Bucket="renames", Key="tmp/%d" % i, Body=b"shard %d" % i)
+                    r = s3_support.send(server.port, s3_support.SignedRequest(
+                        "PUT", "/renames/step/%d" % i, [("renameObject", "")],
+                        {"x-amz-rename-source": "renames/tmp/%d" % i}, port=server.port).wire())
+                    self.assertEqual(r.status, 200, r.body)
+                time.sleep(3)  # retries move the uploads' due times past the deletes'
+                proxy.down = False
+                rc, out, err = self.hots3("tier", "flush", "--endpoint", "http://127.0.0.1:%d" % server.port,
+                                          "--bucket", "renames", "--wait")
+                self.assertEqual(rc, 0, out + err)
+                self.assertEqual({o["Key"] for o in self.up.list_objects_v2(
+                    Bucket="team-ckpt", Prefix="renames/").get("Contents", [])},
+                    {"renames/step/%d" % i for i in range(8)})
+                for i in range(8):
+                    got = self.up.get_object(Bucket="team-ckpt", Key="renames/step/%d" % i)["Body"].read()
+                    self.assertEqual(got, b"shard %d" % i)
+            finally:
+                self.assertEqual(server.stop(), 0)
+                server.cleanup()
+
     def test_a_hanging_upstream_holds_back_neither_writes_nor_the_report_nor_the_stop(self):
         with fault_proxy.FaultProxy(self.upstream.port) as proxy:
             proxy.hang = True  # connections accepted, requests read, never an answer

@@ -352,7 +352,8 @@ def _relay_response(upstream, client, head_only, flip=None, stall=None, count=la
         client.sendall(head + rest)
         return True
     chunked = (_header(head, b"transfer-encoding") or b"").lower() == b"chunked"
-    if pace and not chunked and flip is None and stall is None:
+    if not chunked and flip is None and stall is None:
+        # Passed on as it comes (as a real link does), and counted as it goes.
         left = _content_length(head) - len(rest)
         if 200 <= status < 300:
             count(len(rest))
@@ -367,7 +368,7 @@ def _relay_response(upstream, client, head_only, flip=None, stall=None, count=la
             client.sendall(piece)
             left -= len(piece)
             sent += len(piece)
-            ahead = start + sent / pace - time.monotonic()
+            ahead = start + sent / pace - time.monotonic() if pace else 0
             if ahead > 0:
                 time.sleep(ahead)
         return True

@@ -141,9 +141,15 @@ struct UpstreamConfig {
   // together take at most max_connections): one stream of an upstream is often slower than the
   // link to it. As many as the AWS CLI's downloads use.
   std::uint64_t read_streams = 10;
+  // Bytes per second to and from it, all traffic together (0: no cap), shared by class: a
+  // client's misses first, then read-ahead and restores, then write-back (which gets
+  // WritebackConfig::min_share of it whatever else waits), then revalidation.
+  std::uint64_t bytes_per_s = 0;
   // Bytes per second sent to it, all uploads together (0: no cap): a shared uplink keeps room
   // for everything else.
   std::uint64_t write_bytes_per_s = 0;
+  // Bytes per second read from it, all read-throughs together (0: no cap).
+  std::uint64_t read_bytes_per_s = 0;
   // Requests per second sent to it, all together (0: no cap): an upstream that bills or
   // throttles by request rate is kept under it.
   std::uint64_t requests_per_s = 0;
@@ -218,6 +224,9 @@ struct WritebackConfig {
   std::uint64_t multipart_threshold_bytes = 64 * kMiB;
   std::uint64_t part_size_bytes = 16 * kMiB;
   std::uint64_t parallelism = 8;  // objects (or parts) uploaded at once per upstream
+  // The part of an upstream's bytes_per_s uploads get while they wait, whatever else waits, so
+  // that the oldest un-uploaded change does not age without bound under heavy reads.
+  double min_share = 0.2;
   milliseconds retry_base{1'000};
   milliseconds retry_cap{5LL * 60 * 1000};
   // A 412 from the upstream (someone else wrote the key there): keep theirs and upload ours

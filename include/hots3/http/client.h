@@ -46,6 +46,9 @@ struct ClientOptions {
   std::chrono::milliseconds stall_timeout{30'000};       // no byte moving either way
   std::size_t idle_connections_max = 16;                 // kept alive between requests
   std::uint64_t header_bytes_max = 64 * kKiB;            // of a response head
+  // SO_RCVBUF of each connection (0: the kernel's, which grows to megabytes). A reader that paces
+  // what it reads keeps it small: what the kernel takes in ahead of it is not paced.
+  std::size_t receive_buffer_bytes = 0;
 };
 
 // Where a ClientOptions::endpoint points. Errors: kInvalidArgument for anything else.

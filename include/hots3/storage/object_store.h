@@ -446,6 +446,11 @@ class ObjectStore {
   // false: a newer change replaced the job.
   virtual boost::asio::awaitable<Result<bool>> defer_tier_job(TierJob job, std::int64_t due_ms,
                                                               std::string error, bool park) = 0;
+  // Jobs that wait for others (a delete for the copy of its data, a commit marker for its
+  // prefix) due again at `due_ms`, their attempts untouched: the due jobs read at a time are not
+  // all ones that cannot go yet. Those replaced or parked meanwhile are left alone.
+  virtual boost::asio::awaitable<Result<void>> postpone_tier_jobs(std::vector<TierJob> jobs,
+                                                                  std::int64_t due_ms) = 0;
 
   // ---- tiering: eviction and read-through ----
   // Frees the device space of the versions of `span` that are safely upstream (kLocalAndUpstream),

@@ -7,6 +7,7 @@
 
 #include "hots3/common/result.h"
 #include "hots3/http/client.h"
+#include "hots3/tier/traffic.h"
 
 #include <boost/asio/awaitable.hpp>
 
@@ -51,6 +52,9 @@ struct UpstreamQuery {
   std::string key;  // a local key, sent as upstream_prefix + key; "" for the bucket itself
   std::vector<std::pair<std::string, std::string>> query;  // decoded
   std::vector<http::Header> headers;
+  // The class its answer counts in on the upstream's link (it never waits there: the answers
+  // are small).
+  Traffic traffic = Traffic::kForeground;
 };
 
 // How reads and listings of a bound bucket are checked against its upstream (the binding's
@@ -76,10 +80,12 @@ class ReadThrough {
   // refused, never mixed in). `whole`: the range is the whole object (a plain GET, not a Range).
   // `keep_size`: the version's size when the bytes may be kept (a whole object, chunks of it);
   // the binding's admission rule then decides (UpstreamRead::admitted); 0: they pass through.
+  // `traffic`: whose turn its bytes take on the upstream's link (kForeground when a client waits
+  // for them, kPrefetch when none does).
   virtual std::unique_ptr<UpstreamRead> read(std::int64_t bucket_id, std::string key,
                                              std::string etag, std::uint64_t offset,
                                              std::uint64_t length, bool whole,
-                                             std::uint64_t keep_size) = 0;
+                                             std::uint64_t keep_size, Traffic traffic) = 0;
 
   // Sends `query` to the upstream of `bucket_id` (under its requests_per_s, its failures counted
   // in its health like any other request's) and returns the whole answer, whatever its status.

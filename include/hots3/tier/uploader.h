@@ -98,7 +98,7 @@ class Uploader final : public WriteThrough, public ReadThrough {
   // stop() fails.
   std::unique_ptr<UpstreamRead> read(std::int64_t bucket_id, std::string key, std::string etag,
                                      std::uint64_t offset, std::uint64_t length, bool whole,
-                                     std::uint64_t keep_size) override;
+                                     std::uint64_t keep_size, Traffic traffic) override;
   boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
                                                         UpstreamQuery query) override;
   [[nodiscard]] Freshness freshness(std::int64_t bucket_id) const override;

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -297,6 +298,8 @@ class WriteTxn {
   // Reschedules `job` if it is still its key's: one more attempt, due at `due_ms`, parked or not.
   virtual Result<bool> defer_tier_job(const TierJob& job, std::int64_t due_ms,
                                       std::string_view error, bool park) = 0;
+  // Moves each of `jobs` that is still its key's and queued to `due_ms`, its attempts untouched.
+  virtual Result<void> postpone_tier_jobs(std::span<const TierJob> jobs, std::int64_t due_ms) = 0;
   // Queues the upload of every version of a bucket that is only here (tier_state 0) and has no
   // job yet, due at `now_ms`, in the order they were written; returns how many.
   virtual Result<std::uint64_t> queue_local_objects(std::int64_t bucket_id,

@@ -309,6 +309,18 @@ class WriteTxnImpl final : public WriteTxn {
     return c_.changes() != 0;
   }
 
+  Result<void> postpone_tier_jobs(std::span<const TierJob> jobs, std::int64_t due_ms) override {
+    for (const TierJob& job : jobs) {
+      auto q = c_.query(
+          "UPDATE tier_jobs SET due_ms = ?4 WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3 AND "
+          "state = 0");
+      q.bind(1, job.bucket_id).bind(2, std::string_view(job.key)).bind(3, job.seq);
+      q.bind(4, due_ms);
+      H3_TRY(q.run());
+    }
+    return {};
+  }
+
   Result<std::uint64_t> queue_local_objects(std::int64_t bucket_id, std::int64_t now_ms) override {
     std::int64_t count = 0;
     {

@@ -253,7 +253,9 @@ addressing = "virtual"
 credentials_file = "/etc/hots3/golden.toml"
 max_connections = 4
 read_streams = 3
+bytes_per_s = "40MiB"
 write_bytes_per_s = "20MiB"
+read_bytes_per_s = "30MiB"
 requests_per_s = 300
 checksums = "off"
 
@@ -286,6 +288,7 @@ commit_markers = ["**/.metadata", "**/COMMIT"]
 multipart_threshold = "32MiB"
 part_size = "8MiB"
 parallelism = 4
+min_share = "25%"
 on_conflict = "keep-upstream"
 
 [tier.evict]
@@ -306,7 +309,9 @@ TEST_F(ConfigFile, TierUpstreamsAndBindings) {
   EXPECT_TRUE(u.virtual_host);
   EXPECT_EQ(u.max_connections, 4U);
   EXPECT_EQ(u.read_streams, 3U);
+  EXPECT_EQ(u.bytes_per_s, 40 * kMiB);
   EXPECT_EQ(u.write_bytes_per_s, 20 * kMiB);
+  EXPECT_EQ(u.read_bytes_per_s, 30 * kMiB);
   EXPECT_EQ(u.requests_per_s, 300U);
   EXPECT_EQ(u.checksums, UpstreamConfig::Checksums::kOff);
   EXPECT_EQ(config.tier.upstream("golden"), &u);
@@ -339,6 +344,7 @@ TEST_F(ConfigFile, TierUpstreamsAndBindings) {
   EXPECT_EQ(w.multipart_threshold_bytes, 32 * kMiB);
   EXPECT_EQ(w.part_size_bytes, 8 * kMiB);
   EXPECT_EQ(w.parallelism, 4U);
+  EXPECT_DOUBLE_EQ(w.min_share, 0.25);
   EXPECT_EQ(w.on_conflict, WritebackConfig::OnConflict::kKeepUpstream);
   const EvictConfig& e = config.tier.evict;
   EXPECT_EQ(e.high_percent, 85U);
@@ -435,6 +441,18 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of("[tier.writeback]\npart_size = \"1MiB\"\n").find("tier.writeback.part_size"),
             std::string::npos);
+  for (const char* share : {"1.5", "-0.1", "\"20\"", "\"%\"", "\"x%\"", "\"120%\"", "true"}) {
+    EXPECT_NE(error_of(std::string("[tier.writeback]\nmin_share = ") + share + "\n")
+                  .find("tier.writeback.min_share"),
+              std::string::npos)
+        << share;
+  }
+  for (const auto& [share, value] :
+       {std::pair{"0.3", 0.3}, {"0", 0.0}, {"1", 1.0}, {"\"7.5%\"", 0.075}}) {
+    Config config;
+    apply_file(config, write(std::string("[tier.writeback]\nmin_share = ") + share + "\n"));
+    EXPECT_DOUBLE_EQ(config.tier.writeback.min_share, value) << share;
+  }
   EXPECT_NE(
       error_of("[tier.writeback]\ncommit_markers = [\"\"]\n").find("tier.writeback.commit_markers"),
       std::string::npos);

@@ -1403,6 +1403,33 @@ TEST_P(StoreTest, ARestartNeverGivesAJobsSeqOutAgain) {
   EXPECT_GT(after[2].seq, before[1].seq);
 }
 
+// A job that waits for others moves on in the due order, its attempts untouched; one replaced or
+// parked meanwhile is left as it is.
+TEST_P(StoreTest, PostponedJobsMoveOnAndKeepTheirAttempts) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  ASSERT_TRUE(put("a", test::pattern_bytes(10, 1)).has_value());
+  ASSERT_TRUE(put("b", test::pattern_bytes(10, 2)).has_value());
+  ASSERT_TRUE(put("c", test::pattern_bytes(10, 3)).has_value());
+  const auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(jobs.size(), 3U);
+  ASSERT_TRUE(run(store_->defer_tier_job(jobs[0], jobs[0].due_ms, "503 SlowDown", false)).value());
+  ASSERT_TRUE(run(store_->defer_tier_job(jobs[2], jobs[2].due_ms, "HTTP 403", true)).value());
+  ASSERT_TRUE(put("b", test::pattern_bytes(10, 4)).has_value());  // replaces b's job
+  const std::int64_t later = jobs[2].due_ms + 60'000;
+  ASSERT_TRUE(run(store_->postpone_tier_jobs(jobs, later)).has_value());
+  const auto after = run(store_->tier_jobs(bucket_.id)).value();
+  ASSERT_EQ(after.size(), 3U);
+  EXPECT_EQ(after[0].key, "a");
+  EXPECT_EQ(after[0].due_ms, later);
+  EXPECT_EQ(after[0].attempts, 1U);
+  EXPECT_EQ(after[0].last_error, "503 SlowDown");
+  EXPECT_EQ(after[1].key, "c");  // parked: not due again by a postponement
+  EXPECT_EQ(after[1].due_ms, jobs[2].due_ms);
+  EXPECT_TRUE(after[1].parked);
+  EXPECT_EQ(after[2].key, "b");  // the newer change's job
+  EXPECT_NE(after[2].due_ms, later);
+}
+
 TEST_P(StoreTest, AnUpstreamUploadAndItsPartsLastAsLongAsItsJob) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   ASSERT_TRUE(put("big", test::pattern_bytes(3000, 1)).has_value());
