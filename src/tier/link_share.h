@@ -41,6 +41,8 @@ class LinkShare {
   void release_all();
 
   [[nodiscard]] bool released() const { return released_; }
+  // Whether take() may wait at all (a bytes_per_s is set).
+  [[nodiscard]] bool capped() const { return ns_per_byte_ != 0; }
   // Bytes let across since start, by class.
   [[nodiscard]] const std::array<std::uint64_t, kTrafficClasses>& bytes() const { return bytes_; }
 

@@ -524,16 +524,13 @@ struct Uploader::Impl {
     timer.expires_at(start);
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   }
-  // Bytes of `traffic` to send, under write_bytes_per_s and the link's share.
-  asio::awaitable<void> pace(Upstream& u, std::size_t bytes, Traffic traffic) {
-    auto turn = wait_turn(u.next_send, static_cast<double>(bytes), u.config.write_bytes_per_s);
-    co_await std::move(turn);
-    auto share = u.link->take(traffic, bytes);
-    co_await std::move(share);
-  }
-  // Bytes of `traffic` read, under read_bytes_per_s and the link's share.
-  asio::awaitable<void> pace_read(Upstream& u, std::size_t bytes, Traffic traffic) {
-    auto turn = wait_turn(u.next_receive, static_cast<double>(bytes), u.config.read_bytes_per_s);
+  // Bytes of `traffic` to send, or read (`received`), under write_bytes_per_s or
+  // read_bytes_per_s and the link's share.
+  asio::awaitable<void> pace(Upstream& u, std::size_t bytes, Traffic traffic,
+                             bool received = false) {
+    auto turn =
+        received ? wait_turn(u.next_receive, static_cast<double>(bytes), u.config.read_bytes_per_s)
+                 : wait_turn(u.next_send, static_cast<double>(bytes), u.config.write_bytes_per_s);
     co_await std::move(turn);
     auto share = u.link->take(traffic, bytes);
     co_await std::move(share);
@@ -2022,8 +2019,10 @@ struct Uploader::Impl {
         }
         last = *got == 0;
         piece.size += *got;
-        if (!last) {
-          auto paced = pace_read(u, *got, read.traffic);
+        if (!last && u.config.read_bytes_per_s == 0 && !u.link->capped()) {
+          u.link->charge(read.traffic, *got);  // nothing paces reads: counted, no turn taken
+        } else if (!last) {
+          auto paced = pace(u, *got, read.traffic, true);
           co_await std::move(paced);
         }
       } while (full && !last && piece.size < kFetchPieceBytes);
