@@ -472,6 +472,9 @@ class ClientCall final : public Call {
     if (auto length = parser_->content_length(); length && !parser_->chunked())
       head.content_length = *length;
     keep_alive_ = parser_->keep_alive();
+    // The body is parsed as far as what arrived goes: a parser that is not eager stops after
+    // each chunk's size line, and what is left here would wait for bytes that never come.
+    parser_->eager(true);
     if (parser_->is_done()) {
       done_ = true;  // no body: HEAD, 1xx, 204, 304, or Content-Length: 0
     } else if (head.content_length) {

@@ -11,11 +11,15 @@
 #include "hots3/http/server.h"
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace hots3::http {
 namespace {
@@ -122,6 +126,34 @@ TEST_F(ClientTest, BodiesBothWaysAndOneConnectionKeptAlive) {
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->head.status, 404U);
   EXPECT_EQ(client.idle_connections(), 1U);
+}
+
+// A chunked answer whose head comes alone and whose chunks come together afterwards, as Ceph's
+// radosgw answers a CopyObject: every chunk is read from what arrived, with no wait for more
+// (a parser that stops after a chunk's size line must be fed again before the socket is read).
+TEST_F(ClientTest, ChunksThatArriveTogetherAfterTheHeadAreAllRead) {
+  asio::io_context server_context;
+  asio::ip::tcp::acceptor acceptor(server_context, {asio::ip::make_address("127.0.0.1"), 0});
+  const auto port = acceptor.local_endpoint().port();
+  std::thread server([&] {
+    asio::ip::tcp::socket socket(server_context);
+    acceptor.accept(socket);
+    std::string request;
+    asio::read_until(socket, asio::dynamic_buffer(request), "\r\n\r\n");
+    asio::write(socket,
+                asio::buffer(std::string_view("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                                              "Content-Type: application/xml\r\n\r\n")));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    asio::write(socket, asio::buffer(std::string_view("5\r\n<Copy\r\n3\r\n/>\n\r\n0\r\n\r\n")));
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // the connection stays open
+  });
+  ClientOptions o = options("http://127.0.0.1:" + std::to_string(port));
+  o.stall_timeout = std::chrono::seconds(2);
+  Client client(context_.get_executor(), o);
+  auto reply = run(get(client, "/copy"));
+  server.join();
+  ASSERT_TRUE(reply) << reply.error().message();
+  EXPECT_EQ(reply->body, "<Copy/>\n");
 }
 
 TEST_F(ClientTest, AConnectionTheServerClosedWhileIdleIsReplacedNotAnError) {
