@@ -308,7 +308,8 @@ class Bench {
         if (!co_await w->write(data) || !co_await w->finish())
           throw std::runtime_error("part write failed");
         std::string etag = hots3::to_hex(w->digest());
-        auto part = co_await store_->commit_part(std::move(w), upload.upload_id, n, {}, etag);
+        auto committing = store_->commit_part(std::move(w), upload.upload_id, n, {}, etag, {});
+        auto part = co_await std::move(committing);
         if (!part) throw std::runtime_error("commit_part: " + part.error().message());
       }
       co_return 0;

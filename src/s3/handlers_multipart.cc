@@ -233,6 +233,7 @@ namespace {
 struct WrittenPart {
   std::unique_ptr<storage::ObjectWriter> writer;
   storage::ChecksumSet checksums;
+  storage::TeedPart teed;  // write-through: where the upstream holds it too
 };
 
 // UploadPartCopy: the part's data comes from an existing object (or a range of it), checksummed
@@ -259,7 +260,7 @@ asio::awaitable<std::variant<WrittenPart, Error>> copy_part(
   reader.set_range(range.first, range.second);
   auto created = co_await s.store().create_writer(range.second, true);
   if (!created) co_return from_errc(created.error());
-  WrittenPart part{std::move(*created), {}};
+  WrittenPart part{std::move(*created), {}, {}};
   aws::Checksummer checksummer(upload_algorithm.value_or(aws::ChecksumAlgorithm::kCrc64Nvme));
   if (auto e = co_await copy_data(reader, *part.writer, &checksummer)) co_return std::move(*e);
   set_checksum(part.checksums, checksummer.algorithm(), checksummer.base64());
@@ -299,9 +300,8 @@ asio::awaitable<std::optional<WrittenPart>> receive_part(
   std::unique_ptr<tier::UpstreamPut> passage;
   if (storage::writes_through(bucket.tier) && s.write_through() != nullptr &&
       body.declared_length() && !body.failed()) {
-    passage = s.write_through()->put_part(bucket.id, upload.key, upload.upload_id, number,
-                                          *body.declared_length(), upload.headers,
-                                          upload.user_metadata, std::move(vouched));
+    passage = s.write_through()->put_part(bucket.id, upload, number, *body.declared_length(),
+                                          std::move(vouched));
   }
   WrittenPart part;
   part.writer = co_await receive(s, r, body, true, s.config().single_put_max_bytes, passage.get());
@@ -310,10 +310,12 @@ asio::awaitable<std::optional<WrittenPart>> receive_part(
     std::string expected = s.store().digest_is_md5() ? data_etag(*part.writer) : std::string();
     // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
     auto finishing = passage->finish(std::move(expected), 0);
-    const tier::UpstreamAnswer teed = co_await std::move(finishing);
+    tier::UpstreamAnswer teed = co_await std::move(finishing);
     if (teed.kind != tier::UpstreamAnswer::Kind::kStored) {
       log::info("request {}: part {} stays for the Complete to send: {}", r.head.request_id, number,
                 teed.cause);
+    } else if (!teed.etag.empty()) {
+      part.teed = {std::move(teed.upload_id), std::move(teed.etag)};
     }
   }
   if (const auto& c = body.checksum()) set_checksum(part.checksums, c->first, c->second);
@@ -352,8 +354,10 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
     if (!written) co_return;
   }
   std::string etag = data_etag(*written->writer);
-  auto part = co_await s.store().commit_part(std::move(written->writer), upload.upload_id, *number,
-                                             written->checksums, etag);
+  // (Called apart: GCC 12 mishandles temporaries with destructors inside a co_await.)
+  auto committing = s.store().commit_part(std::move(written->writer), upload.upload_id, *number,
+                                          written->checksums, etag, std::move(written->teed));
+  auto part = co_await std::move(committing);
   if (!part) {
     if (part.error() == errc::kNotFound)
       co_return co_await s.send_error(
@@ -456,7 +460,10 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     co_return co_await s.send_error(r, std::move(*e));
   }
   std::optional<Error> plan_error;
-  std::vector<storage::TierPart> joined_parts;  // what the object is made of, for write-through
+  // Write-through: the upstream upload the parts were teed into, and the parts it holds as they
+  // are here, of those numbered as the object's job numbers them (1..N).
+  std::string teed_id;
+  std::vector<storage::TierPart> teed_parts;
   auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
       -> Result<storage::ObjectStore::CompletionPlan> {
     auto planned = plan_completion(up, parts, listed, claimed_object_checksum);
@@ -465,9 +472,12 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
       return errc::kInvalidArgument;
     }
     auto& chosen = std::get<storage::ObjectStore::CompletionPlan>(planned);
-    joined_parts.clear();
-    for (const auto& p : chosen.parts)
-      joined_parts.push_back({p.part_number, p.size_bytes, p.etag});
+    teed_id = up.tier_upload_id;
+    teed_parts.clear();
+    for (std::size_t i = 0; i < chosen.parts.size() && chosen.parts[i].part_number == i + 1; ++i) {
+      const storage::PartRecord& p = chosen.parts[i];
+      if (p.tier_etag == p.etag) teed_parts.push_back({p.part_number, p.size_bytes, p.etag});
+    }
     return std::move(chosen);
   };
   // With x-hots3-durability: upstream, the wait for the upstream is part of the completion, so
@@ -480,8 +490,9 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
     if (!joined || !std::get<bool>(upstream)) co_return joined;
     if (storage::writes_through(bucket->tier) && s.write_through() != nullptr) {
       // The parts teed as they came: the job sends only what the upstream lacks.
-      auto adopting = s.write_through()->adopt_parts(bucket->id, r.key, upload.upload_id,
-                                                     joined->id, std::move(joined_parts));
+      auto adopting =
+          s.write_through()->adopt_parts(bucket->id, r.key, upload.upload_id, std::move(teed_id),
+                                         joined->id, std::move(teed_parts));
       co_await std::move(adopting);
     }
     auto waiting = s.wait_upstream_for(*bucket, r.key);
@@ -529,7 +540,7 @@ asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {
     co_return co_await s.send_error(r, from_errc(aborted.error()));
   }
   if (storage::writes_through(bucket->tier) && s.write_through() != nullptr) {
-    s.write_through()->abort_parts(std::get<storage::UploadRecord>(found).upload_id);
+    s.write_through()->abort_parts(std::get<storage::UploadRecord>(found));
   }
   co_await s.send_empty(r, 204, s.response(r, 204));
 }

@@ -1228,8 +1228,8 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<PartRecord>> commit_part(std::unique_ptr<ObjectWriter> writer,
                                                   std::string upload_id, std::uint32_t part_number,
-                                                  ChecksumSet checksums,
-                                                  std::string etag) override {
+                                                  ChecksumSet checksums, std::string etag,
+                                                  TeedPart teed) override {
     detail::WrittenData data = detail::written_data(*writer);
     H3_ASSERT(!data.inline_data, "a part was written inline");
     PartRecord part;
@@ -1238,12 +1238,13 @@ class StoreImpl final : public ObjectStore {
     part.etag = std::move(etag);
     part.created_ms = now_ms();
     part.checksums = std::move(checksums);
+    if (!teed.upload_id.empty()) part.tier_etag = std::move(teed.etag);
     ExtentList freed;
     H3_CO_TRY(co_await core_.catalog->write([&](WriteTxn& t) -> Result<void> {
       H3_TRY(auto upload, t.find_upload(upload_id));
       if (!upload) return errc::kNotFound;
       part.id = t.next_id();
-      H3_TRY(freed, t.put_part(upload->id, part, data.extents));
+      H3_TRY(freed, t.put_part(*upload, part, data.extents, teed.upload_id));
       return {};
     }));
     detail::mark_committed(*writer);

@@ -118,8 +118,12 @@ struct Upstream {
   bool heard = false;   // an exchange with it has ended: until then its state is unknown
   bool warned = false;  // this failure streak was logged (so is its end)
   std::int64_t last_warn_ms = 0;
-  // Whether uploads to it carry If-Match / If-None-Match: * (until it answers 501 to one).
+  // Whether uploads to it carry If-Match / If-None-Match: * (until it answers 501 to one, or
+  // refuses an If-Match of the ETag it holds in both forms below).
   bool conditional = true;
+  // Whether If-Match carries the ETag quoted, as HTTP has it: until the upstream refuses a
+  // quoted one that names what it holds (some compare the header's text with their ETag).
+  bool if_match_quoted = true;
   // Whether an answer of it carried an x-amz-checksum-* header: under checksums = "auto",
   // uploads carry theirs from then on.
   bool checksums_echoed = false;
@@ -164,6 +168,14 @@ struct Binding {
     return upstream->conditional && config.mode != config::TierMode::kCache;
   }
 };
+
+// A write-through PUT's answer when the upstream never got the body.
+UpstreamAnswer failed_answer(std::string cause) {
+  UpstreamAnswer answer;
+  answer.kind = UpstreamAnswer::Kind::kFailed;
+  answer.cause = std::move(cause);
+  return answer;
+}
 
 // What became of one attempt at a job.
 struct Outcome {
@@ -302,11 +314,31 @@ std::optional<http::Header> object_checksum(const ObjectRecord& o) {
   return std::nullopt;
 }
 
-// The headers that make an upload conditional on what the upstream holds as last seen there:
-// the same ETag, or nothing at all.
-std::vector<http::Header> condition_headers(const std::optional<storage::TierSeen>& seen) {
-  if (seen) return {{"If-Match", "\"" + seen->etag + "\""}};
-  return {{"If-None-Match", "*"}};
+// The headers that make an upload to `u` conditional on what it holds as last seen there: the
+// same ETag, or nothing at all.
+std::vector<http::Header> condition_headers(const Upstream& u,
+                                            const std::optional<storage::TierSeen>& seen) {
+  if (!seen) return {{"If-None-Match", "*"}};
+  return {{"If-Match", u.if_match_quoted ? "\"" + seen->etag + "\"" : seen->etag}};
+}
+
+// A 412 to an If-Match of `sent` (the ETag last seen) while the key holds just that (`theirs`):
+// the upstream reads the header otherwise than S3 does. Its ETag goes unquoted from then on;
+// refused that way too, uploads to it stop being conditional. true: the write goes again.
+bool misread_if_match(Upstream& u, std::string_view sent, std::string_view theirs) {
+  if (sent.empty() || theirs != sent || !u.conditional) return false;
+  if (u.if_match_quoted) {
+    u.if_match_quoted = false;
+    log::warn("tier: upstream {} refused an If-Match of the ETag it holds; it is sent unquoted",
+              u.config.name);
+  } else {
+    u.conditional = false;
+    log::warn(
+        "tier: upstream {} refuses If-Match of the ETag it holds, quoted or not; writes to it "
+        "are no longer checked for conflicts",
+        u.config.name);
+  }
+  return true;
 }
 
 // The ETag in a CopyObjectResult or CopyPartResult; "" without one.
@@ -468,14 +500,12 @@ struct Uploader::Impl {
   // Whether a write-through PUT can be served (between start and stop; read by the workers).
   std::atomic<bool> running{false};
   // A write-through multipart upload's upstream side, by the client's upload id: the upstream
-  // upload its first part began and the parts the upstream confirmed.
+  // upload its first part began, or the one the catalog recorded for it before a restart (the
+  // parts the upstream holds are recorded with the parts).
   struct Teed {
-    std::int64_t bucket_id = 0;
     std::int64_t begun_ms = 0;
-    std::string upstream_key;
     std::string upstream_id;  // "" until begun
     bool beginning = false;   // a part is beginning it; the others wait
-    std::map<std::uint32_t, storage::TierPart> parts;
   };
   std::map<std::string, std::shared_ptr<Teed>> teed;
   // What the orphan sweep must spare besides the catalog's uploads: the upstream keys whose
@@ -1436,7 +1466,7 @@ struct Uploader::Impl {
     if (lost && !from) co_return lost_here();
     const std::string key = b.config.upstream_prefix + object.key;
     std::vector<http::Header> conditions;
-    if (b.conditional()) conditions = condition_headers(*seen);
+    if (b.conditional()) conditions = condition_headers(*b.upstream, *seen);
     auto attempt = send(b, job, object, key, conditions, from);
     Outcome out = co_await std::move(attempt);
     if (out.status == 501 && !conditions.empty()) {
@@ -1451,7 +1481,8 @@ struct Uploader::Impl {
     }
     if (!conditions.empty() &&
         (out.status == 412 || (out.status == 404 && out.code == "NoSuchKey"))) {
-      auto settle = settle_conflict(b, job, object, key, std::move(out), from);
+      const std::string sent = *seen ? (*seen)->etag : std::string();
+      auto settle = settle_conflict(b, job, object, key, std::move(out), from, sent);
       out = co_await std::move(settle);
     }
     if (lost && out.kind != Outcome::Kind::kDone && out.source == Outcome::Source::kLocal) {
@@ -1459,7 +1490,7 @@ struct Uploader::Impl {
       // or a copy of ours whose answer was lost is there already. What the key holds says which.
       Outcome refused = std::move(out);
       refused.expected = from->etag;
-      auto settle = settle_conflict(b, job, object, key, std::move(refused), from);
+      auto settle = settle_conflict(b, job, object, key, std::move(refused), from, "");
       out = co_await std::move(settle);
       if (out.kind != Outcome::Kind::kDone && out.source == Outcome::Source::kLocal)
         co_return lost_here();
@@ -1472,9 +1503,10 @@ struct Uploader::Impl {
   // Nothing: written again (unconditionally new). Another writer's version: a conflict, which
   // writeback.on_conflict settles.
   // `from`: where the upstream holds the version's data (a rename or copy): writes copy it there.
+  // `sent`: the ETag the write's If-Match named ("" for none).
   asio::awaitable<Outcome> settle_conflict(Binding& b, const TierJob& job, const ObjectRecord& o,
                                            std::string key, Outcome refused,
-                                           std::optional<CopyFrom> from) {
+                                           std::optional<CopyFrom> from, std::string sent) {
     s3client::Request head;
     head.method = "HEAD";
     head.bucket = b.config.upstream_bucket;
@@ -1497,10 +1529,15 @@ struct Uploader::Impl {
       out.bytes = o.size_bytes;
       co_return out;
     }
+    if (misread_if_match(*b.upstream, sent, theirs)) {
+      refused.kind = Outcome::Kind::kRetry;
+      co_return refused;
+    }
     if (!theirs.empty() && listed_in(job.prior_etags, theirs)) {
       // A version of ours this one replaced, whose upload was never confirmed (a kill after
       // the upstream's answer): replaced in turn.
-      auto again = send(b, job, o, key, condition_headers(storage::TierSeen{theirs, ""}), from);
+      auto again =
+          send(b, job, o, key, condition_headers(*b.upstream, storage::TierSeen{theirs, ""}), from);
       co_return co_await std::move(again);
     }
     // Counted once settled (a side copy that fails is retried, and meets the conflict again).
@@ -1516,7 +1553,7 @@ struct Uploader::Impl {
             "tier: conflict: {}/{} was written upstream by another writer (ETag {}); "
             "overwritten with ours (on_conflict = overwrite)",
             b.config.upstream_bucket, key, theirs);
-        auto again = send(b, job, o, key, condition_headers(other), from);
+        auto again = send(b, job, o, key, condition_headers(*b.upstream, other), from);
         out = co_await std::move(again);
         settled(out);
         co_return out;
@@ -1606,7 +1643,7 @@ struct Uploader::Impl {
     }
     const bool conditional = b.conditional();
     if (conditional) {
-      auto conditions = condition_headers(*seen);
+      auto conditions = condition_headers(u, *seen);
       headers.insert(headers.end(), conditions.begin(), conditions.end());
     }
     const std::string upstream_key = b.config.upstream_prefix + key;
@@ -1653,6 +1690,10 @@ struct Uploader::Impl {
       if (theirs && !theirs->empty() && *theirs == passage.expected_etag) {
         answer.kind = UpstreamAnswer::Kind::kStored;
         answer.etag = *theirs;
+        co_return answer;
+      }
+      if (theirs && misread_if_match(u, *seen ? (*seen)->etag : std::string(), *theirs)) {
+        answer.cause = "the upstream misread the PUT's If-Match";  // the client's retry goes on
         co_return answer;
       }
       if (theirs) {
@@ -1813,12 +1854,13 @@ struct Uploader::Impl {
   // client's upload (begun here by its first part). Parts are not ordered by key: they are
   // nothing until the Complete.
   asio::awaitable<void> pass_part(std::int64_t bucket_id, std::string key, std::string upload_id,
-                                  std::uint32_t number, std::uint64_t length,
+                                  std::string teed_id, std::uint32_t number, std::uint64_t length,
                                   std::vector<http::Header> create_headers,
                                   std::vector<http::Header> headers,
                                   std::shared_ptr<Passage> passage) {
-    auto sending = send_part(bucket_id, std::move(key), std::move(upload_id), number, length,
-                             std::move(create_headers), std::move(headers), *passage);
+    auto sending =
+        send_part(bucket_id, std::move(key), std::move(upload_id), std::move(teed_id), number,
+                  length, std::move(create_headers), std::move(headers), *passage);
     UpstreamAnswer answer = co_await std::move(sending);
     passage->answer.try_send(boost::system::error_code{}, std::move(answer));
     auto dropping = drop_rest(*passage);
@@ -1836,8 +1878,8 @@ struct Uploader::Impl {
   }
 
   asio::awaitable<UpstreamAnswer> send_part(std::int64_t bucket_id, std::string key,
-                                            std::string upload_id, std::uint32_t number,
-                                            std::uint64_t length,
+                                            std::string upload_id, std::string teed_id,
+                                            std::uint32_t number, std::uint64_t length,
                                             std::vector<http::Header> create_headers,
                                             std::vector<http::Header> headers, Passage& passage) {
     UpstreamAnswer answer;
@@ -1849,8 +1891,9 @@ struct Uploader::Impl {
     Binding& b = bound->second;
     const std::string upstream_key = b.config.upstream_prefix + key;
     auto& slot = teed[upload_id];
-    if (!slot)
-      slot = std::make_shared<Teed>(Teed{bucket_id, now_ms(), upstream_key, "", false, {}});
+    if (!slot) {
+      slot = std::make_shared<Teed>(Teed{now_ms(), std::move(teed_id), false});
+    }
     const std::shared_ptr<Teed> t = slot;
     if (t->upstream_id.empty() && !t->beginning) {
       t->beginning = true;
@@ -1870,11 +1913,12 @@ struct Uploader::Impl {
       answer.cause = "the upstream upload could not be begun";
       co_return answer;
     }
+    const std::string upstream_id = t->upstream_id;
     s3client::Request request;
     request.method = "PUT";
     request.bucket = b.config.upstream_bucket;
     request.key = upstream_key;
-    request.query = {{"partNumber", std::to_string(number)}, {"uploadId", t->upstream_id}};
+    request.query = {{"partNumber", std::to_string(number)}, {"uploadId", upstream_id}};
     request.headers = std::move(headers);
     request.content_length = length;
     const std::string what = fmt::format("part {} of {}/{}", number, request.bucket, request.key);
@@ -1888,12 +1932,17 @@ struct Uploader::Impl {
     note(*b.upstream, out);
     adapt(*b.upstream, out);
     if (out.kind != Outcome::Kind::kDone) {
+      // Aborted upstream (its lifecycle, an operator): the next part begins another.
+      if (passed.head->status == 404 && out.code == "NoSuchUpload" &&
+          t->upstream_id == upstream_id) {
+        t->upstream_id.clear();
+      }
       answer.cause = std::move(out.cause);
       co_return answer;
     }
     answer.kind = UpstreamAnswer::Kind::kStored;
     answer.etag = unquoted(passed.head->find("ETag").value_or(""));
-    if (!answer.etag.empty()) t->parts[number] = storage::TierPart{number, length, answer.etag};
+    answer.upload_id = upstream_id;
     co_return answer;
   }
 
@@ -2287,55 +2336,69 @@ struct Uploader::Impl {
   }
 
   // The Complete of a write-through upload committed `object_id` and queued its job: the parts
-  // the upstream holds as they are here become the job's upload, so that it sends only the
-  // rest. Any other outcome leaves the job to upload everything, and the upstream upload goes.
+  // upstream upload `teed_id` holds as they are here (`held`) become the job's upload, so that
+  // it sends only the rest. Any other outcome leaves the job to upload everything, and the
+  // upstream upload goes, as does one this run began that no part recorded.
   asio::awaitable<void> adopt(std::int64_t bucket_id, std::string key, std::string upload_id,
-                              std::int64_t object_id, std::vector<storage::TierPart> parts) {
-    const auto found = teed.find(upload_id);
-    if (found == teed.end()) co_return;
-    const std::shared_ptr<Teed> t = found->second;
-    teed.erase(found);
+                              std::string teed_id, std::int64_t object_id,
+                              std::vector<storage::TierPart> held) {
     const auto bound = bindings.find(bucket_id);
-    if (bound == bindings.end() || t->upstream_id.empty()) co_return;
-    const LiveUpload live(live_uploads, t->upstream_id);  // until the job has recorded it
+    if (bound == bindings.end()) co_return;
     const Binding& b = bound->second;
-    std::vector<storage::TierPart> held;
-    for (std::size_t i = 0; i < parts.size() && parts[i].part_number == i + 1; ++i) {
-      const auto up = t->parts.find(parts[i].part_number);
-      if (up != t->parts.end() && up->second == parts[i]) held.push_back(up->second);
+    const std::string upstream_key = b.config.upstream_prefix + key;
+    std::string begun;  // one this run began, if no part recorded it
+    const auto found = teed.find(upload_id);
+    if (found != teed.end()) {
+      if (found->second->upstream_id != teed_id) begun = found->second->upstream_id;
+      teed.erase(found);
     }
-    bool adopted = false;
-    if (!held.empty() && in_flight.count({bucket_id, key}) == 0) {
-      auto find = store.tier_job(bucket_id, key);
-      auto job = co_await std::move(find);
-      if (job && *job && (*job)->object_id == object_id && (*job)->upload_id.empty()) {
-        auto keep = store.set_tier_upload(**job, t->upstream_id);
-        auto kept = co_await std::move(keep);
-        adopted = kept && *kept;
-        // A part not recorded is sent again.
-        for (std::size_t i = 0; adopted && i < held.size(); ++i) {
-          auto record = store.add_tier_part(**job, held[i]);
-          co_await std::move(record);
+    if (!teed_id.empty()) {
+      const LiveUpload live(live_uploads, teed_id);  // until the job has recorded it
+      bool adopted = false;
+      if (!held.empty() && in_flight.count({bucket_id, key}) == 0) {
+        auto find = store.tier_job(bucket_id, key);
+        auto job = co_await std::move(find);
+        if (job && *job && (*job)->object_id == object_id && (*job)->upload_id.empty()) {
+          auto keep = store.set_tier_upload(**job, teed_id);
+          auto kept = co_await std::move(keep);
+          adopted = kept && *kept;
+          // A part not recorded is sent again.
+          for (std::size_t i = 0; adopted && i < held.size(); ++i) {
+            auto record = store.add_tier_part(**job, held[i]);
+            co_await std::move(record);
+          }
         }
       }
+      if (!adopted) {
+        auto abort = abort_upload(b, upstream_key, teed_id);
+        co_await std::move(abort);
+      }
     }
-    if (!adopted) {
-      auto abort = abort_upload(b, t->upstream_key, t->upstream_id);
+    if (!begun.empty()) {
+      auto abort = abort_upload(b, upstream_key, begun);
       co_await std::move(abort);
     }
   }
 
-  // The client aborted a write-through upload: its upstream side goes too (a part still
-  // beginning it leaves an orphan, which the sweep aborts).
-  asio::awaitable<void> drop_teed(std::string upload_id) {
+  // The client aborted a write-through upload: its upstream side goes too, the one its parts
+  // recorded and one this run began (a part still beginning one leaves an orphan, which the
+  // sweep aborts).
+  asio::awaitable<void> drop_teed(std::int64_t bucket_id, std::string key, std::string upload_id,
+                                  std::string teed_id) {
+    std::set<std::string> ids;
+    if (!teed_id.empty()) ids.insert(std::move(teed_id));
     const auto found = teed.find(upload_id);
-    if (found == teed.end()) co_return;
-    const std::shared_ptr<Teed> t = found->second;
-    teed.erase(found);
-    const auto bound = bindings.find(t->bucket_id);
-    if (bound == bindings.end() || t->upstream_id.empty()) co_return;
-    auto abort = abort_upload(bound->second, t->upstream_key, t->upstream_id);
-    co_await std::move(abort);
+    if (found != teed.end()) {
+      if (!found->second->upstream_id.empty()) ids.insert(found->second->upstream_id);
+      teed.erase(found);
+    }
+    const auto bound = bindings.find(bucket_id);
+    if (bound == bindings.end()) co_return;
+    const std::string upstream_key = bound->second.config.upstream_prefix + key;
+    for (const std::string& id : ids) {
+      auto abort = abort_upload(bound->second, upstream_key, id);
+      co_await std::move(abort);
+    }
   }
 
   // The ETag the upstream holds under `key` (local name): "" for none; nullopt when it did not say.
@@ -2679,7 +2742,7 @@ class PassagePut final : public UpstreamPut {
     }
     if (answer_) co_return std::move(*answer_);
     auto [e, answer] = co_await passage_->answer.async_receive(asio::as_tuple(asio::use_awaitable));
-    if (e) co_return UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "", "the upstream PUT ended"};
+    if (e) co_return failed_answer("the upstream PUT ended");
     co_return std::move(answer);
   }
 
@@ -2753,8 +2816,7 @@ class FetchRead final : public UpstreamRead {
 bool refused_at_once(const Uploader::Impl& im, Passage& passage) {
   if (im.running.load(std::memory_order_acquire)) return false;
   passage.answer.try_send(boost::system::error_code{},
-                          UpstreamAnswer{UpstreamAnswer::Kind::kFailed, "",
-                                         "the server is not sending to the upstream"});
+                          failed_answer("the server is not sending to the upstream"));
   passage.pieces.close();
   return true;
 }
@@ -2831,36 +2893,39 @@ bool Uploader::admits(std::int64_t bucket_id, std::string_view key, std::uint64_
          impl_->admits(bound->second.config, bucket_id, key, size);
 }
 
-std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id, std::string key,
-                                                std::string upload_id, std::uint32_t part_number,
-                                                std::uint64_t length,
-                                                const storage::ContentHeaders& content,
-                                                const storage::Metadata& metadata,
+std::unique_ptr<UpstreamPut> Uploader::put_part(std::int64_t bucket_id,
+                                                const storage::UploadRecord& upload,
+                                                std::uint32_t part_number, std::uint64_t length,
                                                 std::vector<http::Header> more) {
   auto passage = std::make_shared<Passage>(impl_->io);
   if (refused_at_once(*impl_, *passage)) return std::make_unique<PassagePut>(impl_, passage);
   asio::co_spawn(
       impl_->io,
-      impl_->pass_part(bucket_id, std::move(key), std::move(upload_id), part_number, length,
-                       object_headers(content, metadata), std::move(more), passage),
+      impl_->pass_part(bucket_id, upload.key, upload.upload_id, upload.tier_upload_id, part_number,
+                       length, object_headers(upload.headers, upload.user_metadata),
+                       std::move(more), passage),
       asio::detached);
   return std::make_unique<PassagePut>(impl_, std::move(passage));
 }
 
 asio::awaitable<void> Uploader::adopt_parts(std::int64_t bucket_id, std::string key,
-                                            std::string upload_id, std::int64_t object_id,
-                                            std::vector<storage::TierPart> parts) {
+                                            std::string upload_id, std::string teed_id,
+                                            std::int64_t object_id,
+                                            std::vector<storage::TierPart> held) {
   if (!impl_->running.load(std::memory_order_acquire)) co_return;
-  auto adopting = asio::co_spawn(
-      impl_->io,
-      impl_->adopt(bucket_id, std::move(key), std::move(upload_id), object_id, std::move(parts)),
-      asio::use_awaitable);
+  auto adopting = asio::co_spawn(impl_->io,
+                                 impl_->adopt(bucket_id, std::move(key), std::move(upload_id),
+                                              std::move(teed_id), object_id, std::move(held)),
+                                 asio::use_awaitable);
   co_await std::move(adopting);
 }
 
-void Uploader::abort_parts(std::string upload_id) {
+void Uploader::abort_parts(const storage::UploadRecord& upload) {
   if (!impl_->running.load(std::memory_order_acquire)) return;
-  asio::co_spawn(impl_->io, impl_->drop_teed(std::move(upload_id)), asio::detached);
+  asio::co_spawn(
+      impl_->io,
+      impl_->drop_teed(upload.bucket_id, upload.key, upload.upload_id, upload.tier_upload_id),
+      asio::detached);
 }
 
 Uploader::~Uploader() { stop(); }

@@ -508,6 +508,61 @@ class WriteThroughCrashTest(unittest.TestCase):
         self.wait_upstream("ckpt", v1)
         self.assertEqual(client(self.local.port).head_object(Bucket="wtb", Key="ckpt")["ETag"], v1)
 
+    def upstream_uploads(self, key):
+        listed = self.up.list_multipart_uploads(Bucket="team-ckpt", Prefix=PREFIX + key)
+        return listed.get("Uploads", [])
+
+    def kill_and_restart(self):
+        """kill -9, a restart, and the restart's sweep of orphaned upstream uploads seen."""
+        self.local.proc.kill()
+        self.local.proc.wait()
+        listings = sum(1 for line in self.proxy.lines if "?uploads" in line)
+        self.local = self.start_local()
+        deadline = time.monotonic() + 20
+        while sum(1 for line in self.proxy.lines if "?uploads" in line) == listings:
+            self.assertLess(time.monotonic(), deadline, "no sweep after the restart")
+            time.sleep(0.05)
+
+    def test_parts_teed_before_a_kill_are_not_sent_again(self):
+        s3 = client(self.local.port)
+        parts = [data(5 * MiB, seed=50), data(5 * MiB, seed=51), data(MiB, seed=52)]
+        upload = s3.create_multipart_upload(Bucket="wtb", Key="big",
+                                            ContentType="application/x-tensor")["UploadId"]
+        etags = [s3.upload_part(Bucket="wtb", Key="big", UploadId=upload, PartNumber=n + 1,
+                                Body=p)["ETag"] for n, p in enumerate(parts[:2])]
+        self.kill_and_restart()
+        # The sweep spares the upstream upload: the client may still finish it.
+        self.assertEqual(len(self.upstream_uploads("big")), 1)
+        s3 = client(self.local.port)
+        before = self.proxy.body_bytes
+        etags.append(s3.upload_part(Bucket="wtb", Key="big", UploadId=upload, PartNumber=3,
+                                    Body=parts[2])["ETag"])
+        etag = s3.complete_multipart_upload(
+            Bucket="wtb", Key="big", UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e}
+                                       for n, e in enumerate(etags)]})["ETag"]
+        sent = self.proxy.body_bytes - before
+        self.assertEqual(self.upstream_etag("big"), etag)
+        held = self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "big")
+        self.assertEqual(held["Body"].read(), b"".join(parts))
+        self.assertEqual(held["ContentType"], "application/x-tensor")
+        self.assertGreaterEqual(sent, len(parts[2]))
+        self.assertLess(sent, len(parts[2]) + 64 * KiB, "parts teed before the kill went again")
+        self.assertEqual(self.upstream_uploads("big"), [])
+
+    def test_an_upload_aborted_after_a_kill_is_aborted_upstream(self):
+        s3 = client(self.local.port)
+        upload = s3.create_multipart_upload(Bucket="wtb", Key="left")["UploadId"]
+        s3.upload_part(Bucket="wtb", Key="left", UploadId=upload, PartNumber=1,
+                       Body=data(5 * MiB, seed=53))
+        self.kill_and_restart()
+        self.assertEqual(len(self.upstream_uploads("left")), 1)
+        client(self.local.port).abort_multipart_upload(Bucket="wtb", Key="left", UploadId=upload)
+        deadline = time.monotonic() + 10
+        while self.upstream_uploads("left") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.upstream_uploads("left"), [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -309,10 +309,11 @@ class ObjectStore {
                                                                      std::string owner,
                                                                      std::uint64_t limit) = 0;
   // Commits a finished writer's data as part `part_number` of the upload, with `etag`,
-  // replacing an earlier part with that number. Errors: kNotFound (no such upload).
+  // replacing an earlier part with that number; `teed`: where the upstream holds it too (empty:
+  // nowhere). Errors: kNotFound (no such upload).
   virtual boost::asio::awaitable<Result<PartRecord>> commit_part(
       std::unique_ptr<ObjectWriter> writer, std::string upload_id, std::uint32_t part_number,
-      ChecksumSet checksums, std::string etag) = 0;
+      ChecksumSet checksums, std::string etag, TeedPart teed) = 0;
 
   // What a completion turns the upload into, decided from the upload and its parts inside the
   // commit transaction (so parts cannot change under the decision).
@@ -425,7 +426,8 @@ class ObjectStore {
                                                                std::string upload_id) = 0;
   virtual boost::asio::awaitable<Result<bool>> add_tier_part(TierJob job, TierPart part) = 0;
   virtual boost::asio::awaitable<Result<std::vector<TierPart>>> tier_parts(std::int64_t seq) = 0;
-  // The upstream uploads that jobs still use: any other under a binding's prefix is an orphan.
+  // The upstream uploads that jobs and write-through uploads still use: any other under a
+  // binding's prefix is an orphan.
   virtual boost::asio::awaitable<Result<std::vector<std::string>>> tier_upload_ids() = 0;
   // A client waits for `span`'s changes to reach the upstream (x-hots3-durability, a flush):
   // those waiting out the coalescing delay become due now, and the uploader is woken

@@ -122,6 +122,8 @@ struct PartRecord {
   std::string etag;
   std::int64_t created_ms = 0;
   ChecksumSet checksums;
+  // Write-through: the part's ETag in the upstream upload it was teed into ("" if not there).
+  std::string tier_etag;
 };
 
 // How a multipart upload ended: a retried Complete or Abort is answered from it.
@@ -131,6 +133,12 @@ struct EndedUpload {
 };
 // How long an abort is remembered.
 inline constexpr std::chrono::milliseconds kAbortRemembered = std::chrono::hours(1);
+
+// Write-through: where a part was teed upstream, the upstream upload and its ETag there.
+struct TeedPart {
+  std::string upload_id;
+  std::string etag;
+};
 
 struct UploadRecord {
   std::int64_t id = 0;
@@ -143,6 +151,8 @@ struct UploadRecord {
   Metadata user_metadata;
   std::optional<std::string> checksum_algorithm;  // "CRC32", ...
   std::optional<std::string> checksum_type;       // "COMPOSITE" or "FULL_OBJECT"
+  // Write-through: the upstream upload its parts are teed into ("" before the first is).
+  std::string tier_upload_id;
 };
 
 // Where a completed multipart object's parts start (GET/HEAD ?partNumber=N).

@@ -83,16 +83,14 @@ class Uploader final : public WriteThrough, public ReadThrough {
                                    const storage::ContentHeaders& headers,
                                    const storage::Metadata& metadata,
                                    std::vector<http::Header> more) override;
-  std::unique_ptr<UpstreamPut> put_part(std::int64_t bucket_id, std::string key,
-                                        std::string upload_id, std::uint32_t part_number,
-                                        std::uint64_t length,
-                                        const storage::ContentHeaders& headers,
-                                        const storage::Metadata& metadata,
+  std::unique_ptr<UpstreamPut> put_part(std::int64_t bucket_id, const storage::UploadRecord& upload,
+                                        std::uint32_t part_number, std::uint64_t length,
                                         std::vector<http::Header> more) override;
   boost::asio::awaitable<void> adopt_parts(std::int64_t bucket_id, std::string key,
-                                           std::string upload_id, std::int64_t object_id,
-                                           std::vector<storage::TierPart> parts) override;
-  void abort_parts(std::string upload_id) override;
+                                           std::string upload_id, std::string teed_id,
+                                           std::int64_t object_id,
+                                           std::vector<storage::TierPart> held) override;
+  void abort_parts(const storage::UploadRecord& upload) override;
 
   // Read-through of evicted versions (see readthrough.h). A read started before start() or after
   // stop() fails.

@@ -32,7 +32,8 @@ struct UpstreamAnswer {
                           // asking it afterwards did not settle it: it may hold the body
   } kind = Kind::kFailed;
   std::string etag;
-  std::string cause;  // why it failed (no secrets, no key)
+  std::string upload_id;  // a part's: the upstream upload that holds it
+  std::string cause;      // why it failed (no secrets, no key)
 };
 
 class UpstreamPut {
@@ -79,21 +80,23 @@ class WriteThrough {
   // A multipart upload's parts go up as they come too, into an upstream upload begun with the
   // first part (with the upload's content headers and metadata), so that the Complete's job has
   // only the parts the upstream did not take to send before its own Complete. Teeing is an
-  // acceleration, not a promise: a part whose upstream side fails is still stored here.
-  // put_part: as put(), for part `part_number` of the client's upload `upload_id`.
-  virtual std::unique_ptr<UpstreamPut> put_part(std::int64_t bucket_id, std::string key,
-                                                std::string upload_id, std::uint32_t part_number,
-                                                std::uint64_t length,
-                                                const storage::ContentHeaders& headers,
-                                                const storage::Metadata& metadata,
+  // acceleration, not a promise: a part whose upstream side fails is still stored here. The
+  // upstream upload and each part's ETag in it are committed with the part (`TeedPart`, from
+  // the answer), so that they outlive a restart.
+  // put_part: as put(), for part `part_number` of the client's `upload`.
+  virtual std::unique_ptr<UpstreamPut> put_part(std::int64_t bucket_id,
+                                                const storage::UploadRecord& upload,
+                                                std::uint32_t part_number, std::uint64_t length,
                                                 std::vector<http::Header> more) = 0;
-  // After the Complete's commit, before its job is sent: `parts` make object `object_id`, in
-  // order, with our ETags; those the upstream holds with the same ETag become the job's.
+  // After the Complete's commit, before its job is sent: upstream upload `teed_id` (the one
+  // the upload recorded, if any) holds `held`, parts of object `object_id` numbered as its job
+  // numbers them (1..N), with our ETags; they become the job's, and the job sends the rest.
   virtual boost::asio::awaitable<void> adopt_parts(std::int64_t bucket_id, std::string key,
-                                                   std::string upload_id, std::int64_t object_id,
-                                                   std::vector<storage::TierPart> parts) = 0;
-  // The client aborted `upload_id`: its upstream upload is aborted too.
-  virtual void abort_parts(std::string upload_id) = 0;
+                                                   std::string upload_id, std::string teed_id,
+                                                   std::int64_t object_id,
+                                                   std::vector<storage::TierPart> held) = 0;
+  // The client aborted `upload`: its upstream upload is aborted too.
+  virtual void abort_parts(const storage::UploadRecord& upload) = 0;
 };
 
 }  // namespace hots3::tier

@@ -116,7 +116,8 @@ class Catalog {
   Result<bool> tier_jobs_before(std::int64_t bucket_id, std::string_view prefix, std::int64_t seq);
   // The parts of job `seq`'s upstream upload the upstream confirmed, by part number.
   Result<std::vector<TierPart>> tier_parts(std::int64_t seq);
-  // The upstream uploads jobs still use (the rest under a binding's prefix are orphans).
+  // The upstream uploads jobs and write-through uploads still use (the rest under a binding's
+  // prefix are orphans).
   Result<std::vector<std::string>> tier_upload_ids();
   // What the upstream holds under `key`, as the uploader last saw it (none: nothing it knows of).
   Result<std::optional<TierSeen>> tier_seen(std::int64_t bucket_id, std::string_view key);
@@ -255,9 +256,12 @@ class WriteTxn {
 
   virtual Result<void> insert_upload(const UploadRecord& upload) = 0;
   virtual Result<std::optional<UploadRecord>> find_upload(std::string_view upload_id) = 0;
-  // Inserts a part; returns the device extents of the part it replaces (if any).
-  virtual Result<ExtentList> put_part(std::int64_t upload_row, const PartRecord& part,
-                                      const std::vector<ExtentRecord>& extents) = 0;
+  // Inserts a part of `upload`; returns the device extents of the part it replaces (if any). A
+  // part teed into an upstream upload (`tier_etag` set) records that upload as the upload's;
+  // when it is another than the one recorded, the other parts' upstream ETags are forgotten.
+  virtual Result<ExtentList> put_part(const UploadRecord& upload, const PartRecord& part,
+                                      const std::vector<ExtentRecord>& extents,
+                                      std::string_view tier_upload_id = {}) = 0;
   virtual Result<std::vector<PartRecord>> parts(std::int64_t upload_row) = 0;
   // Turns the listed parts (in order) into `object`'s data without copying it: their extents
   // move to the object, shifted to the parts' offsets in it. Parts not listed are deleted and

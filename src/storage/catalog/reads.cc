@@ -670,7 +670,9 @@ Result<std::vector<TierPart>> Catalog::tier_parts(std::int64_t seq) {
 }
 
 Result<std::vector<std::string>> Catalog::tier_upload_ids() {
-  auto q = impl_->reader().query("SELECT upload_id FROM tier_jobs WHERE upload_id IS NOT NULL");
+  auto q = impl_->reader().query(
+      "SELECT upload_id FROM tier_jobs WHERE upload_id IS NOT NULL UNION ALL "
+      "SELECT tier_upload_id FROM uploads WHERE tier_upload_id IS NOT NULL");
   std::vector<std::string> out;
   for (;;) {
     H3_TRY(bool row, q.step());

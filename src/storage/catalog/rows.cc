@@ -141,6 +141,7 @@ UploadRecord read_upload(const Query& q) {
   u.user_metadata = decode_metadata(q.blob(12));
   u.checksum_algorithm = q.optional_text(13);
   u.checksum_type = q.optional_text(14);
+  u.tier_upload_id = q.optional_text(15).value_or("");
   return u;
 }
 
@@ -173,6 +174,7 @@ PartRecord read_part(const Query& q) {
   p.checksums.crc64nvme = q.optional_text(7);
   p.checksums.sha1 = q.optional_text(8);
   p.checksums.sha256 = q.optional_text(9);
+  p.tier_etag = q.optional_text(10).value_or("");
   return p;
 }
 

@@ -43,10 +43,10 @@ constexpr int kObjectColumns = 24;
 #define H3_UPLOAD_COLUMNS                                                              \
   "id, upload_id, bucket_id, key, created_ms, owner, content_type, content_encoding, " \
   "content_disposition, content_language, cache_control, expires, user_metadata, "     \
-  "checksum_algorithm, checksum_type"
+  "checksum_algorithm, checksum_type, tier_upload_id"
 
 #define H3_PART_COLUMNS \
-  "id, part_number, size, etag, created_ms, crc32, crc32c, crc64nvme, sha1, sha256"
+  "id, part_number, size, etag, created_ms, crc32, crc32c, crc64nvme, sha1, sha256, tier_etag"
 
 #define H3_OBJECT_PART_COLUMNS "part_number, offset, size, checksum"
 

@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 13> kMigrations = {
+inline constexpr std::array<const char*, 14> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -351,6 +351,14 @@ ALTER TABLE tier_jobs_v13 RENAME TO tier_jobs;
 CREATE UNIQUE INDEX tier_jobs_key ON tier_jobs(bucket_id, key);
 CREATE INDEX tier_jobs_due ON tier_jobs(state, due_ms);
 CREATE INDEX tier_jobs_source ON tier_jobs(bucket_id, source_key) WHERE source_key IS NOT NULL;
+)sql",
+    // 13 -> 14: a write-through multipart upload's upstream side outlives a restart: the upstream
+    // upload its parts are teed into, and each part's ETag there, kept with the upload and its
+    // parts (and gone with them), so that the Complete after a restart sends only what the
+    // upstream lacks and the orphan sweep spares an upload a client may still finish.
+    R"sql(
+ALTER TABLE uploads ADD COLUMN tier_upload_id TEXT;  -- the upstream upload its parts are teed into
+ALTER TABLE parts ADD COLUMN tier_etag TEXT;         -- the part's ETag in that upload
 )sql",
 };
 

@@ -755,9 +755,9 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<void> insert_upload(const UploadRecord& u) override {
-    auto q =
-        c_.query("INSERT INTO uploads(" H3_UPLOAD_COLUMNS
-                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+    auto q = c_.query("INSERT INTO uploads(" H3_UPLOAD_COLUMNS
+                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                      "nullif(?16, ''))");
     q.bind(1, u.id)
         .bind(2, std::string_view(u.upload_id))
         .bind(3, u.bucket_id)
@@ -767,7 +767,8 @@ class WriteTxnImpl final : public WriteTxn {
     bind_headers(q, 7, u.headers);
     q.bind_blob(13, encode_metadata(u.user_metadata))
         .bind_optional(14, u.checksum_algorithm)
-        .bind_optional(15, u.checksum_type);
+        .bind_optional(15, u.checksum_type)
+        .bind(16, std::string_view(u.tier_upload_id));
     return q.run();
   }
 
@@ -775,8 +776,20 @@ class WriteTxnImpl final : public WriteTxn {
     return find_upload_on(c_, upload_id);
   }
 
-  Result<ExtentList> put_part(std::int64_t upload_row, const PartRecord& p,
-                              const std::vector<ExtentRecord>& extents) override {
+  Result<ExtentList> put_part(const UploadRecord& upload, const PartRecord& p,
+                              const std::vector<ExtentRecord>& extents,
+                              std::string_view tier_upload_id) override {
+    const std::int64_t upload_row = upload.id;
+    if (!p.tier_etag.empty() && tier_upload_id != upload.tier_upload_id) {
+      auto q = c_.query("UPDATE uploads SET tier_upload_id = ?2 WHERE id = ?1");
+      q.bind(1, upload_row).bind(2, tier_upload_id);
+      H3_TRY(q.run());
+      if (!upload.tier_upload_id.empty()) {
+        auto forget = c_.query("UPDATE parts SET tier_etag = NULL WHERE upload = ?1");
+        forget.bind(1, upload_row);
+        H3_TRY(forget.run());
+      }
+    }
     ExtentList freed;
     {
       auto q = c_.query("SELECT id FROM parts WHERE upload = ?1 AND part_number = ?2");
@@ -792,7 +805,8 @@ class WriteTxnImpl final : public WriteTxn {
     }
     auto q = c_.query(
         "INSERT INTO parts(id, upload, part_number, size, etag, created_ms, crc32, crc32c, "
-        "crc64nvme, sha1, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+        "crc64nvme, sha1, sha256, tier_etag) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, nullif(?12, ''))");
     q.bind(1, p.id)
         .bind(2, upload_row)
         .bind(3, static_cast<std::int64_t>(p.part_number))
@@ -800,6 +814,7 @@ class WriteTxnImpl final : public WriteTxn {
         .bind(5, std::string_view(p.etag))
         .bind(6, p.created_ms);
     bind_checksums(q, 7, p.checksums);
+    q.bind(12, std::string_view(p.tier_etag));
     H3_TRY(q.run());
     H3_TRY(insert_extents(c_, p.id, extents));
     return freed;

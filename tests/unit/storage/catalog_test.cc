@@ -584,7 +584,7 @@ TEST_F(CatalogTest, MultipartUploadsPartsAndCompletion) {
     ExtentList freed;
     EXPECT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
       p.id = t.next_id();
-      H3_TRY(freed, t.put_part(u.id, p, {e}));
+      H3_TRY(freed, t.put_part(u, p, {e}));
       return {};
     }));
     return std::pair{p, freed};
@@ -627,6 +627,61 @@ TEST_F(CatalogTest, MultipartUploadsPartsAndCompletion) {
             catalog_->object_parts(o.id).value()[1].offset_bytes);
   EXPECT_FALSE(catalog_->object_part(o.id, 3).value().has_value());
   EXPECT_EQ(catalog_->counts().value().parts, 0U);
+}
+
+// Write-through: a part teed upstream records the upstream upload with the upload, and its ETag
+// there with the part; a part teed into another upstream upload forgets the others' ETags (they
+// are in the old one). The upload's upstream id is in use until the upload goes.
+TEST_F(CatalogTest, TeedPartsRecordTheirUpstreamUpload) {
+  auto b = make_bucket("b");
+  UploadRecord u;
+  u.upload_id = "up1";
+  u.bucket_id = b.id;
+  u.key = "big";
+  u.owner = "o";
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) {
+    u.id = t.next_id();
+    return t.insert_upload(u);
+  }));
+  auto part = [&](std::uint32_t n, std::string tier_etag, std::string_view upstream_id) {
+    PartRecord p;
+    p.part_number = n;
+    p.size_bytes = 5000;
+    p.etag = "e" + std::to_string(n);
+    p.tier_etag = std::move(tier_etag);
+    ExtentRecord e;
+    e.length_bytes = 5000;
+    e.device = {n * 8192ULL, 8192};
+    e.checksums = {n, n};
+    EXPECT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+      H3_TRY(auto now, t.find_upload("up1"));
+      p.id = t.next_id();
+      H3_TRY(t.put_part(*now, p, {e}, upstream_id));
+      return {};
+    }));
+  };
+  auto upstream_etags = [&] {
+    std::vector<std::string> out;
+    for (const auto& p : catalog_->list_parts(u.id, 0, 100).value()) out.push_back(p.tier_etag);
+    return out;
+  };
+  EXPECT_TRUE(catalog_->find_upload("up1").value()->tier_upload_id.empty());
+  part(1, "e1", "A");
+  part(2, "", "");  // its upstream side failed
+  part(3, "e3", "A");
+  EXPECT_EQ(catalog_->find_upload("up1").value()->tier_upload_id, "A");
+  EXPECT_EQ(upstream_etags(), (std::vector<std::string>{"e1", "", "e3"}));
+  EXPECT_EQ(catalog_->tier_upload_ids().value(), std::vector<std::string>{"A"});
+  part(3, "", "");  // sent again here, not upstream: the upstream's part 3 is not this one
+  EXPECT_EQ(upstream_etags(), (std::vector<std::string>{"e1", "", ""}));
+  part(2, "e2", "B");  // another upstream upload (the first was aborted there)
+  EXPECT_EQ(catalog_->find_upload("up1").value()->tier_upload_id, "B");
+  EXPECT_EQ(upstream_etags(), (std::vector<std::string>{"", "e2", ""}));
+  ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
+    H3_TRY(t.delete_upload(u.id));
+    return {};
+  }));
+  EXPECT_TRUE(catalog_->tier_upload_ids().value().empty());
 }
 
 TEST_F(CatalogTest, ListUploadsWithPrefixDelimiterAndMarkers) {
@@ -940,6 +995,35 @@ TEST(CatalogMigration, Version12JobsMoveToATableInAcknowledgementOrderWithEveryt
                     "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
                     "('tier_jobs_key', 'tier_jobs_due', 'tier_jobs_source')"),
             3);
+}
+
+TEST(CatalogMigration, Version13UploadsKeepTheirPartsAndHaveNoUpstreamSideYet) {
+  test::TempDir dir;
+  const std::string path = dir.file("catalog.db");
+  // A version-13 catalog with an upload in progress and one of its parts.
+  std::string sql = std::string(detail::kMigrations[0]) +
+                    "ALTER TABLE inline_data ADD COLUMN checksum INTEGER;"
+                    "CREATE INDEX objects_accessed ON objects(accessed_ms);";
+  for (std::size_t i = 2; i < 13; ++i) sql += detail::kMigrations[i];
+  sql +=
+      "PRAGMA user_version = 13;"
+      "INSERT INTO buckets(id, name, owner, created_ms, tier_mode) VALUES (1, 'wt', 'o', 1, 2);"
+      "INSERT INTO uploads(id, upload_id, bucket_id, key, created_ms, owner) VALUES "
+      "  (5, 'u-5', 1, 'big', 1, 'o');"
+      "INSERT INTO parts(id, upload, part_number, size, etag, created_ms) VALUES "
+      "  (6, 5, 1, 100, 'e1', 2);";
+  raw_sql(path, sql);
+  auto catalog = Catalog::open({path});
+  EXPECT_EQ(catalog->schema_version(), kLatestSchema);
+  const auto upload = catalog->find_upload("u-5").value();
+  ASSERT_TRUE(upload.has_value());
+  EXPECT_EQ(upload->key, "big");
+  EXPECT_EQ(upload->tier_upload_id, "");
+  const auto parts = catalog->list_parts(5, 0, 10).value();
+  ASSERT_EQ(parts.size(), 1U);
+  EXPECT_EQ(parts[0].etag, "e1");
+  EXPECT_EQ(parts[0].tier_etag, "");
+  EXPECT_TRUE(catalog->tier_upload_ids().value().empty());
 }
 
 TEST(CatalogMigration, Version1GainsInlineChecksumsAndTheAccessIndex) {

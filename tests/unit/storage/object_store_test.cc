@@ -835,7 +835,8 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
       H3_CO_TRY(co_await w->write(parts.back()));
       H3_CO_TRY(co_await w->finish());
       std::string etag = etag_of(*w);
-      co_return co_await store_->commit_part(std::move(w), upload.upload_id, n, {}, etag);
+      auto committing = store_->commit_part(std::move(w), upload.upload_id, n, {}, etag, {});
+      co_return co_await std::move(committing);
     }());
     ASSERT_TRUE(part.has_value()) << part.error().message();
     EXPECT_EQ(part->etag, md5_hex(parts.back()));
@@ -871,8 +872,8 @@ TEST_P(StoreTest, MultipartCompletesWithoutCopyingAndAbortFreesSpace) {
     EXPECT_TRUE((co_await w->write(test::pattern_bytes(6 * kMiB, 50))).has_value());
     EXPECT_TRUE((co_await w->finish()).has_value());
     std::string etag = etag_of(*w);
-    EXPECT_TRUE(
-        (co_await store_->commit_part(std::move(w), second.upload_id, 1, {}, etag)).has_value());
+    auto committing = store_->commit_part(std::move(w), second.upload_id, 1, {}, etag, {});
+    EXPECT_TRUE((co_await std::move(committing)).has_value());
   }());
   EXPECT_GT(used(), with_parts);
   EXPECT_TRUE(run(store_->abort_upload(second.upload_id)).has_value());
@@ -899,7 +900,8 @@ TEST_P(StoreTest, ReplacedPartsAndAbortedUploadsFreeTheirSpaceAtOnce) {
       H3_CO_TRY(co_await w->write(test::pattern_bytes(size, seed)));
       H3_CO_TRY(co_await w->finish());
       std::string etag = etag_of(*w);
-      co_return co_await store_->commit_part(std::move(w), upload_id, n, {}, etag);
+      auto committing = store_->commit_part(std::move(w), upload_id, n, {}, etag, {});
+      co_return co_await std::move(committing);
     }());
   };
   auto upload =
@@ -2066,7 +2068,9 @@ TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {
                 H3_CO_TRY(co_await w->write(data));
                 H3_CO_TRY(co_await w->finish());
                 std::string etag = etag_of(*w);
-                co_return co_await store_->commit_part(std::move(w), upload.upload_id, 1, {}, etag);
+                auto committing =
+                    store_->commit_part(std::move(w), upload.upload_id, 1, {}, etag, {});
+                co_return co_await std::move(committing);
               }())
                   .has_value());
   EXPECT_TRUE(run(store_->tier_jobs(bucket_.id)).value().empty());  // parts are not objects
@@ -2246,8 +2250,10 @@ TEST_P(FaultStoreTest, CrashBetweenDataAndCommitLeaksNothingAndLosesNothing) {
         H3_CO_TRY(co_await w->write(test::pattern_bytes(size, n)));
         H3_CO_TRY(co_await w->finish());
         std::string etag = etag_of(*w);
-        if (commit)
-          H3_CO_TRY(co_await store_->commit_part(std::move(w), upload.upload_id, n, {}, etag));
+        if (commit) {
+          auto committing = store_->commit_part(std::move(w), upload.upload_id, n, {}, etag, {});
+          H3_CO_TRY(co_await std::move(committing));
+        }
         co_return Result<void>{};
       }());
     };
