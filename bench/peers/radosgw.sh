@@ -11,9 +11,10 @@
 #   peer_start    sets PEER_URL PEER_ACCESS_KEY PEER_SECRET_KEY; returns 1 (with the reason on
 #                 stderr and everything undone) if Ceph cannot run here
 #   peer_stop     stops the daemons, detaches the loop device, removes the cluster's files
-# Standalone: bench/peers/radosgw.sh [check]   starts it, PUTs and GETs one object with
-#   hots3-loadgen (BUILD, default build/release), stops it; or, without "check", waits for
-#   Ctrl-C so that it can be driven by hand.
+# Standalone: bench/peers/radosgw.sh [check|tier]   starts it; "check" PUTs and GETs one object
+#   with hots3-loadgen (BUILD, default build/release), "tier" runs the tiering scenario matrix
+#   (tests/integration/test_tier_matrix.py) with it as the upstream, and either stops it; without
+#   either it waits for Ctrl-C so that it can be driven by hand.
 # env: RGW_OSD_SIZE (sparse size of the OSD's file, default 24GiB), RGW_OSD_MEMORY (1GiB),
 #      RGW_CONF_EXTRA (lines appended to ceph.conf, e.g. "[osd]\ndebug_ms = 1")
 
@@ -150,12 +151,21 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   trap 'peer_stop; bench_cleanup' EXIT
   trap 'exit 1' INT TERM
   peer_start || exit 1
-  if [ "${1:-}" = check ]; then
-    LOADGEN=${BUILD:-build/release}/bench/hots3-loadgen
-    "$LOADGEN" --endpoint "$PEER_URL" --access-key "$PEER_ACCESS_KEY" --secret-key "$PEER_SECRET_KEY" \
-      --bucket check --workload get --size 1MiB --objects 8 -c 2 --duration 2s --verify
-  else
-    echo "access key $PEER_ACCESS_KEY, secret key $PEER_SECRET_KEY; Ctrl-C stops it"
-    while true; do sleep 3600; done
-  fi
+  case "${1:-}" in
+    check)
+      LOADGEN=${BUILD:-build/release}/bench/hots3-loadgen
+      "$LOADGEN" --endpoint "$PEER_URL" --access-key "$PEER_ACCESS_KEY" --secret-key "$PEER_SECRET_KEY" \
+        --bucket check --workload get --size 1MiB --objects 8 -c 2 --duration 2s --verify
+      ;;
+    tier)
+      # The tiering scenario matrix (every mode) with radosgw as the upstream.
+      HOTS3_BIN=$(realpath "${BUILD:-build/release}/src/hots3") \
+        HOTS3_TIER_PEER="$PEER_URL $PEER_ACCESS_KEY $PEER_SECRET_KEY" \
+        python3 tests/integration/test_tier_matrix.py -v
+      ;;
+    *)
+      echo "access key $PEER_ACCESS_KEY, secret key $PEER_SECRET_KEY; Ctrl-C stops it"
+      while true; do sleep 3600; done
+      ;;
+  esac
 fi

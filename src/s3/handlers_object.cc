@@ -252,16 +252,22 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   }
   // Whether the upstream was just asked about the key (its answer is as fresh as can be).
   bool looked_up = false;
-  if (!reader && !record && bucket->tier == storage::BucketTier::kCache &&
+  if (!reader && !record && bucket->tier != storage::BucketTier::kNone &&
       s.read_through() != nullptr && !r.header("x-hots3-local")) {
-    // Not here: the upstream may hold it (written there by others).
+    // Not here: the upstream may hold it (written there by others, or before this catalog).
     auto looking = look_up_upstream(s, *bucket, r.key);
     auto looked = co_await std::move(looking);
-    if (auto* e = std::get_if<Error>(&looked)) co_return co_await s.send_error(r, std::move(*e));
-    record = std::get<std::shared_ptr<const storage::ObjectRecord>>(std::move(looked));
-    looked_up = true;
-    auto opening = open_if_local(s, bucket->id, head_only, record, reader);
-    if (auto e = co_await std::move(opening)) co_return co_await s.send_error(r, std::move(*e));
+    if (auto* failed = std::get_if<Error>(&looked)) {
+      // In cache mode others write the bucket, and what is here says nothing of a key it lacks.
+      // In the other modes hots3 writes it, and answers from here while the upstream cannot.
+      if (bucket->tier == storage::BucketTier::kCache)
+        co_return co_await s.send_error(r, std::move(*failed));
+    } else {
+      record = std::get<std::shared_ptr<const storage::ObjectRecord>>(std::move(looked));
+      looked_up = true;
+      auto opening = open_if_local(s, bucket->id, head_only, record, reader);
+      if (auto e = co_await std::move(opening)) co_return co_await s.send_error(r, std::move(*e));
+    }
   }
   // What the read says of the version's freshness (x-hots3-cache), when it asked the upstream.
   std::string_view checked;
