@@ -946,18 +946,23 @@ TEST(WalVfs, RecordDatabaseWritesGetsTheCheckpointsPagesAndNotTheLogs) {
   sqlite3_close(db);
 }
 
-TEST(CatalogMigration, Version12JobsMoveToATableInAcknowledgementOrderWithEverything) {
-  test::TempDir dir;
-  const std::string path = dir.file("catalog.db");
-  // A version-12 catalog (migration 1 by hand: its UPDATE needs the writer's function) with three
-  // jobs, one with every column set, two sharing a seq (a restart gave it out again) and the
-  // parts the upstream confirmed for an upload of that seq.
+// The SQL that makes a catalog of schema `version` (>= 2; migration 1 by hand: its UPDATE needs
+// the writer's function).
+std::string schema_at(std::size_t version) {
   std::string sql = std::string(detail::kMigrations[0]) +
                     "ALTER TABLE inline_data ADD COLUMN checksum INTEGER;"
                     "CREATE INDEX objects_accessed ON objects(accessed_ms);";
-  for (std::size_t i = 2; i < 12; ++i) sql += detail::kMigrations[i];
-  sql +=
-      "PRAGMA user_version = 12;"
+  for (std::size_t i = 2; i < version; ++i) sql += detail::kMigrations[i];
+  return sql + "PRAGMA user_version = " + std::to_string(version) + ";";
+}
+
+TEST(CatalogMigration, Version12JobsMoveToATableInAcknowledgementOrderWithEverything) {
+  test::TempDir dir;
+  const std::string path = dir.file("catalog.db");
+  // A version-12 catalog with three jobs, one with every column set, two sharing a seq (a
+  // restart gave it out again) and the parts the upstream confirmed for an upload of that seq.
+  std::string sql =
+      schema_at(12) +
       "INSERT INTO buckets(id, name, owner, created_ms, tier_mode) VALUES (1, 'old', 'o', 1, 1);"
       "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, "
       "  state, last_error, upload_id, source_key, prior_etags) VALUES "
@@ -1001,12 +1006,8 @@ TEST(CatalogMigration, Version13UploadsKeepTheirPartsAndHaveNoUpstreamSideYet) {
   test::TempDir dir;
   const std::string path = dir.file("catalog.db");
   // A version-13 catalog with an upload in progress and one of its parts.
-  std::string sql = std::string(detail::kMigrations[0]) +
-                    "ALTER TABLE inline_data ADD COLUMN checksum INTEGER;"
-                    "CREATE INDEX objects_accessed ON objects(accessed_ms);";
-  for (std::size_t i = 2; i < 13; ++i) sql += detail::kMigrations[i];
-  sql +=
-      "PRAGMA user_version = 13;"
+  std::string sql =
+      schema_at(13) +
       "INSERT INTO buckets(id, name, owner, created_ms, tier_mode) VALUES (1, 'wt', 'o', 1, 2);"
       "INSERT INTO uploads(id, upload_id, bucket_id, key, created_ms, owner) VALUES "
       "  (5, 'u-5', 1, 'big', 1, 'o');"
