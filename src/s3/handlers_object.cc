@@ -259,8 +259,9 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     auto looked = co_await std::move(looking);
     if (auto* failed = std::get_if<Error>(&looked)) {
       // In cache mode others write the bucket, and what is here says nothing of a key it lacks.
-      // In the other modes hots3 writes it, and answers from here while the upstream cannot.
-      if (bucket->tier == storage::BucketTier::kCache)
+      // In the other modes hots3 writes it, and answers from here while the upstream cannot
+      // (any other error, a refusal or the catalog's, is the answer).
+      if (bucket->tier == storage::BucketTier::kCache || failed->code != Code::kServiceUnavailable)
         co_return co_await s.send_error(r, std::move(*failed));
     } else {
       record = std::get<std::shared_ptr<const storage::ObjectRecord>>(std::move(looked));

@@ -142,15 +142,15 @@ asio::awaitable<std::optional<Learnt>> learn(Service& s, std::int64_t bucket_id,
 // holds now. nullptr: no version.
 asio::awaitable<Result<std::shared_ptr<const storage::ObjectRecord>>> take(
     Service& s, const storage::BucketRecord& bucket, std::string key, std::int64_t replacing,
-    std::optional<Learnt> learnt) {
+    std::optional<Learnt> learnt, std::optional<std::string> seen_before = std::nullopt) {
   std::optional<storage::ObjectRecord> stub;
   std::vector<storage::ObjectPartRecord> parts;
   if (learnt) {
     stub = std::move(learnt->stub);
     parts = std::move(learnt->parts);
   }
-  auto taking =
-      s.store().take_upstream_state(bucket, key, replacing, std::move(stub), std::move(parts));
+  auto taking = s.store().take_upstream_state(bucket, key, replacing, std::move(stub),
+                                              std::move(parts), std::move(seen_before));
   auto taken = co_await std::move(taking);
   if (taken) {
     if (!*taken) co_return nullptr;
@@ -275,14 +275,25 @@ asio::awaitable<Headed> head_upstream(Service& s, const storage::BucketRecord& b
 
 asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
                                            std::string key) {
+  // A change of the key still owed to the upstream (a delete here) hides what it holds: not
+  // asked. What it was last seen to hold goes with the question, so that a change confirmed
+  // there while the question was out (the delete's) makes the answer stale rather than taken.
+  auto owing = s.store().tier_job(bucket.id, key);
+  auto owed = co_await std::move(owing);
+  if (!owed) co_return from_errc(owed.error());
+  if (*owed) co_return nullptr;
+  auto reading = s.store().tier_seen(bucket.id, key);
+  auto seen = co_await std::move(reading);
+  if (!seen) co_return from_errc(seen.error());
+  std::string seen_before = *seen ? (*seen)->etag : std::string();
   auto heading = head_upstream(s, bucket, key);
   Headed headed = co_await std::move(heading);
   if (auto* e = std::get_if<Error>(&headed)) co_return std::move(*e);
   auto& learnt = std::get<std::optional<Learnt>>(headed);
   if (!learnt) co_return nullptr;
-  // (Taken or not: a version that came here meanwhile, or none when a delete here not yet
-  // upstream hides the key.)
-  auto taking = take(s, bucket, key, 0, std::move(learnt));
+  // (Taken or not: a version that came here meanwhile, or none when a change of the key here
+  // came or was confirmed upstream meanwhile.)
+  auto taking = take(s, bucket, key, 0, std::move(learnt), std::move(seen_before));
   auto now = co_await std::move(taking);
   if (!now) co_return from_errc(now.error());
   co_return std::move(*now);

@@ -904,7 +904,8 @@ class StoreImpl final : public ObjectStore {
 
   asio::awaitable<Result<std::optional<ObjectRecord>>> take_upstream_state(
       const BucketRecord& bucket, std::string key, std::int64_t replacing,
-      std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts) override {
+      std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts,
+      std::optional<std::string> seen_before) override {
     make_stub(stub, bucket, key);
     bool taken = false;
     ExtentList freed;
@@ -916,6 +917,10 @@ class StoreImpl final : public ObjectStore {
           if (!b || b->id != bucket.id) return errc::kNotFound;
           H3_TRY(auto owed, t.find_tier_job(bucket.id, key));
           if (owed) return {};
+          if (seen_before) {
+            H3_TRY(auto seen, t.find_tier_seen(bucket.id, key));
+            if ((seen ? seen->etag : std::string()) != *seen_before) return {};
+          }
           H3_TRY(auto current, t.find_object(bucket.id, key));
           if ((current ? current->id : 0) != replacing) return {};
           if (current) {

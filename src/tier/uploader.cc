@@ -94,8 +94,9 @@ constexpr std::chrono::seconds kSweepRetry{2};
 // long it waits for an earlier change of its key to reach the upstream first.
 constexpr std::size_t kPassagePieces = 4;
 constexpr std::chrono::seconds kPassageTurnMax{30};
-// A teed upload not completed nor aborted by then is taken for abandoned (its client is gone):
-// the sweep aborts it upstream, and its Complete, should it come, sends every part.
+// A teed upload's entry in memory not ended by then goes (an upload here that expired ends
+// without a word to the uploader): while the upload here lives the catalog names its upstream
+// upload, and the next part finds it there; once it does not, the sweep aborts that upload.
 constexpr std::chrono::hours kTeedMax{24};
 // A read-through: pieces of the upstream's answer in flight to the request's worker, and their
 // size. The upstream is read no faster than the client takes the bytes.
@@ -322,15 +323,27 @@ std::vector<http::Header> condition_headers(const Upstream& u,
   return {{"If-Match", u.if_match_quoted ? "\"" + seen->etag + "\"" : seen->etag}};
 }
 
-// A 412 to an If-Match of `sent` (the ETag last seen) while the key holds just that (`theirs`):
-// the upstream reads the header otherwise than S3 does. Its ETag goes unquoted from then on;
-// refused that way too, uploads to it stop being conditional. true: the write goes again.
+// The If-Match value a write carried, from its conditions ("" for none).
+std::string if_match_sent(const std::vector<http::Header>& conditions) {
+  for (const http::Header& h : conditions) {
+    if (h.name == "If-Match") return h.value;
+  }
+  return {};
+}
+
+// A 412 to If-Match `sent` (the header's value: the ETag last seen, quoted or not) while the key
+// holds just that ETag (`theirs`): the upstream reads the header otherwise than S3 does. Its ETag
+// goes unquoted from then on; refused that way too, uploads to it stop being conditional. true:
+// the write goes again (also when another write already made the switch after this one left).
 bool misread_if_match(Upstream& u, std::string_view sent, std::string_view theirs) {
-  if (sent.empty() || theirs != sent || !u.conditional) return false;
-  if (u.if_match_quoted) {
-    u.if_match_quoted = false;
-    log::warn("tier: upstream {} refused an If-Match of the ETag it holds; it is sent unquoted",
-              u.config.name);
+  const bool quoted = sent.size() >= 2 && sent.front() == '"' && sent.back() == '"';
+  if (theirs.empty() || unquoted(sent) != theirs || !u.conditional) return false;
+  if (quoted) {
+    if (u.if_match_quoted) {
+      u.if_match_quoted = false;
+      log::warn("tier: upstream {} refused an If-Match of the ETag it holds; it is sent unquoted",
+                u.config.name);
+    }
   } else {
     u.conditional = false;
     log::warn(
@@ -1362,6 +1375,9 @@ struct Uploader::Impl {
       Outcome out = judge(what, answered(completed->head.status, completed->body), completed->body);
       out.expected = expected;
       gone(out.status, out.code);
+      // A part it holds is not the one recorded (a write-through part sent again whose commit
+      // here never came): the upload is of no use, and a new one sends every part.
+      if (out.status == 400 && out.code == "InvalidPart") upload_gone = true;
       if (out.kind != Outcome::Kind::kDone) co_return out;
       // Some upstreams (Ceph RGW) answer an empty ETag: the one S3 would give is the reference.
       std::string theirs = copy_result_etag(completed->body);
@@ -1373,7 +1389,8 @@ struct Uploader::Impl {
     auto attempt = finish();
     Outcome out = co_await std::move(attempt);
     if (upload_gone) {
-      // Nothing of it is left upstream: the next attempt begins anew (it is retried: 404).
+      // Nothing of it is left upstream, or nothing of use: the next attempt begins anew (it is
+      // retried; an upload of no use is an orphan the sweep aborts).
       if (resumable) {
         auto forget = store.set_tier_upload(job, "");
         co_await std::move(forget);
@@ -1481,8 +1498,8 @@ struct Uploader::Impl {
     }
     if (!conditions.empty() &&
         (out.status == 412 || (out.status == 404 && out.code == "NoSuchKey"))) {
-      const std::string sent = *seen ? (*seen)->etag : std::string();
-      auto settle = settle_conflict(b, job, object, key, std::move(out), from, sent);
+      auto settle =
+          settle_conflict(b, job, object, key, std::move(out), from, if_match_sent(conditions));
       out = co_await std::move(settle);
     }
     if (lost && out.kind != Outcome::Kind::kDone && out.source == Outcome::Source::kLocal) {
@@ -1503,7 +1520,7 @@ struct Uploader::Impl {
   // Nothing: written again (unconditionally new). Another writer's version: a conflict, which
   // writeback.on_conflict settles.
   // `from`: where the upstream holds the version's data (a rename or copy): writes copy it there.
-  // `sent`: the ETag the write's If-Match named ("" for none).
+  // `sent`: the write's If-Match ("" for none).
   asio::awaitable<Outcome> settle_conflict(Binding& b, const TierJob& job, const ObjectRecord& o,
                                            std::string key, Outcome refused,
                                            std::optional<CopyFrom> from, std::string sent) {
@@ -1642,9 +1659,10 @@ struct Uploader::Impl {
       co_return answer;
     }
     const bool conditional = b.conditional();
+    std::vector<http::Header> request_conditions;
     if (conditional) {
-      auto conditions = condition_headers(u, *seen);
-      headers.insert(headers.end(), conditions.begin(), conditions.end());
+      request_conditions = condition_headers(u, *seen);
+      headers.insert(headers.end(), request_conditions.begin(), request_conditions.end());
     }
     const std::string upstream_key = b.config.upstream_prefix + key;
     s3client::Request request;
@@ -1692,7 +1710,7 @@ struct Uploader::Impl {
         answer.etag = *theirs;
         co_return answer;
       }
-      if (theirs && misread_if_match(u, *seen ? (*seen)->etag : std::string(), *theirs)) {
+      if (theirs && misread_if_match(u, if_match_sent(request_conditions), *theirs)) {
         answer.cause = "the upstream misread the PUT's If-Match";  // the client's retry goes on
         co_return answer;
       }

@@ -427,6 +427,32 @@ class ReadThroughTest(TieredTest):
             self.proxy.slowdown = 0.0
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="down/k")["Body"].read(), body)
 
+    def test_a_delete_not_yet_upstream_hides_the_key_without_asking(self):
+        self.s3.put_object(Bucket="ckpt", Key="hidden/k", Body=b"upstream until the delete lands")
+        rc, out, err = run_hots3("tier", "flush", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                 "--prefix", "hidden/", "--wait")
+        self.assertEqual(rc, 0, out + err)
+        self.proxy.slowdown = 1.0  # the upstream is out of reach: the delete stays queued
+        try:
+            self.s3.delete_object(Bucket="ckpt", Key="hidden/k")
+            before = len(self.proxy.lines)
+            for read in (lambda: self.s3.get_object(Bucket="ckpt", Key="hidden/k"),
+                         lambda: self.s3.head_object(Bucket="ckpt", Key="hidden/k")):
+                with self.assertRaises(ClientError) as refused:
+                    read()
+                self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 404)
+            asked = [line for line in self.proxy.lines[before:]
+                     if line.split()[0] in ("GET", "HEAD") and "hidden" in line]
+            self.assertEqual(asked, [])
+        finally:
+            self.proxy.slowdown = 0.0
+        rc, out, err = run_hots3("tier", "flush", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                 "--prefix", "hidden/", "--wait")
+        self.assertEqual(rc, 0, out + err)
+        with self.assertRaises(ClientError):
+            self.up.head_object(Bucket="team-ckpt", Key=PREFIX + "hidden/k")
+        self.assertEqual(self.catalog_rows("SELECT count(*) FROM objects WHERE key = 'hidden/k'"), [(0,)])
+
     def test_an_object_overwritten_or_deleted_upstream_is_not_mixed_in(self):
         for key in ("theirs/k", "theirs/gone"):
             self.s3.put_object(Bucket="ckpt", Key=key, Body=data(1 * MiB, 8))

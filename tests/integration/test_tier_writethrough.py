@@ -396,6 +396,24 @@ class WriteThroughTest(unittest.TestCase):
         self.assertLess(sent, len(parts[1]) + 64 * KiB, "the Complete sent more than the gap")
         self.assertEqual(self.upstream_uploads("gap"), [])
 
+    def test_a_teed_part_replaced_upstream_is_sent_again_by_the_complete(self):
+        # What a part sent again leaves when its commit here never comes (a kill, a failed
+        # commit): the upstream upload holds other bytes for it than the catalog recorded.
+        parts = [data(5 * MiB, seed=60), data(MiB, seed=61)]
+        upload = self.s3.create_multipart_upload(Bucket="wtb", Key="swapped")["UploadId"]
+        etags = [self.s3.upload_part(Bucket="wtb", Key="swapped", UploadId=upload, PartNumber=n + 1,
+                                     Body=p)["ETag"] for n, p in enumerate(parts)]
+        [teed] = self.upstream_uploads("swapped")
+        self.up.upload_part(Bucket="team-ckpt", Key=PREFIX + "swapped", UploadId=teed["UploadId"],
+                            PartNumber=1, Body=data(5 * MiB, seed=62))
+        etag = self.s3.complete_multipart_upload(
+            Bucket="wtb", Key="swapped", UploadId=upload,
+            MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e}
+                                       for n, e in enumerate(etags)]})["ETag"]
+        self.assertEqual(self.upstream_etag("swapped"), etag)
+        self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key=PREFIX + "swapped")["Body"].read(),
+                         b"".join(parts))
+
     def test_an_aborted_upload_is_aborted_upstream(self):
         upload = self.s3.create_multipart_upload(Bucket="wtb", Key="dropped")["UploadId"]
         self.s3.upload_part(Bucket="wtb", Key="dropped", UploadId=upload, PartNumber=1,

@@ -550,11 +550,15 @@ class ObjectStore {
   // read-through), or, without one, no version. Only while the key's current version is
   // `replacing` (0: none), is not one written here and not yet upstream, and the key owes the
   // upstream no change (a delete not yet confirmed there hides what the upstream still holds).
-  // A replaced version's data is freed once its readers are done. Returns the stub as recorded.
-  // Errors: kPreconditionFailed (the key is not in that state), kNotFound (no such bucket).
+  // A replaced version's data is freed once its readers are done. With `seen_before` (the ETag
+  // the key's tier_seen held when the upstream was asked, "" for none), only while it holds it
+  // still: a change confirmed upstream meanwhile (a delete) makes the answer stale. Returns the
+  // stub as recorded. Errors: kPreconditionFailed (the key is not in that state), kNotFound (no
+  // such bucket).
   virtual boost::asio::awaitable<Result<std::optional<ObjectRecord>>> take_upstream_state(
       const BucketRecord& bucket, std::string key, std::int64_t replacing,
-      std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts) = 0;
+      std::optional<ObjectRecord> stub, std::vector<ObjectPartRecord> parts,
+      std::optional<std::string> seen_before) = 0;
 
   // Settles `key`'s version `lost` (kLost, see recover_store): the upstream's version `stub`
   // (learnt from it, as take_upstream_state takes one) takes its place, or, without one, the key

@@ -286,6 +286,9 @@ class WriteTxn {
                                       std::optional<std::int64_t> object_id,
                                       std::uint64_t size_bytes, std::int64_t now_ms,
                                       std::int64_t due_ms, std::string_view source_key) = 0;
+  // What the upstream was last seen to hold under `key` (none: nothing, or never seen).
+  virtual Result<std::optional<TierSeen>> find_tier_seen(std::int64_t bucket_id,
+                                                         std::string_view key) = 0;
   // Records what the upstream holds under `key` (nullptr: nothing).
   virtual Result<void> set_tier_seen(std::int64_t bucket_id, std::string_view key,
                                      const TierSeen* seen) = 0;
