@@ -22,7 +22,7 @@ import s3_support  # noqa: E402
 import boto3  # noqa: E402
 import botocore.config  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
-from test_tier_writeback import KiB, MiB, client, data, run_hots3  # noqa: E402
+from test_tier_writeback import KiB, MiB, client, data, run_hots3, tier_config  # noqa: E402
 
 PEER = os.environ.get("HOTS3_TIER_PEER", "").split()
 
@@ -68,24 +68,8 @@ class Matrix:
             with open(credentials, "w") as f:
                 f.write('access_key = "%s"\nsecret_key = "%s"\n' % (access, secret))
             cls.prefix = cls.mode + "/"
-            config = """
-[[tier.upstream]]
-name = "peer"
-endpoint = "%s"
-credentials_file = "%s"
-
-[[tier.bucket]]
-bucket = "mat"
-upstream = "peer"
-upstream_bucket = "%s"
-upstream_prefix = "%s"
-mode = "%s"
-
-[tier.writeback]
-delay = "200ms"
-retry_base = "50ms"
-retry_cap = "500ms"
-""" % (endpoint, credentials, cls.up_bucket, cls.prefix, cls.mode)
+            config = tier_config(endpoint, credentials, prefix=cls.prefix, bucket="mat", mode=cls.mode,
+                                 delay="200ms", upstream_bucket=cls.up_bucket)
             cls.local = s3_support.hots3_server(config, device_size="1GiB").start()
             cls.s3 = client(cls.local.port)
             cls.endpoint = "http://127.0.0.1:%d" % cls.local.port

@@ -51,7 +51,7 @@ def client(port, config=None):
 
 
 def tier_config(endpoint, credentials_file, prefix=PREFIX, bucket="ckpt", writeback="",
-                mode="writeback", delay="500ms", binding="", upstream=""):
+                mode="writeback", delay="500ms", binding="", upstream="", upstream_bucket="team-ckpt"):
     """`writeback`: more keys of [tier.writeback], one per line (retry_base and retry_cap there
     replace the tests' quick ones). `binding`: more of the [[tier.bucket]] entry; `upstream`:
     more of the [[tier.upstream]] one."""
@@ -66,7 +66,7 @@ credentials_file = "%s"
 [[tier.bucket]]
 bucket = "%s"
 upstream = "golden"
-upstream_bucket = "team-ckpt"
+upstream_bucket = "%s"
 upstream_prefix = "%s"
 mode = "%s"
 %s
@@ -75,7 +75,8 @@ mode = "%s"
 delay = "%s"
 %s
 %s
-""" % (endpoint, credentials_file, upstream, bucket, prefix, mode, binding, delay, retries, writeback)
+""" % (endpoint, credentials_file, upstream, bucket, upstream_bucket, prefix, mode, binding, delay, retries,
+       writeback)
 
 
 def write_credentials(directory):

@@ -273,12 +273,7 @@ Result<std::vector<PrefetchRecord>> Catalog::prefetches(std::int64_t bucket_id, 
 }
 
 Result<std::optional<TierSeen>> Catalog::tier_seen(std::int64_t bucket_id, std::string_view key) {
-  auto q =
-      impl_->reader().query("SELECT etag, ours FROM tier_seen WHERE bucket_id = ?1 AND key = ?2");
-  q.bind(1, bucket_id).bind(2, key);
-  H3_TRY(bool row, q.step());
-  if (!row) return std::optional<TierSeen>{};
-  return std::optional<TierSeen>(TierSeen{std::string(q.text(0)), std::string(q.text(1))});
+  return find_tier_seen_on(impl_->reader(), bucket_id, key);
 }
 
 Result<bool> Catalog::tier_copy_pending(std::int64_t bucket_id, std::string_view key) {

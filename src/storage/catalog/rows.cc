@@ -259,6 +259,15 @@ Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_vi
   return std::optional<UploadRecord>(read_upload(q));
 }
 
+Result<std::optional<TierSeen>> find_tier_seen_on(Connection& c, std::int64_t bucket_id,
+                                                  std::string_view key) {
+  auto q = c.query("SELECT etag, ours FROM tier_seen WHERE bucket_id = ?1 AND key = ?2");
+  q.bind(1, bucket_id).bind(2, key);
+  H3_TRY(bool row, q.step());
+  if (!row) return std::optional<TierSeen>{};
+  return std::optional<TierSeen>(TierSeen{std::string(q.text(0)), std::string(q.text(1))});
+}
+
 Result<ExtentList> delete_extents(Connection& c, std::int64_t owner_id) {
   ExtentList freed;
   {

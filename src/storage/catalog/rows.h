@@ -126,6 +126,9 @@ BucketRecord read_bucket(const Query& q);
 TierJob read_tier_job(const Query& q);
 
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id);
+// What the upstream holds under `key`, as the uploader last saw it (none: nothing it knows of).
+Result<std::optional<TierSeen>> find_tier_seen_on(Connection& c, std::int64_t bucket_id,
+                                                  std::string_view key);
 
 // Deletes the extents of an owner, returning their device ranges.
 Result<ExtentList> delete_extents(Connection& c, std::int64_t owner_id);

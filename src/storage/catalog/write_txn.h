@@ -210,11 +210,7 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<std::optional<TierSeen>> find_tier_seen(std::int64_t bucket_id,
                                                  std::string_view key) override {
-    auto q = c_.query("SELECT etag, ours FROM tier_seen WHERE bucket_id = ?1 AND key = ?2");
-    q.bind(1, bucket_id).bind(2, key);
-    H3_TRY(bool row, q.step());
-    if (!row) return std::optional<TierSeen>{};
-    return std::optional<TierSeen>(TierSeen{std::string(q.text(0)), std::string(q.text(1))});
+    return find_tier_seen_on(c_, bucket_id, key);
   }
 
   Result<void> set_tier_seen(std::int64_t bucket_id, std::string_view key,
