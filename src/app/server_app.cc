@@ -141,6 +141,23 @@ int serve(const config::Config& config, const ServeOptions& options) {
   const std::string reused = existing_store ? reused_store(config, *store) : std::string();
   // Bound buckets queue uploads from the first request on: bound (and created) before serving.
   std::optional<tier::Uploader> uploader;
+  // However serve() ends (a refused binding, a port in use), the uploader stops and then the
+  // store's catalog readers end before the uploader is destroyed: a read it began can still hold
+  // its io_context on a reader thread for a moment after the uploader has its answer.
+  struct StopInOrder {
+    std::optional<tier::Uploader>& uploader;
+    storage::ObjectStore& store;
+    StopInOrder(std::optional<tier::Uploader>& u, storage::ObjectStore& s)
+        : uploader(u), store(s) {}
+    StopInOrder(const StopInOrder&) = delete;
+    StopInOrder& operator=(const StopInOrder&) = delete;
+    StopInOrder(StopInOrder&&) = delete;
+    StopInOrder& operator=(StopInOrder&&) = delete;
+    ~StopInOrder() {
+      if (uploader) uploader->stop();
+      store.shutdown();
+    }
+  } const stop_in_order{uploader, *store};
   if (!config.tier.buckets.empty()) {
     uploader.emplace(*store, config.tier, bucket_owner(users.users), options.tier_rebind);
     uploader->start();
