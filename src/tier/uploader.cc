@@ -72,6 +72,13 @@ constexpr std::chrono::seconds kProbeInterval{30};
 // The pause between two readings of where the bound buckets' data is (a pass over their catalog
 // rows).
 constexpr std::chrono::seconds kSpaceInterval{5};
+// Both readings are passes over rows that grow with the catalog (the queue of un-uploaded
+// changes, the bound buckets' versions): the pause after a long one is this many times the
+// pass's own time, so that they take at most a few percent of a catalog reader thread, and
+// leave the CPU to the writes (a few hundred thousand rows took a second a pass, back to back).
+constexpr int kPassShare = 100;
+// Up to this many rows (a pass over them takes milliseconds), a reading keeps its own pace.
+constexpr std::uint64_t kFewRows = 50'000;
 // The log hears that an upstream fails (or answers again) at most this often.
 constexpr std::chrono::seconds kWarnInterval{10};
 // After a cut of an upstream's window, the refusals of attempts already under way do not cut it
@@ -965,42 +972,63 @@ struct Uploader::Impl {
     }
   }
 
-  // Reads where the bound buckets' data is, kSpaceInterval after each reading ends: a pass over
-  // their catalog rows, apart from report() so that a large catalog never holds the report back.
+  // Reads where the bound buckets' data is, kSpaceInterval (past kFewRows, or kPassShare times
+  // the pass) after each reading ends: a pass over their catalog rows, apart from report() so that
+  // a large catalog never holds the report back.
   asio::awaitable<void> read_space() {
     asio::steady_timer timer(io);
     while (!stopping) {
       std::vector<std::int64_t> ids;
       for (const auto& [id, b] : bindings) ids.push_back(id);
       const std::int64_t now = now_ms();
+      const auto began = std::chrono::steady_clock::now();
       auto reading = store.tier_space(std::move(ids), now - tier.evict.min_resident.count());
       auto read = co_await std::move(reading);
+      const auto pass = std::chrono::steady_clock::now() - began;
+      std::chrono::steady_clock::duration pause = kSpaceInterval;
       if (read) {
         space = std::move(*read);
         space_ms = now;
         std::uint64_t evictable = 0;
-        for (const storage::TierSpace& b : space) evictable += b.evictable_bytes;
+        std::uint64_t rows = 0;
+        for (const storage::TierSpace& b : space) {
+          evictable += b.evictable_bytes;
+          rows += b.objects;
+        }
         evictable_total.store(evictable, std::memory_order_relaxed);
+        if (rows > kFewRows) pause = std::max(pause, pass * kPassShare);
       } else {
         log::warn("tier: reading where the bound buckets' data is failed: {}",
                   read.error().message());
       }
-      timer.expires_after(kSpaceInterval);
+      timer.expires_after(pause);
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
   }
 
-  // Rebuilds the health report every kReportInterval.
+  // Rebuilds the health report every kReportInterval (the upstreams' states as they are), with
+  // the queue as last read: read again each time, or, past kFewRows, kPassShare times its pass
+  // later.
   asio::awaitable<void> report() {
     asio::steady_timer timer(io);
+    std::optional<std::vector<storage::TierBacklog>> backlog;
+    auto read_again = std::chrono::steady_clock::now();
     while (!stopping) {
-      auto read = store.tier_backlog();
-      auto backlog = co_await std::move(read);
-      if (backlog) {
-        publish(*backlog);
-      } else {
-        log::warn("tier: reading the write-back queue failed: {}", backlog.error().message());
+      if (std::chrono::steady_clock::now() >= read_again) {
+        const auto began = std::chrono::steady_clock::now();
+        auto reading = store.tier_backlog();
+        auto read = co_await std::move(reading);
+        const auto ended = std::chrono::steady_clock::now();
+        if (read) {
+          std::uint64_t jobs = 0;
+          for (const storage::TierBacklog& b : *read) jobs += b.jobs;
+          if (jobs > kFewRows) read_again = ended + (ended - began) * kPassShare;
+          backlog = std::move(*read);
+        } else {
+          log::warn("tier: reading the write-back queue failed: {}", read.error().message());
+        }
       }
+      if (backlog) publish(*backlog);
       timer.expires_after(kReportInterval);
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
