@@ -60,8 +60,10 @@ TOTAL_BYTES=$((SHARDS * SHARD_BYTES))
 seconds() { python3 -c 'import re, sys
 n, u = re.fullmatch(r"(\d+)(ms|s|m)", sys.argv[1]).groups()
 print(int(n) * {"ms": 0.001, "s": 1, "m": 60}[u])' "$1"; }
-python3 -c "import sys; sys.exit($(seconds "$DELAY") <= 8 * ($(seconds "$DURATION") + 2))" ||
-  { echo "DELAY ($DELAY) must be longer than the eight 4 KiB runs of DURATION + 2 s warm-up" >&2; exit 1; }
+# The 4 KiB runs, side-run: plain, tiered, tiered, plain, twice (see below).
+PUT_ORDER="plain-1 ckpt-1 ckpt-2 plain-2 plain-3 ckpt-3 ckpt-4 plain-4"
+python3 -c "import sys; sys.exit($(seconds "$DELAY") <= $(wc -w <<< "$PUT_ORDER") * ($(seconds "$DURATION") + 2))" ||
+  { echo "DELAY ($DELAY) must be longer than the 4 KiB runs of DURATION + 2 s warm-up together" >&2; exit 1; }
 # Two checkpoints, eight runs of small PUTs (inline: in the catalog), and slack.
 DEVICE_BYTES=$((TOTAL_BYTES * 3 + 8 * 1024 * 1024 * 1024))
 free=$(df -B1 --output=avail "$WORK" | tail -1)
@@ -228,11 +230,13 @@ put_run() {
   lg --bucket "$1" --prefix "small-$2/" --workload put --size 4KiB -c "$SMALL_C" --duration "$DURATION" \
     --warmup 2s --json "$WORK/put-$1-$2.json" > /dev/null
 }
-PUT_ORDER="plain-1 ckpt-1 ckpt-2 plain-2 plain-3 ckpt-3 ckpt-4 plain-4"
 for run in $PUT_ORDER; do put_run "${run%-*}" "${run#*-}"; done
 run_put() { json_get "$WORK/put-$1-$2.json" ops.PUT.ops_per_s; }
-mean_put() { python3 -c 'import sys; print(sum(map(float, sys.argv[1:])) / 4)' \
-  "$(run_put "$1" 1)" "$(run_put "$1" 2)" "$(run_put "$1" 3)" "$(run_put "$1" 4)"; }
+mean_put() {  # SIDE: the mean of its runs' rates
+  local run rates=()
+  for run in $PUT_ORDER; do [ "${run%-*}" != "$1" ] || rates+=("$(run_put "$1" "${run#*-}")"); done
+  python3 -c 'import sys; print(sum(map(float, sys.argv[1:])) / (len(sys.argv) - 1))' "${rates[@]}"
+}
 PLAIN_PUT=$(mean_put plain)
 TIERED_PUT=$(mean_put ckpt)
 

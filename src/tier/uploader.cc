@@ -79,6 +79,11 @@ constexpr std::chrono::seconds kSpaceInterval{5};
 constexpr int kPassShare = 100;
 // Up to this many rows (a pass over them takes milliseconds), a reading keeps its own pace.
 constexpr std::uint64_t kFewRows = 50'000;
+// The pause a pass over `rows` rows that took `pass` calls for beyond its reading's own pace.
+std::chrono::steady_clock::duration pass_pause(std::chrono::steady_clock::duration pass,
+                                               std::uint64_t rows) {
+  return rows > kFewRows ? pass * kPassShare : std::chrono::steady_clock::duration::zero();
+}
 // The log hears that an upstream fails (or answers again) at most this often.
 constexpr std::chrono::seconds kWarnInterval{10};
 // After a cut of an upstream's window, the refusals of attempts already under way do not cut it
@@ -996,7 +1001,7 @@ struct Uploader::Impl {
           rows += b.objects;
         }
         evictable_total.store(evictable, std::memory_order_relaxed);
-        if (rows > kFewRows) pause = std::max(pause, pass * kPassShare);
+        pause = std::max(pause, pass_pause(pass, rows));
       } else {
         log::warn("tier: reading where the bound buckets' data is failed: {}",
                   read.error().message());
@@ -1022,7 +1027,7 @@ struct Uploader::Impl {
         if (read) {
           std::uint64_t jobs = 0;
           for (const storage::TierBacklog& b : *read) jobs += b.jobs;
-          if (jobs > kFewRows) read_again = ended + (ended - began) * kPassShare;
+          read_again = ended + pass_pause(ended - began, jobs);
           backlog = std::move(*read);
         } else {
           log::warn("tier: reading the write-back queue failed: {}", read.error().message());
