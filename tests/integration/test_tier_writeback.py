@@ -586,6 +586,53 @@ class WriteBackTest(unittest.TestCase):
         self.assertGreaterEqual(confirmed, 3)
         self.assertLessEqual(sent, len(body) - confirmed * 5 * MiB, "more than the unconfirmed parts were sent again")
 
+    def test_an_upload_aborted_upstream_during_a_kill_starts_over(self):
+        upstream = "http://127.0.0.1:%d" % self.upstream.port
+        writeback = 'multipart_threshold = "5MiB"\npart_size = "5MiB"'
+        server = self.bound_server("restart", upstream, writeback, upstream='write_bytes_per_s = "16MiB"')
+        catalog = os.path.join(self.dir, "restart", "data", "catalog.db")
+        body = data(32 * MiB, 52)
+        try:
+            client(server.port).put_object(Bucket="restart", Key="ckpt/model.bin", Body=body)
+            deadline = time.monotonic() + 30
+            while True:
+                db = sqlite3.connect("file:%s?mode=ro" % catalog, uri=True)
+                try:
+                    done = db.execute("SELECT count(*) FROM tier_parts").fetchone()[0]
+                finally:
+                    db.close()
+                if done >= 2:
+                    break
+                self.assertLess(time.monotonic(), deadline, "no part was ever confirmed")
+                time.sleep(0.02)
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait()
+        finally:
+            server.cleanup()
+        # While hots3 is down, the upstream upload it kept the id of goes (an operator's abort,
+        # or a lifecycle rule on incomplete uploads).
+        db = sqlite3.connect(catalog)
+        try:
+            kept = db.execute("SELECT upload_id FROM tier_jobs").fetchone()[0]
+        finally:
+            db.close()
+        self.assertIsNotNone(kept)
+        self.up.abort_multipart_upload(Bucket="team-ckpt", Key="restart/ckpt/model.bin", UploadId=kept)
+        server = self.bound_server("restart", upstream, writeback)
+        try:
+            got = self.upstream_object("ckpt/model.bin", timeout=30, prefix="restart/")
+            self.assertEqual(hashlib.sha256(got["Body"].read()).hexdigest(), hashlib.sha256(body).hexdigest())
+            self.assertEqual(self.up.list_multipart_uploads(Bucket="team-ckpt", Prefix="restart/").get("Uploads", []), [])
+            report = wait_health(server.port, lambda status, r: r["buckets"][0]["queued"] == 0)
+            self.assertEqual(report["buckets"][0]["parked"], 0)
+        finally:
+            self.assertEqual(server.stop(), 0)
+            log = server.read_stderr()
+            server.cleanup()
+        # Every part went again, into a new upload.
+        sent = int(re.search(r"; (\d+) bytes sent", log).group(1))
+        self.assertGreaterEqual(sent, len(body))
+
     def test_a_stop_amid_a_large_upload_exits_cleanly_and_the_next_run_finishes_it(self):
         # A part's answer never comes: the upload attempt, which holds its upstream upload's id,
         # is abandoned at stop after the grace, and ended with the uploader's thread.
@@ -917,6 +964,41 @@ class WriteBackTest(unittest.TestCase):
                 server.cleanup()
         self.assertNotIn("tier: conflict", log)
         self.assertRegex(log, r", 0 conflicts")
+
+    def test_an_upstream_that_reads_if_match_as_text_gets_it_unquoted_then_none(self):
+        with fault_proxy.FaultProxy(self.upstream.port) as proxy:
+            server = self.bound_server("textual", "http://127.0.0.1:%d" % proxy.port)
+            try:
+                c = client(server.port)
+
+                def write(body):
+                    c.put_object(Bucket="textual", Key="k", Body=body)
+                    self.flush(server, "textual")
+                    self.assertEqual(self.up.get_object(Bucket="team-ckpt", Key="textual/k")["Body"].read(), body)
+
+                write(b"version 1")  # a new key: If-None-Match, no If-Match
+                # An upstream that compares If-Match's text with its ETag refuses it quoted, as
+                # HTTP writes it: the write goes again with the ETag unquoted, and so do the next.
+                proxy.refuse_if_match = "quoted"
+                write(b"version 2")
+                self.assertEqual(proxy.if_match_refused, 1)
+                write(b"version 3")
+                self.assertEqual(proxy.if_match_refused, 1)
+                # One that refuses it either way: writes to it go on, no longer conditional.
+                proxy.refuse_if_match = "any"
+                write(b"version 4")
+                self.assertEqual(proxy.if_match_refused, 2)
+                write(b"version 5")
+                self.assertEqual(proxy.if_match_refused, 2)
+                # None of it was another writer's: no conflict, nothing beside the key.
+                self.assertEqual(self.upstream_keys("textual/"), ["textual/k"])
+                self.assertEqual(health(server.port)[1]["buckets"][0]["conflicts"], 0)
+            finally:
+                self.assertEqual(server.stop(), 0)
+                log = server.read_stderr()
+                server.cleanup()
+        self.assertIn("refused an If-Match of the ETag it holds; it is sent unquoted", log)
+        self.assertIn("refuses If-Match of the ETag it holds, quoted or not", log)
 
     def test_on_conflict_keep_upstream_or_overwrite(self):
         for policy, winner in (("keep-upstream", b"theirs"), ("overwrite", b"ours")):

@@ -16,6 +16,9 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
         proxy.fail_answer = True      # the next request with a body reaches the upstream; its
                                       # answer is replaced by 500 InternalError
         proxy.refuse_heads = 2        # the next 2 HEAD requests answered 503, never forwarded
+        proxy.refuse_if_match = "quoted"  # requests whose If-Match is quoted ("any": with any
+                                      # If-Match) answered 412, never forwarded, as an upstream
+                                      # that compares the header's text with its ETag does
         proxy.stream_bandwidth = 40e6 # answer bodies pass at most this many bytes/s, each
                                       # connection's (streamed as they come)
         proxy.bandwidth = 50 << 20    # request bodies pass at most this many bytes/s, in all
@@ -45,6 +48,9 @@ import time
 SLOWDOWN = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
             b"<Message>Please reduce your request rate.</Message></Error>")
 
+PRECONDITION = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>PreconditionFailed</Code>"
+                b"<Message>At least one of the pre-conditions you specified did not hold</Message></Error>")
+
 INTERNAL = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>InternalError</Code>"
             b"<Message>We encountered an internal error. Please try again.</Message></Error>")
 
@@ -65,6 +71,8 @@ class FaultProxy:
         self.withhold_answer = False  # forward the next request with a body, never answer it
         self.fail_answer = False  # forward the next request with a body, answer 500 instead
         self.refuse_heads = 0     # how many HEAD requests to come are answered 503
+        self.refuse_if_match = None  # "quoted" or "any": which If-Match headers are answered 412
+        self.if_match_refused = 0    # requests answered 412 that way
         self.requests = 0        # requests received
         self.refused = 0         # answered 503 by the proxy
         self.resets = 0
@@ -201,13 +209,19 @@ class FaultProxy:
                     if replace:
                         self.fail_answer = False
                     refuse_head = head.startswith(b"HEAD ") and self.refuse_heads > 0
+                    condition = _header(head, b"if-match")
+                    refuse_condition = condition is not None and (
+                        self.refuse_if_match == "any"
+                        or (self.refuse_if_match == "quoted" and condition.startswith(b'"')))
+                    if refuse_condition:
+                        self.if_match_refused += 1
                     if refuse_head:
                         self.refuse_heads -= 1
                         self.refused += 1
                 hang = self.hang or (self.hang_object_gets and object_get)
                 stall = (max(0, self.stall_gets_beyond - first)
                          if object_get and self.stall_gets_beyond is not None else None)
-                if hang or refuse:
+                if hang or refuse or refuse_condition:
                     body, buf = _read_exactly(client, buf, length)
                     if body is None:
                         return
@@ -217,6 +231,10 @@ class FaultProxy:
                     return
                 if refuse_head:
                     client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+                    continue
+                if refuse_condition:
+                    client.sendall(b"HTTP/1.1 412 Precondition Failed\r\nContent-Type: application/xml\r\n"
+                                   b"Content-Length: %d\r\n\r\n%s" % (len(PRECONDITION), PRECONDITION))
                     continue
                 if refuse:
                     with self._lock:
