@@ -378,7 +378,7 @@ asio::awaitable<UpstreamPage> list_once(Service& s, const storage::BucketRecord&
   auto listing = s.store().list_objects(bucket.id, query);
   auto local = co_await std::move(listing);
   if (!local) co_return from_errc(local.error());
-  auto owing = s.store().tier_jobs(bucket.id);
+  auto owing = s.store().tier_jobs(bucket.id, false);  // (the deletes)
   auto owed = co_await std::move(owing);
   if (!owed) co_return from_errc(owed.error());
   std::set<std::string> deleted;  // here, not yet upstream

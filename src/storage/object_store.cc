@@ -157,6 +157,11 @@ class StoreImpl final : public ObjectStore {
     return it != tiers_.end() && sends_up(it->second);
   }
   static bool sends_up(BucketTier tier) { return tier != BucketTier::kNone; }
+  BucketTier tier_of(std::int64_t bucket_id) const {
+    std::shared_lock lock(buckets_mutex_);
+    const auto it = tiers_.find(bucket_id);
+    return it != tiers_.end() ? it->second : BucketTier::kNone;
+  }
   // Whether a bucket fronts an upstream bucket others write (cache mode): the upstream may hold
   // keys this store never saw.
   bool fronts(std::int64_t bucket_id) const {
@@ -167,13 +172,18 @@ class StoreImpl final : public ObjectStore {
 
   // Queues the upload (object_id) or upstream delete (none) of `key`'s new state in the
   // transaction that makes the change, after the coalescing delay.
-  // `source_key`: the key of the bucket the version was renamed or copied from.
+  // `source_key`: the key of the bucket the version was renamed or copied from. A new
+  // version's upload in a write-back bucket may be left to its row: REQUIRES that row is
+  // inserted after this (by WriteTxn::insert_object).
   Result<void> queue_change(WriteTxn& t, std::int64_t bucket_id, std::string_view key,
                             std::optional<std::int64_t> object_id, std::uint64_t size_bytes,
                             std::string_view source_key = {}) {
     const std::int64_t now = now_ms();
-    return t.queue_tier_job(bucket_id, key, object_id, size_bytes, now,
-                            now + core_.options.tier_delay.count(), source_key);
+    const std::int64_t due = now + core_.options.tier_delay.count();
+    if (object_id && source_key.empty() && tier_of(bucket_id) == BucketTier::kWriteback) {
+      return t.imply_tier_job(bucket_id, key, *object_id, size_bytes, now, due);
+    }
+    return t.queue_tier_job(bucket_id, key, object_id, size_bytes, now, due, source_key);
   }
 
   // Queues the upload of the key's `current` version, or its upstream delete without one.
@@ -259,9 +269,12 @@ class StoreImpl final : public ObjectStore {
     co_return co_await std::move(read);
   }
 
-  asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(std::int64_t bucket_id) override {
-    auto read = detail::on_catalog_reader(
-        core_, [c = core_.catalog.get(), bucket_id] { return c->tier_jobs(bucket_id); });
+  asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(std::int64_t bucket_id,
+                                                          bool with_implied) override {
+    auto read =
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), bucket_id, with_implied] {
+          return c->tier_jobs(bucket_id, with_implied);
+        });
     co_return co_await std::move(read);
   }
 
@@ -1706,6 +1719,7 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options,
   catalog_options.pinned = [pins = core.pins.get()](std::int64_t bucket_id, std::string_view key) {
     return pins->pinned(bucket_id, key);
   };
+  catalog_options.tier_delay_ms = options.tier_delay.count();
   core.catalog = Catalog::open(catalog_options);
   if (auto rules = core.catalog->pin_rules(); rules) {
     for (const auto& [bucket_id, span] : *rules) core.pins->add(bucket_id, span);

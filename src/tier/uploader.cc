@@ -2634,7 +2634,7 @@ struct Uploader::Impl {
   // Changes still owed to a bucket's old binding would go to another place than the one they
   // were acknowledged for: refused unless the operator says so (--tier-rebind).
   asio::awaitable<void> refuse_rebind(const storage::BucketRecord& bucket, std::string_view why) {
-    auto list = store.tier_jobs(bucket.id);
+    auto list = store.tier_jobs(bucket.id, true);
     auto jobs = co_await std::move(list);
     if (!jobs) throw std::runtime_error("tier: " + jobs.error().message());
     if (jobs->empty()) co_return;

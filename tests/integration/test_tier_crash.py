@@ -216,7 +216,8 @@ class TierCrashTest(unittest.TestCase):
     def owed_at_kill(self):
         """(object jobs, delete jobs, bytes still to send): what the catalog owes the upstream,
         less the parts it confirmed, which a restart must not send again."""
-        jobs = self.query_catalog("SELECT object_id IS NOT NULL, size FROM tier_jobs")
+        jobs = self.query_catalog("SELECT object_id IS NOT NULL, size FROM tier_jobs UNION ALL "
+                                  "SELECT 1, size FROM objects WHERE tier_implied = 1 AND tier_state = 0")
         confirmed = self.query_catalog("SELECT coalesce(sum(p.size), 0) FROM tier_parts p JOIN tier_jobs j "
                                        "ON p.seq = j.seq WHERE j.upload_id IS NOT NULL")[0][0]
         puts = [size for is_put, size in jobs if is_put]

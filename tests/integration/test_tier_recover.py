@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import fault_proxy  # noqa: E402
 import s3_support  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
-from test_tier_writeback import (KiB, MiB, PREFIX, client, data, run_hots3, start_upstream,  # noqa: E402
+from test_tier_writeback import (OWED_JOBS, KiB, MiB, PREFIX, client, data, run_hots3, start_upstream,  # noqa: E402
                                  stop_servers, tier_config, wait_health)
 
 CLEAN = ["clean/%02d" % i for i in range(50)]
@@ -226,7 +226,7 @@ class RecoverTest(unittest.TestCase):
         db = sqlite3.connect("file:%s?mode=ro" % os.path.join(data_dir, "catalog.db"), uri=True)
         try:
             self.assertEqual(db.execute("SELECT count(*) FROM objects WHERE tier_state = 3").fetchone()[0], 0)
-            self.assertEqual(db.execute("SELECT count(*) FROM tier_jobs").fetchone()[0], 0)
+            self.assertEqual(db.execute(OWED_JOBS).fetchone()[0], 0)
         finally:
             db.close()
 

@@ -353,9 +353,10 @@ class ObjectStore {
   // Queued jobs due by `now_ms`, in acknowledgement order, at most `max`.
   virtual boost::asio::awaitable<Result<std::vector<TierJob>>> due_tier_jobs(std::int64_t now_ms,
                                                                              std::size_t max) = 0;
-  // A bucket's jobs, parked ones included, in acknowledgement order.
-  virtual boost::asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(
-      std::int64_t bucket_id) = 0;
+  // A bucket's jobs, parked ones included, in acknowledgement order; without `with_implied`,
+  // only those with rows of their own (every delete has one).
+  virtual boost::asio::awaitable<Result<std::vector<TierJob>>> tier_jobs(std::int64_t bucket_id,
+                                                                         bool with_implied) = 0;
   // A bucket's parked jobs (an operator must act on them), the longest parked first, at most
   // `max`.
   virtual boost::asio::awaitable<Result<std::vector<TierJob>>> parked_tier_jobs(

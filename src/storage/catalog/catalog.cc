@@ -139,8 +139,11 @@ std::unique_ptr<Catalog> Catalog::open(const CatalogOptions& options) {
                                  "coalesce((SELECT max(seq) FROM tier_jobs), 0))",
                                  options.path, "ids") +
                   1;
-  impl->tier_owed_bytes =
-      single_integer(w, "SELECT coalesce(sum(size), 0) FROM tier_jobs", options.path, "tier_jobs");
+  impl->tier_owed_bytes = single_integer(
+      w,
+      "SELECT (SELECT coalesce(sum(size), 0) FROM tier_jobs) + (SELECT "
+      "coalesce(sum(size), 0) FROM objects WHERE tier_implied = 1 AND tier_state = 0)",
+      options.path, "tier_jobs");
   impl->checkpointer = std::make_unique<Connection>(options.path, Connection::Mode::kReadWrite,
                                                     false, detail::wal_batching_vfs());
   // A connection opens the WAL on its first read; until then a checkpoint through it does nothing

@@ -41,6 +41,8 @@ struct CatalogOptions {
   // Whether a key is pinned (never evicted): eviction's queries ask for each candidate. Called
   // on the catalog's threads; must be thread-safe and quick.
   std::function<bool(std::int64_t bucket_id, std::string_view key)> pinned{};
+  // Write-back's coalescing delay: a change is due this long after it was acknowledged.
+  std::int64_t tier_delay_ms = 0;
 };
 
 // A version eviction may take, as Catalog::eviction_candidates finds it.
@@ -79,8 +81,9 @@ class Catalog {
   Result<std::vector<BucketRecord>> list_buckets();
   // Queued (not parked) write-back jobs due by `now_ms`, in acknowledgement order; at most `max`.
   Result<std::vector<TierJob>> due_tier_jobs(std::int64_t now_ms, std::size_t max);
-  // Every job of a bucket, parked ones included, in acknowledgement order (status, tests).
-  Result<std::vector<TierJob>> tier_jobs(std::int64_t bucket_id);
+  // Every job of a bucket, parked ones included, in acknowledgement order; without
+  // `with_implied`, only those with rows of their own (every delete is one).
+  Result<std::vector<TierJob>> tier_jobs(std::int64_t bucket_id, bool with_implied);
   // A bucket's parked jobs, the longest parked first, at most `max`.
   Result<std::vector<TierJob>> parked_tier_jobs(std::int64_t bucket_id, std::size_t max);
   // The key's job, parked or not; none when it owes the upstream nothing.
@@ -286,6 +289,13 @@ class WriteTxn {
                                       std::optional<std::int64_t> object_id,
                                       std::uint64_t size_bytes, std::int64_t now_ms,
                                       std::int64_t due_ms, std::string_view source_key) = 0;
+  // As queue_tier_job for the upload of a new version `object_id` of `key`, called before the
+  // version's row is inserted: when the key has no job and its current version (if any) is
+  // upstream already, the job is implied by the version's row (insert_object marks it) and no
+  // job row is written.
+  virtual Result<void> imply_tier_job(std::int64_t bucket_id, std::string_view key,
+                                      std::int64_t object_id, std::uint64_t size_bytes,
+                                      std::int64_t now_ms, std::int64_t due_ms) = 0;
   // What the upstream was last seen to hold under `key` (none: nothing, or never seen).
   virtual Result<std::optional<TierSeen>> find_tier_seen(std::int64_t bucket_id,
                                                          std::string_view key) = 0;

@@ -68,7 +68,7 @@ void Catalog::Impl::run_writer() {
 bool Catalog::Impl::run_writes(std::deque<Pending>& batch, std::vector<error_code>& results,
                                bool savepoints, error_code& lost, std::int64_t& owed_delta) {
   Connection& w = *writer;
-  WriteTxnImpl txn(w, next_id);
+  WriteTxnImpl txn(w, next_id, options.tier_delay_ms);
   owed_delta = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     results[i] = {};

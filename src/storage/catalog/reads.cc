@@ -68,6 +68,12 @@ Result<std::vector<BucketRecord>> Catalog::list_buckets() {
 }
 
 namespace {
+// Jobs with rows and implied ones together, in acknowledgement order.
+void sort_by_seq(std::vector<TierJob>& jobs) {
+  std::sort(jobs.begin(), jobs.end(),
+            [](const TierJob& a, const TierJob& b) { return a.seq < b.seq; });
+}
+
 Result<std::vector<TierJob>> read_tier_jobs(Query& q) {
   std::vector<TierJob> out;
   for (;;) {
@@ -85,7 +91,23 @@ Result<std::vector<TierJob>> Catalog::due_tier_jobs(std::int64_t now_ms, std::si
       "SELECT * FROM (SELECT " H3_TIER_JOB_COLUMNS
       " FROM tier_jobs WHERE state = 0 AND due_ms <= ?1 ORDER BY due_ms LIMIT ?2) ORDER BY seq");
   q.bind(1, now_ms).bind(2, static_cast<std::int64_t>(max));
-  return read_tier_jobs(q);
+  H3_TRY(auto due, read_tier_jobs(q));
+  // Implied jobs come by their index in acknowledgement order, which is (to the clocks of
+  // concurrent writes) the order of their writes: the first not yet due ends the look.
+  const std::int64_t delay = impl_->options.tier_delay_ms;
+  auto implied = impl_->reader().query(
+      "SELECT " H3_IMPLIED_JOB_COLUMNS_O
+      " FROM objects o INDEXED BY objects_implied WHERE " H3_IMPLIED_JOB_WHERE_O " ORDER BY o.id");
+  for (std::size_t n = 0; n < max; ++n) {
+    H3_TRY(bool row, implied.step());
+    if (!row) break;
+    TierJob job = read_implied_job(implied, delay);
+    if (job.due_ms > now_ms) break;
+    due.push_back(std::move(job));
+  }
+  sort_by_seq(due);
+  if (due.size() > max) due.resize(max);
+  return due;
 }
 
 Result<std::vector<TierJob>> Catalog::parked_tier_jobs(std::int64_t bucket_id, std::size_t max) {
@@ -97,11 +119,24 @@ Result<std::vector<TierJob>> Catalog::parked_tier_jobs(std::int64_t bucket_id, s
   return read_tier_jobs(q);
 }
 
-Result<std::vector<TierJob>> Catalog::tier_jobs(std::int64_t bucket_id) {
+Result<std::vector<TierJob>> Catalog::tier_jobs(std::int64_t bucket_id, bool with_implied) {
   auto q = impl_->reader().query("SELECT " H3_TIER_JOB_COLUMNS
                                  " FROM tier_jobs WHERE bucket_id = ?1 ORDER BY seq");
   q.bind(1, bucket_id);
-  return read_tier_jobs(q);
+  H3_TRY(auto jobs, read_tier_jobs(q));
+  if (!with_implied) return jobs;
+  auto implied = impl_->reader().query(
+      "SELECT " H3_IMPLIED_JOB_COLUMNS_O
+      " FROM objects o INDEXED BY objects_implied WHERE " H3_IMPLIED_JOB_WHERE_O
+      " AND o.bucket_id = ?1");
+  implied.bind(1, bucket_id);
+  for (;;) {
+    H3_TRY(bool row, implied.step());
+    if (!row) break;
+    jobs.push_back(read_implied_job(implied, impl_->options.tier_delay_ms));
+  }
+  sort_by_seq(jobs);
+  return jobs;
 }
 
 Result<std::optional<TierJob>> Catalog::tier_job(std::int64_t bucket_id, std::string_view key) {
@@ -109,15 +144,28 @@ Result<std::optional<TierJob>> Catalog::tier_job(std::int64_t bucket_id, std::st
                                  " FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
   q.bind(1, bucket_id).bind(2, key);
   H3_TRY(bool row, q.step());
+  if (row) return std::optional<TierJob>(read_tier_job(q));
+  auto implied = impl_->reader().query("SELECT " H3_IMPLIED_JOB_COLUMNS_O
+                                       " FROM objects o INDEXED BY objects_key WHERE o.bucket_id = "
+                                       "?1 AND o.key = ?2 AND " H3_IMPLIED_JOB_WHERE_O);
+  implied.bind(1, bucket_id).bind(2, key);
+  H3_TRY(row, implied.step());
   if (!row) return std::optional<TierJob>{};
-  return std::optional<TierJob>(read_tier_job(q));
+  return std::optional<TierJob>(read_implied_job(implied, impl_->options.tier_delay_ms));
 }
 
 Result<std::vector<TierBacklog>> Catalog::tier_backlog() {
+  // Jobs with rows, and implied ones (every one an upload).
   auto q = impl_->reader().query(
-      "SELECT bucket_id, count(*), sum(size), sum(state = 1), min(first_ms), sum(object_id IS NOT "
-      "NULL AND source_key IS NULL), sum(object_id IS NOT NULL AND source_key IS NOT NULL), "
-      "sum(object_id IS NULL) FROM tier_jobs GROUP BY bucket_id ORDER BY bucket_id");
+      "SELECT bucket_id, sum(n), sum(bytes), sum(parked), min(first), sum(uploads), sum(copies), "
+      "sum(deletes) FROM (SELECT bucket_id, count(*) AS n, sum(size) AS bytes, sum(state = 1) AS "
+      "parked, min(first_ms) AS first, sum(object_id IS NOT NULL AND source_key IS NULL) AS "
+      "uploads, sum(object_id IS NOT NULL AND source_key IS NOT NULL) AS copies, sum(object_id IS "
+      "NULL) AS deletes FROM tier_jobs GROUP BY bucket_id UNION ALL SELECT o.bucket_id, count(*), "
+      "sum(o.size), 0, min(o.created_ms), count(*), 0, 0 FROM objects o INDEXED BY "
+      "objects_implied WHERE " H3_IMPLIED_JOB_WHERE_O
+      " GROUP BY o.bucket_id) GROUP BY bucket_id "
+      "ORDER BY bucket_id");
   std::vector<TierBacklog> out;
   const auto count = [&q](int column) { return static_cast<std::uint64_t>(q.int64(column)); };
   for (;;) {
@@ -291,7 +339,8 @@ Result<bool> Catalog::tier_jobs_before(std::int64_t bucket_id, std::string_view 
                                        std::int64_t seq) {
   auto q = impl_->reader().query(
       "SELECT EXISTS(SELECT 1 FROM tier_jobs WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 "
-      "AND seq < ?4)");
+      "AND seq < ?4) OR EXISTS(SELECT 1 FROM objects o INDEXED BY objects_key WHERE o.bucket_id "
+      "= ?1 AND o.key >= ?2 AND o.key < ?3 AND o.id < ?4 AND " H3_IMPLIED_JOB_WHERE_O ")");
   const std::string upper = upper_bound_of(std::string(prefix));
   q.bind(1, bucket_id).bind(2, prefix).bind(3, std::string_view(upper)).bind(4, seq);
   H3_TRY(q.step());
@@ -680,8 +729,10 @@ Result<std::vector<std::string>> Catalog::tier_upload_ids() {
 Result<TierOwed> Catalog::tier_owed(std::int64_t bucket_id, const KeySpan& span,
                                     std::int64_t up_to_seq) {
   auto q = impl_->reader().query(
-      "SELECT count(*), coalesce(sum(state = 1), 0), max(CASE WHEN state = 1 THEN last_error END) "
-      "FROM tier_jobs WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 AND seq <= ?4");
+      "SELECT count(*) + (SELECT count(*) FROM objects o INDEXED BY objects_key WHERE "
+      "o.bucket_id = ?1 AND o.key >= ?2 AND o.key < ?3 AND o.id <= ?4 AND " H3_IMPLIED_JOB_WHERE_O
+      "), coalesce(sum(state = 1), 0), max(CASE WHEN state = 1 THEN last_error END) FROM "
+      "tier_jobs WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 AND seq <= ?4");
   q.bind(1, bucket_id).bind(4, up_to_seq);
   bind_key_span(q, span, 2);
   H3_TRY(q.step());

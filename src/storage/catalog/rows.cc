@@ -251,6 +251,12 @@ TierJob read_tier_job(const Query& q) {
   return job;
 }
 
+TierJob read_implied_job(const Query& q, std::int64_t delay_ms) {
+  TierJob job = read_tier_job(q);
+  job.due_ms = job.first_ms + delay_ms;
+  return job;
+}
+
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id) {
   auto q = c.query("SELECT " H3_UPLOAD_COLUMNS " FROM uploads WHERE upload_id = ?1");
   q.bind(1, upload_id);

@@ -32,6 +32,12 @@ constexpr int kObjectColumns = 24;
   "?19, "                                                                                       \
   "?20, ?21, ?22, ?23, ?24)"
 
+// The same, for a version whose row is its write-back job (see H3_IMPLIED_JOB_COLUMNS_O).
+#define H3_INSERT_IMPLIED_OBJECT                                                               \
+  "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                     \
+  ", tier_implied) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, " \
+  "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, 1)"
+
 // The same columns qualified for a join with the objects table as "o".
 #define H3_OBJECT_COLUMNS_O                                                                \
   "o.bucket_id, o.key, o.id, o.size, o.etag, o.parts_count, o.created_ms, o.accessed_ms, " \
@@ -124,6 +130,14 @@ BucketRecord read_bucket(const Query& q);
   "bucket_id, key, seq, object_id, size, first_ms, due_ms, attempts, state, last_error, " \
   "upload_id, source_key, prior_etags"
 TierJob read_tier_job(const Query& q);
+// A version's implied job (tier_implied = 1 while tier_state = 0: see the schema), selected from
+// objects as "o" in H3_TIER_JOB_COLUMNS' order: its seq and object_id are the version's id, its
+// first change the version's write; read by read_implied_job, which adds the coalescing delay.
+#define H3_IMPLIED_JOB_COLUMNS_O                                                         \
+  "o.bucket_id, o.key, o.id, o.id, o.size, o.created_ms, o.created_ms, 0, 0, '', NULL, " \
+  "NULL, NULL"
+#define H3_IMPLIED_JOB_WHERE_O "o.tier_implied = 1 AND o.tier_state = 0"
+TierJob read_implied_job(const Query& q, std::int64_t delay_ms);
 
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id);
 // What the upstream holds under `key`, as the uploader last saw it (none: nothing it knows of).

@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 14> kMigrations = {
+inline constexpr std::array<const char*, 15> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -359,6 +359,17 @@ CREATE INDEX tier_jobs_source ON tier_jobs(bucket_id, source_key) WHERE source_k
     R"sql(
 ALTER TABLE uploads ADD COLUMN tier_upload_id TEXT;  -- the upstream upload its parts are teed into
 ALTER TABLE parts ADD COLUMN tier_etag TEXT;         -- the part's ETag in that upload
+)sql",
+    // 14 -> 15: a write-back change that makes a new version and replaces none still waiting
+    // (a new key's PUT, most of a checkpoint's or a dataset's writes) leaves no job row: its
+    // version's row says that it is owed (tier_implied = 1 while tier_state = 0), in the same
+    // transaction, and an index of just those versions, in acknowledgement order, is where the
+    // uploader finds them. A job row, with its three indexes, is written only when such a job
+    // needs state of its own (a retry, a multipart upload, a newer change replacing it), and
+    // the version's mark then goes. Every other change still leaves a row.
+    R"sql(
+ALTER TABLE objects ADD COLUMN tier_implied INTEGER;  -- 1: the version's upload is owed, no job row
+CREATE INDEX objects_implied ON objects(id) WHERE tier_implied = 1 AND tier_state = 0;
 )sql",
 };
 

@@ -8,6 +8,7 @@
 #include "storage/catalog/sqlite.h"
 #include "storage/checksum.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,9 +18,16 @@
 
 namespace hots3::storage::detail {
 
+// The versions `where` (SQL on objects) whose rows are their write-back jobs, their marks taken
+// (WriteTxnImpl::materialize_tier_jobs gives each job a row).
+#define H3_MATERIALIZE(where)                                                                   \
+  "UPDATE objects SET tier_implied = NULL WHERE tier_implied = 1 AND tier_state = 0 AND " where \
+  " RETURNING bucket_id, key, id, size, created_ms"
+
 class WriteTxnImpl final : public WriteTxn {
  public:
-  WriteTxnImpl(Connection& c, std::int64_t& next_id) : c_(c), next_id_(next_id) {}
+  WriteTxnImpl(Connection& c, std::int64_t& next_id, std::int64_t tier_delay_ms)
+      : c_(c), next_id_(next_id), tier_delay_ms_(tier_delay_ms) {}
 
   std::int64_t next_id() override { return next_id_++; }
 
@@ -104,8 +112,13 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<bool> insert_object_rows(const ObjectRecord& o, const std::vector<ExtentRecord>& extents,
                                   bool if_absent) {
-    auto q = c_.query(if_absent ? H3_INSERT_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING"
-                                : H3_INSERT_OBJECT);
+    // The version whose upload imply_tier_job left to its row carries the mark.
+    const bool implied = o.id == implied_id_;
+    auto q = c_.query(
+        implied ? (if_absent ? H3_INSERT_IMPLIED_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING"
+                             : H3_INSERT_IMPLIED_OBJECT)
+                : (if_absent ? H3_INSERT_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING"
+                             : H3_INSERT_OBJECT));
     q.bind(1, o.bucket_id)
         .bind(2, std::string_view(o.key))
         .bind(3, o.id)
@@ -152,6 +165,9 @@ class WriteTxnImpl final : public WriteTxn {
   Result<void> set_bucket_tier(std::int64_t bucket_id, BucketTier tier,
                                std::string_view upstream) override {
     forget();
+    // What the bucket owes stays owed, as rows, whatever its binding becomes.
+    H3_TRY(materialize_tier_jobs(H3_MATERIALIZE("bucket_id = ?1"),
+                                 [&](Query& m) { m.bind(1, bucket_id); }));
     auto q = c_.query("UPDATE buckets SET tier_mode = ?2, upstream = ?3 WHERE id = ?1");
     q.bind(1, bucket_id).bind(2, static_cast<std::int64_t>(tier));
     if (upstream.empty()) {
@@ -166,17 +182,68 @@ class WriteTxnImpl final : public WriteTxn {
 
   // What a job of `key` holds, let go before it is replaced or removed: the bytes it owes, and
   // its upstream upload's parts (that upload is now an orphan, which the uploader's sweep aborts
-  // upstream). false when the key has no job.
-  Result<bool> release_tier_job(std::int64_t bucket_id, std::string_view key) {
+  // upstream). An implied job (no row) goes with its version's mark.
+  struct Released {
+    bool row = false;          // the key's job has a row, still there
+    std::string implied_etag;  // the ETag of the version whose implied job went ("" = none)
+    std::int64_t implied_first_ms = 0;  // and when that version was written
+  };
+  Result<Released> release_tier_job(std::int64_t bucket_id, std::string_view key) {
     auto old = c_.query("SELECT size, seq FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
     old.bind(1, bucket_id).bind(2, key);
     H3_TRY(bool row, old.step());
-    if (!row) return false;
+    if (!row) {
+      // Its upload may be under way: that version's ETag goes with the next job of the key.
+      auto implied = c_.query(
+          "UPDATE objects SET tier_implied = NULL WHERE bucket_id = ?1 AND key = ?2 AND "
+          "tier_implied = 1 AND tier_state = 0 RETURNING size, etag, created_ms");
+      implied.bind(1, bucket_id).bind(2, key);
+      H3_TRY(bool had, implied.step());
+      Released released;
+      if (had) {
+        owed_delta_ -= implied.int64(0);
+        released.implied_etag = std::string(implied.text(1));
+        released.implied_first_ms = implied.int64(2);
+        H3_TRY(implied.step());  // (the statement's end)
+      }
+      return released;
+    }
     owed_delta_ -= old.int64(0);
     auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
     parts.bind(1, old.int64(1));
     H3_TRY(parts.run());
-    return true;
+    return Released{true, {}, 0};
+  }
+
+  // Gives the implied jobs of the versions H3_MATERIALIZE(where) takes (SQL on objects, its
+  // parameters bound by `bind`) rows of their own, their seqs and due times kept, and takes the
+  // versions' marks: a job does so before it holds state of its own, and every job of a span, a
+  // bucket or the store before a change that must see each as a row. Moves no owed bytes.
+  template <typename Bind>
+  Result<void> materialize_tier_jobs(const char* sql, const Bind& bind) {
+    auto marked = c_.query(sql);
+    bind(marked);
+    for (;;) {
+      H3_TRY(bool row, marked.step());
+      if (!row) break;
+      auto q = c_.query(
+          "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms) VALUES "
+          "(?1, ?2, ?3, ?3, ?4, ?5, ?6) ON CONFLICT(bucket_id, key) DO NOTHING");
+      q.bind(1, marked.int64(0)).bind(2, marked.text(1)).bind(3, marked.int64(2));
+      q.bind(4, marked.int64(3)).bind(5, marked.int64(4)).bind(6, marked.int64(4) + tier_delay_ms_);
+      H3_TRY(q.run());
+    }
+    return {};
+  }
+  // The implied job `job` names, if it is one and still its key's.
+  Result<void> materialize_tier_job(const TierJob& job) {
+    if (!job.object_id || *job.object_id != job.seq) return {};
+    return materialize_tier_jobs(H3_MATERIALIZE("id = ?1 AND bucket_id = ?2"),
+                                 [&](Query& q) { q.bind(1, job.seq).bind(2, job.bucket_id); });
+  }
+  Result<void> materialize_key_tier_job(std::int64_t bucket_id, std::string_view key) {
+    return materialize_tier_jobs(H3_MATERIALIZE("bucket_id = ?1 AND key = ?2"),
+                                 [&](Query& q) { q.bind(1, bucket_id).bind(2, key); });
   }
 
   Result<void> queue_tier_job(std::int64_t bucket_id, std::string_view key,
@@ -184,6 +251,10 @@ class WriteTxnImpl final : public WriteTxn {
                               std::int64_t now_ms, std::int64_t due_ms,
                               std::string_view source_key) override {
     const std::int64_t seq = next_id();
+    H3_TRY(const Released released, release_tier_job(bucket_id, key));
+    // The dirty age counts from the oldest change not yet upstream.
+    const std::int64_t first_ms =
+        released.implied_etag.empty() ? now_ms : std::min(now_ms, released.implied_first_ms);
     const auto bind = [&](Query& q) {
       q.bind(1, bucket_id).bind(2, key).bind(3, seq);
       if (object_id) {
@@ -191,25 +262,26 @@ class WriteTxnImpl final : public WriteTxn {
       } else {
         q.bind_null(4);
       }
-      q.bind(5, static_cast<std::int64_t>(size_bytes)).bind(6, now_ms).bind(7, due_ms);
+      q.bind(5, static_cast<std::int64_t>(size_bytes)).bind(6, first_ms).bind(7, due_ms);
       if (source_key.empty()) {
         q.bind_null(8);
       } else {
         q.bind(8, source_key);
       }
     };
-    // A key without a job (most writes: a checkpoint's or a dataset's new keys) takes its row
-    // at once, the insert's own uniqueness check standing in for a look-up first: one statement
-    // fewer in the writer's transaction of every such write-back PUT.
-    auto fresh = c_.query(
-        "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms, "
-        "source_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(bucket_id, key) DO "
-        "NOTHING");
-    bind(fresh);
-    H3_TRY(fresh.run());
     owed_delta_ += static_cast<std::int64_t>(size_bytes);
-    if (c_.changes() == 1) return {};
-    H3_TRY(release_tier_job(bucket_id, key));
+    if (!released.row) {
+      auto fresh = c_.query(
+          "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms, "
+          "source_key, prior_etags) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+      bind(fresh);
+      if (released.implied_etag.empty()) {
+        fresh.bind_null(9);
+      } else {
+        fresh.bind(9, released.implied_etag + " ");  // (as the upsert below writes them)
+      }
+      return fresh.run();
+    }
     auto q = c_.query(
         "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms, "
         "source_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(bucket_id, key) DO "
@@ -220,6 +292,25 @@ class WriteTxnImpl final : public WriteTxn {
         "''), 1, 400)");
     bind(q);
     return q.run();
+  }
+
+  Result<void> imply_tier_job(std::int64_t bucket_id, std::string_view key, std::int64_t object_id,
+                              std::uint64_t size_bytes, std::int64_t now_ms,
+                              std::int64_t due_ms) override {
+    // A job of the key, or a version of it not known to be upstream (its upload may be under
+    // way, or lost): the new job takes their place as a row, as any other change's does.
+    auto q = c_.query(
+        "SELECT EXISTS(SELECT 1 FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2) OR "
+        "coalesce((SELECT tier_state NOT IN (1, 2) FROM objects WHERE bucket_id = ?1 AND key = "
+        "?2), 0)");
+    q.bind(1, bucket_id).bind(2, key);
+    H3_TRY(q.step());
+    if (q.int64(0) != 0) {
+      return queue_tier_job(bucket_id, key, object_id, size_bytes, now_ms, due_ms, {});
+    }
+    implied_id_ = object_id;
+    owed_delta_ += static_cast<std::int64_t>(size_bytes);
+    return {};
   }
 
   Result<std::optional<TierSeen>> find_tier_seen(std::int64_t bucket_id,
@@ -245,7 +336,18 @@ class WriteTxnImpl final : public WriteTxn {
     auto q = c_.query("DELETE FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3");
     q.bind(1, job.bucket_id).bind(2, std::string_view(job.key)).bind(3, job.seq);
     H3_TRY(q.run());
-    if (c_.changes() == 0) return false;
+    if (c_.changes() == 0) {
+      if (!job.object_id || *job.object_id != job.seq) return false;
+      // An implied job: its version's mark goes (uploaded or not, it is owed no more).
+      auto implied = c_.query(
+          "UPDATE objects SET tier_implied = NULL WHERE id = ?1 AND bucket_id = ?2 AND key = ?3 "
+          "AND tier_implied = 1 AND tier_state = 0");
+      implied.bind(1, job.seq).bind(2, job.bucket_id).bind(3, std::string_view(job.key));
+      H3_TRY(implied.run());
+      if (c_.changes() == 0) return false;
+      owed_delta_ -= static_cast<std::int64_t>(job.size_bytes);
+      return true;
+    }
     owed_delta_ -= static_cast<std::int64_t>(job.size_bytes);
     auto parts = c_.query("DELETE FROM tier_parts WHERE seq = ?1");
     parts.bind(1, job.seq);
@@ -259,13 +361,19 @@ class WriteTxnImpl final : public WriteTxn {
         c_.query("SELECT " H3_TIER_JOB_COLUMNS " FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
     q.bind(1, bucket_id).bind(2, key);
     H3_TRY(bool row, q.step());
+    if (row) return std::optional<TierJob>(read_tier_job(q));
+    auto implied = c_.query("SELECT " H3_IMPLIED_JOB_COLUMNS_O
+                            " FROM objects o INDEXED BY objects_key WHERE "
+                            "o.bucket_id = ?1 AND o.key = ?2 AND " H3_IMPLIED_JOB_WHERE_O);
+    implied.bind(1, bucket_id).bind(2, key);
+    H3_TRY(row, implied.step());
     if (!row) return std::optional<TierJob>{};
-    return std::optional<TierJob>(read_tier_job(q));
+    return std::optional<TierJob>(read_implied_job(implied, tier_delay_ms_));
   }
 
   Result<void> drop_tier_job(std::int64_t bucket_id, std::string_view key) override {
-    H3_TRY(const bool had, release_tier_job(bucket_id, key));
-    if (!had) return {};
+    H3_TRY(const Released released, release_tier_job(bucket_id, key));
+    if (!released.row) return {};
     auto q = c_.query("DELETE FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
     q.bind(1, bucket_id).bind(2, key);
     return q.run();
@@ -273,6 +381,7 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<void> add_prior_etag(std::int64_t bucket_id, std::string_view key,
                               std::string_view etag) override {
+    H3_TRY(materialize_key_tier_job(bucket_id, key));
     auto q = c_.query(
         "UPDATE tier_jobs SET prior_etags = substr(?3 || ' ' || coalesce(prior_etags, ''), 1, "
         "400) WHERE bucket_id = ?1 AND key = ?2");
@@ -281,6 +390,7 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<bool> set_tier_upload(const TierJob& job, std::string_view upload_id) override {
+    H3_TRY(materialize_tier_job(job));
     auto q = c_.query(
         "UPDATE tier_jobs SET upload_id = ?4 WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3");
     q.bind(1, job.bucket_id).bind(2, std::string_view(job.key)).bind(3, job.seq);
@@ -319,6 +429,7 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<bool> defer_tier_job(const TierJob& job, std::int64_t due_ms, std::string_view error,
                               bool park) override {
+    H3_TRY(materialize_tier_job(job));
     auto q = c_.query(
         "UPDATE tier_jobs SET due_ms = ?4, attempts = attempts + 1, last_error = ?5, state = ?6 "
         "WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3");
@@ -330,6 +441,7 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<void> postpone_tier_jobs(std::span<const TierJob> jobs, std::int64_t due_ms) override {
     for (const TierJob& job : jobs) {
+      H3_TRY(materialize_tier_job(job));
       auto q = c_.query(
           "UPDATE tier_jobs SET due_ms = ?4 WHERE bucket_id = ?1 AND key = ?2 AND seq = ?3 AND "
           "state = 0");
@@ -343,7 +455,9 @@ class WriteTxnImpl final : public WriteTxn {
   Result<std::uint64_t> queue_local_objects(std::int64_t bucket_id, std::int64_t now_ms) override {
     std::int64_t count = 0;
     {
-      auto q = c_.query("SELECT count(*) FROM objects WHERE bucket_id = ?1 AND tier_state = 0");
+      auto q = c_.query(
+          "SELECT count(*) FROM objects WHERE bucket_id = ?1 AND tier_state = 0 AND "
+          "tier_implied IS NULL");
       q.bind(1, bucket_id);
       H3_TRY(q.step());
       count = q.int64(0);
@@ -354,7 +468,7 @@ class WriteTxnImpl final : public WriteTxn {
     auto q = c_.query(
         "INSERT INTO tier_jobs(bucket_id, key, seq, object_id, size, first_ms, due_ms) "
         "SELECT bucket_id, key, ?2 + row_number() OVER (ORDER BY id) - 1, id, size, ?3, ?3 "
-        "FROM objects WHERE bucket_id = ?1 AND tier_state = 0 "
+        "FROM objects WHERE bucket_id = ?1 AND tier_state = 0 AND tier_implied IS NULL "
         "ON CONFLICT(bucket_id, key) DO NOTHING");
     q.bind(1, bucket_id).bind(2, base).bind(3, now_ms);
     H3_TRY(q.run());
@@ -369,6 +483,11 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<std::int64_t> expedite_tier_jobs(std::int64_t bucket_id, const KeySpan& span,
                                           std::int64_t now_ms) override {
+    H3_TRY(materialize_tier_jobs(H3_MATERIALIZE("bucket_id = ?1 AND key >= ?2 AND key < ?3"),
+                                 [&](Query& m) {
+                                   m.bind(1, bucket_id);
+                                   bind_key_span(m, span, 2);
+                                 }));
     auto q = c_.query(
         "UPDATE tier_jobs SET due_ms = ?4 WHERE bucket_id = ?1 AND key >= ?2 AND key < ?3 "
         "AND state = 0 AND attempts = 0 AND due_ms > ?4");
@@ -386,6 +505,7 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<DeviceLoss> lose_device_data() override {
     DeviceLoss loss;
+    H3_TRY(materialize_tier_jobs(H3_MATERIALIZE("1"), [](Query&) {}));
     // Lost: what only the device held, a version whose upload a job still owes included (one
     // the upstream lost, to be sent again).
     H3_TRY(c_.exec(
@@ -927,7 +1047,9 @@ class WriteTxnImpl final : public WriteTxn {
  private:
   Connection& c_;
   std::int64_t& next_id_;
+  std::int64_t tier_delay_ms_;
   std::int64_t owed_delta_ = 0;
+  std::int64_t implied_id_ = 0;  // the version imply_tier_job left its job to, inserted next
   std::optional<std::pair<std::string, std::optional<BucketRecord>>> last_bucket_;
 };
 

@@ -974,7 +974,7 @@ TEST(CatalogMigration, Version12JobsMoveToATableInAcknowledgementOrderWithEveryt
   raw_sql(path, sql);
   auto catalog = Catalog::open({path});
   EXPECT_EQ(catalog->schema_version(), kLatestSchema);
-  const auto jobs = catalog->tier_jobs(1).value();
+  const auto jobs = catalog->tier_jobs(1, true).value();
   ASSERT_EQ(jobs.size(), 3U);
   EXPECT_EQ(
       (std::tuple{jobs[0].key, jobs[0].seq, jobs[0].object_id, jobs[0].size_bytes, jobs[0].first_ms,
@@ -1136,7 +1136,7 @@ TEST(CatalogMigration, Version2ObjectsMoveToATableInVersionOrderWithEverything) 
   }));
   catalog.reset();
   EXPECT_EQ(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'objects%'"),
-            4);  // table and three indexes (key, accessed, evictable)
+            5);  // table and four indexes (key, accessed, evictable, implied)
   EXPECT_EQ(raw_int(path,
                     "SELECT count(*) FROM pragma_index_list('objects') WHERE name = 'objects_key' "
                     "AND \"unique\""),

@@ -136,7 +136,7 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
   ObjectRecord evicted_stub(const std::string& key, const Bytes& data) {
     EXPECT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
     const ObjectRecord put_as = put(key, data).value();
-    for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+    for (const TierJob& job : run(store_->tier_jobs(bucket_.id, true)).value()) {
       EXPECT_TRUE(run(store_->finish_tier_job(job, TierSeen{put_as.etag, put_as.etag})).value());
     }
     EXPECT_EQ(run(store_->evict_objects(bucket_.id, {key, true})).value().objects, 1U);
@@ -1267,12 +1267,98 @@ std::vector<std::pair<std::string, std::string>> queued(
   return out;
 }
 
+TEST_P(StoreTest, ANewVersionsWriteBackJobIsItsRowUntilTheJobHoldsStateOfItsOwn) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  const auto n = put("n", test::pattern_bytes(300, 1)).value();
+  // No job row: the version's own, in the same transaction, is the job (seq: the version's id).
+  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id, false)).value().empty());
+  auto jobs = run(store_->tier_jobs(bucket_.id, true)).value();
+  ASSERT_EQ(jobs.size(), 1U);
+  EXPECT_EQ(jobs[0].key, "n");
+  EXPECT_EQ(jobs[0].seq, n.id);
+  EXPECT_EQ(jobs[0].object_id, n.id);
+  EXPECT_EQ(jobs[0].size_bytes, 300U);
+  EXPECT_EQ(jobs[0].first_ms, n.created_ms);
+  EXPECT_EQ(jobs[0].due_ms, n.created_ms + options_.tier_delay.count());
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U);
+  auto backlog = run(store_->tier_backlog()).value();
+  ASSERT_EQ(backlog.size(), 1U);
+  EXPECT_EQ(std::make_tuple(backlog[0].jobs, backlog[0].bytes, backlog[0].uploads),
+            std::make_tuple(1U, 300U, 1U));
+  EXPECT_TRUE(run(store_->due_tier_jobs(jobs[0].due_ms - 1, 10)).value().empty());
+  ASSERT_EQ(run(store_->due_tier_jobs(jobs[0].due_ms, 10)).value().size(), 1U);
+  // A restart counts it as owed, from the catalog.
+  close();
+  open();
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U);
+
+  // A retry gives it a row, with the same seq; nothing more is owed.
+  EXPECT_TRUE(run(store_->defer_tier_job(jobs[0], jobs[0].due_ms + 1000, "503", false)).value());
+  jobs = run(store_->tier_jobs(bucket_.id, false)).value();
+  ASSERT_EQ(jobs.size(), 1U);
+  EXPECT_EQ(jobs[0].seq, n.id);
+  EXPECT_EQ(jobs[0].attempts, 1U);
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id, true)).value().size(), 1U);
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U);
+
+  // A newer version replacing one whose upload may be under way takes a row, which keeps the
+  // older one's ETag and time.
+  const auto m1 = put("m", test::pattern_bytes(10, 2)).value();
+  const auto m2 = put("m", test::pattern_bytes(20, 3)).value();
+  jobs = run(store_->tier_jobs(bucket_.id, false)).value();
+  ASSERT_EQ(jobs.size(), 2U);
+  EXPECT_EQ(jobs[1].object_id, m2.id);
+  EXPECT_EQ(jobs[1].prior_etags, m1.etag + " ");
+  EXPECT_EQ(jobs[1].first_ms, m1.created_ms);
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U);
+
+  // An implied job's upload confirmed: the version is upstream too, owing nothing.
+  const auto p = put("p", test::pattern_bytes(40, 4)).value();
+  TierJob p_job = run(store_->tier_jobs(bucket_.id, true)).value().back();
+  ASSERT_EQ(p_job.seq, p.id);
+  EXPECT_TRUE(run(store_->finish_tier_job(p_job, TierSeen{p.etag, p.etag})).value());
+  EXPECT_EQ(store_->head(bucket_.id, "p").value()->tier_state, TierState::kLocalAndUpstream);
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U);
+  EXPECT_FALSE(run(store_->finish_tier_job(p_job, TierSeen{p.etag, p.etag})).value());
+  // ... and a version written over an uploaded one is implied again.
+  const auto p2 = put("p", test::pattern_bytes(50, 5)).value();
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id, false)).value().size(), 2U);
+  p_job = run(store_->tier_jobs(bucket_.id, true)).value().back();
+  EXPECT_EQ(p_job.seq, p2.id);
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U + 50U);
+  // Ended without an upload of its own (another writer's version kept upstream): it is owed no
+  // more, and stays here, not to be sent again.
+  EXPECT_TRUE(run(store_->finish_tier_job(p_job, TierSeen{"theirs", ""})).value());
+  EXPECT_EQ(store_->head(bucket_.id, "p").value()->tier_state, TierState::kLocal);
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id, true)).value().size(), 2U);
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U);
+
+  // A flush makes every job of its span a row, due at once.
+  const auto f = put("f/1", test::pattern_bytes(60, 6)).value();
+  const std::int64_t last = run(store_->expedite_tier_jobs(bucket_.id, {"f/", false})).value();
+  EXPECT_EQ(last, f.id);
+  jobs = run(store_->tier_jobs(bucket_.id, false)).value();
+  ASSERT_EQ(jobs.size(), 3U);
+  EXPECT_EQ(jobs[2].key, "f/1");
+  EXPECT_LE(jobs[2].due_ms, now_ms());
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U + 60U);
+
+  // Deleted before its upload: the delete's job replaces it.
+  const auto g = put("g", test::pattern_bytes(70, 7)).value();
+  ASSERT_TRUE(run(store_->delete_object(bucket_.id, "g")).value().has_value());
+  jobs = run(store_->tier_jobs(bucket_.id, true)).value();
+  ASSERT_EQ(jobs.back().key, "g");
+  EXPECT_FALSE(jobs.back().object_id.has_value());
+  EXPECT_EQ(jobs.back().prior_etags, g.etag + " ");
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U + 60U);
+}
+
 TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction) {
   ASSERT_TRUE(put("before", test::pattern_bytes(10, 1)).has_value());
   ASSERT_TRUE(
       run(store_->set_bucket_tier("b", BucketTier::kWriteback, R"({"upstream":"g"})")).has_value());
   // What the bucket held before it was bound goes up too.
-  const auto bound_jobs = run(store_->tier_jobs(bucket_.id)).value();
+  const auto bound_jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(bound_jobs.size(), 1U);
   EXPECT_EQ(bound_jobs[0].key, "before");
   EXPECT_EQ(bound_jobs[0].size_bytes, 10U);
@@ -1282,7 +1368,7 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   ASSERT_TRUE(run(store_->delete_object(bucket_.id, "before")).value().has_value());
   ASSERT_TRUE(run(store_->rename_object(bucket_.id, "c", "d", {})).has_value());
   std::map<std::int64_t, std::string> names{{a1.id, "a1"}, {c.id, "c"}};
-  auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  auto jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   using Q = std::vector<std::pair<std::string, std::string>>;
   EXPECT_EQ(queued(jobs, names), (Q{{"a", "a1"}, {"before", "-"}, {"c", "-"}, {"d", "c"}}));
   EXPECT_EQ(jobs[0].size_bytes, 5000U);
@@ -1296,7 +1382,7 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   // order of its own acknowledgement, and the dirty age counts from the oldest change.
   const auto a2 = put("a", test::pattern_bytes(7000, 4)).value();
   names[a2.id] = "a2";
-  jobs = run(store_->tier_jobs(bucket_.id)).value();
+  jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   EXPECT_EQ(queued(jobs, names), (Q{{"before", "-"}, {"c", "-"}, {"d", "c"}, {"a", "a2"}}));
   EXPECT_EQ(jobs[3].first_ms, first_ms);
   EXPECT_EQ(jobs[3].size_bytes, 7000U);
@@ -1321,11 +1407,11 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   const TierJob old_a = jobs[3];
   const auto a3 = put("a", test::pattern_bytes(10, 5)).value();
   EXPECT_FALSE(run(store_->finish_tier_job(old_a, std::nullopt)).value());
-  EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().back().object_id, a3.id);
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id, true)).value().back().object_id, a3.id);
   EXPECT_EQ(store_->head(bucket_.id, "a").value()->tier_state, TierState::kLocal);
 
   // A confirmed upload leaves the queue and marks its version as upstream too.
-  const TierJob current_a = run(store_->tier_jobs(bucket_.id)).value().back();
+  const TierJob current_a = run(store_->tier_jobs(bucket_.id, true)).value().back();
   EXPECT_EQ(store_->tier_owed_bytes(), 100U + 10U);
   EXPECT_TRUE(run(store_->finish_tier_job(current_a, TierSeen{a3.etag, a3.etag})).value());
   EXPECT_EQ(store_->head(bucket_.id, "a").value()->tier_state, TierState::kLocalAndUpstream);
@@ -1336,10 +1422,10 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   EXPECT_EQ(seen->ours, a3.etag);
 
   // Failures: retried later, or parked (kept, never due) with the error.
-  const TierJob d = run(store_->tier_jobs(bucket_.id)).value().back();
+  const TierJob d = run(store_->tier_jobs(bucket_.id, true)).value().back();
   ASSERT_EQ(d.key, "d");
   EXPECT_TRUE(run(store_->defer_tier_job(d, later + 1000, "503 SlowDown", false)).value());
-  auto deferred = run(store_->tier_jobs(bucket_.id)).value().back();
+  auto deferred = run(store_->tier_jobs(bucket_.id, true)).value().back();
   EXPECT_EQ(deferred.attempts, 1U);
   EXPECT_EQ(deferred.last_error, "503 SlowDown");
   EXPECT_EQ(queued(run(store_->due_tier_jobs(later, 100)).value()),
@@ -1369,10 +1455,10 @@ TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction)
   EXPECT_EQ(store_->tier_owed_bytes(), 100U + 10U);
   EXPECT_EQ(store_->find_bucket("b").value()->tier, BucketTier::kWriteback);
   EXPECT_EQ(store_->find_bucket("b").value()->upstream, R"({"upstream":"g"})");
-  EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().size(), 5U);
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id, true)).value().size(), 5U);
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kNone, "")).has_value());
   ASSERT_TRUE(put("f", test::pattern_bytes(10, 6)).has_value());
-  EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().size(), 5U);
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id, true)).value().size(), 5U);
   EXPECT_EQ(run(store_->set_bucket_tier("nope", BucketTier::kNone, "")).error(), errc::kNotFound);
 }
 
@@ -1384,7 +1470,7 @@ TEST_P(StoreTest, ARestartNeverGivesAJobsSeqOutAgain) {
   ASSERT_TRUE(put("gone", test::pattern_bytes(10, 1)).has_value());
   ASSERT_TRUE(put("kept", test::pattern_bytes(20, 2)).has_value());
   ASSERT_TRUE(run(store_->delete_object(bucket_.id, "gone")).value().has_value());
-  const auto before = run(store_->tier_jobs(bucket_.id)).value();
+  const auto before = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(before.size(), 2U);
   close();
   open();
@@ -1392,7 +1478,7 @@ TEST_P(StoreTest, ARestartNeverGivesAJobsSeqOutAgain) {
   // delete's seq from a sequence that restarted after the last version.
   ASSERT_TRUE(put("new1", test::pattern_bytes(30, 3)).has_value());
   ASSERT_TRUE(put("new2", test::pattern_bytes(40, 4)).has_value());
-  const auto after = run(store_->tier_jobs(bucket_.id)).value();
+  const auto after = run(store_->tier_jobs(bucket_.id, true)).value();
   std::vector<std::string> keys;
   std::set<std::int64_t> seqs;
   for (const TierJob& j : after) {
@@ -1412,14 +1498,14 @@ TEST_P(StoreTest, PostponedJobsMoveOnAndKeepTheirAttempts) {
   ASSERT_TRUE(put("a", test::pattern_bytes(10, 1)).has_value());
   ASSERT_TRUE(put("b", test::pattern_bytes(10, 2)).has_value());
   ASSERT_TRUE(put("c", test::pattern_bytes(10, 3)).has_value());
-  const auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  const auto jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(jobs.size(), 3U);
   ASSERT_TRUE(run(store_->defer_tier_job(jobs[0], jobs[0].due_ms, "503 SlowDown", false)).value());
   ASSERT_TRUE(run(store_->defer_tier_job(jobs[2], jobs[2].due_ms, "HTTP 403", true)).value());
   ASSERT_TRUE(put("b", test::pattern_bytes(10, 4)).has_value());  // replaces b's job
   const std::int64_t later = jobs[2].due_ms + 60'000;
   ASSERT_TRUE(run(store_->postpone_tier_jobs(jobs, later)).has_value());
-  const auto after = run(store_->tier_jobs(bucket_.id)).value();
+  const auto after = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(after.size(), 3U);
   EXPECT_EQ(after[0].key, "a");
   EXPECT_EQ(after[0].due_ms, later);
@@ -1435,7 +1521,7 @@ TEST_P(StoreTest, PostponedJobsMoveOnAndKeepTheirAttempts) {
 TEST_P(StoreTest, AnUpstreamUploadAndItsPartsLastAsLongAsItsJob) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   ASSERT_TRUE(put("big", test::pattern_bytes(3000, 1)).has_value());
-  TierJob job = run(store_->tier_jobs(bucket_.id)).value().at(0);
+  TierJob job = run(store_->tier_jobs(bucket_.id, true)).value().at(0);
   EXPECT_TRUE(job.upload_id.empty());
   ASSERT_TRUE(run(store_->set_tier_upload(job, "up-1")).value());
   ASSERT_TRUE(run(store_->add_tier_part(job, {2, 1000, "e2"})).value());
@@ -1443,7 +1529,7 @@ TEST_P(StoreTest, AnUpstreamUploadAndItsPartsLastAsLongAsItsJob) {
   // Kept across a restart, with the parts in order.
   close();
   open();
-  job = run(store_->tier_jobs(bucket_.id)).value().at(0);
+  job = run(store_->tier_jobs(bucket_.id, true)).value().at(0);
   EXPECT_EQ(job.upload_id, "up-1");
   auto parts = run(store_->tier_parts(job.seq)).value();
   ASSERT_EQ(parts.size(), 2U);
@@ -1465,7 +1551,7 @@ TEST_P(StoreTest, AnUpstreamUploadAndItsPartsLastAsLongAsItsJob) {
   EXPECT_FALSE(run(store_->set_tier_upload(job, "up-3")).value());
   EXPECT_FALSE(run(store_->add_tier_part(job, {2, 1000, "e2"})).value());
   // The job's end takes its parts with it.
-  const TierJob newer = run(store_->tier_jobs(bucket_.id)).value().at(0);
+  const TierJob newer = run(store_->tier_jobs(bucket_.id, true)).value().at(0);
   ASSERT_TRUE(run(store_->set_tier_upload(newer, "up-4")).value());
   ASSERT_TRUE(run(store_->add_tier_part(newer, {1, 4000, "e"})).value());
   ASSERT_TRUE(run(store_->finish_tier_job(newer, std::nullopt)).value());
@@ -1515,7 +1601,7 @@ TEST_P(StoreTest, ALostDeviceLeavesWhatTheUpstreamHoldsEvictedAndNamesTheRestLos
   if (fault_) GTEST_SKIP() << "recover opens the device file";
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const ObjectRecord clean = put("clean", test::pattern_bytes(kMiB, 51)).value();
-  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value())
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id, true)).value())
     ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{clean.etag, clean.etag})).value());
   const ObjectRecord dirty = put("dirty", test::pattern_bytes(kMiB, 52)).value();
   const Bytes small = test::pattern_bytes(100, 53);  // inline: its data is in the catalog
@@ -1542,7 +1628,7 @@ TEST_P(StoreTest, ALostDeviceLeavesWhatTheUpstreamHoldsEvictedAndNamesTheRestLos
   EXPECT_EQ(get("dirty").error(), errc::kLost);
   EXPECT_EQ(run(store_->rename_object(bucket_.id, "dirty", "elsewhere", {})).error(), errc::kLost);
   // (The small one's upload is still owed, and can still be made.)
-  const auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  const auto jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(jobs.size(), 2U);
   for (const TierJob& job : jobs) {
     EXPECT_EQ(job.parked, job.key == "dirty") << job.key;
@@ -1555,7 +1641,7 @@ TEST_P(StoreTest, ALostDeviceLeavesWhatTheUpstreamHoldsEvictedAndNamesTheRestLos
   EXPECT_EQ(run(store_->settle_lost(bucket_, "dirty", dirty.id, std::nullopt, {})).value(),
             std::nullopt);
   EXPECT_EQ(store_->head(bucket_.id, "dirty").value(), nullptr);
-  const auto left = run(store_->tier_jobs(bucket_.id)).value();
+  const auto left = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(left.size(), 1U);
   EXPECT_EQ(left[0].key, "small");
 }
@@ -1571,7 +1657,7 @@ TEST_P(StoreTest, EvictionKeepsTheRecordAndAFillBringsTheDataBack) {
   put_as["e/src"] = put("e/src", test::pattern_bytes(kMiB, 36)).value();
   put_as["e/held"] = put("e/held", test::pattern_bytes(kMiB, 37)).value();
   // All but one are upstream.
-  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id, true)).value()) {
     if (job.key == "e/owed") continue;
     const std::string& etag = put_as.at(job.key).etag;
     ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{etag, etag})).value());
@@ -1842,7 +1928,7 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastRecentlyReadFirst) {
   for (const char* key : {"a", "b", "c", "d", "owed"}) {
     put_as[key] = put(key, test::pattern_bytes(kMiB, 40)).value();
   }
-  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id, true)).value()) {
     if (job.key == "owed") continue;
     const std::string& etag = put_as.at(job.key).etag;
     ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{etag, etag})).value());
@@ -1905,7 +1991,7 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastOftenReadFirst) {
   for (const char* key : {"a", "b", "c", "d", "e", "f"}) {
     put_as[key] = put(key, test::pattern_bytes(kMiB, 41)).value();
   }
-  for (const TierJob& job : run(store_->tier_jobs(bucket_.id)).value()) {
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id, true)).value()) {
     const std::string& etag = put_as.at(job.key).etag;
     ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{etag, etag})).value());
   }
@@ -1950,7 +2036,7 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastOftenReadFirst) {
 TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const auto k = put("k", test::pattern_bytes(100, 1)).value();
-  auto job = run(store_->tier_jobs(bucket_.id)).value().at(0);
+  auto job = run(store_->tier_jobs(bucket_.id, true)).value().at(0);
   EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value(), std::nullopt);
   // The upstream answered with an ETag of its own: remembered with ours.
   ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{"theirs-1", k.etag})).value());
@@ -1963,7 +2049,7 @@ TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) 
   spec.copied_from = "k";
   const auto copy = run(put_async("copy", test::pattern_bytes(100, 1), true, {}, spec)).value();
   ASSERT_TRUE(run(store_->replace_metadata(bucket_.id, "k", k.etag, {})).has_value());
-  auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  auto jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(jobs.size(), 2U);
   EXPECT_EQ(jobs[0].key, "copy");
   EXPECT_EQ(jobs[0].source_key, "k");
@@ -1979,7 +2065,7 @@ TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) 
 
   // A conflict: the upstream holds another writer's version; ours is not marked as upstream.
   ASSERT_TRUE(put("k", test::pattern_bytes(100, 2)).has_value());
-  job = run(store_->tier_jobs(bucket_.id)).value().back();
+  job = run(store_->tier_jobs(bucket_.id, true)).value().back();
   ASSERT_EQ(job.key, "k");
   ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{"other", ""})).value());
   EXPECT_EQ(store_->head(bucket_.id, "k").value()->tier_state, TierState::kLocal);
@@ -1990,7 +2076,7 @@ TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) 
   open();
   EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value()->etag, "other-2");
   ASSERT_TRUE(run(store_->delete_object(bucket_.id, "k")).has_value());
-  job = run(store_->tier_jobs(bucket_.id)).value().back();
+  job = run(store_->tier_jobs(bucket_.id, true)).value().back();
   ASSERT_EQ(job.key, "k");
   ASSERT_TRUE(run(store_->finish_tier_job(job, std::nullopt)).value());
   EXPECT_EQ(run(store_->tier_seen(bucket_.id, "k")).value(), std::nullopt);
@@ -2001,7 +2087,7 @@ TEST_P(StoreTest, WriteBackRemembersWhatTheUpstreamHoldsAndWhereCopiesComeFrom) 
   const auto p2 = put("p", test::pattern_bytes(10, 4)).value();
   ASSERT_TRUE(run(store_->delete_object(bucket_.id, "p")).has_value());
   const auto p3 = put("p", test::pattern_bytes(10, 5)).value();
-  job = run(store_->tier_jobs(bucket_.id)).value().back();
+  job = run(store_->tier_jobs(bucket_.id, true)).value().back();
   ASSERT_EQ(job.key, "p");
   EXPECT_EQ(job.object_id, p3.id);
   EXPECT_EQ(job.prior_etags, p2.etag + " " + p1.etag + " ");
@@ -2016,18 +2102,19 @@ TEST_P(StoreTest, WriteThroughCommitsWhatTheUpstreamHoldsAndHoldsTheKeyUntilThen
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWritethrough, "{}")).has_value());
   // A change other than a write-through PUT queues a job, as in write-back.
   const auto v1 = put("k", test::pattern_bytes(100, 1)).value();
-  ASSERT_EQ(run(store_->tier_jobs(bucket_.id)).value().size(), 1U);
+  ASSERT_EQ(run(store_->tier_jobs(bucket_.id, true)).value().size(), 1U);
   EXPECT_EQ(store_->tier_owed_bytes(), 100U);
 
   // Before the upstream may take v2: the key's job is kept, and v2's ETag is one it replaces.
   EXPECT_EQ(run(store_->hold_tier_key(bucket_.id, "k", "v2-etag")).value(), std::nullopt);
-  EXPECT_EQ(run(store_->tier_jobs(bucket_.id)).value().at(0).prior_etags.substr(0, 7), "v2-etag");
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id, true)).value().at(0).prior_etags.substr(0, 7),
+            "v2-etag");
   // The commit of a version the upstream holds drops what was queued for the key and records
   // what the upstream holds: nothing is owed, nothing will be sent.
   storage::ObjectSpec spec;
   spec.upstream_etag = "up-etag";
   const auto v2 = run(put_async("k", test::pattern_bytes(200, 2), true, {}, spec)).value();
-  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id)).value().empty());
+  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id, true)).value().empty());
   EXPECT_EQ(store_->tier_owed_bytes(), 0U);
   EXPECT_EQ(store_->head(bucket_.id, "k").value()->tier_state, TierState::kLocalAndUpstream);
   const auto seen = run(store_->tier_seen(bucket_.id, "k")).value();
@@ -2044,13 +2131,13 @@ TEST_P(StoreTest, WriteThroughCommitsWhatTheUpstreamHoldsAndHoldsTheKeyUntilThen
   EXPECT_GT(held->due_ms, now_ms());
   EXPECT_EQ(store_->tier_owed_bytes(), 200U);
   ASSERT_TRUE(run(store_->cancel_tier_job(*held)).has_value());
-  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id)).value().empty());
+  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id, true)).value().empty());
   EXPECT_EQ(store_->tier_owed_bytes(), 0U);
 
   // A PUT the upstream took but the commit refused: the state here goes up again, at once; for a
   // key with no version here, as an upstream delete.
   ASSERT_TRUE(run(store_->resend_tier_key(bucket_.id, "absent", "v4-etag")).has_value());
-  const auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  const auto jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(jobs.size(), 1U);
   EXPECT_EQ(jobs[0].key, "absent");
   EXPECT_FALSE(jobs[0].object_id.has_value());
@@ -2073,7 +2160,7 @@ TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {
                 co_return co_await std::move(committing);
               }())
                   .has_value());
-  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id)).value().empty());  // parts are not objects
+  EXPECT_TRUE(run(store_->tier_jobs(bucket_.id, true)).value().empty());  // parts are not objects
   auto object =
       run(store_->complete_upload(upload.upload_id,
                                   [](const UploadRecord&, const std::vector<PartRecord>& all)
@@ -2085,7 +2172,7 @@ TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {
                                   },
                                   {}))
           .value();
-  auto jobs = run(store_->tier_jobs(bucket_.id)).value();
+  auto jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(jobs.size(), 1U);
   EXPECT_EQ(jobs[0].object_id, object.id);
   EXPECT_EQ(jobs[0].size_bytes, data.size());
@@ -2094,7 +2181,7 @@ TEST_P(StoreTest, CompletedUploadsAppendsAndNewMetadataQueueTheirVersions) {
   spec.headers.content_type = "text/plain";
   const auto updated =
       run(store_->replace_metadata(bucket_.id, "mp", object.etag, std::move(spec))).value();
-  jobs = run(store_->tier_jobs(bucket_.id)).value();
+  jobs = run(store_->tier_jobs(bucket_.id, true)).value();
   ASSERT_EQ(jobs.size(), 1U);
   EXPECT_EQ(jobs[0].object_id, updated.id);
   EXPECT_GT(jobs[0].seq, 0);
