@@ -251,10 +251,7 @@ admit = "never"
         # object comes back behind it, taking the chunk's place.
         got, cache = self.ranged("peek/k", 0, CHUNK - 1)
         self.assertEqual((got, cache), (body[:CHUNK], "hit"))
-        deadline = time.monotonic() + 30
-        while self.catalog("peek/k")[0] != 1:
-            self.assertLess(time.monotonic(), deadline, "the object was never restored")
-            time.sleep(0.05)
+        self.until_here("peek/k")
         self.assertEqual(self.chunks("peek/k"), [])
         got = self.s3.get_object(Bucket="ckpt", Key="peek/k")
         self.assertEqual(got["Body"].read(), body)

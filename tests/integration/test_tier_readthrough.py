@@ -67,6 +67,19 @@ class TieredTest(unittest.TestCase):
         finally:
             db.close()
 
+    def until(self, condition, timeout_s=10):
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            self.assertLess(time.monotonic(), deadline, "never came true")
+            time.sleep(0.02)
+
+    def until_here(self, key, timeout_s=30):
+        """Waits until hots3 serves `key` as here and upstream. The catalog file shows a fill as
+        soon as it commits; hots3 answers by it only once it is durable, a moment later."""
+        self.until(lambda: self.s3.head_object(Bucket="ckpt", Key=key)["ResponseMetadata"]["HTTPHeaders"].get(
+            "x-hots3-tier") == "clean", timeout_s)
+        self.assertEqual(self.catalog(key)[0], 1)
+
     def catalog(self, key):
         """(tier_state, extents) of `key`'s current version in the local catalog."""
         [row] = self.catalog_rows("SELECT o.tier_state, (SELECT count(*) FROM extents e WHERE e.owner_id = o.id) "
@@ -181,10 +194,7 @@ class ReadThroughTest(TieredTest):
         first = io.BytesIO()
         self.s3.download_fileobj("ckpt", "ranged/k", first, Config=ranges)
         self.assertEqual(hashlib.sha256(first.getvalue()).hexdigest(), hashlib.sha256(body).hexdigest())
-        deadline = time.monotonic() + 30
-        while self.catalog("ranged/k")[0] != 1:
-            self.assertLess(time.monotonic(), deadline, "the version never became local")
-            time.sleep(0.05)
+        self.until_here("ranged/k")
         # Four ranges and one whole fetch by chunks, which took the first chunk from the first range
         # (kept by it, or on its way), and any other a range kept before the fetch began.
         fetched = self.upstream_bytes("ranged/k")
@@ -216,7 +226,7 @@ class ReadThroughTest(TieredTest):
             self.assertEqual(again.exception.response["ResponseMetadata"]["HTTPStatusCode"], 409)
         finally:
             self.proxy.delay_object_gets = 0.0
-        self.until(lambda: self.catalog("restore/k")[0] == 1, timeout_s=30)
+        self.until_here("restore/k")
         self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="restore/k")["Restore"], 'ongoing-request="false"')
         got = self.s3.get_object(Bucket="ckpt", Key="restore/k")
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
@@ -234,7 +244,8 @@ class ReadThroughTest(TieredTest):
         for key in bodies:
             self.assertEqual(self.s3.restore_object(Bucket="ckpt", Key=key)["ResponseMetadata"]["HTTPStatusCode"],
                              202)
-        self.until(lambda: all(self.catalog(key)[0] == 1 for key in bodies), timeout_s=30)
+        for key in bodies:
+            self.until_here(key)
         for key, b in bodies.items():
             self.assertEqual(self.s3.get_object(Bucket="ckpt", Key=key)["Body"].read(), b)
             self.assertEqual(self.upstream_bytes(key), len(b), key)
@@ -263,7 +274,7 @@ class ReadThroughTest(TieredTest):
             self.proxy.slowdown = 0.0
         # Still asked for while it waits its next turn.
         self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="retry/k")["Restore"], 'ongoing-request="true"')
-        self.until(lambda: self.catalog("retry/k")[0] == 1, timeout_s=30)
+        self.until_here("retry/k")
         self.assertEqual(len(self.upstream_gets("retry/k")), 2)
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="retry/k")["Body"].read(), body)
 
@@ -475,12 +486,6 @@ class ReadThroughTest(TieredTest):
         return hashlib.sha256(got["Body"].read()).hexdigest(), got["ResponseMetadata"]["HTTPHeaders"].get(
             "x-hots3-cache")
 
-    def until(self, condition, timeout_s=10):
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            self.assertLess(time.monotonic(), deadline, "never came true")
-            time.sleep(0.02)
-
     def test_concurrent_misses_of_one_object_share_one_fetch(self):
         # Small enough that the first fetch lands well within the others' patience, even on a
         # sanitizer build.
@@ -618,10 +623,7 @@ max_object_size = "2MiB"
         self.assertEqual(self.catalog("scratch/a"), (2, 0))
         # ... unless asked for by RestoreObject.
         self.s3.restore_object(Bucket="ckpt", Key="scratch/a")
-        deadline = time.monotonic() + 30
-        while self.catalog("scratch/a")[0] != 1:
-            self.assertLess(time.monotonic(), deadline, "the restore kept nothing")
-            time.sleep(0.05)
+        self.until_here("scratch/a")
         self.assertEqual(self.miss("scratch/a", bodies["scratch/a"]), "hit")
         # ... also when it comes while a fetch that would keep nothing is under way (the one a
         # download in ranges leaves behind it).
@@ -637,10 +639,7 @@ max_object_size = "2MiB"
             self.assertEqual(under_way.exception.response["Error"]["Code"], "RestoreAlreadyInProgress")
         finally:
             self.proxy.delay_object_gets = 0.0
-        deadline = time.monotonic() + 30
-        while self.catalog("scratch/b")[0] != 1:
-            self.assertLess(time.monotonic(), deadline, "the restore asked for meanwhile kept nothing")
-            time.sleep(0.05)
+        self.until_here("scratch/b")
         self.assertEqual(len(self.upstream_gets("scratch/b")), 2)
         # first-miss up to the size limit.
         self.assertEqual(self.miss("big/small", bodies["big/small"]), "miss")
