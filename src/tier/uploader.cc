@@ -73,17 +73,10 @@ constexpr std::chrono::seconds kProbeInterval{30};
 // rows).
 constexpr std::chrono::seconds kSpaceInterval{5};
 // Both readings are passes over rows that grow with the catalog (the queue of un-uploaded
-// changes, the bound buckets' versions): the pause after a long one is this many times the
-// pass's own time, so that they take at most a few percent of a catalog reader thread, and
-// leave the CPU to the writes (a few hundred thousand rows took a second a pass, back to back).
+// changes, the bound buckets' versions; about a microsecond a row): the pause after one is at
+// least this many times the pass's own time, so that they take at most a percent of a catalog
+// reader thread each however large the catalog, and leave the CPU to the writes.
 constexpr int kPassShare = 100;
-// Up to this many rows (a pass over them takes milliseconds), a reading keeps its own pace.
-constexpr std::uint64_t kFewRows = 50'000;
-// The pause a pass over `rows` rows that took `pass` calls for beyond its reading's own pace.
-std::chrono::steady_clock::duration pass_pause(std::chrono::steady_clock::duration pass,
-                                               std::uint64_t rows) {
-  return rows > kFewRows ? pass * kPassShare : std::chrono::steady_clock::duration::zero();
-}
 // The log hears that an upstream fails (or answers again) at most this often.
 constexpr std::chrono::seconds kWarnInterval{10};
 // After a cut of an upstream's window, the refusals of attempts already under way do not cut it
@@ -977,8 +970,8 @@ struct Uploader::Impl {
     }
   }
 
-  // Reads where the bound buckets' data is, kSpaceInterval (past kFewRows, or kPassShare times
-  // the pass) after each reading ends: a pass over their catalog rows, apart from report() so that
+  // Reads where the bound buckets' data is, kSpaceInterval (or kPassShare times the pass, if
+  // longer) after each reading ends: a pass over their catalog rows, apart from report() so that
   // a large catalog never holds the report back.
   asio::awaitable<void> read_space() {
     asio::steady_timer timer(io);
@@ -995,13 +988,9 @@ struct Uploader::Impl {
         space = std::move(*read);
         space_ms = now;
         std::uint64_t evictable = 0;
-        std::uint64_t rows = 0;
-        for (const storage::TierSpace& b : space) {
-          evictable += b.evictable_bytes;
-          rows += b.objects;
-        }
+        for (const storage::TierSpace& b : space) evictable += b.evictable_bytes;
         evictable_total.store(evictable, std::memory_order_relaxed);
-        pause = std::max(pause, pass_pause(pass, rows));
+        pause = std::max(pause, pass * kPassShare);
       } else {
         log::warn("tier: reading where the bound buckets' data is failed: {}",
                   read.error().message());
@@ -1012,8 +1001,7 @@ struct Uploader::Impl {
   }
 
   // Rebuilds the health report every kReportInterval (the upstreams' states as they are), with
-  // the queue as last read: read again each time, or, past kFewRows, kPassShare times its pass
-  // later.
+  // the queue as last read: read again each time, or kPassShare times its pass later, if longer.
   asio::awaitable<void> report() {
     asio::steady_timer timer(io);
     std::optional<std::vector<storage::TierBacklog>> backlog;
@@ -1025,9 +1013,7 @@ struct Uploader::Impl {
         auto read = co_await std::move(reading);
         const auto ended = std::chrono::steady_clock::now();
         if (read) {
-          std::uint64_t jobs = 0;
-          for (const storage::TierBacklog& b : *read) jobs += b.jobs;
-          read_again = ended + pass_pause(ended - began, jobs);
+          read_again = ended + (ended - began) * kPassShare;
           backlog = std::move(*read);
         } else {
           log::warn("tier: reading the write-back queue failed: {}", read.error().message());
