@@ -9,7 +9,8 @@
 #            against a direct `aws s3 cp` of the same files to the same upstream (goal: the
 #            drain at >= 90% of the direct copy's MB/s).
 #   4 KiB    durable PUTs at SMALL_C connections into the write-back bucket, against the untiered
-#            bucket, four runs each, alternating (goal: >= 95%).
+#            bucket, four runs each, alternating (goal: >= 95%); and the server's CPU per PUT on
+#            each side, by thread.
 #   read     the saved checkpoint evicted, then read back whole, one GET per file: cold (streamed
 #            from the upstream and kept; goal >= 90% of the same GETs straight to the upstream),
 #            then warm (goal >= 95% of the untiered bucket's).
@@ -31,7 +32,7 @@
 #
 # usage: bench/tier/run.sh [BUILD_DIR]        (default build/release)
 # env:   SHARDS (16) SHARD (128MiB) SMALL_C (64) DURATION (10s) BENCH_TMPDIR (/var/tmp)
-#        DELAY ([tier.writeback] delay, 2m; longer than the eight 4 KiB runs together, so that no
+#        DELAY ([tier.writeback] delay, 2m; longer than the nine 4 KiB runs together, so that no
 #        upload runs during them: their rows measure what write-back costs a PUT's 200; the
 #        drain is measured through `hots3 tier flush`, which skips the delay)
 #        THROUGH_BYTES (256MiB) THROUGH_BW (52428800, 50 MiB/s)
@@ -60,11 +61,11 @@ TOTAL_BYTES=$((SHARDS * SHARD_BYTES))
 seconds() { python3 -c 'import re, sys
 n, u = re.fullmatch(r"(\d+)(ms|s|m)", sys.argv[1]).groups()
 print(int(n) * {"ms": 0.001, "s": 1, "m": 60}[u])' "$1"; }
-# The 4 KiB runs, side-run: plain, tiered, tiered, plain, twice (see below).
+# The 4 KiB runs, side-run: plain, tiered, tiered, plain, twice (see below), after one not counted.
 PUT_ORDER="plain-1 ckpt-1 ckpt-2 plain-2 plain-3 ckpt-3 ckpt-4 plain-4"
-python3 -c "import sys; sys.exit($(seconds "$DELAY") <= $(wc -w <<< "$PUT_ORDER") * ($(seconds "$DURATION") + 2))" ||
+python3 -c "import sys; sys.exit($(seconds "$DELAY") <= ($(wc -w <<< "$PUT_ORDER") + 1) * ($(seconds "$DURATION") + 3))" ||
   { echo "DELAY ($DELAY) must be longer than the 4 KiB runs of DURATION + 2 s warm-up together" >&2; exit 1; }
-# Two checkpoints, eight runs of small PUTs (inline: in the catalog), and slack.
+# Two checkpoints, nine runs of small PUTs (inline: in the catalog), and slack.
 DEVICE_BYTES=$((TOTAL_BYTES * 3 + 8 * 1024 * 1024 * 1024))
 free=$(df -B1 --output=avail "$WORK" | tail -1)
 [ "$free" -gt $((DEVICE_BYTES * 2 + TOTAL_BYTES)) ] || { echo "needs $((DEVICE_BYTES * 2 + TOTAL_BYTES)) bytes free in $WORK" >&2; exit 1; }
@@ -225,12 +226,56 @@ rm -rf "$WORK/back" "$WORK/small"
 lg() { "$LOADGEN" --endpoint "$URL_local" --access-key "$BENCH_ACCESS_KEY" --secret-key "$BENCH_SECRET_KEY" "$@"; }
 # In the order plain, tiered, tiered, plain, twice: the catalog grows with every run, and the
 # drift that brings falls on both alike; each side's figure is its four runs' mean (on shared
-# cores one run can be a fifth off the next).
-put_run() {
-  lg --bucket "$1" --prefix "small-$2/" --workload put --size 4KiB -c "$SMALL_C" --duration "$DURATION" \
-    --warmup 2s --json "$WORK/put-$1-$2.json" > /dev/null
+# cores one run can be a fifth off the next). The first run into a catalog of a few rows is not
+# drift but a step: SQLite's checkpoints of it cost a quarter of what they cost once it holds
+# hundreds of thousands of rows (3 against 13-16 µs per PUT), which made that run 5-20% faster
+# than the next ones; it is run first, uncounted.
+# Each run's CPU by the server's threads (their names from /proc), taken around it after 2 s of
+# warm-up of its own: where a write-back PUT's extra cost goes.
+threads_cpu() {  # PID: {thread name: CPU ticks} of its threads, as JSON
+  python3 - "$1" <<'PY'
+import json, os, sys
+ticks = {}
+for t in os.listdir("/proc/%s/task" % sys.argv[1]):
+    try:
+        stat = open("/proc/%s/task/%s/stat" % (sys.argv[1], t)).read()
+    except OSError:
+        continue  # a thread that ended meanwhile
+    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    ticks[name] = ticks.get(name, 0) + int(fields[11]) + int(fields[12])  # utime + stime
+print(json.dumps(ticks))
+PY
 }
+put_run() {
+  lg --bucket "$1" --prefix "warm-$2/" --workload put --size 4KiB -c "$SMALL_C" --duration 2s > /dev/null
+  threads_cpu "$PID_local" > "$WORK/cpu-$1-$2.before"
+  lg --bucket "$1" --prefix "small-$2/" --workload put --size 4KiB -c "$SMALL_C" --duration "$DURATION" \
+    --json "$WORK/put-$1-$2.json" > /dev/null
+  threads_cpu "$PID_local" > "$WORK/cpu-$1-$2.after"
+}
+put_run plain 0
 for run in $PUT_ORDER; do put_run "${run%-*}" "${run#*-}"; done
+# µs of each thread per PUT, each side's runs together; threads below 0.05 µs left out.
+cpu_per_put() {  # SIDE
+  python3 - "$WORK" "$1" "$(getconf CLK_TCK)" $PUT_ORDER <<'PY'
+import json, sys
+work, side, hz, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+ticks, puts = {}, 0
+for run in runs:
+    name, n = run.rsplit("-", 1)
+    if name != side:
+        continue
+    base = "%s/cpu-%s-%s" % (work, name, n)
+    before, after = json.load(open(base + ".before")), json.load(open(base + ".after"))
+    for thread, t in after.items():
+        ticks[thread] = ticks.get(thread, 0) + t - before.get(thread, 0)
+    puts += json.load(open("%s/put-%s-%s.json" % (work, name, n)))["ops"]["PUT"]["ops"]
+us = {thread: t * 1e6 / hz / puts for thread, t in ticks.items()}
+print("%.1f µs (%s)" % (sum(us.values()), ", ".join(
+    "%s %.1f" % (thread, v) for thread, v in sorted(us.items(), key=lambda kv: -kv[1]) if v >= 0.05)))
+PY
+}
 run_put() { json_get "$WORK/put-$1-$2.json" ops.PUT.ops_per_s; }
 mean_put() {  # SIDE: the mean of its runs' rates
   local run rates=()
@@ -268,5 +313,6 @@ echo "whole-object reads: cold $COLD_S s, warm $WARM_S s, untiered $PLAIN_READ_S
 echo "save: untiered $PLAIN_S s, write-back $TIERED_S s, write-through $THROUGH_S s; direct copy to the upstream $DIRECT_MBS MB/s"
 echo "one capped PUT: write-through $ONE_THROUGH_S s, straight to the upstream $ONE_DIRECT_S s (goals of 91% in MB/s: within 110% of the time)"
 echo "capped 8-file save: write-through $SMALL_THROUGH_S s, straight to the upstream $SMALL_DIRECT_S s"
+echo "4 KiB PUT, server CPU per PUT: untiered $(cpu_per_put plain); write-back $(cpu_per_put ckpt)"
 echo "4 KiB PUT runs in their order, req/s: $(for run in $PUT_ORDER; do printf '%s %s; ' "${run%-*}" "$(run_put "${run%-*}" "${run#*-}")"; done)"
 [ "$MISSED" -eq 0 ]
