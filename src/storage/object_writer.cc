@@ -6,10 +6,10 @@
 #include "storage/checksum.h"
 #include "storage/device/device.h"
 #include "storage/device/format.h"
-#include "storage/hash_lanes.h"
 #include "storage/store_core.h"
 
 #include "hots3/common/assert.h"
+#include "hots3/common/hash_lanes.h"
 #include "hots3/common/md5.h"
 #include "hots3/common/units.h"
 

@@ -1,4 +1,4 @@
-#include "storage/hash_lanes.h"
+#include "hots3/common/hash_lanes.h"
 
 #include "hots3/common/logging.h"
 
@@ -7,14 +7,15 @@
 #include <algorithm>
 #include <vector>
 
-namespace hots3::storage::detail {
+namespace hots3 {
 
 namespace asio = boost::asio;
 
 namespace {
 
-// Owns a worker's HashLanes as an Asio service: shut down before the buffer pool (services
-// shut down in reverse order of creation, and the pool is created when the store attaches).
+// Owns an event loop's HashLanes as an Asio service: on a worker, shut down before the buffer
+// pool (services shut down in reverse order of creation, and the pool is created when the store
+// attaches).
 class LanesService final : public asio::execution_context::service {
  public:
   using key_type = LanesService;
@@ -99,4 +100,4 @@ void HashLanes::shut_down() noexcept {
   jobs_.clear();
 }
 
-}  // namespace hots3::storage::detail
+}  // namespace hots3

@@ -1,14 +1,14 @@
 #pragma once
 
-// Private to src/storage: the MD5 of every stream a worker writes, hashed several streams at a
-// time (hots3::Md5::update_many) off the streams' own path.
+// The MD5 of every stream an event loop's coroutines hash (the objects a worker writes, the
+// parts the uploader sends), hashed several streams at a time (hots3::Md5::update_many) off the
+// streams' own path.
 //
-// A writer hands each filled buffer to its worker's HashLanes and goes on receiving; the
-// hashing is one more operation in flight on the writer's pipeline, next to the buffer's
-// device write. The lanes run from the worker's event loop once the handlers ready before
-// them have run, and wait a few turns more while some of the worker's streams have nothing
-// queued, so the buffers that its other streams fill meanwhile are hashed in the same pass.
-// One stream's buffers are hashed in order, one per pass.
+// A stream hands each buffer to its event loop's HashLanes and goes on (a writer receiving its
+// next buffer while the hashing and the device write are in flight). The lanes run from the
+// event loop once the handlers ready before them have run, and wait a few turns more while some
+// of its streams have nothing queued, so the buffers that its other streams fill meanwhile are
+// hashed in the same pass. One stream's buffers are hashed in order, one per pass.
 
 #include "hots3/common/md5.h"
 
@@ -19,11 +19,11 @@
 #include <memory>
 #include <span>
 
-namespace hots3::storage::detail {
+namespace hots3 {
 
 class HashLanes {
  public:
-  // The lanes of the worker `context` (created on first use).
+  // The lanes of the event loop `context` (created on first use).
   static HashLanes& of(boost::asio::io_context& context);
 
   explicit HashLanes(boost::asio::io_context& context) : context_(context) {}
@@ -38,7 +38,7 @@ class HashLanes {
   void join() noexcept { ++streams_; }
   void leave() noexcept { --streams_; }
 
-  // Worker shutdown: pending jobs are dropped without their `done`.
+  // The event loop's end: pending jobs are dropped without their `done`.
   void shut_down() noexcept;
 
   struct Stats {
@@ -66,4 +66,4 @@ class HashLanes {
   Stats stats_;
 };
 
-}  // namespace hots3::storage::detail
+}  // namespace hots3
