@@ -29,11 +29,11 @@ class HashLanes {
   explicit HashLanes(boost::asio::io_context& context) : context_(context) {}
 
   // Hashes `data` into `*stream` after everything submitted for it before, then calls `done`
-  // on the worker. `keep` owns the bytes (and `stream`) until then.
+  // on the event loop. `keep` owns the bytes (and `stream`) until then.
   void submit(std::shared_ptr<Md5> stream, std::span<const std::byte> data,
               std::shared_ptr<const void> keep, std::function<void()> done);
 
-  // A writer that will submit joins before its first buffer and leaves when it is done; a pass
+  // A stream that will submit joins before its first buffer and leaves when it is done; a pass
   // waits (a few turns of the event loop at most) for the buffers of streams that have joined.
   void join() noexcept { ++streams_; }
   void leave() noexcept { --streams_; }
