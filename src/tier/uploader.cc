@@ -74,10 +74,19 @@ constexpr std::chrono::seconds kProbeInterval{30};
 // rows).
 constexpr std::chrono::seconds kSpaceInterval{5};
 // Both readings are passes over rows that grow with the catalog (the queue of un-uploaded
-// changes, the bound buckets' versions; about a microsecond a row): the pause after one is at
-// least this many times the pass's own time, so that they take at most a percent of a catalog
-// reader thread each however large the catalog, and leave the CPU to the writes.
+// changes, the bound buckets' versions): the pause after a long one is this many times the
+// pass's own time, so that they take at most a few percent of a catalog reader thread, and
+// leave the CPU to the writes (a few hundred thousand rows took a second a pass, back to back).
 constexpr int kPassShare = 100;
+// Up to this many rows a reading keeps its own pace, so that the status of a small queue stays
+// within a second of the writes (a pass over them takes up to some 50 ms; held to kPassShare
+// times its pass instead, a report lagged a write by seconds in a sanitizer build).
+constexpr std::uint64_t kFewRows = 50'000;
+// The pause a pass over `rows` rows that took `pass` calls for beyond its reading's own pace.
+std::chrono::steady_clock::duration pass_pause(std::chrono::steady_clock::duration pass,
+                                               std::uint64_t rows) {
+  return rows > kFewRows ? pass * kPassShare : std::chrono::steady_clock::duration::zero();
+}
 // The log hears that an upstream fails (or answers again) at most this often.
 constexpr std::chrono::seconds kWarnInterval{10};
 // After a cut of an upstream's window, the refusals of attempts already under way do not cut it
@@ -971,8 +980,8 @@ struct Uploader::Impl {
     }
   }
 
-  // Reads where the bound buckets' data is, kSpaceInterval (or kPassShare times the pass, if
-  // longer) after each reading ends: a pass over their catalog rows, apart from report() so that
+  // Reads where the bound buckets' data is, kSpaceInterval (past kFewRows, or kPassShare times
+  // the pass) after each reading ends: a pass over their catalog rows, apart from report() so that
   // a large catalog never holds the report back.
   asio::awaitable<void> read_space() {
     asio::steady_timer timer(io);
@@ -989,9 +998,13 @@ struct Uploader::Impl {
         space = std::move(*read);
         space_ms = now;
         std::uint64_t evictable = 0;
-        for (const storage::TierSpace& b : space) evictable += b.evictable_bytes;
+        std::uint64_t rows = 0;
+        for (const storage::TierSpace& b : space) {
+          evictable += b.evictable_bytes;
+          rows += b.objects;
+        }
         evictable_total.store(evictable, std::memory_order_relaxed);
-        pause = std::max(pause, pass * kPassShare);
+        pause = std::max(pause, pass_pause(pass, rows));
       } else {
         log::warn("tier: reading where the bound buckets' data is failed: {}",
                   read.error().message());
@@ -1002,7 +1015,8 @@ struct Uploader::Impl {
   }
 
   // Rebuilds the health report every kReportInterval (the upstreams' states as they are), with
-  // the queue as last read: read again each time, or kPassShare times its pass later, if longer.
+  // the queue as last read: read again each time, or, past kFewRows, kPassShare times its pass
+  // later.
   asio::awaitable<void> report() {
     asio::steady_timer timer(io);
     std::optional<std::vector<storage::TierBacklog>> backlog;
@@ -1014,7 +1028,9 @@ struct Uploader::Impl {
         auto read = co_await std::move(reading);
         const auto ended = std::chrono::steady_clock::now();
         if (read) {
-          read_again = ended + (ended - began) * kPassShare;
+          std::uint64_t jobs = 0;
+          for (const storage::TierBacklog& b : *read) jobs += b.jobs;
+          read_again = ended + pass_pause(ended - began, jobs);
           backlog = std::move(*read);
         } else {
           log::warn("tier: reading the write-back queue failed: {}", read.error().message());
