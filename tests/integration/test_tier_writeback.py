@@ -363,8 +363,28 @@ class WriteBackTest(unittest.TestCase):
         self.assertEqual(self.listed_upstream("dcp/step-1/"), set(shards),
                          "the marker went up without its parked shard")
 
+    def back_to_the_upstream(self):
+        """The local server bound to the upstream again, if a test ended elsewhere: one failure
+        is not every later test's."""
+        if self.local.proc.poll() is not None:
+            self.local.cleanup()
+            type(self).local = self.start_local()
+            type(self).s3 = client(self.local.port)
+        elif not all(part in self.binding() for part in ('"endpoint":"http://127.0.0.1:%d"' % self.upstream.port,
+                                                          '"upstream_prefix":"%s"' % PREFIX)):
+            self.restart_local()
+
+    def binding(self):
+        """The local catalog's record of the bucket's binding."""
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
+        try:
+            return db.execute("SELECT upstream FROM buckets WHERE name = 'ckpt'").fetchone()[0]
+        finally:
+            db.close()
+
     def test_a_changed_binding_that_still_owes_changes_is_refused_unless_forced(self):
         self.restart_local("http://127.0.0.1:%d" % socket_port_closed())  # nothing gets through
+        self.addCleanup(self.back_to_the_upstream)
         self.s3.put_object(Bucket="ckpt", Key="rebind/k", Body=b"owed to rack7/")
         self.assertEqual(self.local.stop(), 0)
         self.local.cleanup()
@@ -422,6 +442,7 @@ class WriteBackTest(unittest.TestCase):
         # Bound to a port where nothing listens: the server starts, serves, and keeps the jobs.
         closed = socket_port_closed()
         self.restart_local("http://127.0.0.1:%d" % closed)
+        self.addCleanup(self.back_to_the_upstream)
         body = data(300 * KiB, 30)
         self.s3.put_object(Bucket="ckpt", Key="outage/k", Body=body)
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="outage/k")["Body"].read(), body)
