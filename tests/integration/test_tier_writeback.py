@@ -370,15 +370,15 @@ class WriteBackTest(unittest.TestCase):
             self.local.cleanup()
             type(self).local = self.start_local()
             type(self).s3 = client(self.local.port)
-        elif not all(part in self.binding() for part in ('"endpoint":"http://127.0.0.1:%d"' % self.upstream.port,
+        elif not all(part in self.binding()[1] for part in ('"endpoint":"http://127.0.0.1:%d"' % self.upstream.port,
                                                           '"upstream_prefix":"%s"' % PREFIX)):
             self.restart_local()
 
     def binding(self):
-        """The local catalog's record of the bucket's binding."""
+        """(tier mode, upstream binding as JSON) of the bucket in the local catalog."""
         db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
         try:
-            return db.execute("SELECT upstream FROM buckets WHERE name = 'ckpt'").fetchone()[0]
+            return db.execute("SELECT tier_mode, upstream FROM buckets WHERE name = 'ckpt'").fetchone()
         finally:
             db.close()
 
@@ -422,12 +422,7 @@ class WriteBackTest(unittest.TestCase):
             bound.cleanup()
 
     def test_the_binding_is_in_the_catalog_without_its_secret(self):
-        catalog = os.path.join(self.local_dir, "data", "catalog.db")
-        db = sqlite3.connect("file:%s?mode=ro" % catalog, uri=True)
-        try:
-            mode, upstream = db.execute("SELECT tier_mode, upstream FROM buckets WHERE name = 'ckpt'").fetchone()
-        finally:
-            db.close()
+        mode, upstream = self.binding()
         self.assertEqual(mode, 1)
         self.assertIn('"upstream_bucket":"team-ckpt"', upstream)
         self.assertIn('"upstream_prefix":"%s"' % PREFIX, upstream)

@@ -26,6 +26,7 @@
 #include <deque>
 #include <fcntl.h>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <pthread.h>
 #include <set>
@@ -74,6 +75,20 @@ void sort_by_seq(std::vector<TierJob>& jobs) {
             [](const TierJob& a, const TierJob& b) { return a.seq < b.seq; });
 }
 
+// Appends the implied jobs `q` yields, in its order, up to `max` of them and while due by
+// `due_by_ms`.
+Result<void> append_implied_jobs(Query& q, std::int64_t delay_ms, std::size_t max,
+                                 std::int64_t due_by_ms, std::vector<TierJob>& out) {
+  for (std::size_t n = 0; n < max; ++n) {
+    H3_TRY(bool row, q.step());
+    if (!row) break;
+    TierJob job = read_implied_job(q, delay_ms);
+    if (job.due_ms > due_by_ms) break;
+    out.push_back(std::move(job));
+  }
+  return {};
+}
+
 Result<std::vector<TierJob>> read_tier_jobs(Query& q) {
   std::vector<TierJob> out;
   for (;;) {
@@ -94,17 +109,10 @@ Result<std::vector<TierJob>> Catalog::due_tier_jobs(std::int64_t now_ms, std::si
   H3_TRY(auto due, read_tier_jobs(q));
   // Implied jobs come by their index in acknowledgement order, which is (to the clocks of
   // concurrent writes) the order of their writes: the first not yet due ends the look.
-  const std::int64_t delay = impl_->options.tier_delay_ms;
   auto implied = impl_->reader().query(
       "SELECT " H3_IMPLIED_JOB_COLUMNS_O
       " FROM objects o INDEXED BY objects_implied WHERE " H3_IMPLIED_JOB_WHERE_O " ORDER BY o.id");
-  for (std::size_t n = 0; n < max; ++n) {
-    H3_TRY(bool row, implied.step());
-    if (!row) break;
-    TierJob job = read_implied_job(implied, delay);
-    if (job.due_ms > now_ms) break;
-    due.push_back(std::move(job));
-  }
+  H3_TRY(append_implied_jobs(implied, impl_->options.tier_delay_ms, max, now_ms, due));
   sort_by_seq(due);
   if (due.size() > max) due.resize(max);
   return due;
@@ -130,28 +138,15 @@ Result<std::vector<TierJob>> Catalog::tier_jobs(std::int64_t bucket_id, bool wit
       " FROM objects o INDEXED BY objects_implied WHERE " H3_IMPLIED_JOB_WHERE_O
       " AND o.bucket_id = ?1");
   implied.bind(1, bucket_id);
-  for (;;) {
-    H3_TRY(bool row, implied.step());
-    if (!row) break;
-    jobs.push_back(read_implied_job(implied, impl_->options.tier_delay_ms));
-  }
+  H3_TRY(append_implied_jobs(implied, impl_->options.tier_delay_ms,
+                             std::numeric_limits<std::size_t>::max(),
+                             std::numeric_limits<std::int64_t>::max(), jobs));
   sort_by_seq(jobs);
   return jobs;
 }
 
 Result<std::optional<TierJob>> Catalog::tier_job(std::int64_t bucket_id, std::string_view key) {
-  auto q = impl_->reader().query("SELECT " H3_TIER_JOB_COLUMNS
-                                 " FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
-  q.bind(1, bucket_id).bind(2, key);
-  H3_TRY(bool row, q.step());
-  if (row) return std::optional<TierJob>(read_tier_job(q));
-  auto implied = impl_->reader().query("SELECT " H3_IMPLIED_JOB_COLUMNS_O
-                                       " FROM objects o INDEXED BY objects_key WHERE o.bucket_id = "
-                                       "?1 AND o.key = ?2 AND " H3_IMPLIED_JOB_WHERE_O);
-  implied.bind(1, bucket_id).bind(2, key);
-  H3_TRY(row, implied.step());
-  if (!row) return std::optional<TierJob>{};
-  return std::optional<TierJob>(read_implied_job(implied, impl_->options.tier_delay_ms));
+  return find_tier_job_on(impl_->reader(), bucket_id, key, impl_->options.tier_delay_ms);
 }
 
 Result<std::vector<TierBacklog>> Catalog::tier_backlog() {

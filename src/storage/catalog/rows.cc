@@ -265,6 +265,22 @@ Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_vi
   return std::optional<UploadRecord>(read_upload(q));
 }
 
+Result<std::optional<TierJob>> find_tier_job_on(Connection& c, std::int64_t bucket_id,
+                                                std::string_view key, std::int64_t delay_ms) {
+  auto q =
+      c.query("SELECT " H3_TIER_JOB_COLUMNS " FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
+  q.bind(1, bucket_id).bind(2, key);
+  H3_TRY(bool row, q.step());
+  if (row) return std::optional<TierJob>(read_tier_job(q));
+  auto implied = c.query("SELECT " H3_IMPLIED_JOB_COLUMNS_O
+                         " FROM objects o INDEXED BY objects_key WHERE o.bucket_id = ?1 AND "
+                         "o.key = ?2 AND " H3_IMPLIED_JOB_WHERE_O);
+  implied.bind(1, bucket_id).bind(2, key);
+  H3_TRY(row, implied.step());
+  if (!row) return std::optional<TierJob>{};
+  return std::optional<TierJob>(read_implied_job(implied, delay_ms));
+}
+
 Result<std::optional<TierSeen>> find_tier_seen_on(Connection& c, std::int64_t bucket_id,
                                                   std::string_view key) {
   auto q = c.query("SELECT etag, ours FROM tier_seen WHERE bucket_id = ?1 AND key = ?2");

@@ -140,6 +140,9 @@ TierJob read_tier_job(const Query& q);
 TierJob read_implied_job(const Query& q, std::int64_t delay_ms);
 
 Result<std::optional<UploadRecord>> find_upload_on(Connection& c, std::string_view upload_id);
+// The write-back job of `key`: its row, or its current version's implied job (none: no job).
+Result<std::optional<TierJob>> find_tier_job_on(Connection& c, std::int64_t bucket_id,
+                                                std::string_view key, std::int64_t delay_ms);
 // What the upstream holds under `key`, as the uploader last saw it (none: nothing it knows of).
 Result<std::optional<TierSeen>> find_tier_seen_on(Connection& c, std::int64_t bucket_id,
                                                   std::string_view key);

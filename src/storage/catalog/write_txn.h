@@ -357,18 +357,7 @@ class WriteTxnImpl final : public WriteTxn {
 
   Result<std::optional<TierJob>> find_tier_job(std::int64_t bucket_id,
                                                std::string_view key) override {
-    auto q =
-        c_.query("SELECT " H3_TIER_JOB_COLUMNS " FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
-    q.bind(1, bucket_id).bind(2, key);
-    H3_TRY(bool row, q.step());
-    if (row) return std::optional<TierJob>(read_tier_job(q));
-    auto implied = c_.query("SELECT " H3_IMPLIED_JOB_COLUMNS_O
-                            " FROM objects o INDEXED BY objects_key WHERE "
-                            "o.bucket_id = ?1 AND o.key = ?2 AND " H3_IMPLIED_JOB_WHERE_O);
-    implied.bind(1, bucket_id).bind(2, key);
-    H3_TRY(row, implied.step());
-    if (!row) return std::optional<TierJob>{};
-    return std::optional<TierJob>(read_implied_job(implied, tier_delay_ms_));
+    return find_tier_job_on(c_, bucket_id, key, tier_delay_ms_);
   }
 
   Result<void> drop_tier_job(std::int64_t bucket_id, std::string_view key) override {
