@@ -290,9 +290,11 @@ class WriteTxn {
                                       std::uint64_t size_bytes, std::int64_t now_ms,
                                       std::int64_t due_ms, std::string_view source_key) = 0;
   // As queue_tier_job for the upload of a new version `object_id` of `key`, called before the
-  // version's row is inserted: when the key has no job and its current version (if any) is
-  // upstream already, the job is implied by the version's row (insert_object marks it) and no
-  // job row is written.
+  // version's row is inserted and before the version it replaces (if any) is deleted: when the
+  // key has no job and that version is upstream already, the job is implied by the new version's
+  // row (insert_object marks it) and no job row is written. REQUIRES the same transaction
+  // inserts the version next (insert_object or insert_object_if_absent, which looks at a version
+  // in the way, or delete_object of that version first).
   virtual Result<void> imply_tier_job(std::int64_t bucket_id, std::string_view key,
                                       std::int64_t object_id, std::uint64_t size_bytes,
                                       std::int64_t now_ms, std::int64_t due_ms) = 0;

@@ -52,7 +52,10 @@ class WriteTxnImpl final : public WriteTxn {
     return found;
   }
   // After a change of buckets or a ROLLBACK TO: what the last lookup saw may be gone.
-  void forget() { last_bucket_.reset(); }
+  void forget() {
+    last_bucket_.reset();
+    pending_implied_.reset();
+  }
 
   Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner,
                                      std::int64_t created_ms) override {
@@ -135,7 +138,12 @@ class WriteTxnImpl final : public WriteTxn {
     q.bind_optional(23, o.checksums.type);
     q.bind_optional(24, o.upstream_etag);
     H3_TRY(q.run());
-    if (if_absent && c_.changes() == 0) return false;
+    if (if_absent && c_.changes() == 0) {
+      // The key has a version: whether it leaves the job implied is decided while it is there.
+      if (implied) H3_TRY(settle_implied_tier_job(nullptr));
+      return false;
+    }
+    if (implied) pending_implied_.reset();
     if (o.inline_data) {
       auto d = c_.query("INSERT INTO inline_data(object_id, data, checksum) VALUES (?1, ?2, ?3)");
       d.bind(1, o.id).bind_blob(2, *o.inline_data);
@@ -148,6 +156,7 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<ExtentList> delete_object(std::int64_t object_id) override {
+    if (pending_implied_) H3_TRY(settle_implied_tier_job(&object_id));
     H3_TRY(ExtentList freed, delete_extents(c_, object_id));
     H3_TRY(ExtentList chunks, delete_chunks(object_id));
     freed.insert(freed.end(), chunks.begin(), chunks.end());
@@ -297,20 +306,38 @@ class WriteTxnImpl final : public WriteTxn {
   Result<void> imply_tier_job(std::int64_t bucket_id, std::string_view key, std::int64_t object_id,
                               std::uint64_t size_bytes, std::int64_t now_ms,
                               std::int64_t due_ms) override {
-    // A job of the key, or a version of it not known to be upstream (its upload may be under
-    // way, or lost): the new job takes their place as a row, as any other change's does.
-    auto q = c_.query(
-        "SELECT EXISTS(SELECT 1 FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2) OR "
-        "coalesce((SELECT tier_state NOT IN (1, 2) FROM objects WHERE bucket_id = ?1 AND key = "
-        "?2), 0)");
+    // A job of the key: the new job takes its place as a row, as any other change's does.
+    auto q = c_.query("SELECT 1 FROM tier_jobs WHERE bucket_id = ?1 AND key = ?2");
     q.bind(1, bucket_id).bind(2, key);
-    H3_TRY(q.step());
-    if (q.int64(0) != 0) {
-      return queue_tier_job(bucket_id, key, object_id, size_bytes, now_ms, due_ms, {});
-    }
+    H3_TRY(const bool row, q.step());
+    if (row) return queue_tier_job(bucket_id, key, object_id, size_bytes, now_ms, due_ms, {});
+    // So must a version of the key not known to be upstream (its upload may be under way, or
+    // lost), but most writes are of new keys: the version in the way is looked at only when
+    // there is one, by the new version's insert or the delete that makes room for it.
     implied_id_ = object_id;
+    pending_implied_ =
+        PendingImplied{bucket_id, std::string(key), object_id, size_bytes, now_ms, due_ms};
     owed_delta_ += static_cast<std::int64_t>(size_bytes);
     return {};
+  }
+
+  // The implied job left pending by imply_tier_job meets a version in its way: the key's (its
+  // insert found one), or the one `object_id` names, about to be deleted, if it is the key's.
+  // Unless that version is upstream already, the job takes a row after all.
+  Result<void> settle_implied_tier_job(const std::int64_t* object_id) {
+    if (!pending_implied_) return {};
+    auto q = c_.query(
+        "SELECT id, tier_state NOT IN (1, 2) FROM objects WHERE bucket_id = ?1 AND key = ?2");
+    q.bind(1, pending_implied_->bucket_id).bind(2, std::string_view(pending_implied_->key));
+    H3_TRY(const bool found, q.step());
+    if (!found || (object_id != nullptr && q.int64(0) != *object_id)) return {};
+    const PendingImplied p = std::move(*pending_implied_);
+    pending_implied_.reset();
+    if (q.int64(1) == 0) return {};
+    H3_TRY(q.step());  // (the statement's end, before queue_tier_job writes)
+    implied_id_ = 0;
+    owed_delta_ -= static_cast<std::int64_t>(p.size_bytes);
+    return queue_tier_job(p.bucket_id, p.key, p.object_id, p.size_bytes, p.now_ms, p.due_ms, {});
   }
 
   Result<std::optional<TierSeen>> find_tier_seen(std::int64_t bucket_id,
@@ -1039,6 +1066,17 @@ class WriteTxnImpl final : public WriteTxn {
   std::int64_t tier_delay_ms_;
   std::int64_t owed_delta_ = 0;
   std::int64_t implied_id_ = 0;  // the version imply_tier_job left its job to, inserted next
+  // What imply_tier_job was asked, until a version of the key in the way is looked at or the
+  // new version goes in without one.
+  struct PendingImplied {
+    std::int64_t bucket_id;
+    std::string key;
+    std::int64_t object_id;
+    std::uint64_t size_bytes;
+    std::int64_t now_ms;
+    std::int64_t due_ms;
+  };
+  std::optional<PendingImplied> pending_implied_;
   std::optional<std::pair<std::string, std::optional<BucketRecord>>> last_bucket_;
 };
 

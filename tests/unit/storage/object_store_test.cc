@@ -1351,6 +1351,36 @@ TEST_P(StoreTest, ANewVersionsWriteBackJobIsItsRowUntilTheJobHoldsStateOfItsOwn)
   EXPECT_FALSE(jobs.back().object_id.has_value());
   EXPECT_EQ(jobs.back().prior_etags, g.etag + " ");
   EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U + 60U);
+
+  // The version in the way is looked at however it goes, found by the new one's insert or
+  // deleted first (a write with If-Match): not upstream, the job takes a row...
+  const auto h1 = put("h", test::pattern_bytes(80, 8)).value();
+  WriteCondition match;
+  match.if_match = h1.etag;
+  const auto h2 = put("h", test::pattern_bytes(90, 9), true, match).value();
+  jobs = run(store_->tier_jobs(bucket_.id, false)).value();
+  ASSERT_EQ(jobs.back().key, "h");
+  EXPECT_EQ(jobs.back().object_id, h2.id);
+  EXPECT_EQ(jobs.back().prior_etags, h1.etag + " ");
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U + 60U + 90U);
+  // ... upstream, it is implied.
+  EXPECT_TRUE(run(store_->finish_tier_job(jobs.back(), TierSeen{h2.etag, h2.etag})).value());
+  match.if_match = h2.etag;
+  const auto h3 = put("h", test::pattern_bytes(100, 10), true, match).value();
+  EXPECT_NE(run(store_->tier_jobs(bucket_.id, false)).value().back().key, "h");
+  EXPECT_EQ(run(store_->tier_jobs(bucket_.id, true)).value().back().seq, h3.id);
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U + 60U + 100U);
+  // A write its condition refuses queues nothing and owes nothing: on its way to the refusal it
+  // made the job of the version in its way (h3, not upstream) a row, undone with it.
+  WriteCondition create_only;
+  create_only.if_none_match_any = true;
+  EXPECT_EQ(put("h", test::pattern_bytes(110, 11), true, create_only).error(),
+            errc::kPreconditionFailed);
+  jobs = run(store_->tier_jobs(bucket_.id, true)).value();
+  EXPECT_EQ(jobs.back().seq, h3.id);
+  EXPECT_EQ(jobs.back().object_id, h3.id);
+  EXPECT_NE(run(store_->tier_jobs(bucket_.id, false)).value().back().key, "h");
+  EXPECT_EQ(store_->tier_owed_bytes(), 300U + 20U + 60U + 100U);
 }
 
 TEST_P(StoreTest, EveryChangeInAWriteBackBucketQueuesItsJobInTheSameTransaction) {
