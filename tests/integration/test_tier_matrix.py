@@ -5,7 +5,7 @@ metadata, under upstream_prefix + key), an object evicted here reads back throug
 another writer puts upstream is read through on a miss.
 
 The upstream is a second hots3 by default. HOTS3_TIER_PEER="ENDPOINT ACCESS_KEY SECRET_KEY"
-names another S3 instead (bench/peers/tier.sh runs this file against Ceph's radosgw): the
+names another S3 instead (`bench/peers/radosgw.sh tier` runs this file against Ceph's radosgw): the
 matrix then shows what hots3 does with that server's own answers."""
 
 import hashlib
