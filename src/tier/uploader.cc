@@ -94,10 +94,12 @@ constexpr std::chrono::seconds kWarnInterval{10};
 constexpr std::chrono::seconds kSlowDownHold{1};
 // A read-through's client is waiting: its upstream GET gives up on an answer this much sooner
 // than an upload does. While nothing answers the upstream, misses fail at once (503) but for
-// one that tries it again per kReadTrialInterval, so a client waits out a timeout only when the
-// last one may have passed.
+// one that tries it again, kReadTrialInterval after the last failure and twice as long after
+// each failed trial (up to kReadTrialMax): a client waits out a timeout only when the last one
+// may have passed, and clients one after another do not each wait out one.
 constexpr std::chrono::seconds kReadFirstByteTimeout{5};
 constexpr std::chrono::seconds kReadTrialInterval{2};
+constexpr std::chrono::seconds kReadTrialMax{8};
 // How long a listing asked for a client (cache mode) waits for its answer to start.
 constexpr std::chrono::seconds kListTimeout{30};
 // How often upstream uploads no job uses are looked for (and at start).
@@ -150,8 +152,9 @@ struct Upstream {
   std::chrono::steady_clock::time_point next_request{};
   // bytes_per_s: every byte of a body to or from it takes its turn here, by class.
   std::unique_ptr<LinkShare> link;
-  // While unreachable: when a read-through may next try it (kReadTrialInterval).
+  // While unreachable: when a read-through may next try it, and how long after a failure.
   std::chrono::steady_clock::time_point next_read_trial{};
+  std::chrono::steady_clock::duration read_trial_interval = kReadTrialInterval;
   // The same for other threads (ReadThrough::reachable): until when a read would fail at once,
   // in steady-clock nanoseconds; 0 while it is not unreachable.
   std::atomic<std::int64_t> reads_refused_until{0};
@@ -647,6 +650,7 @@ struct Uploader::Impl {
       if (u.warned) log::info("tier: upstream {} answers again", u.config.name);
       u.cause.clear();
       u.unreachable = false;
+      u.read_trial_interval = kReadTrialInterval;
       u.reads_refused_until.store(0, std::memory_order_relaxed);
       u.failing_since_ms = 0;
       u.warned = false;
@@ -662,11 +666,17 @@ struct Uploader::Impl {
     }
     if (u.cause.empty()) u.failing_since_ms = now;
     u.cause = out.cause;
-    // The first trial comes a full interval after the upstream fell silent, not after each
-    // failure since: failing uploads must not keep every read from trying.
+    // The first trial comes a full interval after the upstream fell silent. A failure since (a
+    // trial's, which may come a timeout after it began, or an upload's) brings the next one to
+    // an interval after it, never later than it was: failing uploads must not keep every read
+    // from trying.
+    const auto steady_now = std::chrono::steady_clock::now();
     if (unreachable && !u.unreachable) {
-      next_trial(u, std::chrono::steady_clock::now() + kReadTrialInterval);
-    } else if (!unreachable) {
+      u.read_trial_interval = kReadTrialInterval;
+      next_trial(u, steady_now + kReadTrialInterval);
+    } else if (unreachable) {
+      next_trial(u, std::min(u.next_read_trial, steady_now + u.read_trial_interval));
+    } else {
       u.reads_refused_until.store(0, std::memory_order_relaxed);
     }
     u.unreachable = unreachable;
@@ -2196,13 +2206,16 @@ struct Uploader::Impl {
     --u.fetch_streams;
   }
 
-  // Whether a read may go to `u` now: while it is unreachable, one read per kReadTrialInterval
-  // tries it, and the others fail at once instead of each waiting out a timeout.
+  // Whether a read may go to `u` now: while it is unreachable, one read at a time tries it
+  // (see kReadTrialInterval), and the others fail at once instead of each waiting out a timeout.
   static bool may_try(Upstream& u) {
     if (!u.unreachable) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now < u.next_read_trial) return false;
-    next_trial(u, now + kReadTrialInterval);
+    // No other trial while this one may wait for its answer; its failure (note) sets the next.
+    next_trial(u, now + kReadFirstByteTimeout + u.read_trial_interval);
+    u.read_trial_interval =
+        std::min<std::chrono::steady_clock::duration>(u.read_trial_interval * 2, kReadTrialMax);
     return true;
   }
   static void next_trial(Upstream& u, std::chrono::steady_clock::time_point at) {

@@ -557,6 +557,21 @@ class ReadThroughTest(TieredTest):
             self.assertLess(time.monotonic() - started, 2)
             self.assertEqual(len(self.upstream_gets("silent/k")), asked)
             self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="silent/k")["ContentLength"], len(body))
+            # A while later one miss tries it again and waits out the timeout; the misses right
+            # after that failure are refused at once too, not each left to try and wait.
+            time.sleep(2.5)
+            with self.assertRaises(ClientError):
+                self.s3.get_object(Bucket="ckpt", Key="silent/k")
+            tried = len(self.upstream_gets("silent/k"))
+            self.assertGreater(tried, asked)
+            for _ in range(3):
+                started = time.monotonic()
+                with self.assertRaises(ClientError) as refused:
+                    self.s3.get_object(Bucket="ckpt", Key="silent/k")
+                self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+                self.assertLess(time.monotonic() - started, 2)
+            self.assertEqual(len(self.upstream_gets("silent/k")), tried)
+            asked = tried
         finally:
             self.proxy.hang_object_gets = False
         # Once it answers again, a trial miss finds out and the misses go through again.
