@@ -11,6 +11,7 @@ import io
 import os
 import re
 import socket
+import signal
 import sqlite3
 import sys
 import time
@@ -557,21 +558,6 @@ class ReadThroughTest(TieredTest):
             self.assertLess(time.monotonic() - started, 2)
             self.assertEqual(len(self.upstream_gets("silent/k")), asked)
             self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="silent/k")["ContentLength"], len(body))
-            # A while later one miss tries it again and waits out the timeout; the misses right
-            # after that failure are refused at once too, not each left to try and wait.
-            time.sleep(2.5)
-            with self.assertRaises(ClientError):
-                self.s3.get_object(Bucket="ckpt", Key="silent/k")
-            tried = len(self.upstream_gets("silent/k"))
-            self.assertGreater(tried, asked)
-            for _ in range(3):
-                started = time.monotonic()
-                with self.assertRaises(ClientError) as refused:
-                    self.s3.get_object(Bucket="ckpt", Key="silent/k")
-                self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
-                self.assertLess(time.monotonic() - started, 2)
-            self.assertEqual(len(self.upstream_gets("silent/k")), tried)
-            asked = tried
         finally:
             self.proxy.hang_object_gets = False
         # Once it answers again, a trial miss finds out and the misses go through again.
@@ -584,6 +570,44 @@ class ReadThroughTest(TieredTest):
                 self.assertLess(time.monotonic(), deadline)
                 time.sleep(0.2)
         self.assertEqual(len(self.upstream_gets("silent/k")), asked + 1)
+
+    def test_misses_one_after_another_while_the_upstream_is_stopped_wait_out_no_more_timeouts(self):
+        body = data(256 * KiB, 14)
+        self.s3.put_object(Bucket="ckpt", Key="stopped/k", Body=body)
+        self.flush_and_evict("stopped/")
+
+        # A client that does not try again: its retry could be the next trial.
+        once = client(self.local.port, botocore.config.Config(retries={"total_max_attempts": 1}))
+
+        def miss():
+            """Seconds a miss took to be refused with 503."""
+            started = time.monotonic()
+            with self.assertRaises(ClientError) as refused:
+                once.get_object(Bucket="ckpt", Key="stopped/k")
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            return time.monotonic() - started
+        # Stopped, the upstream takes connections and never answers any request (its probes'
+        # neither): nothing can pass for an answer meanwhile.
+        self.upstream.signal(signal.SIGSTOP)
+        try:
+            # Clients one after another: one waits out the timeout, the others are refused at once.
+            times = [miss() for _ in range(6)]
+            self.assertLessEqual(sum(t > 2 for t in times), 1, times)
+            # A while later one tries it again and waits; those right after its failure do not.
+            time.sleep(2.5)
+            miss()
+            self.assertEqual([t < 2 for t in (miss(), miss(), miss())], [True] * 3)
+        finally:
+            self.upstream.signal(signal.SIGCONT)
+        # Once it answers again, a later trial finds out and the misses go through again.
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="stopped/k")["Body"].read(), body)
+                break
+            except ClientError:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.2)
 
     def test_only_objects_safely_upstream_are_evicted(self):
         # A change still owed (the upstream is refusing) keeps its data here.
