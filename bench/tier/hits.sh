@@ -97,35 +97,31 @@ errors() {  # SIDE SIZE TAGS...: the GETs that failed over those runs
   echo "$n"
 }
 
+side_run() {  # SIZE ROUND: plain, tiered, tiered, plain; each side's runs tagged ROUNDa, ROUNDb
+  local run
+  for run in plain-a ckpt-a ckpt-b plain-b; do get_run "${run%-*}" "$1" "$2${run#*-}"; done
+}
 TAGS=()
 for r in $(seq "$ROUNDS"); do
-  for size in 4KiB 1MiB; do
-    for side in plain ckpt ckpt plain; do
-      tag=$r$([ -e "$WORK/get-$side-$size-${r}a.json" ] && echo b || echo a)
-      get_run "$side" "$size" "$tag"
-    done
-  done
+  for size in 4KiB 1MiB; do side_run "$size" "$r"; done
   TAGS+=("${r}a" "${r}b")
 done
 
 # The outage: the upstream silent; the hits and the untiered reads side-run again, once each way.
 kill -STOP "$PID_up"
-for size in 4KiB 1MiB; do
-  for side in plain ckpt ckpt plain; do
-    tag=o$([ -e "$WORK/get-$side-$size-oa.json" ] && echo b || echo a)
-    get_run "$side" "$size" "$tag"
-  done
-done
+for size in 4KiB 1MiB; do side_run "$size" o; done
 miss() {  # prints "HTTP_CODE SECONDS" of one GET of the evicted object
   signed --max-time 60 -o /dev/null -w '%{http_code} %{time_total}\n' "$URL_local/ckpt/cold/miss"
 }
 read -r FIRST_CODE FIRST_S < <(miss)
 NEXT=()
 NEXT_CODES=""
+NOT_503=$([ "$FIRST_CODE" = 503 ] && echo 0 || echo 1)
 for _ in $(seq 10); do
   read -r code s < <(miss)
   NEXT+=("$s")
   NEXT_CODES="$NEXT_CODES $code"
+  [ "$code" = 503 ] || NOT_503=$((NOT_503 + 1))
 done
 kill -CONT "$PID_up"
 NEXT_MS=$(python3 -c 'import statistics, sys; print(1000 * statistics.median(map(float, sys.argv[1:])))' "${NEXT[@]}")
@@ -150,5 +146,5 @@ echo
 echo "hit GETs failed: $(errors ckpt 4KiB "${TAGS[@]}" oa ob) of 4 KiB, $(errors ckpt 1MiB "${TAGS[@]}" oa ob) of 1 MiB; untiered: $(errors plain 4KiB "${TAGS[@]}" oa ob), $(errors plain 1MiB "${TAGS[@]}" oa ob)"
 echo "misses while the upstream was silent: first HTTP $FIRST_CODE in $FIRST_S s, then HTTP$NEXT_CODES"
 echo "a tiered object before the runs: x-hots3-tier: ${STATE:-?}"
-[ "$FIRST_CODE" = 503 ] && [ "$NEXT_CODES" = "$(printf ' 503%.0s' $(seq 10))" ] || { echo "a miss was not answered 503" >&2; MISSED=$((MISSED + 1)); }
+[ "$NOT_503" = 0 ] || { echo "$NOT_503 miss(es) not answered 503" >&2; MISSED=$((MISSED + 1)); }
 [ "$MISSED" = 0 ] || echo "$MISSED goal(s) missed"

@@ -68,6 +68,18 @@ class TieredTest(unittest.TestCase):
         finally:
             db.close()
 
+    def read_back_once_it_answers(self, key, body, timeout_s):
+        """GETs `key` until the upstream answers a miss again (its reads are refused until a
+        trial finds it does), then checks the bytes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.assertEqual(self.s3.get_object(Bucket="ckpt", Key=key)["Body"].read(), body)
+                return
+            except ClientError:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.2)
+
     def until(self, condition, timeout_s=10):
         deadline = time.monotonic() + timeout_s
         while not condition():
@@ -561,14 +573,7 @@ class ReadThroughTest(TieredTest):
         finally:
             self.proxy.hang_object_gets = False
         # Once it answers again, a trial miss finds out and the misses go through again.
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="silent/k")["Body"].read(), body)
-                break
-            except ClientError:
-                self.assertLess(time.monotonic(), deadline)
-                time.sleep(0.2)
+        self.read_back_once_it_answers("silent/k", body, 15)
         self.assertEqual(len(self.upstream_gets("silent/k")), asked + 1)
 
     def test_misses_one_after_another_while_the_upstream_is_stopped_wait_out_no_more_timeouts(self):
@@ -600,14 +605,7 @@ class ReadThroughTest(TieredTest):
         finally:
             self.upstream.signal(signal.SIGCONT)
         # Once it answers again, a later trial finds out and the misses go through again.
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="stopped/k")["Body"].read(), body)
-                break
-            except ClientError:
-                self.assertLess(time.monotonic(), deadline)
-                time.sleep(0.2)
+        self.read_back_once_it_answers("stopped/k", body, 20)
 
     def test_only_objects_safely_upstream_are_evicted(self):
         # A change still owed (the upstream is refusing) keeps its data here.

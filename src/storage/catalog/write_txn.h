@@ -54,7 +54,7 @@ class WriteTxnImpl final : public WriteTxn {
   // After a change of buckets or a ROLLBACK TO: what the last lookup saw may be gone.
   void forget() {
     last_bucket_.reset();
-    pending_implied_.reset();
+    implied_.reset();
   }
 
   Result<BucketRecord> create_bucket(std::string_view name, std::string_view owner,
@@ -116,7 +116,7 @@ class WriteTxnImpl final : public WriteTxn {
   Result<bool> insert_object_rows(const ObjectRecord& o, const std::vector<ExtentRecord>& extents,
                                   bool if_absent) {
     // The version whose upload imply_tier_job left to its row carries the mark.
-    const bool implied = o.id == implied_id_;
+    const bool implied = implied_ && implied_->object_id == o.id;
     auto q = c_.query(
         implied ? (if_absent ? H3_INSERT_IMPLIED_OBJECT " ON CONFLICT(bucket_id, key) DO NOTHING"
                              : H3_INSERT_IMPLIED_OBJECT)
@@ -143,7 +143,7 @@ class WriteTxnImpl final : public WriteTxn {
       if (implied) H3_TRY(settle_implied_tier_job(nullptr));
       return false;
     }
-    if (implied) pending_implied_.reset();
+    if (implied) implied_.reset();
     if (o.inline_data) {
       auto d = c_.query("INSERT INTO inline_data(object_id, data, checksum) VALUES (?1, ?2, ?3)");
       d.bind(1, o.id).bind_blob(2, *o.inline_data);
@@ -156,7 +156,7 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<ExtentList> delete_object(std::int64_t object_id) override {
-    if (pending_implied_) H3_TRY(settle_implied_tier_job(&object_id));
+    if (implied_) H3_TRY(settle_implied_tier_job(&object_id));
     H3_TRY(ExtentList freed, delete_extents(c_, object_id));
     H3_TRY(ExtentList chunks, delete_chunks(object_id));
     freed.insert(freed.end(), chunks.begin(), chunks.end());
@@ -314,9 +314,7 @@ class WriteTxnImpl final : public WriteTxn {
     // So must a version of the key not known to be upstream (its upload may be under way, or
     // lost), but most writes are of new keys: the version in the way is looked at only when
     // there is one, by the new version's insert or the delete that makes room for it.
-    implied_id_ = object_id;
-    pending_implied_ =
-        PendingImplied{bucket_id, std::string(key), object_id, size_bytes, now_ms, due_ms};
+    implied_ = Implied{bucket_id, std::string(key), object_id, size_bytes, now_ms, due_ms, false};
     owed_delta_ += static_cast<std::int64_t>(size_bytes);
     return {};
   }
@@ -325,17 +323,19 @@ class WriteTxnImpl final : public WriteTxn {
   // insert found one), or the one `object_id` names, about to be deleted, if it is the key's.
   // Unless that version is upstream already, the job takes a row after all.
   Result<void> settle_implied_tier_job(const std::int64_t* object_id) {
-    if (!pending_implied_) return {};
+    if (!implied_ || implied_->settled) return {};
     auto q = c_.query(
         "SELECT id, tier_state NOT IN (1, 2) FROM objects WHERE bucket_id = ?1 AND key = ?2");
-    q.bind(1, pending_implied_->bucket_id).bind(2, std::string_view(pending_implied_->key));
+    q.bind(1, implied_->bucket_id).bind(2, std::string_view(implied_->key));
     H3_TRY(const bool found, q.step());
     if (!found || (object_id != nullptr && q.int64(0) != *object_id)) return {};
-    const PendingImplied p = std::move(*pending_implied_);
-    pending_implied_.reset();
-    if (q.int64(1) == 0) return {};
+    if (q.int64(1) == 0) {
+      implied_->settled = true;
+      return {};
+    }
     H3_TRY(q.step());  // (the statement's end, before queue_tier_job writes)
-    implied_id_ = 0;
+    const Implied p = std::move(*implied_);
+    implied_.reset();
     owed_delta_ -= static_cast<std::int64_t>(p.size_bytes);
     return queue_tier_job(p.bucket_id, p.key, p.object_id, p.size_bytes, p.now_ms, p.due_ms, {});
   }
@@ -1065,18 +1065,19 @@ class WriteTxnImpl final : public WriteTxn {
   std::int64_t& next_id_;
   std::int64_t tier_delay_ms_;
   std::int64_t owed_delta_ = 0;
-  std::int64_t implied_id_ = 0;  // the version imply_tier_job left its job to, inserted next
-  // What imply_tier_job was asked, until a version of the key in the way is looked at or the
-  // new version goes in without one.
-  struct PendingImplied {
+  // The job imply_tier_job left to its version (`object_id`, inserted next), with what it was
+  // asked, until that version goes in or the job takes a row; `settled` once a version of the
+  // key in the way was looked at and found upstream.
+  struct Implied {
     std::int64_t bucket_id;
     std::string key;
     std::int64_t object_id;
     std::uint64_t size_bytes;
     std::int64_t now_ms;
     std::int64_t due_ms;
+    bool settled;
   };
-  std::optional<PendingImplied> pending_implied_;
+  std::optional<Implied> implied_;
   std::optional<std::pair<std::string, std::optional<BucketRecord>>> last_bucket_;
 };
 
