@@ -155,6 +155,7 @@ TEST(RetirementStress, ReadersNeverSeeTheirSpaceReusedAndAllOfItComesBack) {
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> checks{0}, wrong{0};
   std::atomic<int> starved{0};
+  constexpr std::uint64_t kMinChecks = 10000;
 
   auto reader = [&] {
     while (!stop) {
@@ -179,7 +180,9 @@ TEST(RetirementStress, ReadersNeverSeeTheirSpaceReusedAndAllOfItComesBack) {
   };
   auto writer = [&](unsigned seed) {
     std::mt19937 random(seed);
-    for (int i = 0; i < 3000 && starved == 0; ++i) {
+    // On a loaded machine the writers may run their rounds before any reader is scheduled: they
+    // go on until the readers have checked some space too, or the test would prove nothing.
+    for (int i = 0; (i < 3000 || checks.load() < kMinChecks) && starved == 0; ++i) {
       const std::uint64_t units = std::uniform_int_distribution<std::uint64_t>(1, 6)(random);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
       Result<ExtentList> got = errc::kNoSpace;
@@ -216,7 +219,7 @@ TEST(RetirementStress, ReadersNeverSeeTheirSpaceReusedAndAllOfItComesBack) {
 
   EXPECT_EQ(starved.load(), 0) << "retired space did not come back while readers kept coming";
   EXPECT_EQ(wrong.load(), 0U) << "a reader's space was given to another version while it read";
-  EXPECT_GT(checks.load(), 0U);
+  EXPECT_GE(checks.load(), kMinChecks);
   EXPECT_GT(next_version.load(), static_cast<std::int64_t>(kUnits)) << "space was not reused";
   // Only the current version holds space; once it is retired too, everything is free.
   EXPECT_EQ(retirement.pending_bytes(), 0U);
