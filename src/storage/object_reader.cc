@@ -302,8 +302,15 @@ asio::awaitable<Result<std::unique_ptr<ObjectReader>>> open_reader(StoreCore& co
   auto st = std::make_shared<ReadState>(core);
   H3_CO_TRY(st->record, lookup_object(core, bucket_id, key));
   if (!st->record) co_return errc::kNotFound;
-  // What the evictor goes by; an evicted version's read counts too (it is read through).
-  if (st->record->tier_state != TierState::kLocal) core.frequency->add(bucket_id, key);
+  // What the evictor goes by: reads served from the device. A read that fetches the version (a
+  // miss) is counted apart, for admission only: in epochs over more than the device it would put
+  // what was just fetched one read ahead of what is kept and not yet read this epoch, and evict
+  // the latter.
+  if (st->record->tier_state == TierState::kLocalAndUpstream) {
+    core.frequency->add(bucket_id, key);
+  } else if (st->record->tier_state == TierState::kUpstreamOnly) {
+    core.misses->add(bucket_id, key);
+  }
   if (auto ec = readable(*st->record)) co_return ec;
   if (st->record->tier_state == TierState::kLocalAndUpstream && !st->record->inline_data) {
     core.access->touch(st->record->id, now_ms());  // (inline versions are never evicted)

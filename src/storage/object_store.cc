@@ -318,7 +318,7 @@ class StoreImpl final : public ObjectStore {
   }
 
   unsigned reads_lately(std::int64_t bucket_id, std::string_view key) const noexcept override {
-    return core_.frequency->estimate(bucket_id, key);
+    return core_.frequency->estimate(bucket_id, key) + core_.misses->estimate(bucket_id, key);
   }
 
   bool tier_fill_allows(std::uint64_t incoming) const noexcept override {
@@ -554,9 +554,10 @@ class StoreImpl final : public ObjectStore {
     if (evicted.bytes >= bytes) co_return evicted;
     auto saving = save_access_times();
     H3_CO_TRY(co_await std::move(saving));
-    // The candidates at both ends of the read order (where a loop's just-read and a scan's
-    // stale keys are), on a catalog reader, most recently read first: a bounded set however
-    // large the catalog; what one call leaves, the evictor's next look takes.
+    // The candidates at both ends of the read order (where a loop's just-read, a shuffle's
+    // just-fetched and a scan's stale keys are), on a catalog reader, most recently read first:
+    // a bounded set however large the catalog; what one call leaves, the evictor's next look
+    // takes.
     auto reading =
         detail::on_catalog_reader(core_, [c = core_.catalog.get(), ids, written_before_ms] {
           return c->eviction_candidates(ids, written_before_ms, kEvictWindow);
@@ -565,18 +566,29 @@ class StoreImpl final : public ObjectStore {
     std::vector<std::pair<unsigned, std::size_t>> ranked;  // (rank, index), taken in order
     ranked.reserve(candidates.size());
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      // Least recently read: from the end. Least often read: then sorted by reads, keeping
-      // the most recently read first among equals.
+      // Least recently read: from the end. Least often read: never read from the device lately,
+      // then once, then more often (hits: see open_reader), and among equals the version that
+      // came to the device last (written or fetched: the highest id) first.
+      // - Counts beyond twice do not rank: in epochs every key is read once an epoch, so in the
+      //   middle of one a key already read is one read ahead of a key not read yet, and finer
+      //   counts would evict what is kept but not read yet in favour of what was just read.
+      // - Not the most recently read first: in a shuffled order the keys just read include the
+      //   hits. The last to come is what a loop just read and a shuffle just fetched, so a fixed
+      //   part of the dataset stays and hits in every order.
       const std::size_t index =
           order == EvictionOrder::kLeastRecentlyRead ? candidates.size() - 1 - i : i;
       const EvictionCandidate& c = candidates[index];
       ranked.emplace_back(order == EvictionOrder::kLeastRecentlyRead
                               ? 0U
-                              : core_.frequency->estimate(c.bucket_id, c.key),
+                              : std::min(core_.frequency->estimate(c.bucket_id, c.key), 2U),
                           index);
     }
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (order == EvictionOrder::kLeastOftenRead) {
+      std::sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first < b.first
+                                  : candidates[a.second].id > candidates[b.second].id;
+      });
+    }
     for (std::size_t next = 0; next < ranked.size() && evicted.bytes < bytes;) {
       const std::size_t end = std::min(next + kEvictBatch, ranked.size());
       std::vector<std::pair<std::size_t, EvictedVersion>> batch;
@@ -1753,6 +1765,7 @@ std::unique_ptr<ObjectStore> ObjectStore::open(const StoreOptions& options,
   core.layouts = std::make_unique<detail::LayoutCache>(64 * kMiB);
   core.access = std::make_unique<detail::AccessTimes>();
   core.frequency = std::make_unique<detail::ReadFrequency>();
+  core.misses = std::make_unique<detail::ReadFrequency>();
   core.metadata = std::make_unique<detail::MetadataCache>(options.metadata_cache_bytes);
   auto store = std::make_unique<StoreImpl>(std::move(core));
   store->rebuild_time = rebuild;

@@ -1,11 +1,13 @@
 #pragma once
 
-// Private to src/storage: how often each key of a tiered bucket was read lately, for eviction
-// that a scan does not flush and a loop larger than the device does not defeat. A count-min
-// sketch of 4-bit counters keyed by (bucket, key): it outlives versions, evictions and
-// re-fetches (an evicted key read again is known as often read), costs a few atomic increments
-// per read and a fixed 1 MiB, and halves every counter after a sample of reads so that what was
-// read often long ago gives way to what is read now.
+// Private to src/storage: how often each key of a tiered bucket was read lately (the store keeps
+// one for reads from the device, hits, and one for reads through, misses), for eviction that a
+// scan does not flush and epochs over more than the device do not defeat, and for admission on
+// a second miss. A count-min sketch of 4-bit counters keyed by (bucket, key): it outlives
+// versions, evictions and re-fetches (a key often read, evicted and fetched again is known as
+// often read), costs a few atomic increments per read and a fixed 1 MiB, and halves every
+// counter after a sample of reads so that what was read often long ago gives way to what is
+// read now.
 
 #include <xxhash.h>
 

@@ -43,8 +43,11 @@ struct StoreCore {
   std::unique_ptr<Retirement> retirement;
   std::unique_ptr<LayoutCache> layouts;
   std::unique_ptr<MetadataCache> metadata;
-  std::unique_ptr<AccessTimes> access;       // reads of versions the upstream also holds
-  std::unique_ptr<ReadFrequency> frequency;  // reads of keys the upstream also holds
+  std::unique_ptr<AccessTimes> access;  // reads of versions the upstream also holds
+  // Reads of keys the upstream also holds: served from the device (hits), which eviction goes by,
+  // and read through (misses), which admission adds for a second miss.
+  std::unique_ptr<ReadFrequency> frequency;
+  std::unique_ptr<ReadFrequency> misses;
   // Threads for catalog reads that cost more than an index lookup (listings, the layouts of
   // large objects): workers wait for them without blocking. Set by the store.
   boost::asio::thread_pool* catalog_readers = nullptr;

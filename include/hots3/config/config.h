@@ -247,7 +247,7 @@ struct EvictConfig {
   unsigned full_percent = 97;
   // A version written less than this long ago is evicted only when nothing else can be.
   milliseconds min_resident{3600LL * 1000};
-  // Which go first: the least often read lately (among equals, the most recently read), so
+  // Which go first: the least often hit lately (among equals, the last to come), so
   // that a scan keeps the often read and a loop over more than the device keeps part of it; or
   // the least recently read.
   enum class Policy { kFrequency, kLru } policy = Policy::kFrequency;

@@ -106,9 +106,10 @@ struct ObjectSpec {
 
 // Which versions eviction by watermark takes first.
 enum class EvictionOrder {
-  // The least often read lately (by key: an evicted key read again is still known), and among
-  // keys read as often, the most recently read: a scan does not flush what is read often, and a
-  // loop over more than the device holds keeps the part it reads first.
+  // Read from the device (hit) never lately, then once, then more often (by key: a key evicted
+  // and fetched again is still known), and among equals the version that came to the device
+  // last: a scan does not flush what is read often, and epochs over more than the device holds,
+  // in a loop or shuffled, keep hitting one part of it.
   kLeastOftenRead,
   kLeastRecentlyRead,
 };
@@ -381,8 +382,9 @@ class ObjectStore {
   // Whether `incoming` more bytes fetched from an upstream may be kept here
   // (StoreOptions::tier_full_percent).
   [[nodiscard]] virtual bool tier_fill_allows(std::uint64_t incoming) const noexcept = 0;
-  // How often `key` of `bucket_id` was read lately while not only local (the evictor's count of
-  // opened readers: an estimate, never below the truth), the read under way included.
+  // How often `key` of `bucket_id` was read lately while not only local, from the device or
+  // through (counts of opened readers: an estimate, never below the truth), the read under way
+  // included.
   [[nodiscard]] virtual unsigned reads_lately(std::int64_t bucket_id,
                                               std::string_view key) const noexcept = 0;
   // Whether a change acknowledged before `job` (parked ones included) is still owed under
