@@ -4,15 +4,20 @@
 #
 #   hits    GETs of SMALL (4 KiB) and LARGE (1 MiB) objects of a write-back bucket, uploaded and
 #           still here (hits: no upstream request), against the same GETs of an untiered bucket
-#           of the same server, C connections for DURATION a run: p50 and p99 (goal: within 5% of
-#           the untiered ones), req/s beside them. Side-run plain, tiered, tiered, plain, ROUNDS
-#           times, each run after 2 s of its own warm-up; each side's figure is the median of its
-#           runs (the machine is shared: one run can be far off the next).
+#           of the same server, for DURATION a run:
+#           - over one connection: p50 and p99, what one read costs in time with nothing queued
+#             before it (goal: within 5% of the untiered ones);
+#           - over C connections: the server's CPU per GET (goal: within 5%), req/s, and p50 and
+#             p99 shown. Generator and servers share the cores, and which connections wait on
+#             which is decided by the scheduler: p50 at C flips between runs of the same bucket
+#             (0.045 and 0.208 ms in two runs of the untiered one), so there it is shown only.
+#           Side-run plain, tiered, tiered, plain, ROUNDS times, each run after 2 s of its own
+#           warm-up; each side's figure is the median of its runs.
 #   outage  the upstream stopped (SIGSTOP: it takes connections and never answers, the worst
 #           case): the hits again, against the untiered reads side-run with them (goal: p99
-#           within 5%); the time a miss (a GET of an evicted object) takes to fail (goal: 10 s or
-#           less), and the median of the next 10 misses, answered without asking the silent
-#           upstream (goal: 50 ms or less). Both answers must be 503.
+#           over one connection within 5%); the time a miss (a GET of an evicted object) takes to
+#           fail (goal: 10 s or less), and the median of the next 10 misses, answered without
+#           asking the silent upstream (goal: 50 ms or less). Both answers must be 503.
 #
 # The upstream is a second hots3 on the same machine; the client is hots3's own load generator
 # (and curl for the misses).
@@ -76,30 +81,47 @@ signed -f -o /dev/null -T "$WORK/miss.bin" "$URL_local/ckpt/cold/miss"
 # What one of them says it is (clean: here and upstream; a GET of it is a hit).
 STATE=$(signed -I "$URL_local/ckpt/4KiB/obj-0000000" | tr -d '\r' | sed -n 's/^x-hots3-tier: //Ip')
 
-# get_run SIDE SIZE TAG: one measured run of GETs (after 2 s of warm-up) into $WORK/get-SIDE-SIZE-TAG.json.
+# get_run SIDE SIZE CONNS TAG: one measured run of GETs (after 2 s of warm-up), the server's CPU
+# read around it, into $WORK/get-SIDE-SIZE-CONNS-TAG.json.
 get_run() {
-  lg --bucket "$1" --prefix "$2/" --workload get --size "$2" --objects "$OBJECTS" --no-prepare -c "$C" \
+  lg --bucket "$1" --prefix "$2/" --workload get --size "$2" --objects "$OBJECTS" --no-prepare -c "$3" \
     --duration 2s > /dev/null
-  lg --bucket "$1" --prefix "$2/" --workload get --size "$2" --objects "$OBJECTS" --no-prepare -c "$C" \
-    --duration "$DURATION" --json "$WORK/get-$1-$2-$3.json" > /dev/null
+  lg --bucket "$1" --prefix "$2/" --workload get --size "$2" --objects "$OBJECTS" --no-prepare -c "$3" \
+    --duration "$DURATION" --server-pid "$PID_local" --json "$WORK/get-$1-$2-$3-$4.json" > /dev/null
 }
-# median FIELD SIDE SIZE TAGS...: the median of FIELD (ops.GET.p50_ms, ...) over those runs.
+# median FIELD SIDE SIZE CONNS TAGS...: the median of FIELD (ops.GET.p50_ms, ..., or cpu_us: the
+# server's CPU per GET) over those runs.
 median() {
-  local field=$1 side=$2 size=$3 tag values=()
-  shift 3
-  for tag in "$@"; do values+=("$(json_get "$WORK/get-$side-$size-$tag.json" "$field")"); done
+  local field=$1 side=$2 size=$3 conns=$4 tag values=()
+  shift 4
+  for tag in "$@"; do
+    values+=("$(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+if sys.argv[2] == "cpu_us":
+    print(1e6 * d["server_cpu_s"] / max(d["ops"]["GET"]["ops"], 1))
+else:
+    for part in sys.argv[2].split("."):
+        d = d[part]
+    print(d)' "$WORK/get-$side-$size-$conns-$tag.json" "$field")")
+  done
   python3 -c 'import statistics, sys; print(statistics.median(map(float, sys.argv[1:])))' "${values[@]}"
 }
-errors() {  # SIDE SIZE TAGS...: the GETs that failed over those runs
-  local side=$1 size=$2 tag n=0
+errors() {  # SIDE SIZE TAGS...: the GETs that failed over those runs, every connection count
+  local side=$1 size=$2 tag conns n=0
   shift 2
-  for tag in "$@"; do n=$((n + $(json_get "$WORK/get-$side-$size-$tag.json" ops.GET.errors))); done
+  for tag in "$@"; do
+    for conns in 1 "$C"; do
+      n=$((n + $(json_get "$WORK/get-$side-$size-$conns-$tag.json" ops.GET.errors)))
+    done
+  done
   echo "$n"
 }
 
 side_run() {  # SIZE ROUND: plain, tiered, tiered, plain; each side's runs tagged ROUNDa, ROUNDb
-  local run
-  for run in plain-a ckpt-a ckpt-b plain-b; do get_run "${run%-*}" "$1" "$2${run#*-}"; done
+  local run conns
+  for conns in 1 "$C"; do
+    for run in plain-a ckpt-a ckpt-b plain-b; do get_run "${run%-*}" "$1" "$conns" "$2${run#*-}"; done
+  done
 }
 TAGS=()
 for r in $(seq "$ROUNDS"); do
@@ -130,15 +152,25 @@ echo
 table_head
 for size in 4KiB 1MiB; do
   for p in p50 p99; do
-    row_flat "hit GET $size, $p ms" "$(median "ops.GET.${p}_ms" plain "$size" "${TAGS[@]}")" \
-      "$(median "ops.GET.${p}_ms" ckpt "$size" "${TAGS[@]}")" 5 "untiered"
+    row_flat "hit GET $size x1, $p ms" "$(median "ops.GET.${p}_ms" plain "$size" 1 "${TAGS[@]}")" \
+      "$(median "ops.GET.${p}_ms" ckpt "$size" 1 "${TAGS[@]}")" 5 "untiered"
   done
-  row_ratio "hit GET $size, req/s" "$(median ops.GET.ops_per_s ckpt "$size" "${TAGS[@]}")" \
-    "$(median ops.GET.ops_per_s plain "$size" "${TAGS[@]}")" "the same, untiered"
+  row_flat "hit GET $size x$C, server CPU per GET, us" "$(median cpu_us plain "$size" "$C" "${TAGS[@]}")" \
+    "$(median cpu_us ckpt "$size" "$C" "${TAGS[@]}")" 5 "untiered"
+  row_ratio "hit GET $size x$C, req/s" "$(median ops.GET.ops_per_s ckpt "$size" "$C" "${TAGS[@]}")" \
+    "$(median ops.GET.ops_per_s plain "$size" "$C" "${TAGS[@]}")" "the same, untiered"
+  for p in p50 p99; do  # (in us: the table shows one decimal)
+    row_ratio "hit GET $size x$C, $p us" \
+      "$(python3 -c "print(1000 * $(median "ops.GET.${p}_ms" ckpt "$size" "$C" "${TAGS[@]}"))")" \
+      "$(python3 -c "print(1000 * $(median "ops.GET.${p}_ms" plain "$size" "$C" "${TAGS[@]}"))")" \
+      "the same, untiered"
+  done
 done
 for size in 4KiB 1MiB; do
-  row_flat "upstream silent: hit GET $size, p99 ms" "$(median ops.GET.p99_ms plain "$size" oa ob)" \
-    "$(median ops.GET.p99_ms ckpt "$size" oa ob)" 5 "untiered"
+  row_flat "upstream silent: hit GET $size x1, p99 ms" "$(median ops.GET.p99_ms plain "$size" 1 oa ob)" \
+    "$(median ops.GET.p99_ms ckpt "$size" 1 oa ob)" 5 "untiered"
+  row_ratio "upstream silent: hit GET $size x$C, req/s" "$(median ops.GET.ops_per_s ckpt "$size" "$C" oa ob)" \
+    "$(median ops.GET.ops_per_s plain "$size" "$C" oa ob)" "the same, untiered"
 done
 row_max "upstream silent: the first miss fails, s" "$FIRST_S" 10 "seconds"
 row_max "upstream silent: the next misses fail, ms" "$NEXT_MS" 50 "ms (median of 10)"

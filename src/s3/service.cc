@@ -51,6 +51,9 @@ asio::awaitable<void> Service::handle(http::Exchange& exchange) {
 
 http::Response Service::response(const Request& r, unsigned status) const {
   http::Response response(status);
+  // Room for what an object's GET adds (its headers, metadata, and a tiered bucket's four), so
+  // the list is allocated once, not grown four times.
+  response.headers.reserve(16);
   response.add("x-amz-request-id", std::string(r.head.request_id));
   response.add("x-amz-id-2", host_id_);
   response.add("Server", "hots3");
