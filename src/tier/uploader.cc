@@ -170,9 +170,8 @@ struct Upstream {
 };
 
 // A bound bucket's GETs since start (HEADs read nothing): served from here (hits) or read
-// through from the upstream (misses). Counted by the workers.
-// A bucket's reads, counted by every worker on every GET: in slots by thread, each on a cache
-// line of its own, so that workers do not take one line from each other on every hit.
+// through from the upstream (misses). Counted by every worker on every GET, in slots by thread,
+// each on a cache line of its own, so that workers do not take one line from each other.
 struct ReadCounts {
   struct Totals {
     std::uint64_t hits = 0, misses = 0, hit_bytes = 0, miss_bytes = 0;

@@ -2046,9 +2046,9 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastOftenReadFirst) {
     }
     return gone;
   };
-  // Never read first; among those read once, the last to come first (e after f: in a loop, it is
-  // the one read again last); the often read last, and counts beyond twice do not rank: a (read
-  // 3 times) and b (twice) are equals, and b came last.
+  // Never read first; among those read once, the last to come first (f, put after e: in a loop,
+  // it is the one read again last); the often read last, and counts beyond twice do not rank: a
+  // (read 3 times) and b (twice) are equals, and b came last.
   EXPECT_EQ(next_out(), "d");
   EXPECT_EQ(next_out(), "f");
   EXPECT_EQ(next_out(), "e");
