@@ -92,17 +92,15 @@ get_run() {
 # median FIELD SIDE SIZE CONNS TAGS...: the median of FIELD (ops.GET.p50_ms, ..., or cpu_us: the
 # server's CPU per GET) over those runs.
 median() {
-  local field=$1 side=$2 size=$3 conns=$4 tag values=()
+  local field=$1 side=$2 size=$3 conns=$4 tag file values=()
   shift 4
   for tag in "$@"; do
-    values+=("$(python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-if sys.argv[2] == "cpu_us":
-    print(1e6 * d["server_cpu_s"] / max(d["ops"]["GET"]["ops"], 1))
-else:
-    for part in sys.argv[2].split("."):
-        d = d[part]
-    print(d)' "$WORK/get-$side-$size-$conns-$tag.json" "$field")")
+    file=$WORK/get-$side-$size-$conns-$tag.json
+    if [ "$field" = cpu_us ]; then
+      values+=("$(python3 -c "print(1e6 * $(json_get "$file" server_cpu_s) / max($(json_get "$file" ops.GET.ops), 1))")")
+    else
+      values+=("$(json_get "$file" "$field")")
+    fi
   done
   python3 -c 'import statistics, sys; print(statistics.median(map(float, sys.argv[1:])))' "${values[@]}"
 }

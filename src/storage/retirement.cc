@@ -10,19 +10,11 @@
 #include "storage/retirement.h"
 
 #include "hots3/common/assert.h"
+#include "hots3/common/thread_index.h"
 
 namespace hots3::storage::detail {
 
 namespace {
-
-// A thread's counter slot: threads take slots in turn, so up to kSlots threads (workers,
-// catalog readers) each count on a cache line of their own.
-std::size_t thread_slot() noexcept {
-  static std::atomic<std::size_t> next{0};
-  thread_local const std::size_t slot =
-      next.fetch_add(1, std::memory_order_relaxed) % Retirement::kSlots;
-  return slot;
-}
 
 void erase_cached(BlockCache& cache, const ExtentList& extents, std::int64_t version) {
   if (version == 0 || !cache.enabled()) return;
@@ -36,7 +28,7 @@ void erase_cached(BlockCache& cache, const ExtentList& extents, std::int64_t ver
 }  // namespace
 
 Retirement::Ticket Retirement::enter() noexcept {
-  Slot& slot = slots_[thread_slot()];
+  Slot& slot = slots_[thread_index() % kSlots];
   const unsigned parity = phase_.load();
   // A flip may come between the load and the add: this reader then counts in the parity just
   // closed. That is safe (it is counted somewhere, and any look at that parity after the add

@@ -15,6 +15,7 @@
 #include "hots3/common/md5.h"
 #include "hots3/common/random.h"
 #include "hots3/common/text.h"
+#include "hots3/common/thread_index.h"
 #include "hots3/common/units.h"
 #include "hots3/s3client/s3_client.h"
 #include "hots3/storage/object_store.h"
@@ -183,9 +184,7 @@ struct ReadCounts {
   std::array<Slot, kSlots> slots;
 
   void count(bool hit, std::uint64_t bytes) {
-    static std::atomic<std::size_t> next{0};
-    thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed) % kSlots;
-    Slot& s = slots[mine];
+    Slot& s = slots[thread_index() % kSlots];
     (hit ? s.hits : s.misses).fetch_add(1, std::memory_order_relaxed);
     (hit ? s.hit_bytes : s.miss_bytes).fetch_add(bytes, std::memory_order_relaxed);
   }
