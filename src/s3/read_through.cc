@@ -1,11 +1,9 @@
 #include "read_through.h"
 
-#include "hots3/aws/checksum.h"
-#include "hots3/aws/etag.h"
+#include "fetch_check.h"
+
 #include "hots3/common/clock.h"
-#include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
-#include "hots3/common/md5.h"
 #include "hots3/common/units.h"
 
 #include <boost/asio/as_tuple.hpp>
@@ -32,125 +30,6 @@ namespace {
 // A range from byte 0 at least this long (or half the object) asks for the whole object to be
 // restored: SDKs download in parts of 8 MiB; shorter ones are mostly a look at a file's header.
 constexpr std::uint64_t kRangeToRestore = kMiB;
-
-bool is_md5_hex(std::string_view text) {
-  return text.size() == 32 && std::all_of(text.begin(), text.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-// What the bytes of a read-through are checked against before the version counts as local
-// again: the MD5s its ETag is made of (the object's, or each part's and then theirs), or else its
-// whole-object checksum. An appended object's ETag is made of neither, and without a checksum
-// nothing vouches for its bytes: they are served, not kept.
-class FetchCheck {
- public:
-  // `md5_etags`: the store's ETags are MD5s (not digests of block checksums).
-  FetchCheck(const storage::ObjectRecord& o, std::vector<storage::ObjectPartRecord> parts,
-             bool md5_etags)
-      : expected_(o.etag) {
-    if (o.upstream_etag || !md5_etags) {
-      // Our ETag is not the upstream's, or not made of MD5s.
-    } else if (o.parts_count == 0 && is_md5_hex(o.etag)) {
-      way_ = Way::kMd5;
-      return;
-    } else if (o.parts_count > 0 && parts.size() == o.parts_count &&
-               o.etag == fmt::format("{}-{}", o.etag.substr(0, 32), o.parts_count) &&
-               is_md5_hex(o.etag.substr(0, 32)) && covers(parts, o.size_bytes)) {
-      way_ = Way::kParts;
-      parts_ = std::move(parts);
-      return;
-    }
-    const storage::ChecksumSet& c = o.checksums;
-    if (c.type && *c.type != "FULL_OBJECT") return;
-    using enum aws::ChecksumAlgorithm;
-    const std::pair<aws::ChecksumAlgorithm, const std::optional<std::string>*> order[] = {
-        {kCrc64Nvme, &c.crc64nvme},
-        {kCrc32c, &c.crc32c},
-        {kCrc32, &c.crc32},
-        {kSha256, &c.sha256},
-        {kSha1, &c.sha1}};
-    for (const auto& [algorithm, value] : order) {
-      if (*value) {
-        way_ = Way::kChecksum;
-        sum_.emplace(algorithm);
-        expected_ = **value;
-        return;
-      }
-    }
-  }
-
-  [[nodiscard]] bool possible() const { return way_ != Way::kNone; }
-
-  void update(std::span<const std::byte> data) {
-    switch (way_) {
-      case Way::kNone:
-        break;
-      case Way::kMd5:
-        md5_.update(data);
-        break;
-      case Way::kChecksum:
-        sum_->update(data);
-        break;
-      case Way::kParts:
-        while (!data.empty() && index_ < parts_.size()) {
-          const storage::ObjectPartRecord& p = parts_[index_];
-          const std::size_t take =
-              std::min<std::uint64_t>(data.size(), p.offset_bytes + p.size_bytes - at_);
-          md5_.update(data.first(take));
-          at_ += take;
-          data = data.subspan(take);
-          if (at_ == p.offset_bytes + p.size_bytes) {
-            part_md5s_.push_back(to_hex(md5_.finish()));
-            ++index_;
-          }
-        }
-        break;
-    }
-  }
-
-  // After every byte: whether they are the version's.
-  [[nodiscard]] bool passed() {
-    switch (way_) {
-      case Way::kNone:
-        return false;
-      case Way::kMd5:
-        return to_hex(md5_.finish()) == expected_;
-      case Way::kChecksum:
-        return sum_->base64() == expected_;
-      case Way::kParts: {
-        // An empty last part got no bytes to close it.
-        while (index_ < parts_.size() && parts_[index_].size_bytes == 0) {
-          part_md5s_.push_back(to_hex(md5_.finish()));
-          ++index_;
-        }
-        if (part_md5s_.size() != parts_.size()) return false;
-        std::vector<std::string_view> views(part_md5s_.begin(), part_md5s_.end());
-        return aws::multipart_etag(views, views.size()) == expected_;
-      }
-    }
-    return false;
-  }
-
- private:
-  static bool covers(const std::vector<storage::ObjectPartRecord>& parts, std::uint64_t size) {
-    std::uint64_t at = 0;
-    for (const storage::ObjectPartRecord& p : parts) {
-      if (p.offset_bytes != at) return false;
-      at += p.size_bytes;
-    }
-    return at == size;
-  }
-
-  enum class Way { kNone, kMd5, kParts, kChecksum } way_ = Way::kNone;
-  std::string expected_;
-  Md5 md5_;
-  std::optional<aws::Checksummer> sum_;
-  std::vector<storage::ObjectPartRecord> parts_;
-  std::vector<std::string> part_md5s_;
-  std::size_t index_ = 0;
-  std::uint64_t at_ = 0;
-};
 
 Error upstream_error(const boost::system::error_code& e) {
   if (e == errc::kPreconditionFailed || e == errc::kNotFound) {
