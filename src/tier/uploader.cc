@@ -498,6 +498,9 @@ struct Fetch {
   Pieces pieces;
   // Set before the first piece is sent: whether the binding's admission rule keeps the version.
   std::atomic<bool> admitted{false};
+  // Set by the reader once it is done with its first piece (it asks for the next): until then
+  // a read in chunks asks for its first chunk only (see fetch_into).
+  std::atomic<bool> first_passed{false};
 
  private:
   std::atomic<std::uint64_t>& live_;  // the uploader's count of fetches not yet ended
@@ -2386,10 +2389,12 @@ struct Uploader::Impl {
     }
     std::deque<std::shared_ptr<Fetch::Pieces>> window;  // the chunks asked for, not yet passed on
     std::uint64_t asked = 0;
-    boost::system::error_code failure;
-    bool let_go = false;
-    for (std::uint64_t passing = 0; passing < chunks && !failure && !let_go; ++passing) {
-      for (; asked < chunks && asked < passing + streams; ++asked) {
+    // Until the reader is done with the first piece (its client has its first byte), the first
+    // chunk is the only one asked for: the others would compete with it for the upstream and for
+    // this machine's cores, most of all on a fast link, where they come in as fast as it does.
+    const auto ask = [&](std::uint64_t passing) {
+      const bool first_passed = fetch->first_passed.load(std::memory_order_relaxed);
+      for (; asked < chunks && asked < passing + (first_passed ? streams : 1); ++asked) {
         // The next chunk to pass on is always asked for; the others while the upstream has
         // streams free (other reads took them meanwhile).
         if (asked > passing && u.fetch_streams >= u.config.max_connections) break;
@@ -2400,6 +2405,11 @@ struct Uploader::Impl {
         asio::co_spawn(io, fetch_chunk(u, read, first, count, window.back(), fetch, asked == 0),
                        asio::detached);
       }
+    };
+    boost::system::error_code failure;
+    bool let_go = false;
+    for (std::uint64_t passing = 0; passing < chunks && !failure && !let_go; ++passing) {
+      ask(passing);
       Fetch::Pieces& from = *window.front();
       for (;;) {
         auto receiving = from.async_receive(asio::as_tuple(asio::use_awaitable));
@@ -2408,6 +2418,7 @@ struct Uploader::Impl {
           failure = e;  // (the reader makes a channel's own error kUnavailable)
           break;
         }
+        if (asked < passing + streams) ask(passing);
         if (piece.size == 0) break;
         auto sending = fetch->pieces.async_send(boost::system::error_code{}, std::move(piece),
                                                 asio::as_tuple(asio::use_awaitable));
@@ -2910,6 +2921,7 @@ class FetchRead final : public UpstreamRead {
   asio::awaitable<Result<std::span<const std::byte>>> next() override {
     // (The fetch sends nothing after its error: asked again, the same answer.)
     if (failed_) co_return failed_;
+    if (current_.data) fetch_->first_passed.store(true, std::memory_order_relaxed);
     auto [e, piece] = co_await fetch_->pieces.async_receive(asio::as_tuple(asio::use_awaitable));
     if (e) {
       // Ours (errc) say why; the channel's own (closed, cancelled) mean the uploader stopped.
