@@ -354,6 +354,28 @@ class ReadThroughTest(TieredTest):
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="wide/k")["Body"].read(), body)
         self.assertEqual(len(self.upstream_ranges("wide/k")), 6)
 
+    def test_a_large_miss_asks_for_its_first_chunk_alone_until_its_first_bytes_are_passed_on(self):
+        # The other chunks would compete with the first for the upstream (and the cores) while the
+        # client waits for its first byte: an upstream that takes GETs and never answers is asked
+        # for the first chunk only, and the miss fails as any unanswered one does.
+        body = data(24 * MiB + 3, 23)
+        self.s3.put_object(Bucket="ckpt", Key="first/k", Body=body)
+        self.flush_and_evict("first/")
+        self.proxy.hang_object_gets = True
+        try:
+            with self.assertRaises(ClientError) as refused:
+                self.s3.get_object(Bucket="ckpt", Key="first/k")
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            ranges = self.upstream_ranges("first/k")
+            self.assertTrue(ranges)
+            self.assertEqual(set(ranges), {"bytes=0-%d" % (8 * MiB - 1)})
+        finally:
+            self.proxy.hang_object_gets = False
+        self.read_back_once_it_answers("first/k", body, 15)
+        self.assertEqual(sorted(set(self.upstream_ranges("first/k"))),
+                         sorted("bytes=%d-%d" % (n * 8 * MiB, min((n + 1) * 8 * MiB, len(body)) - 1)
+                                for n in range(4)))
+
     def test_a_chunked_miss_answered_whole_is_refused_and_keeps_nothing(self):
         # Something on the way drops the Range: each chunk's GET gets the whole object, which is
         # not the chunk asked for.
