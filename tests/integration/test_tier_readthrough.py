@@ -30,6 +30,11 @@ import botocore.exceptions  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
 
+def chunk_ranges(size):
+    """The Range of each 8 MiB chunk of an object of `size` bytes, in order."""
+    return ["bytes=%d-%d" % (at, min(at + 8 * MiB, size) - 1) for at in range(0, size, 8 * MiB)]
+
+
 class TieredTest(unittest.TestCase):
     """A bucket bound to an upstream hots3 behind the fault proxy, in `mode`; `binding`: more of
     its [[tier.bucket]] entry."""
@@ -118,6 +123,12 @@ class TieredTest(unittest.TestCase):
         path = "/team-ckpt/" + PREFIX + key
         return [line for line in list(self.proxy.lines) if line.startswith("GET " + path + " ")
                 or line.startswith("GET " + path + "?")]
+
+    def get_unavailable(self, key):
+        """GETs `key` and checks that the answer is 503 ServiceUnavailable."""
+        with self.assertRaises(ClientError) as refused:
+            self.s3.get_object(Bucket="ckpt", Key=key)
+        self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503, key)
 
 
 class ReadThroughTest(TieredTest):
@@ -348,8 +359,8 @@ class ReadThroughTest(TieredTest):
             self.proxy.delay_object_gets = 0.0
         self.assertEqual(self.proxy.object_gets_at_once, 3)
         self.assertEqual(self.catalog("wide/k")[0], 1)
-        chunks = ["bytes=%d-%d" % (n * 8 * MiB, min((n + 1) * 8 * MiB, len(body)) - 1) for n in range(6)]
-        self.assertEqual(sorted(self.upstream_ranges("wide/k"), key=lambda r: int(r[6:].split("-")[0])), chunks)
+        self.assertEqual(sorted(self.upstream_ranges("wide/k"), key=lambda r: int(r[6:].split("-")[0])),
+                         chunk_ranges(len(body)))
         self.assertEqual(self.upstream_bytes("wide/k"), len(body))
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="wide/k")["Body"].read(), body)
         self.assertEqual(len(self.upstream_ranges("wide/k")), 6)
@@ -363,18 +374,14 @@ class ReadThroughTest(TieredTest):
         self.flush_and_evict("first/")
         self.proxy.hang_object_gets = True
         try:
-            with self.assertRaises(ClientError) as refused:
-                self.s3.get_object(Bucket="ckpt", Key="first/k")
-            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            self.get_unavailable("first/k")
             ranges = self.upstream_ranges("first/k")
             self.assertTrue(ranges)
-            self.assertEqual(set(ranges), {"bytes=0-%d" % (8 * MiB - 1)})
+            self.assertEqual(set(ranges), {chunk_ranges(len(body))[0]})
         finally:
             self.proxy.hang_object_gets = False
         self.read_back_once_it_answers("first/k", body, 15)
-        self.assertEqual(sorted(set(self.upstream_ranges("first/k"))),
-                         sorted("bytes=%d-%d" % (n * 8 * MiB, min((n + 1) * 8 * MiB, len(body)) - 1)
-                                for n in range(4)))
+        self.assertEqual(sorted(set(self.upstream_ranges("first/k"))), sorted(chunk_ranges(len(body))))
 
     def test_a_chunked_miss_answered_whole_is_refused_and_keeps_nothing(self):
         # Something on the way drops the Range: each chunk's GET gets the whole object, which is
@@ -384,9 +391,7 @@ class ReadThroughTest(TieredTest):
         self.flush_and_evict("norange/")
         self.proxy.ignore_ranges = True
         try:
-            with self.assertRaises(ClientError) as refused:
-                self.s3.get_object(Bucket="ckpt", Key="norange/k")
-            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            self.get_unavailable("norange/k")
             self.settled()
         finally:
             self.proxy.ignore_ranges = False
@@ -465,9 +470,7 @@ class ReadThroughTest(TieredTest):
         self.flush_and_evict("down/")
         self.proxy.slowdown = 1.0
         try:
-            with self.assertRaises(ClientError) as refused:
-                self.s3.get_object(Bucket="ckpt", Key="down/k")
-            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            self.get_unavailable("down/k")
             self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="down/k")["ContentLength"], len(body))
         finally:
             self.proxy.slowdown = 0.0
@@ -506,9 +509,7 @@ class ReadThroughTest(TieredTest):
         self.up.put_object(Bucket="team-ckpt", Key=PREFIX + "theirs/k", Body=b"another writer's version")
         self.up.delete_object(Bucket="team-ckpt", Key=PREFIX + "theirs/gone")
         for key in ("theirs/k", "theirs/gone"):
-            with self.assertRaises(ClientError) as refused:
-                self.s3.get_object(Bucket="ckpt", Key=key)
-            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503, key)
+            self.get_unavailable(key)
             self.assertEqual(self.catalog(key), (2, 0), key)
         # An answer about one key says nothing of the upstream's health (the report is rebuilt
         # every second).
@@ -575,9 +576,7 @@ class ReadThroughTest(TieredTest):
         self.proxy.hang_object_gets = True
         try:
             started = time.monotonic()
-            with self.assertRaises(ClientError) as refused:
-                self.s3.get_object(Bucket="ckpt", Key="silent/k")
-            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            self.get_unavailable("silent/k")
             # Sooner than an upload's wait for an answer (a minute).
             self.assertLess(time.monotonic() - started, 30)
             # (Once, or twice when the client sent it again on a new connection because the
@@ -586,9 +585,7 @@ class ReadThroughTest(TieredTest):
             self.assertIn(asked, (1, 2))
             # The next miss does not wait on the silent upstream: it is refused before any request.
             started = time.monotonic()
-            with self.assertRaises(ClientError) as refused:
-                self.s3.get_object(Bucket="ckpt", Key="silent/k")
-            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 503)
+            self.get_unavailable("silent/k")
             self.assertLess(time.monotonic() - started, 2)
             self.assertEqual(len(self.upstream_gets("silent/k")), asked)
             self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="silent/k")["ContentLength"], len(body))
