@@ -31,9 +31,20 @@ namespace {
 // restored: SDKs download in parts of 8 MiB; shorter ones are mostly a look at a file's header.
 constexpr std::uint64_t kRangeToRestore = kMiB;
 
+// Whether a read of a version's data was refused because the upstream no longer holds it:
+// someone else changed the key there.
+bool changed_upstream(const boost::system::error_code& e) {
+  return e == errc::kPreconditionFailed || e == errc::kNotFound;
+}
+
+// The next read of a version the upstream no longer holds asks it what it holds instead (and
+// serves that), rather than being refused the same way until its revalidation is due.
+void note_read_refused(Service& s, std::int64_t version_id, const boost::system::error_code& e) {
+  if (changed_upstream(e)) s.validated().mark_changed(version_id);
+}
+
 Error upstream_error(const boost::system::error_code& e) {
-  if (e == errc::kPreconditionFailed || e == errc::kNotFound) {
-    // The upstream no longer holds this version: someone else changed the key there.
+  if (changed_upstream(e)) {
     return Error(Code::kServiceUnavailable,
                  "The object's data is kept upstream, which no longer holds this version of it.");
   }
@@ -489,6 +500,7 @@ asio::awaitable<bool> fetch_chunks(Service& s, storage::ObjectRecord object, std
     if (!next || next->empty()) {
       const auto e = next ? make_error_code(errc::kUnavailable) : next.error();
       log::warn("{}: the upstream's data stopped at byte {}: {}", what, at, e.message());
+      note_read_refused(s, object.id, e);
       if (out != nullptr) {
         auto failing = out->fail(s, e);
         co_await std::move(failing);
@@ -808,7 +820,7 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
       const bool made_whole = co_await std::move(fetching);
       // Tried again unless the upstream no longer holds the version.
       const boost::system::error_code failure = out.failure();
-      if (failure) co_return failure == errc::kPreconditionFailed || failure == errc::kNotFound;
+      if (failure) co_return changed_upstream(failure);
       co_return made_whole;
     }
   }
@@ -819,6 +831,7 @@ asio::awaitable<bool> fetch_whole(Service& s, storage::ObjectRecord object, std:
   auto piece = co_await std::move(reading);
   if (!piece) {
     log::info("{}: the upstream's data did not come: {}", what, piece.error().message());
+    note_read_refused(s, object.id, piece.error());
     co_return piece.error() != errc::kUnavailable;
   }
   Keeper keeper;
@@ -979,6 +992,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   auto first = co_await std::move(first_read);
   if (!first) {
     log::warn("{}: the upstream's data did not come: {}", what, first.error().message());
+    note_read_refused(s, object.id, first.error());
     auto refusing = s.send_error(r, upstream_error(first.error()));
     co_await std::move(refusing);
     co_return;

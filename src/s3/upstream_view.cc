@@ -311,6 +311,7 @@ bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord&
     return v && v->find(value) != std::string_view::npos;
   };
   if (asked("Cache-Control", "no-cache") || asked("x-hots3-revalidate", "1")) return true;
+  if (s.validated().changed(object.id)) return true;
   if (!f.revalidate_after) return false;
   if (f.revalidate_after->count() == 0) return true;
   const std::optional<std::int64_t> at = s.validated().at(object.id);

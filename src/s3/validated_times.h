@@ -2,9 +2,13 @@
 
 // Private to src/s3: when each version of a bound bucket was last known to be the one its
 // upstream holds (its data fetched with If-Match on its ETag, or a revalidation answered 304),
-// by version id. In memory only: after a restart each version is asked about once more before
-// it is served, as revalidation says. Bounded: past kMaxVersions every time is forgotten (each
-// version then revalidates once more), rather than growing with the number of keys read.
+// by version id, or that it is known not to be (a read of its data was refused because the
+// upstream holds another version, or none, under its key): such a version is asked about before
+// it is served again, whatever the bucket's revalidation rule, so that the next read finds what
+// the upstream holds now rather than failing the same way. In memory only: after a restart each
+// version is asked about once more before it is served, as revalidation says. Bounded: past
+// kMaxVersions every time is forgotten (each version then revalidates once more), rather than
+// growing with the number of keys read.
 
 #include <array>
 #include <cstddef>
@@ -26,7 +30,21 @@ class ValidatedTimes {
     shard.times[version_id] = ms;
   }
 
+  void mark_changed(std::int64_t version_id) { mark(version_id, kChanged); }
+
+  // When it was last known current; nullopt when never since the start, or known changed since.
   [[nodiscard]] std::optional<std::int64_t> at(std::int64_t version_id) const {
+    const std::optional<std::int64_t> t = find(version_id);
+    if (t == kChanged) return std::nullopt;
+    return t;
+  }
+
+  [[nodiscard]] bool changed(std::int64_t version_id) const { return find(version_id) == kChanged; }
+
+ private:
+  static constexpr std::int64_t kChanged = -1;  // (times are ms since the epoch)
+
+  [[nodiscard]] std::optional<std::int64_t> find(std::int64_t version_id) const {
     const Shard& shard = shard_of(version_id);
     const std::lock_guard lock(shard.mutex);
     const auto it = shard.times.find(version_id);
@@ -34,7 +52,6 @@ class ValidatedTimes {
     return it->second;
   }
 
- private:
   static constexpr std::size_t kShards = 16;
   struct Shard {
     mutable std::mutex mutex;

@@ -258,6 +258,46 @@ class CacheModeTest(CacheBucket):
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="down/k")["Body"].read(), b"there")
 
 
+class OverwriteMidFetchTest(CacheBucket):
+    """Others overwrite a key while hots3 fetches it in chunks, two at a time, over a slow link."""
+
+    upstream_keys = "read_streams = 2"
+
+    def test_an_overwrite_amid_a_fetch_cuts_it_short_and_the_next_get_is_the_new_version_whole(self):
+        old, new = data(6 * 8 * MiB, 41), data(2 * 8 * MiB + 5, 42)
+        old_etag = self.others_put("mid/k", old)
+        path = "/team-ckpt/" + PREFIX + "mid/k"
+        received = b""
+        # A chunk takes half a second: the third is asked for after the overwrite.
+        self.proxy.stream_bandwidth = 16e6
+        try:
+            stream = self.s3.get_object(Bucket="ckpt", Key="mid/k")["Body"]
+            received = stream.read(MiB)
+            new_etag = self.others_put("mid/k", new)
+            with self.assertRaises(Exception) as cut:  # the SDK's error for a body cut short
+                while piece := stream.read(MiB):
+                    received += piece
+            self.assertIn(type(cut.exception).__name__, ("IncompleteReadError", "ResponseStreamingError"))
+        finally:
+            self.proxy.stream_bandwidth = None
+        # What came was the old version's, never a mix: at least the two chunks asked for first.
+        self.assertGreaterEqual(len(received), 8 * MiB)
+        self.assertLess(len(received), len(old))
+        self.assertEqual(sha(received), sha(old[:len(received)]))
+        pinned = [condition for p, condition in list(self.proxy.object_get_conditions) if p == path]
+        self.assertGreaterEqual(len(pinned), 3)
+        self.assertEqual(set(pinned), {old_etag})
+
+        # The next GET finds what the upstream holds now, without waiting for the TTL.
+        got = self.s3.get_object(Bucket="ckpt", Key="mid/k")
+        self.assertEqual(sha(got["Body"].read()), sha(new))
+        self.assertEqual(got["ETag"], new_etag)
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss")
+        later = [condition for p, condition in list(self.proxy.object_get_conditions) if p == path][len(pinned):]
+        self.assertEqual(set(later), {new_etag})
+        self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="mid/k")["ContentLength"], len(new))
+
+
 class RevalidationTest(CacheBucket):
     """Cache mode with a short TTL: a version here is asked about again once older than it."""
 

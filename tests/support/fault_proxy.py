@@ -36,6 +36,7 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
         ... proxy.port, proxy.requests, proxy.body_bytes, proxy.refused ...
         ... proxy.lines: the request lines received, in order ...
         ... proxy.object_gets: (path, Range or None) of each GET of an object, in order ...
+        ... proxy.object_get_conditions: (path, If-Match or None) of each GET of an object ...
         ... proxy.object_bytes: {path: body bytes of the 2xx answers to its GETs passed on} ...
         ... proxy.object_gets_at_once: the most GETs of objects it served together ..."""
 
@@ -86,6 +87,7 @@ class FaultProxy:
         self.flip_answer_byte = None  # flip this byte of the next object GET answer's body
         self.lines = []          # request lines ("GET /bucket/key?query HTTP/1.1"), in order
         self.object_gets = []    # (path, Range header or None) of each object GET, in order
+        self.object_get_conditions = []  # (path, If-Match header or None) of each, in order
         self.object_bytes = {}   # path: body bytes of object GET answers sent to the client
         self.object_gets_at_once = 0  # the most object GETs under way together so far
         self.object_gets_now = 0      # object GETs under way now
@@ -187,6 +189,8 @@ class FaultProxy:
                     path = line[1].decode("latin-1") if object_get else None
                     if object_get:
                         self.object_gets.append((path, asked.decode("latin-1") if asked else None))
+                        pinned = _header(head, b"if-match")
+                        self.object_get_conditions.append((path, pinned.decode("latin-1") if pinned else None))
                         serving_get = True
                         self.object_gets_now += 1
                         self.object_gets_at_once = max(self.object_gets_at_once, self.object_gets_now)
