@@ -336,10 +336,10 @@ class StoreImpl final : public ObjectStore {
   }
 
   asio::awaitable<Result<std::vector<TierSpace>>> tier_space(
-      std::vector<std::int64_t> bucket_ids, std::int64_t written_before_ms) override {
+      std::vector<std::int64_t> bucket_ids, std::int64_t clean_before_ms) override {
     auto read = detail::on_catalog_reader(
         core_, [c = core_.catalog.get(), ids = fmt::format("[{}]", fmt::join(bucket_ids, ",")),
-                written_before_ms] { return c->tier_space(ids, written_before_ms); });
+                clean_before_ms] { return c->tier_space(ids, clean_before_ms); });
     co_return co_await std::move(read);
   }
 
@@ -355,8 +355,9 @@ class StoreImpl final : public ObjectStore {
           H3_TRY(finished, t.finish_tier_job(job));
           if (!finished || !uploaded) return {};
           return t.set_object_uploaded(
-              *job.object_id, seen->etag != seen->ours ? std::optional<std::string_view>(seen->etag)
-                                                       : std::nullopt);
+              *job.object_id,
+              seen->etag != seen->ours ? std::optional<std::string_view>(seen->etag) : std::nullopt,
+              now_ms());
         },
         [&] {
           if (finished && uploaded) core_.metadata->invalidate(job.bucket_id, job.key);
@@ -538,16 +539,15 @@ class StoreImpl final : public ObjectStore {
   }
 
   asio::awaitable<Result<Evicted>> evict_coldest(std::vector<std::int64_t> bucket_ids,
-                                                 std::uint64_t bytes,
-                                                 std::int64_t written_before_ms,
+                                                 std::uint64_t bytes, std::int64_t clean_before_ms,
                                                  EvictionOrder order) override {
     // Kept chunks go first, the oldest first (but for those a whole fetch under way holds): a
     // partial object is what ranged reads scattered over large objects and interrupted whole
     // fetches leave, and a whole version is worth more than a piece of one.
     const std::string ids = fmt::format("[{}]", fmt::join(bucket_ids, ","));
     auto dropping = evict_chunks(
-        [this, &ids, written_before_ms](WriteTxn& t) {
-          return t.oldest_chunks(ids, held_chunks(), written_before_ms, kEvictBatch);
+        [this, &ids, clean_before_ms](WriteTxn& t) {
+          return t.oldest_chunks(ids, held_chunks(), clean_before_ms, kEvictBatch);
         },
         bytes);
     H3_CO_TRY(Evicted evicted, co_await std::move(dropping));
@@ -559,8 +559,8 @@ class StoreImpl final : public ObjectStore {
     // a bounded set however large the catalog; what one call leaves, the evictor's next look
     // takes.
     auto reading =
-        detail::on_catalog_reader(core_, [c = core_.catalog.get(), ids, written_before_ms] {
-          return c->eviction_candidates(ids, written_before_ms, kEvictWindow);
+        detail::on_catalog_reader(core_, [c = core_.catalog.get(), ids, clean_before_ms] {
+          return c->eviction_candidates(ids, clean_before_ms, kEvictWindow);
         });
     H3_CO_TRY(std::vector<EvictionCandidate> candidates, co_await std::move(reading));
     std::vector<std::pair<unsigned, std::size_t>> ranked;  // (rank, index), taken in order

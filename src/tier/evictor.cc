@@ -93,7 +93,7 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
         if (now - warned_young_ms >= kWarnEveryMs) {
           warned_young_ms = now;
           log::warn(
-              "tier: the device is {}% allocated and versions written more than {} s ago did "
+              "tier: the device is {}% allocated and versions uploaded more than {} s ago did "
               "not free enough: {} recent versions went too",
               allocated * 100 / std::max<std::uint64_t>(st.device_bytes, 1),
               config.min_resident.count() / 1000, young->objects);

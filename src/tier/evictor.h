@@ -6,8 +6,8 @@
 // (storage::EvictionOrder), until allocation is at evict.low. It looks often enough to stay ahead
 // of the inflow: between high and full (where fetched data stops being kept and write-back writes
 // get SlowDown) a device has room for several looks' worth of any inflow it can take. Versions
-// written less than evict.min_resident ago (a job's latest checkpoint) go only when nothing else
-// can; that is logged.
+// uploaded less than evict.min_resident ago (a job's latest checkpoint, however late its upload)
+// go only when nothing else can; that is logged.
 
 #include "hots3/config/config.h"
 
@@ -26,7 +26,7 @@ namespace hots3::tier {
 struct EvictionCounters {
   std::atomic<std::uint64_t> objects{0};
   std::atomic<std::uint64_t> bytes{0};
-  std::atomic<std::uint64_t> young{0};  // written less than min_resident before they went
+  std::atomic<std::uint64_t> young{0};  // uploaded less than min_resident before they went
   // Device allocation at the last look, and the most any look saw (readers' space included).
   std::atomic<std::uint64_t> device_bytes{0};
   std::atomic<std::uint64_t> allocated_bytes{0};

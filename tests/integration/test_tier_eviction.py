@@ -165,6 +165,43 @@ class LruTest(WatermarkTest):
         self.assertEqual(self.cold_scan(bodies, self.resident(self.keys)), [])
 
 
+class ResidentTest(EvictionTestCase):
+    """A checkpoint stays for min_resident after its upload, however late the upload: uploads wait
+    for a flush here, as for an upstream that was down. min_resident is 10 s rather than the
+    default hour, and the policy "lru", under which an unread checkpoint would go first."""
+    evict = 'high = 60\nlow = 45\nfull = 85\nmin_resident = "10s"\npolicy = "lru"\n'
+    delay = "1h"
+
+    def test_a_checkpoint_uploaded_late_stays_through_a_flood_of_reads(self):
+        bodies = {"cold/%02d" % i: data(OBJECT, 500 + i) for i in range(24)}  # 96 MiB
+        keys = list(bodies)
+        for wave in range(0, len(keys), 8):
+            for k in keys[wave:wave + 8]:
+                self.s3.put_object(Bucket="ckpt", Key=k, Body=bodies[k])
+            self.flush("cold/")
+        rc, out, err = run_hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                 "--prefix", "cold/")
+        self.assertEqual(rc, 0, out + err)
+        checkpoint = data(OBJECT, 600)
+        self.s3.put_object(Bucket="ckpt", Key="ckpt/latest", Body=checkpoint)
+        time.sleep(10.5)  # written longer ago than min_resident, and everything else too
+        self.flush("ckpt/")
+        uploaded = time.monotonic()
+        before = self.settled_device(60)["evicted_recent"]
+
+        # 96 MiB read through on a 128 MiB device that keeps 60%: the cold versions go, the
+        # checkpoint stays and is a hit.
+        for k in keys:
+            self.assertEqual(sha(self.s3.get_object(Bucket="ckpt", Key=k)["Body"].read()), sha(bodies[k]), k)
+        d = self.settled_device(60)
+        self.assertGreater(d["evicted"], 0, d)
+        got = self.s3.get_object(Bucket="ckpt", Key="ckpt/latest")
+        self.assertLess(time.monotonic() - uploaded, 10, "the flood outlasted min_resident")
+        self.assertEqual(sha(got["Body"].read()), sha(checkpoint))
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+        self.assertEqual(d["evicted_recent"], before, d)
+
+
 class FullDeviceTest(EvictionTestCase):
     # Uploads wait an hour (until a flush), and up to 120 MiB may be owed: only the device's
     # own limit stops the writes.

@@ -245,7 +245,8 @@ struct EvictConfig {
   unsigned low_percent = 80;   // ... until allocation is back below this
   // Above it, fetched data is served without being kept, and write-back writes get 503 SlowDown.
   unsigned full_percent = 97;
-  // A version written less than this long ago is evicted only when nothing else can be.
+  // A version uploaded (or written, when clean at once) less than this long ago is evicted only
+  // when nothing else can be.
   milliseconds min_resident{3600LL * 1000};
   // Which go first: the least often hit lately (among equals, the last to come), so
   // that a scan keeps the often read and a loop over more than the device keeps part of it; or

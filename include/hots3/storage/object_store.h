@@ -368,9 +368,10 @@ class ObjectStore {
   // What each bucket with queued jobs owes, by bucket id.
   virtual boost::asio::awaitable<Result<std::vector<TierBacklog>>> tier_backlog() = 0;
   // Per bound bucket of `bucket_ids` holding any version: where its data is, and what eviction
-  // may take of what was written before `written_before_ms` (one pass over their catalog rows).
+  // may take of what was clean (uploaded) before `clean_before_ms` (one pass over their catalog
+  // rows).
   virtual boost::asio::awaitable<Result<std::vector<TierSpace>>> tier_space(
-      std::vector<std::int64_t> bucket_ids, std::int64_t written_before_ms) = 0;
+      std::vector<std::int64_t> bucket_ids, std::int64_t clean_before_ms) = 0;
   // Bytes acknowledged in write-back buckets and not yet upstream, all buckets together (from
   // memory: cheap enough for every write to ask).
   [[nodiscard]] virtual std::uint64_t tier_owed_bytes() const noexcept = 0;
@@ -465,10 +466,10 @@ class ObjectStore {
   virtual boost::asio::awaitable<Result<Evicted>> evict_objects(std::int64_t bucket_id,
                                                                 KeySpan span) = 0;
   // Eviction by watermark: frees `bytes` (or what it can) from the versions of the buckets
-  // `bucket_ids` that evict_objects would free, written before `written_before_ms`, in `order`.
-  // The read times kept in memory are saved first.
+  // `bucket_ids` that evict_objects would free, clean (uploaded) before `clean_before_ms`, in
+  // `order`. The read times kept in memory are saved first.
   virtual boost::asio::awaitable<Result<Evicted>> evict_coldest(
-      std::vector<std::int64_t> bucket_ids, std::uint64_t bytes, std::int64_t written_before_ms,
+      std::vector<std::int64_t> bucket_ids, std::uint64_t bytes, std::int64_t clean_before_ms,
       EvictionOrder order) = 0;
   // ---- tiering: pins (keys never evicted) ----
   // A bound bucket's pins by glob, and the bytes its pinned versions may hold (unset: a quarter

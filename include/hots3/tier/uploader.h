@@ -49,7 +49,7 @@ struct UploaderStats {
   std::uint64_t conflicts = 0;   // keys another writer had changed upstream
   std::uint64_t evicted = 0;     // versions whose space eviction by watermark gave back
   std::uint64_t evicted_bytes = 0;
-  std::uint64_t evicted_young = 0;  // of them, written less than evict.min_resident before
+  std::uint64_t evicted_young = 0;  // of them, uploaded less than evict.min_resident before
 };
 
 class Uploader final : public WriteThrough, public ReadThrough {

@@ -90,15 +90,15 @@ class Catalog {
   Result<std::optional<TierJob>> tier_job(std::int64_t bucket_id, std::string_view key);
   Result<std::vector<TierBacklog>> tier_backlog();  // per bucket owing anything
   // Per bucket of the JSON array `bucket_ids` holding any version: where the data is, and what
-  // eviction may take of what was written before `written_before_ms`.
+  // eviction may take of what was clean (uploaded) before `clean_before_ms`.
   Result<std::vector<TierSpace>> tier_space(std::string_view bucket_ids,
-                                            std::int64_t written_before_ms);
+                                            std::int64_t clean_before_ms);
   // Versions of the buckets `bucket_ids` (a JSON array) whose data may go (as
-  // WriteTxn::evictable_objects), written before `written_before_ms`: the `each` most recently
-  // read, most recent first, then the `each` least recently read (those not already listed),
-  // least recent last.
+  // WriteTxn::evictable_objects), clean (uploaded) before `clean_before_ms`: the `each` most
+  // recently read, most recent first, then the `each` least recently read (those not already
+  // listed), least recent last.
   Result<std::vector<EvictionCandidate>> eviction_candidates(std::string_view bucket_ids,
-                                                             std::int64_t written_before_ms,
+                                                             std::int64_t clean_before_ms,
                                                              std::size_t each);
   // Every pin rule (tier_pins), by bucket id.
   Result<std::vector<std::pair<std::int64_t, KeySpan>>> pin_rules();
@@ -340,9 +340,11 @@ class WriteTxn {
   virtual Result<DeviceLoss> lose_device_data() = 0;
   // Makes every parked job due at `now_ms` (the cause may be mended); returns how many.
   virtual Result<std::uint64_t> unpark_tier_jobs(std::int64_t now_ms) = 0;
-  // Marks a version as upstream too (tier_state), with the upstream's ETag where it differs.
+  // Marks a version as upstream too (tier_state) since `now_ms`, with the upstream's ETag where
+  // it differs.
   virtual Result<void> set_object_uploaded(std::int64_t object_id,
-                                           std::optional<std::string_view> upstream_etag) = 0;
+                                           std::optional<std::string_view> upstream_etag,
+                                           std::int64_t now_ms) = 0;
   // Up to `limit` versions of `span`, in key order after `after`, whose data may go: upstream
   // too, not inline, and needed by no queued change of the bucket (the key's own, or a copy's
   // from it).

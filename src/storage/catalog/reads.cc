@@ -181,7 +181,7 @@ Result<std::vector<TierBacklog>> Catalog::tier_backlog() {
 }
 
 Result<std::vector<TierSpace>> Catalog::tier_space(std::string_view bucket_ids,
-                                                   std::int64_t written_before_ms) {
+                                                   std::int64_t clean_before_ms) {
   // One pass over the bound buckets' rows (their primary key's prefix); evictable as eviction
   // itself decides it.
   auto q = impl_->reader().query(
@@ -194,7 +194,7 @@ Result<std::vector<TierSpace>> Catalog::tier_space(std::string_view bucket_ids,
       " THEN o.size END), 0), sum(o.tier_state = 3), coalesce(sum(CASE WHEN o.tier_state = 3 "
       "THEN o.size END), 0) FROM objects o WHERE o.bucket_id IN (SELECT value FROM "
       "json_each(?1)) GROUP BY o.bucket_id ORDER BY o.bucket_id");
-  q.bind(1, bucket_ids).bind(2, written_before_ms);
+  q.bind(1, bucket_ids).bind(2, clean_before_ms);
   std::vector<TierSpace> out;
   const auto count = [&q](int column) { return static_cast<std::uint64_t>(q.int64(column)); };
   for (;;) {
@@ -207,7 +207,7 @@ Result<std::vector<TierSpace>> Catalog::tier_space(std::string_view bucket_ids,
 }
 
 Result<std::vector<EvictionCandidate>> Catalog::eviction_candidates(std::string_view bucket_ids,
-                                                                    std::int64_t written_before_ms,
+                                                                    std::int64_t clean_before_ms,
                                                                     std::size_t each) {
   auto newest = impl_->reader().query(
       "SELECT o.id, o.bucket_id, o.key, o.size FROM objects o WHERE " H3_EVICTABLE_VERSIONS
@@ -218,7 +218,7 @@ Result<std::vector<EvictionCandidate>> Catalog::eviction_candidates(std::string_
   std::vector<EvictionCandidate> out;
   std::vector<EvictionCandidate> tail;
   for (auto* q : {&newest, &oldest}) {
-    q->bind(1, bucket_ids).bind(2, written_before_ms).bind(3, static_cast<std::int64_t>(each));
+    q->bind(1, bucket_ids).bind(2, clean_before_ms).bind(3, static_cast<std::int64_t>(each));
     for (;;) {
       H3_TRY(bool row, q->step());
       if (!row) break;

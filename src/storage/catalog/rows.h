@@ -86,15 +86,16 @@ Result<std::vector<ChunkRecord>> read_chunks(Query& q);
 void register_pinned(Connection& c,
                      const std::function<bool(std::int64_t, std::string_view)>& pinned);
 
-// The versions (`o`) of the buckets in the JSON array ?1 written before ?2 whose data eviction by
-// watermark may take: upstream, not inline, needed by no queued job (the key's own or a copy's),
-// not pinned.
+// The versions (`o`) of the buckets in the JSON array ?1 clean before ?2 (uploaded then, or
+// written then when clean at once) whose data eviction by watermark may take: upstream, not
+// inline, needed by no queued job (the key's own or a copy's), not pinned.
 // The conditions of the partial index objects_evictable, so that it gives the order;
 // `+bucket_id` keeps the planner off objects_key, which would read and sort every row of the
 // buckets.
-#define H3_EVICTABLE_VERSIONS                                                                \
-  "o.tier_state = 1 AND o.is_inline = 0 AND o.created_ms < ?2 AND +o.bucket_id IN (SELECT "  \
-  "value FROM json_each(?1)) AND NOT EXISTS (SELECT 1 FROM tier_jobs j WHERE j.bucket_id = " \
+#define H3_EVICTABLE_VERSIONS                                                                  \
+  "o.tier_state = 1 AND o.is_inline = 0 AND coalesce(o.clean_ms, o.created_ms) < ?2 AND "      \
+  "+o.bucket_id IN (SELECT value FROM json_each(?1)) AND NOT EXISTS (SELECT 1 FROM tier_jobs " \
+  "j WHERE j.bucket_id = "                                                                     \
   "o.bucket_id AND (j.key = o.key OR j.source_key = o.key)) AND NOT h3_pinned(o.bucket_id, o.key)"
 
 ObjectRecord read_object(const Query& q);

@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 15> kMigrations = {
+inline constexpr std::array<const char*, 16> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -370,6 +370,11 @@ ALTER TABLE parts ADD COLUMN tier_etag TEXT;         -- the part's ETag in that 
     R"sql(
 ALTER TABLE objects ADD COLUMN tier_implied INTEGER;  -- 1: the version's upload is owed, no job row
 CREATE INDEX objects_implied ON objects(id) WHERE tier_implied = 1 AND tier_state = 0;
+)sql",
+    // 15 -> 16: a version uploaded long after it was written (an upstream down for a while) is as
+    // fresh to eviction as one uploaded at once: evict.min_resident counts from its upload.
+    R"sql(
+ALTER TABLE objects ADD COLUMN clean_ms INTEGER;  -- when its upload was confirmed; NULL: at created_ms
 )sql",
 };
 

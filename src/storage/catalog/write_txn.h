@@ -579,13 +579,16 @@ class WriteTxnImpl final : public WriteTxn {
   }
 
   Result<void> set_object_uploaded(std::int64_t object_id,
-                                   std::optional<std::string_view> upstream_etag) override {
+                                   std::optional<std::string_view> upstream_etag,
+                                   std::int64_t now_ms) override {
     // (Not an evicted version: its data is not here, whatever went up. A lost one the upstream
     // now holds, copied there from the key it was renamed or copied from, is evicted.)
     auto q = c_.query(
         "UPDATE objects SET tier_state = CASE tier_state WHEN 3 THEN 2 ELSE ?2 END, upstream_etag "
-        "= ?3 WHERE id = ?1 AND tier_state != 2");
-    q.bind(1, object_id).bind(2, static_cast<std::int64_t>(TierState::kLocalAndUpstream));
+        "= ?3, clean_ms = ?4 WHERE id = ?1 AND tier_state != 2");
+    q.bind(1, object_id)
+        .bind(2, static_cast<std::int64_t>(TierState::kLocalAndUpstream))
+        .bind(4, now_ms);
     if (upstream_etag) {
       q.bind(3, *upstream_etag);
     } else {

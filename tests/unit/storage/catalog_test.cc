@@ -150,7 +150,7 @@ TEST_F(CatalogTest, EvictionCandidatesComeFromBothEndsOfTheReadOrder) {
     e.device = {static_cast<std::uint64_t>(i + 1) << 20, 4096};
     const ObjectRecord o = put(b, fmt::format("k{}", i), 4096, {e});
     ASSERT_TRUE(catalog_->write_blocking([&](WriteTxn& t) -> Result<void> {
-      H3_TRY(t.set_object_uploaded(o.id, std::nullopt));
+      H3_TRY(t.set_object_uploaded(o.id, std::nullopt, 50));
       return t.set_accessed(o.id, 100 + i);  // k0 read longest ago, k5 last
     }));
   }
@@ -158,9 +158,9 @@ TEST_F(CatalogTest, EvictionCandidatesComeFromBothEndsOfTheReadOrder) {
   owed.length_bytes = 4096;
   owed.device = {7 << 20, 4096};
   put(b, "owed", 4096, {owed});  // not upstream: never a candidate
-  auto keys = [&](std::string buckets, std::int64_t written_before, std::size_t each) {
+  auto keys = [&](std::string buckets, std::int64_t clean_before, std::size_t each) {
     std::vector<std::string> out;
-    for (const auto& c : catalog_->eviction_candidates(buckets, written_before, each).value()) {
+    for (const auto& c : catalog_->eviction_candidates(buckets, clean_before, each).value()) {
       out.push_back(c.key);
     }
     return out;
@@ -170,9 +170,10 @@ TEST_F(CatalogTest, EvictionCandidatesComeFromBothEndsOfTheReadOrder) {
   // recent last; fewer than both ends together: each once.
   EXPECT_EQ(keys(ids, 1000, 2), (std::vector<std::string>{"k5", "k4", "k1", "k0"}));
   EXPECT_EQ(keys(ids, 1000, 4), (std::vector<std::string>{"k5", "k4", "k3", "k2", "k1", "k0"}));
-  // Only the buckets named, only what was written before the bound (put writes at 5).
+  // Only the buckets named, only what was clean before the bound (put writes at 5, uploaded at 50).
   EXPECT_TRUE(keys(fmt::format("[{}]", other.id), 1000, 4).empty());
-  EXPECT_TRUE(keys(ids, 5, 4).empty());
+  EXPECT_TRUE(keys(ids, 50, 4).empty());
+  EXPECT_EQ(keys(ids, 51, 1), (std::vector<std::string>{"k5", "k0"}));
 }
 
 TEST_F(CatalogTest, InlineDataIsStoredApart) {

@@ -2015,6 +2015,27 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastRecentlyReadFirst) {
   EXPECT_EQ(state("owed"), TierState::kLocal);
 }
 
+TEST_P(StoreTest, AVersionUploadedLateIsAsYoungToEvictionAsOneUploadedAtOnce) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  const ObjectRecord written = put("ckpt", test::pattern_bytes(kMiB, 42)).value();
+  // The upload is confirmed well after the write (an upstream that was down meanwhile).
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::int64_t bound = now_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id, true)).value()) {
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{written.etag, written.etag})).value());
+  }
+  ASSERT_LT(written.created_ms, bound);
+  constexpr auto kLru = EvictionOrder::kLeastRecentlyRead;
+  EXPECT_EQ(run(store_->tier_space({bucket_.id}, bound)).value()[0].evictable_bytes, 0U);
+  EXPECT_EQ(run(store_->evict_coldest({bucket_.id}, 10 * kMiB, bound, kLru)).value().objects, 0U);
+  EXPECT_EQ(store_->head(bucket_.id, "ckpt").value()->tier_state, TierState::kLocalAndUpstream);
+  // Once uploaded before the bound, it may go.
+  const std::int64_t later = now_ms() + 1;
+  EXPECT_EQ(run(store_->tier_space({bucket_.id}, later)).value()[0].evictable_bytes, kMiB);
+  EXPECT_EQ(run(store_->evict_coldest({bucket_.id}, 10 * kMiB, later, kLru)).value().objects, 1U);
+}
+
 TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastOftenReadFirst) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   std::map<std::string, ObjectRecord> put_as;
