@@ -1,8 +1,9 @@
 #pragma once
 
 // Private to src/storage: when versions the upstream also holds were last read. A read must
-// cost no catalog write, so the times are kept here and written in batches (take()) when the
-// evictor is about to choose by them; a time lost in a crash only makes a version look colder.
+// cost no catalog write, so the times are kept here and written in batches (take()), at most
+// once a second however often the evictor chooses by them (it asks read_since_taken() of what
+// it has not saved); a time lost in a crash only makes a version look colder.
 
 #include <array>
 #include <cstdint>
@@ -20,6 +21,13 @@ class AccessTimes {
     Shard& s = shards_[static_cast<std::uint64_t>(object_id) % kShards];
     const std::lock_guard lock(s.mutex);
     s.times[object_id] = now_ms;
+  }
+
+  // Whether the version was read since the last take().
+  [[nodiscard]] bool read_since_taken(std::int64_t object_id) {
+    Shard& s = shards_[static_cast<std::uint64_t>(object_id) % kShards];
+    const std::lock_guard lock(s.mutex);
+    return s.times.contains(object_id);
   }
 
   // The times noted since the last call, by version id.

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -552,8 +553,12 @@ class StoreImpl final : public ObjectStore {
         bytes);
     H3_CO_TRY(Evicted evicted, co_await std::move(dropping));
     if (evicted.bytes >= bytes) co_return evicted;
-    auto saving = save_access_times();
-    H3_CO_TRY(co_await std::move(saving));
+    // The read times go to the catalog at most once a second, however often eviction runs: the
+    // reads since then rank below every other candidate instead (each was just read).
+    if (now_ms() - saved_ms_.load(std::memory_order_relaxed) >= kSaveEveryMs) {
+      auto saving = save_access_times();
+      H3_CO_TRY(co_await std::move(saving));
+    }
     // The candidates at both ends of the read order (where a loop's just-read, a shuffle's
     // just-fetched and a scan's stale keys are), on a catalog reader, most recently read first:
     // a bounded set however large the catalog; what one call leaves, the evictor's next look
@@ -566,7 +571,9 @@ class StoreImpl final : public ObjectStore {
     std::vector<std::pair<unsigned, std::size_t>> ranked;  // (rank, index), taken in order
     ranked.reserve(candidates.size());
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      // Least recently read: from the end. Least often read: never read from the device lately,
+      // Least recently read: from the end, but for those read since the times were saved, which
+      // go last (the order among them matters little: each was read within the second). Least
+      // often read: never read from the device lately,
       // then once, then more often (hits: see open_reader), and among equals the version that
       // came to the device last (written or fetched: the highest id) first.
       // - Counts beyond twice do not rank: in epochs every key is read once an epoch, so in the
@@ -579,7 +586,7 @@ class StoreImpl final : public ObjectStore {
           order == EvictionOrder::kLeastRecentlyRead ? candidates.size() - 1 - i : i;
       const EvictionCandidate& c = candidates[index];
       ranked.emplace_back(order == EvictionOrder::kLeastRecentlyRead
-                              ? 0U
+                              ? (core_.access->read_since_taken(c.id) ? 1U : 0U)
                               : std::min(core_.frequency->estimate(c.bucket_id, c.key), 2U),
                           index);
     }
@@ -588,6 +595,9 @@ class StoreImpl final : public ObjectStore {
         return a.first != b.first ? a.first < b.first
                                   : candidates[a.second].id > candidates[b.second].id;
       });
+    } else {
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
     }
     for (std::size_t next = 0; next < ranked.size() && evicted.bytes < bytes;) {
       const std::size_t end = std::min(next + kEvictBatch, ranked.size());
@@ -764,6 +774,7 @@ class StoreImpl final : public ObjectStore {
   }
 
   asio::awaitable<Result<void>> save_access_times() override {
+    saved_ms_.store(now_ms(), std::memory_order_relaxed);
     auto times = core_.access->take();
     for (std::size_t from = 0; from < times.size(); from += kSaveBatch) {
       auto saving = core_.catalog->write(
@@ -1475,6 +1486,8 @@ class StoreImpl final : public ObjectStore {
 
   // Read times saved per transaction, so that a burst of reads does not hold writes back.
   static constexpr std::size_t kSaveBatch = 4096;
+  // Eviction saves them at most this often.
+  static constexpr std::int64_t kSaveEveryMs = 1000;
   // Candidates read from each end of the read order per eviction (frequency order).
   static constexpr std::size_t kEvictWindow = 4096;
 
@@ -1507,7 +1520,8 @@ class StoreImpl final : public ObjectStore {
   std::unordered_multiset<std::int64_t> held_;
   asio::thread_pool reader_pool_;
   bool shut_down_ = false;
-  std::function<void()> tier_wake_;  // set before serving, read by any thread after
+  std::atomic<std::int64_t> saved_ms_{0};  // when the read times were last saved (or taken)
+  std::function<void()> tier_wake_;        // set before serving, read by any thread after
   mutable std::shared_mutex buckets_mutex_;
   std::unordered_map<std::string, BucketRecord> buckets_;
   std::unordered_map<std::int64_t, BucketTier> tiers_;        // by bucket id

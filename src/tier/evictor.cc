@@ -68,7 +68,7 @@ asio::awaitable<void> evict_by_watermark(storage::ObjectStore& store, config::Ev
     }
     const std::uint64_t wanted = allocated - st.device_bytes / 100 * config.low_percent;
     const std::int64_t now = now_ms();
-    next_save_ms = now + kSaveEveryMs;  // evict_coldest saves them first
+    next_save_ms = now + kSaveEveryMs;  // evict_coldest saves them (at most once a second)
     auto evicting =
         store.evict_coldest(bucket_ids, wanted, now - config.min_resident.count(), order);
     auto evicted = co_await std::move(evicting);

@@ -467,7 +467,8 @@ class ObjectStore {
                                                                 KeySpan span) = 0;
   // Eviction by watermark: frees `bytes` (or what it can) from the versions of the buckets
   // `bucket_ids` that evict_objects would free, clean (uploaded) before `clean_before_ms`, in
-  // `order`. The read times kept in memory are saved first.
+  // `order`. The read times kept in memory are saved first, unless they were less than a second
+  // ago: in least-recently-read order the versions read since then go last.
   virtual boost::asio::awaitable<Result<Evicted>> evict_coldest(
       std::vector<std::int64_t> bucket_ids, std::uint64_t bytes, std::int64_t clean_before_ms,
       EvictionOrder order) = 0;

@@ -2015,6 +2015,49 @@ TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastRecentlyReadFirst) {
   EXPECT_EQ(state("owed"), TierState::kLocal);
 }
 
+TEST_P(StoreTest, HitsWriteNothingAndEvictionSavesTheirTimesAtMostOnceASecond) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  std::map<std::string, ObjectRecord> put_as;
+  for (const char* key : {"a", "b", "c", "d"}) {
+    put_as[key] = put(key, test::pattern_bytes(kMiB, 43)).value();
+  }
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id, true)).value()) {
+    const std::string& etag = put_as.at(job.key).etag;
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{etag, etag})).value());
+  }
+  const auto writes = [&] { return store_->stats().catalog_writer.writes; };
+  const std::uint64_t before_reads = writes();
+  for (const char* key : {"a", "b", "c", "d"}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(get(key).has_value());
+  }
+  EXPECT_EQ(writes(), before_reads);  // 40 hits, no catalog write
+  const std::int64_t all = now_ms() + 60'000;
+  constexpr auto kLru = EvictionOrder::kLeastRecentlyRead;
+  auto state = [&](const char* key) { return store_->head(bucket_.id, key).value()->tier_state; };
+  // The first eviction saves the times: a, read first, goes.
+  std::uint64_t at = writes();
+  ASSERT_EQ(run(store_->evict_coldest({bucket_.id}, 1, all, kLru)).value().objects, 1U);
+  const std::uint64_t saving_pass = writes() - at;
+  EXPECT_EQ(state("a"), TierState::kUpstreamOnly);
+  // b is read again; an eviction within the second saves nothing, yet knows b was just read:
+  // c goes, the least recently read by the catalog's times but for b.
+  ASSERT_TRUE(get("b").has_value());
+  at = writes();
+  ASSERT_EQ(run(store_->evict_coldest({bucket_.id}, 1, all, kLru)).value().objects, 1U);
+  EXPECT_EQ(writes() - at + 1, saving_pass);
+  EXPECT_EQ(state("b"), TierState::kLocalAndUpstream);
+  EXPECT_EQ(state("c"), TierState::kUpstreamOnly);
+  // A second later the times are saved again (d's read last: b goes).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1010));
+  ASSERT_TRUE(get("d").has_value());
+  at = writes();
+  ASSERT_EQ(run(store_->evict_coldest({bucket_.id}, 1, all, kLru)).value().objects, 1U);
+  EXPECT_EQ(writes() - at, saving_pass);
+  EXPECT_EQ(state("b"), TierState::kUpstreamOnly);
+  EXPECT_EQ(state("d"), TierState::kLocalAndUpstream);
+}
+
 TEST_P(StoreTest, AVersionUploadedLateIsAsYoungToEvictionAsOneUploadedAtOnce) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   const ObjectRecord written = put("ckpt", test::pattern_bytes(kMiB, 42)).value();
