@@ -493,6 +493,51 @@ void read_admit_prefixes(const std::string& path, const toml::array& array,
   }
 }
 
+// A `revalidate` value of `table` (see TierBucketConfig::revalidate_after).
+std::optional<milliseconds> parse_revalidate(const TableReader& r, const toml::table& table,
+                                             const std::string& text) {
+  if (text == "immutable") return std::nullopt;
+  if (text == "always") return milliseconds(0);
+  if (text.starts_with("ttl:")) {
+    auto ttl = parse_duration(std::string_view(text).substr(4));
+    if (!ttl || *ttl <= milliseconds(0)) {
+      r.fail(table, "revalidate", fmt::format("'{}' has no duration (e.g. \"ttl:10m\")", text));
+    }
+    return *ttl;
+  }
+  r.fail(table, "revalidate",
+         fmt::format("'{}' is none of immutable, always, ttl:<duration>", text));
+}
+
+// [[tier.bucket.revalidate_prefix]] entries of one binding: each says its own rule.
+void read_revalidate_prefixes(const std::string& path, const toml::array& array,
+                              std::vector<RevalidateRule>& rules) {
+  for (const toml::node& node : array) {
+    const auto* table = node.as_table();
+    if (table == nullptr) {
+      throw ConfigError(
+          fmt::format("{}:{}: tier.bucket.revalidate_prefix: each entry must be a table "
+                      "([[tier.bucket.revalidate_prefix]])",
+                      path, node.source().begin.line));
+    }
+    TableReader r(path, "tier.bucket.revalidate_prefix.", *table);
+    RevalidateRule rule;
+    std::string revalidate;
+    r.string("prefix", rule.prefix);
+    r.string("revalidate", revalidate);
+    r.done();
+    if (rule.prefix.empty()) {
+      r.fail(*table, "prefix", "missing (the bucket's own rule is revalidate)");
+    }
+    if (revalidate.empty()) r.fail(*table, "revalidate", "missing");
+    rule.revalidate_after = parse_revalidate(r, *table, revalidate);
+    for (const RevalidateRule& other : rules) {
+      if (other.prefix == rule.prefix) r.fail(*table, "prefix", "given twice");
+    }
+    rules.push_back(std::move(rule));
+  }
+}
+
 // [[tier.bucket]] entries; their upstreams must be among `upstreams`.
 void read_tier_buckets(const std::string& path, const toml::array& array,
                        const std::vector<UpstreamConfig>& upstreams,
@@ -523,6 +568,9 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
     r.strings("pin", b.pin);
     std::string revalidate;
     r.string("revalidate", revalidate);
+    if (const toml::array* a = r.array("revalidate_prefix")) {
+      read_revalidate_prefixes(path, *a, b.revalidate_prefixes);
+    }
     r.choice("on_upstream_error", b.serve_stale, {{"serve-stale", true}, {"fail", false}});
     r.choice("on_upstream_delete", b.keep_upstream_deleted, {{"remove", false}, {"keep", true}});
     r.choice("list", b.list_local, {{"upstream", false}, {"local", true}});
@@ -545,18 +593,8 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
     }
     if (revalidate.empty()) {
       if (b.mode == TierMode::kCache) b.revalidate_after = milliseconds(10LL * 60 * 1000);
-    } else if (revalidate == "always") {
-      b.revalidate_after = milliseconds(0);
-    } else if (revalidate.starts_with("ttl:")) {
-      auto ttl = parse_duration(std::string_view(revalidate).substr(4));
-      if (!ttl || *ttl <= milliseconds(0)) {
-        r.fail(*table, "revalidate",
-               fmt::format("'{}' has no duration (e.g. \"ttl:10m\")", revalidate));
-      }
-      b.revalidate_after = *ttl;
-    } else if (revalidate != "immutable") {
-      r.fail(*table, "revalidate",
-             fmt::format("'{}' is none of immutable, always, ttl:<duration>", revalidate));
+    } else {
+      b.revalidate_after = parse_revalidate(r, *table, revalidate);
     }
     const bool known = std::any_of(upstreams.begin(), upstreams.end(),
                                    [&](const UpstreamConfig& u) { return u.name == b.upstream; });
@@ -636,6 +674,16 @@ const AdmitRule& TierBucketConfig::admission(std::string_view key) const {
     if (key.starts_with(rule.prefix) && rule.prefix.size() > best->prefix.size()) best = &rule;
   }
   return *best;
+}
+
+std::optional<milliseconds> TierBucketConfig::revalidation(std::string_view key) const {
+  const RevalidateRule* best = nullptr;
+  for (const RevalidateRule& rule : revalidate_prefixes) {
+    if (key.starts_with(rule.prefix) &&
+        (best == nullptr || rule.prefix.size() > best->prefix.size()))
+      best = &rule;
+  }
+  return best != nullptr ? best->revalidate_after : revalidate_after;
 }
 
 const TierBucketConfig* TierConfig::binding(std::string_view bucket) const {

@@ -293,7 +293,7 @@ asio::awaitable<void> list_objects(Service& s, Request& r, bool v2) {
   const ListParameters& p = std::get<ListParameters>(parsed);
   storage::ListPage page;
   if (bucket->tier == storage::BucketTier::kCache && s.read_through() != nullptr &&
-      !s.read_through()->freshness(bucket->id).list_local) {
+      !s.read_through()->freshness(bucket->id, {}).list_local) {
     auto listing = list_upstream(s, *bucket, p.query);
     auto listed = co_await std::move(listing);
     if (auto* e = std::get_if<Error>(&listed)) co_return co_await s.send_error(r, std::move(*e));

@@ -274,7 +274,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   std::string_view checked;
   if ((reader || record) && !looked_up && bucket->tier != storage::BucketTier::kNone &&
       s.read_through() != nullptr) {
-    const tier::Freshness rules = s.read_through()->freshness(bucket->id);
+    const tier::Freshness rules = s.read_through()->freshness(bucket->id, r.key);
     const storage::ObjectRecord& here = reader ? reader->object() : *record;
     if (revalidation_due(s, r, here, rules)) {
       auto asking = revalidate(s, *bucket, here, rules);

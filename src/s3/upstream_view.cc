@@ -461,7 +461,7 @@ namespace {
 using Synced = std::variant<Revalidated::Kind, Error>;
 asio::awaitable<Synced> follow_upstream(Service& s, const storage::BucketRecord& bucket,
                                         storage::ObjectRecord here) {
-  tier::Freshness f = s.read_through()->freshness(bucket.id);
+  tier::Freshness f = s.read_through()->freshness(bucket.id, here.key);
   f.serve_stale = false;
   auto asking = revalidate(s, bucket, std::move(here), f);
   Revalidation answer = co_await std::move(asking);

@@ -2998,13 +2998,13 @@ asio::awaitable<Result<http::ClientReply>> Uploader::ask(std::int64_t bucket_id,
   co_return co_await std::move(asking);
 }
 
-Freshness Uploader::freshness(std::int64_t bucket_id) const {
+Freshness Uploader::freshness(std::int64_t bucket_id, std::string_view key) const {
   // The bindings are all made before `running` is first set, and never change after.
   if (!impl_->running.load(std::memory_order_acquire)) return {};
   const auto bound = impl_->bindings.find(bucket_id);
   if (bound == impl_->bindings.end()) return {};
   const config::TierBucketConfig& c = bound->second.config;
-  return {c.revalidate_after, c.serve_stale, c.keep_upstream_deleted, c.list_local};
+  return {c.revalidation(key), c.serve_stale, c.keep_upstream_deleted, c.list_local};
 }
 
 bool Uploader::reachable(std::int64_t bucket_id) const {

@@ -301,7 +301,7 @@ class OverwriteMidFetchTest(CacheBucket):
 class RevalidationTest(CacheBucket):
     """Cache mode with a short TTL: a version here is asked about again once older than it."""
 
-    binding = 'revalidate = "ttl:2s"'
+    binding = 'revalidate = "ttl:2s"\n[[tier.bucket.revalidate_prefix]]\nprefix = "now/"\nrevalidate = "always"'
     ttl_s = 2
 
     def get(self, key, **headers):
@@ -337,6 +337,16 @@ class RevalidationTest(CacheBucket):
             self.s3.get_object(Bucket="ckpt", Key="r/k")
         self.assertEqual(caught.exception.response["Error"]["Code"], "NoSuchKey")
         self.assertEqual(self.key_rows("r/k"), 0)
+
+    def test_a_prefix_has_its_own_rule_and_no_cache_reads_the_new_version(self):
+        for key in ("now/k", "soon/k", "asked/k"):
+            self.others_put(key, b"one")
+            self.assertEqual(self.get(key), (b"one", "miss"))
+            self.others_put(key, b"two")
+        self.assertEqual(self.get("now/k"), (b"two", "miss"))  # every read asks, under now/
+        self.assertEqual(self.get("now/k"), (b"two", "revalidated"))
+        self.assertEqual(self.get("soon/k"), (b"one", "hit"))  # the bucket's TTL
+        self.assertEqual(self.get("asked/k", **{"Cache-Control": "no-cache"}), (b"two", "miss"))
 
     def test_a_request_can_ask_for_revalidation_inside_the_ttl(self):
         self.others_put("f/k", b"one")
@@ -375,6 +385,25 @@ class RevalidationTest(CacheBucket):
             self.proxy.refuse_heads = 0
         self.assertEqual(self.get("s/k"), (b"kept", "revalidated"))
         self.assertEqual(self.get("s/k"), (b"kept", "hit"))
+
+
+class KeepDeletedTest(CacheBucket):
+    """A bucket that keeps what the upstream deletes: revalidation finds the key gone there and
+    serves the version here."""
+
+    binding = 'revalidate = "always"\non_upstream_delete = "keep"'
+
+    def test_a_key_deleted_upstream_is_still_served_here(self):
+        body = data(100 * 1024, 51)
+        self.others_put("kept/k", body)
+        self.assertEqual(sha(self.s3.get_object(Bucket="ckpt", Key="kept/k")["Body"].read()), sha(body))
+        self.up.delete_object(Bucket="team-ckpt", Key=PREFIX + "kept/k")
+        got = self.s3.get_object(Bucket="ckpt", Key="kept/k")
+        self.assertEqual(sha(got["Body"].read()), sha(body))
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "revalidated")
+        self.assertEqual(self.key_rows("kept/k"), 1)
+        heads = [line for line in list(self.proxy.lines) if line.startswith("HEAD /team-ckpt/" + PREFIX + "kept/k")]
+        self.assertGreaterEqual(len(heads), 2)  # the look-up, then the revalidation that found it gone
 
 
 class AlwaysFailTest(CacheBucket):

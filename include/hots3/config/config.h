@@ -176,6 +176,13 @@ struct AdmitRule {
   std::uint64_t max_object_size_bytes = 0;  // larger versions are not kept (0: no limit)
 };
 
+// When reads of versions under a prefix first ask the upstream
+// (TierBucketConfig::revalidate_after).
+struct RevalidateRule {
+  std::string prefix;  // of the local key; the longest that matches decides
+  std::optional<milliseconds> revalidate_after;
+};
+
 struct TierBucketConfig {
   std::string bucket;           // the local bucket (created at start if missing)
   std::string upstream;         // an UpstreamConfig::name
@@ -196,6 +203,7 @@ struct TierBucketConfig {
   // version was last confirmed longer ago than this ("ttl:<duration>"). Unset in the file:
   // immutable, but ttl:10m in cache mode, whose upstream others write.
   std::optional<milliseconds> revalidate_after;
+  std::vector<RevalidateRule> revalidate_prefixes;  // [[tier.bucket.revalidate_prefix]]
   // An upstream that cannot answer a revalidation: the version here is served and said stale
   // ("serve-stale"), or the read fails with 503 ("fail").
   bool serve_stale = true;
@@ -206,8 +214,9 @@ struct TierBucketConfig {
   // what is here ("upstream"), or the catalog alone ("local"), which `hots3 tier sync` keeps in
   // line with the upstream, for buckets too large to list through at every request.
   bool list_local = false;
-  // The rule for `key`: the longest matching prefix's, else the bucket's.
+  // The rules for `key`: the longest matching prefix's, else the bucket's.
   [[nodiscard]] const AdmitRule& admission(std::string_view key) const;
+  [[nodiscard]] std::optional<milliseconds> revalidation(std::string_view key) const;
 };
 
 struct WritebackConfig {

@@ -92,8 +92,9 @@ class ReadThrough {
   // Errors: kUnavailable (it cannot be reached or is not answering, or the bucket is not bound).
   virtual boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
                                                                 UpstreamQuery query) = 0;
-  // The rules of `bucket_id` (never revalidated when it is not bound). Callable from any thread.
-  [[nodiscard]] virtual Freshness freshness(std::int64_t bucket_id) const = 0;
+  // The rules of `bucket_id` for `key` (revalidation may differ by prefix; never revalidated when
+  // the bucket is not bound). Callable from any thread.
+  [[nodiscard]] virtual Freshness freshness(std::int64_t bucket_id, std::string_view key) const = 0;
   // Whether a read of `bucket_id`'s upstream would be tried now: false while it does not
   // answer and its next trial is not due (a read would fail at once), or it is not bound.
   // Callable from any thread.

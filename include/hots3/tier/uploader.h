@@ -99,7 +99,7 @@ class Uploader final : public WriteThrough, public ReadThrough {
                                      std::uint64_t keep_size, Traffic traffic) override;
   boost::asio::awaitable<Result<http::ClientReply>> ask(std::int64_t bucket_id,
                                                         UpstreamQuery query) override;
-  [[nodiscard]] Freshness freshness(std::int64_t bucket_id) const override;
+  [[nodiscard]] Freshness freshness(std::int64_t bucket_id, std::string_view key) const override;
   [[nodiscard]] bool reachable(std::int64_t bucket_id) const override;
   [[nodiscard]] bool admits(std::int64_t bucket_id, std::string_view key,
                             std::uint64_t size) const override;

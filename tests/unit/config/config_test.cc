@@ -412,6 +412,32 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
   EXPECT_NE(error_of(upstream + bound + "on_upstream_error = \"retry\"\n")
                 .find("tier.bucket.on_upstream_error: must be one of"),
             std::string::npos);
+  // By prefix: the longest that matches decides, else the bucket's rule.
+  const TierBucketConfig prefixed = binding(
+      "mode = \"cache\"\n[[tier.bucket.revalidate_prefix]]\nprefix = \"live/\"\n"
+      "revalidate = \"always\"\n[[tier.bucket.revalidate_prefix]]\nprefix = \"live/frozen/\"\n"
+      "revalidate = \"immutable\"\n[[tier.bucket.revalidate_prefix]]\nprefix = \"day/\"\n"
+      "revalidate = \"ttl:1d\"\n");
+  EXPECT_EQ(prefixed.revalidation("other"), std::chrono::minutes(10));
+  EXPECT_EQ(prefixed.revalidation("live/x"), milliseconds(0));
+  EXPECT_EQ(prefixed.revalidation("live/frozen/x"), std::nullopt);
+  EXPECT_EQ(prefixed.revalidation("day/x"), std::chrono::hours(24));
+  EXPECT_EQ(prefixed.revalidation("live"), std::chrono::minutes(10));
+  const std::string by_prefix = "[[tier.bucket.revalidate_prefix]]\nprefix = \"a/\"\n";
+  EXPECT_NE(error_of(upstream + bound + by_prefix)
+                .find("tier.bucket.revalidate_prefix.revalidate: missing"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + bound + by_prefix + "revalidate = \"often\"\n")
+                .find("tier.bucket.revalidate_prefix.revalidate: 'often' is none of"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + bound + by_prefix + "revalidate = \"always\"\n" + by_prefix +
+                     "revalidate = \"always\"\n")
+                .find("tier.bucket.revalidate_prefix.prefix: given twice"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(upstream + bound + "[[tier.bucket.revalidate_prefix]]\nrevalidate = \"always\"\n")
+          .find("tier.bucket.revalidate_prefix.prefix: missing"),
+      std::string::npos);
   // Listings: the upstream's unless said; the catalog's only in cache mode.
   EXPECT_FALSE(binding("mode = \"cache\"\n").list_local);
   EXPECT_TRUE(binding("mode = \"cache\"\nlist = \"local\"\n").list_local);
