@@ -574,6 +574,7 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
     r.choice("on_upstream_error", b.serve_stale, {{"serve-stale", true}, {"fail", false}});
     r.choice("on_upstream_delete", b.keep_upstream_deleted, {{"remove", false}, {"keep", true}});
     r.choice("list", b.list_local, {{"upstream", false}, {"local", true}});
+    r.duration("negative_ttl", b.negative_ttl, milliseconds(0), std::chrono::hours(24));
     if (table->contains("pin_max")) {
       std::uint64_t cap = 0;
       r.size("pin_max", cap, 0, 1024 * kTiB);

@@ -253,7 +253,8 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   // Whether the upstream was just asked about the key (its answer is as fresh as can be).
   bool looked_up = false;
   if (!reader && !record && bucket->tier != storage::BucketTier::kNone &&
-      s.read_through() != nullptr && !r.header("x-hots3-local")) {
+      s.read_through() != nullptr && !r.header("x-hots3-local") &&
+      !known_missing(s, r, bucket->id)) {
     // Not here: the upstream may hold it (written there by others, or before this catalog).
     auto looking = look_up_upstream(s, *bucket, r.key);
     auto looked = co_await std::move(looking);
@@ -266,6 +267,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     } else {
       record = std::get<std::shared_ptr<const storage::ObjectRecord>>(std::move(looked));
       looked_up = true;
+      if (!record) note_missing(s, r, bucket->id);
       auto opening = open_if_local(s, bucket->id, head_only, record, reader);
       if (auto e = co_await std::move(opening)) co_return co_await s.send_error(r, std::move(*e));
     }

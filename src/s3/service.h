@@ -9,6 +9,7 @@
 #include "client_tokens.h"
 #include "errors.h"
 #include "fill_flights.h"
+#include "missing_keys.h"
 #include "request.h"
 #include "validated_times.h"
 
@@ -58,6 +59,7 @@ class Service final : public http::Handler {
   // The fetches of evicted versions under way, which other misses of the same version join.
   FillFlights& fill_flights() { return fill_flights_; }
   ValidatedTimes& validated() { return validated_; }
+  MissingKeys& missing_keys() { return missing_keys_; }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
@@ -126,6 +128,7 @@ class Service final : public http::Handler {
   tier::ReadThrough* read_through_;
   FillFlights fill_flights_;
   ValidatedTimes validated_;
+  MissingKeys missing_keys_;
 };
 
 // ---- operations (handlers_*.cc) ----

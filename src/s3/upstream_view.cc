@@ -299,6 +299,29 @@ asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketReco
   co_return std::move(*now);
 }
 
+namespace {
+
+// Cache-Control: no-cache or x-hots3-revalidate: 1.
+bool revalidation_asked(const Request& r) {
+  const auto asked = [&r](std::string_view name, std::string_view value) {
+    const auto v = r.header(name);
+    return v && v->find(value) != std::string_view::npos;
+  };
+  return asked("Cache-Control", "no-cache") || asked("x-hots3-revalidate", "1");
+}
+
+}  // namespace
+
+bool known_missing(Service& s, const Request& r, std::int64_t bucket_id) {
+  if (s.read_through()->freshness(bucket_id, r.key).negative_ttl.count() == 0) return false;
+  return !revalidation_asked(r) && s.missing_keys().missing(bucket_id, r.key, now_ms());
+}
+
+void note_missing(Service& s, const Request& r, std::int64_t bucket_id) {
+  const auto ttl = s.read_through()->freshness(bucket_id, r.key).negative_ttl;
+  if (ttl.count() > 0) s.missing_keys().note(bucket_id, r.key, now_ms() + ttl.count());
+}
+
 bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord& object,
                       const tier::Freshness& f) {
   // (Nor for one lost before upload: the operator chooses whether the upstream's replaces it.)
@@ -306,11 +329,7 @@ bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord&
       object.tier_state == storage::TierState::kLost) {
     return false;
   }
-  const auto asked = [&r](std::string_view name, std::string_view value) {
-    const auto v = r.header(name);
-    return v && v->find(value) != std::string_view::npos;
-  };
-  if (asked("Cache-Control", "no-cache") || asked("x-hots3-revalidate", "1")) return true;
+  if (revalidation_asked(r)) return true;
   if (s.validated().changed(object.id)) return true;
   if (!f.revalidate_after) return false;
   if (f.revalidate_after->count() == 0) return true;

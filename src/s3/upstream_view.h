@@ -25,6 +25,12 @@ using LookedUp = std::variant<std::shared_ptr<const storage::ObjectRecord>, Erro
 boost::asio::awaitable<LookedUp> look_up_upstream(Service& s, const storage::BucketRecord& bucket,
                                                   std::string key);
 
+// Whether the upstream of bound bucket `bucket_id` was found lately not to hold the request's key
+// (its binding's negative_ttl), so that the read answers 404 without asking it again; never when
+// the request asks for revalidation. note_missing records such an answer.
+bool known_missing(Service& s, const Request& r, std::int64_t bucket_id);
+void note_missing(Service& s, const Request& r, std::int64_t bucket_id);
+
 // Whether a read of `object` (of a bound bucket whose rules are `f`) first asks the upstream
 // whether it still holds that version: by the rules, or because the request asks for it
 // (Cache-Control: no-cache, x-hots3-revalidate: 1). Never for a version written here and not yet

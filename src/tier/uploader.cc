@@ -3004,7 +3004,8 @@ Freshness Uploader::freshness(std::int64_t bucket_id, std::string_view key) cons
   const auto bound = impl_->bindings.find(bucket_id);
   if (bound == impl_->bindings.end()) return {};
   const config::TierBucketConfig& c = bound->second.config;
-  return {c.revalidation(key), c.serve_stale, c.keep_upstream_deleted, c.list_local};
+  return {c.revalidation(key), c.serve_stale, c.keep_upstream_deleted, c.list_local,
+          c.negative_ttl};
 }
 
 bool Uploader::reachable(std::int64_t bucket_id) const {

@@ -5,6 +5,7 @@ then served locally; what clients write through hots3 goes through to the upstre
 The upstream is a second hots3 behind the fault proxy; "others" write to it directly."""
 
 import concurrent.futures
+import contextlib
 import hashlib
 import os
 import shutil
@@ -45,6 +46,19 @@ class CacheBucket(TieredTest):
 
     def upstream_body(self, key):
         return self.up.get_object(Bucket="team-ckpt", Key=PREFIX + key)["Body"].read()
+
+    @contextlib.contextmanager
+    def more_headers(self, operation, headers):
+        """Meanwhile, the test client's requests of `operation` ("GetObject") carry `headers`."""
+        def add(request, **_):
+            for name, value in headers.items():
+                request.headers[name] = value
+        event = "before-sign.s3." + operation
+        self.s3.meta.events.register(event, add)
+        try:
+            yield
+        finally:
+            self.s3.meta.events.unregister(event, add)
 
     def key_rows(self, key):
         """How many rows the local catalog has for `key`."""
@@ -306,14 +320,8 @@ class RevalidationTest(CacheBucket):
 
     def get(self, key, **headers):
         """GET `key` with more request headers: (body, x-hots3-cache)."""
-        def add(request, **_):
-            for name, value in headers.items():
-                request.headers[name] = value
-        self.s3.meta.events.register("before-sign.s3.GetObject", add)
-        try:
+        with self.more_headers("GetObject", headers):
             got = self.s3.get_object(Bucket="ckpt", Key=key)
-        finally:
-            self.s3.meta.events.unregister("before-sign.s3.GetObject", add)
         return got["Body"].read(), got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache")
 
     def test_an_overwrite_upstream_is_served_after_the_ttl_whole_and_a_delete_after_it_too(self):
@@ -387,11 +395,11 @@ class RevalidationTest(CacheBucket):
         self.assertEqual(self.get("s/k"), (b"kept", "hit"))
 
 
-class KeepDeletedTest(CacheBucket):
-    """A bucket that keeps what the upstream deletes: revalidation finds the key gone there and
-    serves the version here."""
+class KeptAnswersTest(CacheBucket):
+    """A bucket that keeps what it learnt: a key the upstream deletes is still served here, and
+    one it lacks is answered 404 for negative_ttl without asking again."""
 
-    binding = 'revalidate = "always"\non_upstream_delete = "keep"'
+    binding = 'revalidate = "always"\non_upstream_delete = "keep"\nnegative_ttl = "3s"'
 
     def test_a_key_deleted_upstream_is_still_served_here(self):
         body = data(100 * 1024, 51)
@@ -404,6 +412,35 @@ class KeepDeletedTest(CacheBucket):
         self.assertEqual(self.key_rows("kept/k"), 1)
         heads = [line for line in list(self.proxy.lines) if line.startswith("HEAD /team-ckpt/" + PREFIX + "kept/k")]
         self.assertGreaterEqual(len(heads), 2)  # the look-up, then the revalidation that found it gone
+
+    def test_a_key_the_upstream_lacks_is_not_asked_about_again_within_the_negative_ttl(self):
+        heads = lambda key: len([line for line in list(self.proxy.lines)
+                                 if line.startswith("HEAD /team-ckpt/" + PREFIX + key + " ")])
+
+        def status(key, **headers):
+            with self.more_headers("HeadObject", headers):
+                try:
+                    self.s3.head_object(Bucket="ckpt", Key=key)
+                    return 200
+                except ClientError as e:
+                    return e.response["ResponseMetadata"]["HTTPStatusCode"]
+
+        self.assertEqual(status("neg/k"), 404)
+        self.assertEqual(heads("neg/k"), 1)
+        noted = time.monotonic()
+        self.others_put("neg/k", b"late")
+        self.assertEqual(status("neg/k"), 404)
+        with self.assertRaises(ClientError) as caught:
+            self.s3.get_object(Bucket="ckpt", Key="neg/k")
+        self.assertEqual(caught.exception.response["Error"]["Code"], "NoSuchKey")
+        self.assertLess(time.monotonic() - noted, 3)
+        self.assertEqual(heads("neg/k"), 1)
+        # A request that asks for revalidation asks; the TTL past, every read does.
+        self.assertEqual(status("neg/k", **{"Cache-Control": "no-cache"}), 200)
+        self.assertEqual(status("neg/other"), 404)
+        self.others_put("neg/other", b"later")
+        time.sleep(3.2)
+        self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="neg/other")["Body"].read(), b"later")
 
 
 class AlwaysFailTest(CacheBucket):

@@ -210,6 +210,10 @@ struct TierBucketConfig {
   // A revalidation that finds the key gone upstream: gone here too ("remove"), or the version
   // here is still served ("keep").
   bool keep_upstream_deleted = false;
+  // A GET or HEAD of a key neither here nor upstream: how long the next ones answer 404 without
+  // asking the upstream again. 0 (the default): each asks, so an object written upstream after
+  // a 404 is found at once.
+  milliseconds negative_ttl{0};
   // Where a bucket in cache mode answers ListObjects from: the upstream's listing merged with
   // what is here ("upstream"), or the catalog alone ("local"), which `hots3 tier sync` keeps in
   // line with the upstream, for buckets too large to list through at every request.

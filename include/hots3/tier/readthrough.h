@@ -64,6 +64,8 @@ struct Freshness {
   bool serve_stale = true;
   bool keep_upstream_deleted = false;
   bool list_local = false;  // a cache-mode bucket lists its catalog, not the upstream
+  // How long a key the upstream did not hold is answered 404 without asking again (0: never).
+  std::chrono::milliseconds negative_ttl{0};
 };
 
 class ReadThrough {

@@ -401,6 +401,8 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
   EXPECT_EQ(ttl.revalidate_after, std::chrono::seconds(90));
   EXPECT_FALSE(ttl.serve_stale);
   EXPECT_TRUE(ttl.keep_upstream_deleted);
+  EXPECT_EQ(binding("").negative_ttl, milliseconds(0));
+  EXPECT_EQ(binding("negative_ttl = \"30s\"\n").negative_ttl, std::chrono::seconds(30));
   EXPECT_TRUE(binding("").serve_stale);
   EXPECT_FALSE(binding("").keep_upstream_deleted);
   EXPECT_NE(error_of(upstream + bound + "revalidate = \"ttl:\"\n")
