@@ -210,6 +210,12 @@ class FullDeviceTest(EvictionTestCase):
     delay = "1h"
 
     def test_writes_past_full_get_slow_down_and_go_on_once_evicted(self):
+        cold = data(OBJECT, 199)
+        self.s3.put_object(Bucket="ckpt", Key="cold/k", Body=cold)
+        self.flush("cold/")
+        rc, out, err = run_hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                 "--prefix", "cold/")
+        self.assertEqual(rc, 0, out + err)
         written = []
         refused = None
         for i in range(40):
@@ -226,6 +232,12 @@ class FullDeviceTest(EvictionTestCase):
         # 70% of the data area allows about 22 objects of 4 MiB, less the catalog's reserve.
         self.assertGreater(len(written), 15)
         self.assertLess(len(written), 25)
+        # Nothing here may go (none is upstream): a miss is served whole and keeps nothing.
+        for _ in range(2):
+            got = self.s3.get_object(Bucket="ckpt", Key="cold/k")
+            self.assertEqual(sha(got["Body"].read()), sha(cold))
+            self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss")
+        self.assertEqual(self.tier_state("cold/k"), 2)
 
         # Once they are upstream, eviction frees space (all of it recent: the young go too, which
         # is counted) and writes go on.
