@@ -227,6 +227,36 @@ class CacheModeTest(CacheBucket):
         self.assertEqual([o["Key"] for o in after["Contents"]], ["list/d4/k039", "list/d4/zz-ours", "list/d5/k001"])
         self.assertTrue(after["IsTruncated"])
 
+    def test_a_listing_shows_the_writes_here_the_upstream_has_not_taken_yet(self):
+        for key in ("pend/a", "pend/b", "pend/sub/c"):
+            self.others_put(key, b"theirs")
+        self.s3.put_object(Bucket="ckpt", Key="pend/src", Body=b"ours")
+
+        def listed(client, bucket, prefix, **kwargs):
+            got = client.list_objects_v2(Bucket=bucket, Prefix=prefix, **kwargs)
+            return ([o["Key"][len(prefix) - len("pend/"):] for o in got.get("Contents", [])],
+                    [p["Prefix"][len(prefix) - len("pend/"):] for p in got.get("CommonPrefixes", [])])
+
+        here = lambda **kwargs: listed(self.s3, "ckpt", "pend/", **kwargs)
+        upstream = lambda: listed(self.up, "team-ckpt", PREFIX + "pend/")
+        # A copy and a delete commit here, then wait for the upstream to take them.
+        self.proxy.hold_writes = True
+        try:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                writes = [pool.submit(self.s3.copy_object, Bucket="ckpt", Key="pend/sub2/copy",
+                                      CopySource={"Bucket": "ckpt", "Key": "pend/src"}),
+                          pool.submit(self.s3.delete_object, Bucket="ckpt", Key="pend/a")]
+                self.until(lambda: here()[0] == ["pend/b", "pend/src", "pend/sub/c", "pend/sub2/copy"])
+                self.assertEqual(here(Delimiter="/"), (["pend/b", "pend/src"], ["pend/sub/", "pend/sub2/"]))
+                self.assertEqual(upstream()[0], ["pend/a", "pend/b", "pend/src", "pend/sub/c"])  # none went up
+                self.proxy.hold_writes = False
+                for w in writes:
+                    w.result()
+        finally:
+            self.proxy.hold_writes = False
+        self.assertEqual(upstream()[0], ["pend/b", "pend/src", "pend/sub/c", "pend/sub2/copy"])
+        self.assertEqual(here()[0], upstream()[0])
+
     def test_aws_cli_syncs_a_prefix_others_wrote_and_the_second_sync_is_local(self):
         files = {"sync/big.bin": data(20 * MiB + 3, 21), "sync/a/one": data(1000, 22),
                  "sync/a/two": data(70 * 1024, 23), "sync/b/three": b""}

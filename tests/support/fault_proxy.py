@@ -26,6 +26,8 @@ Request bodies are passed on as they arrive (held whole only when refused or hun
         proxy.delay_object_gets = 1.0 # a GET of an object (no query) is forwarded after this many
                                       # seconds
         proxy.delay_heads = 0.5       # a HEAD is forwarded after this many seconds
+        proxy.hold_writes = True      # PUT, POST and DELETE requests wait until it is False
+                                      # again, then go on (other requests pass meanwhile)
         proxy.flip_answer_byte = 100  # the next GET of an object (no query) reaches hots3 with
                                       # this byte of its answer's body flipped
         proxy.stall_gets_beyond = 4 << 20  # GETs of objects pass the object's first 4 MiB (of
@@ -84,6 +86,7 @@ class FaultProxy:
         self.delay_listings = 0.0  # seconds a ListMultipartUploads waits before it is forwarded
         self.delay_object_gets = 0.0  # seconds a GET of an object waits before it is forwarded
         self.delay_heads = 0.0   # seconds a HEAD waits before it is forwarded
+        self.hold_writes = False  # PUT, POST and DELETE requests wait while it is True
         self.flip_answer_byte = None  # flip this byte of the next object GET answer's body
         self.lines = []          # request lines ("GET /bucket/key?query HTTP/1.1"), in order
         self.object_gets = []    # (path, Range header or None) of each object GET, in order
@@ -252,6 +255,9 @@ class FaultProxy:
                     time.sleep(self.delay_object_gets)
                 if self.delay_heads and head.startswith(b"HEAD "):
                     time.sleep(self.delay_heads)
+                while (self.hold_writes and not self._stopping
+                       and head.split(b" ", 1)[0] in (b"PUT", b"POST", b"DELETE")):
+                    time.sleep(0.01)
                 if upstream is None:
                     upstream = self._track(socket.create_connection(("127.0.0.1", self.upstream_port)))
                 if (_header(head, b"expect") or b"").lower() == b"100-continue":
