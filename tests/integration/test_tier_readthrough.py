@@ -6,6 +6,7 @@ The upstream is a second hots3 behind the fault proxy, whose request lines show 
 upstream; the local store's catalog shows what it keeps."""
 
 import concurrent.futures
+import datetime
 import hashlib
 import io
 import os
@@ -141,8 +142,12 @@ class ReadThroughTest(TieredTest):
     def test_an_evicted_object_is_described_locally_and_read_through_once(self):
         single = data(3 * MiB + 17, 1)
         parts = [data(5 * MiB, 2), data(5 * MiB, 3), data(2 * MiB + 5, 4)]
-        self.s3.put_object(Bucket="ckpt", Key="ds/single", Body=single, ContentType="application/x-shard",
-                           Metadata={"epoch": "7"})
+        described = {"ContentEncoding": "zstd", "ContentLanguage": "en", "CacheControl": "max-age=60",
+                     "ContentDisposition": 'attachment; filename="s.bin"'}
+        expires = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+        put = self.s3.put_object(Bucket="ckpt", Key="ds/single", Body=single, ContentType="application/x-shard",
+                                 Metadata={"epoch": "7"}, ChecksumAlgorithm="SHA256", Expires=expires,
+                                 **described)
         upload = self.s3.create_multipart_upload(Bucket="ckpt", Key="ds/multi")["UploadId"]
         etags = [self.s3.upload_part(Bucket="ckpt", Key="ds/multi", UploadId=upload, PartNumber=n + 1,
                                      Body=body)["ETag"] for n, body in enumerate(parts)]
@@ -159,9 +164,12 @@ class ReadThroughTest(TieredTest):
 
         # HEAD, a part's HEAD and LIST answer from the catalog: nothing goes upstream.
         asked = len(self.proxy.lines)
-        head = self.s3.head_object(Bucket="ckpt", Key="ds/single")
+        head = self.s3.head_object(Bucket="ckpt", Key="ds/single", ChecksumMode="ENABLED")
         self.assertEqual((head["ETag"], head["ContentLength"], head["ContentType"], head["Metadata"]),
                          (single_etag, len(single), "application/x-shard", {"epoch": "7"}))
+        self.assertEqual({name: head.get(name) for name in described}, described)
+        self.assertEqual(head["Expires"], expires)
+        self.assertEqual(head["ChecksumSHA256"], put["ChecksumSHA256"])
         part = self.s3.head_object(Bucket="ckpt", Key="ds/multi", PartNumber=2)
         self.assertEqual((part["ContentLength"], part["PartsCount"]), (5 * MiB, 3))
         listed = self.s3.list_objects_v2(Bucket="ckpt", Prefix="ds/")["Contents"]
