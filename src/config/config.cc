@@ -469,24 +469,30 @@ void read_admit(TableReader& r, std::string_view admit_key, std::string_view siz
   r.size(size_key, rule.max_object_size_bytes, 0, 1024 * kTiB);
 }
 
-// [[tier.bucket.admit_prefix]] entries of one binding: what they leave out is the bucket's.
-void read_admit_prefixes(const std::string& path, const toml::array& array,
-                         const AdmitRule& bucket_rule, std::vector<AdmitRule>& rules) {
+// [[tier.bucket.<name>]] entries of one binding: rules for the keys under a prefix, the longest
+// matching one deciding. Each starts as `defaults` (what it leaves out is the bucket's), and
+// `read_keys(reader, table, rule)` reads its own keys; every entry names a prefix, none twice.
+// `own_key`: the bucket's own key for the rule.
+template <typename Rule, typename ReadKeys>
+void read_prefix_rules(const std::string& path, const toml::array& array, const std::string& name,
+                       std::string_view own_key, const Rule& defaults, std::vector<Rule>& rules,
+                       ReadKeys read_keys) {
+  const std::string section = "tier.bucket." + name;
   for (const toml::node& node : array) {
     const auto* table = node.as_table();
     if (table == nullptr) {
-      throw ConfigError(
-          fmt::format("{}:{}: tier.bucket.admit_prefix: each entry must be a table "
-                      "([[tier.bucket.admit_prefix]])",
-                      path, node.source().begin.line));
+      throw ConfigError(fmt::format("{}:{}: {}: each entry must be a table ([[{}]])", path,
+                                    node.source().begin.line, section, section));
     }
-    TableReader r(path, "tier.bucket.admit_prefix.", *table);
-    AdmitRule rule = bucket_rule;
+    TableReader r(path, section + ".", *table);
+    Rule rule = defaults;
     r.string("prefix", rule.prefix);
-    read_admit(r, "admit", "max_object_size", rule);
+    read_keys(r, *table, rule);
     r.done();
-    if (rule.prefix.empty()) r.fail(*table, "prefix", "missing (the bucket's own rule is admit)");
-    for (const AdmitRule& other : rules) {
+    if (rule.prefix.empty()) {
+      r.fail(*table, "prefix", fmt::format("missing (the bucket's own rule is {})", own_key));
+    }
+    for (const Rule& other : rules) {
       if (other.prefix == rule.prefix) r.fail(*table, "prefix", "given twice");
     }
     rules.push_back(std::move(rule));
@@ -507,35 +513,6 @@ std::optional<milliseconds> parse_revalidate(const TableReader& r, const toml::t
   }
   r.fail(table, "revalidate",
          fmt::format("'{}' is none of immutable, always, ttl:<duration>", text));
-}
-
-// [[tier.bucket.revalidate_prefix]] entries of one binding: each says its own rule.
-void read_revalidate_prefixes(const std::string& path, const toml::array& array,
-                              std::vector<RevalidateRule>& rules) {
-  for (const toml::node& node : array) {
-    const auto* table = node.as_table();
-    if (table == nullptr) {
-      throw ConfigError(
-          fmt::format("{}:{}: tier.bucket.revalidate_prefix: each entry must be a table "
-                      "([[tier.bucket.revalidate_prefix]])",
-                      path, node.source().begin.line));
-    }
-    TableReader r(path, "tier.bucket.revalidate_prefix.", *table);
-    RevalidateRule rule;
-    std::string revalidate;
-    r.string("prefix", rule.prefix);
-    r.string("revalidate", revalidate);
-    r.done();
-    if (rule.prefix.empty()) {
-      r.fail(*table, "prefix", "missing (the bucket's own rule is revalidate)");
-    }
-    if (revalidate.empty()) r.fail(*table, "revalidate", "missing");
-    rule.revalidate_after = parse_revalidate(r, *table, revalidate);
-    for (const RevalidateRule& other : rules) {
-      if (other.prefix == rule.prefix) r.fail(*table, "prefix", "given twice");
-    }
-    rules.push_back(std::move(rule));
-  }
 }
 
 // [[tier.bucket]] entries; their upstreams must be among `upstreams`.
@@ -563,13 +540,23 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
               {"cache", TierMode::kCache}});
     read_admit(r, "admit", "admit_max_object_size", b.admit);
     if (const toml::array* a = r.array("admit_prefix")) {
-      read_admit_prefixes(path, *a, b.admit, b.admit_prefixes);
+      read_prefix_rules(path, *a, "admit_prefix", "admit", b.admit, b.admit_prefixes,
+                        [](TableReader& rule_keys, const toml::table&, AdmitRule& rule) {
+                          read_admit(rule_keys, "admit", "max_object_size", rule);
+                        });
     }
     r.strings("pin", b.pin);
     std::string revalidate;
     r.string("revalidate", revalidate);
     if (const toml::array* a = r.array("revalidate_prefix")) {
-      read_revalidate_prefixes(path, *a, b.revalidate_prefixes);
+      read_prefix_rules(
+          path, *a, "revalidate_prefix", "revalidate", RevalidateRule{}, b.revalidate_prefixes,
+          [](TableReader& rule_keys, const toml::table& rule_table, RevalidateRule& rule) {
+            std::string text;
+            rule_keys.string("revalidate", text);
+            if (text.empty()) rule_keys.fail(rule_table, "revalidate", "missing");
+            rule.revalidate_after = parse_revalidate(rule_keys, rule_table, text);
+          });
     }
     r.choice("on_upstream_error", b.serve_stale, {{"serve-stale", true}, {"fail", false}});
     r.choice("on_upstream_delete", b.keep_upstream_deleted, {{"remove", false}, {"keep", true}});

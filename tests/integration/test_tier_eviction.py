@@ -71,6 +71,19 @@ class EvictionTestCase(unittest.TestCase):
                                   "--prefix", prefix, "--wait")
         self.assertEqual(rc, 0, out + err)
 
+    def evict_prefix(self, prefix):
+        rc, out, err = run_hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                 "--prefix", prefix)
+        self.assertEqual(rc, 0, out + err)
+
+    def write_in_waves(self, bodies):
+        """Writes `bodies` (key: bytes) 8 at a time, each wave uploaded before the next."""
+        keys = list(bodies)
+        for wave in range(0, len(keys), 8):
+            for k in keys[wave:wave + 8]:
+                self.s3.put_object(Bucket="ckpt", Key=k, Body=bodies[k])
+            self.flush("")
+
     def tier_state(self, key):
         db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.local_dir, "data", "catalog.db"), uri=True)
         try:
@@ -95,14 +108,8 @@ class WatermarkTest(EvictionTestCase):
         """Writes ds/ (the dataset) and cold/ (28 more objects), and evicts cold/."""
         bodies = {k: data(OBJECT, 100 + i) for i, k in enumerate(self.keys)}
         bodies.update({"cold/%02d" % i: data(OBJECT, 400 + i) for i in range(28)})
-        keys = list(bodies)
-        for wave in range(0, len(keys), 8):
-            for k in keys[wave:wave + 8]:
-                self.s3.put_object(Bucket="ckpt", Key=k, Body=bodies[k])
-            self.flush("")
-        rc, out, err = run_hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
-                                 "--prefix", "cold/")
-        self.assertEqual(rc, 0, out + err)
+        self.write_in_waves(bodies)
+        self.evict_prefix("cold/")
         d = self.settled_device(60)
         self.assertGreater(d["evicted"], 0, d)
         self.assertEqual(d["evicted_recent"], 0, d)  # min_resident 0: none is recent
@@ -174,14 +181,8 @@ class ResidentTest(EvictionTestCase):
 
     def test_a_checkpoint_uploaded_late_stays_through_a_flood_of_reads(self):
         bodies = {"cold/%02d" % i: data(OBJECT, 500 + i) for i in range(24)}  # 96 MiB
-        keys = list(bodies)
-        for wave in range(0, len(keys), 8):
-            for k in keys[wave:wave + 8]:
-                self.s3.put_object(Bucket="ckpt", Key=k, Body=bodies[k])
-            self.flush("cold/")
-        rc, out, err = run_hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
-                                 "--prefix", "cold/")
-        self.assertEqual(rc, 0, out + err)
+        self.write_in_waves(bodies)
+        self.evict_prefix("cold/")
         checkpoint = data(OBJECT, 600)
         self.s3.put_object(Bucket="ckpt", Key="ckpt/latest", Body=checkpoint)
         time.sleep(10.5)  # written longer ago than min_resident, and everything else too
@@ -191,8 +192,8 @@ class ResidentTest(EvictionTestCase):
 
         # 96 MiB read through on a 128 MiB device that keeps 60%: the cold versions go, the
         # checkpoint stays and is a hit.
-        for k in keys:
-            self.assertEqual(sha(self.s3.get_object(Bucket="ckpt", Key=k)["Body"].read()), sha(bodies[k]), k)
+        for k, body in bodies.items():
+            self.assertEqual(sha(self.s3.get_object(Bucket="ckpt", Key=k)["Body"].read()), sha(body), k)
         d = self.settled_device(60)
         self.assertGreater(d["evicted"], 0, d)
         got = self.s3.get_object(Bucket="ckpt", Key="ckpt/latest")
@@ -213,9 +214,7 @@ class FullDeviceTest(EvictionTestCase):
         cold = data(OBJECT, 199)
         self.s3.put_object(Bucket="ckpt", Key="cold/k", Body=cold)
         self.flush("cold/")
-        rc, out, err = run_hots3("tier", "evict", "--endpoint", self.endpoint, "--bucket", "ckpt",
-                                 "--prefix", "cold/")
-        self.assertEqual(rc, 0, out + err)
+        self.evict_prefix("cold/")
         written = []
         refused = None
         for i in range(40):
