@@ -32,14 +32,14 @@
 # both servers and the clients share its cores, and each row's ratio is of one run.
 #
 # usage: bench/tier/cold.sh [BUILD_DIR]       (default build/release)
-# env:   SIZE (1GiB) ROUNDS (3) STREAM_BW (40000000) PF_N (16) BENCH_TMPDIR (/var/tmp)
+# env:   SIZE (1GiB) ROUNDS (5) STREAM_BW (40000000) PF_N (16) BENCH_TMPDIR (/var/tmp)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 BUILD=${1:-build/release}
 SIZE=${SIZE:-1GiB}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 STREAM_BW=${STREAM_BW:-40000000}
 HOTS3=$BUILD/src/hots3
 [ -x "$HOTS3" ] || { echo "build $HOTS3 first" >&2; exit 1; }
