@@ -175,11 +175,15 @@ asio::awaitable<std::unique_ptr<storage::ObjectReader>> kept_by_flight(
 }
 
 // Whether a range of `object` asks for a restore of all of it: a download in ranges (what SDKs
-// make of a large GET) starts at 0, a peek at a file's head is short.
+// make of a large GET) starts at 0, a peek at a file's head is short. Any other range of an
+// object of one chunk covers that chunk, which is the object: it is kept as a range of a larger
+// object keeps the chunks it covers (a footer read first, a block of an array file).
 bool asks_restore(Service& s, const storage::ObjectRecord& object, const BodySelection& selection) {
-  return selection.offset_bytes == 0 &&
-         selection.length_bytes >= std::min(kRangeToRestore, object.size_bytes / 2) &&
-         s.store().tier_fill_allows(object.size_bytes);
+  const bool peek = selection.length_bytes < std::min(kRangeToRestore, object.size_bytes / 2);
+  const bool download = selection.offset_bytes == 0 && !peek;
+  const bool covers_all =
+      selection.offset_bytes > 0 && object.size_bytes <= storage::kTierChunkBytes;
+  return (download || covers_all) && s.store().tier_fill_allows(object.size_bytes);
 }
 
 // What a whole fetch by chunks kept itself, shared with the chunk commits it runs apart (which

@@ -199,22 +199,29 @@ class ReadThroughTest(TieredTest):
         got = self.s3.get_object(Bucket="ckpt", Key="ds/multi", PartNumber=3)
         self.assertEqual(got["Body"].read(), parts[2])
 
-    def test_a_range_of_an_evicted_object_passes_through_and_keeps_nothing(self):
+    def test_a_range_of_a_one_chunk_object_keeps_it_and_a_look_at_its_head_keeps_nothing(self):
         body = data(4 * MiB, 5)
-        self.s3.put_object(Bucket="ckpt", Key="range/k", Body=body)
+        for key in ("range/k", "range/peek"):
+            self.s3.put_object(Bucket="ckpt", Key=key, Body=body)
         self.flush_and_evict("range/")
-        got = self.s3.get_object(Bucket="ckpt", Key="range/k", Range="bytes=%d-%d" % (MiB, 2 * MiB - 1))
+        # The range covers the object's only chunk: it passes through, and the object is fetched
+        # and kept behind it, so that reading it again is a hit.
+        asked = "bytes=%d-%d" % (MiB, 2 * MiB - 1)
+        got = self.s3.get_object(Bucket="ckpt", Key="range/k", Range=asked)
         self.assertEqual(got["Body"].read(), body[MiB:2 * MiB])
         self.assertEqual(got["ContentRange"], "bytes %d-%d/%d" % (MiB, 2 * MiB - 1, len(body)))
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss")
-        self.assertEqual(self.catalog("range/k"), (2, 0))
-        self.assertEqual(len(self.upstream_gets("range/k")), 1)
-        # A look at the head of the file is no download: nothing is fetched behind it.
-        got = self.s3.get_object(Bucket="ckpt", Key="range/k", Range="bytes=0-1023")
+        self.until_here("range/k")
+        again = self.s3.get_object(Bucket="ckpt", Key="range/k", Range=asked)
+        self.assertEqual(again["Body"].read(), body[MiB:2 * MiB])
+        self.assertEqual(again["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit")
+        self.assertEqual(self.upstream_ranges("range/k"), [asked, None])
+        # A look at the head of a file is no download: nothing is fetched behind it.
+        got = self.s3.get_object(Bucket="ckpt", Key="range/peek", Range="bytes=0-1023")
         self.assertEqual(got["Body"].read(), body[:1024])
         time.sleep(0.5)
-        self.assertEqual(len(self.upstream_gets("range/k")), 2)
-        self.assertEqual(self.catalog("range/k"), (2, 0))
+        self.assertEqual(len(self.upstream_gets("range/peek")), 1)
+        self.assertEqual(self.catalog("range/peek"), (2, 0))
 
     def test_a_download_in_ranges_leaves_the_object_local(self):
         # What boto3's download_file and `aws s3 cp` make of a large object: ranged GETs, the
