@@ -330,7 +330,9 @@ bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord&
     return false;
   }
   if (revalidation_asked(r)) return true;
-  if (s.validated().changed(object.id)) return true;
+  // (Only a version whose data is not here is refused: a hit does not look.)
+  if (object.tier_state == storage::TierState::kUpstreamOnly && s.validated().changed(object.id))
+    return true;
   if (!f.revalidate_after) return false;
   if (f.revalidate_after->count() == 0) return true;
   const std::optional<std::int64_t> at = s.validated().at(object.id);
