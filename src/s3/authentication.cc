@@ -154,11 +154,12 @@ std::optional<Error> unsigned_headers(const Request& r,
       .with("HeadersNotSigned", missing.substr(0, kEchoBytesMax));
 }
 
-// The scope's service must be s3, and with `region_check` its region this endpoint's. `code` and
-// `context` say where the scope was ("The authorization header is malformed").
+// The scope's service must be s3 (or s3express: the SDKs sign requests for directory buckets
+// so), and with `region_check` its region this endpoint's. `code` and `context` say where the
+// scope was ("The authorization header is malformed").
 std::optional<Error> check_scope(const aws::SigningScope& scope, const config::S3Config& config,
                                  Code code, std::string_view context) {
-  if (scope.service != "s3") {
+  if (scope.service != "s3" && scope.service != "s3express") {
     return Error(code, std::string(context) + "; incorrect service \"" + scope.service +
                            "\". This endpoint belongs to \"s3\".");
   }

@@ -76,9 +76,8 @@ std::optional<Error> check_location(const config::S3Config& config,
       .with("LocationConstraint", wanted);
 }
 
-// The optional CreateBucketConfiguration body: its LocationConstraint, if any. Sends the error
-// and returns false on failure.
-asio::awaitable<bool> read_location(Service& s, Request& r, std::optional<std::string>& location) {
+// The optional CreateBucketConfiguration body. Sends the error and returns false on failure.
+asio::awaitable<bool> read_configuration(Service& s, Request& r, BucketConfiguration& out) {
   auto reading = read_small_body(r);
   auto text = co_await std::move(reading);
   if (auto* e = std::get_if<Error>(&text)) {
@@ -90,21 +89,58 @@ asio::awaitable<bool> read_location(Service& s, Request& r, std::optional<std::s
     co_await s.send_error(r, std::move(*e));
     co_return false;
   }
-  location = std::get<std::optional<std::string>>(std::move(parsed));
+  out = std::get<BucketConfiguration>(std::move(parsed));
   co_return true;
+}
+
+// A directory bucket's configuration (S3 Express One Zone): a Location of type AvailabilityZone
+// naming the zone of the bucket's name, and a Bucket of type Directory.
+std::optional<Error> check_directory_configuration(const BucketConfiguration& c,
+                                                   std::string_view zone) {
+  if (c.bucket_type != "Directory" || c.location_type != "AvailabilityZone") {
+    return Error(Code::kInvalidRequest,
+                 "A directory bucket is created with a CreateBucketConfiguration whose Location "
+                 "Type is AvailabilityZone and whose Bucket Type is Directory.");
+  }
+  if (c.location_name != zone) {
+    return Error(Code::kInvalidArgument,
+                 "The Location Name must be the zone the bucket's name ends in.")
+        .with("ArgumentName", "Location.Name")
+        .with("ArgumentValue", c.location_name.value_or(""));
+  }
+  if (c.data_redundancy && c.data_redundancy != "SingleAvailabilityZone") {
+    return Error(Code::kInvalidArgument, "DataRedundancy must be SingleAvailabilityZone.")
+        .with("ArgumentName", "Bucket.DataRedundancy")
+        .with("ArgumentValue", *c.data_redundancy);
+  }
+  return std::nullopt;
+}
+
+// A CreateBucketConfiguration for the bucket `name` (a directory bucket's when `zone` is set).
+// A directory bucket's place is its zone, which hots3 takes as its own: no region is checked.
+std::optional<Error> check_configuration(const config::S3Config& config, std::string_view name,
+                                         std::optional<std::string_view> zone,
+                                         const BucketConfiguration& c) {
+  if (zone) return check_directory_configuration(c, *zone);
+  if (c.bucket_type || c.location_type) {
+    return Error(Code::kInvalidBucketName, "A directory bucket's name ends in --<zone>--x-s3.")
+        .with("BucketName", std::string(name));
+  }
+  return check_location(config, c.location_constraint);
 }
 
 }  // namespace
 
 asio::awaitable<void> create_bucket(Service& s, Request& r) {
-  if (!valid_bucket_name(r.bucket))
+  const std::optional<std::string_view> zone = directory_bucket_zone(r.bucket);
+  if (!zone && !valid_bucket_name(r.bucket))
     co_return co_await s.send_error(r,
                                     Error(Code::kInvalidBucketName).with("BucketName", r.bucket));
   if (auto e = check_bucket_options(r)) co_return co_await s.send_error(r, std::move(*e));
-  std::optional<std::string> location;
-  const bool location_read = co_await read_location(s, r, location);
-  if (!location_read) co_return;
-  if (auto e = check_location(s.config(), location))
+  BucketConfiguration configuration;
+  const bool configuration_read = co_await read_configuration(s, r, configuration);
+  if (!configuration_read) co_return;
+  if (auto e = check_configuration(s.config(), r.bucket, zone, configuration))
     co_return co_await s.send_error(r, std::move(*e));
   auto mine = [&s, &r] {
     auto existing = s.store().find_bucket(r.bucket);
@@ -156,6 +192,10 @@ asio::awaitable<void> head_bucket(Service& s, Request& r) {
   http::Response head = s.response(r, 200);
   head.add("x-amz-bucket-region", s.config().region);
   head.add("x-amz-access-point-alias", "false");
+  if (const auto zone = directory_bucket_zone(r.bucket)) {
+    head.add("x-amz-bucket-location-type", "AvailabilityZone");
+    head.add("x-amz-bucket-location-name", std::string(*zone));
+  }
   co_await s.send_empty(r, 200, std::move(head));
 }
 

@@ -34,6 +34,28 @@ bool valid_bucket_name(std::string_view name) {
   return !(digits_only && dots == 3);
 }
 
+std::optional<std::string_view> directory_bucket_zone(std::string_view name) {
+  constexpr std::string_view kSuffix = "--x-s3";
+  if (name.size() < 3 || name.size() > 63 || !name.ends_with(kSuffix)) return std::nullopt;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  for (char c : name) {
+    if (!alnum(c) && c != '-') return std::nullopt;
+  }
+  for (std::string_view prefix : {"xn--", "sthree-", "amzn-s3-demo-"}) {
+    if (name.starts_with(prefix)) return std::nullopt;
+  }
+  const std::string_view rest = name.substr(0, name.size() - kSuffix.size());
+  const std::size_t split = rest.rfind("--");
+  if (split == std::string_view::npos || split == 0) return std::nullopt;
+  const std::string_view base = rest.substr(0, split);
+  const std::string_view zone = rest.substr(split + 2);
+  if (zone.empty() || !alnum(base.front()) || !alnum(base.back()) || !alnum(zone.front()) ||
+      !alnum(zone.back())) {
+    return std::nullopt;
+  }
+  return zone;
+}
+
 std::optional<Error> validate_key(std::string_view key) {
   if (key.size() > kKeyBytesMax)
     return Error(Code::kKeyTooLong)

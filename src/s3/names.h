@@ -16,6 +16,11 @@ inline constexpr std::uint64_t kKeyBytesMax = 1024;
 // Amazon S3's rules for general purpose bucket names.
 bool valid_bucket_name(std::string_view name);
 
+// A directory bucket's name, base--zone--x-s3 (S3 Express One Zone's rules: 3 to 63 characters
+// of lowercase letters, digits and '-', no dots, the suffix required): its zone, or nullopt when
+// `name` is not one. hots3 takes any zone as its own.
+std::optional<std::string_view> directory_bucket_zone(std::string_view name);
+
 // Keys: UTF-8 without NUL, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.
 std::optional<Error> validate_key(std::string_view key);
 

@@ -77,14 +77,27 @@ std::variant<std::vector<ListedPart>, Error> parse_complete_request(std::string_
   return listed;
 }
 
-std::variant<std::optional<std::string>, Error> parse_create_bucket_configuration(
-    std::string_view body) {
-  if (body.empty()) return std::optional<std::string>();
+std::variant<BucketConfiguration, Error> parse_create_bucket_configuration(std::string_view body) {
+  BucketConfiguration c;
+  if (body.empty()) return c;
   auto doc = XmlDocument::parse(body);
   if (!doc || doc->root().name() != "CreateBucketConfiguration") return Error(Code::kMalformedXML);
-  if (auto element = doc->root().child("LocationConstraint"))
-    return std::optional<std::string>(element->text());
-  return std::optional<std::string>();
+  const XmlElement root = doc->root();
+  if (auto element = root.child("LocationConstraint")) c.location_constraint = element->text();
+  const auto text_of = [](const std::optional<XmlElement>& parent, std::string_view name) {
+    std::optional<std::string> out;
+    if (!parent) return out;
+    if (auto element = parent->child(name)) out = element->text();
+    return out;
+  };
+  const auto location = root.child("Location");
+  const auto bucket = root.child("Bucket");
+  c.location_type = text_of(location, "Type");
+  c.location_name = text_of(location, "Name");
+  c.bucket_type = text_of(bucket, "Type");
+  c.data_redundancy = text_of(bucket, "DataRedundancy");
+  if (c.location_constraint && (location || bucket)) return Error(Code::kMalformedXML);
+  return c;
 }
 
 std::optional<Error> check_restore_request(std::string_view body) {

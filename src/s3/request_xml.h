@@ -43,10 +43,18 @@ struct ListedPart {
 };
 std::variant<std::vector<ListedPart>, Error> parse_complete_request(std::string_view body);
 
-// CreateBucket's optional CreateBucketConfiguration: its LocationConstraint, if any; an empty
-// body is no configuration. Errors: MalformedXML.
-std::variant<std::optional<std::string>, Error> parse_create_bucket_configuration(
-    std::string_view body);
+// CreateBucket's optional CreateBucketConfiguration; an empty body is no configuration. A
+// general purpose bucket's gives a LocationConstraint; a directory bucket's a Location (Type,
+// Name) and a Bucket (Type, DataRedundancy), never with a LocationConstraint.
+struct BucketConfiguration {
+  std::optional<std::string> location_constraint;
+  std::optional<std::string> location_type;  // AvailabilityZone, LocalZone
+  std::optional<std::string> location_name;  // the zone
+  std::optional<std::string> bucket_type;    // Directory
+  std::optional<std::string> data_redundancy;
+};
+// Errors: MalformedXML.
+std::variant<BucketConfiguration, Error> parse_create_bucket_configuration(std::string_view body);
 
 // PutBucketAcl / PutObjectAcl: whether the policy grants exactly FULL_CONTROL to `owner_id` and
 // nothing else (the one ACL hots3 objects have). Errors: MalformedXML.

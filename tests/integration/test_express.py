@@ -424,5 +424,64 @@ class ExpressTest(unittest.TestCase):
                 self.assertEqual(got[size:], data(70000, 100 * round_number + winners[0]))
 
 
+
+class DirectoryBucketTest(unittest.TestCase):
+    """Directory buckets (base--zone--x-s3) created, described, used and deleted with boto3 signing
+    as S3 Express does for them (service s3express), the session handshake left out."""
+
+    BUCKET = "ckpt--use1-az4--x-s3"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = s3.hots3_server().start()
+        cls.s3 = boto3.client(
+            "s3", endpoint_url="http://127.0.0.1:%d" % cls.server.port, aws_access_key_id=s3.ACCESS_KEY,
+            aws_secret_access_key=s3.SECRET_KEY, region_name=s3.REGION,
+            config=Config(s3={"disable_s3_express_session_auth": True}, retries={"max_attempts": 1}))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def configuration(self, zone="use1-az4", kind="Directory"):
+        return {"Location": {"Type": "AvailabilityZone", "Name": zone},
+                "Bucket": {"DataRedundancy": "SingleAvailabilityZone", "Type": kind}}
+
+    def test_a_directory_bucket_is_created_described_used_and_deleted(self):
+        scopes = []
+
+        def note_scope(request, **_):
+            auth = request.headers.get("Authorization")
+            scopes.append(auth.decode() if isinstance(auth, bytes) else auth)
+        self.s3.meta.events.register("before-send.s3", note_scope)
+        self.s3.create_bucket(Bucket=self.BUCKET, CreateBucketConfiguration=self.configuration())
+        self.assertIn("/s3express/aws4_request", scopes[-1])  # signed as for S3 Express
+        head = self.s3.head_bucket(Bucket=self.BUCKET)["ResponseMetadata"]["HTTPHeaders"]
+        self.assertEqual((head["x-amz-bucket-location-type"], head["x-amz-bucket-location-name"]),
+                         ("AvailabilityZone", "use1-az4"))
+        body = data(3 * MiB + 1, 7)
+        self.s3.put_object(Bucket=self.BUCKET, Key="a/b", Body=body)
+        self.assertEqual(self.s3.get_object(Bucket=self.BUCKET, Key="a/b")["Body"].read(), body)
+        self.s3.delete_object(Bucket=self.BUCKET, Key="a/b")
+        self.s3.delete_bucket(Bucket=self.BUCKET)
+        with self.assertRaises(ClientError) as gone:
+            self.s3.head_bucket(Bucket=self.BUCKET)
+        self.assertEqual(gone.exception.response["ResponseMetadata"]["HTTPStatusCode"], 404)
+
+    def test_a_directory_bucket_needs_its_configuration_and_its_zone(self):
+        for bucket, kwargs, expected in (
+                ("other--use1-az4--x-s3", {}, "InvalidRequest"),
+                ("other--use1-az4--x-s3", {"CreateBucketConfiguration": self.configuration("use1-az5")},
+                 "InvalidArgument"),
+                ("other--use1-az4--x-s3", {"CreateBucketConfiguration": self.configuration(kind="General")},
+                 "InvalidRequest"),
+                ("other-use1-az4-x-s3", {"CreateBucketConfiguration": self.configuration()}, "InvalidBucketName"),
+                ("Other--use1-az4--x-s3", {"CreateBucketConfiguration": self.configuration()}, "InvalidBucketName")):
+            with self.assertRaises(ClientError) as refused:
+                self.s3.create_bucket(Bucket=bucket, **kwargs)
+            self.assertEqual(code(refused), expected, (bucket, kwargs))
+            with self.assertRaises(ClientError):
+                self.s3.head_bucket(Bucket=bucket)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -85,13 +85,30 @@ TEST(RequestXml, CompleteListsPartsAsSent) {
 }
 
 TEST(RequestXml, BucketConfigurationAndAcl) {
-  EXPECT_EQ(std::get<std::optional<std::string>>(parse_create_bucket_configuration("")),
-            std::nullopt);
-  EXPECT_EQ(std::get<std::optional<std::string>>(parse_create_bucket_configuration(
-                "<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint></"
-                "CreateBucketConfiguration>")),
+  const auto configuration = [](std::string_view body) {
+    return std::get<BucketConfiguration>(parse_create_bucket_configuration(body));
+  };
+  EXPECT_EQ(configuration("").location_constraint, std::nullopt);
+  EXPECT_EQ(configuration("<CreateBucketConfiguration><LocationConstraint>eu-west-1</"
+                          "LocationConstraint></CreateBucketConfiguration>")
+                .location_constraint,
             "eu-west-1");
   EXPECT_TRUE(std::holds_alternative<Error>(parse_create_bucket_configuration("<Bucket/>")));
+  // A directory bucket's, as boto3 sends it.
+  const BucketConfiguration directory = configuration(
+      "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Location>"
+      "<Type>AvailabilityZone</Type><Name>use1-az4</Name></Location><Bucket><DataRedundancy>"
+      "SingleAvailabilityZone</DataRedundancy><Type>Directory</Type></Bucket>"
+      "</CreateBucketConfiguration>");
+  EXPECT_EQ(directory.location_constraint, std::nullopt);
+  EXPECT_EQ(directory.location_type, "AvailabilityZone");
+  EXPECT_EQ(directory.location_name, "use1-az4");
+  EXPECT_EQ(directory.bucket_type, "Directory");
+  EXPECT_EQ(directory.data_redundancy, "SingleAvailabilityZone");
+  // Not both kinds at once.
+  EXPECT_TRUE(std::holds_alternative<Error>(parse_create_bucket_configuration(
+      "<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint><Bucket>"
+      "<Type>Directory</Type></Bucket></CreateBucketConfiguration>")));
   const std::string owner_only =
       "<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>me</ID></Grantee>"
       "<Permission>FULL_CONTROL</Permission></Grant></AccessControlList></AccessControlPolicy>";

@@ -3,6 +3,7 @@
 
 #include "s3/copy_source.h"
 #include "s3/errors.h"
+#include "s3/names.h"
 #include "s3/object_attributes.h"
 #include "s3/range.h"
 #include "s3/s3_xml.h"
@@ -50,6 +51,22 @@ TEST(Errors, FromErrc) {
 }
 
 // The syntax UploadPartCopy checks: which bounds a range names, before any object size.
+TEST(Names, DirectoryBucketsEndInTheirZoneAndXS3) {
+  EXPECT_EQ(directory_bucket_zone("ckpt--use1-az4--x-s3"), "use1-az4");
+  EXPECT_EQ(directory_bucket_zone("a--b--x-s3"), "b");
+  EXPECT_EQ(directory_bucket_zone("my-data--rack7--x-s3"), "rack7");
+  for (std::string_view name :
+       {"ckpt", "ckpt--x-s3", "--use1-az4--x-s3", "ckpt----x-s3", "ckpt--use1-az4-",
+        "Ckpt--az--x-s3", "ck.pt--az--x-s3", "ckpt---az--x-s3", "ckpt--az---x-s3",
+        "xn--ckpt--az--x-s3", "sthree-ckpt--az--x-s3", "ckpt--az--x-s3x"}) {
+    EXPECT_EQ(directory_bucket_zone(name), std::nullopt) << name;
+  }
+  EXPECT_EQ(directory_bucket_zone(std::string(52, 'a') + "--az1--x-s3"), "az1");  // 63
+  EXPECT_EQ(directory_bucket_zone(std::string(53, 'a') + "--az1--x-s3"), std::nullopt);
+  // Neither is a general purpose name.
+  EXPECT_FALSE(valid_bucket_name("ckpt--use1-az4--x-s3"));
+}
+
 TEST(Range, Syntax) {
   auto both = parse_byte_range("bytes=3-18446744073709551615");
   ASSERT_TRUE(both);
