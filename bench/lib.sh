@@ -165,13 +165,18 @@ relaunch_hots3() {
   now=$(date +%s.%N)
   HOTS3_START_S=$(python3 -c "print($now - $t0)")
   HOTS3_URL="http://127.0.0.1:$(cat "$WORK/hots3/port")"
-  until curl -sf -o /dev/null "$HOTS3_URL/health/ready"; do
-    kill -0 "$HOTS3_PID" 2>/dev/null || { echo "hots3 died: $(cat "$WORK/hots3/log")" >&2; exit 1; }
-    sleep 0.01
-  done
+  await_ready "$HOTS3_URL" "$HOTS3_PID" "$WORK/hots3/log"
   now=$(date +%s.%N)
   HOTS3_READY_S=$(python3 -c "print($now - $t0)")
   export AWS_ACCESS_KEY_ID=$BENCH_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$BENCH_SECRET_KEY AWS_DEFAULT_REGION=us-east-1
+}
+# await_ready URL PID LOG: until the server at URL answers /health/ready with 200; exits with
+# its LOG if process PID ends first.
+await_ready() {
+  until curl -sf -o /dev/null "$1/health/ready"; do
+    kill -0 "$2" 2>/dev/null || { echo "hots3 died: $(cat "$3")" >&2; exit 1; }
+    sleep 0.01
+  done
 }
 stop_hots3() {
   kill "$HOTS3_PID" 2>/dev/null || true

@@ -48,10 +48,7 @@ launch_local() {
   local t0 now
   t0=$(date +%s.%N)
   start_tier_server local "$LOCAL_TOML"
-  until curl -sf -o /dev/null "$URL_local/health/ready"; do
-    kill -0 "$PID_local" 2>/dev/null || { echo "hots3 died: $(cat "$WORK/local/log")" >&2; exit 1; }
-    sleep 0.01
-  done
+  await_ready "$URL_local" "$PID_local" "$WORK/local/log"
   now=$(date +%s.%N)
   READY_MS=$(python3 -c "print(round(1000 * ($now - $t0)))")
 }

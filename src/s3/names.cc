@@ -6,18 +6,29 @@
 
 namespace hots3::s3 {
 
+namespace {
+
+bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// The prefixes S3 keeps for itself, in names of either kind of bucket.
+bool reserved_prefix(std::string_view name) {
+  for (std::string_view prefix : {"xn--", "sthree-", "amzn-s3-demo-"}) {
+    if (name.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool valid_bucket_name(std::string_view name) {
   // Amazon S3's rules for general purpose buckets.
   if (name.size() < 3 || name.size() > 63) return false;
   for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) return false;
+    if (!lower_alnum(c) && c != '.' && c != '-') return false;
   }
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(name.front()) || !alnum(name.back())) return false;
+  if (!lower_alnum(name.front()) || !lower_alnum(name.back())) return false;
   if (name.find("..") != std::string_view::npos) return false;
-  for (std::string_view prefix : {"xn--", "sthree-", "amzn-s3-demo-"}) {
-    if (name.starts_with(prefix)) return false;
-  }
+  if (reserved_prefix(name)) return false;
   for (std::string_view suffix : {"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}) {
     if (name.ends_with(suffix)) return false;
   }
@@ -37,20 +48,17 @@ bool valid_bucket_name(std::string_view name) {
 std::optional<std::string_view> directory_bucket_zone(std::string_view name) {
   constexpr std::string_view kSuffix = "--x-s3";
   if (name.size() < 3 || name.size() > 63 || !name.ends_with(kSuffix)) return std::nullopt;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   for (char c : name) {
-    if (!alnum(c) && c != '-') return std::nullopt;
+    if (!lower_alnum(c) && c != '-') return std::nullopt;
   }
-  for (std::string_view prefix : {"xn--", "sthree-", "amzn-s3-demo-"}) {
-    if (name.starts_with(prefix)) return std::nullopt;
-  }
+  if (reserved_prefix(name)) return std::nullopt;
   const std::string_view rest = name.substr(0, name.size() - kSuffix.size());
   const std::size_t split = rest.rfind("--");
   if (split == std::string_view::npos || split == 0) return std::nullopt;
   const std::string_view base = rest.substr(0, split);
   const std::string_view zone = rest.substr(split + 2);
-  if (zone.empty() || !alnum(base.front()) || !alnum(base.back()) || !alnum(zone.front()) ||
-      !alnum(zone.back())) {
+  if (zone.empty() || !lower_alnum(base.front()) || !lower_alnum(base.back()) ||
+      !lower_alnum(zone.front()) || !lower_alnum(zone.back())) {
     return std::nullopt;
   }
   return zone;

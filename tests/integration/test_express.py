@@ -424,7 +424,6 @@ class ExpressTest(unittest.TestCase):
                 self.assertEqual(got[size:], data(70000, 100 * round_number + winners[0]))
 
 
-
 class DirectoryBucketTest(unittest.TestCase):
     """Directory buckets (base--zone--x-s3) created, described, used and deleted with boto3 signing
     as S3 Express does for them (service s3express), the session handshake left out."""
@@ -454,7 +453,10 @@ class DirectoryBucketTest(unittest.TestCase):
             auth = request.headers.get("Authorization")
             scopes.append(auth.decode() if isinstance(auth, bytes) else auth)
         self.s3.meta.events.register("before-send.s3", note_scope)
-        self.s3.create_bucket(Bucket=self.BUCKET, CreateBucketConfiguration=self.configuration())
+        try:
+            self.s3.create_bucket(Bucket=self.BUCKET, CreateBucketConfiguration=self.configuration())
+        finally:
+            self.s3.meta.events.unregister("before-send.s3", note_scope)
         self.assertIn("/s3express/aws4_request", scopes[-1])  # signed as for S3 Express
         head = self.s3.head_bucket(Bucket=self.BUCKET)["ResponseMetadata"]["HTTPHeaders"]
         self.assertEqual((head["x-amz-bucket-location-type"], head["x-amz-bucket-location-name"]),
@@ -482,6 +484,7 @@ class DirectoryBucketTest(unittest.TestCase):
             self.assertEqual(code(refused), expected, (bucket, kwargs))
             with self.assertRaises(ClientError):
                 self.s3.head_bucket(Bucket=bucket)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -188,12 +188,13 @@ class FaultProxy:
                     line = head.split(b"\r\n", 1)[0].split(b" ")
                     object_get = line[0] == b"GET" and len(line) > 1 and b"?" not in line[1]
                     asked = _header(head, b"range")
+                    condition = _header(head, b"if-match")
                     first = int(asked.split(b"=")[1].split(b"-")[0]) if asked else 0
                     path = line[1].decode("latin-1") if object_get else None
                     if object_get:
                         self.object_gets.append((path, asked.decode("latin-1") if asked else None))
-                        pinned = _header(head, b"if-match")
-                        self.object_get_conditions.append((path, pinned.decode("latin-1") if pinned else None))
+                        self.object_get_conditions.append(
+                            (path, condition.decode("latin-1") if condition is not None else None))
                         serving_get = True
                         self.object_gets_now += 1
                         self.object_gets_at_once = max(self.object_gets_at_once, self.object_gets_now)
@@ -216,7 +217,6 @@ class FaultProxy:
                     if replace:
                         self.fail_answer = False
                     refuse_head = head.startswith(b"HEAD ") and self.refuse_heads > 0
-                    condition = _header(head, b"if-match")
                     refuse_condition = condition is not None and (
                         self.refuse_if_match == "any"
                         or (self.refuse_if_match == "quoted" and condition.startswith(b'"')))

@@ -92,11 +92,11 @@ void register_pinned(Connection& c,
 // The conditions of the partial index objects_evictable, so that it gives the order;
 // `+bucket_id` keeps the planner off objects_key, which would read and sort every row of the
 // buckets.
-#define H3_EVICTABLE_VERSIONS                                                                  \
-  "o.tier_state = 1 AND o.is_inline = 0 AND coalesce(o.clean_ms, o.created_ms) < ?2 AND "      \
-  "+o.bucket_id IN (SELECT value FROM json_each(?1)) AND NOT EXISTS (SELECT 1 FROM tier_jobs " \
-  "j WHERE j.bucket_id = "                                                                     \
-  "o.bucket_id AND (j.key = o.key OR j.source_key = o.key)) AND NOT h3_pinned(o.bucket_id, o.key)"
+#define H3_EVICTABLE_VERSIONS                                                                    \
+  "o.tier_state = 1 AND o.is_inline = 0 AND coalesce(o.clean_ms, o.created_ms) < ?2 AND "        \
+  "+o.bucket_id IN (SELECT value FROM json_each(?1)) AND NOT EXISTS (SELECT 1 FROM tier_jobs j " \
+  "WHERE j.bucket_id = o.bucket_id AND (j.key = o.key OR j.source_key = o.key)) AND NOT "        \
+  "h3_pinned(o.bucket_id, o.key)"
 
 ObjectRecord read_object(const Query& q);
 // Every row `q` still yields, read as above.

@@ -1003,6 +1003,24 @@ TEST(CatalogMigration, Version12JobsMoveToATableInAcknowledgementOrderWithEveryt
             3);
 }
 
+TEST(CatalogMigration, Version15CleanVersionsCountAsCleanSinceTheyWereWritten) {
+  test::TempDir dir;
+  const std::string path = dir.file("catalog.db");
+  // A version-15 catalog with a version upstream and here, written at 5: its upload time was
+  // never recorded, so eviction counts from its write.
+  raw_sql(path, schema_at(15) +
+                    "INSERT INTO buckets(id, name, owner, created_ms, tier_mode) VALUES "
+                    "  (1, 'wb', 'o', 1, 1);"
+                    "INSERT INTO objects(bucket_id, key, id, size, etag, created_ms, accessed_ms, "
+                    "  is_inline, tier_state) VALUES (1, 'k', 7, 8192, 'e', 5, 5, 0, 1);");
+  auto catalog = Catalog::open({path});
+  EXPECT_EQ(catalog->schema_version(), kLatestSchema);
+  EXPECT_TRUE(catalog->eviction_candidates("[1]", 5, 4).value().empty());
+  const auto candidates = catalog->eviction_candidates("[1]", 6, 4).value();
+  ASSERT_EQ(candidates.size(), 1U);
+  EXPECT_EQ(candidates[0].id, 7);
+}
+
 TEST(CatalogMigration, Version13UploadsKeepTheirPartsAndHaveNoUpstreamSideYet) {
   test::TempDir dir;
   const std::string path = dir.file("catalog.db");
