@@ -162,7 +162,10 @@ int serve(const config::Config& config, const ServeOptions& options) {
     uploader.emplace(*store, config.tier, bucket_owner(users.users), options.tier_rebind);
     uploader->start();
   }
-  auto handler = s3::make_handler(*store, config.s3, users.users, health_probes(uploader),
+  config::S3Config s3 = config.s3;
+  s3.session_key = config::session_key(config.storage.data_dir);
+  if (s3.test_hooks) log::warn("s3.test_hooks is on: admins can move the session clock");
+  auto handler = s3::make_handler(*store, s3, users.users, health_probes(uploader),
                                   uploader ? &*uploader : nullptr, uploader ? &*uploader : nullptr);
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);

@@ -315,6 +315,7 @@ void read_s3(const std::string& path, const toml::table& table, S3Config& s3) {
   r.size("metadata_max", s3.metadata_max_bytes, 1, 64 * kKiB);
   r.boolean("region_check", s3.region_check);
   r.boolean("sigv2", s3.sigv2);
+  r.boolean("test_hooks", s3.test_hooks);
   r.done();
   if (s3.region.empty()) r.fail(table, "region", "must not be empty");
 }

@@ -1,17 +1,24 @@
 // The development key pair: generated once per data directory so that a server started with
 // no configuration at all can be used at once, and kept so that restarts do not break clients.
 
+#include "hots3/common/hex.h"
 #include "hots3/common/random.h"
 #include "hots3/config/config.h"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <array>
+#include <cerrno>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <sys/stat.h>
+#include <system_error>
+#include <unistd.h>
 
 namespace hots3::config {
 namespace {
@@ -95,6 +102,43 @@ ResolvedUsers resolve_users(const Config& config) {
     result.users.push_back(create_credentials(result.credentials_path));
   }
   return result;
+}
+
+std::string session_key(const std::string& data_dir) {
+  const std::string path = (std::filesystem::path(data_dir) / "session.key").string();
+  auto fail = [&path](const std::string& what) {
+    return ConfigError(fmt::format("{}: {}", path, what));
+  };
+  constexpr std::size_t kKeyBytes = 32;
+  auto read_key = [&] {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    auto bytes = from_hex(line);
+    if (!bytes || bytes->size() != kKeyBytes)
+      throw fail("not a session key (64 hex digits); delete it to make a new one");
+    return *bytes;
+  };
+  if (std::filesystem::exists(path)) return read_key();
+  std::array<std::uint8_t, kKeyBytes> key{};
+  random_bytes(std::as_writable_bytes(std::span(key)));
+  // Written whole to a temporary file and linked into place: a crash leaves no half-written key,
+  // and link(2) fails when another start made the key first, which is then read.
+  const std::string temp = path + ".tmp";
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw fail(std::error_code(errno, std::generic_category()).message());
+  const std::string text = to_hex(key) + "\n";
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                       ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) throw fail("cannot write the session key");
+  const int linked = ::link(temp.c_str(), path.c_str());
+  const int link_errno = errno;
+  ::unlink(temp.c_str());
+  if (linked == 0) return std::string(key.begin(), key.end());
+  if (link_errno != EEXIST)
+    throw fail(std::error_code(link_errno, std::generic_category()).message());
+  return read_key();
 }
 
 }  // namespace hots3::config

@@ -18,8 +18,16 @@
 namespace hots3::s3 {
 
 Authenticator::Authenticator(const config::S3Config& config, std::vector<config::UserConfig> users)
-    : config_(config), users_(std::move(users)) {
-  for (const auto& u : users_) by_access_key_.emplace(u.access_key, &u);
+    : config_(config),
+      users_(std::move(users)),
+      sessions_(config.session_key, [this](std::string_view name) -> const config::UserConfig* {
+        auto it = by_name_.find(std::string(name));
+        return it == by_name_.end() ? nullptr : it->second;
+      }) {
+  for (const auto& u : users_) {
+    by_access_key_.emplace(u.access_key, &u);
+    by_name_.emplace(u.name, &u);
+  }
 }
 
 std::optional<aws::SigningKey> Authenticator::verified_signing_key(const config::UserConfig& user,
@@ -229,8 +237,11 @@ std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
   if (auto* e = std::get_if<aws::ParseError>(&parsed))
     return Error(Code::kAuthorizationHeaderMalformed, e->message);
   auto& a = std::get<aws::Authorization>(parsed);
-  const config::UserConfig* user = user_for(a.access_key);
-  if (user == nullptr) return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", a.access_key);
+  // Signed with S3 Express session credentials: their token says whose they are.
+  const auto token = r.header("x-amz-s3session-token");
+  const config::UserConfig* user = token ? nullptr : user_for(a.access_key);
+  if (!token && user == nullptr)
+    return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", a.access_key);
   if (auto e = check_scope(a.scope, config_, Code::kAuthorizationHeaderMalformed,
                            "The authorization header is malformed"))
     return e;
@@ -265,9 +276,17 @@ std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
   if (auto e = payload_mode(r, *content_sha256)) return e;
 
   const SignedText text = signed_text(r, a, *amz_date, *content_sha256, {});
-  auto key = verified_signing_key(*user, a.scope, text.to_sign, a.signature);
-  if (!key) return signature_mismatch(a.access_key, text.to_sign, a.signature, text.canonical);
-  r.auth.user = user;
+  std::optional<aws::SigningKey> key;
+  if (token) {
+    auto verified = verify_session(r, a, *token, text.to_sign, text.canonical);
+    if (auto* e = std::get_if<Error>(&verified)) return std::move(*e);
+    key = std::get<aws::SigningKey>(verified);
+  } else {
+    key = verified_signing_key(*user, a.scope, text.to_sign, a.signature);
+    if (!key) return signature_mismatch(a.access_key, text.to_sign, a.signature, text.canonical);
+    r.auth.user = user;
+  }
+  r.auth.s3express = a.scope.service == "s3express";
   if (r.auth.payload == Payload::kStreamingSigned ||
       r.auth.payload == Payload::kStreamingSignedTrailer) {
     r.auth.signing =
@@ -276,13 +295,36 @@ std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
   return std::nullopt;
 }
 
+std::variant<aws::SigningKey, Error> Authenticator::verify_session(
+    Request& r, const aws::Authorization& a, std::string_view token,
+    const std::string& string_to_sign, const std::string& canonical_request) {
+  if (a.scope.service != "s3express") {
+    return Error(
+        Code::kAuthorizationHeaderMalformed,
+        "Session credentials sign for the service \"s3express\", not \"" + a.scope.service + "\".");
+  }
+  auto verified =
+      sessions_.verify(a.access_key, token, r.bucket, a.scope, string_to_sign, a.signature);
+  if (auto* e = std::get_if<Error>(&verified)) {
+    if (e->code == Code::kSignatureDoesNotMatch)
+      return signature_mismatch(a.access_key, string_to_sign, a.signature, canonical_request);
+    return std::move(*e);
+  }
+  const auto& v = std::get<Sessions::Verified>(verified);
+  r.auth.user = v.user;
+  r.auth.session = v.mode;
+  return v.signing_key;
+}
+
 std::optional<Error> Authenticator::authenticate_v4_query(Request& r) {
   auto parsed = aws::parse_presigned_v4(r.query);
   if (auto* e = std::get_if<aws::ParseError>(&parsed))
     return Error(Code::kAuthorizationQueryParametersError, e->message);
   auto& p = std::get<aws::PresignedV4>(parsed);
-  const config::UserConfig* user = user_for(p.authorization.access_key);
-  if (user == nullptr)
+  const std::string* token = r.param("X-Amz-S3session-Token");
+  const config::UserConfig* user =
+      token != nullptr ? nullptr : user_for(p.authorization.access_key);
+  if (token == nullptr && user == nullptr)
     return Error(Code::kInvalidAccessKeyId).with("AWSAccessKeyId", p.authorization.access_key);
   if (auto e = check_scope(p.authorization.scope, config_, Code::kAuthorizationQueryParametersError,
                            "Error parsing the X-Amz-Credential parameter"))
@@ -308,12 +350,18 @@ std::optional<Error> Authenticator::authenticate_v4_query(Request& r) {
   }
   const SignedText text =
       signed_text(r, p.authorization, p.amz_date, payload_hash, "X-Amz-Signature");
-  if (!verified_signing_key(*user, p.authorization.scope, text.to_sign,
-                            p.authorization.signature)) {
-    return signature_mismatch(p.authorization.access_key, text.to_sign, p.authorization.signature,
-                              text.canonical);
+  if (token != nullptr) {
+    auto verified = verify_session(r, p.authorization, *token, text.to_sign, text.canonical);
+    if (auto* e = std::get_if<Error>(&verified)) return std::move(*e);
+  } else {
+    if (!verified_signing_key(*user, p.authorization.scope, text.to_sign,
+                              p.authorization.signature)) {
+      return signature_mismatch(p.authorization.access_key, text.to_sign, p.authorization.signature,
+                                text.canonical);
+    }
+    r.auth.user = user;
   }
-  r.auth.user = user;
+  r.auth.s3express = p.authorization.scope.service == "s3express";
   return std::nullopt;
 }
 

@@ -5,6 +5,7 @@
 
 #include "errors.h"
 #include "request.h"
+#include "sessions.h"
 
 #include "hots3/aws/sigv4.h"
 #include "hots3/config/config.h"
@@ -26,11 +27,20 @@ class Authenticator {
   // error otherwise. Anonymous requests are refused. REQUIRES: locate(r) succeeded.
   std::optional<Error> authenticate(Request& r);
 
+  // The S3 Express sessions whose credentials authenticate() accepts.
+  Sessions& sessions() { return sessions_; }
+
  private:
   std::optional<Error> authenticate_v4_header(Request& r, std::string_view authorization);
   std::optional<Error> authenticate_v4_query(Request& r);
   std::optional<Error> authenticate_v2_query(Request& r);
   std::optional<Error> payload_mode(Request& r, std::string_view content_sha256);
+  // A SigV4 signature made with session credentials (`token` their session token): sets
+  // r.auth.user and r.auth.session and returns the signing key; the S3 error otherwise.
+  std::variant<aws::SigningKey, Error> verify_session(Request& r, const aws::Authorization& a,
+                                                      std::string_view token,
+                                                      const std::string& string_to_sign,
+                                                      const std::string& canonical_request);
   const config::UserConfig* user_for(std::string_view access_key) const;
   // The SigV4 signing key of a user for a scope, if `signature` is the signature of
   // `string_to_sign` under it; nullopt otherwise. Derived once per user, day and region (four
@@ -43,6 +53,8 @@ class Authenticator {
   const config::S3Config& config_;
   std::vector<config::UserConfig> users_;
   std::unordered_map<std::string, const config::UserConfig*> by_access_key_;
+  std::unordered_map<std::string, const config::UserConfig*> by_name_;
+  Sessions sessions_;
   std::mutex keys_mutex_;
   std::unordered_map<std::string, aws::SigningKey> signing_keys_;  // "access/date/region/service"
 };

@@ -129,6 +129,13 @@ constexpr std::array kTable = {
           "The pin would pass the bytes the bucket's pins may hold"},
     Entry{Code::kPrefetchTooLarge, "PrefetchTooLarge", 409,
           "The objects to fetch would not fit in the device's free and evictable space"},
+    Entry{Code::kExpiredToken, "ExpiredToken", 400, "The provided token has expired."},
+    Entry{Code::kInvalidToken, "InvalidToken", 400,
+          "The provided token is malformed or otherwise invalid."},
+    Entry{Code::kNotSupported, "NotSupported", 400,
+          "The request is not supported for this type of bucket."},
+    Entry{Code::kInvalidStorageClass, "InvalidStorageClass", 400,
+          "The storage class you specified is not valid"},
 };
 
 constexpr std::size_t kInternalErrorAt = [] {

@@ -70,6 +70,11 @@ enum class Code : std::uint8_t {
   kRestoreAlreadyInProgress,
   kPinLimitExceeded,  // hots3's own: a pin past the bucket's pin_max
   kPrefetchTooLarge,  // hots3's own: a prefetch past the device's free and evictable space
+  // S3 Express One Zone sessions and directory buckets.
+  kExpiredToken,
+  kInvalidToken,
+  kNotSupported,
+  kInvalidStorageClass,
 };
 
 struct Error {

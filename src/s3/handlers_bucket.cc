@@ -1,5 +1,5 @@
-// Service- and bucket-level operations: ListBuckets, CreateBucket, DeleteBucket, HeadBucket,
-// GetBucketLocation, ListObjects (V1 and V2), and the bucket sub-resources hots3 answers.
+// Bucket-level operations: CreateBucket, DeleteBucket, HeadBucket, GetBucketLocation, ListObjects
+// (V1 and V2), and the bucket sub-resources hots3 answers.
 
 #include "acl.h"
 #include "body.h"
@@ -22,23 +22,6 @@
 #include <charconv>
 
 namespace hots3::s3 {
-
-asio::awaitable<void> list_buckets(Service& s, Request& r) {
-  auto buckets = s.store().list_buckets();
-  if (!buckets) co_return co_await s.send_error(r, from_errc(buckets.error()));
-  XmlWriter xml("ListAllMyBucketsResult");
-  write_owner(xml, r.auth.user->name);
-  xml.open("Buckets");
-  for (const auto& b : *buckets) {
-    if (!allowed(*r.auth.user, b, Access::kRead)) continue;
-    xml.open("Bucket");
-    xml.element("Name", b.name);
-    xml.element("CreationDate", iso8601(b.created_ms));
-    xml.close();
-  }
-  xml.close();
-  co_await s.send_xml(r, 200, xml.finish());
-}
 
 namespace {
 

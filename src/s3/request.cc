@@ -1,5 +1,7 @@
 #include "request.h"
 
+#include "names.h"
+
 #include "hots3/common/text.h"
 
 #include <algorithm>
@@ -114,7 +116,13 @@ std::optional<Error> locate(Request& r, const config::S3Config& config) {
   const std::string_view rest = std::string_view(r.path).substr(1);
   const auto slash = rest.find('/');
   r.bucket = std::string(rest.substr(0, slash));
-  r.key = slash == std::string_view::npos ? std::string() : std::string(rest.substr(slash + 1));
+  std::string_view key =
+      slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  // The JavaScript SDK addresses a directory bucket path-style (an IP endpoint) as
+  // "/bucket//key": its endpoint's path "/" and then the key's. A directory's name is never
+  // empty, so in a directory bucket the first '/' after the bucket's is that separator.
+  if (key.starts_with('/') && directory_bucket_zone(r.bucket)) key.remove_prefix(1);
+  r.key = std::string(key);
   return std::nullopt;
 }
 

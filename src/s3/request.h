@@ -26,8 +26,14 @@ enum class Payload : std::uint8_t {
   kStreamingUnsignedTrailer,  // STREAMING-UNSIGNED-PAYLOAD-TRAILER
 };
 
+// A request signed with S3 Express session credentials (sessions.h) does what the session's
+// mode allows, in the session's bucket only.
+enum class SessionMode : std::uint8_t { kNone, kReadWrite, kReadOnly };
+
 struct Authenticated {
   const config::UserConfig* user = nullptr;
+  SessionMode session = SessionMode::kNone;  // kNone: signed with the user's own keys
+  bool s3express = false;                    // the credential scope's service is s3express
   Payload payload = Payload::kUnsigned;
   std::string payload_sha256;                              // kSha256: the expected hex digest
   std::optional<aws::AwsChunkedDecoder::Signing> signing;  // signed streaming modes

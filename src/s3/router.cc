@@ -39,8 +39,8 @@ constexpr std::string_view kSubresources[] = {
     "replication", "requestPayment", "restore", "retention", "select", "session", "tagging",
     "torrent", "uploadId", "uploads", "versioning", "versions", "website",
     // hots3's own
-    "x-hots3-adopt", "x-hots3-evict", "x-hots3-flush", "x-hots3-lost", "x-hots3-parked",
-    "x-hots3-pin", "x-hots3-prefetch", "x-hots3-unpin"};
+    "x-hots3-adopt", "x-hots3-clock", "x-hots3-evict", "x-hots3-flush", "x-hots3-lost",
+    "x-hots3-parked", "x-hots3-pin", "x-hots3-prefetch", "x-hots3-unpin"};
 
 asio::awaitable<void> list_objects_v1_or_v2(Service& s, Request& r) {
   const std::string* list_type = r.param("list-type");
@@ -57,11 +57,13 @@ asio::awaitable<void> put_or_copy_object(Service& s, Request& r) {
 
 using http::Method;
 constexpr Route kRoutes[] = {
-    {Method::kGet, Target::kService, "", list_buckets},
+    {Method::kGet, Target::kService, "", list_buckets_or_directory_buckets},
+    {Method::kPost, Target::kService, "x-hots3-clock", advance_session_clock},  // test_hooks
 
     {Method::kGet, Target::kBucket, "", list_objects_v1_or_v2},
     {Method::kGet, Target::kBucket, "location", get_bucket_location},
     {Method::kGet, Target::kBucket, "uploads", list_multipart_uploads},
+    {Method::kGet, Target::kBucket, "session", create_session},  // directory buckets
     // Bucket configuration hots3 does not have: answered truthfully (none, owner only).
     {Method::kGet, Target::kBucket, "acl", bucket_subresource},
     {Method::kGet, Target::kBucket, "versioning", bucket_subresource},

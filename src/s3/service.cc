@@ -44,6 +44,13 @@ asio::awaitable<void> Service::handle(http::Exchange& exchange) {
                r.head.method_string, http::loggable_target(r.head.target), code_name(e->code));
     co_return co_await send_error(r, std::move(*e));
   }
+  // A ReadOnly session reads: GetObject, HeadObject, ListObjectsV2, GetObjectAttributes,
+  // ListParts, ListMultipartUploads, all of them GET or HEAD.
+  if (r.auth.session == SessionMode::kReadOnly && r.head.method != http::Method::kGet &&
+      r.head.method != http::Method::kHead) {
+    co_return co_await send_error(
+        r, Error(Code::kAccessDenied, "A ReadOnly session cannot change the bucket."));
+  }
   auto routed = route(r);
   if (auto* e = std::get_if<Error>(&routed)) co_return co_await send_error(r, std::move(*e));
   co_await std::get<Operation>(routed)(*this, r);

@@ -60,6 +60,7 @@ class Service final : public http::Handler {
   FillFlights& fill_flights() { return fill_flights_; }
   ValidatedTimes& validated() { return validated_; }
   MissingKeys& missing_keys() { return missing_keys_; }
+  Sessions& sessions() { return authenticator_.sessions(); }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
@@ -182,5 +183,9 @@ asio::awaitable<void> list_multipart_uploads(Service& s, Request& r);
 asio::awaitable<void> rename_object(Service& s, Request& r);  // PUT /bucket/key?renameObject
 // PutObject with x-amz-write-offset-bytes (put_object hands it over once the bucket is known).
 asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecord bucket);
+asio::awaitable<void> create_session(Service& s, Request& r);  // GET /bucket?session
+// GET / signed for s3express, or with x-id=ListDirectoryBuckets; ListBuckets otherwise.
+asio::awaitable<void> list_buckets_or_directory_buckets(Service& s, Request& r);
+asio::awaitable<void> advance_session_clock(Service& s, Request& r);  // hots3's own, test_hooks
 
 }  // namespace hots3::s3

@@ -19,6 +19,7 @@ import s3_support as s3  # noqa: E402
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUCKET = "alice-data"
+DIRECTORY_BUCKET = "alice-dir--z1--x-s3"
 
 USERS = """
 [[users]]
@@ -57,7 +58,8 @@ ACL_BODY = b"""<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>x</ID
 
 class Op:
     """One row: an S3 operation, the route it takes (router.cc's function name), the access it
-    needs ("read", "write", "owner", "create" for CreateBucket, "any" for ListBuckets) and its
+    needs ("read", "write", "owner", "create" for CreateBucket, "any" for ListBuckets, "read or
+    write" for CreateSession) and its
     status on success. `prepare(ctx)` makes what one attempt needs and returns the request's
     (method, path, query, headers, body)."""
 
@@ -70,7 +72,15 @@ def obj(path="k"):
 
 
 OPERATIONS = [
-    Op("ListBuckets", "list_buckets", "any", 200, lambda c: ("GET", "/", [], {}, b"")),
+    Op("ListBuckets", "list_buckets_or_directory_buckets", "any", 200, lambda c: ("GET", "/", [], {}, b"")),
+    Op("ListDirectoryBuckets", "list_buckets_or_directory_buckets", "any", 200,
+       lambda c: ("GET", "/", [("x-id", "ListDirectoryBuckets")], {}, b"")),
+    # A session of the most the caller may have: ReadWrite with a write grant, ReadOnly with a read one.
+    Op("CreateSession", "create_session", "read or write", 200,
+       lambda c: ("GET", "/" + DIRECTORY_BUCKET, [("session", "")], {}, b"")),
+    # The session clock moves only on a server with s3.test_hooks, which this one is not.
+    Op("MoveSessionClock", "advance_session_clock", "any", 501,
+       lambda c: ("POST", "/", [("x-hots3-clock", ""), ("advance-seconds", "1")], {}, b"")),
     Op("CreateBucket", "create_bucket", "create", 200, lambda c: ("PUT", "/alice-new-%d" % c.next(), [], {}, b"")),
     Op("DeleteBucket", "delete_bucket", "owner", 204, lambda c: ("DELETE", "/" + c.empty_bucket(), [], {}, b"")),
     Op("HeadBucket", "head_bucket", "read", 200, lambda c: ("HEAD", "/" + BUCKET, [], {}, b"")),
@@ -159,6 +169,7 @@ def expected(op, caller):
         "read": caller in ("owner", "read grant"),
         "write": caller in ("owner", "write grant"),
         "readwrite": caller == "owner",  # the copy's source must be readable, its target writable
+        "read or write": caller in ("owner", "read grant", "write grant"),
     }[op.access]
     return op.ok if allowed else 403
 
@@ -251,6 +262,9 @@ class AuthorizationMatrix(unittest.TestCase):
         with s3.hots3_server(USERS) as server:
             ctx = Context(server.port)
             ctx.must(ctx.send("PUT", "/" + BUCKET))
+            ctx.must(ctx.send("PUT", "/" + DIRECTORY_BUCKET, body=(
+                b"<CreateBucketConfiguration><Location><Type>AvailabilityZone</Type><Name>z1</Name></Location>"
+                b"<Bucket><Type>Directory</Type></Bucket></CreateBucketConfiguration>")))
             ctx.must(ctx.send("PUT", obj(), body=b"the object"))
             failures = []
             for op in OPERATIONS:

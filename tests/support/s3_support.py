@@ -123,13 +123,14 @@ class SignedRequest:
 
     def __init__(self, method, path, query=(), headers=None, payload_hash=None, body=b"",
                  access=ACCESS_KEY, secret=SECRET_KEY, when=None, port=None, region=REGION, unsigned=(),
-                 amz_date=None):
+                 amz_date=None, service="s3"):
         """`unsigned`: names of headers sent but left out of SignedHeaders. `amz_date`: the
-        x-amz-date to send and sign instead of `when`'s (malformed ones, say)."""
+        x-amz-date to send and sign instead of `when`'s (malformed ones, say). `service`: the
+        scope's (s3express for directory buckets)."""
         when = when or datetime.datetime.now(datetime.timezone.utc)
         self.amz_date = amz_date or when.strftime("%Y%m%dT%H%M%SZ")
         self.date = when.strftime("%Y%m%d")
-        self.scope = "%s/%s/s3/aws4_request" % (self.date, region)
+        self.scope = "%s/%s/%s/aws4_request" % (self.date, region, service)
         self.method = method
         self.path = path
         self.query = list(query)
@@ -151,7 +152,7 @@ class SignedRequest:
         ])
         to_sign = "\n".join(["AWS4-HMAC-SHA256", self.amz_date, self.scope,
                              hashlib.sha256(canonical.encode()).hexdigest()])
-        self.key = signing_key(secret, self.date, region)
+        self.key = signing_key(secret, self.date, region, service)
         self.signature = hmac.new(self.key, to_sign.encode(), hashlib.sha256).hexdigest()
         self.headers["authorization"] = (
             "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s"

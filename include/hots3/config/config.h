@@ -122,7 +122,13 @@ struct S3Config {
   bool region_check = false;
   // SigV2 presigned URLs (AWSAccessKeyId, Expires, Signature) are accepted; false: InvalidRequest.
   bool sigv2 = true;
+  // POST /?x-hots3-clock&advance-seconds=N (admins) moves the clock that S3 Express sessions
+  // expire by, for tests of their expiry; off: NotImplemented.
+  bool test_hooks = false;
   MultipartConfig multipart;  // read from the top-level [multipart] table
+  // Not read from TOML: the key that S3 Express session credentials are derived from, the
+  // data directory's (session_key); "" = a random one for this process.
+  std::string session_key;
 };
 
 // Tiering (TOML [tier]): upstream S3 endpoints that hold the golden copy, and the local buckets
@@ -336,5 +342,11 @@ struct ResolvedUsers {
   std::string credentials_path;
 };
 ResolvedUsers resolve_users(const Config& config);
+
+// The key S3 Express session credentials are derived from: 32 random bytes generated at first
+// start into <data_dir>/session.key (owner-only) and read afterwards, so that a session outlives
+// a restart (SDKs keep theirs until it expires). Deleting the file revokes every session at the
+// next start. Throws ConfigError when it cannot be read or written.
+std::string session_key(const std::string& data_dir);
 
 }  // namespace hots3::config

@@ -7,13 +7,8 @@
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Readable } from "node:stream";
-import { setTimeout as sleep } from "node:timers/promises";
 
 import {
   AbortMultipartUploadCommand,
@@ -40,56 +35,13 @@ import {
 import { Upload } from "@aws-sdk/lib-storage";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 
+import { startServer } from "./hots3_server.mjs";
+
 const ACCESS = "HOTS3NODETESTACCESS1";
 const SECRET = "hots3-node-test-secret-0123456789abcdef";
 
 let server;
-let dir;
 let endpoint;
-
-function startServer() {
-  dir = mkdtempSync(join(process.env.HOTS3_TEST_TMPDIR ?? tmpdir(), "hots3-node-"));
-  const config = join(dir, "hots3.toml");
-  writeFileSync(
-    config,
-    `[http]
-threads = 2
-[storage]
-device_size = "2GiB"
-cache_size = "64MiB"
-[log]
-access_log = ""
-[[users]]
-name = "node"
-access_key = "${ACCESS}"
-secret_key = "${SECRET}"
-admin = true
-`,
-  );
-  const portFile = join(dir, "port");
-  const bin = process.env.HOTS3_BIN ?? "build/src/hots3";
-  const env = { ...process.env };
-  delete env.HOTS3_ACCESS_KEY;
-  delete env.HOTS3_SECRET_KEY;
-  server = spawn(
-    bin,
-    ["serve", "--config", config, "--data", join(dir, "data"), "--listen", "127.0.0.1:0", "--port-file", portFile],
-    { env, stdio: ["ignore", "ignore", "pipe"] },
-  );
-  let stderr = "";
-  server.stderr.on("data", (d) => (stderr += d));
-  return (async () => {
-    for (let i = 0; i < 400; i++) {
-      if (server.exitCode !== null) throw new Error(`hots3 exited: ${stderr}`);
-      if (existsSync(portFile)) {
-        const port = readFileSync(portFile, "utf8").trim();
-        if (port) return `http://127.0.0.1:${port}`;
-      }
-      await sleep(25);
-    }
-    throw new Error("hots3 did not write its port file");
-  })();
-}
 
 function client(extra = {}) {
   return new S3Client({
@@ -114,18 +66,12 @@ const errorOf = async (promise) => {
 };
 
 before(async () => {
-  endpoint = await startServer();
+  server = await startServer(ACCESS, SECRET);
+  endpoint = server.endpoint;
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once("exit", resolve));
-    server.kill("SIGTERM");
-    const code = await Promise.race([exited, sleep(30000, "timeout", { ref: false })]);
-    if (code === "timeout") server.kill("SIGKILL");
-    assert.equal(code, 0, "hots3 exits 0 on SIGTERM");
-  }
-  rmSync(dir, { recursive: true, force: true });
+  if (server) await server.stop();
 });
 
 for (const [label, options] of [
