@@ -227,6 +227,28 @@ std::optional<Error> read_list_position(const Request& r, ListParameters& p) {
   return std::nullopt;
 }
 
+// What S3 Express lists in a directory bucket: ListObjectsV2 only, '/' the only delimiter, and
+// prefixes that end in it (a directory). (Its StartAfter, which S3 Express refuses, is honoured.)
+std::optional<Error> directory_listing(const ListParameters& p) {
+  if (!p.v2) {
+    return Error(Code::kNotSupported,
+                 "ListObjects is not supported for directory buckets; use ListObjectsV2.");
+  }
+  if (!p.query.delimiter.empty() && p.query.delimiter != "/") {
+    return Error(Code::kInvalidArgument, "A directory bucket's only delimiter is '/'.")
+        .with("ArgumentName", "delimiter")
+        .with("ArgumentValue", p.query.delimiter.substr(0, 256));
+  }
+  if (!p.query.prefix.empty() && !p.query.prefix.ends_with('/')) {
+    return Error(Code::kInvalidArgument,
+                 "This bucket does not support a prefix that does not end in a delimiter. Specify "
+                 "a prefix path ending with a delimiter and try again.")
+        .with("ArgumentName", "prefix")
+        .with("ArgumentValue", p.query.prefix.substr(0, 256));
+  }
+  return std::nullopt;
+}
+
 std::variant<ListParameters, Error> list_parameters(const Request& r, bool v2) {
   ListParameters p;
   p.v2 = v2;
@@ -253,6 +275,9 @@ std::variant<ListParameters, Error> list_parameters(const Request& r, bool v2) {
   if (auto e = read_list_position(r, p)) return std::move(*e);
   const std::string* fetch_owner = r.param("fetch-owner");
   p.fetch_owner = !v2 || (fetch_owner != nullptr && *fetch_owner == "true");
+  if (directory_bucket_zone(r.bucket)) {
+    if (auto e = directory_listing(p)) return std::move(*e);
+  }
   return p;
 }
 
@@ -295,7 +320,7 @@ std::string list_result(const ListParameters& p, const storage::BucketRecord& bu
     if (o.checksum_algorithm) xml.element("ChecksumAlgorithm", *o.checksum_algorithm);
     xml.element("Size", o.size_bytes);
     if (p.fetch_owner) write_owner(xml, bucket.owner);
-    xml.element("StorageClass", "STANDARD");
+    xml.element("StorageClass", storage_class(bucket.name));
     xml.close();
   }
   for (const auto& prefix : page.common_prefixes) {

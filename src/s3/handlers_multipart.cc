@@ -466,7 +466,8 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   std::vector<storage::TierPart> teed_parts;
   auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
       -> Result<storage::ObjectStore::CompletionPlan> {
-    auto planned = plan_completion(up, parts, listed, claimed_object_checksum);
+    auto planned = plan_completion(up, parts, listed, claimed_object_checksum,
+                                   directory_bucket_zone(r.bucket).has_value());
     if (auto* e = std::get_if<Error>(&planned)) {
       plan_error = std::move(*e);
       return errc::kInvalidArgument;
@@ -581,7 +582,7 @@ asio::awaitable<void> list_parts(Service& s, Request& r) {
   xml.element("DisplayName", upload.owner);
   xml.close();
   write_owner(xml, bucket->owner);
-  xml.element("StorageClass", "STANDARD");
+  xml.element("StorageClass", storage_class(bucket->name));
   xml.element("PartNumberMarker", static_cast<std::uint64_t>(marker));
   if (!parts->empty())
     xml.element("NextPartNumberMarker", static_cast<std::uint64_t>(parts->back().part_number));
@@ -653,7 +654,7 @@ asio::awaitable<void> list_multipart_uploads(Service& s, Request& r) {
     xml.element("DisplayName", u.owner);
     xml.close();
     write_owner(xml, bucket->owner);
-    xml.element("StorageClass", "STANDARD");
+    xml.element("StorageClass", storage_class(bucket->name));
     xml.element("Initiated", iso8601(u.created_ms));
     if (u.checksum_algorithm) xml.element("ChecksumAlgorithm", *u.checksum_algorithm);
     xml.close();

@@ -584,7 +584,8 @@ asio::awaitable<void> get_object_attributes(Service& s, Request& r) {
   }
   http::Response head = s.response(r, 200);
   head.add("Last-Modified", http_date(object.created_ms));
-  co_await s.send_xml(r, 200, attributes_response(asked, object, parts), std::move(head));
+  co_await s.send_xml(r, 200, attributes_response(asked, object, parts, storage_class(r.bucket)),
+                      std::move(head));
 }
 
 // ---- object sub-resources ---------------------------------------------------------------------

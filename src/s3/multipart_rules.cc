@@ -87,7 +87,8 @@ std::optional<Error> check_claimed_algorithm(const UploadChecksums& upload,
 
 std::variant<storage::ObjectStore::CompletionPlan, Error> plan_completion(
     const storage::UploadRecord& upload, const std::vector<storage::PartRecord>& stored,
-    const std::vector<ListedPart>& listed, const std::optional<std::string>& claimed) {
+    const std::vector<ListedPart>& listed, const std::optional<std::string>& claimed,
+    bool consecutive) {
   const UploadChecksums checksums = upload_checksums(upload);
   const std::optional<aws::ChecksumAlgorithm>& algorithm = checksums.algorithm;
   const aws::ChecksumAlgorithm object_algorithm = checksums.object_algorithm();
@@ -104,6 +105,12 @@ std::variant<storage::ObjectStore::CompletionPlan, Error> plan_completion(
   // S3's order of checks: the list's order first, then each part.
   for (std::size_t i = 1; i < listed.size(); ++i) {
     if (listed[i].number <= listed[i - 1].number) return Error(Code::kInvalidPartOrder);
+  }
+  for (std::size_t i = 0; consecutive && i < listed.size(); ++i) {
+    if (listed[i].number != i + 1) {
+      return Error(Code::kInvalidPartOrder,
+                   "In a directory bucket the parts are numbered from 1 with none left out.");
+    }
   }
   std::vector<std::string_view> part_md5s;
   part_md5s.reserve(listed.size());

@@ -50,9 +50,12 @@ UploadChecksums upload_checksums(const storage::UploadRecord& upload);
 // InvalidPartOrder, InvalidPart (not stored, another ETag, another checksum), InvalidRequest (a
 // composite upload's part listed without its checksum, a part stored without one),
 // EntityTooSmall (a part but the last under 5 MiB), BadDigest (the claimed checksum differs).
+// `consecutive` (a directory bucket's rule): the parts listed are 1, 2, 3 and so on, none left out
+// (InvalidPartOrder otherwise).
 std::variant<storage::ObjectStore::CompletionPlan, Error> plan_completion(
     const storage::UploadRecord& upload, const std::vector<storage::PartRecord>& stored,
-    const std::vector<ListedPart>& listed, const std::optional<std::string>& claimed);
+    const std::vector<ListedPart>& listed, const std::optional<std::string>& claimed,
+    bool consecutive = false);
 
 // InvalidRequest when the client's checksum algorithm on Complete is not the object's.
 std::optional<Error> check_claimed_algorithm(const UploadChecksums& upload,

@@ -90,4 +90,8 @@ std::optional<Error> check_version_id(const Request& r) {
   return Error(Code::kNoSuchVersion).with("Key", r.key).with("VersionId", *version);
 }
 
+std::string_view storage_class(std::string_view name) {
+  return directory_bucket_zone(name) ? "EXPRESS_ONEZONE" : "STANDARD";
+}
+
 }  // namespace hots3::s3

@@ -21,6 +21,10 @@ bool valid_bucket_name(std::string_view name);
 // `name` is not one. hots3 takes any zone as its own.
 std::optional<std::string_view> directory_bucket_zone(std::string_view name);
 
+// The storage class of every object in the bucket `name`: EXPRESS_ONEZONE in a directory bucket
+// (the only class S3 Express has), STANDARD in the others.
+std::string_view storage_class(std::string_view name);
+
 // Keys: UTF-8 without NUL, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.
 std::optional<Error> validate_key(std::string_view key);
 

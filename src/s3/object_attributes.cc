@@ -62,7 +62,8 @@ std::variant<AttributesRequest, Error> attributes_request(const Request& r) {
 }
 
 std::string attributes_response(const AttributesRequest& asked, const storage::ObjectRecord& object,
-                                const std::vector<storage::ObjectPartRecord>& parts) {
+                                const std::vector<storage::ObjectPartRecord>& parts,
+                                std::string_view storage_class) {
   const std::vector<StoredChecksum> stored = stored_checksums(object.checksums);
   XmlWriter xml("GetObjectAttributesResponse");
   if (asked.etag) xml.element("ETag", object.etag);  // without quotes, unlike the header
@@ -103,7 +104,7 @@ std::string attributes_response(const AttributesRequest& asked, const storage::O
     }
     xml.close();
   }
-  if (asked.storage_class) xml.element("StorageClass", "STANDARD");
+  if (asked.storage_class) xml.element("StorageClass", storage_class);
   if (asked.object_size) xml.element("ObjectSize", object.size_bytes);
   return xml.finish();
 }

@@ -30,8 +30,9 @@ struct AttributesRequest {
 std::variant<AttributesRequest, Error> attributes_request(const Request& r);
 
 // The GetObjectAttributesResponse document. `parts` are all of a multipart object's parts in
-// order (empty for an object in one piece, which has no ObjectParts).
+// order (empty for an object in one piece, which has no ObjectParts); `storage_class` its bucket's.
 std::string attributes_response(const AttributesRequest& asked, const storage::ObjectRecord& object,
-                                const std::vector<storage::ObjectPartRecord>& parts);
+                                const std::vector<storage::ObjectPartRecord>& parts,
+                                std::string_view storage_class);
 
 }  // namespace hots3::s3

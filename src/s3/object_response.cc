@@ -2,6 +2,7 @@
 
 #include "conditions.h"
 #include "multipart_rules.h"
+#include "names.h"
 #include "object_spec.h"
 #include "range.h"
 #include "time_format.h"
@@ -88,6 +89,8 @@ void add_object_headers(http::Response& head, const Request& r, const storage::O
                      object.headers.content_encoding);
   head.add("Last-Modified", http_date(object.created_ms));
   head.add("ETag", quoted(object.etag));
+  // S3 names the class of an object that is not STANDARD: a directory bucket's all are not.
+  if (directory_bucket_zone(r.bucket)) head.add("x-amz-storage-class", "EXPRESS_ONEZONE");
   head.add("Accept-Ranges", "bytes");
   for (const auto& [name, value] : object.user_metadata) head.add("x-amz-meta-" + name, value);
   if (selection.part_number) {

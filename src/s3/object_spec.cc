@@ -2,6 +2,8 @@
 
 #include "object_spec.h"
 
+#include "names.h"
+
 #include "hots3/common/hex.h"
 #include "hots3/common/text.h"
 
@@ -23,7 +25,10 @@ std::variant<storage::ObjectSpec, Error> object_spec(const Request& r,
       acl && *acl != "private" && *acl != "bucket-owner-full-control") {
     return Error(Code::kNotImplemented, "Only the private canned ACL is supported.");
   }
-  if (auto cls = r.header("x-amz-storage-class"); cls && *cls != "STANDARD") {
+  if (auto cls = r.header("x-amz-storage-class"); cls && *cls != storage_class(r.bucket)) {
+    // A directory bucket has one class (S3 Express's); hots3 has no other for the rest.
+    if (directory_bucket_zone(r.bucket))
+      return Error(Code::kInvalidStorageClass, "A directory bucket stores EXPRESS_ONEZONE only.");
     return Error(Code::kNotImplemented, "Only the STANDARD storage class is supported.");
   }
   storage::ObjectSpec spec;

@@ -82,12 +82,12 @@ class SessionTest(s3.ServerTestCase):
         return creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"]
 
     def with_session(self, method, path, credentials, headers=None, body=b"", service="s3express",
-                     unsigned=()):
+                     unsigned=(), query=()):
         """A request signed by hand with session credentials."""
         access, secret, token = credentials
         h = {"x-amz-s3session-token": token}
         h.update(headers or {})
-        return self.signed(method, path, headers=h, body=body, access=access, secret=secret,
+        return self.signed(method, path, query=query, headers=h, body=body, access=access, secret=secret,
                            service=service, unsigned=unsigned)
 
     def advance_clock(self, seconds):
@@ -213,7 +213,7 @@ class SessionTest(s3.ServerTestCase):
         self.assertEqual(r.status, 403)
         self.assertIn(b"x-amz-s3session-token", r.body)
         # A session cannot make another, and exists only for directory buckets.
-        self.assertEqual(self.with_session("GET", "/%s" % a, mine).status, 200)
+        self.assertEqual(self.with_session("GET", "/%s" % a, mine, query=[("list-type", "2")]).status, 200)
         r = self.signed("GET", "/%s" % a, query=[("session", "")], headers={"x-amz-s3session-token": token},
                         access=access, secret=secret, service="s3express")
         self.assertIn(b"AccessDenied", r.body)
@@ -268,6 +268,81 @@ class SessionTest(s3.ServerTestCase):
             self.assertEqual(c.get_object(Bucket=bucket, Key="plain")["Body"].read(), b"no session")
             self.assertEqual(wire.sessions(), [])
             self.assertTrue(all(r[2] is None and r[4] == s3.ACCESS_KEY for r in wire.requests), wire.requests)
+
+    def test_listing_is_what_s3_express_lists(self):
+        bucket = "ckpt--%s--x-s3" % ZONE
+        c = client(self.port)
+        for kwargs, expected in (({"Prefix": "runs"}, "InvalidArgument"),
+                                 ({"Delimiter": "-"}, "InvalidArgument"),
+                                 ({"Prefix": "runs/", "Delimiter": "|"}, "InvalidArgument")):
+            with self.assertRaises(ClientError) as refused:
+                c.list_objects_v2(Bucket=bucket, **kwargs)
+            self.assertEqual(code(refused), expected, kwargs)
+            self.assertEqual(refused.exception.response["ResponseMetadata"]["HTTPStatusCode"], 400)
+        with self.assertRaises(ClientError) as refused:
+            c.list_objects(Bucket=bucket)
+        self.assertEqual(code(refused), "NotSupported")
+        # A directory appears with its first object and goes with its last.
+        def directories(prefix=""):
+            page = c.list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/")
+            return [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        self.assertNotIn("runs/", directories())
+        c.put_object(Bucket=bucket, Key="runs/7/step-1", Body=b"1")
+        c.put_object(Bucket=bucket, Key="runs/7/step-2", Body=b"2")
+        self.assertIn("runs/", directories())
+        self.assertEqual(directories("runs/"), ["runs/7/"])
+        page = c.list_objects_v2(Bucket=bucket, Prefix="runs/7/")
+        self.assertEqual([(o["Key"], o["StorageClass"]) for o in page["Contents"]],
+                         [("runs/7/step-1", "EXPRESS_ONEZONE"), ("runs/7/step-2", "EXPRESS_ONEZONE")])
+        c.delete_object(Bucket=bucket, Key="runs/7/step-1")
+        self.assertEqual(directories("runs/"), ["runs/7/"])
+        c.delete_object(Bucket=bucket, Key="runs/7/step-2")
+        self.assertEqual(directories("runs/"), [])
+        self.assertNotIn("runs/", directories())
+
+    def test_every_object_of_a_directory_bucket_is_express_one_zone(self):
+        bucket = "ckpt--%s--x-s3" % ZONE
+        c = client(self.port)
+        c.put_object(Bucket=bucket, Key="classed", Body=b"x", StorageClass="EXPRESS_ONEZONE")
+        self.assertEqual(c.head_object(Bucket=bucket, Key="classed")["StorageClass"], "EXPRESS_ONEZONE")
+        self.assertEqual(c.get_object(Bucket=bucket, Key="classed")["StorageClass"], "EXPRESS_ONEZONE")
+        attributes = c.get_object_attributes(Bucket=bucket, Key="classed", ObjectAttributes=["StorageClass"])
+        self.assertEqual(attributes["StorageClass"], "EXPRESS_ONEZONE")
+        with self.assertRaises(ClientError) as refused:
+            c.put_object(Bucket=bucket, Key="classed", Body=b"y", StorageClass="STANDARD")
+        self.assertEqual(code(refused), "InvalidStorageClass")
+        upload = c.create_multipart_upload(Bucket=bucket, Key="mpu")["UploadId"]
+        uploads = c.list_multipart_uploads(Bucket=bucket)["Uploads"]
+        self.assertEqual({u["StorageClass"] for u in uploads}, {"EXPRESS_ONEZONE"})
+        self.assertEqual(c.list_parts(Bucket=bucket, Key="mpu", UploadId=upload)["StorageClass"], "EXPRESS_ONEZONE")
+        c.abort_multipart_upload(Bucket=bucket, Key="mpu", UploadId=upload)
+        # A general purpose bucket's objects are STANDARD, as S3 leaves unsaid.
+        c.put_object(Bucket="general", Key="classed", Body=b"x")
+        self.assertNotIn("StorageClass", c.head_object(Bucket="general", Key="classed"))
+        self.assertEqual(c.list_objects_v2(Bucket="general")["Contents"][0]["StorageClass"], "STANDARD")
+
+    def test_a_directory_buckets_parts_are_numbered_from_one_with_none_left_out(self):
+        c = client(self.port)
+        for bucket, left_out_ok in (("ckpt--%s--x-s3" % ZONE, False), ("general", True)):
+            upload = c.create_multipart_upload(Bucket=bucket, Key="parts")["UploadId"]
+            etags = {}
+            for number, size in ((1, 5 * MiB), (2, 5 * MiB), (4, 100)):
+                etags[number] = c.upload_part(Bucket=bucket, Key="parts", UploadId=upload, PartNumber=number,
+                                              Body=os.urandom(size))["ETag"]
+
+            def complete(numbers):
+                return c.complete_multipart_upload(
+                    Bucket=bucket, Key="parts", UploadId=upload,
+                    MultipartUpload={"Parts": [{"PartNumber": n, "ETag": etags[n]} for n in numbers]})
+            if left_out_ok:
+                complete([1, 2, 4])
+                continue
+            for numbers in ([1, 2, 4], [2, 4]):
+                with self.assertRaises(ClientError) as refused:
+                    complete(numbers)
+                self.assertEqual(code(refused), "InvalidPartOrder", numbers)
+            complete([1, 2])
+            self.assertEqual(c.head_object(Bucket=bucket, Key="parts")["ContentLength"], 10 * MiB)
 
     def test_aws_cli_v1(self):
         bucket = "cli--%s--x-s3" % ZONE

@@ -73,6 +73,21 @@ TEST_F(CompletionTest, TheListedPartsInOrderMakeTheObject) {
   EXPECT_EQ(chosen.spec.etag, aws::multipart_etag(md5s, 2));
 }
 
+TEST_F(CompletionTest, ADirectoryBucketsPartsAreNumberedFromOneWithNoneLeftOut) {
+  auto code = [&](std::vector<ListedPart> parts) {
+    auto plan = plan_completion(upload_, stored_, parts, std::nullopt, true);
+    return std::holds_alternative<Error>(plan) ? std::get<Error>(plan).code : Code::kInternalError;
+  };
+  EXPECT_EQ(code(listed({1, 3})), Code::kInvalidPartOrder);
+  EXPECT_EQ(code(listed({2, 3})), Code::kInvalidPartOrder);
+  EXPECT_EQ(code(listed({3, 2})), Code::kInvalidPartOrder);
+  EXPECT_EQ(code(listed({1, 2, 3})), Code::kInternalError);  // (no error)
+  EXPECT_EQ(code(listed({1})), Code::kInternalError);
+  // Elsewhere parts may be left out.
+  EXPECT_TRUE(std::holds_alternative<storage::ObjectStore::CompletionPlan>(
+      plan_completion(upload_, stored_, listed({1, 3}), std::nullopt, false)));
+}
+
 TEST_F(CompletionTest, SThreesChecksInItsOrder) {
   auto code = [&](std::vector<ListedPart> parts) {
     auto plan = plan_completion(upload_, stored_, parts, std::nullopt);

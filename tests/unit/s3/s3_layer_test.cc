@@ -167,7 +167,7 @@ TEST(ObjectAttributes, PartsArePagedAfterTheMarker) {
   asked.etag = asked.checksum = asked.object_parts = true;
   asked.max_parts = 1;
   asked.part_number_marker = 1;
-  const std::string xml = attributes_response(asked, object, parts);
+  const std::string xml = attributes_response(asked, object, parts, "STANDARD");
   EXPECT_NE(xml.find("<ETag>abc-3</ETag>"), std::string::npos) << xml;
   EXPECT_NE(xml.find("<Checksum><ChecksumCRC32>AAAAAA==-3</ChecksumCRC32><ChecksumType>COMPOSITE"
                      "</ChecksumType></Checksum>"),
@@ -183,9 +183,11 @@ TEST(ObjectAttributes, PartsArePagedAfterTheMarker) {
   EXPECT_EQ(xml.find("ObjectSize"), std::string::npos) << xml;  // not asked for
   // The last page is not truncated; an object in one piece has no parts.
   asked.max_parts = 5;
-  EXPECT_NE(attributes_response(asked, object, parts).find("<IsTruncated>false</IsTruncated>"),
+  EXPECT_NE(attributes_response(asked, object, parts, "STANDARD")
+                .find("<IsTruncated>false</IsTruncated>"),
             std::string::npos);
-  EXPECT_EQ(attributes_response(asked, object, {}).find("ObjectParts"), std::string::npos);
+  EXPECT_EQ(attributes_response(asked, object, {}, "STANDARD").find("ObjectParts"),
+            std::string::npos);
 }
 
 TEST(Xml, WriterEscapesAndReaderIgnoresNamespaces) {
