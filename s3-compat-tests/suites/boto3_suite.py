@@ -637,7 +637,6 @@ def _():
 
 # --- Connection reuse -----------------------------------------------------------------------------
 
-SB = B + "-reuse"
 _bad_signature = threading.local()
 
 
@@ -650,14 +649,22 @@ def _spoil_signature(request, **_):
         request.headers["Authorization"] = auth[:-1] + ("0" if auth[-1] != "0" else "1")
 
 
-@suite.check("reuse", "%d random operations, errors included, on a pool of 2 connections: "
-                      "each under %g s" % (compat.SOAK_OPERATIONS, compat.SOAK_BOUND_SECONDS))
-def _():
+def soak(bucket, **create):
+    """The connection-reuse soak in `bucket`, made with `create` (CreateBucket's arguments)."""
     c = boto3.client("s3", endpoint_url=compat.ENDPOINT, aws_access_key_id=compat.ACCESS_KEY,
                      aws_secret_access_key=compat.SECRET_KEY, region_name=compat.REGION,
                      config=botocore.config.Config(max_pool_connections=2))
     c.meta.events.register("before-send.s3", _spoil_signature)
-    c.create_bucket(Bucket=SB)
+    unsessioned = []  # in a directory bucket: requests of the bucket sent without a session
+
+    def note_session(request, **_):
+        own = urllib.parse.urlsplit(request.url).path.split("/")[1] == bucket
+        if own and "x-amz-s3session-token" not in request.headers and "x-amz-copy-source" not in request.headers \
+                and not request.url.endswith("?session"):
+            unsessioned.append("%s %s" % (request.method, request.url))
+    if create:
+        c.meta.events.register("before-send.s3", note_session)
+    c.create_bucket(Bucket=bucket, **create)
     rng = random.Random(28)
     keys = ["soak/k%02d" % i for i in range(12)]
     model = {}  # key -> bytes, what the bucket holds under soak/
@@ -680,86 +687,104 @@ def _():
         algorithm = rng.choice((None, None, "CRC32", "SHA1", "SHA256"))
         if algorithm and supports("PutObject", "ChecksumAlgorithm"):
             extra["ChecksumAlgorithm"] = algorithm
-        r = c.put_object(Bucket=SB, Key=key, Body=data, **extra)
+        r = c.put_object(Bucket=bucket, Key=key, Body=data, **extra)
         expect_equal(r["ETag"], '"%s"' % compat.md5(data), "ETag of a PUT")
         model[key], etags[key] = data, r["ETag"]
 
     def get(key):
         if key not in model:
-            return fails("NoSuchKey", 404, c.get_object, Bucket=SB, Key=key)
-        expect_equal(c.get_object(Bucket=SB, Key=key)["Body"].read(), model[key], "GET " + key)
+            return fails("NoSuchKey", 404, c.get_object, Bucket=bucket, Key=key)
+        expect_equal(c.get_object(Bucket=bucket, Key=key)["Body"].read(), model[key], "GET " + key)
 
     def ranged(key):
         data = model.get(key)
         if not data:
             return put(key)
         first = rng.randrange(len(data))
-        got = c.get_object(Bucket=SB, Key=key, Range="bytes=%d-%d" % (first, first + 99))["Body"].read()
+        got = c.get_object(Bucket=bucket, Key=key, Range="bytes=%d-%d" % (first, first + 99))["Body"].read()
         expect_equal(got, data[first:first + 100], "ranged GET")
 
     def bad_range(key):
         if key not in model:
-            return fails("404", 404, c.head_object, Bucket=SB, Key=key)
-        fails("InvalidRange", 416, c.get_object, Bucket=SB, Key=key,
+            return fails("404", 404, c.head_object, Bucket=bucket, Key=key)
+        fails("InvalidRange", 416, c.get_object, Bucket=bucket, Key=key,
               Range="bytes=%d-" % (len(model[key]) + 5))
 
     def conditions(key):
         if key not in model:
             return put(key)
-        fails("PreconditionFailed", 412, put_if_absent_with(c, SB), key=key, body=b"never")
-        fails("PreconditionFailed", 412, c.get_object, Bucket=SB, Key=key, IfMatch='"%s"' % ("0" * 32))
-        fails("304", 304, c.get_object, Bucket=SB, Key=key, IfNoneMatch=etags[key])
+        fails("PreconditionFailed", 412, put_if_absent_with(c, bucket), key=key, body=b"never")
+        fails("PreconditionFailed", 412, c.get_object, Bucket=bucket, Key=key, IfMatch='"%s"' % ("0" * 32))
+        fails("304", 304, c.get_object, Bucket=bucket, Key=key, IfNoneMatch=etags[key])
 
     def refused(key):
         _bad_signature.on = True
         try:
-            fails("SignatureDoesNotMatch", 403, c.put_object, Bucket=SB, Key=key, Body=body() or b"x")
+            fails("SignatureDoesNotMatch", 403, c.put_object, Bucket=bucket, Key=key, Body=body() or b"x")
         finally:
             _bad_signature.on = False
         # (No BadDigest here: botocore's legacy retry mode retries it four times with back-off.)
         if key in model:
-            fails("InvalidArgument", 400, c.get_object, Bucket=SB, Key=key, PartNumber=0)
+            fails("InvalidArgument", 400, c.get_object, Bucket=bucket, Key=key, PartNumber=0)
         fails("NoSuchBucket", 404, c.put_object, Bucket="boto3-soak-no-such-bucket", Key=key, Body=body())
 
     def delete(key):
-        c.delete_object(Bucket=SB, Key=key)
+        c.delete_object(Bucket=bucket, Key=key)
         model.pop(key, None)
         etags.pop(key, None)
 
     def copy(key):
         source = rng.choice(keys)
         if source not in model:
-            return fails("NoSuchKey", 404, c.copy_object, Bucket=SB, Key=key,
-                         CopySource={"Bucket": SB, "Key": source})
+            return fails("NoSuchKey", 404, c.copy_object, Bucket=bucket, Key=key,
+                         CopySource={"Bucket": bucket, "Key": source})
         if source == key:
-            return fails("InvalidRequest", 400, c.copy_object, Bucket=SB, Key=key,
-                         CopySource={"Bucket": SB, "Key": source})
-        r = c.copy_object(Bucket=SB, Key=key, CopySource={"Bucket": SB, "Key": source})
+            return fails("InvalidRequest", 400, c.copy_object, Bucket=bucket, Key=key,
+                         CopySource={"Bucket": bucket, "Key": source})
+        r = c.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": source})
         # A copy is a new object in one part: its ETag is the MD5 of its data, as on S3.
         expect_equal(r["CopyObjectResult"]["ETag"], '"%s"' % compat.md5(model[source]), "ETag of a copy")
         model[key], etags[key] = model[source], r["CopyObjectResult"]["ETag"]
 
     def multipart(key):
-        upload = c.create_multipart_upload(Bucket=SB, Key=key)["UploadId"]
+        upload = c.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
         data = body()
-        etag = c.upload_part(Bucket=SB, Key=key, UploadId=upload, PartNumber=1, Body=data)["ETag"]
+        etag = c.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=data)["ETag"]
         if rng.random() < 0.5:
-            c.abort_multipart_upload(Bucket=SB, Key=key, UploadId=upload)
-            return fails("NoSuchUpload", 404, c.upload_part, Bucket=SB, Key=key, UploadId=upload,
+            c.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+            return fails("NoSuchUpload", 404, c.upload_part, Bucket=bucket, Key=key, UploadId=upload,
                          PartNumber=2, Body=body())
-        done = c.complete_multipart_upload(Bucket=SB, Key=key, UploadId=upload,
+        done = c.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload,
                                            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
         model[key], etags[key] = data, done["ETag"]
 
     def listing(_):
-        got = sorted(o["Key"] for o in c.list_objects_v2(Bucket=SB, Prefix="soak/").get("Contents", []))
+        got = sorted(o["Key"] for o in c.list_objects_v2(Bucket=bucket, Prefix="soak/").get("Contents", []))
         expect_equal(got, sorted(model), "the keys under soak/")
 
     compat.SoakTimer(c).run([put, put, put, get, get, ranged, bad_range, conditions, refused, delete,
                              copy, multipart, listing], keys, rng)
     for key in list(model):
         delete(key)
-    c.delete_bucket(Bucket=SB)
+    c.delete_bucket(Bucket=bucket)
+    expect_equal(unsessioned, [], "requests of the directory bucket signed without a session")
+
+
+@suite.check("reuse", "%d random operations, errors included, on a pool of 2 connections: "
+                      "each under %g s" % (compat.SOAK_OPERATIONS, compat.SOAK_BOUND_SECONDS))
+def _():
+    soak(B + "-reuse")
+
+
+# botocore signs a directory bucket's requests with S3 Express sessions from 1.33 on; 1.26 (Debian's)
+# knows no directory buckets, so only the newer client has this check.
+if "CreateSession" in s3.meta.service_model.operation_names:
+    @suite.check("reuse", "the same in a directory bucket, every request but copies signed with an "
+                          "S3 Express session")
+    def _():
+        soak(B + "-reuse--use1-az4--x-s3", CreateBucketConfiguration={
+            "Location": {"Type": "AvailabilityZone", "Name": "use1-az4"},
+            "Bucket": {"DataRedundancy": "SingleAvailabilityZone", "Type": "Directory"}})
 
 
 @suite.check("basic", "clean up: delete everything, delete_bucket")

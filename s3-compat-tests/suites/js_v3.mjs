@@ -272,9 +272,8 @@ suite.check("concurrency", "readers streaming during overwrites (PutObject and U
   expect(reads > 0, "no read overlapped the writes");
 });
 
-suite.check("reuse", `${SOAK_OPERATIONS} random operations, errors included, on a pool of 2 connections: ` +
-  `each under ${SOAK_BOUND_SECONDS} s`, async () => {
-  const SB = "js-v3-reuse";
+// The connection-reuse soak in bucket SB, made with CreateBucket's `create` arguments.
+const reuseSoak = async (SB, create = {}) => {
   const c = new S3Client({ endpoint: ENDPOINT, region: REGION, credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY },
     requestHandler: { httpAgent: new Agent({ keepAlive: true, maxSockets: 2 }) } });
   // Spoils the signature of the requests sent while `spoil` is set (after signing): a 403 before the body.
@@ -286,6 +285,16 @@ suite.check("reuse", `${SOAK_OPERATIONS} random operations, errors included, on 
     }
     return next(args);
   }, { step: "deserialize", name: "soakSpoilSignature" });
+  // In a directory bucket: requests of the bucket sent without a session (copies are signed so).
+  const unsessioned = [];
+  if (create.CreateBucketConfiguration) {
+    c.middlewareStack.add((next) => async (args) => {
+      const { path, query = {}, headers = {}, method } = args.request;
+      if (path.split("/")[1] === SB && !("session" in query) && !headers["x-amz-s3session-token"] &&
+          !headers["x-amz-copy-source"]) unsessioned.push(`${method} ${path}`);
+      return next(args);
+    }, { step: "deserialize", name: "soakSessions" });
+  }
   const model = new Map();  // key -> bytes
   const etags = new Map();  // key -> ETag
   const body = (rng) => randomBytes([0, 0, 1, 100, 4 * KiB, 70 * KiB][Math.floor(rng() * 6)], Math.floor(rng() * 1e9));
@@ -374,11 +383,20 @@ suite.check("reuse", `${SOAK_OPERATIONS} random operations, errors included, on 
     expectEqual((r.Contents ?? []).map((o) => o.Key), [...model.keys()].sort(), "the keys under soak/");
   };
   const keys = Array.from({ length: 12 }, (_, i) => `soak/k${String(i).padStart(2, "0")}`);
-  await c.send(new CreateBucketCommand({ Bucket: SB }));
+  await c.send(new CreateBucketCommand({ Bucket: SB, ...create }));
   await soak([put, put, put, get, get, ranged, badRange, conditions, refused, remove, copy, multipart, listing], keys);
   for (const key of model.keys()) await c.send(new DeleteObjectCommand({ Bucket: SB, Key: key }));
   await c.send(new DeleteBucketCommand({ Bucket: SB }));
-});
+  expectEqual(unsessioned, [], "requests of the directory bucket signed without a session");
+};
+
+suite.check("reuse", `${SOAK_OPERATIONS} random operations, errors included, on a pool of 2 connections: ` +
+  `each under ${SOAK_BOUND_SECONDS} s`, () => reuseSoak("js-v3-reuse"));
+
+suite.check("reuse", "the same in a directory bucket, every request but copies signed with an S3 Express session",
+  () => reuseSoak("js-v3-reuse--use1-az4--x-s3", { CreateBucketConfiguration: {
+    Location: { Type: "AvailabilityZone", Name: "use1-az4" },
+    Bucket: { DataRedundancy: "SingleAvailabilityZone", Type: "Directory" } } }));
 
 suite.check("basic", "clean up: DeleteObjects everything, DeleteBucket", async () => {
   const all = await keys("");
