@@ -460,6 +460,14 @@ bool plausible_bucket_name(std::string_view name) {
          name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") == std::string::npos;
 }
 
+// A directory bucket's name (S3 Express: base--zone--x-s3); the S3 layer checks the finer rules.
+bool is_directory_name(std::string_view name) { return name.ends_with("--x-s3"); }
+bool plausible_directory_name(std::string_view name) {
+  const std::string_view rest = name.substr(0, name.size() - 6);
+  const auto dashes = rest.rfind("--");
+  return dashes != std::string_view::npos && dashes > 0 && dashes + 2 < rest.size();
+}
+
 // An admission rule's keys, read into `rule`.
 void read_admit(TableReader& r, std::string_view admit_key, std::string_view size_key,
                 AdmitRule& rule) {
@@ -570,9 +578,20 @@ void read_tier_buckets(const std::string& path, const toml::array& array,
     }
     r.done();
     if (!plausible_bucket_name(b.bucket)) r.fail(*table, "bucket", "not a bucket name");
+    if (is_directory_name(b.bucket) && !plausible_directory_name(b.bucket)) {
+      r.fail(*table, "bucket", "not a directory bucket name (base--zone--x-s3)");
+    }
     if (b.upstream_bucket.empty()) b.upstream_bucket = b.bucket;
     if (!plausible_bucket_name(b.upstream_bucket)) {
       r.fail(*table, "upstream_bucket", "not a bucket name");
+    }
+    // An S3 Express directory bucket upstream takes only session-signed requests, which the
+    // uploads do not make: the hot tier's golden copy lives in a general purpose bucket.
+    if (is_directory_name(b.upstream_bucket)) {
+      r.fail(*table, "upstream_bucket",
+             "'" + b.upstream_bucket +
+                 "' is a directory bucket; the upstream bucket must be a general purpose one "
+                 "(name it with upstream_bucket)");
     }
     if (b.upstream_prefix.size() > 512) {
       r.fail(*table, "upstream_prefix", "must be at most 512 bytes");

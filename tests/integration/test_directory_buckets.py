@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -16,6 +17,8 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import harness  # noqa: E402
 import s3_support as s3  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+import test_tier_writeback as tier  # noqa: E402 (its test classes stay out of this module)
 
 import boto3  # noqa: E402
 from boto3.s3.transfer import TransferConfig  # noqa: E402
@@ -368,6 +371,46 @@ class SessionTest(s3.ServerTestCase):
         self.assertIn("PRE dir/", aws("s3", "ls", "s3://%s/" % bucket))
         self.assertIn(bucket, aws("s3api", "list-directory-buckets"))
         self.assertIn("SessionToken", aws("s3api", "create-session", "--bucket", bucket))
+
+
+class TieredDirectoryBucketTest(unittest.TestCase):
+    """S3 Express's pattern, hot tier in a directory bucket, golden copy in a general purpose bucket:
+    a directory bucket bound write-back to a general purpose bucket of an upstream (a second hots3)."""
+
+    BUCKET = "ckpt--%s--x-s3" % ZONE
+
+    @classmethod
+    def setUpClass(cls):
+        tier.start_upstream(cls)
+        tier.start_local(cls, tier.tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials,
+                                               bucket=cls.BUCKET), "1GiB")
+
+    @classmethod
+    def tearDownClass(cls):
+        tier.stop_servers(cls)
+
+    def test_what_a_session_writes_goes_upstream_and_reads_back_once_evicted(self):
+        c = client(self.local.port)
+        wire = Wire(c)
+        body = os.urandom(2 * MiB + 1)
+        c.put_object(Bucket=self.BUCKET, Key="step-1/shard-0", Body=body)
+        upstream_key = tier.PREFIX + "step-1/shard-0"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                got = self.up.get_object(Bucket="team-ckpt", Key=upstream_key)["Body"].read()
+                break
+            except ClientError:
+                self.assertLess(time.monotonic(), deadline, "not uploaded")
+                time.sleep(0.1)
+        self.assertEqual(got, body)
+        rc, out, err = tier.run_hots3("tier", "evict", "--endpoint", "http://127.0.0.1:%d" % self.local.port,
+                                      "--bucket", self.BUCKET, "--prefix", "step-1/")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("1 objects evicted", out)
+        self.assertEqual(c.get_object(Bucket=self.BUCKET, Key="step-1/shard-0")["Body"].read(), body)
+        self.assertEqual(len(wire.sessions()), 1)
+        self.assertTrue(all(r[2] for r in wire.requests[1:]), wire.requests)
 
 
 class RestartTest(unittest.TestCase):

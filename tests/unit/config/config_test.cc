@@ -378,6 +378,16 @@ TEST_F(ConfigFile, TierMistakesNameTheKey) {
   EXPECT_NE(error_of(upstream + "[[tier.bucket]]\nbucket = \"Ckpt\"\nupstream = \"golden\"\n")
                 .find("tier.bucket.bucket: not a bucket name"),
             std::string::npos);
+  // A directory bucket binds to a general purpose bucket upstream, named as such.
+  const std::string directory =
+      "[[tier.bucket]]\nbucket = \"ckpt--use1-az4--x-s3\"\nupstream = \"golden\"\n";
+  EXPECT_EQ(error_of(upstream + directory + "upstream_bucket = \"ckpt\"\n"), "");
+  EXPECT_NE(error_of(upstream + directory)
+                .find("tier.bucket.upstream_bucket: 'ckpt--use1-az4--x-s3' is a directory bucket"),
+            std::string::npos);
+  EXPECT_NE(error_of(upstream + "[[tier.bucket]]\nbucket = \"ckpt--x-s3\"\nupstream = \"golden\"\n")
+                .find("tier.bucket.bucket: not a directory bucket name"),
+            std::string::npos);
   EXPECT_NE(error_of(upstream + "[[tier.bucket]]\nbucket = \"ckpt\"\nupstream = \"golden\"\n"
                                 "mode = \"writearound\"\n")
                 .find("tier.bucket.mode: must be one of"),
