@@ -6,7 +6,8 @@
 #           cache) and taking them by WebDAV PUT
 #   hots3   the same patterns through hots3-loadgen (SigV4, full S3 path):
 #             large GET cold (block cache off: every byte from the device), large PUT,
-#             hot large GET (cache on, the same objects read again), 4 KiB GET,
+#             hot large GET (cache on, the same objects read again), 4 KiB GET (and in a
+#             directory bucket with S3 Express sessions, vs the general bucket's),
 #             4 KiB durable PUT (vs fio's one-flush-per-write rate, goal x10),
 #             checkpoint save/load (bench/checkpoint/run.sh)
 #   scaling HEAD/GET p50/p99 and one list page (1000 keys, with and without delimiter) at
@@ -110,6 +111,12 @@ lg() {
 lgv() {  # lgv NAME ops.GET.mb_per_s: a figure of a loadgen run, nan when the run failed
   if [ -s "$WORK/lg-$1.json" ]; then json_get "$WORK/lg-$1.json" "$2"; else echo nan; fi
 }
+mean_of() {  # mean_of FIGURE NAME...: the mean of a figure over loadgen runs
+  local figure=$1 name values=()
+  shift
+  for name in "$@"; do values+=("$(lgv "$name" "$figure")"); done
+  python3 -c 'import sys; v = [float(x) for x in sys.argv[1:]]; print(sum(v) / len(v))' "${values[@]}"
+}
 
 echo "== hots3 bench: $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'), QUICK=${QUICK:-0}"
 bench/machine.sh "$(dirname "$BENCH_DEVICE")"
@@ -172,6 +179,14 @@ lg small-put --endpoint "$HOTS3_URL" --bucket small-put --workload put --size 4K
   --duration "$DURATION" --warmup "$WARMUP" --server-pid "$HOTS3_PID"
 lg small-get --endpoint "$HOTS3_URL" --bucket small --workload get --size 4KiB --objects 1000 -c "$SMALL_C" \
   --duration "$DURATION" --warmup "$WARMUP" --server-pid "$HOTS3_PID"
+# The same in a directory bucket, every request signed with an S3 Express session as the SDKs
+# sign them; then both again, so that a drift of the machine falls on both.
+SMALL_DIR=(--endpoint "$HOTS3_URL" --bucket small--use1-az4--x-s3 --express --workload get --size 4KiB
+  --objects 1000 -c "$SMALL_C" --duration "$DURATION" --warmup "$WARMUP" --server-pid "$HOTS3_PID")
+lg small-get-dir "${SMALL_DIR[@]}"
+lg small-get-2 --endpoint "$HOTS3_URL" --bucket small --workload get --no-prepare --size 4KiB --objects 1000 \
+  -c "$SMALL_C" --duration "$DURATION" --warmup "$WARMUP" --server-pid "$HOTS3_PID"
+lg small-get-dir-2 "${SMALL_DIR[@]}" --no-prepare
 stop_hots3
 echo "-- hots3, block cache on (twice the data)"
 sed -i "s/^cache_size = 0\$/cache_size = $((2 * DATA_BYTES))/" "$WORK/hots3/hots3.toml"
@@ -193,6 +208,9 @@ row "GET $LARGE x$LARGE_C hot (cache on), MB/s" "$(lgv large-get-hot ops.GET.mb_
   "nginx (page cache)" 85
 H_SMALL_GET=$(lgv small-get ops.GET.ops_per_s)
 row "GET 4 KiB x$SMALL_C, req/s" "$H_SMALL_GET" "$N_SMALL_GET" "nginx" 60
+row "GET 4 KiB x$SMALL_C, directory bucket (session), req/s" \
+  "$(mean_of ops.GET.ops_per_s small-get-dir small-get-dir-2)" "$(mean_of ops.GET.ops_per_s small-get small-get-2)" \
+  "general bucket" 95
 row "PUT 4 KiB x$SMALL_C durable, req/s" "$(lgv small-put ops.PUT.ops_per_s)" "$FIO_SYNC" "fio 4k fdatasync/write" 1000
 row_info "  (PUT 4 KiB x$SMALL_C, nginx WebDAV req/s)" "$N_SMALL_PUT" "not durable: no fsync"
 # The generator is not the bottleneck when a request costs it less CPU than it costs the server:
@@ -204,6 +222,10 @@ row_info "  (loadgen->nginx 4 KiB GET as % of hots3's rate)" "$(python3 -c "prin
 row_info "  (loadgen->nginx as % of wrk->nginx)" "$(python3 -c "print(100 * $LG_NGINX_SMALL / $N_SMALL_GET)")" "percent"
 for name in large-get-cold large-put large-get-hot small-get small-put; do
   row_info "  (server CPU s per GB, $name)" "$(lgv "$name" server_cpu_s_per_gb)" "s/GB"
+done
+for name in small-get small-get-2 small-get-dir small-get-dir-2; do
+  row_info "  (server CPU us per GET, $name)" \
+    "$(python3 -c "print(1e6 * $(lgv "$name" server_cpu_s) / ($(lgv "$name" ops.GET.ops_per_s) * $(lgv "$name" seconds)))")" "us"
 done
 
 # ---- checkpoint --------------------------------------------------------------------------------

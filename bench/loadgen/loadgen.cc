@@ -65,6 +65,7 @@ struct Options {
   std::string secret_key;
   std::string region = "us-east-1";
   bool plain = false;
+  bool express = false;
   std::string bucket = "loadgen";
   std::string prefix = "lg/";
   std::string workload = "get";
@@ -234,7 +235,9 @@ class LoadGen {
     if (!http::parse_endpoint(o_.endpoint))
       throw std::runtime_error("--endpoint must be http(s)://HOST:PORT");
     endpoint_ = o_.endpoint;
-    credentials_ = {o_.access_key, o_.secret_key, "", o_.region};
+    credentials_ = {o_.access_key, o_.secret_key, "", o_.region, o_.express};
+    if (o_.express && !o_.bucket.ends_with("--x-s3"))
+      throw std::runtime_error("--express needs a directory bucket: --bucket base--zone--x-s3");
     if (!o_.plain && (credentials_.access_key.empty() || credentials_.secret_key.empty())) {
       throw std::runtime_error(
           "credentials: --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or "
@@ -244,6 +247,7 @@ class LoadGen {
 
   int main() {
     if (!o_.plain) ensure_bucket();
+    if (o_.express) create_session();
     if (o_.workload == "checkpoint") return checkpoint();
     static const std::map<std::string, bool> kNeedsObjects = {
         {"put", false}, {"get", true},    {"range", true}, {"head", true},
@@ -345,6 +349,15 @@ class LoadGen {
       Request r;
       r.method = "PUT";
       r.path = "/" + o_.bucket;
+      if (o_.express) {
+        // base--zone--x-s3: a directory bucket in that zone.
+        const std::string_view name = std::string_view(o_.bucket).substr(0, o_.bucket.size() - 6);
+        const std::string_view zone = name.substr(name.rfind("--") + 2);
+        r.body = fmt::format(
+            "<CreateBucketConfiguration><Location><Type>AvailabilityZone</Type><Name>{}</Name>"
+            "</Location><Bucket><Type>Directory</Type></Bucket></CreateBucketConfiguration>",
+            zone);
+      }
       auto response = co_await c.send(r, 4096);
       if (!response) throw std::runtime_error("create bucket: " + response.error().message());
       // 200 created; 409 BucketAlreadyOwnedByYou is fine too (the bucket is there).
@@ -353,6 +366,26 @@ class LoadGen {
         throw std::runtime_error(
             fmt::format("create bucket: {} {}", response->status, response->body));
       }
+    });
+  }
+
+  // S3 Express: the session every later request is signed with, as the SDKs make it
+  // (CreateSession, signed with the user's keys for s3express). It lasts five minutes: longer
+  // runs would see ExpiredToken.
+  void create_session() {
+    run_clients(1, [this](unsigned, asio::any_io_executor ex) -> awaitable<void> {
+      Connection c = connection(ex);
+      Request r;
+      r.path = "/" + o_.bucket;
+      r.query = {{"session", ""}};
+      auto response = co_await c.send(r, 4096);
+      if (!response || response->status != 200) {
+        throw std::runtime_error(fmt::format(
+            "create session: {}", response ? response->body : response.error().message()));
+      }
+      credentials_ = {xml_value(response->body, "AccessKeyId"),
+                      xml_value(response->body, "SecretAccessKey"),
+                      xml_value(response->body, "SessionToken"), o_.region, true};
     });
   }
 
@@ -833,6 +866,9 @@ int main(int argc, char** argv) {
   app.add_option("--region", o.region)->capture_default_str();
   app.add_flag("--plain", o.plain,
                "unsigned requests to a plain HTTP server (nginx): paths /BUCKET/KEY");
+  app.add_flag("--express", o.express,
+               "S3 Express: --bucket is a directory bucket, made if missing, and every request "
+               "is signed with a session (runs of at most five minutes)");
   app.add_option("--bucket", o.bucket)->capture_default_str();
   app.add_option("--prefix", o.prefix, "key prefix")->capture_default_str();
   app.add_option("--workload", o.workload,

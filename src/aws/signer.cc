@@ -23,8 +23,10 @@ void Signer::sign(std::string_view method, std::string_view path,
   const std::string date_time = amz_date(time_ms);
   headers.emplace_back("x-amz-date", date_time);
   headers.emplace_back("x-amz-content-sha256", std::string(payload_hash));
-  if (!credentials_.session_token.empty())
-    headers.emplace_back("X-Amz-Security-Token", credentials_.session_token);
+  if (!credentials_.session_token.empty()) {
+    headers.emplace_back(credentials_.s3express ? "x-amz-s3session-token" : "X-Amz-Security-Token",
+                         credentials_.session_token);
+  }
 
   const SigningScope scope{date_time.substr(0, 8), credentials_.region, service_};
   if (scope.date != key_date_) {

@@ -40,15 +40,15 @@ bool all_digits(std::string_view s) noexcept {
 // A header value as SigV4 canonicalises it: trimmed, inner runs of whitespace made one space.
 void append_canonical_value(std::string& out, std::string_view value) {
   value = trim(value);
-  bool in_space = false;
-  for (char c : value) {
-    if (is_space(c)) {
-      in_space = true;
-      continue;
-    }
-    if (in_space) out.push_back(' ');
-    in_space = false;
-    out.push_back(c);
+  // Runs without whitespace are appended whole (a session token is one of 150 characters).
+  while (!value.empty()) {
+    std::size_t run = 0;
+    while (run < value.size() && !is_space(value[run])) ++run;
+    out.append(value.substr(0, run));
+    value.remove_prefix(run);
+    if (value.empty()) break;
+    while (is_space(value.front())) value.remove_prefix(1);  // trimmed: a character follows
+    out.push_back(' ');
   }
 }
 

@@ -34,9 +34,11 @@ std::optional<aws::SigningKey> Authenticator::verified_signing_key(const config:
                                                                    const aws::SigningScope& scope,
                                                                    std::string_view string_to_sign,
                                                                    std::string_view signature) {
-  std::string id = user.access_key;
-  id += '/';
-  id += scope.to_string();
+  std::string id;
+  id.reserve(user.access_key.size() + scope.date.size() + scope.region.size() +
+             scope.service.size() + 4);
+  id.append(user.access_key).append("/").append(scope.date).append("/").append(scope.region);
+  id.append("/").append(scope.service);
   std::optional<aws::SigningKey> key;
   {
     std::lock_guard lock(keys_mutex_);
@@ -143,16 +145,17 @@ Error signature_mismatch(std::string_view access_key, const std::string& string_
 // x-amz-write-offset-bytes into an append, x-amz-rename-source into a rename.
 std::optional<Error> unsigned_headers(const Request& r,
                                       const std::vector<std::string>& signed_headers) {
-  auto is_signed = [&](std::string_view lower_name) {
-    return std::find(signed_headers.begin(), signed_headers.end(), lower_name) !=
-           signed_headers.end();
+  // (Signed header names are lower-case; the request's are compared without a lower-case copy.)
+  auto is_signed = [&](std::string_view name) {
+    return std::any_of(signed_headers.begin(), signed_headers.end(),
+                       [name](const std::string& s) { return iequals(s, name); });
   };
   std::string missing;
   if (!is_signed("host")) missing = "host";
   for (const auto& h : r.head.headers) {
-    if (h.name.size() < 6 || !iequals(h.name.substr(0, 6), "x-amz-")) continue;
+    if (h.name.size() < 6 || !iequals(h.name.substr(0, 6), "x-amz-") || is_signed(h.name)) continue;
     const std::string name = lower(h.name);
-    if (is_signed(name) || missing.find(name) != std::string::npos) continue;
+    if (missing.find(name) != std::string::npos) continue;
     if (!missing.empty()) missing += ',';
     missing += name;
   }

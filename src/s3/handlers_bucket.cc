@@ -275,7 +275,7 @@ std::variant<ListParameters, Error> list_parameters(const Request& r, bool v2) {
   if (auto e = read_list_position(r, p)) return std::move(*e);
   const std::string* fetch_owner = r.param("fetch-owner");
   p.fetch_owner = !v2 || (fetch_owner != nullptr && *fetch_owner == "true");
-  if (directory_bucket_zone(r.bucket)) {
+  if (is_directory_bucket(r.bucket)) {
     if (auto e = directory_listing(p)) return std::move(*e);
   }
   return p;

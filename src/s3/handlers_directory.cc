@@ -65,7 +65,7 @@ asio::awaitable<void> list_some_buckets(Service& s, Request& r, bool directory) 
   std::string last;
   bool more = false;
   for (const auto& b : *buckets) {
-    if (directory_bucket_zone(b.name).has_value() != directory || b.name <= after) continue;
+    if (is_directory_bucket(b.name) != directory || b.name <= after) continue;
     if (!allowed(*r.auth.user, b, Access::kRead)) continue;
     if (listed == max) {
       more = true;

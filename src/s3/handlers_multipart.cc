@@ -466,8 +466,8 @@ asio::awaitable<void> complete_multipart_upload(Service& s, Request& r) {
   std::vector<storage::TierPart> teed_parts;
   auto plan = [&](const storage::UploadRecord& up, const std::vector<storage::PartRecord>& parts)
       -> Result<storage::ObjectStore::CompletionPlan> {
-    auto planned = plan_completion(up, parts, listed, claimed_object_checksum,
-                                   directory_bucket_zone(r.bucket).has_value());
+    auto planned =
+        plan_completion(up, parts, listed, claimed_object_checksum, is_directory_bucket(r.bucket));
     if (auto* e = std::get_if<Error>(&planned)) {
       plan_error = std::move(*e);
       return errc::kInvalidArgument;

@@ -91,7 +91,7 @@ std::optional<Error> check_version_id(const Request& r) {
 }
 
 std::string_view storage_class(std::string_view name) {
-  return directory_bucket_zone(name) ? "EXPRESS_ONEZONE" : "STANDARD";
+  return is_directory_bucket(name) ? "EXPRESS_ONEZONE" : "STANDARD";
 }
 
 }  // namespace hots3::s3

@@ -21,8 +21,12 @@ bool valid_bucket_name(std::string_view name);
 // `name` is not one. hots3 takes any zone as its own.
 std::optional<std::string_view> directory_bucket_zone(std::string_view name);
 
-// The storage class of every object in the bucket `name`: EXPRESS_ONEZONE in a directory bucket
-// (the only class S3 Express has), STANDARD in the others.
+// Whether the bucket `name`, which exists, is a directory bucket: only a directory bucket's name
+// could be made with this suffix (cheaper than directory_bucket_zone, for the request path).
+inline bool is_directory_bucket(std::string_view name) { return name.ends_with("--x-s3"); }
+
+// The storage class of every object in the bucket `name` (which exists): EXPRESS_ONEZONE in a
+// directory bucket (the only class S3 Express has), STANDARD in the others.
 std::string_view storage_class(std::string_view name);
 
 // Keys: UTF-8 without NUL, 1 to 1024 bytes. Errors: KeyTooLongError, InvalidArgument.

@@ -90,7 +90,7 @@ void add_object_headers(http::Response& head, const Request& r, const storage::O
   head.add("Last-Modified", http_date(object.created_ms));
   head.add("ETag", quoted(object.etag));
   // S3 names the class of an object that is not STANDARD: a directory bucket's all are not.
-  if (directory_bucket_zone(r.bucket)) head.add("x-amz-storage-class", "EXPRESS_ONEZONE");
+  if (is_directory_bucket(r.bucket)) head.add("x-amz-storage-class", "EXPRESS_ONEZONE");
   head.add("Accept-Ranges", "bytes");
   for (const auto& [name, value] : object.user_metadata) head.add("x-amz-meta-" + name, value);
   if (selection.part_number) {

@@ -27,7 +27,7 @@ std::variant<storage::ObjectSpec, Error> object_spec(const Request& r,
   }
   if (auto cls = r.header("x-amz-storage-class"); cls && *cls != storage_class(r.bucket)) {
     // A directory bucket has one class (S3 Express's); hots3 has no other for the rest.
-    if (directory_bucket_zone(r.bucket))
+    if (is_directory_bucket(r.bucket))
       return Error(Code::kInvalidStorageClass, "A directory bucket stores EXPRESS_ONEZONE only.");
     return Error(Code::kNotImplemented, "Only the STANDARD storage class is supported.");
   }

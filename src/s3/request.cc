@@ -52,8 +52,7 @@ std::optional<std::string_view> repeated_header(std::span<const http::HeaderView
       large.empty() ? std::span(small.data(), count) : std::span(large);
   auto less = [](std::string_view a, std::string_view b) {
     return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-      return std::tolower(static_cast<unsigned char>(x)) <
-             std::tolower(static_cast<unsigned char>(y));
+      return static_cast<unsigned char>(to_lower(x)) < static_cast<unsigned char>(to_lower(y));
     });
   };
   std::sort(names.begin(), names.end(), less);

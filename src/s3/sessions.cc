@@ -7,6 +7,7 @@
 #include "hots3/common/random.h"
 
 #include <array>
+#include <cstring>
 #include <optional>
 #include <span>
 
@@ -28,6 +29,23 @@ std::string_view as_text(std::span<const std::uint8_t> bytes) {
 }
 
 Error invalid_token() { return Error(Code::kInvalidToken); }
+
+// Whether two tokens are equal, in a time that depends on their length only: eight bytes at a
+// time (a token is some 150 bytes, compared on every request of its session).
+bool same_token(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  std::uint64_t diff = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= a.size(); i += 8) {
+    std::uint64_t x = 0;
+    std::uint64_t y = 0;
+    std::memcpy(&x, a.data() + i, 8);
+    std::memcpy(&y, b.data() + i, 8);
+    diff |= x ^ y;
+  }
+  for (; i < a.size(); ++i) diff |= static_cast<std::uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
 
 }  // namespace
 
@@ -138,9 +156,11 @@ std::variant<Sessions::Opened, Error> Sessions::open(std::string_view access_key
 std::variant<Sessions::Verified, Error> Sessions::verify(
     std::string_view access_key, std::string_view token, std::string_view bucket,
     const aws::SigningScope& scope, std::string_view string_to_sign, std::string_view signature) {
-  std::string id(access_key);
-  id += '/';
-  id += scope.to_string();
+  std::string id;
+  id.reserve(access_key.size() + scope.date.size() + scope.region.size() + scope.service.size() +
+             4);
+  id.append(access_key).append("/").append(scope.date).append("/").append(scope.region);
+  id.append("/").append(scope.service);
   // A session seen before is compared and copied under the lock (no allocation); a new one is
   // opened outside it.
   Verified verified;
@@ -149,8 +169,7 @@ std::variant<Sessions::Verified, Error> Sessions::verify(
   std::optional<Cached> opened_now;
   {
     const std::lock_guard lock(mutex_);
-    if (auto it = cached_.find(id);
-        it != cached_.end() && aws::signatures_equal(it->second.token, token)) {
+    if (auto it = cached_.find(id); it != cached_.end() && same_token(it->second.token, token)) {
       const Cached& c = it->second;
       verified = {.user = c.user, .mode = c.mode, .signing_key = c.signing_key};
       expires_ms = c.expires_ms;

@@ -82,8 +82,9 @@ class Sessions {
   FindUser find_user_;
   std::atomic<std::int64_t> offset_ms_{0};
 
-  // Sessions that verified a signature, by "access key/scope": a signing key per scope, as the
-  // users' table keeps them. At most kCachedMax; the expired go first when it is full.
+  // Sessions that verified a signature, by "access key/date/region/service": a signing key per
+  // scope, as the users' table keeps them. At most kCachedMax; the expired go first when it is
+  // full.
   struct Cached {
     std::string token;
     std::string bucket;

@@ -22,16 +22,21 @@ struct Credentials {
   std::string secret_key;
   std::string session_token;  // "" = none (else sent as X-Amz-Security-Token)
   std::string region = "us-east-1";
+  // S3 Express: requests are signed for the service s3express, and a session token is an S3
+  // Express session's (CreateSession), sent as x-amz-s3session-token.
+  bool s3express = false;
 };
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 class Signer {
  public:
-  explicit Signer(Credentials credentials, std::string service = "s3")
-      : credentials_(std::move(credentials)), service_(std::move(service)) {}
+  explicit Signer(Credentials credentials)
+      : credentials_(std::move(credentials)),
+        service_(credentials_.s3express ? "s3express" : "s3") {}
 
-  // Adds x-amz-date, x-amz-content-sha256, X-Amz-Security-Token (with a session token) and
+  // Adds x-amz-date, x-amz-content-sha256, the session token (X-Amz-Security-Token, or
+  // x-amz-s3session-token for S3 Express) if there is one, and
   // Authorization to `headers`, which must already hold every other header the request sends,
   // Host among them; all of them are signed. `path` is decoded ("/bucket/odd key"): it is encoded
   // here as SigV4 encodes it, and must be sent so. `payload_hash`: the payload's hex SHA-256 or

@@ -74,5 +74,18 @@ TEST(Signer, SessionTokensAreSentAndSigned) {
   EXPECT_NE(header(headers, "Authorization").find("x-amz-security-token"), std::string::npos);
 }
 
+TEST(Signer, S3ExpressSessionsSignForS3ExpressWithTheirOwnHeader) {
+  HeaderList headers{{"Host", "h"}};
+  Credentials session{"H3SKEY", "secret", "session-token", "us-east-1"};
+  session.s3express = true;
+  Signer signer(session);
+  signer.sign("GET", "/b--z1--x-s3/k", {}, headers, "UNSIGNED-PAYLOAD", k20130524);
+  EXPECT_EQ(header(headers, "x-amz-s3session-token"), "session-token");
+  EXPECT_EQ(header(headers, "X-Amz-Security-Token"), "");
+  const std::string authorization = header(headers, "Authorization");
+  EXPECT_NE(authorization.find("/us-east-1/s3express/aws4_request"), std::string::npos);
+  EXPECT_NE(authorization.find(";x-amz-s3session-token"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hots3::aws
