@@ -347,6 +347,27 @@ class SessionTest(s3.ServerTestCase):
             complete([1, 2])
             self.assertEqual(c.head_object(Bucket=bucket, Key="parts")["ContentLength"], 10 * MiB)
 
+    def test_clients_older_than_s3_express_use_directory_buckets_with_their_keys(self):
+        # Debian's boto3 1.26 (and AWS CLI v2.9) predate S3 Express: a --x-s3 bucket is a bucket
+        # to them, signed for s3 with the user's keys. They cannot make one (CreateBucket's
+        # configuration has no Location or Bucket there), but use one made by a newer client.
+        bucket = "ckpt--%s--x-s3" % ZONE
+        script = """
+import sys, boto3, botocore
+from botocore.config import Config
+assert botocore.__version__.startswith("1.29."), botocore.__version__
+c = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3],
+                 region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+c.put_object(Bucket=sys.argv[4], Key="old/client", Body=b"from 1.26")
+print(c.get_object(Bucket=sys.argv[4], Key="old/client")["Body"].read().decode())
+print(c.list_objects_v2(Bucket=sys.argv[4], Prefix="old/", Delimiter="/")["Contents"][0]["StorageClass"])
+"""
+        run = subprocess.run(["/usr/bin/python3", "-c", script, "http://127.0.0.1:%d" % self.port, s3.ACCESS_KEY,
+                              s3.SECRET_KEY, bucket], capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.split(), ["from", "1.26", "EXPRESS_ONEZONE"])
+        self.assertEqual(client(self.port).get_object(Bucket=bucket, Key="old/client")["Body"].read(), b"from 1.26")
+
     def test_aws_cli_v1(self):
         bucket = "cli--%s--x-s3" % ZONE
         env = dict(os.environ, AWS_ACCESS_KEY_ID=s3.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=s3.SECRET_KEY,
