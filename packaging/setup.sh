@@ -38,12 +38,13 @@ BUILD_PACKAGES=(
 # What the tests drive hots3 with: the image's python3 already has boto3 1.43 and AWS CLI v1;
 # Debian adds boto3 1.26 (older defaults, for /usr/bin/python3) and AWS CLI v2, and the clients
 # of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse; wget; smart_open; Go with the
-# AWS SDK for Go v2 and minio-go, as source the suite is built against); and the lint:
+# AWS SDK for Go v2 and minio-go, as source the suite is built against); Prometheus, which
+# scrapes a running hots3 in a test (its promtool checks the metrics); and the lint:
 # clang-format and clang-tidy.
 TEST_PACKAGES=(
   curl wget python3-boto3 python3-pytest python3-smart-open awscli s3cmd rclone s3fs
   golang-go golang-github-aws-aws-sdk-go-v2-dev golang-github-minio-minio-go-v7-dev
-  clang-format clang-tidy
+  prometheus clang-format clang-tidy
 )
 # The fuzz harnesses: clang with libFuzzer (its runtime is in libclang-rt-14-dev).
 FUZZ_PACKAGES=(
@@ -253,6 +254,12 @@ case "$MODE" in
     ;;
   test)
     install_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"
+    # Debian starts the prometheus service it installs; the tests start their own, on ports of
+    # their own, and need none running.
+    if [ "$STOP" != configure ] && command -v systemctl >/dev/null &&
+      systemctl is-enabled --quiet prometheus 2>/dev/null; then
+      as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
     install_node
     configure "$RELEASE_DIR" "${RELEASE_BUILD_OPTIONS[@]}" -DNODE_EXECUTABLE="$NODE_BIN"
     configure "$ASAN_DIR" "${ASAN_BUILD_OPTIONS[@]}" -DNODE_EXECUTABLE="$NODE_BIN"

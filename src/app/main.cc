@@ -25,6 +25,7 @@ struct ServeFlags {
   std::string device;
   std::string device_size;
   std::string port_file;
+  std::string metrics_port_file;
   std::string log_level;
   std::string access_log;
   int threads = -1;
@@ -89,6 +90,8 @@ int run(int argc, char** argv) {
                     "Device: a block device or a file (default DATA/device.img)");
   serve->add_option("--device-size", flags.device_size, "Size of a new device file (e.g. 64GiB)");
   serve->add_option("--port-file", flags.port_file, "Write the bound port to this file");
+  serve->add_option("--metrics-port-file", flags.metrics_port_file,
+                    "Write the bound port of [metrics] listen to this file");
   serve->add_option("--threads", flags.threads, "Worker threads (0: one per core)")
       ->check(CLI::Range(0, 1024));
   serve->add_option("--log-level", flags.log_level,
@@ -237,6 +240,7 @@ int run(int argc, char** argv) {
 
   if (serve->parsed()) {
     return hots3::app::serve(build_config(flags), {.port_file = flags.port_file,
+                                                   .metrics_port_file = flags.metrics_port_file,
                                                    .force_format = flags.force_format,
                                                    .tier_rebind = flags.tier_rebind});
   }

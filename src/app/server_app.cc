@@ -1,7 +1,9 @@
 #include "server_app.h"
 
+#include "metrics_endpoint.h"
 #include "upload_sweeper.h"
 
+#include "hots3/common/clock.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/units.h"
 #include "hots3/common/version.h"
@@ -165,12 +167,27 @@ int serve(const config::Config& config, const ServeOptions& options) {
   config::S3Config s3 = config.s3;
   s3.session_key = config::session_key(config.storage.data_dir);
   if (s3.test_hooks) log::warn("s3.test_hooks is on: admins can move the session clock");
+  metrics::Registry registry;
   auto handler = s3::make_handler(*store, s3, users.users, health_probes(uploader),
-                                  uploader ? &*uploader : nullptr, uploader ? &*uploader : nullptr);
+                                  uploader ? &*uploader : nullptr, uploader ? &*uploader : nullptr,
+                                  {&registry, config.metrics.bearer_token});
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);
   http::Server server(config.http, *handler, workers.contexts());
+  add_server_metrics(registry, server, *store, uploader ? &*uploader : nullptr, now_ms());
+  // The metrics address: the same workers, a listener of its own, plain HTTP, no authentication.
+  MetricsHandler metrics_handler(registry);
+  std::optional<http::Server> metrics_server;
+  if (config.metrics.listen) {
+    config::HttpConfig m = config.http;
+    m.listen = *config.metrics.listen;
+    m.tls = {};
+    m.connections_max = 64;
+    m.shutdown_grace = std::chrono::milliseconds(0);
+    metrics_server.emplace(m, metrics_handler, workers.contexts());
+  }
   server.start();
+  if (metrics_server) metrics_server->start();
   handler->start(workers.contexts().front()->get_executor());
   workers.start();
   std::optional<UploadSweeper> sweeper;
@@ -181,6 +198,14 @@ int serve(const config::Config& config, const ServeOptions& options) {
 
   if (!options.port_file.empty()) {
     write_file_atomically(options.port_file, std::to_string(server.port()) + "\n");
+  }
+  if (metrics_server) {
+    log::info("metrics on http://{}:{}/metrics", config.metrics.listen->host,
+              metrics_server->port());
+    if (!options.metrics_port_file.empty()) {
+      write_file_atomically(options.metrics_port_file,
+                            std::to_string(metrics_server->port()) + "\n");
+    }
   }
   print_banner(config, users, server.port(), reused);
 
@@ -202,6 +227,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
     });
     server.shutdown(config.http.shutdown_grace);
   }
+  if (metrics_server) metrics_server->shutdown(std::chrono::milliseconds(0));
   if (sweeper) sweeper->stop();
   if (uploader) {
     uploader->stop();  // unsent changes stay queued for the next start

@@ -23,9 +23,10 @@ int check(const config::Config& config);
 int recover(const config::Config& config);
 
 struct ServeOptions {
-  std::string port_file;      // write the bound port here once listening (tests use port 0)
-  bool force_format = false;  // --force-format (StoreOptions::force_format)
-  bool tier_rebind = false;   // --tier-rebind (tier::Uploader)
+  std::string port_file;          // write the bound port here once listening (tests use port 0)
+  std::string metrics_port_file;  // ... and the metrics address's ([metrics] listen)
+  bool force_format = false;      // --force-format (StoreOptions::force_format)
+  bool tier_rebind = false;       // --tier-rebind (tier::Uploader)
 };
 
 // Runs the server until SIGTERM or SIGINT; returns the process exit code. Throws

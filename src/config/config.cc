@@ -204,6 +204,25 @@ constexpr std::int64_t kThreadsMax = 1024;
 constexpr auto kTimeoutMin = milliseconds(10);
 constexpr auto kTimeoutMax = milliseconds(24LL * 3600 * 1000);
 
+void read_metrics(const std::string& path, const toml::table& table, MetricsConfig& metrics) {
+  TableReader r(path, "metrics.", table);
+  std::string listen;
+  r.string("listen", listen);
+  if (!listen.empty()) {
+    try {
+      metrics.listen = parse_listen(listen);
+    } catch (const ConfigError& e) {
+      r.fail(*table.get("listen"), "listen", e.what());
+    }
+  }
+  r.string("bearer_token", metrics.bearer_token);
+  r.done();
+  if (!metrics.bearer_token.empty() && metrics.bearer_token.size() < 16) {
+    r.fail(*table.get("bearer_token"), "bearer_token",
+           "must be at least 16 characters (it is all that guards /metrics on the S3 port)");
+  }
+}
+
 void read_http(const std::string& path, const toml::table& table, HttpConfig& http) {
   TableReader r(path, "http.", table);
   std::string listen;
@@ -795,6 +814,7 @@ void apply_text(Config& config, std::string_view text, const std::string& path) 
   }
   TableReader r(path, "", root);
   if (const toml::table* t = r.table("http")) read_http(path, *t, config.http);
+  if (const toml::table* t = r.table("metrics")) read_metrics(path, *t, config.metrics);
   if (const toml::table* t = r.table("storage")) read_storage(path, *t, config.storage);
   if (const toml::table* t = r.table("s3")) read_s3(path, *t, config.s3);
   if (const toml::table* t = r.table("multipart")) read_multipart(path, *t, config.s3.multipart);

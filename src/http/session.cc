@@ -118,6 +118,9 @@ class Session final : public Connection, public Exchange {
   [[nodiscard]] const RequestHead& request() const noexcept override { return head_; }
   [[nodiscard]] bool body_complete() const noexcept override { return body_done_; }
   [[nodiscard]] bool response_started() const noexcept override { return response_started_; }
+  [[nodiscard]] Counts counts() const noexcept override {
+    return {status_, body_read_bytes_, body_sent_bytes_};
+  }
   asio::awaitable<Result<std::size_t>> read_body(std::span<std::byte> out) override;
   asio::awaitable<Result<void>> write_head(Response response) override;
   asio::awaitable<Result<void>> write_body(std::span<const std::byte> data) override;

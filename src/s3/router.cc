@@ -4,6 +4,7 @@
 #include "router.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 
 namespace hots3::s3 {
@@ -26,6 +27,7 @@ struct Route {
   Target target;
   std::string_view subresource;  // "" = none
   Operation operation;
+  std::string_view name;  // the S3 operation's (or hots3's own), as metrics count requests
 };
 
 // Every sub-resource of the S3 API (the REST paths of its operations), implemented or not.
@@ -57,56 +59,78 @@ asio::awaitable<void> put_or_copy_object(Service& s, Request& r) {
 
 using http::Method;
 constexpr Route kRoutes[] = {
-    {Method::kGet, Target::kService, "", list_buckets_or_directory_buckets},
-    {Method::kPost, Target::kService, "x-hots3-clock", advance_session_clock},  // test_hooks
+    {Method::kGet, Target::kService, "", list_buckets_or_directory_buckets, "ListBuckets"},
+    {Method::kPost, Target::kService, "x-hots3-clock", advance_session_clock,
+     "MoveSessionClock"},  // test_hooks
 
-    {Method::kGet, Target::kBucket, "", list_objects_v1_or_v2},
-    {Method::kGet, Target::kBucket, "location", get_bucket_location},
-    {Method::kGet, Target::kBucket, "uploads", list_multipart_uploads},
-    {Method::kGet, Target::kBucket, "session", create_session},  // directory buckets
+    {Method::kGet, Target::kBucket, "", list_objects_v1_or_v2, "ListObjects"},
+    {Method::kGet, Target::kBucket, "location", get_bucket_location, "GetBucketLocation"},
+    {Method::kGet, Target::kBucket, "uploads", list_multipart_uploads, "ListMultipartUploads"},
+    {Method::kGet, Target::kBucket, "session", create_session,
+     "CreateSession"},  // directory buckets
     // Bucket configuration hots3 does not have: answered truthfully (none, owner only).
-    {Method::kGet, Target::kBucket, "acl", bucket_subresource},
-    {Method::kGet, Target::kBucket, "versioning", bucket_subresource},
-    {Method::kGet, Target::kBucket, "policy", bucket_subresource},
-    {Method::kGet, Target::kBucket, "cors", bucket_subresource},
-    {Method::kGet, Target::kBucket, "lifecycle", bucket_subresource},
-    {Method::kGet, Target::kBucket, "tagging", bucket_subresource},
-    {Method::kGet, Target::kBucket, "encryption", bucket_subresource},
-    {Method::kHead, Target::kBucket, "", head_bucket},
-    {Method::kPut, Target::kBucket, "", create_bucket},
-    {Method::kPut, Target::kBucket, "acl", bucket_subresource},  // the owner-only ACL it has
-    {Method::kDelete, Target::kBucket, "", delete_bucket},
-    {Method::kPost, Target::kBucket, "delete", delete_objects},
-    {Method::kPost, Target::kBucket, "x-hots3-flush", flush_bucket},       // write-back buckets
-    {Method::kPost, Target::kBucket, "x-hots3-evict", evict_bucket},       // bound buckets
-    {Method::kGet, Target::kBucket, "x-hots3-parked", parked_jobs},        // bound buckets
-    {Method::kPost, Target::kBucket, "x-hots3-adopt", adopt_keys},         // bound buckets
-    {Method::kPost, Target::kBucket, "x-hots3-lost", settle_lost_keys},    // tier recover
-    {Method::kPost, Target::kBucket, "x-hots3-prefetch", start_prefetch},  // bound buckets
-    {Method::kGet, Target::kBucket, "x-hots3-prefetch", prefetch_status},  // bound buckets
-    {Method::kPost, Target::kBucket, "x-hots3-pin", pin_keys},             // bound buckets
-    {Method::kPost, Target::kBucket, "x-hots3-unpin", unpin_keys},         // bound buckets
+    {Method::kGet, Target::kBucket, "acl", bucket_subresource, "GetBucketAcl"},
+    {Method::kGet, Target::kBucket, "versioning", bucket_subresource, "GetBucketVersioning"},
+    {Method::kGet, Target::kBucket, "policy", bucket_subresource, "GetBucketPolicy"},
+    {Method::kGet, Target::kBucket, "cors", bucket_subresource, "GetBucketCors"},
+    {Method::kGet, Target::kBucket, "lifecycle", bucket_subresource, "GetBucketLifecycle"},
+    {Method::kGet, Target::kBucket, "tagging", bucket_subresource, "GetBucketTagging"},
+    {Method::kGet, Target::kBucket, "encryption", bucket_subresource, "GetBucketEncryption"},
+    {Method::kHead, Target::kBucket, "", head_bucket, "HeadBucket"},
+    {Method::kPut, Target::kBucket, "", create_bucket, "CreateBucket"},
+    {Method::kPut, Target::kBucket, "acl", bucket_subresource,
+     "PutBucketAcl"},  // the owner-only ACL it has
+    {Method::kDelete, Target::kBucket, "", delete_bucket, "DeleteBucket"},
+    {Method::kPost, Target::kBucket, "delete", delete_objects, "DeleteObjects"},
+    {Method::kPost, Target::kBucket, "x-hots3-flush", flush_bucket,
+     "TierFlush"},  // write-back buckets
+    {Method::kPost, Target::kBucket, "x-hots3-evict", evict_bucket, "TierEvict"},  // bound buckets
+    {Method::kGet, Target::kBucket, "x-hots3-parked", parked_jobs, "TierParked"},  // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-adopt", adopt_keys, "TierAdopt"},    // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-lost", settle_lost_keys,
+     "TierRecover"},  // tier recover
+    {Method::kPost, Target::kBucket, "x-hots3-prefetch", start_prefetch,
+     "TierPrefetch"},  // bound buckets
+    {Method::kGet, Target::kBucket, "x-hots3-prefetch", prefetch_status,
+     "TierPrefetchStatus"},                                                      // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-pin", pin_keys, "TierPin"},        // bound buckets
+    {Method::kPost, Target::kBucket, "x-hots3-unpin", unpin_keys, "TierUnpin"},  // bound buckets
 
-    {Method::kGet, Target::kObject, "", get_object_body},
-    {Method::kHead, Target::kObject, "", head_object},
-    {Method::kPut, Target::kObject, "", put_or_copy_object},
-    {Method::kDelete, Target::kObject, "", delete_object},
-    {Method::kGet, Target::kObject, "acl", object_subresource},
-    {Method::kPut, Target::kObject, "acl", object_subresource},  // the owner-only ACL it has
-    {Method::kGet, Target::kObject, "tagging", object_subresource},
-    {Method::kGet, Target::kObject, "attributes", get_object_attributes},
-    {Method::kPost, Target::kObject, "restore", restore_object},     // of an evicted object
-    {Method::kPut, Target::kObject, "renameObject", rename_object},  // S3 Express
-    {Method::kPost, Target::kObject, "uploads", create_multipart_upload},
-    {Method::kPut, Target::kObject, "uploadId", upload_part},  // and UploadPartCopy
-    {Method::kPost, Target::kObject, "uploadId", complete_multipart_upload},
-    {Method::kDelete, Target::kObject, "uploadId", abort_multipart_upload},
-    {Method::kGet, Target::kObject, "uploadId", list_parts},
+    {Method::kGet, Target::kObject, "", get_object_body, "GetObject"},
+    {Method::kHead, Target::kObject, "", head_object, "HeadObject"},
+    {Method::kPut, Target::kObject, "", put_or_copy_object, "PutObject"},
+    {Method::kDelete, Target::kObject, "", delete_object, "DeleteObject"},
+    {Method::kGet, Target::kObject, "acl", object_subresource, "GetObjectAcl"},
+    {Method::kPut, Target::kObject, "acl", object_subresource,
+     "PutObjectAcl"},  // the owner-only ACL it has
+    {Method::kGet, Target::kObject, "tagging", object_subresource, "GetObjectTagging"},
+    {Method::kGet, Target::kObject, "attributes", get_object_attributes, "GetObjectAttributes"},
+    {Method::kPost, Target::kObject, "restore", restore_object,
+     "RestoreObject"},  // of an evicted object
+    {Method::kPut, Target::kObject, "renameObject", rename_object, "RenameObject"},  // S3 Express
+    {Method::kPost, Target::kObject, "uploads", create_multipart_upload, "CreateMultipartUpload"},
+    {Method::kPut, Target::kObject, "uploadId", upload_part, "UploadPart"},  // and UploadPartCopy
+    {Method::kPost, Target::kObject, "uploadId", complete_multipart_upload,
+     "CompleteMultipartUpload"},
+    {Method::kDelete, Target::kObject, "uploadId", abort_multipart_upload, "AbortMultipartUpload"},
+    {Method::kGet, Target::kObject, "uploadId", list_parts, "ListParts"},
 };
+
+constexpr auto kOperationNames = [] {
+  std::array<std::string_view, std::size(kRoutes) + 2> names{};
+  for (std::size_t i = 0; i < std::size(kRoutes); ++i) names[i] = kRoutes[i].name;
+  names[std::size(kRoutes)] = "GetMetrics";
+  names.back() = "none";
+  return names;
+}();
 
 }  // namespace
 
-std::variant<Operation, Error> route(const Request& r) {
+std::span<const std::string_view> operation_names() { return kOperationNames; }
+std::size_t metrics_scrape() { return std::size(kRoutes); }
+std::size_t not_routed() { return std::size(kRoutes) + 1; }
+
+std::variant<Routed, Error> route(const Request& r) {
   const Target target = r.bucket.empty() ? Target::kService
                         : r.key.empty()  ? Target::kBucket
                                          : Target::kObject;
@@ -128,9 +152,10 @@ std::variant<Operation, Error> route(const Request& r) {
       r.has_param("partNumber")) {
     subresource = "uploadId";
   }
-  for (const Route& row : kRoutes) {
+  for (std::size_t i = 0; i < std::size(kRoutes); ++i) {
+    const Route& row = kRoutes[i];
     if (row.target == target && row.subresource == subresource && row.method == r.head.method)
-      return row.operation;
+      return Routed{row.operation, i};
   }
   if (!subresource.empty()) {
     return Error(Code::kNotImplemented, "The " + std::string(subresource) +

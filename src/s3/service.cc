@@ -24,20 +24,41 @@ namespace hots3::s3 {
 
 Service::Service(storage::ObjectStore& store, const config::S3Config& config,
                  std::vector<config::UserConfig> users, http::ProbeFn probes,
-                 tier::WriteThrough* write_through, tier::ReadThrough* read_through)
+                 tier::WriteThrough* write_through, tier::ReadThrough* read_through,
+                 MetricsEndpoint metrics)
     : store_(store),
       config_(config),
       authenticator_(config_, std::move(users)),
       probes_(std::move(probes)),
       write_through_(write_through),
-      read_through_(read_through) {
+      read_through_(read_through),
+      metrics_(std::move(metrics)) {
   std::array<std::byte, 24> id{};
   random_bytes(id);
   host_id_ = aws::base64_encode(id);
+  if (metrics_.registry != nullptr)
+    metrics_.registry->add([this](metrics::Writer& w) { requests_.write(w); });
 }
 
 asio::awaitable<void> Service::handle(http::Exchange& exchange) {
+  const auto started = std::chrono::steady_clock::now();
+  std::size_t operation = not_routed();
+  co_await serve(exchange, operation);
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - started)
+                          .count();
+  requests_.record(operation, exchange.counts(), static_cast<std::uint64_t>(micros));
+}
+
+asio::awaitable<void> Service::serve(http::Exchange& exchange, std::size_t& operation) {
   Request r(exchange);
+  if (metrics_.registry != nullptr && !metrics_.bearer_token.empty()) {
+    if (auto authorization = r.header("authorization");
+        authorization && authorization->starts_with("Bearer ")) {
+      operation = metrics_scrape();
+      co_return co_await serve_metrics(r, authorization->substr(7));
+    }
+  }
   if (auto e = locate(r, config_)) co_return co_await send_error(r, std::move(*e));
   if (auto e = authenticator_.authenticate(r)) {
     log::debug("request {}: {} {}: authentication failed: {}", r.head.request_id,
@@ -53,7 +74,22 @@ asio::awaitable<void> Service::handle(http::Exchange& exchange) {
   }
   auto routed = route(r);
   if (auto* e = std::get_if<Error>(&routed)) co_return co_await send_error(r, std::move(*e));
-  co_await std::get<Operation>(routed)(*this, r);
+  operation = std::get<Routed>(routed).index;
+  co_await std::get<Routed>(routed).operation(*this, r);
+}
+
+asio::awaitable<void> Service::serve_metrics(Request& r, std::string_view token) {
+  // GET /metrics with the configured token (compared in constant time); any other target or
+  // token with a bearer is refused as S3 refuses what it cannot authenticate.
+  const auto target = r.head.target.substr(0, r.head.target.find('?'));
+  if (target != "/metrics" || r.head.method != http::Method::kGet ||
+      !aws::signatures_equal(token, metrics_.bearer_token)) {
+    co_return co_await send_error(
+        r, Error(Code::kAccessDenied, "Bearer tokens serve GET /metrics only."));
+  }
+  http::Response head(200);
+  head.add("Content-Type", std::string(metrics::kContentType));
+  co_await r.exchange.respond(std::move(head), metrics_.registry->scrape());
 }
 
 http::Response Service::response(const Request& r, unsigned status) const {
@@ -308,9 +344,10 @@ std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
                                             const config::S3Config& config,
                                             std::vector<config::UserConfig> users,
                                             http::ProbeFn probes, tier::WriteThrough* write_through,
-                                            tier::ReadThrough* read_through) {
+                                            tier::ReadThrough* read_through,
+                                            MetricsEndpoint metrics) {
   return std::make_unique<Service>(store, config, std::move(users), std::move(probes),
-                                   write_through, read_through);
+                                   write_through, read_through, std::move(metrics));
 }
 
 }  // namespace hots3::s3

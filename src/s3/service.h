@@ -11,10 +11,12 @@
 #include "fill_flights.h"
 #include "missing_keys.h"
 #include "request.h"
+#include "request_metrics.h"
 #include "validated_times.h"
 
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
+#include "hots3/s3/s3.h"
 #include "hots3/storage/object_store.h"
 #include "hots3/tier/readthrough.h"
 #include "hots3/tier/writethrough.h"
@@ -34,7 +36,8 @@ class Service final : public http::Handler {
  public:
   Service(storage::ObjectStore& store, const config::S3Config& config,
           std::vector<config::UserConfig> users, http::ProbeFn probes,
-          tier::WriteThrough* write_through = nullptr, tier::ReadThrough* read_through = nullptr);
+          tier::WriteThrough* write_through = nullptr, tier::ReadThrough* read_through = nullptr,
+          MetricsEndpoint metrics = {});
 
   asio::awaitable<void> handle(http::Exchange& exchange) override;
   // Fetches what pins hold evicted (fetch_pinned_at_start) when an upstream is read.
@@ -119,6 +122,11 @@ class Service final : public http::Handler {
       const Request& r, const storage::BucketRecord& bucket, std::vector<std::string> keys);
 
  private:
+  // A request located, authenticated and routed to its operation (whose index it sets).
+  asio::awaitable<void> serve(http::Exchange& exchange, std::size_t& operation);
+  // GET /metrics on the S3 port, for a request with a bearer token.
+  asio::awaitable<void> serve_metrics(Request& r, std::string_view token);
+
   storage::ObjectStore& store_;
   config::S3Config config_;
   Authenticator authenticator_;
@@ -130,6 +138,8 @@ class Service final : public http::Handler {
   FillFlights fill_flights_;
   ValidatedTimes validated_;
   MissingKeys missing_keys_;
+  MetricsEndpoint metrics_;
+  RequestMetrics requests_;
 };
 
 // ---- operations (handlers_*.cc) ----

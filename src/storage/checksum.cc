@@ -4,7 +4,21 @@
 
 #include <xxhash.h>
 
+#include <atomic>
+
 namespace hots3::storage {
+
+namespace {
+std::atomic<std::uint64_t> g_checksum_failures{0};
+}  // namespace
+
+void count_checksum_failure() noexcept {
+  g_checksum_failures.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t checksum_failures() noexcept {
+  return g_checksum_failures.load(std::memory_order_relaxed);
+}
 
 std::uint32_t block_checksum(std::span<const std::byte> data) noexcept {
   return static_cast<std::uint32_t>(XXH3_64bits(data.data(), data.size()));

@@ -14,6 +14,10 @@ namespace hots3::storage {
 
 std::uint32_t block_checksum(std::span<const std::byte> data) noexcept;
 
+// Stored blocks found damaged by a read since the process started (StoreStats reports them).
+void count_checksum_failure() noexcept;
+[[nodiscard]] std::uint64_t checksum_failures() noexcept;
+
 // Appends the checksum of every kChecksumBlockBytes block of `data` to `out`; the last block
 // may be shorter.
 void append_block_checksums(std::span<const std::byte> data, std::vector<std::uint32_t>& out);

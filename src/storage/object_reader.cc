@@ -89,6 +89,7 @@ error_code verify(const ReadState& st, const ExtentRecord& row, std::uint64_t re
           "checksum mismatch: object {} (version {}) at device offset {}: stored data is damaged; "
           "nothing of it is returned",
           st.object().key, st.object().id, row.device.offset_bytes + block_offset);
+      count_checksum_failure();
       return errc::kChecksumMismatch;
     }
   }

@@ -1,5 +1,6 @@
 #include "hots3/storage/object_store.h"
 
+#include "storage/checksum.h"
 #include "storage/device/device.h"
 #include "storage/device/format.h"
 #include "storage/metadata_cache.h"
@@ -1430,6 +1431,8 @@ class StoreImpl final : public ObjectStore {
     s.cache_used_bytes = cache.used_bytes;
     s.cache_hits = cache.hits;
     s.cache_misses = cache.misses;
+    s.cache_evictions = cache.evictions;
+    s.checksum_failures = checksum_failures();
     const auto metadata = core_.metadata->stats();
     s.metadata_cache_capacity_bytes = metadata.capacity_bytes;
     s.metadata_cache_used_bytes = metadata.used_bytes;

@@ -180,7 +180,7 @@ def routes_in_router():
         text = f.read()
     table = text[text.index("constexpr Route kRoutes[]"):]
     table = table[:table.index("};")]
-    return set(re.findall(r"\{Method::k\w+, Target::k\w+, \"[\w-]*\", (\w+)\}", table))
+    return set(re.findall(r"\{Method::k\w+, Target::k\w+, \"[\w-]*\", (\w+), \"\w+\"\}", table))
 
 
 class Context:

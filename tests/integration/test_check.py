@@ -167,7 +167,8 @@ class CheckTest(unittest.TestCase):
         self.sql("UPDATE inline_data SET data = CAST(replace(CAST(data AS TEXT), 'object', 'OBJECT') AS BLOB)")
         self.assertProblem(r"PROBLEM: object bkt/small: inline data checksum mismatch")
         # And a server never sends those bytes: an error, and a log line that says why.
-        server = s3.hots3_server(workdir=self.dir, device_size="64MiB")
+        server = s3.hots3_server('[metrics]\nbearer_token = "check-metrics-token-0123"\n', workdir=self.dir,
+                                 device_size="64MiB")
         with server:
             # HEAD answers from the object's record and reads no bytes: the damage is not its.
             r = s3.send(server.port, s3.SignedRequest("HEAD", "/bkt/small", port=server.port).wire())
@@ -179,6 +180,10 @@ class CheckTest(unittest.TestCase):
             r = s3.send(server.port, s3.SignedRequest("GET", "/bkt/big", port=server.port).wire())
             self.assertEqual(r.status, 200, r)
             self.assertEqual(r.body, BIG)
+            # Operators see it in the metrics too.
+            r = s3.send(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                                     b"Authorization: Bearer check-metrics-token-0123\r\n\r\n")
+            self.assertIn(b"\nhots3_checksum_failures_total 1\n", r.body)
         self.assertRegex(server.read_stderr(), r"inline data of object id \d+ fails its checksum")
 
     def test_wrong_device(self):

@@ -82,6 +82,9 @@ class FakeExchange final : public http::Exchange {
   }
 
   [[nodiscard]] bool response_started() const noexcept override { return started_; }
+  [[nodiscard]] Counts counts() const noexcept override {
+    return {started_ ? response_.status : 0U, read_, body_.size()};
+  }
 
   // ---- what the handler answered
 

@@ -282,9 +282,17 @@ struct TierConfig {
   [[nodiscard]] const TierBucketConfig* binding(std::string_view bucket) const;
 };
 
+// Prometheus metrics (TOML [metrics]): GET /metrics on an address of their own, unauthenticated,
+// and on the S3 port with "Authorization: Bearer <bearer_token>".
+struct MetricsConfig {
+  std::optional<ListenAddress> listen;  // unset ("" in TOML) = no address of their own
+  std::string bearer_token;             // "" = not served on the S3 port
+};
+
 struct Config {
   std::string source;  // the file this was read from, "" for defaults only
   HttpConfig http;
+  MetricsConfig metrics;
   StorageConfig storage;
   S3Config s3;
   log::Options log;

@@ -116,6 +116,15 @@ class Exchange {
 
   [[nodiscard]] virtual bool response_started() const noexcept = 0;
 
+  // What the exchange carried so far (for metrics): the response status (0 before write_head)
+  // and the body bytes read and sent.
+  struct Counts {
+    unsigned status = 0;
+    std::uint64_t body_read_bytes = 0;
+    std::uint64_t body_sent_bytes = 0;
+  };
+  [[nodiscard]] virtual Counts counts() const noexcept = 0;
+
   // Sends the whole response: head and a body held in memory.
   boost::asio::awaitable<Result<void>> respond(Response response, std::string body);
 };

@@ -7,6 +7,7 @@
 #include "hots3/http/handler.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace hots3::storage {
@@ -18,7 +19,19 @@ class ReadThrough;
 class WriteThrough;
 }  // namespace hots3::tier
 
+namespace hots3::metrics {
+class Registry;
+}
+
 namespace hots3::s3 {
+
+// Where the handler reports its metrics (requests by operation and status) and serves them:
+// GET /metrics with "Authorization: Bearer <bearer_token>" on the S3 port ("" = not there).
+// `registry` (outliving the handler) also holds what other modules report.
+struct MetricsEndpoint {
+  metrics::Registry* registry = nullptr;
+  std::string bearer_token;
+};
 
 // `store` must outlive the handler. Users are fixed for the handler's lifetime. `probes`
 // answers the health probes beyond live and ready (http::Handler::probe). `write_through`
@@ -30,6 +43,7 @@ std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
                                             std::vector<config::UserConfig> users,
                                             http::ProbeFn probes = {},
                                             tier::WriteThrough* write_through = nullptr,
-                                            tier::ReadThrough* read_through = nullptr);
+                                            tier::ReadThrough* read_through = nullptr,
+                                            MetricsEndpoint metrics = {});
 
 }  // namespace hots3::s3

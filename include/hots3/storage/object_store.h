@@ -145,6 +145,8 @@ struct StoreStats {
   std::uint64_t cache_used_bytes = 0;
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
+  std::uint64_t cache_evictions = 0;
+  std::uint64_t checksum_failures = 0;  // stored blocks a read found damaged, since start
   std::uint64_t metadata_cache_capacity_bytes =
       0;  // records of hot objects (and small objects' data)
   std::uint64_t metadata_cache_used_bytes = 0;

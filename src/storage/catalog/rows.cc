@@ -364,6 +364,7 @@ Result<std::string> verified_inline_data(const Query& q, int data, std::int64_t 
         object_id,
         q.is_null(data + 1) ? std::string("none") : fmt::format("{:08x}", q.uint64(data + 1)),
         computed);
+    count_checksum_failure();
     return errc::kCorrupt;
   }
   return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());

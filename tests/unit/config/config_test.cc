@@ -91,6 +91,22 @@ TEST_F(ConfigFile, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config.tier.evict.policy, defaults.tier.evict.policy);
 }
 
+TEST_F(ConfigFile, MetricsHaveAnAddressOfTheirOwnAndABearerTokenForTheS3Port) {
+  Config config;
+  apply_file(config, write("[metrics]\nlisten = \"0.0.0.0:9464\"\n"
+                           "bearer_token = \"0123456789abcdef\"\n"));
+  ASSERT_TRUE(config.metrics.listen);
+  EXPECT_EQ(config.metrics.listen->host, "0.0.0.0");
+  EXPECT_EQ(config.metrics.listen->port, 9464);
+  EXPECT_EQ(config.metrics.bearer_token, "0123456789abcdef");
+  EXPECT_NE(error_of("[metrics]\nbearer_token = \"short\"\n").find("metrics.bearer_token: must be"),
+            std::string::npos);
+  EXPECT_NE(error_of("[metrics]\nlisten = \"nowhere\"\n").find("metrics.listen:"),
+            std::string::npos);
+  EXPECT_NE(error_of("[metrics]\nport = 1\n").find("metrics.port: unknown key"), std::string::npos);
+  EXPECT_FALSE(Config{}.metrics.listen);  // off unless asked for
+}
+
 TEST_F(ConfigFile, ReadsValuesWithUnits) {
   Config config;
   apply_file(config, write(R"(

@@ -1,0 +1,201 @@
+"""Prometheus metrics of a running hots3, checked by the real tools: promtool accepts the
+exposition, and Debian's Prometheus scrapes the metrics address while a scripted workload runs,
+its HTTP API seeing the counters move. The S3 port serves the same with a bearer token."""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import s3_support as s3  # noqa: E402
+
+import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
+from botocore.exceptions import ClientError  # noqa: E402
+
+TOKEN = "metrics-bearer-token-0123456789"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def samples(text):
+    """{(name, frozenset(labels)): value} of an exposition."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$', line)
+        assert m, line
+        labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        out[(m.group(1), labels)] = float(m.group(4))
+    return out
+
+
+class MetricsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="hots3-metrics-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
+        cls.metrics_port_file = os.path.join(cls.dir, "metrics.port")
+        cls.server = s3.hots3_server('[metrics]\nlisten = "127.0.0.1:0"\nbearer_token = "%s"\n' % TOKEN,
+                                     args=("--metrics-port-file", cls.metrics_port_file)).start()
+        with open(cls.metrics_port_file) as f:
+            cls.metrics_port = int(f.read())
+        cls.s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % cls.server.port,
+                              aws_access_key_id=s3.ACCESS_KEY, aws_secret_access_key=s3.SECRET_KEY,
+                              region_name=s3.REGION, config=Config(retries={"total_max_attempts": 1}))
+        cls.s3.create_bucket(Bucket="metered")
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            assert cls.server.stop() == 0
+        finally:
+            cls.server.cleanup()
+            shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def scrape(self):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port, timeout=10) as r:
+            self.assertTrue(r.headers["Content-Type"].startswith("text/plain; version=0.0.4"))
+            return r.read().decode()
+
+    def workload(self, n=5):
+        for i in range(n):
+            self.s3.put_object(Bucket="metered", Key="k%d" % i, Body=b"x" * 1000)
+            self.s3.get_object(Bucket="metered", Key="k%d" % i)["Body"].read()
+        with self.assertRaises(ClientError):
+            self.s3.get_object(Bucket="metered", Key="missing")
+
+    def test_requests_are_counted_by_operation_and_status_with_their_latency_and_bytes(self):
+        before = samples(self.scrape())
+        self.workload()
+        after = samples(self.scrape())
+
+        def grew(name, by, **labels):
+            key = (name, frozenset(labels.items()))
+            self.assertGreaterEqual(after.get(key, 0) - before.get(key, 0), by, key)
+        grew("hots3_s3_requests_total", 5, operation="PutObject", status="200")
+        grew("hots3_s3_requests_total", 5, operation="GetObject", status="200")
+        grew("hots3_s3_requests_total", 1, operation="GetObject", status="404")
+        grew("hots3_s3_request_duration_seconds_count", 6, operation="GetObject")
+        grew("hots3_s3_request_duration_seconds_bucket", 6, operation="GetObject", le="+Inf")
+        grew("hots3_s3_request_body_bytes_total", 5000, operation="PutObject")
+        grew("hots3_s3_response_body_bytes_total", 5000, operation="GetObject")
+        # The module gauges are there and plausible.
+        self.assertGreaterEqual(after[("hots3_http_connections", frozenset())], 1)
+        self.assertGreater(after[("hots3_device_bytes", frozenset())], 0)
+        self.assertGreater(after[("hots3_device_free_bytes", frozenset())], 0)
+        self.assertGreater(after[("hots3_catalog_commits_total", frozenset())], 0)
+        info = [(dict(ls), v) for (n, ls), v in after.items() if n == "hots3_build_info"]
+        self.assertEqual(len(info), 1)
+        self.assertEqual(info[0][1], 1)
+        self.assertRegex(info[0][0]["version"], r"^\d+\.\d+")
+
+    def test_promtool_accepts_the_exposition(self):
+        self.workload(1)
+        text = self.scrape()
+        run = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
+                             timeout=60)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertEqual((run.stdout + run.stderr).strip(), "")  # not even a lint warning
+
+    def test_labels_stay_bounded_whatever_clients_ask(self):
+        # Keys, buckets and unknown operations never become label values.
+        for i in range(30):
+            with self.assertRaises(ClientError):
+                self.s3.get_object(Bucket="metered", Key="nothing-%d" % i)
+            self.signed_raw("GET", "/metered/k0", [("x-bogus-%d" % i, "")])
+        text = self.scrape()
+        self.assertNotIn("nothing-", text)
+        self.assertNotIn("x-bogus", text)
+        operations = {dict(ls).get("operation") for (n, ls) in samples(text) if n == "hots3_s3_requests_total"}
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "src", "s3", "router.cc")) as f:
+            routes = set(re.findall(r'"(\w+)"\}', f.read()))
+        self.assertIn("GetObject", routes)
+        self.assertLessEqual(operations, routes | {"GetMetrics", "none"})
+
+    def signed_raw(self, method, path, query):
+        return s3.send(self.server.port, s3.SignedRequest(method, path, query, port=self.server.port).wire())
+
+    def test_the_s3_port_serves_metrics_to_the_bearer_of_the_token_only(self):
+        def get(target, token):
+            request = urllib.request.Request("http://127.0.0.1:%d%s" % (self.server.port, target))
+            if token:
+                request.add_header("Authorization", "Bearer " + token)
+            try:
+                with urllib.request.urlopen(request, timeout=10) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+        status, body = get("/metrics", TOKEN)
+        self.assertEqual(status, 200)
+        self.assertIn("hots3_s3_requests_total", body)
+        status, body = get("/metrics", TOKEN)  # the scrape before is counted under its own name
+        self.assertIn('hots3_s3_requests_total{operation="GetMetrics",status="200"}', body)
+        for target, token in (("/metrics", TOKEN[:-1] + "x"), ("/metrics", None), ("/metered/k0", TOKEN)):
+            status, body = get(target, token)
+            self.assertEqual(status, 403, (target, token))
+            self.assertNotIn("hots3_s3_requests_total", body)
+        # The metrics address serves /metrics and nothing else.
+        with self.assertRaises(urllib.error.HTTPError) as other:
+            urllib.request.urlopen("http://127.0.0.1:%d/metered/k0" % self.metrics_port, timeout=10)
+        self.assertEqual(other.exception.code, 404)
+
+    def test_prometheus_scrapes_it_and_sees_the_counters_move(self):
+        port = free_port()
+        directory = tempfile.mkdtemp(prefix="prometheus-", dir=self.dir)
+        config = os.path.join(directory, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                    "scrape_configs:\n  - job_name: hots3\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:%d']\n" % self.metrics_port)
+        with open(os.path.join(directory, "log"), "w") as log:
+            prometheus = subprocess.Popen(
+                ["prometheus", "--config.file=" + config, "--storage.tsdb.path=" + os.path.join(directory, "data"),
+                 "--web.listen-address=127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            def query(expression):
+                url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": expression}))
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as r:
+                        result = json.load(r)["data"]["result"]
+                except (urllib.error.URLError, ConnectionError):
+                    return None
+                return float(result[0]["value"][1]) if result else None
+
+            expression = 'sum(hots3_s3_requests_total{operation="PutObject"})'
+            deadline = time.monotonic() + 60
+            first = None
+            while first is None:
+                self.assertLess(time.monotonic(), deadline, "Prometheus never scraped hots3")
+                self.assertIsNone(prometheus.poll(), "Prometheus exited")
+                self.workload(1)
+                first = query(expression)
+                time.sleep(0.5)
+            self.assertEqual(query('up{job="hots3"}'), 1)
+            self.workload(10)
+            while (query(expression) or 0) < first + 10:
+                self.assertLess(time.monotonic(), deadline, "Prometheus did not see the PUTs")
+                time.sleep(0.5)
+            # A rate, as a dashboard shows it.
+            self.assertIsNotNone(query('sum(rate(hots3_s3_requests_total[10s]))'))
+        finally:
+            prometheus.terminate()
+            prometheus.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
