@@ -90,6 +90,7 @@ void add_server_metrics(metrics::Registry& registry, const http::Server& server,
               n(s.evicted_bytes));
     w.gauge("hots3_tier_evictable_bytes", "Bytes eviction may take now",
             n(uploader->evictable_bytes()));
+    uploader->write_metrics(w);
   });
 }
 

@@ -645,11 +645,23 @@ struct Uploader::Impl {
     std::string name;
     Health health = Health::kOk;
     std::string json, text;
+    // The same as numbers, for the metrics.
+    storage::TierBacklog owed;
+    storage::TierSpace held;
+    std::int64_t oldest_s = 0;
+    ReadCounts::Totals reads;
+  };
+  struct UpstreamReport {
+    std::string name;
+    std::string_view state;  // upstream_state's
+    std::int64_t failing_s = 0;
+    std::array<std::uint64_t, kTrafficClasses> bytes{};
   };
   struct Report {
     bool made = false;
     Health overall = Health::kOk;
     std::string upstreams_json, upstreams_text;
+    std::vector<UpstreamReport> upstreams;
     std::vector<BucketReport> buckets;
     std::string totals_json, totals_text;  // what is owed in all, and the device
   };
@@ -766,6 +778,7 @@ struct Uploader::Impl {
           i == 0 ? "" : ",", json_string(u.config.name), json_string(u.config.endpoint),
           upstream_state(u), json_string(u.cause), failing_s, static_cast<int>(u.window),
           u.config.bytes_per_s, by_class);
+      r.upstreams.push_back({u.config.name, upstream_state(u), failing_s, u.link->bytes()});
       r.upstreams_text +=
           fmt::format("upstream {} {}: {}", u.config.name, u.config.endpoint, upstream_state(u));
       if (!u.cause.empty()) r.upstreams_text += fmt::format(": {} (for {} s)", u.cause, failing_s);
@@ -807,7 +820,7 @@ struct Uploader::Impl {
                                     ? std::string()
                                     : fmt::format("{:.3f}", static_cast<double>(hits) /
                                                                 static_cast<double>(hits + misses));
-      BucketReport out{c.bucket, h, {}, {}};
+      BucketReport out{c.bucket, h, {}, {}, owed, held, oldest_s, reads};
       out.json = fmt::format(
           "{{\"bucket\":{},\"upstream\":{},\"upstream_bucket\":{},\"upstream_prefix\":{},"
           "\"mode\":\"{}\",\"state\":\"{}\",\"error\":{},\"queued\":{},\"queued_bytes\":{},"
@@ -883,6 +896,90 @@ struct Uploader::Impl {
         format_size(evictions.bytes.load()), evictions.young.load());
     const std::lock_guard lock(report_mutex);
     last_report = std::move(r);
+  }
+
+  // The last report's figures as Prometheus families (see Uploader::write_metrics).
+  void write_metrics(metrics::Writer& w) const {
+    const std::lock_guard lock(report_mutex);
+    const Report& r = last_report;
+    if (!r.made) return;
+    auto n = [](auto v) { return static_cast<double>(v); };
+    w.family("hots3_tier_upstream_state", "gauge",
+             "1 for each upstream's state: ok, failing, unreachable or unknown (not heard yet)");
+    for (const UpstreamReport& u : r.upstreams)
+      w.sample("hots3_tier_upstream_state", {{"upstream", u.name}, {"state", u.state}}, 1);
+    w.family("hots3_tier_upstream_failing_seconds", "gauge",
+             "How long each upstream has been failing (0 when it is not)");
+    for (const UpstreamReport& u : r.upstreams)
+      w.sample("hots3_tier_upstream_failing_seconds", {{"upstream", u.name}}, n(u.failing_s));
+    w.family("hots3_tier_upstream_bytes_total", "counter",
+             "Body bytes to and from each upstream since start, by class of traffic");
+    for (const UpstreamReport& u : r.upstreams) {
+      for (std::size_t c = 0; c < kTrafficClasses; ++c) {
+        w.sample("hots3_tier_upstream_bytes_total",
+                 {{"upstream", u.name}, {"class", traffic_name(static_cast<Traffic>(c))}},
+                 n(u.bytes[c]));
+      }
+    }
+    w.family("hots3_tier_bucket_state", "gauge",
+             "1 for each bound bucket's state: ok, degraded or behind");
+    for (const BucketReport& b : r.buckets)
+      w.sample("hots3_tier_bucket_state", {{"bucket", b.name}, {"state", health_name(b.health)}},
+               1);
+    w.family("hots3_tier_queued_jobs", "gauge",
+             "Changes waiting for an upstream, by bucket and action (parked ones included)");
+    for (const BucketReport& b : r.buckets) {
+      w.sample("hots3_tier_queued_jobs", {{"bucket", b.name}, {"action", "upload"}},
+               n(b.owed.uploads));
+      w.sample("hots3_tier_queued_jobs", {{"bucket", b.name}, {"action", "copy"}},
+               n(b.owed.copies));
+      w.sample("hots3_tier_queued_jobs", {{"bucket", b.name}, {"action", "delete"}},
+               n(b.owed.deletes));
+    }
+    w.family("hots3_tier_queued_bytes", "gauge", "Bytes of the changes waiting, by bucket");
+    for (const BucketReport& b : r.buckets)
+      w.sample("hots3_tier_queued_bytes", {{"bucket", b.name}}, n(b.owed.bytes));
+    w.family("hots3_tier_parked_jobs", "gauge",
+             "Changes no retry will send (hots3 tier status names them), by bucket");
+    for (const BucketReport& b : r.buckets)
+      w.sample("hots3_tier_parked_jobs", {{"bucket", b.name}}, n(b.owed.parked));
+    w.family("hots3_tier_oldest_owed_age_seconds", "gauge",
+             "Age of the oldest change not yet upstream, by bucket (0: none)");
+    for (const BucketReport& b : r.buckets)
+      w.sample("hots3_tier_oldest_owed_age_seconds", {{"bucket", b.name}}, n(b.oldest_s));
+    w.family("hots3_tier_data_bytes", "gauge",
+             "Where a bound bucket's data is: dirty (not yet upstream), clean, evicted (upstream "
+             "only), pinned, evictable, lost (before upload)");
+    for (const BucketReport& b : r.buckets) {
+      const std::pair<std::string_view, std::uint64_t> kinds[] = {
+          {"dirty", b.held.dirty_bytes},         {"clean", b.held.clean_bytes},
+          {"evicted", b.held.remote_bytes},      {"pinned", b.held.pinned_bytes},
+          {"evictable", b.held.evictable_bytes}, {"lost", b.held.lost_bytes}};
+      for (const auto& [kind, bytes] : kinds)
+        w.sample("hots3_tier_data_bytes", {{"bucket", b.name}, {"kind", kind}}, n(bytes));
+    }
+    w.family("hots3_tier_reads_total", "counter",
+             "GETs of a bound bucket's objects: hit (from the device) or miss (from the upstream)");
+    for (const BucketReport& b : r.buckets) {
+      w.sample("hots3_tier_reads_total", {{"bucket", b.name}, {"result", "hit"}}, n(b.reads.hits));
+      w.sample("hots3_tier_reads_total", {{"bucket", b.name}, {"result", "miss"}},
+               n(b.reads.misses));
+    }
+    w.family("hots3_tier_read_bytes_total", "counter",
+             "Bytes those GETs read, from the device (hit) or the upstream (miss)");
+    for (const BucketReport& b : r.buckets) {
+      w.sample("hots3_tier_read_bytes_total", {{"bucket", b.name}, {"result", "hit"}},
+               n(b.reads.hit_bytes));
+      w.sample("hots3_tier_read_bytes_total", {{"bucket", b.name}, {"result", "miss"}},
+               n(b.reads.miss_bytes));
+    }
+    const config::EvictConfig& ev = tier.evict;
+    w.family("hots3_tier_watermark_ratio", "gauge",
+             "Device fullness marks: eviction starts above high and stops at low; above full, "
+             "misses stream through uncached and write-back PUTs get SlowDown");
+    w.sample("hots3_tier_watermark_ratio", {{"mark", "high"}}, ev.high_percent / 100.0);
+    w.sample("hots3_tier_watermark_ratio", {{"mark", "low"}}, ev.low_percent / 100.0);
+    w.sample("hots3_tier_watermark_ratio", {{"mark", "full"}}, ev.full_percent / 100.0);
   }
 
   // The last report, of every bound bucket or only of `bucket` (its state is then the bucket's).
@@ -3201,6 +3298,8 @@ bool Uploader::reload_credentials() {
 http::Probe Uploader::health(bool text, std::string_view bucket) const {
   return impl_->health(text, bucket);
 }
+
+void Uploader::write_metrics(metrics::Writer& w) const { impl_->write_metrics(w); }
 
 std::uint64_t Uploader::evictable_bytes() const {
   return impl_->evictable_total.load(std::memory_order_relaxed);

@@ -197,5 +197,74 @@ class MetricsTest(unittest.TestCase):
             prometheus.wait(timeout=30)
 
 
+class AlertRulesTest(unittest.TestCase):
+    RULES = os.path.join(os.path.dirname(__file__), "..", "..", "packaging", "prometheus")
+
+    def test_the_alert_rules_load_and_fire_on_the_series_that_should_raise_them(self):
+        for args in (["check", "rules", "hots3-rules.yml"], ["test", "rules", "hots3-rules.test.yml"]):
+            run = subprocess.run(["promtool", *args], cwd=self.RULES, capture_output=True, text=True, timeout=60)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            self.assertIn("SUCCESS", run.stdout)
+
+    def test_the_rules_use_only_metrics_hots3_serves(self):
+        with open(os.path.join(self.RULES, "hots3-rules.yml")) as f:
+            used = set(re.findall(r"\b(hots3_\w+)", f.read()))
+        source = ""
+        for path in ("src/app/metrics_endpoint.cc", "src/tier/uploader.cc", "src/s3/request_metrics.cc"):
+            with open(os.path.join(os.path.dirname(__file__), "..", "..", path)) as f:
+                source += f.read()
+        self.assertTrue(used)
+        self.assertEqual({name for name in used if '"%s"' % name not in source}, set())
+
+
+class TieredMetricsTest(unittest.TestCase):
+    """The tier's families, with a bucket bound write-back to a second hots3."""
+
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, os.path.dirname(__file__))
+        import test_tier_writeback as tier  # noqa: E402 (its test classes stay out of this module)
+        cls.tier = tier
+        tier.start_upstream(cls)
+        config = tier.tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials)
+        tier.start_local(cls, config + '[metrics]\nbearer_token = "%s"\n' % TOKEN, "1GiB")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tier.stop_servers(cls)
+
+    def scrape(self):
+        request = urllib.request.Request("http://127.0.0.1:%d/metrics" % self.local.port,
+                                         headers={"Authorization": "Bearer " + TOKEN})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.read().decode()
+
+    def test_the_tier_reports_its_upstream_queue_data_and_reads(self):
+        for i in range(3):
+            self.s3.put_object(Bucket="ckpt", Key="m/%d" % i, Body=os.urandom(4096))
+        self.s3.get_object(Bucket="ckpt", Key="m/0")["Body"].read()
+        deadline = time.monotonic() + 30
+        while True:
+            got = samples(self.scrape())
+
+            def value(name, **labels):
+                return got.get((name, frozenset(labels.items())))
+            done = (value("hots3_tier_uploaded_objects_total") or 0) >= 3 and \
+                value("hots3_tier_upstream_state", upstream="golden", state="ok") == 1 and \
+                value("hots3_tier_queued_jobs", bucket="ckpt", action="upload") == 0 and \
+                (value("hots3_tier_reads_total", bucket="ckpt", result="hit") or 0) >= 1
+            if done:
+                break
+            self.assertLess(time.monotonic(), deadline, "the tier's metrics never showed the uploads")
+            time.sleep(0.2)
+        self.assertEqual(value("hots3_tier_bucket_state", bucket="ckpt", state="ok"), 1)
+        self.assertGreater(value("hots3_tier_upstream_bytes_total", upstream="golden", **{"class": "writeback"}), 0)
+        self.assertEqual(value("hots3_tier_oldest_owed_age_seconds", bucket="ckpt"), 0)
+        self.assertEqual(value("hots3_tier_watermark_ratio", mark="high") > 0, True)
+        run = subprocess.run(["promtool", "check", "metrics"], input=self.scrape(), capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual((run.returncode, (run.stdout + run.stderr).strip()), (0, ""))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

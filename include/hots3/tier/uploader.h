@@ -22,6 +22,7 @@
 // by writeback.on_conflict and counted. A rename or copy of a version the upstream already
 // holds is an upstream copy, not a second upload.
 
+#include "hots3/common/metrics.h"
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
 #include "hots3/tier/readthrough.h"
@@ -121,6 +122,10 @@ class Uploader final : public WriteThrough, public ReadThrough {
   // text for people; of every bound bucket, or only of `bucket` (its state is then the bucket's;
   // 404 when it is not bound). Up to a second old; callable from any thread.
   [[nodiscard]] http::Probe health(bool text, std::string_view bucket = {}) const;
+  // The same report's figures as Prometheus families (hots3_tier_*): per upstream its state and
+  // traffic, per bound bucket its state, queue, oldest owed change, where its data is and its
+  // reads, and the watermarks. Nothing before the first report. Callable from any thread.
+  void write_metrics(metrics::Writer& w) const;
 
   struct Impl;
 
