@@ -45,6 +45,12 @@ def samples(text):
     return out
 
 
+def dashboard_queries():
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "packaging", "grafana", "hots3-dashboard.json")) as f:
+        dashboard = json.load(f)
+    return [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+
+
 class MetricsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -190,8 +196,13 @@ class MetricsTest(unittest.TestCase):
             while (query(expression) or 0) < first + 10:
                 self.assertLess(time.monotonic(), deadline, "Prometheus did not see the PUTs")
                 time.sleep(0.5)
-            # A rate, as a dashboard shows it.
+            # A rate, as a dashboard shows it; and every query of the shipped dashboard runs.
             self.assertIsNotNone(query('sum(rate(hots3_s3_requests_total[10s]))'))
+            for expression in dashboard_queries():
+                url = "http://127.0.0.1:%d/api/v1/query?%s" % (
+                    port, urllib.parse.urlencode({"query": expression.replace("$__rate_interval", "1m")}))
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    self.assertEqual(json.load(r)["status"], "success", expression)
         finally:
             prometheus.terminate()
             prometheus.wait(timeout=30)
@@ -206,9 +217,11 @@ class AlertRulesTest(unittest.TestCase):
             self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
             self.assertIn("SUCCESS", run.stdout)
 
-    def test_the_rules_use_only_metrics_hots3_serves(self):
+    def test_the_rules_and_the_dashboard_use_only_metrics_hots3_serves(self):
         with open(os.path.join(self.RULES, "hots3-rules.yml")) as f:
             used = set(re.findall(r"\b(hots3_\w+)", f.read()))
+        used |= {re.sub(r"_(bucket|sum|count)$", "", name)
+                 for expression in dashboard_queries() for name in re.findall(r"\b(hots3_\w+)", expression)}
         source = ""
         for path in ("src/app/metrics_endpoint.cc", "src/tier/uploader.cc", "src/s3/request_metrics.cc"):
             with open(os.path.join(os.path.dirname(__file__), "..", "..", path)) as f:
