@@ -40,12 +40,13 @@ BUILD_PACKAGES=(
 # of s3-compat-tests (s3cmd, rclone, s3fs-fuse, which brings fuse; wget; smart_open; Go with the
 # AWS SDK for Go v2 and minio-go, as source the suite is built against); Prometheus, which
 # scrapes a running hots3 in a test (its promtool checks the metrics); what builds, installs and
-# verifies the .deb (dpkg-dev for its dependencies, systemd for systemd-analyze); and the lint:
+# verifies the .deb (dpkg-dev for its dependencies, systemd for systemd-analyze, logrotate for
+# its log rotation); and the lint:
 # clang-format and clang-tidy.
 TEST_PACKAGES=(
   curl wget python3-boto3 python3-pytest python3-smart-open awscli s3cmd rclone s3fs
   golang-go golang-github-aws-aws-sdk-go-v2-dev golang-github-minio-minio-go-v7-dev
-  prometheus dpkg-dev systemd clang-format clang-tidy
+  prometheus dpkg-dev systemd logrotate clang-format clang-tidy
 )
 # The fuzz harnesses: clang with libFuzzer (its runtime is in libclang-rt-14-dev).
 FUZZ_PACKAGES=(

@@ -213,7 +213,14 @@ int serve(const config::Config& config, const ServeOptions& options) {
   // catalog writes are committed, the catalog closed), then the workers.
   int signal = 0;
   while ((signal = signals.wait()) == SIGHUP) {
-    log::info("received SIGHUP: reloading what can change while serving");
+    // The log files are opened again first (logrotate has moved them), so that what follows
+    // goes to the new ones; a file that cannot be opened leaves the old one in use.
+    try {
+      log::init(config.log);
+    } catch (const std::exception& e) {
+      log::error("SIGHUP: the log files stay as they were: {}", e.what());
+    }
+    log::info("received SIGHUP: log files opened again; reloading what can change while serving");
     if (uploader) uploader->reload_credentials();
   }
   log::info("received {}; stopping (grace {} ms; a second signal stops at once)",

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
@@ -151,6 +152,43 @@ class ServeTest(unittest.TestCase):
                 self.assertEqual(r.status, 403, r)
                 self.assertIn(b"<Code>InvalidAccessKeyId</Code>", r.body)
             self.assertEqual(server.returncode, 0)
+
+    def test_sighup_opens_the_log_files_again_as_logrotate_needs(self):
+        with tempfile.TemporaryDirectory() as d:
+            server_log, access_log = os.path.join(d, "server.log"), os.path.join(d, "access.log")
+            config = '[log]\nfile = "%s"\naccess_log = "%s"\n' % (server_log, access_log)
+            server = harness.ServerProcess(HOTS3, ["serve", "--data", os.path.join(d, "data")], config=config,
+                                           workdir=d).start()
+            try:
+                def request(path):
+                    return s3.send(server.port, s3.SignedRequest("GET", path, port=server.port).wire())
+
+                def read(path):
+                    with open(path) as f:
+                        return f.read()
+
+                def wait_for(path, text):
+                    deadline = time.monotonic() + 10  # the access log is flushed every second
+                    while not (os.path.exists(path) and text in read(path)):
+                        self.assertLess(time.monotonic(), deadline, "%r never reached %s" % (text, path))
+                        time.sleep(0.1)
+
+                request("/before-rotation")
+                wait_for(access_log, "/before-rotation")
+                # logrotate's way: rename, then SIGHUP (postrotate); the server writes new files.
+                os.rename(server_log, server_log + ".1")
+                os.rename(access_log, access_log + ".1")
+                server.signal(signal.SIGHUP)
+                wait_for(server_log, "received SIGHUP")
+                request("/after-rotation")
+                wait_for(access_log, "/after-rotation")
+                self.assertNotIn("/after-rotation", read(access_log + ".1"))
+                self.assertNotIn("/before-rotation", read(access_log))
+                self.assertIsNone(server.proc.poll())  # SIGHUP reloads; it does not stop
+                server.signal(signal.SIGTERM)
+                self.assertEqual(server.wait(20), 0)
+            finally:
+                server.cleanup()
 
     def test_sigint_exits_zero(self):
         with tempfile.TemporaryDirectory() as d:

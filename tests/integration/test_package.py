@@ -42,7 +42,8 @@ class PackageTest(unittest.TestCase):
         deb = os.path.join(self.dir, debs[0])
 
         contents = run("dpkg-deb", "-c", deb).stdout
-        for path in ("./usr/bin/hots3", "./etc/hots3/hots3.toml", "./usr/lib/systemd/system/hots3.service",
+        for path in ("./usr/bin/hots3", "./etc/hots3/hots3.toml", "./etc/logrotate.d/hots3",
+                     "./usr/lib/systemd/system/hots3.service",
                      "./usr/share/hots3/prometheus/hots3-rules.yml",
                      "./usr/share/hots3/grafana/hots3-dashboard.json"):
             self.assertIn(path + "\n", contents + "\n")
@@ -50,7 +51,7 @@ class PackageTest(unittest.TestCase):
         control = os.path.join(self.dir, "control")
         run("dpkg-deb", "-e", deb, control)
         with open(os.path.join(control, "conffiles")) as f:
-            self.assertEqual(f.read().split(), ["/etc/hots3/hots3.toml"])
+            self.assertEqual(f.read().split(), ["/etc/hots3/hots3.toml", "/etc/logrotate.d/hots3"])
 
         run("dpkg", "-i", deb)
         version = run("/usr/bin/hots3", "--version").stdout
@@ -59,6 +60,9 @@ class PackageTest(unittest.TestCase):
         verify = run("systemd-analyze", "verify", "/usr/lib/systemd/system/hots3.service", check=False)
         self.assertEqual(verify.returncode, 0, verify.stdout + verify.stderr)
         self.assertNotIn("hots3.service:", verify.stdout + verify.stderr)
+        rotate = run("logrotate", "--debug", "/etc/logrotate.d/hots3", check=False)
+        self.assertEqual(rotate.returncode, 0, rotate.stdout + rotate.stderr)
+        self.assertNotIn("error", (rotate.stdout + rotate.stderr).lower())
 
         # The installed binary serves with the shipped configuration (its port and data moved
         # to the test's), and stops cleanly.
