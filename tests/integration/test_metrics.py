@@ -5,7 +5,6 @@ its HTTP API seeing the counters move. The S3 port serves the same with a bearer
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -51,27 +50,21 @@ def dashboard_queries():
     return [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
 
 
-class MetricsTest(unittest.TestCase):
+class MetricsTest(s3.ServerTestCase):
+    server_config = '[metrics]\nlisten = "127.0.0.1:0"\nbearer_token = "%s"\n' % TOKEN
+    # (A relative path: the server runs in its working directory.)
+    server_options = {"args": ("--metrics-port-file", "metrics.port")}
+
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="hots3-metrics-", dir=os.environ.get("HOTS3_TEST_TMPDIR"))
-        cls.metrics_port_file = os.path.join(cls.dir, "metrics.port")
-        cls.server = s3.hots3_server('[metrics]\nlisten = "127.0.0.1:0"\nbearer_token = "%s"\n' % TOKEN,
-                                     args=("--metrics-port-file", cls.metrics_port_file)).start()
-        with open(cls.metrics_port_file) as f:
+        super().setUpClass()
+        cls.dir = cls.server.dir
+        with open(os.path.join(cls.dir, "metrics.port")) as f:
             cls.metrics_port = int(f.read())
-        cls.s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % cls.server.port,
+        cls.s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:%d" % cls.port,
                               aws_access_key_id=s3.ACCESS_KEY, aws_secret_access_key=s3.SECRET_KEY,
                               region_name=s3.REGION, config=Config(retries={"total_max_attempts": 1}))
         cls.s3.create_bucket(Bucket="metered")
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            assert cls.server.stop() == 0
-        finally:
-            cls.server.cleanup()
-            shutil.rmtree(cls.dir, ignore_errors=True)
 
     def scrape(self):
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port, timeout=10) as r:
@@ -123,7 +116,7 @@ class MetricsTest(unittest.TestCase):
         for i in range(30):
             with self.assertRaises(ClientError):
                 self.s3.get_object(Bucket="metered", Key="nothing-%d" % i)
-            self.signed_raw("GET", "/metered/k0", [("x-bogus-%d" % i, "")])
+            self.signed("GET", "/metered/k0", query=[("x-bogus-%d" % i, "")])
         text = self.scrape()
         self.assertNotIn("nothing-", text)
         self.assertNotIn("x-bogus", text)
@@ -133,12 +126,9 @@ class MetricsTest(unittest.TestCase):
         self.assertIn("GetObject", routes)
         self.assertLessEqual(operations, routes | {"GetMetrics", "none"})
 
-    def signed_raw(self, method, path, query):
-        return s3.send(self.server.port, s3.SignedRequest(method, path, query, port=self.server.port).wire())
-
     def test_the_s3_port_serves_metrics_to_the_bearer_of_the_token_only(self):
         def get(target, token):
-            request = urllib.request.Request("http://127.0.0.1:%d%s" % (self.server.port, target))
+            request = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, target))
             if token:
                 request.add_header("Authorization", "Bearer " + token)
             try:
