@@ -607,9 +607,17 @@ class ReadThroughTest(TieredTest):
             # pooled one it took had been closed.)
             asked = len(self.upstream_gets("silent/k"))
             self.assertIn(asked, (1, 2))
-            # The next miss does not wait on the silent upstream: it is refused before any request.
+            # The next miss does not wait on the silent upstream: it is refused before any request,
+            # for 2 s after the failure. A machine slow enough (sanitizers, other tests) to come
+            # later makes it the one read that tries the upstream again: it waits out its timeout,
+            # and the window after its failure is twice as long; the read after it is refused.
             started = time.monotonic()
             self.get_unavailable("silent/k")
+            if len(self.upstream_gets("silent/k")) > asked:
+                self.assertEqual(len(self.upstream_gets("silent/k")), asked + 1)
+                asked += 1
+                started = time.monotonic()
+                self.get_unavailable("silent/k")
             self.assertLess(time.monotonic() - started, 2)
             self.assertEqual(len(self.upstream_gets("silent/k")), asked)
             self.assertEqual(self.s3.head_object(Bucket="ckpt", Key="silent/k")["ContentLength"], len(body))
