@@ -204,17 +204,21 @@ constexpr std::int64_t kThreadsMax = 1024;
 constexpr auto kTimeoutMin = milliseconds(10);
 constexpr auto kTimeoutMax = milliseconds(24LL * 3600 * 1000);
 
-void read_metrics(const std::string& path, const toml::table& table, MetricsConfig& metrics) {
-  TableReader r(path, "metrics.", table);
+// The table's `listen` address, if it names one ("" names none).
+std::optional<ListenAddress> read_listen(TableReader& r, const toml::table& table) {
   std::string listen;
   r.string("listen", listen);
-  if (!listen.empty()) {
-    try {
-      metrics.listen = parse_listen(listen);
-    } catch (const ConfigError& e) {
-      r.fail(*table.get("listen"), "listen", e.what());
-    }
+  if (listen.empty()) return std::nullopt;
+  try {
+    return parse_listen(listen);
+  } catch (const ConfigError& e) {
+    r.fail(*table.get("listen"), "listen", e.what());
   }
+}
+
+void read_metrics(const std::string& path, const toml::table& table, MetricsConfig& metrics) {
+  TableReader r(path, "metrics.", table);
+  if (auto listen = read_listen(r, table)) metrics.listen = *listen;
   r.string("bearer_token", metrics.bearer_token);
   r.done();
   if (!metrics.bearer_token.empty() && metrics.bearer_token.size() < 16) {
@@ -225,15 +229,7 @@ void read_metrics(const std::string& path, const toml::table& table, MetricsConf
 
 void read_http(const std::string& path, const toml::table& table, HttpConfig& http) {
   TableReader r(path, "http.", table);
-  std::string listen;
-  r.string("listen", listen);
-  if (!listen.empty()) {
-    try {
-      http.listen = parse_listen(listen);
-    } catch (const ConfigError& e) {
-      r.fail(*table.get("listen"), "listen", e.what());
-    }
-  }
+  if (auto listen = read_listen(r, table)) http.listen = *listen;
   r.integer("threads", http.threads, 0, kThreadsMax);
   r.size("header_bytes_max", http.header_bytes_max, 8 * kKiB, 16 * kMiB);
   r.duration("header_timeout", http.header_timeout, kTimeoutMin, kTimeoutMax);
