@@ -51,22 +51,21 @@ void RequestMetrics::write(metrics::Writer& w) const {
     if (asked(i))
       w.histogram("hots3_s3_request_duration_seconds", {{"operation", names[i]}}, durations[i]);
   }
-  w.family("hots3_s3_request_body_bytes_total", "counter",
-           "Request body bytes read (uploads), by operation");
-  for (std::size_t i = 0; i < count_; ++i) {
-    if (asked(i)) {
-      w.sample("hots3_s3_request_body_bytes_total", {{"operation", names[i]}},
-               static_cast<double>(operations_[i].body_read_bytes.value()));
+  // The body bytes, one family per direction.
+  auto bytes = [&](std::string_view family, std::string_view help,
+                   metrics::Counter Operation::*counter) {
+    w.family(family, "counter", help);
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (asked(i)) {
+        w.sample(family, {{"operation", names[i]}},
+                 static_cast<double>((operations_[i].*counter).value()));
+      }
     }
-  }
-  w.family("hots3_s3_response_body_bytes_total", "counter",
-           "Response body bytes sent (downloads), by operation");
-  for (std::size_t i = 0; i < count_; ++i) {
-    if (asked(i)) {
-      w.sample("hots3_s3_response_body_bytes_total", {{"operation", names[i]}},
-               static_cast<double>(operations_[i].body_sent_bytes.value()));
-    }
-  }
+  };
+  bytes("hots3_s3_request_body_bytes_total", "Request body bytes read (uploads), by operation",
+        &Operation::body_read_bytes);
+  bytes("hots3_s3_response_body_bytes_total", "Response body bytes sent (downloads), by operation",
+        &Operation::body_sent_bytes);
 }
 
 }  // namespace hots3::s3
