@@ -1,6 +1,7 @@
 // hots3: the command line. CLI11 parses it; precedence is defaults < --config file <
 // environment < flags.
 
+#include "admin_commands.h"
 #include "server_app.h"
 #include "tier_commands.h"
 
@@ -13,6 +14,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 namespace {
 
@@ -72,6 +74,190 @@ hots3::config::Config stopped_store(const std::string& config_path, const std::s
   return config;
 }
 
+// `hots3 tier ...`, and the same commands as `hots3 admin tier ...`: their options, parsed into
+// `options` (of the command, or of `hots3 admin`).
+struct TierCli {
+  hots3::app::TierCommandOptions* options = nullptr;
+  bool status_json = false;
+  bool flush_wait = false;
+  std::string status_bucket;
+  std::string flush_bucket, flush_prefix;
+  std::string evict_bucket, evict_prefix;
+  std::string ls_bucket, ls_prefix;
+  std::string adopt_bucket, adopt_prefix;
+  std::string sync_bucket, sync_prefix;
+  std::string prefetch_bucket;
+  hots3::app::PrefetchTarget prefetch_target;
+  std::string revalidate_bucket, revalidate_prefix;
+  std::string pin_bucket;
+  hots3::app::PinTarget pin_target;
+  std::string recover_config, recover_data, recover_device, recover_bucket;
+  hots3::app::PinTarget recover_target;
+  bool accept_older = false;
+  bool forget = false;
+  CLI::App *status = nullptr, *flush = nullptr, *evict = nullptr, *ls = nullptr, *adopt = nullptr,
+           *sync = nullptr, *prefetch = nullptr, *revalidate = nullptr, *pin = nullptr,
+           *unpin = nullptr, *recover = nullptr;
+
+  TierCli() = default;
+  TierCli(const TierCli&) = delete;  // CLI11 holds the addresses of the members
+  TierCli& operator=(const TierCli&) = delete;
+  TierCli(TierCli&&) = delete;
+  TierCli& operator=(TierCli&&) = delete;
+  ~TierCli() = default;
+
+  void add(CLI::App* tier, hots3::app::TierCommandOptions& tier_options);
+  // The exit code of the command that was parsed; nullopt when none of these was.
+  [[nodiscard]] std::optional<int> run() const;
+};
+
+void TierCli::add(CLI::App* tier, hots3::app::TierCommandOptions& tier_options) {
+  options = &tier_options;
+  tier->require_subcommand(1);
+  // The server; required, and checked once parsed (`hots3 admin` names it before the command).
+  const auto endpoint_options = [&tier_options](CLI::App* command) {
+    command->add_option("--endpoint", tier_options.endpoint, "The server: http://HOST:PORT");
+    command->add_option("--ca-file", tier_options.ca_file, "https: certificates to trust");
+    command->add_flag("--insecure", tier_options.insecure, "https: do not verify the server");
+  };
+  // The bound bucket a command works on, and the prefix it takes (all keys without one).
+  const auto bucket_options = [&endpoint_options](CLI::App* command, std::string& bucket,
+                                                  std::string& prefix) {
+    endpoint_options(command);
+    command->add_option("--bucket", bucket, "The bound bucket")->required();
+    command->add_option("--prefix", prefix, "Only keys starting with this");
+  };
+  status = tier->add_subcommand(
+      "status",
+      "Upstreams (reachable? last error); per bucket what is owed, where the data is, hit ratio; "
+      "exit 1 unless ok");
+  endpoint_options(status);
+  status->add_flag("--json", status_json, "The report as JSON");
+  status->add_option("--bucket", status_bucket,
+                     "Only this bound bucket, with its parked jobs (credentials as for flush)");
+  flush = tier->add_subcommand(
+      "flush", "Send a prefix's changes up now (credentials: AWS_ACCESS_KEY_ID, ...)");
+  bucket_options(flush, flush_bucket, flush_prefix);
+  flush->add_flag("--wait", flush_wait,
+                  "Return once everything acknowledged under the prefix before the call is "
+                  "upstream");
+  evict = tier->add_subcommand(
+      "evict", "Free the device space of objects the upstream holds; GETs read them through");
+  bucket_options(evict, evict_bucket, evict_prefix);
+
+  ls = tier->add_subcommand(
+      "ls", "Each object of a bound bucket and where its data is: dirty, clean, remote; pinned");
+  bucket_options(ls, ls_bucket, ls_prefix);
+
+  adopt = tier->add_subcommand(
+      "adopt", "Record what the upstream holds and the bucket does not (a fresh or lost catalog)");
+  bucket_options(adopt, adopt_bucket, adopt_prefix);
+
+  sync = tier->add_subcommand(
+      "sync",
+      "Bring the catalog of a bound bucket into line with what the upstream holds: "
+      "adopt what it lacks, follow what changed or went there (list = \"local\")");
+  bucket_options(sync, sync_bucket, sync_prefix);
+
+  prefetch = tier->add_subcommand(
+      "prefetch",
+      "Fetch the evicted objects under a prefix, or of a list, by a job that outlives "
+      "restarts");
+  bucket_options(prefetch, prefetch_bucket, prefetch_target.prefix);
+  prefetch
+      ->add_option("--list", prefetch_target.list_file, "Only the keys in this file, one per line")
+      ->check(CLI::ExistingFile);
+  prefetch->add_flag("--wait", prefetch_target.wait, "Show its progress until it ends");
+  prefetch->add_option("--job", prefetch_target.job,
+                       "Show the progress of this running job until it ends (start none)");
+
+  revalidate = tier->add_subcommand(
+      "revalidate", "Ask the upstream again about each object under a prefix of a bound bucket");
+  bucket_options(revalidate, revalidate_bucket, revalidate_prefix);
+
+  const auto pin_options = [&, endpoint_options](CLI::App* command) {
+    endpoint_options(command);
+    command->add_option("--bucket", pin_bucket, "The bound bucket")->required();
+    CLI::Option* key = command->add_option("--key", pin_target.key, "One key");
+    command->add_option("--prefix", pin_target.prefix, "Every key starting with this")
+        ->excludes(key);
+  };
+  pin = tier->add_subcommand(
+      "pin", "Keep a key, or every key under a prefix, from eviction; fetch what is evicted");
+  pin_options(pin);
+  unpin = tier->add_subcommand("unpin", "Remove the pins of a key, or every pin under a prefix");
+  pin_options(unpin);
+
+  // Two steps, the server stopped for the first: the store's lost device replaced by a blank
+  // one, then (served) what to do with the versions lost before upload.
+  recover = tier->add_subcommand(
+      "recover",
+      "With --data (server stopped): go on with the catalog on a new blank device in place of a "
+      "lost one; lists what was lost before upload. With --endpoint: settle those versions");
+  CLI::Option* recover_data_option =
+      recover->add_option("--data", recover_data, "Data directory of the stopped store");
+  recover->add_option("--config", recover_config, "TOML configuration file (with --data)")
+      ->check(CLI::ExistingFile)
+      ->needs(recover_data_option);
+  recover->add_option("--device", recover_device, "The new device (default DATA/device.img)")
+      ->needs(recover_data_option);
+  recover->add_option("--endpoint", tier_options.endpoint, "The server: http://HOST:PORT")
+      ->excludes(recover_data_option);
+  recover->add_option("--ca-file", tier_options.ca_file, "https: certificates to trust");
+  recover->add_flag("--insecure", tier_options.insecure, "https: do not verify the server");
+  recover->add_option("--bucket", recover_bucket, "The bucket (with --endpoint)")
+      ->excludes(recover_data_option);
+  CLI::Option* recover_key = recover->add_option("--key", recover_target.key, "One key");
+  recover->add_option("--prefix", recover_target.prefix, "Every key starting with this")
+      ->excludes(recover_key);
+  CLI::Option* older = recover->add_flag(
+      "--accept-older", accept_older, "The upstream's version, older, takes each lost one's place");
+  recover->add_flag("--forget", forget, "Each lost key goes (the upstream keeps what it has)")
+      ->excludes(older);
+}
+
+std::optional<int> TierCli::run() const {
+  const bool parsed = status->parsed() || flush->parsed() || evict->parsed() || ls->parsed() ||
+                      adopt->parsed() || sync->parsed() || prefetch->parsed() ||
+                      revalidate->parsed() || pin->parsed() || unpin->parsed() || recover->parsed();
+  if (!parsed) return std::nullopt;
+  if (options->endpoint.empty() && !(recover->parsed() && !recover_data.empty())) {
+    std::fprintf(stderr, "hots3: --endpoint URL is required\n");
+    return 2;
+  }
+  if (status->parsed()) return hots3::app::tier_status(*options, status_bucket, status_json);
+  if (flush->parsed()) {
+    return hots3::app::tier_flush(*options, flush_bucket, flush_prefix, flush_wait);
+  }
+  if (evict->parsed()) return hots3::app::tier_evict(*options, evict_bucket, evict_prefix);
+  if (ls->parsed()) return hots3::app::tier_ls(*options, ls_bucket, ls_prefix);
+  if (adopt->parsed()) {
+    return hots3::app::tier_adopt(*options, adopt_bucket, adopt_prefix, false);
+  }
+  if (sync->parsed()) return hots3::app::tier_adopt(*options, sync_bucket, sync_prefix, true);
+  if (prefetch->parsed()) {
+    return hots3::app::tier_prefetch(*options, prefetch_bucket, prefetch_target);
+  }
+  if (revalidate->parsed()) {
+    return hots3::app::tier_revalidate(*options, revalidate_bucket, revalidate_prefix);
+  }
+  if (pin->parsed()) return hots3::app::tier_pin(*options, pin_bucket, pin_target);
+  if (unpin->parsed()) return hots3::app::tier_unpin(*options, pin_bucket, pin_target);
+  if (recover->parsed()) {
+    if (!recover_data.empty()) {
+      return hots3::app::recover(stopped_store(recover_config, recover_data, recover_device));
+    }
+    if (options->endpoint.empty() || recover_bucket.empty() || accept_older == forget) {
+      std::fprintf(stderr,
+                   "hots3 tier recover: --data DIR (server stopped), or --endpoint URL --bucket B "
+                   "with --accept-older or --forget\n");
+      return 2;
+    }
+    return hots3::app::tier_settle_lost(*options, recover_bucket, recover_target, accept_older);
+  }
+  return std::nullopt;
+}
+
 // The command line, parsed and run. Throws ConfigError and whatever start-up throws.
 int run(int argc, char** argv) {
   CLI::App app{"hots3: an S3-compatible hot tier for GPU racks, on NVMe", "hots3"};
@@ -111,126 +297,33 @@ int run(int argc, char** argv) {
   check->add_option("--device", check_device, "Device (default DATA/device.img)");
 
   CLI::App* tier = app.add_subcommand("tier", "Ask a running server about its upstreams");
-  tier->require_subcommand(1);
   hots3::app::TierCommandOptions tier_options;
-  bool status_json = false;
-  bool flush_wait = false;
-  std::string flush_bucket, flush_prefix;
-  std::string evict_bucket, evict_prefix;
-  const auto endpoint_options = [&tier_options](CLI::App* command) {
-    command->add_option("--endpoint", tier_options.endpoint, "The server: http://HOST:PORT")
-        ->required();
-    command->add_option("--ca-file", tier_options.ca_file, "https: certificates to trust");
-    command->add_flag("--insecure", tier_options.insecure, "https: do not verify the server");
-  };
-  // The bound bucket a command works on, and the prefix it takes (all keys without one).
-  const auto bucket_options = [&endpoint_options](CLI::App* command, std::string& bucket,
-                                                  std::string& prefix) {
-    endpoint_options(command);
-    command->add_option("--bucket", bucket, "The bound bucket")->required();
-    command->add_option("--prefix", prefix, "Only keys starting with this");
-  };
-  CLI::App* status = tier->add_subcommand(
-      "status",
-      "Upstreams (reachable? last error); per bucket what is owed, where the data is, hit ratio; "
-      "exit 1 unless ok");
-  std::string status_bucket;
-  endpoint_options(status);
-  status->add_flag("--json", status_json, "The report as JSON");
-  status->add_option("--bucket", status_bucket,
-                     "Only this bound bucket, with its parked jobs (credentials as for flush)");
-  CLI::App* flush = tier->add_subcommand(
-      "flush", "Send a prefix's changes up now (credentials: AWS_ACCESS_KEY_ID, ...)");
-  bucket_options(flush, flush_bucket, flush_prefix);
-  flush->add_flag("--wait", flush_wait,
-                  "Return once everything acknowledged under the prefix before the call is "
-                  "upstream");
-  CLI::App* evict = tier->add_subcommand(
-      "evict", "Free the device space of objects the upstream holds; GETs read them through");
-  bucket_options(evict, evict_bucket, evict_prefix);
+  TierCli tier_cli;
+  tier_cli.add(tier, tier_options);
 
-  std::string ls_bucket, ls_prefix;
-  CLI::App* ls = tier->add_subcommand(
-      "ls", "Each object of a bound bucket and where its data is: dirty, clean, remote; pinned");
-  bucket_options(ls, ls_bucket, ls_prefix);
-
-  std::string adopt_bucket, adopt_prefix;
-  CLI::App* adopt = tier->add_subcommand(
-      "adopt", "Record what the upstream holds and the bucket does not (a fresh or lost catalog)");
-  bucket_options(adopt, adopt_bucket, adopt_prefix);
-
-  std::string sync_bucket, sync_prefix;
-  CLI::App* sync = tier->add_subcommand(
-      "sync",
-      "Bring the catalog of a bound bucket into line with what the upstream holds: "
-      "adopt what it lacks, follow what changed or went there (list = \"local\")");
-  bucket_options(sync, sync_bucket, sync_prefix);
-
-  std::string prefetch_bucket;
-  hots3::app::PrefetchTarget prefetch_target;
-  CLI::App* prefetch = tier->add_subcommand(
-      "prefetch",
-      "Fetch the evicted objects under a prefix, or of a list, by a job that outlives "
-      "restarts");
-  bucket_options(prefetch, prefetch_bucket, prefetch_target.prefix);
-  prefetch
-      ->add_option("--list", prefetch_target.list_file, "Only the keys in this file, one per line")
-      ->check(CLI::ExistingFile);
-  prefetch->add_flag("--wait", prefetch_target.wait, "Show its progress until it ends");
-  prefetch->add_option("--job", prefetch_target.job,
-                       "Show the progress of this running job until it ends (start none)");
-
-  std::string revalidate_bucket, revalidate_prefix;
-  CLI::App* revalidate = tier->add_subcommand(
-      "revalidate", "Ask the upstream again about each object under a prefix of a bound bucket");
-  bucket_options(revalidate, revalidate_bucket, revalidate_prefix);
-
-  std::string pin_bucket;
-  hots3::app::PinTarget pin_target;
-  const auto pin_options = [&](CLI::App* command) {
-    endpoint_options(command);
-    command->add_option("--bucket", pin_bucket, "The bound bucket")->required();
-    CLI::Option* key = command->add_option("--key", pin_target.key, "One key");
-    command->add_option("--prefix", pin_target.prefix, "Every key starting with this")
-        ->excludes(key);
-  };
-  CLI::App* pin = tier->add_subcommand(
-      "pin", "Keep a key, or every key under a prefix, from eviction; fetch what is evicted");
-  pin_options(pin);
-  CLI::App* unpin =
-      tier->add_subcommand("unpin", "Remove the pins of a key, or every pin under a prefix");
-  pin_options(unpin);
-
-  // Two steps, the server stopped for the first: the store's lost device replaced by a blank
-  // one, then (served) what to do with the versions lost before upload.
-  std::string recover_config, recover_data, recover_device, recover_bucket;
-  hots3::app::PinTarget recover_target;
-  bool accept_older = false;
-  bool forget = false;
-  CLI::App* recover = tier->add_subcommand(
-      "recover",
-      "With --data (server stopped): go on with the catalog on a new blank device in place of a "
-      "lost one; lists what was lost before upload. With --endpoint: settle those versions");
-  CLI::Option* recover_data_option =
-      recover->add_option("--data", recover_data, "Data directory of the stopped store");
-  recover->add_option("--config", recover_config, "TOML configuration file (with --data)")
-      ->check(CLI::ExistingFile)
-      ->needs(recover_data_option);
-  recover->add_option("--device", recover_device, "The new device (default DATA/device.img)")
-      ->needs(recover_data_option);
-  CLI::Option* recover_endpoint =
-      recover->add_option("--endpoint", tier_options.endpoint, "The server: http://HOST:PORT")
-          ->excludes(recover_data_option);
-  recover->add_option("--ca-file", tier_options.ca_file, "https: certificates to trust");
-  recover->add_flag("--insecure", tier_options.insecure, "https: do not verify the server");
-  recover->add_option("--bucket", recover_bucket, "The bucket")->needs(recover_endpoint);
-  CLI::Option* recover_key = recover->add_option("--key", recover_target.key, "One key");
-  recover->add_option("--prefix", recover_target.prefix, "Every key starting with this")
-      ->excludes(recover_key);
-  CLI::Option* older = recover->add_flag(
-      "--accept-older", accept_older, "The upstream's version, older, takes each lost one's place");
-  recover->add_flag("--forget", forget, "Each lost key goes (the upstream keeps what it has)")
-      ->excludes(older);
+  // hots3 admin: the server's state, users and buckets, and its tier commands, as an admin.
+  CLI::App* admin =
+      app.add_subcommand("admin", "Ask a running server about itself (as an admin user)");
+  admin->require_subcommand(1);
+  admin->fallthrough();
+  hots3::app::TierCommandOptions admin_options;
+  admin_options.admin = true;
+  bool admin_json = false;
+  admin->add_option("--endpoint", admin_options.endpoint, "The server: http://HOST:PORT");
+  admin->add_option("--ca-file", admin_options.ca_file, "https: certificates to trust");
+  admin->add_flag("--insecure", admin_options.insecure, "https: do not verify the server");
+  admin->add_option("--data", admin_options.data_dir,
+                    "The server's data directory: its development credentials, when "
+                    "HOTS3_ACCESS_KEY and HOTS3_SECRET_KEY are not set (default ./data)");
+  admin->add_flag("--json", admin_json, "The server's JSON instead of tables");
+  CLI::App* admin_status = admin->add_subcommand(
+      "status", "Version, uptime, addresses, device, catalog, caches, connections, usage");
+  CLI::App* admin_users = admin->add_subcommand("users", "Users and their grants (never a secret)");
+  CLI::App* admin_buckets =
+      admin->add_subcommand("buckets", "Buckets: owner, grants, upstream binding, usage");
+  CLI::App* admin_tier = admin->add_subcommand("tier", "The tier commands (hots3 tier ...)");
+  TierCli admin_tier_cli;
+  admin_tier_cli.add(admin_tier, admin_options);
 
   try {
     app.parse(argc, argv);
@@ -239,41 +332,27 @@ int run(int argc, char** argv) {
   }
 
   if (serve->parsed()) {
-    return hots3::app::serve(build_config(flags), {.port_file = flags.port_file,
-                                                   .metrics_port_file = flags.metrics_port_file,
-                                                   .force_format = flags.force_format,
-                                                   .tier_rebind = flags.tier_rebind});
+    return hots3::app::serve(build_config(flags),
+                             {.port_file = flags.port_file,
+                              .metrics_port_file = flags.metrics_port_file,
+                              .force_format = flags.force_format,
+                              .tier_rebind = flags.tier_rebind,
+                              .reread = [&flags] { return build_config(flags); },
+                              .config_path = flags.config_path});
   }
-  if (status->parsed()) return hots3::app::tier_status(tier_options, status_bucket, status_json);
-  if (flush->parsed()) {
-    return hots3::app::tier_flush(tier_options, flush_bucket, flush_prefix, flush_wait);
-  }
-  if (evict->parsed()) return hots3::app::tier_evict(tier_options, evict_bucket, evict_prefix);
-  if (ls->parsed()) return hots3::app::tier_ls(tier_options, ls_bucket, ls_prefix);
-  if (adopt->parsed()) {
-    return hots3::app::tier_adopt(tier_options, adopt_bucket, adopt_prefix, false);
-  }
-  if (sync->parsed()) return hots3::app::tier_adopt(tier_options, sync_bucket, sync_prefix, true);
-  if (prefetch->parsed()) {
-    return hots3::app::tier_prefetch(tier_options, prefetch_bucket, prefetch_target);
-  }
-  if (revalidate->parsed()) {
-    return hots3::app::tier_revalidate(tier_options, revalidate_bucket, revalidate_prefix);
-  }
-  if (pin->parsed()) return hots3::app::tier_pin(tier_options, pin_bucket, pin_target);
-  if (unpin->parsed()) return hots3::app::tier_unpin(tier_options, pin_bucket, pin_target);
-  if (recover->parsed()) {
-    if (!recover_data.empty()) {
-      return hots3::app::recover(stopped_store(recover_config, recover_data, recover_device));
-    }
-    if (tier_options.endpoint.empty() || recover_bucket.empty() || accept_older == forget) {
-      std::fprintf(stderr,
-                   "hots3 tier recover: --data DIR (server stopped), or --endpoint URL --bucket B "
-                   "with --accept-older or --forget\n");
+  if (admin_status->parsed() || admin_users->parsed() || admin_buckets->parsed()) {
+    if (admin_options.endpoint.empty()) {
+      std::fprintf(stderr, "hots3 admin: --endpoint URL is required\n");
       return 2;
     }
-    return hots3::app::tier_settle_lost(tier_options, recover_bucket, recover_target, accept_older);
+    using hots3::app::AdminReport;
+    const AdminReport report = admin_status->parsed()  ? AdminReport::kStatus
+                               : admin_users->parsed() ? AdminReport::kUsers
+                                                       : AdminReport::kBuckets;
+    return hots3::app::admin_report(admin_options, report, admin_json);
   }
+  if (auto code = tier_cli.run()) return *code;
+  if (auto code = admin_tier_cli.run()) return *code;
   if (check->parsed()) {
     return hots3::app::check(stopped_store(check_config, check_data, check_device));
   }

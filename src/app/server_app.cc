@@ -18,7 +18,11 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
+#include <thread>
+#include <unistd.h>
 
 namespace hots3::app {
 namespace {
@@ -34,13 +38,16 @@ std::string reused_store(const config::Config& config, storage::ObjectStore& sto
       config.storage.data_dir, buckets ? buckets->size() : 0, format_size(stats.used_bytes));
 }
 
+// The URL clients use: "http://127.0.0.1:9000", "https://[::1]:9000".
+std::string endpoint_url(const config::Config& config, std::uint16_t port) {
+  const std::string& host = config.http.listen.host;
+  return fmt::format("{}://{}:{}", config.http.tls.enabled() ? "https" : "http",
+                     host.find(':') != std::string::npos ? "[" + host + "]" : host, port);
+}
+
 void print_banner(const config::Config& config, const config::ResolvedUsers& users,
                   std::uint16_t port, const std::string& reused) {
-  const bool tls = config.http.tls.enabled();
-  const std::string host = config.http.listen.host.find(':') != std::string::npos
-                               ? "[" + config.http.listen.host + "]"
-                               : config.http.listen.host;
-  const std::string endpoint = fmt::format("{}://{}:{}", tls ? "https" : "http", host, port);
+  const std::string endpoint = endpoint_url(config, port);
   log::info("hots3 {} listening on {}", kVersion, endpoint);
   if (!reused.empty()) log::info("{}", std::string_view(reused).substr(0, reused.size() - 1));
   if (!users.generated) return;
@@ -59,9 +66,6 @@ void print_banner(const config::Config& config, const config::ResolvedUsers& use
   std::fflush(stdout);
 }
 
-}  // namespace
-
-namespace {
 // Who owns the bound buckets hots3 creates: the first admin, or else the first user.
 std::string bucket_owner(const std::vector<config::UserConfig>& users) {
   for (const auto& u : users) {
@@ -93,6 +97,132 @@ http::ProbeFn health_probes(const std::optional<tier::Uploader>& uploader) {
                        "\n"};
   };
 }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Keys of the configuration file that a SIGHUP applies while serving; every other change waits
+// for the next start. `tls_on`: TLS was on at start (its files can be swapped, not switched on).
+bool live_key(std::string_view key, bool tls_on) {
+  if (key == "users" || key.starts_with("log.") || key == "http.connections_max") return true;
+  return tls_on && (key == "http.tls.certificate" || key == "http.tls.private_key");
+}
+
+// What a running server changes on SIGHUP, and the configuration it runs with (what a reload
+// applied included).
+struct Reloadable {
+  config::Config running;
+  std::string config_text;  // the configuration file as the start read it
+  s3::Handler& handler;
+  http::Server& server;
+  tier::Uploader* uploader;
+};
+
+// SIGHUP: the log files are opened again (logrotate has moved them) whatever else happens. The
+// configuration and the credential files are read again; a configuration that does not load
+// changes nothing (the error names the file and the key). Of one that loads: users and grants,
+// log settings, connections_max and the TLS certificate apply now, each change of anything else
+// is reported and waits for the next start. The upstreams' credentials are read again.
+void reload(Reloadable& live, const ServeOptions& options) {
+  std::optional<config::Config> next;
+  std::optional<config::ResolvedUsers> users;
+  std::string refused;
+  if (options.reread) {
+    try {
+      next = options.reread();
+      users = config::resolve_users(*next);
+    } catch (const std::exception& e) {
+      refused = e.what();
+      next.reset();
+    }
+  }
+  config::Config& running = live.running;
+  try {
+    log::init(next ? next->log : running.log);
+    if (next) running.log = next->log;
+  } catch (const std::exception& e) {
+    log::error("SIGHUP: the log files stay as they were: {}", e.what());
+  }
+  log::info("received SIGHUP: log files opened again; reloading what can change while serving");
+  if (!refused.empty())
+    log::error("SIGHUP: configuration not reloaded, the running one stays: {}", refused);
+  if (next) {
+    if (live.handler.set_users(users->users)) {
+      log::info("SIGHUP: users and grants reloaded ({} user(s))", users->users.size());
+    }
+    running.users = next->users;
+    if (next->http.connections_max != running.http.connections_max) {
+      live.server.set_connections_max(next->http.connections_max);
+      log::info("SIGHUP: http.connections_max {} -> {}", running.http.connections_max,
+                next->http.connections_max);
+      running.http.connections_max = next->http.connections_max;
+    }
+    if (!options.config_path.empty()) {
+      for (const std::string& key :
+           config::changed_keys(live.config_text, read_text(options.config_path))) {
+        if (live_key(key, running.http.tls.enabled())) continue;
+        log::warn(
+            "SIGHUP: {} changed in {}; it takes effect at the next start, until then the "
+            "running value stays",
+            key, options.config_path);
+      }
+    }
+  }
+  // The certificate's files are read again even when their names did not change: a renewal
+  // replaces them in place.
+  if (running.http.tls.enabled()) {
+    const config::TlsConfig& tls =
+        next && next->http.tls.enabled() ? next->http.tls : running.http.tls;
+    try {
+      live.server.reload_tls(tls);
+      running.http.tls = tls;
+      log::info("SIGHUP: TLS certificate {} loaded for new connections", tls.certificate_path);
+    } catch (const std::exception& e) {
+      log::error("SIGHUP: the TLS certificate in use stays: {}", e.what());
+    }
+  }
+  if (live.uploader != nullptr) live.uploader->reload_credentials();
+  log::info("SIGHUP: reload finished");
+}
+
+// The server's part of GET /?x-hots3-status: JSON members (see s3::OperatorEndpoints).
+std::string server_status(const config::Config& config, const http::Server& server,
+                          const http::Server* metrics_server, std::int64_t started_ms,
+                          const storage::StoreOptions& store) {
+  const http::ServerStats st = server.stats();
+  std::string out = fmt::format(
+      R"("uptime_s":{},"pid":{},"threads":{},"listen":)", (now_ms() - started_ms) / 1000,
+      ::getpid(),
+      config.http.threads == 0 ? std::thread::hardware_concurrency() : config.http.threads);
+  const auto quoted = [&out](std::string_view text) {
+    out += '"';
+    log::append_json_escaped(out, text);
+    out += '"';
+  };
+  quoted(endpoint_url(config, server.port()));
+  out += ",\"metrics_listen\":";
+  if (metrics_server != nullptr) {
+    quoted(
+        fmt::format("http://{}:{}/metrics", config.metrics.listen->host, metrics_server->port()));
+  } else {
+    out += "null";
+  }
+  out += ",\"data_dir\":";
+  quoted(store.data_dir);
+  out += ",\"device_path\":";
+  quoted(store.device_file());
+  out += ",\"catalog_path\":";
+  quoted(store.catalog_path());
+  fmt::format_to(std::back_inserter(out),
+                 R"(,"connections":{{"open":{},"max":{},"total":{},"rejected":{}}},)"
+                 R"("requests":{})",
+                 st.connections_active, st.connections_max, st.connections_total,
+                 st.connections_rejected, st.requests_total);
+  return out;
+}
+
 }  // namespace
 
 storage::StoreOptions store_options(const config::Config& config) {
@@ -168,12 +298,21 @@ int serve(const config::Config& config, const ServeOptions& options) {
   s3.session_key = config::session_key(config.storage.data_dir);
   if (s3.test_hooks) log::warn("s3.test_hooks is on: admins can move the session clock");
   metrics::Registry registry;
+  // The admin status asks the servers made below; no request arrives before they start.
+  const std::int64_t started_ms = now_ms();
+  const http::Server* status_server = nullptr;
+  const http::Server* status_metrics_server = nullptr;
+  s3::OperatorEndpoints operators{
+      .registry = &registry, .bearer_token = config.metrics.bearer_token, .server_status = [&]() {
+        return server_status(config, *status_server, status_metrics_server, started_ms, opened);
+      }};
   auto handler = s3::make_handler(*store, s3, users.users, health_probes(uploader),
                                   uploader ? &*uploader : nullptr, uploader ? &*uploader : nullptr,
-                                  {&registry, config.metrics.bearer_token});
+                                  std::move(operators));
   WorkerPool workers(config.http.threads);
   for (auto* context : workers.contexts()) store->attach(*context);
   http::Server server(config.http, *handler, workers.contexts());
+  status_server = &server;
   add_server_metrics(registry, server, *store, uploader ? &*uploader : nullptr, now_ms());
   // The metrics address: the same workers, a listener of its own, plain HTTP, no authentication.
   MetricsHandler metrics_handler(registry);
@@ -185,6 +324,7 @@ int serve(const config::Config& config, const ServeOptions& options) {
     m.connections_max = 64;
     m.shutdown_grace = std::chrono::milliseconds(0);
     metrics_server.emplace(m, metrics_handler, workers.contexts());
+    status_metrics_server = &*metrics_server;
   }
   server.start();
   if (metrics_server) metrics_server->start();
@@ -211,18 +351,14 @@ int serve(const config::Config& config, const ServeOptions& options) {
 
   // Stop in order: HTTP (requests in flight finish within the grace period), the store (queued
   // catalog writes are committed, the catalog closed), then the workers.
+  Reloadable live{
+      .running = config,
+      .config_text = options.config_path.empty() ? std::string() : read_text(options.config_path),
+      .handler = *handler,
+      .server = server,
+      .uploader = uploader ? &*uploader : nullptr};
   int signal = 0;
-  while ((signal = signals.wait()) == SIGHUP) {
-    // The log files are opened again first (logrotate has moved them), so that what follows
-    // goes to the new ones; a file that cannot be opened leaves the old one in use.
-    try {
-      log::init(config.log);
-    } catch (const std::exception& e) {
-      log::error("SIGHUP: the log files stay as they were: {}", e.what());
-    }
-    log::info("received SIGHUP: log files opened again; reloading what can change while serving");
-    if (uploader) uploader->reload_credentials();
-  }
+  while ((signal = signals.wait()) == SIGHUP) reload(live, options);
   log::info("received {}; stopping (grace {} ms; a second signal stops at once)",
             signal_name(signal), config.http.shutdown_grace.count());
   {

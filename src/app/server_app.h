@@ -7,6 +7,7 @@
 #include "hots3/config/config.h"
 #include "hots3/storage/object_store.h"
 
+#include <functional>
 #include <string>
 
 namespace hots3::app {
@@ -27,6 +28,11 @@ struct ServeOptions {
   std::string metrics_port_file;  // ... and the metrics address's ([metrics] listen)
   bool force_format = false;      // --force-format (StoreOptions::force_format)
   bool tier_rebind = false;       // --tier-rebind (tier::Uploader)
+  // SIGHUP: the configuration as a start would build it now (the file read again, with the same
+  // environment and flags), and the file it reads ("" = none). Without `reread`, SIGHUP reopens
+  // the log files and rereads the upstreams' credentials only.
+  std::function<config::Config()> reread;
+  std::string config_path;
 };
 
 // Runs the server until SIGTERM or SIGINT; returns the process exit code. Throws

@@ -4,6 +4,7 @@
 #include "hots3/common/logging.h"
 #include "hots3/common/text.h"
 #include "hots3/common/units.h"
+#include "hots3/config/config.h"
 #include "hots3/http/client.h"
 #include "hots3/s3client/s3_client.h"
 #include "hots3/xml/xml.h"
@@ -54,32 +55,35 @@ std::string env(const char* name) {
   return value != nullptr ? value : "";
 }
 
-// The signing credentials from the environment, as the AWS CLI and the server's banner have them.
-aws::Credentials credentials() {
+// The signing credentials: from the environment as the AWS CLI has them (AWS_ACCESS_KEY_ID ...)
+// or as the server takes its admin's (HOTS3_ACCESS_KEY ...), or else the development key pair of
+// the server's data directory. `hots3 admin` asks for an admin's: HOTS3_* come first.
+aws::Credentials credentials(const TierCommandOptions& o) {
   aws::Credentials c;
-  c.access_key = env("AWS_ACCESS_KEY_ID");
-  c.secret_key = env("AWS_SECRET_ACCESS_KEY");
-  c.session_token = env("AWS_SESSION_TOKEN");
+  const auto from_env = [&c](const char* access, const char* secret, const char* token) {
+    if (!c.access_key.empty()) return;
+    c.access_key = env(access);
+    c.secret_key = env(secret);
+    c.session_token = token != nullptr ? env(token) : std::string();
+    if (c.secret_key.empty()) c.access_key.clear();
+  };
+  if (o.admin) from_env("HOTS3_ACCESS_KEY", "HOTS3_SECRET_KEY", nullptr);
+  from_env("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN");
+  from_env("HOTS3_ACCESS_KEY", "HOTS3_SECRET_KEY", nullptr);
   if (c.access_key.empty()) {
-    c.access_key = env("HOTS3_ACCESS_KEY");
-    c.secret_key = env("HOTS3_SECRET_KEY");
+    if (auto dev = config::development_credentials(o.data_dir.empty() ? "./data" : o.data_dir)) {
+      c.access_key = dev->access_key;
+      c.secret_key = dev->secret_key;
+    }
   }
-  if (c.access_key.empty() || c.secret_key.empty()) {
+  if (c.access_key.empty()) {
     throw std::runtime_error(
-        "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or HOTS3_ACCESS_KEY and "
-        "HOTS3_SECRET_KEY)");
+        "no credentials: set HOTS3_ACCESS_KEY and HOTS3_SECRET_KEY (or AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY), or name the server's data directory with --data");
   }
   c.region = env("AWS_DEFAULT_REGION");
   if (c.region.empty()) c.region = "us-east-1";
   return c;
-}
-
-// A client of the server signing as the environment's user.
-s3client::Options signed_options(const TierCommandOptions& o) {
-  s3client::Options s3;
-  s3.http = client_options(o);
-  s3.credentials = credentials();
-  return s3;
 }
 
 // Says on stderr why an exchange of `hots3 tier <command>` with the server (`what`: the endpoint,
@@ -104,6 +108,16 @@ std::string json_quoted(std::string_view value) {
   return out;
 }
 
+// A bar of `done` out of `total` for a line a terminal redraws: "[#######.........]  42% ".
+std::string progress_bar(std::uint64_t done, std::uint64_t total) {
+  constexpr std::size_t kWidth = 24;
+  const double fraction =
+      total == 0 ? 1.0 : static_cast<double>(std::min(done, total)) / static_cast<double>(total);
+  const auto filled = static_cast<std::size_t>(fraction * kWidth);
+  return fmt::format("[{}{}] {:3.0f}% ", std::string(filled, '#'),
+                     std::string(kWidth - filled, '.'), fraction * 100);
+}
+
 std::string child_text(const xml::XmlElement& element, const char* name) {
   auto e = element.child(name);
   return e ? e->text() : std::string();
@@ -113,6 +127,13 @@ std::string child_text(const xml::XmlDocument& doc, const char* name) {
 }
 
 }  // namespace
+
+s3client::Options signed_options(const TierCommandOptions& o) {
+  s3client::Options s3;
+  s3.http = client_options(o);
+  s3.credentials = credentials(o);
+  return s3;
+}
 
 int tier_status(const TierCommandOptions& options, const std::string& bucket, bool json) {
   asio::io_context io;
@@ -174,7 +195,9 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
                const std::string& prefix, bool wait) {
   asio::io_context io;
   s3client::Client client(io.get_executor(), signed_options(options));
+  const bool terminal = isatty(fileno(stdout)) != 0;
   std::string seq;
+  std::uint64_t first_owed = 0;  // at the first answer: what the bar counts down from
   for (;;) {
     s3client::Request request;
     request.method = "POST";
@@ -197,8 +220,8 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
     const std::string owed = child_text(*doc, "Owed");
     const std::string parked = child_text(*doc, "Parked");
     if (owed == "0") {
-      std::printf("%s/%s: everything acknowledged before the flush is upstream\n", bucket.c_str(),
-                  prefix.c_str());
+      std::printf("%s%s/%s: everything acknowledged before the flush is upstream\n",
+                  terminal && first_owed > 0 ? "\n" : "", bucket.c_str(), prefix.c_str());
       return 0;
     }
     if (!wait) {
@@ -212,8 +235,13 @@ int tier_flush(const TierCommandOptions& options, const std::string& bucket,
                    child_text(*doc, "ParkedError").c_str());
       return 1;
     }
-    std::printf("%s/%s: %s changes still owed (%s parked)\n", bucket.c_str(), prefix.c_str(),
-                owed.c_str(), parked.c_str());
+    const std::uint64_t owed_now = parse_decimal<std::uint64_t>(owed).value_or(0);
+    first_owed = std::max(first_owed, owed_now);
+    // A terminal gets one line redrawn with a bar of what went up since the first answer.
+    std::printf("%s%s%s/%s: %s changes still owed (%s parked)%s", terminal ? "\r" : "",
+                terminal ? progress_bar(first_owed - owed_now, first_owed).c_str() : "",
+                bucket.c_str(), prefix.c_str(), owed.c_str(), parked.c_str(),
+                terminal ? "   " : "\n");
     std::fflush(stdout);
   }
 }
@@ -377,8 +405,9 @@ int tier_prefetch(const TierCommandOptions& options, const std::string& bucket,
         ended || rate <= 0
             ? std::string("-")
             : fmt::format("{:.0f} s", static_cast<double>(bytes - done_bytes) / rate);
-    std::printf("%sprefetch %s: %llu/%llu objects, %s/%s, %s/s, %llu failed, ETA %s%s",
-                terminal ? "\r" : "", id.c_str(), static_cast<unsigned long long>(done_objects),
+    std::printf("%s%sprefetch %s: %llu/%llu objects, %s/%s, %s/s, %llu failed, ETA %s%s",
+                terminal ? "\r" : "", terminal ? progress_bar(done_bytes, bytes).c_str() : "",
+                id.c_str(), static_cast<unsigned long long>(done_objects),
                 static_cast<unsigned long long>(objects), format_size(done_bytes).c_str(),
                 format_size(bytes).c_str(), format_size(static_cast<std::uint64_t>(rate)).c_str(),
                 static_cast<unsigned long long>(number("Failed")), eta.c_str(),

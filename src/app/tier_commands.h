@@ -2,6 +2,8 @@
 
 // `hots3 tier ...`: commands an operator runs against a running server over HTTP.
 
+#include "hots3/s3client/s3_client.h"
+
 #include <optional>
 #include <string>
 
@@ -11,7 +13,15 @@ struct TierCommandOptions {
   std::string endpoint;   // "http://127.0.0.1:9000"
   std::string ca_file;    // https: certificates to trust ("" = the system's)
   bool insecure = false;  // https: no verification
+  // Signing credentials when the environment has none: the development key pair of this data
+  // directory ("" = ./data).
+  std::string data_dir;
+  bool admin = false;  // hots3 admin: HOTS3_ACCESS_KEY / HOTS3_SECRET_KEY before AWS_*
 };
+
+// The signing options of a command: the server, and the credentials (see TierCommandOptions).
+// Throws std::runtime_error when there are none.
+s3client::Options signed_options(const TierCommandOptions& options);
 
 // Prints /health/upstream (as text, or the JSON with `json`), of every bound bucket or of
 // `bucket` only; 0 when all is ok (the bucket is), 1 when it is not (or the server cannot be

@@ -89,8 +89,10 @@ std::string format_size(std::uint64_t size_bytes) {
       std::pair{kKiB, "KiB"}};
   for (const auto& [factor, name] : kUnits) {
     if (size_bytes >= factor) {
-      return fmt::format("{:.3g} {}", static_cast<double>(size_bytes) / static_cast<double>(factor),
-                         name);
+      // Three significant digits, and never an exponent: 1000 to 1023 of a unit are whole.
+      const double value = static_cast<double>(size_bytes) / static_cast<double>(factor);
+      return value >= 100 ? fmt::format("{:.0f} {}", value, name)
+                          : fmt::format("{:.3g} {}", value, name);
     }
   }
   return fmt::format("{} B", size_bytes);

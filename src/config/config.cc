@@ -11,7 +11,9 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <set>
+#include <sstream>
 #include <unistd.h>
 
 namespace hots3::config {
@@ -819,6 +821,45 @@ void apply_text(Config& config, std::string_view text, const std::string& path) 
   if (const toml::table* t = r.table("tier")) read_tier(path, *t, config.tier);
   r.done();
   config.source = path;
+}
+
+namespace {
+// Each leaf of `table` as "dotted.key" -> its value as TOML writes it; an array (of tables too)
+// is one leaf.
+void flatten(const toml::table& table, const std::string& prefix,
+             std::map<std::string, std::string>& out) {
+  for (const auto& [key, node] : table) {
+    std::string name = prefix + std::string(key.str());
+    if (const toml::table* t = node.as_table()) {
+      flatten(*t, name + ".", out);
+      continue;
+    }
+    std::ostringstream text;
+    node.visit([&text](const auto& value) { text << value; });
+    out.emplace(std::move(name), text.str());
+  }
+}
+}  // namespace
+
+std::vector<std::string> changed_keys(std::string_view before, std::string_view after) {
+  std::map<std::string, std::string> a;
+  std::map<std::string, std::string> b;
+  try {
+    flatten(toml::parse(before), "", a);
+    flatten(toml::parse(after), "", b);
+  } catch (const toml::parse_error&) {
+    return {};
+  }
+  std::vector<std::string> changed;
+  for (const auto& [key, value] : a) {
+    auto it = b.find(key);
+    if (it == b.end() || it->second != value) changed.push_back(key);
+  }
+  for (const auto& [key, value] : b) {
+    if (!a.contains(key)) changed.push_back(key);
+  }
+  std::sort(changed.begin(), changed.end());
+  return changed;
 }
 
 std::string_view tier_mode_name(TierMode mode) {

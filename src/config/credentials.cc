@@ -104,6 +104,12 @@ ResolvedUsers resolve_users(const Config& config) {
   return result;
 }
 
+std::optional<UserConfig> development_credentials(const std::string& data_dir) {
+  const std::string path = (std::filesystem::path(data_dir) / "credentials").string();
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  return load_credentials(path);
+}
+
 std::string session_key(const std::string& data_dir) {
   const std::string path = (std::filesystem::path(data_dir) / "session.key").string();
   auto fail = [&path](const std::string& what) {

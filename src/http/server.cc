@@ -89,12 +89,18 @@ struct Server::Impl {
   std::shared_ptr<detail::Shared> shared_ptr;
   detail::Shared& shared;
   std::vector<std::unique_ptr<Worker>>& workers;
-  std::optional<asio::ssl::context> tls;
+  // Every TLS context loaded, the last in use: a connection keeps the one it began with.
+  std::vector<std::unique_ptr<asio::ssl::context>> tls;
   std::uint16_t port = 0;
   bool started = false;
 };
 
 namespace {
+
+// Draining: how long a connection opened just before the listener closed may take to send its
+// first request, which is then answered (clients send it at once; a silent one must not hold
+// the stop for the whole grace period).
+constexpr auto kFirstRequestWhileDraining = std::chrono::seconds(1);
 
 asio::ip::address resolve_host(const std::string& host) {
   if (host == "localhost") return asio::ip::address_v4::loopback();
@@ -193,7 +199,7 @@ asio::awaitable<void> Server::Impl::accept_loop(std::shared_ptr<detail::Shared> 
       continue;
     }
     if (shared.connections_active.load(std::memory_order_relaxed) >=
-        shared.config.connections_max) {
+        shared.connections_max.load(std::memory_order_relaxed)) {
       shared.connections_rejected.fetch_add(1, std::memory_order_relaxed);
       reject(worker, std::move(socket));
       continue;
@@ -244,7 +250,8 @@ asio::awaitable<void> Server::Impl::sweep_loop(std::shared_ptr<detail::Shared> /
     const auto now = Clock::now();
     for (Connection* c = worker.connections; c != nullptr;) {
       Connection* next = c->next();  // expire()/close_now() never unlink synchronously
-      if (worker.draining && c->idle()) {
+      if (worker.draining && c->idle() &&
+          (c->used() || now - c->idle_since() >= kFirstRequestWhileDraining)) {
         c->close_now();
       } else if (now >= c->deadline()) {
         c->expire();
@@ -267,26 +274,12 @@ Server::~Server() {
     worker->sweeper.reset();
   }
   impl_->shared.tls = nullptr;
-  impl_->tls.reset();
+  impl_->tls.clear();
 }
 
 void Server::start() {
   H3_ASSERT(!impl_->started);
-  const auto& tls = impl_->shared.config.tls;
-  if (tls.enabled()) {
-    auto& context = impl_->tls.emplace(asio::ssl::context::tls_server);
-    context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                        asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
-    boost::system::error_code ec;
-    context.use_certificate_chain_file(tls.certificate_path, ec);
-    if (ec)
-      throw std::runtime_error("TLS certificate " + tls.certificate_path + ": " + ec.message());
-    context.use_private_key_file(tls.private_key_path, asio::ssl::context::pem, ec);
-    if (ec)
-      throw std::runtime_error("TLS private key " + tls.private_key_path + ": " + ec.message());
-    impl_->shared.tls = &context;
-  }
+  if (impl_->shared.config.tls.enabled()) reload_tls(impl_->shared.config.tls);
   impl_->open_acceptors();
   for (auto& worker : impl_->workers) {
     Worker& w = *worker;
@@ -298,16 +291,52 @@ void Server::start() {
 
 std::uint16_t Server::port() const noexcept { return impl_->port; }
 
+void Server::reload_tls(const config::TlsConfig& tls) {
+  H3_ASSERT(tls.enabled());
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                       asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  context->use_certificate_chain_file(tls.certificate_path, ec);
+  if (ec) throw std::runtime_error("TLS certificate " + tls.certificate_path + ": " + ec.message());
+  // OpenSSL refuses a key that is not the certificate's: a rotation caught between its two
+  // files keeps the pair in use.
+  context->use_private_key_file(tls.private_key_path, asio::ssl::context::pem, ec);
+  if (ec) throw std::runtime_error("TLS private key " + tls.private_key_path + ": " + ec.message());
+  const std::lock_guard lock(impl_->shared.mutex);
+  impl_->tls.push_back(std::move(context));
+  impl_->shared.tls.store(impl_->tls.back().get(), std::memory_order_release);
+}
+
+void Server::set_connections_max(std::uint64_t n) noexcept {
+  impl_->shared.connections_max.store(n, std::memory_order_relaxed);
+}
+
 void Server::shutdown(std::chrono::milliseconds grace) {
   if (!impl_->started) return;
   detail::Shared& shared = impl_->shared;
   // 1. Stop accepting; idle connections are closed by the next sweep, busy ones close after
-  //    their current response (they answer with "Connection: close").
+  //    their current response (they answer with "Connection: close"). Connections the kernel
+  //    completed and nobody accepted yet would be reset by the close, once their clients had
+  //    sent a request: they are accepted first and answered as any other. From the close on,
+  //    connection attempts are refused.
   for (auto& worker : impl_->workers) {
-    asio::post(worker->context, [&w = *worker] {
+    asio::post(worker->context, [&w = *worker, keep_alive = impl_->shared_ptr] {
       w.draining = true;
-      boost::system::error_code ignored;  // closing a listener cannot fail in a way that matters
-      if (w.acceptor) w.acceptor->close(ignored);
+      if (!w.acceptor) return;
+      boost::system::error_code ec;
+      w.acceptor->non_blocking(true, ec);
+      while (!ec) {
+        tcp::socket socket(w.context);
+        w.acceptor->accept(socket, ec);
+        if (ec) break;
+        w.shared.connections_active.fetch_add(1, std::memory_order_relaxed);
+        w.shared.connections_total.fetch_add(1, std::memory_order_relaxed);
+        w.load.fetch_add(1, std::memory_order_relaxed);
+        detail::start_connection(keep_alive, w, std::move(socket));
+      }
+      w.acceptor->close(ec);  // closing a listener cannot fail in a way that matters
     });
   }
   auto wait_closed = [&](std::chrono::milliseconds limit, bool until_stop_now) {
@@ -366,7 +395,7 @@ void Server::stop_now() noexcept {
 ServerStats Server::stats() const noexcept {
   const auto& s = impl_->shared;
   return {s.connections_active.load(), s.connections_total.load(), s.connections_rejected.load(),
-          s.requests_total.load()};
+          s.requests_total.load(), s.connections_max.load()};
 }
 
 }  // namespace hots3::http

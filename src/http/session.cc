@@ -186,14 +186,19 @@ asio::awaitable<void> Session<Stream>::loop() {
   while (!closing_) {
     // 1. Wait for the next request. Pipelined requests are already in the buffer.
     if (buffer_.size() == 0) {
-      if (worker_.draining) break;
+      // Draining: a kept-alive connection closes between requests (its client opens another,
+      // on the next server); one just opened waits for its first request a moment (the
+      // sweeper's kFirstRequestWhileDraining), which it answers.
+      if (worker_.draining && used_) break;
       idle_ = true;
+      idle_since_ = Clock::now();
       arm(config_.idle_timeout);
       auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(kReadChunkBytes), kTuple);
       idle_ = false;
       if (ec) break;  // closed, reset, idle timeout or shutdown: nobody to answer
       buffer_.commit(n);
     }
+    used_ = true;
     // 2. The request head, within header_timeout of its first byte (slow-loris).
     started_ = Clock::now();
     arm(config_.header_timeout);
@@ -596,7 +601,8 @@ asio::awaitable<void> run_connection(std::shared_ptr<Shared> keep_alive, Worker&
   socket.set_option(tcp::no_delay(true), ec);  // responses are written whole; no Nagle delay
 
   beast::flat_buffer buffer;
-  if (worker.shared.tls == nullptr) {
+  asio::ssl::context* const tls = worker.shared.tls.load(std::memory_order_acquire);
+  if (tls == nullptr) {
     co_await Session<tcp::socket>::run(std::make_unique<Session<tcp::socket>>(
         worker, std::move(socket), std::move(buffer), std::move(remote), false));
     co_return;
@@ -617,7 +623,7 @@ asio::awaitable<void> run_connection(std::shared_ptr<Shared> keep_alive, Worker&
         worker, std::move(socket), std::move(buffer), std::move(remote), false));
     co_return;
   }
-  TlsStream stream(std::move(socket), *worker.shared.tls);
+  TlsStream stream(std::move(socket), *tls);
   watched = &stream.next_layer();
   auto [hs_ec, used] =
       co_await stream.async_handshake(asio::ssl::stream_base::server, buffer.data(), kTuple);

@@ -41,7 +41,9 @@ struct Shared {
 
   const config::HttpConfig config;  // a copy: outlives the caller's Config if need be
   Handler& handler;
-  asio::ssl::context* tls = nullptr;  // set when TLS is configured
+  // Set when TLS is configured; a reload points it at a new context (connections keep theirs).
+  std::atomic<asio::ssl::context*> tls{nullptr};
+  std::atomic<std::uint64_t> connections_max{config.connections_max};  // a reload may change it
   std::vector<std::unique_ptr<Worker>> workers;
 
   std::atomic<std::uint64_t> connections_active{0};
@@ -106,6 +108,10 @@ class Connection {
 
   [[nodiscard]] Clock::time_point deadline() const noexcept { return deadline_; }
   [[nodiscard]] bool idle() const noexcept { return idle_; }
+  // Whether the connection has begun a request: an idle one that has not was just opened (its
+  // first request may be on its way), one that has is kept alive between requests.
+  [[nodiscard]] bool used() const noexcept { return used_; }
+  [[nodiscard]] Clock::time_point idle_since() const noexcept { return idle_since_; }
   [[nodiscard]] Connection* next() const noexcept { return next_; }
 
  protected:
@@ -113,7 +119,9 @@ class Connection {
   void disarm() noexcept { deadline_ = Clock::time_point::max(); }
 
   Worker& worker_;
-  bool idle_ = false;  // waiting for the next request on a kept-alive connection
+  bool idle_ = false;  // waiting for the next request (or the first)
+  bool used_ = false;  // a request has begun on it
+  Clock::time_point idle_since_{};
 
  private:
   Clock::time_point deadline_ = Clock::time_point::max();

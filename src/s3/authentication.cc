@@ -17,17 +17,34 @@
 
 namespace hots3::s3 {
 
+Authenticator::UserTable::UserTable(std::vector<config::UserConfig> all) : users(std::move(all)) {
+  for (const auto& u : users) {
+    by_access_key.emplace(u.access_key, &u);
+    by_name.emplace(u.name, &u);
+  }
+}
+
 Authenticator::Authenticator(const config::S3Config& config, std::vector<config::UserConfig> users)
     : config_(config),
-      users_(std::move(users)),
       sessions_(config.session_key, [this](std::string_view name) -> const config::UserConfig* {
-        auto it = by_name_.find(std::string(name));
-        return it == by_name_.end() ? nullptr : it->second;
+        const UserTable& t = table();
+        auto it = t.by_name.find(std::string(name));
+        return it == t.by_name.end() ? nullptr : it->second;
       }) {
-  for (const auto& u : users_) {
-    by_access_key_.emplace(u.access_key, &u);
-    by_name_.emplace(u.name, &u);
-  }
+  tables_.push_back(std::make_unique<const UserTable>(std::move(users)));
+  table_.store(tables_.back().get(), std::memory_order_release);
+}
+
+bool Authenticator::set_users(std::vector<config::UserConfig> users) {
+  const std::lock_guard lock(tables_mutex_);
+  if (users == tables_.back()->users) return false;
+  tables_.push_back(std::make_unique<const UserTable>(std::move(users)));
+  table_.store(tables_.back().get(), std::memory_order_release);
+  // What the old users' keys verified is no use now (entries of the new users come back on their
+  // next request); entries a verification in flight still adds name an old user and are skipped.
+  const std::lock_guard keys_lock(keys_mutex_);
+  signing_keys_.clear();
+  return true;
 }
 
 std::optional<aws::SigningKey> Authenticator::verified_signing_key(const config::UserConfig& user,
@@ -42,7 +59,8 @@ std::optional<aws::SigningKey> Authenticator::verified_signing_key(const config:
   std::optional<aws::SigningKey> key;
   {
     std::lock_guard lock(keys_mutex_);
-    if (auto it = signing_keys_.find(id); it != signing_keys_.end()) key = it->second;
+    if (auto it = signing_keys_.find(id); it != signing_keys_.end() && it->second.user == &user)
+      key = it->second.key;
   }
   const bool cached = key.has_value();
   if (!cached) key = aws::signing_key(user.secret_key, scope);
@@ -52,14 +70,15 @@ std::optional<aws::SigningKey> Authenticator::verified_signing_key(const config:
   if (!cached) {
     std::lock_guard lock(keys_mutex_);
     if (signing_keys_.size() >= 4096) signing_keys_.clear();  // days and regions pass; stay bounded
-    signing_keys_.emplace(std::move(id), *key);
+    signing_keys_.insert_or_assign(std::move(id), CachedKey{.user = &user, .key = *key});
   }
   return key;
 }
 
 const config::UserConfig* Authenticator::user_for(std::string_view access_key) const {
-  auto it = by_access_key_.find(std::string(access_key));
-  return it == by_access_key_.end() ? nullptr : it->second;
+  const UserTable& t = table();
+  auto it = t.by_access_key.find(std::string(access_key));
+  return it == t.by_access_key.end() ? nullptr : it->second;
 }
 
 std::optional<Error> Authenticator::authenticate(Request& r) {

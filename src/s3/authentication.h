@@ -10,6 +10,8 @@
 #include "hots3/aws/sigv4.h"
 #include "hots3/config/config.h"
 
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -29,6 +31,15 @@ class Authenticator {
 
   // The S3 Express sessions whose credentials authenticate() accepts.
   Sessions& sessions() { return sessions_; }
+
+  // Replaces the users (a configuration reload): requests authenticated from here on see the
+  // new ones; a user gone or given another secret loses its cached signing keys and sessions.
+  // The users a request in flight was authenticated as stay valid until the Authenticator is
+  // destroyed: each set of users is kept, which costs a set per change, not per reload.
+  // False when `users` are the ones in use (nothing changes).
+  bool set_users(std::vector<config::UserConfig> users);
+  // The users in use.
+  [[nodiscard]] const std::vector<config::UserConfig>& users() const { return table().users; }
 
  private:
   std::optional<Error> authenticate_v4_header(Request& r, std::string_view authorization);
@@ -50,13 +61,28 @@ class Authenticator {
                                                       std::string_view string_to_sign,
                                                       std::string_view signature);
 
+  // One set of users and their indexes; never changed once published.
+  struct UserTable {
+    explicit UserTable(std::vector<config::UserConfig> all);
+    std::vector<config::UserConfig> users;
+    std::unordered_map<std::string, const config::UserConfig*> by_access_key;
+    std::unordered_map<std::string, const config::UserConfig*> by_name;
+  };
+  [[nodiscard]] const UserTable& table() const { return *table_.load(std::memory_order_acquire); }
+
   const config::S3Config& config_;
-  std::vector<config::UserConfig> users_;
-  std::unordered_map<std::string, const config::UserConfig*> by_access_key_;
-  std::unordered_map<std::string, const config::UserConfig*> by_name_;
+  std::mutex tables_mutex_;                               // set_users
+  std::vector<std::unique_ptr<const UserTable>> tables_;  // every set used, the last in use
+  std::atomic<const UserTable*> table_;
   Sessions sessions_;
+  // Signing keys that verified a signature, by "access/date/region/service", with the user
+  // (of the table then in use) they are of: a key of a user since replaced is not used.
+  struct CachedKey {
+    const config::UserConfig* user = nullptr;
+    aws::SigningKey key{};
+  };
   std::mutex keys_mutex_;
-  std::unordered_map<std::string, aws::SigningKey> signing_keys_;  // "access/date/region/service"
+  std::unordered_map<std::string, CachedKey> signing_keys_;
 };
 
 }  // namespace hots3::s3

@@ -41,8 +41,9 @@ constexpr std::string_view kSubresources[] = {
     "replication", "requestPayment", "restore", "retention", "select", "session", "tagging",
     "torrent", "uploadId", "uploads", "versioning", "versions", "website",
     // hots3's own
-    "x-hots3-adopt", "x-hots3-clock", "x-hots3-evict", "x-hots3-flush", "x-hots3-lost",
-    "x-hots3-parked", "x-hots3-pin", "x-hots3-prefetch", "x-hots3-unpin"};
+    "x-hots3-adopt", "x-hots3-buckets", "x-hots3-clock", "x-hots3-evict", "x-hots3-flush",
+    "x-hots3-lost", "x-hots3-parked", "x-hots3-pin", "x-hots3-prefetch", "x-hots3-status",
+    "x-hots3-unpin", "x-hots3-users"};
 
 asio::awaitable<void> list_objects_v1_or_v2(Service& s, Request& r) {
   const std::string* list_type = r.param("list-type");
@@ -62,6 +63,9 @@ constexpr Route kRoutes[] = {
     {Method::kGet, Target::kService, "", list_buckets_or_directory_buckets, "ListBuckets"},
     {Method::kPost, Target::kService, "x-hots3-clock", advance_session_clock,
      "MoveSessionClock"},  // test_hooks
+    {Method::kGet, Target::kService, "x-hots3-status", admin_status, "AdminStatus"},
+    {Method::kGet, Target::kService, "x-hots3-users", admin_users, "AdminUsers"},
+    {Method::kGet, Target::kService, "x-hots3-buckets", admin_buckets, "AdminBuckets"},
 
     {Method::kGet, Target::kBucket, "", list_objects_v1_or_v2, "ListObjects"},
     {Method::kGet, Target::kBucket, "location", get_bucket_location, "GetBucketLocation"},

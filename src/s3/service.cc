@@ -25,19 +25,19 @@ namespace hots3::s3 {
 Service::Service(storage::ObjectStore& store, const config::S3Config& config,
                  std::vector<config::UserConfig> users, http::ProbeFn probes,
                  tier::WriteThrough* write_through, tier::ReadThrough* read_through,
-                 MetricsEndpoint metrics)
+                 OperatorEndpoints operators)
     : store_(store),
       config_(config),
       authenticator_(config_, std::move(users)),
       probes_(std::move(probes)),
       write_through_(write_through),
       read_through_(read_through),
-      metrics_(std::move(metrics)) {
+      operators_(std::move(operators)) {
   std::array<std::byte, 24> id{};
   random_bytes(id);
   host_id_ = aws::base64_encode(id);
-  if (metrics_.registry != nullptr)
-    metrics_.registry->add([this](metrics::Writer& w) { requests_.write(w); });
+  if (operators_.registry != nullptr)
+    operators_.registry->add([this](metrics::Writer& w) { requests_.write(w); });
 }
 
 asio::awaitable<void> Service::handle(http::Exchange& exchange) {
@@ -52,7 +52,7 @@ asio::awaitable<void> Service::handle(http::Exchange& exchange) {
 
 asio::awaitable<void> Service::serve(http::Exchange& exchange, std::size_t& operation) {
   Request r(exchange);
-  if (metrics_.registry != nullptr && !metrics_.bearer_token.empty()) {
+  if (operators_.registry != nullptr && !operators_.bearer_token.empty()) {
     if (auto authorization = r.header("authorization");
         authorization && authorization->starts_with("Bearer ")) {
       operation = metrics_scrape();
@@ -83,13 +83,13 @@ asio::awaitable<void> Service::serve_metrics(Request& r, std::string_view token)
   // token with a bearer is refused as S3 refuses what it cannot authenticate.
   const auto target = r.head.target.substr(0, r.head.target.find('?'));
   if (target != "/metrics" || r.head.method != http::Method::kGet ||
-      !aws::signatures_equal(token, metrics_.bearer_token)) {
+      !aws::signatures_equal(token, operators_.bearer_token)) {
     co_return co_await send_error(
         r, Error(Code::kAccessDenied, "Bearer tokens serve GET /metrics only."));
   }
   http::Response head(200);
   head.add("Content-Type", std::string(metrics::kContentType));
-  co_await r.exchange.respond(std::move(head), metrics_.registry->scrape());
+  co_await r.exchange.respond(std::move(head), operators_.registry->scrape());
 }
 
 http::Response Service::response(const Request& r, unsigned status) const {
@@ -340,14 +340,13 @@ void Service::start(const asio::any_io_executor& executor) {
   }
 }
 
-std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
-                                            const config::S3Config& config,
-                                            std::vector<config::UserConfig> users,
-                                            http::ProbeFn probes, tier::WriteThrough* write_through,
-                                            tier::ReadThrough* read_through,
-                                            MetricsEndpoint metrics) {
+std::unique_ptr<Handler> make_handler(storage::ObjectStore& store, const config::S3Config& config,
+                                      std::vector<config::UserConfig> users, http::ProbeFn probes,
+                                      tier::WriteThrough* write_through,
+                                      tier::ReadThrough* read_through,
+                                      OperatorEndpoints operators) {
   return std::make_unique<Service>(store, config, std::move(users), std::move(probes),
-                                   write_through, read_through, std::move(metrics));
+                                   write_through, read_through, std::move(operators));
 }
 
 }  // namespace hots3::s3

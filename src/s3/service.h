@@ -32,12 +32,12 @@ namespace hots3::s3 {
 
 namespace asio = boost::asio;
 
-class Service final : public http::Handler {
+class Service final : public Handler {
  public:
   Service(storage::ObjectStore& store, const config::S3Config& config,
           std::vector<config::UserConfig> users, http::ProbeFn probes,
           tier::WriteThrough* write_through = nullptr, tier::ReadThrough* read_through = nullptr,
-          MetricsEndpoint metrics = {});
+          OperatorEndpoints operators = {});
 
   asio::awaitable<void> handle(http::Exchange& exchange) override;
   // Fetches what pins hold evicted (fetch_pinned_at_start) when an upstream is read.
@@ -47,6 +47,9 @@ class Service final : public http::Handler {
   }
   http::Response protocol_error(http::ProtocolError error, std::string_view request_id,
                                 std::string& body) override;
+  bool set_users(std::vector<config::UserConfig> users) override {
+    return authenticator_.set_users(std::move(users));
+  }
 
   // ---- used by the operations ----
   storage::ObjectStore& store() { return store_; }
@@ -64,6 +67,12 @@ class Service final : public http::Handler {
   ValidatedTimes& validated() { return validated_; }
   MissingKeys& missing_keys() { return missing_keys_; }
   Sessions& sessions() { return authenticator_.sessions(); }
+  // The users in use (each set stays valid for the handler's life).
+  const std::vector<config::UserConfig>& users() const { return authenticator_.users(); }
+  // What the process around the handler says of itself (OperatorEndpoints::server_status).
+  std::string server_status() const {
+    return operators_.server_status ? operators_.server_status() : std::string();
+  }
 
   // A response head with the headers every S3 response has.
   http::Response response(const Request& r, unsigned status) const;
@@ -138,7 +147,7 @@ class Service final : public http::Handler {
   FillFlights fill_flights_;
   ValidatedTimes validated_;
   MissingKeys missing_keys_;
-  MetricsEndpoint metrics_;
+  OperatorEndpoints operators_;
   RequestMetrics requests_;
 };
 
@@ -197,5 +206,10 @@ asio::awaitable<void> create_session(Service& s, Request& r);  // GET /bucket?se
 // GET / signed for s3express, or with x-id=ListDirectoryBuckets; ListBuckets otherwise.
 asio::awaitable<void> list_buckets_or_directory_buckets(Service& s, Request& r);
 asio::awaitable<void> advance_session_clock(Service& s, Request& r);  // hots3's own, test_hooks
+
+// hots3 admin (handlers_admin.cc): the server's state, users and buckets, for admins.
+asio::awaitable<void> admin_status(Service& s, Request& r);   // GET /?x-hots3-status
+asio::awaitable<void> admin_users(Service& s, Request& r);    // GET /?x-hots3-users
+asio::awaitable<void> admin_buckets(Service& s, Request& r);  // GET /?x-hots3-buckets
 
 }  // namespace hots3::s3

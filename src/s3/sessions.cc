@@ -176,6 +176,9 @@ std::variant<Sessions::Verified, Error> Sessions::verify(
       same_bucket = c.bucket == bucket;
     }
   }
+  // A session of a user since replaced (a reload changed the users) is opened again: against
+  // the users in use, whose secret the token's tag must still match.
+  if (verified.user != nullptr && find_user_(verified.user->name) != verified.user) verified = {};
   if (verified.user == nullptr) {
     auto opened = open(access_key, token);
     if (auto* e = std::get_if<Error>(&opened)) return std::move(*e);

@@ -59,7 +59,7 @@ ACL_BODY = b"""<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>x</ID
 class Op:
     """One row: an S3 operation, the route it takes (router.cc's function name), the access it
     needs ("read", "write", "owner", "create" for CreateBucket, "any" for ListBuckets, "read or
-    write" for CreateSession) and its
+    write" for CreateSession, "admin" for hots3 admin's reports) and its
     status on success. `prepare(ctx)` makes what one attempt needs and returns the request's
     (method, path, query, headers, body)."""
 
@@ -81,6 +81,10 @@ OPERATIONS = [
     # The session clock moves only on a server with s3.test_hooks, which this one is not.
     Op("MoveSessionClock", "advance_session_clock", "any", 501,
        lambda c: ("POST", "/", [("x-hots3-clock", ""), ("advance-seconds", "1")], {}, b"")),
+    # hots3 admin's reports: admins only.
+    Op("AdminStatus", "admin_status", "admin", 200, lambda c: ("GET", "/", [("x-hots3-status", "")], {}, b"")),
+    Op("AdminUsers", "admin_users", "admin", 200, lambda c: ("GET", "/", [("x-hots3-users", "")], {}, b"")),
+    Op("AdminBuckets", "admin_buckets", "admin", 200, lambda c: ("GET", "/", [("x-hots3-buckets", "")], {}, b"")),
     Op("CreateBucket", "create_bucket", "create", 200, lambda c: ("PUT", "/alice-new-%d" % c.next(), [], {}, b"")),
     Op("DeleteBucket", "delete_bucket", "owner", 204, lambda c: ("DELETE", "/" + c.empty_bucket(), [], {}, b"")),
     Op("HeadBucket", "head_bucket", "read", 200, lambda c: ("HEAD", "/" + BUCKET, [], {}, b"")),
@@ -170,6 +174,7 @@ def expected(op, caller):
         "write": caller in ("owner", "write grant"),
         "readwrite": caller == "owner",  # the copy's source must be readable, its target writable
         "read or write": caller in ("owner", "read grant", "write grant"),
+        "admin": False,  # none of the callers is an admin
     }[op.access]
     return op.ok if allowed else 403
 

@@ -533,6 +533,35 @@ class ShutdownScenarios:
         finally:
             server.cleanup()
 
+    def test_a_connection_opened_just_before_sigterm_gets_its_first_request_answered(self):
+        # A client connects, the stop begins, then its request arrives (a pool opening a connection
+        # as the server is told to stop): it is answered, not reset. A connection that never
+        # sends anything does not hold the stop for the whole grace period.
+        server = self.target.server(limits(shutdown_grace='"30s"')).start()
+        try:
+            port = server.port
+            self.target.prepare(port)
+            fresh = self.enterContext(harness.connect(port))
+            silent = self.enterContext(harness.connect(port))
+            time.sleep(0.2)  # both accepted
+            start = time.monotonic()
+            server.signal(signal.SIGTERM)
+            time.sleep(0.3)  # the listeners are closed: a new connection is refused
+            with self.assertRaises(ConnectionRefusedError):
+                harness.connect(port, timeout_s=2)
+            fresh.sendall(self.target.get(port, 1000))
+            reader = harness.Reader(fresh)
+            got = reader.read_response()
+            self.assertEqual(got.status, 200)
+            self.assertEqual(got.body, pattern(1000))
+            self.assertEqual(got.header("connection"), "close")
+            self.assertTrue(reader.closed(3))
+            self.assertTrue(harness.Reader(silent).closed(5))
+            self.assertEqual(server.wait(30), 0)
+            self.assertLess(time.monotonic() - start, 10, "a silent connection held the stop")
+        finally:
+            server.cleanup()
+
     def test_second_sigterm_closes_connections_at_once_and_still_exits_zero(self):
         server = self.target.server(limits(body_stall_timeout='"60s"', shutdown_grace='"60s"')).start()
         try:

@@ -7,7 +7,10 @@ The local server has a 256 MiB device; the upstream is a second hots3 behind a p
 slow object GETs down (so that the kill finds the job half done)."""
 
 import os
+import pty
+import re
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -15,6 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import fault_proxy  # noqa: E402
+import s3_support  # noqa: E402
 from test_tier_writeback import MiB, PREFIX, client, data, run_hots3, start_upstream, stop_servers, tier_config, start_local  # noqa: E402
 
 # More than two batches of the job (32 versions each), so that the kill comes after one ended.
@@ -52,12 +56,15 @@ class PrefetchTest(unittest.TestCase):
     def object_gets(self, prefix):
         return [p for p, _ in list(self.proxy.object_gets) if p.startswith("/team-ckpt/" + PREFIX + prefix)]
 
-    def test_a_a_job_cut_off_by_kill_9_goes_on_after_the_restart(self):
+    def write_and_evict_the_dataset(self):
         for key, body in DATASET.items():
             self.s3.put_object(Bucket="ckpt", Key=key, Body=body)
         for command in (("flush", "--prefix", "ds/", "--wait"), ("evict", "--prefix", "ds/")):
             rc, out, err = self.tier(*command)
             self.assertEqual(rc, 0, out + err)
+
+    def test_a_a_job_cut_off_by_kill_9_goes_on_after_the_restart(self):
+        self.write_and_evict_the_dataset()
         self.assertEqual(self.evicted("ds/"), 80)
 
         self.proxy.delay_object_gets = 0.1  # 80 GETs, 4 at a time: about 2 s in all
@@ -88,6 +95,40 @@ class PrefetchTest(unittest.TestCase):
             self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"]["x-hots3-cache"], "hit", key)
             self.assertEqual(got["Body"].read(), body, key)
         self.assertEqual(len(self.object_gets("ds/")), gets)  # not a byte from the upstream
+
+    def test_c_on_a_terminal_hots3_admin_draws_a_progress_bar(self):
+        self.write_and_evict_the_dataset()
+        self.proxy.delay_object_gets = 0.05
+        # The command's stdout is a terminal (a pseudo-terminal here), as an operator's is; its
+        # keys are the server's admin's, from HOTS3_*.
+        controller, terminal = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HOTS3_"))}
+        env.update(HOTS3_ACCESS_KEY=s3_support.ACCESS_KEY, HOTS3_SECRET_KEY=s3_support.SECRET_KEY)
+        try:
+            proc = subprocess.Popen([os.environ.get("HOTS3_BIN", "hots3"), "admin", "--endpoint", self.endpoint,
+                                     "tier", "prefetch", "--bucket", "ckpt", "--prefix", "ds/", "--wait"],
+                                    stdout=terminal, stderr=subprocess.PIPE, env=env)
+            os.close(terminal)
+            shown = b""
+            while True:
+                try:
+                    chunk = os.read(controller, 4096)
+                except OSError:  # EIO: the command closed the terminal
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            self.assertEqual(proc.wait(timeout=60), 0, proc.stderr.read())
+            proc.stderr.close()
+        finally:
+            self.proxy.delay_object_gets = 0
+            os.close(controller)
+        text = shown.decode()
+        # One line redrawn in place (carriage returns), a bar that ends full, then the counts.
+        self.assertGreaterEqual(text.count("\r"), 2, text)
+        self.assertRegex(text, r"\r\[#{24}\] 100% prefetch \d+: 80/80 objects, 80 MiB/80 MiB, .* ETA -\r?\n$")
+        self.assertTrue(re.search(r"\[#*\.+\] +\d+% prefetch", text), text)  # and one not yet full
+        self.assertEqual(self.evicted("ds/"), 0)
 
     def test_b_a_set_larger_than_the_room_is_refused_before_any_fetch(self):
         # Written upstream by others: adopted here, evicted versions of 5 × 64 MiB.

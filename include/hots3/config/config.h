@@ -80,6 +80,7 @@ struct Grant {
   std::string owner;  // "" = whoever owns the bucket
   bool read = false;
   bool write = false;
+  bool operator==(const Grant&) const = default;
 };
 
 struct UserConfig {
@@ -94,6 +95,7 @@ struct UserConfig {
   // A bucket belongs to whoever creates it, so creating one is a permission of its own: a user
   // free to create any name could take one that others' grants name before its owner does.
   std::vector<std::string> create_buckets;
+  bool operator==(const UserConfig&) const = default;
 };
 
 // Multipart uploads (TOML table [multipart]; the checkpoint path).
@@ -320,6 +322,11 @@ struct UpstreamCredentials {
 };
 UpstreamCredentials read_upstream_credentials(const std::string& path);
 
+// The dotted keys ("http.connections_max", "log.level") whose values differ between two TOML
+// configuration texts: set in one and not the other, or set to another value. An array counts
+// as one key ("users", "tier.upstream"). None when either does not parse.
+std::vector<std::string> changed_keys(std::string_view before, std::string_view after);
+
 std::string_view tier_mode_name(TierMode mode);  // "writeback", "writethrough", "cache"
 
 // A binding as the catalog keeps it (buckets.upstream): JSON with the upstream's name, endpoint,
@@ -350,6 +357,11 @@ struct ResolvedUsers {
   std::string credentials_path;
 };
 ResolvedUsers resolve_users(const Config& config);
+
+// The development key pair of a data directory (<data_dir>/credentials), if a start made one;
+// for the commands that talk to that directory's server. Throws ConfigError when it is there
+// and cannot be read.
+std::optional<UserConfig> development_credentials(const std::string& data_dir);
 
 // The key S3 Express session credentials are derived from: 32 random bytes generated at first
 // start into <data_dir>/session.key (owner-only) and read afterwards, so that a session outlives

@@ -24,6 +24,7 @@ struct ServerStats {
   std::uint64_t connections_total = 0;
   std::uint64_t connections_rejected = 0;  // over connections_max
   std::uint64_t requests_total = 0;
+  std::uint64_t connections_max = 0;  // the limit in effect
 };
 
 class Server {
@@ -41,6 +42,14 @@ class Server {
   // Binds the listening sockets and starts accepting on every worker. Throws
   // std::runtime_error when the address cannot be bound or the TLS files cannot be loaded.
   void start();
+
+  // Loads the certificate chain and key of `tls` into a new TLS context, which the connections
+  // accepted from then on use (those open keep theirs). Throws std::runtime_error, naming the
+  // file, when either cannot be loaded or the key is not the certificate's; the context in use
+  // stays. REQUIRES: TLS is on (the config's tls.enabled() at construction).
+  void reload_tls(const config::TlsConfig& tls);
+  // A new limit of open connections, for the connections accepted from now on.
+  void set_connections_max(std::uint64_t n) noexcept;
 
   // The bound port (useful with port 0).
   [[nodiscard]] std::uint16_t port() const noexcept;

@@ -6,6 +6,7 @@
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,25 +26,35 @@ class Registry;
 
 namespace hots3::s3 {
 
-// Where the handler reports its metrics (requests by operation and status) and serves them:
+// What operators reach through the handler. Metrics: requests by operation and status reported
+// to `registry` (outliving the handler, which also holds what other modules report), served as
 // GET /metrics with "Authorization: Bearer <bearer_token>" on the S3 port ("" = not there).
-// `registry` (outliving the handler) also holds what other modules report.
-struct MetricsEndpoint {
+// `server_status`: what GET /?x-hots3-status (admins) says of the process around the handler
+// (version, uptime, listen addresses, connections), as members of a JSON object without its
+// braces; none without it.
+struct OperatorEndpoints {
   metrics::Registry* registry = nullptr;
   std::string bearer_token;
+  std::function<std::string()> server_status;
 };
 
-// `store` must outlive the handler. Users are fixed for the handler's lifetime. `probes`
+class Handler : public http::Handler {
+ public:
+  // Replaces the users and their grants (a configuration reload) for the requests that begin
+  // from now on; false when they are the ones in use.
+  virtual bool set_users(std::vector<config::UserConfig> users) = 0;
+};
+
+// `store` must outlive the handler. `probes`
 // answers the health probes beyond live and ready (http::Handler::probe). `write_through`
 // (outliving the handler) takes the PUTs of buckets bound in write-through mode; without it,
 // they are refused. `read_through` (outliving the handler) brings back the data of evicted
 // versions; without it, their GETs answer 503.
-std::unique_ptr<http::Handler> make_handler(storage::ObjectStore& store,
-                                            const config::S3Config& config,
-                                            std::vector<config::UserConfig> users,
-                                            http::ProbeFn probes = {},
-                                            tier::WriteThrough* write_through = nullptr,
-                                            tier::ReadThrough* read_through = nullptr,
-                                            MetricsEndpoint metrics = {});
+std::unique_ptr<Handler> make_handler(storage::ObjectStore& store, const config::S3Config& config,
+                                      std::vector<config::UserConfig> users,
+                                      http::ProbeFn probes = {},
+                                      tier::WriteThrough* write_through = nullptr,
+                                      tier::ReadThrough* read_through = nullptr,
+                                      OperatorEndpoints operators = {});
 
 }  // namespace hots3::s3

@@ -44,6 +44,8 @@ TEST(FormatSize, PicksTheLargestUnit) {
   EXPECT_EQ(format_size(17), "17 B");
   EXPECT_EQ(format_size(64 * kKiB), "64 KiB");
   EXPECT_EQ(format_size(3 * kGiB / 2), "1.5 GiB");
+  EXPECT_EQ(format_size(1020 * kMiB), "1020 MiB");  // not 1.02e+03
+  EXPECT_EQ(format_size(250 * kKiB), "250 KiB");
 }
 
 }  // namespace
