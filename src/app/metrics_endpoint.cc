@@ -64,6 +64,22 @@ void add_server_metrics(metrics::Registry& registry, const http::Server& server,
     w.counter("hots3_catalog_writer_checkpoint_seconds_total",
               "Time the catalog writer spent in checkpoints",
               static_cast<double>(s.catalog_writer.writer_checkpoint_ns) / 1e9);
+    w.family("hots3_catalog_batch_seconds", "histogram",
+             "A catalog batch's transaction, BEGIN to COMMIT into the WAL (writes per batch: "
+             "writes_total over commits_total)");
+    w.histogram("hots3_catalog_batch_seconds", {}, s.catalog_writer.batch_seconds);
+    w.family("hots3_catalog_sync_seconds", "histogram",
+             "A flush of the catalog's WAL (fdatasync), which makes the batches since the last "
+             "one durable; a write is answered after both");
+    w.histogram("hots3_catalog_sync_seconds", {}, s.catalog_writer.sync_seconds);
+    w.gauge("hots3_device_io_in_flight",
+            "Device operations submitted and not yet completed (the queue depth)",
+            bytes(s.device_io_in_flight));
+    w.family("hots3_device_io_seconds", "histogram",
+             "Device operations from submission to completion, by op");
+    constexpr std::string_view kOps[] = {"read", "write", "flush"};
+    for (std::size_t k = 0; k < std::size(kOps); ++k)
+      w.histogram("hots3_device_io_seconds", {{"op", kOps[k]}}, s.device_io_seconds[k]);
     w.gauge("hots3_tier_owed_bytes", "Bytes of changes not yet confirmed by an upstream",
             bytes(store.tier_owed_bytes()));
   });

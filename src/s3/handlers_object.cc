@@ -360,7 +360,10 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   }
   if (bucket->tier != storage::BucketTier::kNone) {
     if (s.read_through() != nullptr) {
-      s.read_through()->count_read(bucket->id, true, selection.length_bytes);
+      const tier::CacheAnswer answer = checked == "revalidated" ? tier::CacheAnswer::kRevalidated
+                                       : checked == "stale"     ? tier::CacheAnswer::kStale
+                                                                : tier::CacheAnswer::kHit;
+      s.read_through()->count_read(bucket->id, answer, selection.length_bytes);
     }
     if (checked.empty()) head.add("x-hots3-cache", "hit");
   }

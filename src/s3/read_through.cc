@@ -252,7 +252,13 @@ class RangeSender {
     tally_ = std::move(tally);
   }
   // Before the first byte: what the response head says in `x-hots3-cache`.
-  void say_cache(const char* answer) { head_.add("x-hots3-cache", answer); }
+  void say_cache(std::string_view answer) { head_.add("x-hots3-cache", std::string(answer)); }
+  // Of a read that asks the upstream: its time to first byte, from the sender's making to its
+  // head, goes to `read_through`'s metrics of `bucket_id`.
+  void time_first_byte(tier::ReadThrough* read_through, std::int64_t bucket_id) {
+    timed_ = read_through;
+    bucket_id_ = bucket_id;
+  }
   // A commit of a chunk of this range's bytes, about to be run.
   [[nodiscard]] ChunkCommit commit() const { return ChunkCommit(tally_); }
   // Chunk `index` was read from the device into this range.
@@ -335,6 +341,10 @@ class RangeSender {
   asio::awaitable<bool> start() {
     if (started_) co_return true;
     started_ = true;
+    if (timed_ != nullptr) {
+      timed_->observe_cold_ttfb(bucket_id_, std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::steady_clock::now() - began_));
+    }
     auto starting = r_->exchange.write_head(std::move(head_));
     const auto started = co_await std::move(starting);
     co_return started.has_value();
@@ -349,6 +359,9 @@ class RangeSender {
   std::optional<FetchCheck> check_;
   std::shared_ptr<ChunkTally> tally_;
   std::vector<std::byte> held_;
+  const std::chrono::steady_clock::time_point began_ = std::chrono::steady_clock::now();
+  tier::ReadThrough* timed_ = nullptr;
+  std::int64_t bucket_id_ = 0;
 };
 
 // Chunk `index` of `object`: where it starts and its size.
@@ -633,11 +646,13 @@ std::vector<bool> kept_chunks(Service& s, const storage::ObjectRecord& object, s
   return kept;
 }
 
-// What `x-hots3-cache` says of a read of the chunks `kept`: every one kept (hit), none (miss) or
-// some (partial).
-const char* cache_answer(const std::vector<bool>& kept) {
+// What a read of the chunks `kept` is answered from: every one kept (hit), none (miss) or some
+// (partial).
+tier::CacheAnswer cache_answer(const std::vector<bool>& kept) {
   const auto count = static_cast<std::size_t>(std::count(kept.begin(), kept.end(), true));
-  return count == 0 ? "miss" : count == kept.size() ? "hit" : "partial";
+  return count == 0             ? tier::CacheAnswer::kMiss
+         : count == kept.size() ? tier::CacheAnswer::kHit
+                                : tier::CacheAnswer::kPartial;
 }
 
 // Sends chunks [first, last] of `object` into `out`: those that were `kept` (as the read began)
@@ -671,6 +686,7 @@ asio::awaitable<void> send_chunks(Service& s, const storage::ObjectRecord& objec
     if (!here) {
       auto joined = s.fill_flights().join_chunk(object.id, index);
       if (auto* seat = std::get_if<FillFlights::Seat>(&joined); seat != nullptr && patient) {
+        s.read_through()->count_coalesced(object.bucket_id);
         auto waiting = seat->landed_kept(FillFlights::patience(chunk_span(object, index).second));
         here = co_await std::move(waiting);
         patient = here;
@@ -718,13 +734,13 @@ asio::awaitable<void> read_chunks(Service& s, Request& r, const storage::ObjectR
   const auto last = static_cast<std::uint32_t>(
       (selection.offset_bytes + selection.length_bytes - 1) / storage::kTierChunkBytes);
   std::vector<bool> kept = kept_chunks(s, object, first, last);
-  s.read_through()->count_read(object.bucket_id,
-                               std::all_of(kept.begin(), kept.end(), [](bool k) { return k; }),
-                               selection.length_bytes);
-  head.add("x-hots3-cache", cache_answer(kept));
+  const tier::CacheAnswer answer = cache_answer(kept);
+  s.read_through()->count_read(object.bucket_id, answer, selection.length_bytes);
+  head.add("x-hots3-cache", std::string(tier::cache_answer_name(answer)));
   const bool sequential = s.fill_flights().sequential(
       object.id, selection.offset_bytes, selection.offset_bytes + selection.length_bytes);
   RangeSender out(&r, selection, std::move(head));
+  if (answer != tier::CacheAnswer::kHit) out.time_first_byte(s.read_through(), object.bucket_id);
   const std::string what =
       fmt::format("request {}: GET {}/{}", r.head.request_id, r.bucket, log::escaped(r.key));
   auto sending = send_chunks(s, object, first, last, std::move(kept), out, false, what);
@@ -761,9 +777,12 @@ asio::awaitable<bool> fetch_by_chunks(Service& s, const storage::ObjectRecord& o
   // are looked up, so that none goes between).
   const std::shared_ptr<void> hold = s.store().hold_chunks(object.id);
   std::vector<bool> kept = kept_chunks(s, object, 0, last_chunk(object));
-  out.say_cache(cache_answer(kept));
-  const bool all_kept = std::all_of(kept.begin(), kept.end(), [](bool k) { return k; });
-  if (out.serving()) s.read_through()->count_read(object.bucket_id, all_kept, object.size_bytes);
+  const tier::CacheAnswer answer = cache_answer(kept);
+  out.say_cache(tier::cache_answer_name(answer));
+  if (out.serving()) {
+    s.read_through()->count_read(object.bucket_id, answer, object.size_bytes);
+    if (answer != tier::CacheAnswer::kHit) out.time_first_byte(s.read_through(), object.bucket_id);
+  }
   const auto last = static_cast<std::uint32_t>(kept.size() - 1);
   const auto executor = co_await asio::this_coro::executor;
   auto tally = std::make_shared<ChunkTally>(executor, kept.size());
@@ -787,7 +806,7 @@ asio::awaitable<bool> fetch_by_chunks(Service& s, const storage::ObjectRecord& o
     if (filled) {
       // Unless every chunk was here already, its GETs named its ETag (If-Match): the upstream
       // held this version just now.
-      if (!all_kept) s.validated().mark(filled->id, now_ms());
+      if (answer != tier::CacheAnswer::kHit) s.validated().mark(filled->id, now_ms());
       if (lead) lead->kept();
     } else if (filled.error() != errc::kPreconditionFailed) {
       log::warn("{}: the fetched data was not kept: {}", what, filled.error().message());
@@ -937,6 +956,7 @@ asio::awaitable<FillFlights::Asked> ask_restore(Service& s, FillFlights::Restore
 
 asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord object,
                                    BodySelection selection, http::Response head) {
+  const auto began = std::chrono::steady_clock::now();
   const bool whole = selection.offset_bytes == 0 && selection.length_bytes == object.size_bytes;
   if (!whole && by_chunks(s, object, selection)) {
     if (asks_restore(s, object, selection)) {
@@ -949,7 +969,8 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   }
   // Counted once it is known where the bytes come from (see count_read).
   const auto count_miss = [&] {
-    s.read_through()->count_read(object.bucket_id, false, selection.length_bytes);
+    s.read_through()->count_read(object.bucket_id, tier::CacheAnswer::kMiss,
+                                 selection.length_bytes);
   };
   std::optional<FillFlights::Lead> lead;
   if (whole && object.size_bytes > 0) {
@@ -957,6 +978,7 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
     if (auto* seat = std::get_if<FillFlights::Seat>(&joined)) {
       auto waiting = kept_by_flight(s, object, std::move(*seat));
       auto reader = co_await std::move(waiting);
+      s.read_through()->count_coalesced(object.bucket_id);
       if (reader) {
         count_miss();  // (it waited for the read-through)
         head.add("x-hots3-cache", "hit");
@@ -1016,6 +1038,9 @@ asio::awaitable<void> read_through(Service& s, Request& r, storage::ObjectRecord
   }
 
   head.add("x-hots3-cache", "miss");
+  s.read_through()->observe_cold_ttfb(object.bucket_id,
+                                      std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now() - began));
   auto starting = r.exchange.write_head(std::move(head));
   const auto started = co_await std::move(starting);
   if (!started) co_return;

@@ -339,8 +339,10 @@ bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord&
   return !at || now_ms() - *at > f.revalidate_after->count();
 }
 
-asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord& bucket,
-                                         storage::ObjectRecord object, tier::Freshness f) {
+namespace {
+
+asio::awaitable<Revalidation> revalidate_once(Service& s, const storage::BucketRecord& bucket,
+                                              storage::ObjectRecord object, tier::Freshness f) {
   const std::string etag = object.upstream_etag.value_or(object.etag);
   tier::UpstreamQuery q;
   q.method = "HEAD";
@@ -383,6 +385,33 @@ asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord
   if (!*now) co_return Revalidated{Revalidated::Kind::kGone, nullptr};
   if ((*now)->id == object.id) co_return Revalidated{};  // newer here than the upstream's
   co_return Revalidated{Revalidated::Kind::kReplaced, std::move(*now)};
+}
+
+}  // namespace
+
+asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord& bucket,
+                                         storage::ObjectRecord object, tier::Freshness f) {
+  auto asking = revalidate_once(s, bucket, std::move(object), f);
+  Revalidation found = co_await std::move(asking);
+  tier::RevalidationResult result = tier::RevalidationResult::kFailed;
+  if (const auto* done = std::get_if<Revalidated>(&found)) {
+    switch (done->kind) {
+      case Revalidated::Kind::kCurrent:
+        result = tier::RevalidationResult::kCurrent;
+        break;
+      case Revalidated::Kind::kStale:
+        result = tier::RevalidationResult::kStale;
+        break;
+      case Revalidated::Kind::kReplaced:
+        result = tier::RevalidationResult::kReplaced;
+        break;
+      case Revalidated::Kind::kGone:
+        result = tier::RevalidationResult::kGone;
+        break;
+    }
+  }
+  s.read_through()->count_revalidation(bucket.id, result);
+  co_return found;
 }
 
 namespace {

@@ -1441,6 +1441,9 @@ class StoreImpl final : public ObjectStore {
     s.metadata_cache_misses = metadata.misses;
     s.catalog_writer = core_.catalog->writer_stats();
     s.startup_rebuild = rebuild_time;
+    const DeviceIoStats io = core_.device->io_stats();
+    s.device_io_in_flight = io.in_flight;
+    s.device_io_seconds = io.seconds;
     return s;
   }
 

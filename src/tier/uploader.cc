@@ -13,6 +13,7 @@
 #include "hots3/common/hex.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/md5.h"
+#include "hots3/common/metrics.h"
 #include "hots3/common/random.h"
 #include "hots3/common/text.h"
 #include "hots3/common/thread_index.h"
@@ -126,6 +127,66 @@ constexpr std::size_t kFetchPieceBytes = 256 * kKiB;
 constexpr std::uint64_t kFetchChunkBytes = 8 * kMiB;
 constexpr std::size_t kChunkPieces = kFetchChunkBytes / kFetchPieceBytes + 1;
 
+// What a request to an upstream is, for its metrics (by the S3 operation it makes).
+constexpr std::string_view kUpstreamOps[] = {"HeadObject",
+                                             "GetObject",
+                                             "PutObject",
+                                             "CopyObject",
+                                             "DeleteObject",
+                                             "DeleteObjects",
+                                             "CreateMultipartUpload",
+                                             "UploadPart",
+                                             "UploadPartCopy",
+                                             "CompleteMultipartUpload",
+                                             "AbortMultipartUpload",
+                                             "ListParts",
+                                             "HeadBucket",
+                                             "ListObjectsV2",
+                                             "ListObjects",
+                                             "ListMultipartUploads",
+                                             "other"};
+// The answers counted apart; the rest are "other", and no answer at all is "error".
+constexpr unsigned kUpstreamStatuses[] = {200, 204, 206, 304, 400, 403, 404,
+                                          409, 412, 416, 429, 500, 501, 503};
+constexpr std::size_t kUpstreamAnswers = std::size(kUpstreamStatuses) + 2;  // + other, error
+
+std::size_t upstream_op(const s3client::Request& r) {
+  const auto has = [&r](std::string_view name) {
+    return std::any_of(r.query.begin(), r.query.end(),
+                       [name](const aws::QueryParameter& p) { return p.name == name; });
+  };
+  const bool copy = std::any_of(r.headers.begin(), r.headers.end(), [](const http::Header& h) {
+    return h.name == "x-amz-copy-source";
+  });
+  std::string_view op = "other";
+  if (r.method == "HEAD") {
+    op = r.key.empty() ? "HeadBucket" : "HeadObject";
+  } else if (r.method == "GET") {
+    op = !r.key.empty()     ? (has("uploadId") ? "ListParts" : "GetObject")
+         : has("uploads")   ? "ListMultipartUploads"
+         : has("list-type") ? "ListObjectsV2"
+                            : "ListObjects";
+  } else if (r.method == "PUT") {
+    op = has("partNumber") ? (copy ? "UploadPartCopy" : "UploadPart")
+         : copy            ? "CopyObject"
+                           : "PutObject";
+  } else if (r.method == "POST") {
+    op = has("uploads")    ? "CreateMultipartUpload"
+         : has("uploadId") ? "CompleteMultipartUpload"
+         : has("delete")   ? "DeleteObjects"
+                           : "other";
+  } else if (r.method == "DELETE") {
+    op = has("uploadId") ? "AbortMultipartUpload" : "DeleteObject";
+  }
+  return static_cast<std::size_t>(std::find(std::begin(kUpstreamOps), std::end(kUpstreamOps), op) -
+                                  std::begin(kUpstreamOps));
+}
+
+// The limits a request or its bytes wait for: requests_per_s, write_bytes_per_s,
+// read_bytes_per_s, and the link's turn under bytes_per_s.
+enum class Limit : std::uint8_t { kRequests, kWrite, kRead, kLink };
+constexpr std::string_view kLimitNames[] = {"requests", "write_bytes", "read_bytes", "link"};
+
 struct Upstream {
   config::UpstreamConfig config;
   std::unique_ptr<s3client::Client> client;  // on the uploader's io_context
@@ -162,6 +223,11 @@ struct Upstream {
   std::atomic<std::int64_t> reads_refused_until{0};
   // The ranged GETs of read-throughs in chunks under way (Impl::fetch_through).
   std::uint64_t fetch_streams = 0;
+  // Requests to it by operation and answer (RequestTally), and the time spent waiting for its
+  // limits, by limit: counted on the uploader's thread, read by scrapes.
+  std::array<std::array<std::atomic<std::uint64_t>, kUpstreamAnswers>, std::size(kUpstreamOps)>
+      requests{};
+  std::array<std::atomic<std::uint64_t>, std::size(kLimitNames)> waited_us{};
   // How many attempts it takes at once (AIMD): halved when it answers 429 or 503 (at most once
   // per kSlowDownHold, as one burst of refusals is one signal), then one more per window of
   // successes, up to the uploader's parallelism. Attempts under way: `running`.
@@ -170,32 +236,79 @@ struct Upstream {
   std::chrono::steady_clock::time_point last_cut{};
 };
 
-// A bound bucket's GETs since start (HEADs read nothing): served from here (hits) or read
-// through from the upstream (misses). Counted by every worker on every GET, in slots by thread,
-// each on a cache line of its own, so that workers do not take one line from each other.
+// Counts one request to an upstream by operation and answer when it ends, however it ends: with
+// the status answered(), or "error" when none came.
+class RequestTally {
+ public:
+  RequestTally(Upstream& u, const s3client::Request& r) : upstream_(u), op_(upstream_op(r)) {}
+  ~RequestTally() {
+    const auto* known =
+        std::find(std::begin(kUpstreamStatuses), std::end(kUpstreamStatuses), status_);
+    const std::size_t answer =
+        status_ == 0 ? kUpstreamAnswers - 1
+                     : static_cast<std::size_t>(known - std::begin(kUpstreamStatuses));
+    upstream_.requests[op_][answer].fetch_add(1, std::memory_order_relaxed);
+  }
+  RequestTally(const RequestTally&) = delete;
+  RequestTally& operator=(const RequestTally&) = delete;
+  RequestTally(RequestTally&&) = delete;
+  RequestTally& operator=(RequestTally&&) = delete;
+  void answered(unsigned status) { status_ = status; }
+
+ private:
+  Upstream& upstream_;
+  std::size_t op_;
+  unsigned status_ = 0;
+};
+
+// A bound bucket's GETs since start (HEADs read nothing), by what answered them (its
+// x-hots3-cache): counted by every worker on every GET, in slots by thread, each on a cache line
+// of its own, so that workers do not take one line from each other. Beside them what only reads
+// that ask the upstream do (rarer, one counter each): reads that waited for another's fetch,
+// revalidations by result, and the time to first byte of misses.
 struct ReadCounts {
   struct Totals {
+    std::array<std::uint64_t, kCacheAnswers> count{}, bytes{};
+    // From here (hit, revalidated, stale) or not (miss, partial): the health report's hit ratio.
     std::uint64_t hits = 0, misses = 0, hit_bytes = 0, miss_bytes = 0;
+    std::uint64_t coalesced = 0;
+    std::array<std::uint64_t, kRevalidationResults> revalidations{};
   };
   struct alignas(64) Slot {
-    std::atomic<std::uint64_t> hits{0}, misses{0}, hit_bytes{0}, miss_bytes{0};
+    std::array<std::atomic<std::uint64_t>, kCacheAnswers> count{}, bytes{};
   };
   static constexpr std::size_t kSlots = 16;
   std::array<Slot, kSlots> slots;
+  std::atomic<std::uint64_t> coalesced{0};
+  std::array<std::atomic<std::uint64_t>, kRevalidationResults> revalidations{};
+  metrics::Histogram cold_ttfb;
 
-  void count(bool hit, std::uint64_t bytes) {
+  void count(CacheAnswer answer, std::uint64_t bytes) {
     Slot& s = slots[thread_index() % kSlots];
-    (hit ? s.hits : s.misses).fetch_add(1, std::memory_order_relaxed);
-    (hit ? s.hit_bytes : s.miss_bytes).fetch_add(bytes, std::memory_order_relaxed);
+    const auto a = static_cast<std::size_t>(answer);
+    s.count[a].fetch_add(1, std::memory_order_relaxed);
+    s.bytes[a].fetch_add(bytes, std::memory_order_relaxed);
   }
   [[nodiscard]] Totals totals() const {
     Totals t;
     for (const Slot& s : slots) {
-      t.hits += s.hits.load(std::memory_order_relaxed);
-      t.misses += s.misses.load(std::memory_order_relaxed);
-      t.hit_bytes += s.hit_bytes.load(std::memory_order_relaxed);
-      t.miss_bytes += s.miss_bytes.load(std::memory_order_relaxed);
+      for (std::size_t a = 0; a < kCacheAnswers; ++a) {
+        t.count[a] += s.count[a].load(std::memory_order_relaxed);
+        t.bytes[a] += s.bytes[a].load(std::memory_order_relaxed);
+      }
     }
+    for (const CacheAnswer a :
+         {CacheAnswer::kHit, CacheAnswer::kRevalidated, CacheAnswer::kStale}) {
+      t.hits += t.count[static_cast<std::size_t>(a)];
+      t.hit_bytes += t.bytes[static_cast<std::size_t>(a)];
+    }
+    for (const CacheAnswer a : {CacheAnswer::kMiss, CacheAnswer::kPartial}) {
+      t.misses += t.count[static_cast<std::size_t>(a)];
+      t.miss_bytes += t.bytes[static_cast<std::size_t>(a)];
+    }
+    t.coalesced = coalesced.load(std::memory_order_relaxed);
+    for (std::size_t r = 0; r < kRevalidationResults; ++r)
+      t.revalidations[r] = revalidations[r].load(std::memory_order_relaxed);
     return t;
   }
 };
@@ -599,17 +712,25 @@ struct Uploader::Impl {
       n_sent{0}, n_slowdowns{0}, n_conflicts{0};
   EvictionCounters evictions;
 
+  // The read counts of a bound bucket, for any thread; none when it is not bound (or the
+  // uploader has not started).
+  ReadCounts* read_counts(std::int64_t bucket_id);
+
   // Holds back what costs `units` of an upstream's `per_s` (bytes under write_bytes_per_s,
   // requests under requests_per_s; 0: no cap) until its turn, `next` being when the next may
   // go. Each takes its slot before it waits, so concurrent uploads share the rate in turn.
   asio::awaitable<void> wait_turn(std::chrono::steady_clock::time_point& next, double units,
-                                  std::uint64_t per_s) {
+                                  std::uint64_t per_s, std::atomic<std::uint64_t>& waited_us) {
     if (per_s == 0) co_return;
     const auto now = std::chrono::steady_clock::now();
     const auto start = std::max(now, next);
     next = start + std::chrono::nanoseconds(
                        static_cast<std::int64_t>(units * 1e9 / static_cast<double>(per_s)));
     if (start <= now) co_return;
+    waited_us.fetch_add(
+        static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(start - now).count()),
+        std::memory_order_relaxed);
     asio::steady_timer timer(io);
     timer.expires_at(start);
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -619,14 +740,24 @@ struct Uploader::Impl {
   asio::awaitable<void> pace(Upstream& u, std::size_t bytes, Traffic traffic,
                              bool received = false) {
     auto turn =
-        received ? wait_turn(u.next_receive, static_cast<double>(bytes), u.config.read_bytes_per_s)
-                 : wait_turn(u.next_send, static_cast<double>(bytes), u.config.write_bytes_per_s);
+        received ? wait_turn(u.next_receive, static_cast<double>(bytes), u.config.read_bytes_per_s,
+                             u.waited_us[static_cast<std::size_t>(Limit::kRead)])
+                 : wait_turn(u.next_send, static_cast<double>(bytes), u.config.write_bytes_per_s,
+                             u.waited_us[static_cast<std::size_t>(Limit::kWrite)]);
     co_await std::move(turn);
+    const auto before = std::chrono::steady_clock::now();
     auto share = u.link->take(traffic, bytes);
     co_await std::move(share);
+    if (!u.link->capped()) co_return;
+    u.waited_us[static_cast<std::size_t>(Limit::kLink)].fetch_add(
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::steady_clock::now() - before)
+                                       .count()),
+        std::memory_order_relaxed);
   }
   asio::awaitable<void> admitted(Upstream& u) {
-    auto turn = wait_turn(u.next_request, 1, u.config.requests_per_s);
+    auto turn = wait_turn(u.next_request, 1, u.config.requests_per_s,
+                          u.waited_us[static_cast<std::size_t>(Limit::kRequests)]);
     co_await std::move(turn);
   }
 
@@ -635,8 +766,11 @@ struct Uploader::Impl {
                                                     std::string body) {
     auto admit = admitted(u);
     co_await std::move(admit);
+    RequestTally tally(u, request);
     auto sending = u.client->request(std::move(request), std::move(body));
-    co_return co_await std::move(sending);
+    auto reply = co_await std::move(sending);
+    if (reply) tally.answered(reply->head.status);
+    co_return reply;
   }
 
   // The health report, rebuilt every kReportInterval by report(): its pieces as JSON and as
@@ -959,19 +1093,75 @@ struct Uploader::Impl {
         w.sample("hots3_tier_data_bytes", {{"bucket", b.name}, {"kind", kind}}, n(bytes));
     }
     w.family("hots3_tier_reads_total", "counter",
-             "GETs of a bound bucket's objects: hit (from the device) or miss (from the upstream)");
+             "GETs of a bound bucket's objects by what answered them (x-hots3-cache): hit (the "
+             "device), miss (the upstream), partial (both), revalidated (the device, the upstream "
+             "asked), stale (the device, the upstream not answering)");
     for (const BucketReport& b : r.buckets) {
-      w.sample("hots3_tier_reads_total", {{"bucket", b.name}, {"result", "hit"}}, n(b.reads.hits));
-      w.sample("hots3_tier_reads_total", {{"bucket", b.name}, {"result", "miss"}},
-               n(b.reads.misses));
+      for (std::size_t a = 0; a < kCacheAnswers; ++a) {
+        w.sample("hots3_tier_reads_total",
+                 {{"bucket", b.name}, {"result", cache_answer_name(static_cast<CacheAnswer>(a))}},
+                 n(b.reads.count[a]));
+      }
     }
     w.family("hots3_tier_read_bytes_total", "counter",
-             "Bytes those GETs read, from the device (hit) or the upstream (miss)");
+             "Bytes those GETs asked for, by what answered them");
     for (const BucketReport& b : r.buckets) {
-      w.sample("hots3_tier_read_bytes_total", {{"bucket", b.name}, {"result", "hit"}},
-               n(b.reads.hit_bytes));
-      w.sample("hots3_tier_read_bytes_total", {{"bucket", b.name}, {"result", "miss"}},
-               n(b.reads.miss_bytes));
+      for (std::size_t a = 0; a < kCacheAnswers; ++a) {
+        w.sample("hots3_tier_read_bytes_total",
+                 {{"bucket", b.name}, {"result", cache_answer_name(static_cast<CacheAnswer>(a))}},
+                 n(b.reads.bytes[a]));
+      }
+    }
+    w.family("hots3_tier_coalesced_reads_total", "counter",
+             "Reads that waited for another read's fetch of the same object or chunk instead of "
+             "asking the upstream, by bucket");
+    for (const BucketReport& b : r.buckets)
+      w.sample("hots3_tier_coalesced_reads_total", {{"bucket", b.name}}, n(b.reads.coalesced));
+    w.family("hots3_tier_revalidations_total", "counter",
+             "Versions kept here checked with the upstream, by bucket and result");
+    for (const BucketReport& b : r.buckets) {
+      for (std::size_t v = 0; v < kRevalidationResults; ++v) {
+        w.sample("hots3_tier_revalidations_total",
+                 {{"bucket", b.name},
+                  {"result", revalidation_result_name(static_cast<RevalidationResult>(v))}},
+                 n(b.reads.revalidations[v]));
+      }
+    }
+    // The rest is read as it is now: the bindings and upstreams do not change once running.
+    if (!running.load(std::memory_order_acquire)) return;
+    w.family("hots3_tier_cold_ttfb_seconds", "histogram",
+             "Misses: from the read's start to its answer's head, sent once the upstream's first "
+             "bytes are in, by bucket");
+    for (const auto& [id, binding] : bindings) {
+      w.histogram("hots3_tier_cold_ttfb_seconds", {{"bucket", binding.config.bucket}},
+                  binding.reads->cold_ttfb.snapshot());
+    }
+    w.family("hots3_tier_upstream_requests_total", "counter",
+             "Requests to each upstream by S3 operation and answer (\"error\": none came)");
+    for (const auto& u : upstreams) {
+      for (std::size_t op = 0; op < std::size(kUpstreamOps); ++op) {
+        for (std::size_t a = 0; a < kUpstreamAnswers; ++a) {
+          const std::uint64_t count = u->requests[op][a].load(std::memory_order_relaxed);
+          if (count == 0) continue;  // most pairs never happen
+          const std::string status = a < std::size(kUpstreamStatuses)
+                                         ? std::to_string(kUpstreamStatuses[a])
+                                     : a == kUpstreamAnswers - 1 ? std::string("error")
+                                                                 : std::string("other");
+          w.sample("hots3_tier_upstream_requests_total",
+                   {{"upstream", u->config.name}, {"op", kUpstreamOps[op]}, {"status", status}},
+                   n(count));
+        }
+      }
+    }
+    w.family("hots3_tier_limiter_wait_seconds_total", "counter",
+             "Time requests and their bytes waited for each upstream's limits: requests_per_s, "
+             "write_bytes_per_s, read_bytes_per_s and the link's turn under bytes_per_s");
+    for (const auto& u : upstreams) {
+      for (std::size_t l = 0; l < std::size(kLimitNames); ++l) {
+        w.sample("hots3_tier_limiter_wait_seconds_total",
+                 {{"upstream", u->config.name}, {"limit", kLimitNames[l]}},
+                 n(u->waited_us[l].load(std::memory_order_relaxed)) / 1e6);
+      }
     }
     const config::EvictConfig& ev = tier.evict;
     w.family("hots3_tier_watermark_ratio", "gauge",
@@ -1252,6 +1442,7 @@ struct Uploader::Impl {
     request.content_length = length;
     auto admit = admitted(*b.upstream);
     co_await std::move(admit);
+    RequestTally tally(*b.upstream, request);
     auto start = b.upstream->client->start(std::move(request));
     auto call = co_await std::move(start);
     if (!call) co_return call.error();
@@ -1272,6 +1463,7 @@ struct Uploader::Impl {
     auto answer = (*call)->response();
     auto head = co_await std::move(answer);
     if (!head) co_return head.error();
+    tally.answered(head->status);
     auto read = (*call)->read_all(kAnswerBytesMax);
     auto body = co_await std::move(read);
     if (!body) co_return body.error();
@@ -2000,6 +2192,7 @@ struct Uploader::Impl {
     }
     auto admit = admitted(u);
     co_await std::move(admit);
+    RequestTally tally(u, request);
     auto start = u.client->start(std::move(request));
     auto call = co_await std::move(start);
     if (!call) co_return fail(Passed::Kind::kFailed, failed(what, call.error()));
@@ -2036,6 +2229,7 @@ struct Uploader::Impl {
     auto reply = (*call)->response();
     auto head = co_await std::move(reply);
     if (!head) co_return fail(Passed::Kind::kLost, failed(what, head.error()));
+    tally.answered(head->status);
     auto read_body = (*call)->read_all(kAnswerBytesMax);
     auto body = co_await std::move(read_body);
     if (!body) co_return fail(Passed::Kind::kLost, failed(what, body.error()));
@@ -2191,6 +2385,7 @@ struct Uploader::Impl {
     }
     auto admit = admitted(u);
     co_await std::move(admit);
+    RequestTally tally(u, get);
     auto start = u.client->start(std::move(get));
     auto call = co_await std::move(start);
     if (!call) {
@@ -2203,6 +2398,7 @@ struct Uploader::Impl {
       note(u, failed(what, head.error()));
       co_return errc::kUnavailable;
     }
+    tally.answered(head->status);
     if (head->status == 412 || head->status == 404) {
       // Another version under the key, or none: an answer about this key, not the upstream's
       // health.
@@ -3305,12 +3501,31 @@ std::uint64_t Uploader::evictable_bytes() const {
   return impl_->evictable_total.load(std::memory_order_relaxed);
 }
 
-void Uploader::count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) {
+ReadCounts* Uploader::Impl::read_counts(std::int64_t bucket_id) {
   // The bindings are all made before `running` is first set, and never change after.
-  if (!impl_->running.load(std::memory_order_acquire)) return;
-  const auto bound = impl_->bindings.find(bucket_id);
-  if (bound == impl_->bindings.end()) return;
-  bound->second.reads->count(hit, bytes);
+  if (!running.load(std::memory_order_acquire)) return nullptr;
+  const auto bound = bindings.find(bucket_id);
+  return bound == bindings.end() ? nullptr : bound->second.reads.get();
+}
+
+void Uploader::count_read(std::int64_t bucket_id, CacheAnswer answer, std::uint64_t bytes) {
+  if (ReadCounts* reads = impl_->read_counts(bucket_id)) reads->count(answer, bytes);
+}
+
+void Uploader::count_coalesced(std::int64_t bucket_id) {
+  if (ReadCounts* reads = impl_->read_counts(bucket_id))
+    reads->coalesced.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Uploader::count_revalidation(std::int64_t bucket_id, RevalidationResult result) {
+  if (ReadCounts* reads = impl_->read_counts(bucket_id))
+    reads->revalidations[static_cast<std::size_t>(result)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void Uploader::observe_cold_ttfb(std::int64_t bucket_id, std::chrono::microseconds time) {
+  if (ReadCounts* reads = impl_->read_counts(bucket_id))
+    reads->cold_ttfb.observe_us(
+        static_cast<std::uint64_t>(std::max<std::int64_t>(0, time.count())));
 }
 
 UploaderStats Uploader::stats() const {

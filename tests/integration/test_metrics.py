@@ -81,6 +81,8 @@ class MetricsTest(s3.ServerTestCase):
     def test_requests_are_counted_by_operation_and_status_with_their_latency_and_bytes(self):
         before = samples(self.scrape())
         self.workload()
+        # Past the size kept in the catalog: on the device, written and flushed before its 200.
+        self.s3.put_object(Bucket="metered", Key="large", Body=os.urandom(100000))
         after = samples(self.scrape())
 
         def grew(name, by, **labels):
@@ -93,6 +95,16 @@ class MetricsTest(s3.ServerTestCase):
         grew("hots3_s3_request_duration_seconds_bucket", 6, operation="GetObject", le="+Inf")
         grew("hots3_s3_request_body_bytes_total", 5000, operation="PutObject")
         grew("hots3_s3_response_body_bytes_total", 5000, operation="GetObject")
+        # Each acknowledged write was a catalog batch and a WAL flush (or shared them); the large
+        # object went to the device.
+        grew("hots3_catalog_batch_seconds_count", 1)
+        grew("hots3_catalog_sync_seconds_count", 1)
+        self.assertLessEqual(after[("hots3_catalog_batch_seconds_count", frozenset())],
+                             after[("hots3_catalog_writes_total", frozenset())])
+        grew("hots3_device_io_seconds_count", 1, op="write")
+        grew("hots3_device_io_seconds_count", 1, op="flush")
+        grew("hots3_device_io_seconds_bucket", 1, op="write", le="+Inf")
+        self.assertEqual(after[("hots3_device_io_in_flight", frozenset())], 0)  # nothing under way
         # The module gauges are there and plausible.
         self.assertGreaterEqual(after[("hots3_http_connections", frozenset())], 1)
         self.assertGreater(after[("hots3_device_bytes", frozenset())], 0)
@@ -229,7 +241,9 @@ class TieredMetricsTest(unittest.TestCase):
         import test_tier_writeback as tier  # noqa: E402 (its test classes stay out of this module)
         cls.tier = tier
         tier.start_upstream(cls)
-        config = tier.tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials)
+        # A requests_per_s the tests' bursts exceed: the limiter's waits show.
+        config = tier.tier_config("http://127.0.0.1:%d" % cls.upstream.port, cls.credentials,
+                                  upstream="requests_per_s = 20")
         tier.start_local(cls, config + '[metrics]\nbearer_token = "%s"\n' % TOKEN, "1GiB")
 
     @classmethod
@@ -267,6 +281,56 @@ class TieredMetricsTest(unittest.TestCase):
         run = subprocess.run(["promtool", "check", "metrics"], input=self.scrape(), capture_output=True,
                              text=True, timeout=60)
         self.assertEqual((run.returncode, (run.stdout + run.stderr).strip()), (0, ""))
+
+    def test_reads_through_revalidations_and_upstream_requests_are_counted(self):
+        body = os.urandom(100000)
+        self.s3.put_object(Bucket="ckpt", Key="r/0", Body=body)
+        for command in (("flush", "--prefix", "r/", "--wait"), ("evict", "--prefix", "r/")):
+            rc, out, err = self.tier.run_hots3("tier", command[0], "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                               *command[1:])
+            self.assertEqual(rc, 0, out + err)
+        before = samples(self.scrape())
+
+        def delta(after, name, **labels):
+            key = (name, frozenset(labels.items()))
+            return (after.get(key) or 0) - (before.get(key) or 0)
+
+        miss = self.s3.get_object(Bucket="ckpt", Key="r/0")
+        self.assertEqual(miss["ResponseMetadata"]["HTTPHeaders"]["x-hots3-cache"], "miss")
+        self.assertEqual(miss["Body"].read(), body)
+        hit = self.s3.get_object(Bucket="ckpt", Key="r/0")
+        self.assertEqual(hit["ResponseMetadata"]["HTTPHeaders"]["x-hots3-cache"], "hit")
+        hit["Body"].read()
+        # Cache-Control: no-cache has the upstream asked whether the version is still current.
+        forced = s3.send(self.local.port, s3.SignedRequest("GET", "/ckpt/r/0", headers={"cache-control": "no-cache"},
+                                                           port=self.local.port).wire())
+        self.assertEqual(forced.status, 200)
+        self.assertEqual(forced.header("x-hots3-cache"), "revalidated")
+        deadline = time.monotonic() + 30
+        while True:  # the read counts reach the metrics with the tier's next report
+            after = samples(self.scrape())
+            if delta(after, "hots3_tier_reads_total", bucket="ckpt", result="revalidated") >= 1:
+                break
+            self.assertLess(time.monotonic(), deadline, "the reads never reached the metrics")
+            time.sleep(0.2)
+        for result, n in (("miss", 1), ("hit", 1), ("revalidated", 1), ("partial", 0), ("stale", 0)):
+            self.assertEqual(delta(after, "hots3_tier_reads_total", bucket="ckpt", result=result), n, result)
+        self.assertEqual(delta(after, "hots3_tier_read_bytes_total", bucket="ckpt", result="miss"), len(body))
+        self.assertEqual(delta(after, "hots3_tier_revalidations_total", bucket="ckpt", result="current"), 1)
+        self.assertEqual(delta(after, "hots3_tier_cold_ttfb_seconds_count", bucket="ckpt"), 1)
+        self.assertGreater(delta(after, "hots3_tier_cold_ttfb_seconds_sum", bucket="ckpt"), 0)
+        # The upstream saw the GET of the miss (200) and the HEAD of the revalidation (304).
+        self.assertEqual(delta(after, "hots3_tier_upstream_requests_total", upstream="golden", op="GetObject",
+                               status="200"), 1)
+        self.assertEqual(delta(after, "hots3_tier_upstream_requests_total", upstream="golden", op="HeadObject",
+                               status="304"), 1)
+        self.assertGreaterEqual(after.get(("hots3_tier_upstream_requests_total", frozenset(
+            {"upstream": "golden", "op": "PutObject", "status": "200"}.items()))) or 0, 1)  # the upload
+        # Uploads, probes and reads came faster than 20 a second now and then.
+        self.assertGreater(after[("hots3_tier_limiter_wait_seconds_total",
+                                  frozenset({"upstream": "golden", "limit": "requests"}.items()))], 0)
+        self.assertEqual(after[("hots3_tier_limiter_wait_seconds_total",
+                                frozenset({"upstream": "golden", "limit": "link"}.items()))], 0)  # no cap
 
 
 if __name__ == "__main__":

@@ -155,6 +155,9 @@ struct StoreStats {
   std::uint64_t metadata_cache_misses = 0;
   CatalogWriterStats catalog_writer;
   std::chrono::milliseconds startup_rebuild{0};
+  // Device operations in flight now (the queue depth) and their times, by read, write, flush.
+  std::uint64_t device_io_in_flight = 0;
+  std::array<metrics::Histogram::Snapshot, 3> device_io_seconds;
 };
 
 class ObjectStore;

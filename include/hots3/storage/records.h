@@ -4,6 +4,7 @@
 // metadata, checksums, parts and tier state), multipart uploads and parts, and listing pages. The
 // catalog stores them; the S3 layer reads and writes them through ObjectStore.
 
+#include "hots3/common/metrics.h"
 #include "hots3/storage/extent.h"
 
 #include <algorithm>
@@ -331,6 +332,10 @@ struct CatalogWriterStats {
   std::uint64_t writer_checkpoints = 0;
   std::uint64_t writer_checkpoints_at_limit = 0;  // the checkpointer had not closed in on it
   std::uint64_t writer_checkpoint_ns = 0;         // the writer's time in them
+  // A batch's transaction, BEGIN to COMMIT (into the WAL's pages), and a flush of the WAL that
+  // makes the batches since the last one durable: a write's answer waits for both.
+  metrics::Histogram::Snapshot batch_seconds;
+  metrics::Histogram::Snapshot sync_seconds;
 };
 
 // Open uploads in a bucket and of an owner, each counted up to a limit.

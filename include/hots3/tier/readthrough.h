@@ -68,6 +68,36 @@ struct Freshness {
   std::chrono::milliseconds negative_ttl{0};
 };
 
+// What a GET of a bound bucket's version was answered from, as its x-hots3-cache says.
+enum class CacheAnswer : std::uint8_t {
+  kHit,          // the device
+  kMiss,         // the upstream
+  kPartial,      // the device for the chunks kept, the upstream for the others
+  kRevalidated,  // the device, once the upstream said the version is current
+  kStale,        // the device, the upstream not saying whether the version is current
+};
+inline constexpr std::size_t kCacheAnswers = 5;
+constexpr std::string_view cache_answer_name(CacheAnswer a) {
+  constexpr std::string_view kNames[kCacheAnswers] = {"hit", "miss", "partial", "revalidated",
+                                                      "stale"};
+  return kNames[static_cast<std::size_t>(a)];
+}
+
+// What asking the upstream about a version kept here found.
+enum class RevalidationResult : std::uint8_t {
+  kCurrent,   // it holds the same version
+  kReplaced,  // it holds another, which replaces the one here
+  kGone,      // it holds none, and neither does the bucket now
+  kStale,     // it did not say; the version here is served all the same
+  kFailed,    // it did not say, and the read fails
+};
+inline constexpr std::size_t kRevalidationResults = 5;
+constexpr std::string_view revalidation_result_name(RevalidationResult r) {
+  constexpr std::string_view kNames[kRevalidationResults] = {"current", "replaced", "gone", "stale",
+                                                             "failed"};
+  return kNames[static_cast<std::size_t>(r)];
+}
+
 class ReadThrough {
  public:
   ReadThrough() = default;
@@ -106,10 +136,18 @@ class ReadThrough {
   // thread.
   [[nodiscard]] virtual bool admits(std::int64_t bucket_id, std::string_view key,
                                     std::uint64_t size) const = 0;
-  // Counts a GET of a bound bucket's version: served from here (`hit`), or not (read through, or
-  // waiting for a read-through under way), and the bytes it asked for (the hit ratio of the
-  // health report). Callable from any thread.
-  virtual void count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) = 0;
+  // Counts a GET of a bound bucket's version by what answered it, and the bytes it asked for
+  // (the hit ratio of the health report and the metrics: hit, revalidated and stale are served
+  // from here). Callable from any thread.
+  virtual void count_read(std::int64_t bucket_id, CacheAnswer answer, std::uint64_t bytes) = 0;
+  // Counts a read that waited for another's fetch of the same version or chunk instead of
+  // asking the upstream itself. Callable from any thread.
+  virtual void count_coalesced(std::int64_t bucket_id) = 0;
+  // Counts a revalidation of a version kept here by its result. Callable from any thread.
+  virtual void count_revalidation(std::int64_t bucket_id, RevalidationResult result) = 0;
+  // A miss's time to first byte: from the read's start to its answer's head, sent once the
+  // upstream's first bytes are in. Callable from any thread.
+  virtual void observe_cold_ttfb(std::int64_t bucket_id, std::chrono::microseconds time) = 0;
   // What eviction may take of the bound buckets, as last read (every few seconds; 0 before the
   // first reading). Callable from any thread.
   [[nodiscard]] virtual std::uint64_t evictable_bytes() const = 0;

@@ -104,7 +104,10 @@ class Uploader final : public WriteThrough, public ReadThrough {
   [[nodiscard]] bool reachable(std::int64_t bucket_id) const override;
   [[nodiscard]] bool admits(std::int64_t bucket_id, std::string_view key,
                             std::uint64_t size) const override;
-  void count_read(std::int64_t bucket_id, bool hit, std::uint64_t bytes) override;
+  void count_read(std::int64_t bucket_id, CacheAnswer answer, std::uint64_t bytes) override;
+  void count_coalesced(std::int64_t bucket_id) override;
+  void count_revalidation(std::int64_t bucket_id, RevalidationResult result) override;
+  void observe_cold_ttfb(std::int64_t bucket_id, std::chrono::microseconds time) override;
   [[nodiscard]] std::uint64_t evictable_bytes() const override;
 
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked

@@ -210,8 +210,13 @@ void Catalog::stop() {
 int Catalog::schema_version() const noexcept { return impl_->schema_version; }
 
 Catalog::WriterStats Catalog::writer_stats() const noexcept {
-  return {impl_->writes.load(), impl_->commits.load(), impl_->writer_checkpoints.load(),
-          impl_->writer_checkpoints_at_limit.load(), impl_->writer_checkpoint_ns.load()};
+  return {impl_->writes.load(),
+          impl_->commits.load(),
+          impl_->writer_checkpoints.load(),
+          impl_->writer_checkpoints_at_limit.load(),
+          impl_->writer_checkpoint_ns.load(),
+          impl_->batch_seconds.snapshot(),
+          impl_->sync_seconds.snapshot()};
 }
 
 std::uint64_t Catalog::tier_owed_bytes() const noexcept {

@@ -112,6 +112,7 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
   // Transaction control through prepared statements: parsing BEGIN, COMMIT and the savepoints
   // of a replay for every batch cost more than many of the writes themselves.
   Connection& w = *writer;
+  const auto began = std::chrono::steady_clock::now();
   std::vector<error_code> results(batch.size());
   error_code commit_error;
   std::int64_t owed_delta = 0;
@@ -144,6 +145,10 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
       }
     }
   }
+  batch_seconds.observe_us(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now() - began)
+                                     .count()));
   writes.fetch_add(batch.size(), std::memory_order_relaxed);
   commits.fetch_add(1, std::memory_order_relaxed);
   if (commit_error) {
@@ -220,7 +225,12 @@ void Catalog::Impl::run_syncer() {
       }
       todo.swap(unsynced);
     }
+    const auto sync_began = std::chrono::steady_clock::now();
     const error_code synced = sync_wal();
+    sync_seconds.observe_us(
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::steady_clock::now() - sync_began)
+                                       .count()));
     {
       ResumeBatch resumed;
       for (auto& u : todo) u.done(synced ? synced : u.result, &resumed);

@@ -78,6 +78,16 @@ bool Device::is_valid_io(std::uint64_t offset_bytes, std::uint64_t length_bytes,
          length_bytes <= geometry_.size_bytes - offset_bytes;
 }
 
+DeviceIoStats Device::io_stats() const noexcept {
+  DeviceIoStats stats;
+  // Ended first: an operation ending between the two reads is never counted as in flight twice.
+  const std::uint64_t ended = io_ended_.value();
+  const std::uint64_t begun = io_begun_.value();
+  stats.in_flight = begun > ended ? begun - ended : 0;
+  for (std::size_t k = 0; k < kIoKinds; ++k) stats.seconds[k] = io_seconds_[k].snapshot();
+  return stats;
+}
+
 void Device::check_io(std::uint64_t offset_bytes, std::uint64_t length_bytes,
                       const void* address) const {
   H3_ASSERT(is_valid_io(offset_bytes, length_bytes, address),

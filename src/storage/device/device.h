@@ -15,11 +15,14 @@
 // operation must stay alive until the operation completes; the implementations never complete
 // an operation while the kernel may still touch its buffer, even on shutdown.
 
+#include "hots3/common/metrics.h"
 #include "hots3/common/result.h"
 #include "hots3/storage/io_engine.h"
 
 #include <boost/asio/awaitable.hpp>
 
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,6 +42,15 @@ struct DeviceGeometry {
   std::uint32_t block_size_bytes = 4096;        // offset and length alignment
   std::uint32_t memory_alignment_bytes = 4096;  // buffer address alignment
   bool block_device = false;
+};
+
+// Device operations as the metrics show them: how many are in flight now (the queue depth),
+// and their times by kind, from submission to completion.
+enum class IoKind : std::uint8_t { kRead, kWrite, kFlush };
+inline constexpr std::size_t kIoKinds = 3;
+struct DeviceIoStats {
+  std::uint64_t in_flight = 0;
+  std::array<metrics::Histogram::Snapshot, kIoKinds> seconds;  // by IoKind
 };
 
 class Device {
@@ -75,12 +87,41 @@ class Device {
   [[nodiscard]] bool is_valid_io(std::uint64_t offset_bytes, std::uint64_t length_bytes,
                                  const void* address) const noexcept;
 
+  // What the implementation's operations did since the device was opened (IoTimer counts them).
+  [[nodiscard]] DeviceIoStats io_stats() const noexcept;
+
  protected:
   // Asserts is_valid_io: a misaligned I/O stops here, at the device boundary.
   void check_io(std::uint64_t offset_bytes, std::uint64_t length_bytes, const void* address) const;
 
+  // Counts one operation in flight from its making to its end, and then observes its time.
+  // (Per-thread slots: a worker's I/O does not share a cache line with another's.)
+  class IoTimer {
+   public:
+    IoTimer(Device& device, IoKind kind) : device_(device), kind_(kind) { device_.io_begun_.add(); }
+    ~IoTimer() {
+      device_.io_seconds_[static_cast<std::size_t>(kind_)].observe_us(
+          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                         std::chrono::steady_clock::now() - began_)
+                                         .count()));
+      device_.io_ended_.add();
+    }
+    IoTimer(const IoTimer&) = delete;
+    IoTimer& operator=(const IoTimer&) = delete;
+    IoTimer(IoTimer&&) = delete;
+    IoTimer& operator=(IoTimer&&) = delete;
+
+   private:
+    Device& device_;
+    IoKind kind_;
+    std::chrono::steady_clock::time_point began_ = std::chrono::steady_clock::now();
+  };
+
  private:
   DeviceGeometry geometry_;
+  metrics::Counter io_begun_;
+  metrics::Counter io_ended_;
+  std::array<metrics::Histogram, kIoKinds> io_seconds_;
 };
 
 struct DeviceOptions {

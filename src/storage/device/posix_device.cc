@@ -59,24 +59,25 @@ class PosixDevice final : public Device {
 
   asio::awaitable<Result<void>> read(std::uint64_t offset, std::span<std::byte> buffer) override {
     check_io(offset, buffer.size(), buffer.data());
-    co_return co_await run([fd = fd_, offset, buffer]() -> boost::system::error_code {
-      std::size_t done = 0;
-      while (done < buffer.size()) {
-        const ssize_t n = ::pread(fd, buffer.data() + done, buffer.size() - done,
-                                  static_cast<off_t>(offset + done));
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n < 0) return detail::device_error(errno);
-        if (n == 0) return errc::kShortIo;
-        done += static_cast<std::size_t>(n);
-      }
-      return {};
-    });
+    co_return co_await run(
+        IoKind::kRead, [fd = fd_, offset, buffer]() -> boost::system::error_code {
+          std::size_t done = 0;
+          while (done < buffer.size()) {
+            const ssize_t n = ::pread(fd, buffer.data() + done, buffer.size() - done,
+                                      static_cast<off_t>(offset + done));
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (n < 0) return detail::device_error(errno);
+            if (n == 0) return errc::kShortIo;
+            done += static_cast<std::size_t>(n);
+          }
+          return {};
+        });
   }
 
   asio::awaitable<Result<void>> write(std::uint64_t offset,
                                       std::span<const std::byte> data) override {
     check_io(offset, data.size(), data.data());
-    co_return co_await run([fd = fd_, offset, data]() -> boost::system::error_code {
+    co_return co_await run(IoKind::kWrite, [fd = fd_, offset, data]() -> boost::system::error_code {
       std::size_t done = 0;
       while (done < data.size()) {
         const ssize_t n =
@@ -91,7 +92,7 @@ class PosixDevice final : public Device {
   }
 
   asio::awaitable<Result<void>> flush() override {
-    co_return co_await run([fd = fd_]() -> boost::system::error_code {
+    co_return co_await run(IoKind::kFlush, [fd = fd_]() -> boost::system::error_code {
       while (::fdatasync(fd) != 0) {
         if (errno != EINTR) return detail::device_error(errno);
       }
@@ -101,7 +102,8 @@ class PosixDevice final : public Device {
 
  private:
   template <class Job>
-  asio::awaitable<Result<void>> run(Job job) {
+  asio::awaitable<Result<void>> run(IoKind kind, Job job) {
+    const IoTimer timed(*this, kind);
     constexpr auto kToken = asio::as_tuple(asio::use_awaitable);
     const auto [ec] =
         co_await asio::async_initiate<decltype(kToken), void(boost::system::error_code)>(

@@ -21,7 +21,7 @@ namespace {
 namespace asio = boost::asio;
 using detail::UringRing;
 
-enum class Kind : std::uint8_t { kRead, kWrite, kFlush };
+using Kind = IoKind;
 
 // One device operation in flight. Completes with an error_code; short transfers and -EAGAIN
 // are resubmitted for the remainder (the fio/liburing completion checklist).
@@ -132,6 +132,7 @@ class UringDevice final : public Device {
     auto executor = co_await asio::this_coro::executor;
     auto& context = static_cast<asio::io_context&>(asio::query(executor, asio::execution::context));
     UringRing& ring = UringRing::of(context);
+    const IoTimer timed(*this, kind);
     constexpr auto kToken = asio::as_tuple(asio::use_awaitable);
     const auto [ec] =
         co_await asio::async_initiate<decltype(kToken), void(boost::system::error_code)>(
