@@ -35,6 +35,10 @@ void add_server_metrics(metrics::Registry& registry, const http::Server& server,
     w.gauge("hots3_device_free_bytes", "Device space free for new data", bytes(s.free_bytes));
     w.gauge("hots3_device_pending_free_bytes",
             "Device space freed but still read by requests in flight", bytes(s.pending_free_bytes));
+    w.gauge("hots3_device_free_extents", "Runs of free device space (its fragmentation)",
+            bytes(s.free_extents));
+    w.gauge("hots3_device_largest_free_bytes", "The longest run of free device space",
+            bytes(s.largest_free_bytes));
     w.gauge("hots3_block_cache_capacity_bytes", "Capacity of the block cache in RAM",
             bytes(s.cache_capacity_bytes));
     w.gauge("hots3_block_cache_used_bytes", "Block cache holding data", bytes(s.cache_used_bytes));

@@ -103,11 +103,25 @@ std::string read_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// Keys of the configuration file that a SIGHUP applies while serving; every other change waits
-// for the next start. `tls_on`: TLS was on at start (its files can be swapped, not switched on).
+// Keys of the configuration file (config::changed_keys) that a SIGHUP applies while serving;
+// every other change waits for the next start. `tls_on`: TLS was on at start (its files can be
+// swapped, not switched on).
 bool live_key(std::string_view key, bool tls_on) {
-  if (key == "users" || key.starts_with("log.") || key == "http.connections_max") return true;
-  return tls_on && (key == "http.tls.certificate" || key == "http.tls.private_key");
+  std::string name;  // without the entries' indices: "tier.upstream.bytes_per_s"
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    if (key[i] == '[') {
+      i = key.find(']', i);
+      if (i == std::string_view::npos) break;
+      continue;
+    }
+    name += key[i];
+  }
+  if (name.starts_with("users") || name.starts_with("log.") || name == "http.connections_max")
+    return true;
+  if (name == "tier.upstream.requests_per_s" || name == "tier.upstream.bytes_per_s" ||
+      name == "tier.upstream.write_bytes_per_s" || name == "tier.upstream.read_bytes_per_s")
+    return true;
+  return tls_on && (name == "http.tls.certificate" || name == "http.tls.private_key");
 }
 
 // What a running server changes on SIGHUP, and the configuration it runs with (what a reload
@@ -123,8 +137,9 @@ struct Reloadable {
 // SIGHUP: the log files are opened again (logrotate has moved them) whatever else happens. The
 // configuration and the credential files are read again; a configuration that does not load
 // changes nothing (the error names the file and the key). Of one that loads: users and grants,
-// log settings, connections_max and the TLS certificate apply now, each change of anything else
-// is reported and waits for the next start. The upstreams' credentials are read again.
+// log settings, connections_max, the upstreams' rate limits and the TLS certificate apply now,
+// each change of anything else is reported and waits for the next start. The upstreams'
+// credentials are read again.
 void reload(Reloadable& live, const ServeOptions& options) {
   std::optional<config::Config> next;
   std::optional<config::ResolvedUsers> users;
@@ -183,7 +198,10 @@ void reload(Reloadable& live, const ServeOptions& options) {
       log::error("SIGHUP: the TLS certificate in use stays: {}", e.what());
     }
   }
-  if (live.uploader != nullptr) live.uploader->reload_credentials();
+  if (live.uploader != nullptr) {
+    if (next) live.uploader->set_limits(next->tier.upstreams);
+    live.uploader->reload_credentials();
+  }
   log::info("SIGHUP: reload finished");
 }
 

@@ -824,14 +824,20 @@ void apply_text(Config& config, std::string_view text, const std::string& path) 
 }
 
 namespace {
-// Each leaf of `table` as "dotted.key" -> its value as TOML writes it; an array (of tables too)
-// is one leaf.
+// Each leaf of `table` as "dotted.key" -> its value as TOML writes it. The tables of an array
+// of tables are entries "name[i]."; any other array is one leaf.
 void flatten(const toml::table& table, const std::string& prefix,
              std::map<std::string, std::string>& out) {
   for (const auto& [key, node] : table) {
     std::string name = prefix + std::string(key.str());
     if (const toml::table* t = node.as_table()) {
       flatten(*t, name + ".", out);
+      continue;
+    }
+    if (const toml::array* a = node.as_array();
+        a != nullptr && !a->empty() && a->is_array_of_tables()) {
+      for (std::size_t i = 0; i < a->size(); ++i)
+        flatten(*a->get(i)->as_table(), fmt::format("{}[{}].", name, i), out);
       continue;
     }
     std::ostringstream text;

@@ -1424,6 +1424,8 @@ class StoreImpl final : public ObjectStore {
     s.free_bytes = core_.allocator->free_bytes();
     s.used_bytes = s.device_bytes - s.free_bytes;
     s.pending_free_bytes = core_.retirement->pending_bytes();
+    s.free_extents = core_.allocator->free_extent_count();
+    s.largest_free_bytes = core_.allocator->largest_free_bytes();
     s.io_engine = std::string(core_.device->engine());
     const auto cache = core_.cache->stats();
     s.cache_capacity_bytes = cache.capacity_bytes;

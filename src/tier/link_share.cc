@@ -26,6 +26,7 @@ constexpr auto kMakeUp = std::chrono::milliseconds(5);
 LinkShare::LinkShare(asio::io_context& io, std::uint64_t bytes_per_s, double writeback_min_share)
     : io_(io),
       ns_per_byte_(bytes_per_s == 0 ? 0 : 1e9 / static_cast<double>(bytes_per_s)),
+      writeback_min_share_(writeback_min_share),
       credit_per_byte_(1.05 * writeback_min_share),
       credit_max_(0.25 * writeback_min_share * static_cast<double>(bytes_per_s)),
       timer_(std::make_shared<asio::steady_timer>(io)) {
@@ -63,6 +64,14 @@ void LinkShare::release_all() {
     waiting_[c].clear();
   }
   timer_->cancel();  // the dispatcher ends now
+}
+
+void LinkShare::set_rate(std::uint64_t bytes_per_s) {
+  ns_per_byte_ = bytes_per_s == 0 ? 0 : 1e9 / static_cast<double>(bytes_per_s);
+  credit_max_ = 0.25 * writeback_min_share_ * static_cast<double>(bytes_per_s);
+  credit_ = std::min(credit_, credit_max_);
+  free_at_ = std::min(free_at_, Clock::now());
+  timer_->cancel();  // a dispatcher waiting for the old free_at_ looks again
 }
 
 void LinkShare::reserve(Traffic traffic, std::uint64_t bytes, Clock::time_point now) {

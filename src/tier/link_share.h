@@ -39,6 +39,9 @@ class LinkShare {
   void charge(Traffic traffic, std::uint64_t bytes);
   // Lets every waiter go, and every later one at once: the uploader is stopping.
   void release_all();
+  // A new bytes_per_s (0: no cap; a reload), for the turns handed out from now on. What was
+  // reserved at the old rate is not held against the new one.
+  void set_rate(std::uint64_t bytes_per_s);
 
   [[nodiscard]] bool released() const { return released_; }
   // Whether take() may wait at all (a bytes_per_s is set).
@@ -68,6 +71,7 @@ class LinkShare {
   // share), up to a quarter second's worth of the share; what write-back takes ahead of a higher
   // class is spent.
   double credit_ = 0;
+  double writeback_min_share_;
   double credit_per_byte_;
   double credit_max_;
   Clock::time_point free_at_{};  // when the bytes reserved so far have crossed

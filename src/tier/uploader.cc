@@ -3491,6 +3491,28 @@ bool Uploader::reload_credentials() {
   return true;
 }
 
+void Uploader::set_limits(const std::vector<config::UpstreamConfig>& upstreams) {
+  asio::post(impl_->io, [st = impl_.get(), upstreams] {
+    for (const auto& u : st->upstreams) {
+      const auto next = std::find_if(upstreams.begin(), upstreams.end(),
+                                     [&u](const auto& c) { return c.name == u->config.name; });
+      if (next == upstreams.end()) continue;
+      config::UpstreamConfig& now = u->config;
+      for (auto [name, field] :
+           {std::pair{"requests_per_s", &config::UpstreamConfig::requests_per_s},
+            {"write_bytes_per_s", &config::UpstreamConfig::write_bytes_per_s},
+            {"read_bytes_per_s", &config::UpstreamConfig::read_bytes_per_s},
+            {"bytes_per_s", &config::UpstreamConfig::bytes_per_s}}) {
+        if (now.*field == (*next).*field) continue;
+        log::info("tier: upstream {}: {} {} -> {} (0: no cap)", now.name, name, now.*field,
+                  (*next).*field);
+        now.*field = (*next).*field;
+        if (field == &config::UpstreamConfig::bytes_per_s) u->link->set_rate(now.bytes_per_s);
+      }
+    }
+  });
+}
+
 http::Probe Uploader::health(bool text, std::string_view bucket) const {
   return impl_->health(text, bucket);
 }

@@ -105,6 +105,10 @@ class MetricsTest(s3.ServerTestCase):
         grew("hots3_device_io_seconds_count", 1, op="flush")
         grew("hots3_device_io_seconds_bucket", 1, op="write", le="+Inf")
         self.assertEqual(after[("hots3_device_io_in_flight", frozenset())], 0)  # nothing under way
+        self.assertGreaterEqual(after[("hots3_device_free_extents", frozenset())], 1)
+        self.assertLessEqual(after[("hots3_device_largest_free_bytes", frozenset())],
+                             after[("hots3_device_free_bytes", frozenset())])
+        self.assertGreater(after[("hots3_device_largest_free_bytes", frozenset())], 0)
         # The module gauges are there and plausible.
         self.assertGreaterEqual(after[("hots3_http_connections", frozenset())], 1)
         self.assertGreater(after[("hots3_device_bytes", frozenset())], 0)

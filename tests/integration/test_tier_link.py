@@ -7,6 +7,7 @@ uploads, object GET answers the reads.
 The upstream is a second hots3 behind the fault proxy."""
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -120,6 +121,35 @@ admit = "never"
         self.assertEqual(upstream["bytes_per_s"], CAP)
         self.assertGreater(upstream["bytes"]["foreground"], 0)
         self.assertGreater(upstream["bytes"]["writeback"], 0)
+
+    def test_sighup_changes_the_cap_for_what_crosses_from_then_on(self):
+        # Kept from eviction by its prefix (admit never): each GET of it crosses the link.
+        self.s3.put_object(Bucket="ckpt", Key="cold/slow", Body=data(COLD_SIZE, 400))
+        self.flush_and_evict("cold/")
+        slow_cap = CAP // 4
+        path = os.path.join(self.local.dir, "test.toml")
+        with open(path) as f:
+            text = f.read()
+        self.assertIn("bytes_per_s = %d" % CAP, text)
+        before = self.local.read_stderr()
+        with open(path + ".new", "w") as f:
+            f.write(text.replace("bytes_per_s = %d" % CAP, "bytes_per_s = %d" % slow_cap))
+        os.replace(path + ".new", path)
+        self.local.signal(signal.SIGHUP)
+        line = "tier: upstream golden: bytes_per_s %d -> %d" % (CAP, slow_cap)
+        deadline = time.monotonic() + 15
+        while line not in self.local.read_stderr()[len(before):]:
+            self.assertLess(time.monotonic(), deadline, "the new cap was never applied")
+            time.sleep(0.05)
+        self.assertNotIn("changed in", self.local.read_stderr()[len(before):])  # nothing waits for a restart
+        upstream = wait_health(self.local.port, lambda s, r: r["upstreams"][0]["bytes_per_s"] == slow_cap)
+        self.assertEqual(upstream["upstreams"][0]["bytes_per_s"], slow_cap)
+        start = time.monotonic()
+        got = self.s3.get_object(Bucket="ckpt", Key="cold/slow")["Body"].read()
+        took = time.monotonic() - start
+        self.assertEqual(got, data(COLD_SIZE, 400))
+        # At the old cap it would take 0.6 s; at the new one 2.4 s (less what the cap lets burst).
+        self.assertGreater(took, 0.75 * COLD_SIZE / slow_cap, "the read did not slow down to the new cap")
 
 
 if __name__ == "__main__":

@@ -323,8 +323,9 @@ struct UpstreamCredentials {
 UpstreamCredentials read_upstream_credentials(const std::string& path);
 
 // The dotted keys ("http.connections_max", "log.level") whose values differ between two TOML
-// configuration texts: set in one and not the other, or set to another value. An array counts
-// as one key ("users", "tier.upstream"). None when either does not parse.
+// configuration texts: set in one and not the other, or set to another value. The entries of an
+// array of tables are named by index ("tier.upstream[0].bytes_per_s", "users[1].grants[0].bucket");
+// another array is one key. None when either does not parse.
 std::vector<std::string> changed_keys(std::string_view before, std::string_view after);
 
 std::string_view tier_mode_name(TierMode mode);  // "writeback", "writethrough", "cache"

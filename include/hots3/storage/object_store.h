@@ -139,6 +139,10 @@ struct StoreStats {
   std::uint64_t used_bytes = 0;
   std::uint64_t free_bytes = 0;
   std::uint64_t pending_free_bytes = 0;  // retired, waiting for readers to finish
+  // The free space's fragmentation: its runs (extents), and the longest (the largest write
+  // placed in one piece).
+  std::uint64_t free_extents = 0;
+  std::uint64_t largest_free_bytes = 0;
   std::string io_engine;
   std::uint64_t cache_capacity_bytes = 0;
   std::uint64_t cache_prefaulted_bytes = 0;  // memory of the cache touched so far (at start-up)

@@ -113,6 +113,10 @@ class Uploader final : public WriteThrough, public ReadThrough {
   // Reads every upstream's credentials file again (SIGHUP: a rotated key) and retries the parked
   // jobs with them. false (logged) when a file cannot be read: the credentials in use stay.
   bool reload_credentials();
+  // Applies the rate limits of `upstreams` (requests_per_s, write_bytes_per_s, read_bytes_per_s,
+  // bytes_per_s; SIGHUP) to the upstreams of the same names, for what waits from now on; logs
+  // each change.
+  void set_limits(const std::vector<config::UpstreamConfig>& upstreams);
 
   // The health report (/health/upstream): per upstream, whether it answers ("unknown" until a
   // first exchange ends, which counts as not ok) and the cause of its last failure; per bound

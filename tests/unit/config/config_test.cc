@@ -649,3 +649,36 @@ TEST(TierBinding, TheCatalogsJsonSaysWhereAndHowLongThePrefixIs) {
 
 }  // namespace
 }  // namespace hots3::config
+
+TEST(ChangedKeys, NamesEachLeafThatDiffersAndTheEntriesOfArraysOfTables) {
+  const std::string before = R"(
+[http]
+connections_max = 10
+[log]
+level = "info"
+[[users]]
+name = "a"
+grants = [{ bucket = "x-*", access = "read" }]
+[[users]]
+name = "b"
+)";
+  // Unchanged text, whatever its layout: nothing.
+  EXPECT_TRUE(hots3::config::changed_keys(before, before + "\n# a comment\n").empty());
+  const std::string after = R"(
+[http]
+connections_max = 20
+[log]
+[[users]]
+name = "a"
+grants = [{ bucket = "x-*", access = "readwrite" }]
+[[users]]
+name = "b"
+[storage]
+cache_size = "1GiB"
+)";
+  EXPECT_EQ(hots3::config::changed_keys(before, after),
+            (std::vector<std::string>{"http.connections_max", "log.level", "storage.cache_size",
+                                      "users[0].grants[0].access"}));
+  // A text that does not parse names nothing (the reload refuses it before).
+  EXPECT_TRUE(hots3::config::changed_keys(before, "[http").empty());
+}
