@@ -89,6 +89,7 @@ struct TierCli {
   std::string prefetch_bucket;
   hots3::app::PrefetchTarget prefetch_target;
   std::string revalidate_bucket, revalidate_prefix;
+  std::string reconcile_bucket, reconcile_prefix;
   std::string pin_bucket;
   hots3::app::PinTarget pin_target;
   std::string recover_config, recover_data, recover_device, recover_bucket;
@@ -96,8 +97,8 @@ struct TierCli {
   bool accept_older = false;
   bool forget = false;
   CLI::App *status = nullptr, *flush = nullptr, *evict = nullptr, *ls = nullptr, *adopt = nullptr,
-           *sync = nullptr, *prefetch = nullptr, *revalidate = nullptr, *pin = nullptr,
-           *unpin = nullptr, *recover = nullptr;
+           *sync = nullptr, *prefetch = nullptr, *revalidate = nullptr, *reconcile = nullptr,
+           *pin = nullptr, *unpin = nullptr, *recover = nullptr;
 
   TierCli() = default;
   TierCli(const TierCli&) = delete;  // CLI11 holds the addresses of the members
@@ -175,6 +176,12 @@ void TierCli::add(CLI::App* tier, hots3::app::TierCommandOptions& tier_options) 
       "revalidate", "Ask the upstream again about each object under a prefix of a bound bucket");
   bucket_options(revalidate, revalidate_bucket, revalidate_prefix);
 
+  reconcile = tier->add_subcommand(
+      "reconcile",
+      "Bring a bound bucket and its upstream back into line: versions the upstream lost go up "
+      "again, changed or deleted ones are followed; in cache mode, as sync");
+  bucket_options(reconcile, reconcile_bucket, reconcile_prefix);
+
   const auto pin_options = [&, endpoint_options](CLI::App* command) {
     endpoint_options(command);
     command->add_option("--bucket", pin_bucket, "The bound bucket")->required();
@@ -219,7 +226,8 @@ void TierCli::add(CLI::App* tier, hots3::app::TierCommandOptions& tier_options) 
 std::optional<int> TierCli::run() const {
   const bool parsed = status->parsed() || flush->parsed() || evict->parsed() || ls->parsed() ||
                       adopt->parsed() || sync->parsed() || prefetch->parsed() ||
-                      revalidate->parsed() || pin->parsed() || unpin->parsed() || recover->parsed();
+                      revalidate->parsed() || reconcile->parsed() || pin->parsed() ||
+                      unpin->parsed() || recover->parsed();
   if (!parsed) return std::nullopt;
   if (options->endpoint.empty() && !(recover->parsed() && !recover_data.empty())) {
     std::fprintf(stderr, "hots3: --endpoint URL is required\n");
@@ -240,6 +248,9 @@ std::optional<int> TierCli::run() const {
   }
   if (revalidate->parsed()) {
     return hots3::app::tier_revalidate(*options, revalidate_bucket, revalidate_prefix);
+  }
+  if (reconcile->parsed()) {
+    return hots3::app::tier_reconcile(*options, reconcile_bucket, reconcile_prefix);
   }
   if (pin->parsed()) return hots3::app::tier_pin(*options, pin_bucket, pin_target);
   if (unpin->parsed()) return hots3::app::tier_unpin(*options, pin_bucket, pin_target);

@@ -567,7 +567,57 @@ asio::awaitable<int> revalidate_each(s3client::Client& client, std::string bucke
   co_return 0;
 }
 
+// hots3 tier reconcile, of a bucket not in cache mode: each key's version asked about upstream,
+// a line for each that was not as it should be there (requeued: the upstream had lost it, it
+// goes up again; replaced: the upstream holds another, which takes its place here; gone: neither
+// holds it now; stale: the upstream did not say; lost: lost here before upload).
+asio::awaitable<int> reconcile_each(s3client::Client& client, std::string bucket,
+                                    std::string prefix) {
+  std::map<std::string, std::uint64_t> found;  // what the upstream was found to hold: objects
+  std::uint64_t objects = 0;
+  auto walking = head_each(client, "reconcile", bucket, prefix, {{"x-hots3-revalidate", "1"}},
+                           [&](const Headed& o) {
+                             std::string what = "gone";
+                             if (o.head && o.head->status != 200) {
+                               what = "lost";
+                             } else if (o.head) {
+                               what = o.head->find("x-hots3-revalidation").value_or("current");
+                             }
+                             ++objects;
+                             ++found[what];
+                             if (what != "current")
+                               std::printf("%-9s %s\n", what.c_str(), o.key.c_str());
+                           });
+  if (const int failed = co_await std::move(walking)) co_return failed;
+  std::printf("%s/%s: %llu objects%s\n", bucket.c_str(), prefix.c_str(),
+              static_cast<unsigned long long>(objects), counted(found).c_str());
+  co_return 0;
+}
+
 }  // namespace
+
+int tier_reconcile(const TierCommandOptions& options, const std::string& bucket,
+                   const std::string& prefix) {
+  // The binding's mode, from the health report: a bucket in cache mode follows its upstream
+  // (tier sync), the others hold what the upstream must have.
+  asio::io_context io;
+  http::Client plain(io.get_executor(), client_options(options));
+  http::ClientRequest request;
+  request.target = "/health/upstream?bucket=" + bucket;
+  auto reply = run(io, plain.request(std::move(request), std::string()));
+  // (A bucket that is not ok answers 503 with its report; one that is not bound, 404.)
+  if (!reply || reply->head.status == 404) {
+    std::fprintf(stderr, "hots3 tier reconcile: %s: %s\n", bucket.c_str(),
+                 reply ? "not a bound bucket of this server" : reply.error().message().c_str());
+    return 1;
+  }
+  if (reply->body.find("\"mode\":\"cache\"") != std::string::npos) {
+    return tier_adopt(options, bucket, prefix, true);
+  }
+  s3client::Client client(io.get_executor(), signed_options(options));
+  io.restart();
+  return run(io, reconcile_each(client, bucket, prefix));
+}
 
 int tier_ls(const TierCommandOptions& options, const std::string& bucket,
             const std::string& prefix) {

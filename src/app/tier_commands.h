@@ -83,6 +83,16 @@ int tier_ls(const TierCommandOptions& options, const std::string& bucket,
 int tier_revalidate(const TierCommandOptions& options, const std::string& bucket,
                     const std::string& prefix);
 
+// Brings the catalog of `bucket` and its upstream back into line under `prefix`, saying what
+// differed. In cache mode, as tier_adopt with `sync` (keys new upstream recorded, those changed
+// or gone followed). Otherwise each key's version is asked about upstream (a listing and a HEAD
+// of each, as tier_revalidate): a line per key that was not as it should be there: requeued
+// (uploaded once, the upstream had lost it: it goes up again), replaced (the upstream holds
+// another version, which takes its place here), gone, stale (the upstream did not say), lost
+// (here, before upload); then the counts. 0, or 1 when the server refused or failed.
+int tier_reconcile(const TierCommandOptions& options, const std::string& bucket,
+                   const std::string& prefix);
+
 // What a pin or unpin names: one key, or every key under a prefix ("": the whole bucket).
 struct PinTarget {
   std::optional<std::string> key;

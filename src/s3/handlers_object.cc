@@ -272,8 +272,10 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       if (auto e = co_await std::move(opening)) co_return co_await s.send_error(r, std::move(*e));
     }
   }
-  // What the read says of the version's freshness (x-hots3-cache), when it asked the upstream.
+  // What the read says of the version's freshness (x-hots3-cache), when it asked the upstream,
+  // and what the upstream was found to hold (x-hots3-revalidation).
   std::string_view checked;
+  std::string revalidation;
   if ((reader || record) && !looked_up && bucket->tier != storage::BucketTier::kNone &&
       s.read_through() != nullptr) {
     const tier::Freshness rules = s.read_through()->freshness(bucket->id, r.key);
@@ -283,14 +285,18 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       auto asked = co_await std::move(asking);
       if (auto* e = std::get_if<Error>(&asked)) co_return co_await s.send_error(r, std::move(*e));
       Revalidated& found = std::get<Revalidated>(asked);
+      // What the upstream was found to hold, for `hots3 tier reconcile` (x-hots3-revalidation).
       switch (found.kind) {
         case Revalidated::Kind::kCurrent:
           checked = "revalidated";
+          revalidation = found.resent ? "requeued" : "current";
           break;
         case Revalidated::Kind::kStale:
           checked = "stale";
+          revalidation = "stale";
           break;
         case Revalidated::Kind::kReplaced: {
+          revalidation = "replaced";
           reader.reset();
           record = std::move(found.now);
           auto opening = open_if_local(s, bucket->id, head_only, record, reader);
@@ -299,14 +305,18 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
           break;
         }
         case Revalidated::Kind::kGone:
+          revalidation = "gone";
           reader.reset();
           record.reset();
           break;
       }
     }
   }
-  if (!reader && !record)
-    co_return co_await s.send_error(r, Error(Code::kNoSuchKey).with("Key", r.key));
+  if (!reader && !record) {
+    Error e = Error(Code::kNoSuchKey).with("Key", r.key);
+    if (!revalidation.empty()) e.headers.emplace_back("x-hots3-revalidation", revalidation);
+    co_return co_await s.send_error(r, std::move(e));
+  }
   const storage::ObjectRecord& object = reader ? reader->object() : *record;
   if (auto e = read_conditions(r, object, false)) {
     if (e->code == Code::kNotModified) {
@@ -351,6 +361,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   }
   // (A read-through says "miss" itself.)
   if (!checked.empty() && (head_only || reader)) head.add("x-hots3-cache", std::string(checked));
+  if (!revalidation.empty()) head.add("x-hots3-revalidation", revalidation);
   const unsigned status = head.status;
   if (head_only) co_return co_await s.send_empty(r, status, std::move(head));
   if (!reader) {

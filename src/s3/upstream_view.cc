@@ -365,7 +365,8 @@ asio::awaitable<Revalidation> revalidate_once(Service& s, const storage::BucketR
       if (auto resent = co_await std::move(resending); !resent) co_return from_errc(resent.error());
     }
     s.validated().mark(object.id, now_ms());
-    co_return Revalidated{};
+    co_return Revalidated{
+        .kind = Revalidated::Kind::kCurrent, .now = nullptr, .resent = status == 404};
   }
   std::optional<Learnt> learnt;
   if (status == 200) {

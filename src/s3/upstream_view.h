@@ -47,6 +47,9 @@ struct Revalidated {
     kGone,      // it holds none, and neither does this bucket now
   } kind = Kind::kCurrent;
   std::shared_ptr<const storage::ObjectRecord> now;
+  // kCurrent of a version the upstream had lost (it held none, and the bucket is not in cache
+  // mode): queued to go up again.
+  bool resent = false;
 };
 // An Error (503) when the upstream could not say and the rules fail the read.
 using Revalidation = std::variant<Revalidated, Error>;
