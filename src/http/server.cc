@@ -250,8 +250,10 @@ asio::awaitable<void> Server::Impl::sweep_loop(std::shared_ptr<detail::Shared> /
     const auto now = Clock::now();
     for (Connection* c = worker.connections; c != nullptr;) {
       Connection* next = c->next();  // expire()/close_now() never unlink synchronously
+      // (An idle connection's deadline is idle_timeout after it began to wait.)
       if (worker.draining && c->idle() &&
-          (c->used() || now - c->idle_since() >= kFirstRequestWhileDraining)) {
+          (c->used() || now - (c->deadline() - worker.shared.config.idle_timeout) >=
+                            kFirstRequestWhileDraining)) {
         c->close_now();
       } else if (now >= c->deadline()) {
         c->expire();

@@ -191,7 +191,6 @@ asio::awaitable<void> Session<Stream>::loop() {
       // sweeper's kFirstRequestWhileDraining), which it answers.
       if (worker_.draining && used_) break;
       idle_ = true;
-      idle_since_ = Clock::now();
       arm(config_.idle_timeout);
       auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(kReadChunkBytes), kTuple);
       idle_ = false;

@@ -111,7 +111,6 @@ class Connection {
   // Whether the connection has begun a request: an idle one that has not was just opened (its
   // first request may be on its way), one that has is kept alive between requests.
   [[nodiscard]] bool used() const noexcept { return used_; }
-  [[nodiscard]] Clock::time_point idle_since() const noexcept { return idle_since_; }
   [[nodiscard]] Connection* next() const noexcept { return next_; }
 
  protected:
@@ -121,7 +120,6 @@ class Connection {
   Worker& worker_;
   bool idle_ = false;  // waiting for the next request (or the first)
   bool used_ = false;  // a request has begun on it
-  Clock::time_point idle_since_{};
 
  private:
   Clock::time_point deadline_ = Clock::time_point::max();
