@@ -224,9 +224,12 @@ struct Upstream {
   // The ranged GETs of read-throughs in chunks under way (Impl::fetch_through).
   std::uint64_t fetch_streams = 0;
   // Requests to it by operation and answer (RequestTally), and the time spent waiting for its
-  // limits, by limit: counted on the uploader's thread, read by scrapes.
-  std::array<std::array<std::atomic<std::uint64_t>, kUpstreamAnswers>, std::size(kUpstreamOps)>
-      requests{};
+  // limits, by limit: counted on the uploader's thread, read by scrapes. The request counts are
+  // shared with the tallies: an attempt abandoned at stop ends when the io_context destroys it,
+  // after the upstreams.
+  using RequestCounts =
+      std::array<std::array<std::atomic<std::uint64_t>, kUpstreamAnswers>, std::size(kUpstreamOps)>;
+  std::shared_ptr<RequestCounts> requests = std::make_shared<RequestCounts>();
   std::array<std::atomic<std::uint64_t>, std::size(kLimitNames)> waited_us{};
   // How many attempts it takes at once (AIMD): halved when it answers 429 or 503 (at most once
   // per kSlowDownHold, as one burst of refusals is one signal), then one more per window of
@@ -240,14 +243,15 @@ struct Upstream {
 // the status answered(), or "error" when none came.
 class RequestTally {
  public:
-  RequestTally(Upstream& u, const s3client::Request& r) : upstream_(u), op_(upstream_op(r)) {}
+  RequestTally(const Upstream& u, const s3client::Request& r)
+      : counts_(u.requests), op_(upstream_op(r)) {}
   ~RequestTally() {
     const auto* known =
         std::find(std::begin(kUpstreamStatuses), std::end(kUpstreamStatuses), status_);
     const std::size_t answer =
         status_ == 0 ? kUpstreamAnswers - 1
                      : static_cast<std::size_t>(known - std::begin(kUpstreamStatuses));
-    upstream_.requests[op_][answer].fetch_add(1, std::memory_order_relaxed);
+    (*counts_)[op_][answer].fetch_add(1, std::memory_order_relaxed);
   }
   RequestTally(const RequestTally&) = delete;
   RequestTally& operator=(const RequestTally&) = delete;
@@ -256,7 +260,7 @@ class RequestTally {
   void answered(unsigned status) { status_ = status; }
 
  private:
-  Upstream& upstream_;
+  std::shared_ptr<Upstream::RequestCounts> counts_;
   std::size_t op_;
   unsigned status_ = 0;
 };
@@ -1141,7 +1145,7 @@ struct Uploader::Impl {
     for (const auto& u : upstreams) {
       for (std::size_t op = 0; op < std::size(kUpstreamOps); ++op) {
         for (std::size_t a = 0; a < kUpstreamAnswers; ++a) {
-          const std::uint64_t count = u->requests[op][a].load(std::memory_order_relaxed);
+          const std::uint64_t count = (*u->requests)[op][a].load(std::memory_order_relaxed);
           if (count == 0) continue;  // most pairs never happen
           const std::string status = a < std::size(kUpstreamStatuses)
                                          ? std::to_string(kUpstreamStatuses[a])

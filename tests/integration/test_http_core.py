@@ -541,6 +541,8 @@ class ShutdownScenarios:
         try:
             port = server.port
             self.target.prepare(port)
+            # Made now: the request may need its object put first, on a connection of its own.
+            wire = self.target.get(port, 1000)
             fresh = self.enterContext(harness.connect(port))
             silent = self.enterContext(harness.connect(port))
             time.sleep(0.2)  # both accepted
@@ -549,7 +551,7 @@ class ShutdownScenarios:
             time.sleep(0.3)  # the listeners are closed: a new connection is refused
             with self.assertRaises(ConnectionRefusedError):
                 harness.connect(port, timeout_s=2)
-            fresh.sendall(self.target.get(port, 1000))
+            fresh.sendall(wire)
             reader = harness.Reader(fresh)
             got = reader.read_response()
             self.assertEqual(got.status, 200)
