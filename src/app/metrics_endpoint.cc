@@ -69,9 +69,11 @@ void add_server_metrics(metrics::Registry& registry, const http::Server& server,
               "Time the catalog writer spent in checkpoints",
               static_cast<double>(s.catalog_writer.writer_checkpoint_ns) / 1e9);
     w.family("hots3_catalog_batch_seconds", "histogram",
-             "A catalog batch's transaction, BEGIN to COMMIT into the WAL (writes per batch: "
-             "writes_total over commits_total)");
+             "A catalog batch's transaction, BEGIN to COMMIT into the WAL");
     w.histogram("hots3_catalog_batch_seconds", {}, s.catalog_writer.batch_seconds);
+    w.family("hots3_catalog_batch_writes", "histogram",
+             "Writes per catalog batch: how many acknowledgements share one commit");
+    w.histogram("hots3_catalog_batch_writes", {}, s.catalog_writer.batch_writes);
     w.family("hots3_catalog_sync_seconds", "histogram",
              "A flush of the catalog's WAL (fdatasync), which makes the batches since the last "
              "one durable; a write is answered after both");

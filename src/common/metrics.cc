@@ -40,25 +40,26 @@ std::uint64_t Counter::value() const noexcept {
 
 void Histogram::observe_us(std::uint64_t micros) noexcept {
   const double seconds = static_cast<double>(micros) / 1e6;
-  const auto at = static_cast<std::size_t>(
-      std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin());
-  Slot& s = slots_[slot()];
-  s.buckets[at].fetch_add(1, kRelaxed);
-  s.sum_us.fetch_add(micros, kRelaxed);
+  buckets_.add(static_cast<std::size_t>(std::lower_bound(kBounds.begin(), kBounds.end(), seconds) -
+                                        kBounds.begin()),
+               micros);
 }
 
 Histogram::Snapshot Histogram::snapshot() const noexcept {
-  Snapshot out;
-  std::uint64_t sum_us = 0;
-  for (const Slot& s : slots_) {
-    for (std::size_t i = 0; i < out.cumulative.size(); ++i)
-      out.cumulative[i] += s.buckets[i].load(kRelaxed);
-    sum_us += s.sum_us.load(kRelaxed);
-  }
-  for (std::size_t i = 1; i < out.cumulative.size(); ++i)
-    out.cumulative[i] += out.cumulative[i - 1];
-  out.sum_seconds = static_cast<double>(sum_us) / 1e6;
-  return out;
+  const auto totals = buckets_.totals();
+  return {totals.cumulative, static_cast<double>(totals.sum) / 1e6};
+}
+
+void SizeHistogram::observe(std::uint64_t n) noexcept {
+  buckets_.add(static_cast<std::size_t>(
+                   std::lower_bound(kBounds.begin(), kBounds.end(), static_cast<double>(n)) -
+                   kBounds.begin()),
+               n);
+}
+
+SizeHistogram::Snapshot SizeHistogram::snapshot() const noexcept {
+  const auto totals = buckets_.totals();
+  return {totals.cumulative, static_cast<double>(totals.sum)};
 }
 
 void Writer::family(std::string_view name, std::string_view type, std::string_view help) {
@@ -101,23 +102,32 @@ void Writer::sample(std::string_view name, Labels labels, double value) {
 }
 
 void Writer::histogram(std::string_view name, Labels labels, const Histogram::Snapshot& h) {
+  write_histogram(name, labels, Histogram::kBounds, h.cumulative, h.sum_seconds);
+}
+
+void Writer::histogram(std::string_view name, Labels labels, const SizeHistogram::Snapshot& h) {
+  write_histogram(name, labels, SizeHistogram::kBounds, h.cumulative, h.sum);
+}
+
+void Writer::write_histogram(std::string_view name, Labels labels, std::span<const double> bounds,
+                             std::span<const std::uint64_t> cumulative, double sum) {
   const std::string bucket = std::string(name) + "_bucket";
   std::string bound;
-  for (std::size_t i = 0; i < h.cumulative.size(); ++i) {
+  for (std::size_t i = 0; i < cumulative.size(); ++i) {
     bound.clear();
-    if (i < Histogram::kBounds.size()) {
-      append_value(bound, Histogram::kBounds[i]);
+    if (i < bounds.size()) {
+      append_value(bound, bounds[i]);
     } else {
       bound = "+Inf";
     }
     out_ += bucket;
     write_labels(labels, "le", bound);
     out_ += ' ';
-    append_value(out_, static_cast<double>(h.cumulative[i]));
+    append_value(out_, static_cast<double>(cumulative[i]));
     out_ += '\n';
   }
-  sample(std::string(name) + "_sum", labels, h.sum_seconds);
-  sample(std::string(name) + "_count", labels, static_cast<double>(h.cumulative.back()));
+  sample(std::string(name) + "_sum", labels, sum);
+  sample(std::string(name) + "_count", labels, static_cast<double>(cumulative.back()));
 }
 
 void Writer::counter(std::string_view name, std::string_view help, double value) {

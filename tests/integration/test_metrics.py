@@ -99,6 +99,13 @@ class MetricsTest(s3.ServerTestCase):
         # object went to the device.
         grew("hots3_catalog_batch_seconds_count", 1)
         grew("hots3_catalog_sync_seconds_count", 1)
+        grew("hots3_catalog_batch_writes_count", 1)
+        grew("hots3_catalog_batch_writes_sum", 1)
+        # Every write is in one batch (a batch ending as the scrape reads may count in one only).
+        in_batches = after[("hots3_catalog_batch_writes_sum", frozenset())]
+        writes = after[("hots3_catalog_writes_total", frozenset())]
+        self.assertGreaterEqual(in_batches, writes)
+        self.assertLessEqual(in_batches, writes + 512)
         self.assertLessEqual(after[("hots3_catalog_batch_seconds_count", frozenset())],
                              after[("hots3_catalog_writes_total", frozenset())])
         grew("hots3_device_io_seconds_count", 1, op="write")

@@ -336,6 +336,7 @@ struct CatalogWriterStats {
   // makes the batches since the last one durable: a write's answer waits for both.
   metrics::Histogram::Snapshot batch_seconds;
   metrics::Histogram::Snapshot sync_seconds;
+  metrics::SizeHistogram::Snapshot batch_writes;  // writes per batch (group commit at work)
 };
 
 // Open uploads in a bucket and of an owner, each counted up to a limit.

@@ -216,7 +216,8 @@ Catalog::WriterStats Catalog::writer_stats() const noexcept {
           impl_->writer_checkpoints_at_limit.load(),
           impl_->writer_checkpoint_ns.load(),
           impl_->batch_seconds.snapshot(),
-          impl_->sync_seconds.snapshot()};
+          impl_->sync_seconds.snapshot(),
+          impl_->batch_writes.snapshot()};
 }
 
 std::uint64_t Catalog::tier_owed_bytes() const noexcept {

@@ -103,8 +103,9 @@ struct Catalog::Impl {
   std::atomic<std::uint64_t> writer_checkpoints{0};
   std::atomic<std::uint64_t> writer_checkpoints_at_limit{0};
   std::atomic<std::uint64_t> writer_checkpoint_ns{0};
-  metrics::Histogram batch_seconds;  // run_batch: BEGIN to COMMIT
-  metrics::Histogram sync_seconds;   // the syncer: one flush of the WAL
+  metrics::Histogram batch_seconds;     // run_batch: BEGIN to COMMIT
+  metrics::Histogram sync_seconds;      // the syncer: one flush of the WAL
+  metrics::SizeHistogram batch_writes;  // run_batch: writes per batch
   // The sum of tier_jobs.size (bytes acknowledged and not yet upstream), kept by the writer.
   std::atomic<std::int64_t> tier_owed_bytes{0};
 

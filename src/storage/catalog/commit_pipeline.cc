@@ -149,6 +149,7 @@ void Catalog::Impl::run_batch(std::deque<Pending>& batch) {
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                      std::chrono::steady_clock::now() - began)
                                      .count()));
+  batch_writes.observe(batch.size());
   writes.fetch_add(batch.size(), std::memory_order_relaxed);
   commits.fetch_add(1, std::memory_order_relaxed);
   if (commit_error) {

@@ -36,6 +36,27 @@ TEST(Metrics, HistogramsCountEachDurationInTheFirstBucketThatHoldsIt) {
   EXPECT_DOUBLE_EQ(s.sum_seconds, 90.00315);
 }
 
+TEST(Metrics, SizeHistogramsCountInPowerOfTwoBucketsAndWriteTheirBounds) {
+  SizeHistogram h;
+  h.observe(1);
+  h.observe(3);     // the 4 bucket
+  h.observe(512);   // on the last bound
+  h.observe(1000);  // +Inf only
+  const SizeHistogram::Snapshot s = h.snapshot();
+  EXPECT_EQ(s.cumulative[0], 1U);  // le 1
+  EXPECT_EQ(s.cumulative[1], 1U);  // le 2
+  EXPECT_EQ(s.cumulative[2], 2U);  // le 4
+  EXPECT_EQ(s.cumulative[SizeHistogram::kBounds.size() - 1], 3U);
+  EXPECT_EQ(s.cumulative.back(), 4U);
+  EXPECT_DOUBLE_EQ(s.sum, 1516);
+  Writer w;
+  w.histogram("b", {}, s);
+  const std::string text = w.take();
+  EXPECT_NE(text.find("b_bucket{le=\"4\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("b_bucket{le=\"+Inf\"} 4\nb_sum 1516\nb_count 4\n"), std::string::npos)
+      << text;
+}
+
 TEST(Metrics, TheTextFormatHasFamiliesSamplesAndEscapedLabels) {
   Writer w;
   w.counter("x_total", "X things", 3);
