@@ -91,6 +91,21 @@ void print_table(const Row& header, const std::vector<Row>& rows, const std::vec
   for (const Row& row : rows) print(row);
 }
 
+// A grant's access, as "rw", "w" or "r".
+std::string access_of(const json::object& grant) {
+  const bool read = flag(grant, "read");
+  const bool write = flag(grant, "write");
+  return read && write ? "rw" : write ? "w" : read ? "r" : "-";
+}
+
+// `items` as one cell: "a, b", or "-" for none.
+std::string cell(const std::vector<std::string>& items) {
+  if (items.empty()) return "-";
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
 // The upstream a binding names, as "upstream:bucket/prefix".
 std::string upstream_of(const json::value& binding) {
   if (!binding.is_object()) return "-";
@@ -173,28 +188,20 @@ void print_users(const json::object& s) {
   for (const json::value& v : array(s, "users")) {
     if (!v.is_object()) continue;
     const json::object& u = v.as_object();
-    std::string grants;
+    std::vector<std::string> grants;
     for (const json::value& g : array(u, "grants")) {
       if (!g.is_object()) continue;
       const json::object& grant = g.as_object();
-      const bool read = flag(grant, "read");
-      const bool write = flag(grant, "write");
-      if (!grants.empty()) grants += ", ";
-      grants += fmt::format("{}{}:{}", text(grant, "bucket"),
-                            text(grant, "owner").empty() ? "" : " of " + text(grant, "owner"),
-                            read && write ? "rw"
-                            : write       ? "w"
-                            : read        ? "r"
-                                          : "-");
+      const std::string owner = text(grant, "owner");
+      grants.push_back(fmt::format("{}{}:{}", text(grant, "bucket"),
+                                   owner.empty() ? "" : " of " + owner, access_of(grant)));
     }
-    std::string create;
+    std::vector<std::string> create;
     for (const json::value& c : array(u, "create_buckets")) {
-      if (!c.is_string()) continue;
-      if (!create.empty()) create += ", ";
-      create += std::string(c.as_string());
+      if (c.is_string()) create.emplace_back(c.as_string());
     }
     rows.push_back({text(u, "name"), text(u, "access_key"), flag(u, "admin") ? "yes" : "no",
-                    grants.empty() ? "-" : grants, create.empty() ? "-" : create});
+                    cell(grants), cell(create)});
   }
   print_table({"USER", "ACCESS KEY", "ADMIN", "GRANTS", "MAY CREATE"}, rows, {});
 }
@@ -204,20 +211,15 @@ void print_buckets(const json::object& s) {
   for (const json::value& v : array(s, "buckets")) {
     if (!v.is_object()) continue;
     const json::object& b = v.as_object();
-    std::string grants;
+    std::vector<std::string> grants;
     for (const json::value& g : array(b, "grants")) {
-      if (!g.is_object()) continue;
-      const json::object& grant = g.as_object();
-      if (!grants.empty()) grants += ", ";
-      grants += text(grant, "user") + ":" +
-                (flag(grant, "read") && flag(grant, "write") ? "rw"
-                 : flag(grant, "write")                      ? "w"
-                                                             : "r");
+      if (g.is_object())
+        grants.push_back(text(g.as_object(), "user") + ":" + access_of(g.as_object()));
     }
     const json::value* binding = b.if_contains("upstream");
     rows.push_back({text(b, "name"), text(b, "owner"), text(b, "tier"),
                     binding != nullptr ? upstream_of(*binding) : "-", count(number(b, "objects")),
-                    format_size(number(b, "bytes")), grants.empty() ? "-" : grants});
+                    format_size(number(b, "bytes")), cell(grants)});
   }
   print_table({"BUCKET", "OWNER", "TIER", "UPSTREAM", "OBJECTS", "BYTES", "GRANTS"}, rows,
               {false, false, false, false, true, true, false});

@@ -100,14 +100,6 @@ void say_failed(const char* command, const std::string& what,
                e ? e->code.c_str() : "", e ? e->message.c_str() : reply->body.c_str());
 }
 
-// A JSON string value (quoted, escaped).
-std::string json_quoted(std::string_view value) {
-  std::string out = "\"";
-  log::append_json_escaped(out, value);
-  out += '"';
-  return out;
-}
-
 // A bar of `done` out of `total` for a line a terminal redraws: "[#######.........]  42% ".
 std::string progress_bar(std::uint64_t done, std::uint64_t total) {
   constexpr std::size_t kWidth = 24;
@@ -168,9 +160,9 @@ int tier_status(const TierCommandOptions& options, const std::string& bucket, bo
     if (job.name() != "Job") continue;
     if (json) {
       jobs += fmt::format("{}{{\"key\":{},\"action\":{},\"attempts\":{},\"error\":{}}}",
-                          jobs.empty() ? "" : ",", json_quoted(child_text(job, "Key")),
-                          json_quoted(child_text(job, "Action")), child_text(job, "Attempts"),
-                          json_quoted(child_text(job, "Error")));
+                          jobs.empty() ? "" : ",", log::json_quoted(child_text(job, "Key")),
+                          log::json_quoted(child_text(job, "Action")), child_text(job, "Attempts"),
+                          log::json_quoted(child_text(job, "Error")));
     } else {
       jobs += fmt::format("  parked {} {} ({} attempts): {}\n", child_text(job, "Action"),
                           child_text(job, "Key"), child_text(job, "Attempts"),

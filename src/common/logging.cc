@@ -170,6 +170,18 @@ void access(std::string_view line) noexcept {
   }
 }
 
+void append_json_quoted(std::string& out, std::string_view text) {
+  out += '"';
+  append_json_escaped(out, text);
+  out += '"';
+}
+
+std::string json_quoted(std::string_view text) {
+  std::string out;
+  append_json_quoted(out, text);
+  return out;
+}
+
 std::string escaped(std::string_view text) {
   std::string out;
   append_json_escaped(out, text);

@@ -17,17 +17,11 @@
 namespace hots3::s3 {
 namespace {
 
-void quoted(std::string& out, std::string_view text) {
-  out += '"';
-  log::append_json_escaped(out, text);
-  out += '"';
-}
-
 void string_array(std::string& out, const std::vector<std::string>& items) {
   out += '[';
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ',';
-    quoted(out, items[i]);
+    log::append_json_quoted(out, items[i]);
   }
   out += ']';
 }
@@ -106,7 +100,7 @@ asio::awaitable<void> admin_status(Service& s, Request& r) {
   if (!usage) co_return co_await s.send_error(r, from_errc(usage.error()));
   const storage::StoreStats st = s.store().stats();
   std::string out = "{\"version\":";
-  quoted(out, kVersion);
+  log::append_json_quoted(out, kVersion);
   out += ',';
   if (const std::string server = s.server_status(); !server.empty()) out += server + ',';
   fmt::format_to(std::back_inserter(out),
@@ -135,7 +129,7 @@ asio::awaitable<void> admin_status(Service& s, Request& r) {
     objects += u.space.objects;
     bytes += u.space.bytes;
     out += i > 0 ? ",{\"name\":" : "{\"name\":";
-    quoted(out, u.bucket.name);
+    log::append_json_quoted(out, u.bucket.name);
     fmt::format_to(std::back_inserter(out), R"(,"tier":"{}",)", tier_name(u.bucket.tier));
     usage_members(out, u);
     out += '}';
@@ -151,16 +145,16 @@ asio::awaitable<void> admin_users(Service& s, Request& r) {
   for (std::size_t i = 0; i < users.size(); ++i) {
     const config::UserConfig& u = users[i];
     out += i > 0 ? ",{\"name\":" : "{\"name\":";
-    quoted(out, u.name);
+    log::append_json_quoted(out, u.name);
     out += ",\"access_key\":";  // an access key id names a user, as in every signed request
-    quoted(out, u.access_key);
+    log::append_json_quoted(out, u.access_key);
     fmt::format_to(std::back_inserter(out), R"(,"admin":{},"grants":[)", u.admin);
     for (std::size_t g = 0; g < u.grants.size(); ++g) {
       const config::Grant& grant = u.grants[g];
       out += g > 0 ? ",{\"bucket\":" : "{\"bucket\":";
-      quoted(out, grant.bucket);
+      log::append_json_quoted(out, grant.bucket);
       out += ",\"owner\":";
-      quoted(out, grant.owner);
+      log::append_json_quoted(out, grant.owner);
       fmt::format_to(std::back_inserter(out), R"(,"read":{},"write":{}}})", grant.read,
                      grant.write);
     }
@@ -181,9 +175,9 @@ asio::awaitable<void> admin_buckets(Service& s, Request& r) {
   for (std::size_t i = 0; i < usage->size(); ++i) {
     const BucketUsage& u = (*usage)[i];
     out += i > 0 ? ",{\"name\":" : "{\"name\":";
-    quoted(out, u.bucket.name);
+    log::append_json_quoted(out, u.bucket.name);
     out += ",\"owner\":";
-    quoted(out, u.bucket.owner);
+    log::append_json_quoted(out, u.bucket.owner);
     fmt::format_to(std::back_inserter(out), R"(,"created_ms":{},"tier":"{}","upstream":)",
                    u.bucket.created_ms, tier_name(u.bucket.tier));
     // The binding as the catalog keeps it: JSON already, and without secrets.
@@ -199,7 +193,7 @@ asio::awaitable<void> admin_buckets(Service& s, Request& r) {
       if (!read && !write) continue;
       out += first ? "{\"user\":" : ",{\"user\":";
       first = false;
-      quoted(out, user.name);
+      log::append_json_quoted(out, user.name);
       fmt::format_to(std::back_inserter(out), R"(,"read":{},"write":{}}})", read, write);
     }
     out += "],";

@@ -44,6 +44,7 @@
 #include <pthread.h>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -559,14 +560,6 @@ std::string_view upstream_state(const Upstream& u) {
   return u.unreachable ? "unreachable" : "failing";
 }
 
-// A JSON string value (quoted, escaped).
-std::string json_string(std::string_view value) {
-  std::string out = "\"";
-  log::append_json_escaped(out, value);
-  out += '"';
-  return out;
-}
-
 // A write-through PUT between the request's worker and the uploader's thread: the body's pieces
 // one way (an empty piece: the body is whole and verified, complete it), the upstream's answer
 // the other. The request closes `pieces` to cut the PUT off, and `done` when it lets the key go.
@@ -913,8 +906,8 @@ struct Uploader::Impl {
       r.upstreams_json += fmt::format(
           "{}{{\"name\":{},\"endpoint\":{},\"state\":\"{}\",\"error\":{},\"failing_for_s\":{},"
           "\"concurrency\":{},\"bytes_per_s\":{},\"bytes\":{{{}}}}}",
-          i == 0 ? "" : ",", json_string(u.config.name), json_string(u.config.endpoint),
-          upstream_state(u), json_string(u.cause), failing_s, static_cast<int>(u.window),
+          i == 0 ? "" : ",", log::json_quoted(u.config.name), log::json_quoted(u.config.endpoint),
+          upstream_state(u), log::json_quoted(u.cause), failing_s, static_cast<int>(u.window),
           u.config.bytes_per_s, by_class);
       r.upstreams.push_back({u.config.name, upstream_state(u), failing_s, u.link->bytes()});
       r.upstreams_text +=
@@ -969,14 +962,15 @@ struct Uploader::Impl {
           "\"lost_bytes\":{},\"age_s\":{}}},"
           "\"reads\":{{\"hits\":{},\"misses\":{},\"hit_bytes\":{},\"miss_bytes\":{},"
           "\"hit_ratio\":{}}}}}",
-          json_string(c.bucket), json_string(c.upstream), json_string(c.upstream_bucket),
-          json_string(c.upstream_prefix), config::tier_mode_name(c.mode), health_name(h),
-          json_string(b.probe_cause), owed.jobs, owed.bytes, owed.uploads, owed.copies,
-          owed.deletes, owed.parked, oldest_s, b.conflicts, held.objects, held.bytes,
-          held.dirty_objects, held.dirty_bytes, held.clean_objects, held.clean_bytes,
-          held.remote_objects, held.remote_bytes, held.pinned_bytes, held.evictable_bytes,
-          held.lost_objects, held.lost_bytes, space_ms == 0 ? -1 : space_age_s, hits, misses,
-          reads.hit_bytes, reads.miss_bytes, ratio.empty() ? "null" : ratio);
+          log::json_quoted(c.bucket), log::json_quoted(c.upstream),
+          log::json_quoted(c.upstream_bucket), log::json_quoted(c.upstream_prefix),
+          config::tier_mode_name(c.mode), health_name(h), log::json_quoted(b.probe_cause),
+          owed.jobs, owed.bytes, owed.uploads, owed.copies, owed.deletes, owed.parked, oldest_s,
+          b.conflicts, held.objects, held.bytes, held.dirty_objects, held.dirty_bytes,
+          held.clean_objects, held.clean_bytes, held.remote_objects, held.remote_bytes,
+          held.pinned_bytes, held.evictable_bytes, held.lost_objects, held.lost_bytes,
+          space_ms == 0 ? -1 : space_age_s, hits, misses, reads.hit_bytes, reads.miss_bytes,
+          ratio.empty() ? "null" : ratio);
       out.text = fmt::format(
           "bucket {} -> {}:{}/{} ({}): {}; queued {} ({}), parked {}, oldest {} s, conflicts {}\n",
           c.bucket, c.upstream, c.upstream_bucket, c.upstream_prefix,
@@ -1096,24 +1090,23 @@ struct Uploader::Impl {
       for (const auto& [kind, bytes] : kinds)
         w.sample("hots3_tier_data_bytes", {{"bucket", b.name}, {"kind", kind}}, n(bytes));
     }
-    w.family("hots3_tier_reads_total", "counter",
-             "GETs of a bound bucket's objects by what answered them (x-hots3-cache): hit (the "
-             "device), miss (the upstream), partial (both), revalidated (the device, the upstream "
-             "asked), stale (the device, the upstream not answering)");
-    for (const BucketReport& b : r.buckets) {
-      for (std::size_t a = 0; a < kCacheAnswers; ++a) {
-        w.sample("hots3_tier_reads_total",
-                 {{"bucket", b.name}, {"result", cache_answer_name(static_cast<CacheAnswer>(a))}},
-                 n(b.reads.count[a]));
-      }
-    }
-    w.family("hots3_tier_read_bytes_total", "counter",
-             "Bytes those GETs asked for, by what answered them");
-    for (const BucketReport& b : r.buckets) {
-      for (std::size_t a = 0; a < kCacheAnswers; ++a) {
-        w.sample("hots3_tier_read_bytes_total",
-                 {{"bucket", b.name}, {"result", cache_answer_name(static_cast<CacheAnswer>(a))}},
-                 n(b.reads.bytes[a]));
+    // Reads and their bytes, by what answered them (x-hots3-cache).
+    for (const auto& [name, help, totals] :
+         {std::tuple{"hots3_tier_reads_total",
+                     "GETs of a bound bucket's objects by what answered them (x-hots3-cache): hit "
+                     "(the device), miss (the upstream), partial (both), revalidated (the device, "
+                     "the upstream asked), stale (the device, the upstream not answering)",
+                     &ReadCounts::Totals::count},
+          std::tuple{"hots3_tier_read_bytes_total",
+                     "Bytes those GETs asked for, by what answered them",
+                     &ReadCounts::Totals::bytes}}) {
+      w.family(name, "counter", help);
+      for (const BucketReport& b : r.buckets) {
+        for (std::size_t a = 0; a < kCacheAnswers; ++a) {
+          w.sample(name,
+                   {{"bucket", b.name}, {"result", cache_answer_name(static_cast<CacheAnswer>(a))}},
+                   n((b.reads.*totals)[a]));
+        }
       }
     }
     w.family("hots3_tier_coalesced_reads_total", "counter",
@@ -1199,7 +1192,7 @@ struct Uploader::Impl {
       const std::string why = fmt::format("no bucket named {} is bound to an upstream", bucket);
       return text ? http::Probe{404, "text/plain", why + "\n"}
                   : http::Probe{404, "application/json",
-                                fmt::format("{{\"error\":{}}}\n", json_string(why))};
+                                fmt::format("{{\"error\":{}}}\n", log::json_quoted(why))};
     }
     const unsigned status = h == Health::kOk ? 200 : 503;
     if (text) {

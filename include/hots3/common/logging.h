@@ -74,6 +74,9 @@ void critical(fmt::format_string<Args...> format, Args&&... args) {
 
 // Appends `text` to `out` escaped as the inside of a JSON string.
 void append_json_escaped(std::string& out, std::string_view text);
+// Appends `text` to `out` as a JSON string: quoted, escaped. json_quoted returns it.
+void append_json_quoted(std::string& out, std::string_view text);
+std::string json_quoted(std::string_view text);
 
 // Text a client chose (a key, a header) as a log line may hold it: JSON-escaped, so that no
 // control character or newline in it can forge a line.
