@@ -167,7 +167,6 @@ void reload(Reloadable& live, const ServeOptions& options) {
     if (live.handler.set_users(users->users)) {
       log::info("SIGHUP: users and grants reloaded ({} user(s))", users->users.size());
     }
-    running.users = next->users;
     if (next->http.connections_max != running.http.connections_max) {
       live.server.set_connections_max(next->http.connections_max);
       log::info("SIGHUP: http.connections_max {} -> {}", running.http.connections_max,
@@ -191,9 +190,10 @@ void reload(Reloadable& live, const ServeOptions& options) {
     const config::TlsConfig& tls =
         next && next->http.tls.enabled() ? next->http.tls : running.http.tls;
     try {
-      live.server.reload_tls(tls);
+      const bool loaded = live.server.reload_tls(tls);
       running.http.tls = tls;
-      log::info("SIGHUP: TLS certificate {} loaded for new connections", tls.certificate_path);
+      log::info("SIGHUP: TLS certificate {} {}", tls.certificate_path,
+                loaded ? "loaded for new connections" : "unchanged");
     } catch (const std::exception& e) {
       log::error("SIGHUP: the TLS certificate in use stays: {}", e.what());
     }
@@ -214,25 +214,20 @@ std::string server_status(const config::Config& config, const http::Server& serv
       R"("uptime_s":{},"pid":{},"threads":{},"listen":)", (now_ms() - started_ms) / 1000,
       ::getpid(),
       config.http.threads == 0 ? std::thread::hardware_concurrency() : config.http.threads);
-  const auto quoted = [&out](std::string_view text) {
-    out += '"';
-    log::append_json_escaped(out, text);
-    out += '"';
-  };
-  quoted(endpoint_url(config, server.port()));
+  log::append_json_quoted(out, endpoint_url(config, server.port()));
   out += ",\"metrics_listen\":";
   if (metrics_server != nullptr) {
-    quoted(
-        fmt::format("http://{}:{}/metrics", config.metrics.listen->host, metrics_server->port()));
+    log::append_json_quoted(out, fmt::format("http://{}:{}/metrics", config.metrics.listen->host,
+                                             metrics_server->port()));
   } else {
     out += "null";
   }
   out += ",\"data_dir\":";
-  quoted(store.data_dir);
+  log::append_json_quoted(out, store.data_dir);
   out += ",\"device_path\":";
-  quoted(store.device_file());
+  log::append_json_quoted(out, store.device_file());
   out += ",\"catalog_path\":";
-  quoted(store.catalog_path());
+  log::append_json_quoted(out, store.catalog_path());
   fmt::format_to(std::back_inserter(out),
                  R"(,"connections":{{"open":{},"max":{},"total":{},"rejected":{}}},)"
                  R"("requests":{})",

@@ -4,6 +4,7 @@
 #include "worker.h"
 
 #include "hots3/common/assert.h"
+#include "hots3/common/digest.h"
 #include "hots3/common/logging.h"
 #include "hots3/common/random.h"
 
@@ -15,6 +16,8 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 #include <system_error>
@@ -89,8 +92,11 @@ struct Server::Impl {
   std::shared_ptr<detail::Shared> shared_ptr;
   detail::Shared& shared;
   std::vector<std::unique_ptr<Worker>>& workers;
-  // Every TLS context loaded, the last in use: a connection keeps the one it began with.
+  // Every TLS context loaded, the last in use: a connection keeps the one it began with. A
+  // context is made only for files that changed (their SHA-256 is that of the last one's), so
+  // SIGHUPs that rotate logs add none.
   std::vector<std::unique_ptr<asio::ssl::context>> tls;
+  std::array<std::uint8_t, 32> tls_files_sha256{};
   std::uint16_t port = 0;
   bool started = false;
 };
@@ -293,22 +299,37 @@ void Server::start() {
 
 std::uint16_t Server::port() const noexcept { return impl_->port; }
 
-void Server::reload_tls(const config::TlsConfig& tls) {
+bool Server::reload_tls(const config::TlsConfig& tls) {
   H3_ASSERT(tls.enabled());
+  const auto read = [](const std::string& path, const char* what) {
+    std::ifstream in(path, std::ios::binary);
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (!in.good() && !in.eof())
+      throw std::runtime_error(std::string(what) + path + ": cannot be read");
+    if (text.empty()) throw std::runtime_error(std::string(what) + path + ": empty or missing");
+    return text;
+  };
+  const std::string certificate = read(tls.certificate_path, "TLS certificate ");
+  const std::string key = read(tls.private_key_path, "TLS private key ");
+  const std::string both = certificate + '\0' + key;
+  const auto sha256 = hots3::sha256(std::as_bytes(std::span(both)));
+  const std::lock_guard lock(impl_->shared.mutex);
+  if (!impl_->tls.empty() && sha256 == impl_->tls_files_sha256) return false;
   auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
   context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                        asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
   boost::system::error_code ec;
-  context->use_certificate_chain_file(tls.certificate_path, ec);
+  context->use_certificate_chain(asio::buffer(certificate), ec);
   if (ec) throw std::runtime_error("TLS certificate " + tls.certificate_path + ": " + ec.message());
   // OpenSSL refuses a key that is not the certificate's: a rotation caught between its two
   // files keeps the pair in use.
-  context->use_private_key_file(tls.private_key_path, asio::ssl::context::pem, ec);
+  context->use_private_key(asio::buffer(key), asio::ssl::context::pem, ec);
   if (ec) throw std::runtime_error("TLS private key " + tls.private_key_path + ": " + ec.message());
-  const std::lock_guard lock(impl_->shared.mutex);
   impl_->tls.push_back(std::move(context));
+  impl_->tls_files_sha256 = sha256;
   impl_->shared.tls.store(impl_->tls.back().get(), std::memory_order_release);
+  return true;
 }
 
 void Server::set_connections_max(std::uint64_t n) noexcept {

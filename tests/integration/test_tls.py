@@ -373,6 +373,10 @@ class TlsReloadTest(unittest.TestCase):
                 kept_sock = kept.sock
                 self.assertEqual(kept_sock.getpeercert(binary_form=True), first_der)
 
+                # A SIGHUP that changes nothing (logrotate's) loads nothing: no context per SIGHUP.
+                self.assertIn("TLS certificate %s unchanged" % cert, self.sighup(server))
+                self.assert_presents(port, ca[0], first_der, "after a SIGHUP with the same files")
+
                 # Rotation: a new certificate with a new key, renamed over the configured paths.
                 self.replace(key, self.read(second[1]))
                 self.replace(cert, self.read(second[0]))

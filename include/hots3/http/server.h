@@ -44,10 +44,11 @@ class Server {
   void start();
 
   // Loads the certificate chain and key of `tls` into a new TLS context, which the connections
-  // accepted from then on use (those open keep theirs). Throws std::runtime_error, naming the
-  // file, when either cannot be loaded or the key is not the certificate's; the context in use
-  // stays. REQUIRES: TLS is on (the config's tls.enabled() at construction).
-  void reload_tls(const config::TlsConfig& tls);
+  // accepted from then on use (those open keep theirs); false when the files hold what the
+  // context in use was loaded from (nothing changes). Throws std::runtime_error, naming the
+  // file, when either cannot be read or loaded or the key is not the certificate's; the context
+  // in use stays. REQUIRES: TLS is on (the config's tls.enabled() at construction).
+  bool reload_tls(const config::TlsConfig& tls);
   // A new limit of open connections, for the connections accepted from now on.
   void set_connections_max(std::uint64_t n) noexcept;
 
