@@ -272,10 +272,10 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       if (auto e = co_await std::move(opening)) co_return co_await s.send_error(r, std::move(*e));
     }
   }
-  // What the read says of the version's freshness (x-hots3-cache), when it asked the upstream,
-  // and what the upstream was found to hold (x-hots3-revalidation).
-  std::string_view checked;
-  std::string revalidation;
+  // When the read asked the upstream: what it found (x-hots3-revalidation), and what answers
+  // the read if the version here does (x-hots3-cache: revalidated or stale).
+  std::optional<tier::RevalidationResult> revalidation;
+  std::optional<tier::CacheAnswer> checked;
   if ((reader || record) && !looked_up && bucket->tier != storage::BucketTier::kNone &&
       s.read_through() != nullptr) {
     const tier::Freshness rules = s.read_through()->freshness(bucket->id, r.key);
@@ -285,18 +285,16 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       auto asked = co_await std::move(asking);
       if (auto* e = std::get_if<Error>(&asked)) co_return co_await s.send_error(r, std::move(*e));
       Revalidated& found = std::get<Revalidated>(asked);
-      // What the upstream was found to hold, for `hots3 tier reconcile` (x-hots3-revalidation).
+      revalidation = found.kind;
       switch (found.kind) {
         case Revalidated::Kind::kCurrent:
-          checked = "revalidated";
-          revalidation = found.resent ? "requeued" : "current";
+        case Revalidated::Kind::kRequeued:
+          checked = tier::CacheAnswer::kRevalidated;
           break;
         case Revalidated::Kind::kStale:
-          checked = "stale";
-          revalidation = "stale";
+          checked = tier::CacheAnswer::kStale;
           break;
         case Revalidated::Kind::kReplaced: {
-          revalidation = "replaced";
           reader.reset();
           record = std::move(found.now);
           auto opening = open_if_local(s, bucket->id, head_only, record, reader);
@@ -305,16 +303,19 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
           break;
         }
         case Revalidated::Kind::kGone:
-          revalidation = "gone";
+        case Revalidated::Kind::kFailed:  // (never: an Error)
           reader.reset();
           record.reset();
           break;
       }
     }
   }
+  // (x-hots3-revalidation is for `hots3 tier reconcile`.)
+  const std::string_view found_upstream =
+      revalidation ? tier::revalidation_result_name(*revalidation) : std::string_view();
   if (!reader && !record) {
     Error e = Error(Code::kNoSuchKey).with("Key", r.key);
-    if (!revalidation.empty()) e.headers.emplace_back("x-hots3-revalidation", revalidation);
+    if (revalidation) e.headers.emplace_back("x-hots3-revalidation", found_upstream);
     co_return co_await s.send_error(r, std::move(e));
   }
   const storage::ObjectRecord& object = reader ? reader->object() : *record;
@@ -360,8 +361,9 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
     head.add("x-hots3-pinned", s.store().pinned(bucket->id, object.key) ? "true" : "false");
   }
   // (A read-through says "miss" itself.)
-  if (!checked.empty() && (head_only || reader)) head.add("x-hots3-cache", std::string(checked));
-  if (!revalidation.empty()) head.add("x-hots3-revalidation", revalidation);
+  if (checked && (head_only || reader))
+    head.add("x-hots3-cache", std::string(tier::cache_answer_name(*checked)));
+  if (revalidation) head.add("x-hots3-revalidation", std::string(found_upstream));
   const unsigned status = head.status;
   if (head_only) co_return co_await s.send_empty(r, status, std::move(head));
   if (!reader) {
@@ -371,12 +373,10 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   }
   if (bucket->tier != storage::BucketTier::kNone) {
     if (s.read_through() != nullptr) {
-      const tier::CacheAnswer answer = checked == "revalidated" ? tier::CacheAnswer::kRevalidated
-                                       : checked == "stale"     ? tier::CacheAnswer::kStale
-                                                                : tier::CacheAnswer::kHit;
-      s.read_through()->count_read(bucket->id, answer, selection.length_bytes);
+      s.read_through()->count_read(bucket->id, checked.value_or(tier::CacheAnswer::kHit),
+                                   selection.length_bytes);
     }
-    if (checked.empty()) head.add("x-hots3-cache", "hit");
+    if (!checked) head.add("x-hots3-cache", "hit");
   }
   co_await send_local(r, *reader, selection, std::move(head));
 }

@@ -366,7 +366,7 @@ asio::awaitable<Revalidation> revalidate_once(Service& s, const storage::BucketR
     }
     s.validated().mark(object.id, now_ms());
     co_return Revalidated{
-        .kind = Revalidated::Kind::kCurrent, .now = nullptr, .resent = status == 404};
+        status == 404 ? Revalidated::Kind::kRequeued : Revalidated::Kind::kCurrent, nullptr};
   }
   std::optional<Learnt> learnt;
   if (status == 200) {
@@ -394,23 +394,9 @@ asio::awaitable<Revalidation> revalidate(Service& s, const storage::BucketRecord
                                          storage::ObjectRecord object, tier::Freshness f) {
   auto asking = revalidate_once(s, bucket, std::move(object), f);
   Revalidation found = co_await std::move(asking);
-  tier::RevalidationResult result = tier::RevalidationResult::kFailed;
-  if (const auto* done = std::get_if<Revalidated>(&found)) {
-    switch (done->kind) {
-      case Revalidated::Kind::kCurrent:
-        result = tier::RevalidationResult::kCurrent;
-        break;
-      case Revalidated::Kind::kStale:
-        result = tier::RevalidationResult::kStale;
-        break;
-      case Revalidated::Kind::kReplaced:
-        result = tier::RevalidationResult::kReplaced;
-        break;
-      case Revalidated::Kind::kGone:
-        result = tier::RevalidationResult::kGone;
-        break;
-    }
-  }
+  const auto* done = std::get_if<Revalidated>(&found);
+  const tier::RevalidationResult result =
+      done != nullptr ? done->kind : tier::RevalidationResult::kFailed;
   s.read_through()->count_revalidation(bucket.id, result);
   co_return found;
 }
@@ -537,7 +523,9 @@ void count(Adopted& out, Revalidated::Kind kind) {
       ++out.removed;
       break;
     case Revalidated::Kind::kCurrent:
+    case Revalidated::Kind::kRequeued:
     case Revalidated::Kind::kStale:
+    case Revalidated::Kind::kFailed:  // (never: an Error)
       ++out.present;
       break;
   }

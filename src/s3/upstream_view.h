@@ -40,16 +40,12 @@ bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord&
 
 // What asking the upstream about a version here found.
 struct Revalidated {
-  enum class Kind {
-    kCurrent,   // it still holds it (or the key changed here meanwhile: what the read has stands)
-    kStale,     // it could not say, and the rules serve the version here all the same
-    kReplaced,  // it holds another version, now recorded here as evicted (`now`)
-    kGone,      // it holds none, and neither does this bucket now
-  } kind = Kind::kCurrent;
+  // What the upstream held: kCurrent (or the key changed here meanwhile: what the read has
+  // stands), kRequeued, kStale (the rules serve the version here all the same), kReplaced (`now`
+  // is the version recorded here as evicted) or kGone; never kFailed (an Error instead).
+  using Kind = tier::RevalidationResult;
+  Kind kind = Kind::kCurrent;
   std::shared_ptr<const storage::ObjectRecord> now;
-  // kCurrent of a version the upstream had lost (it held none, and the bucket is not in cache
-  // mode): queued to go up again.
-  bool resent = false;
 };
 // An Error (503) when the upstream could not say and the rules fail the read.
 using Revalidation = std::variant<Revalidated, Error>;

@@ -90,11 +90,12 @@ enum class RevalidationResult : std::uint8_t {
   kGone,      // it holds none, and neither does the bucket now
   kStale,     // it did not say; the version here is served all the same
   kFailed,    // it did not say, and the read fails
+  kRequeued,  // it had lost the version uploaded from here, which goes up again
 };
-inline constexpr std::size_t kRevalidationResults = 5;
+inline constexpr std::size_t kRevalidationResults = 6;
 constexpr std::string_view revalidation_result_name(RevalidationResult r) {
-  constexpr std::string_view kNames[kRevalidationResults] = {"current", "replaced", "gone", "stale",
-                                                             "failed"};
+  constexpr std::string_view kNames[kRevalidationResults] = {"current", "replaced", "gone",
+                                                             "stale",   "failed",   "requeued"};
   return kNames[static_cast<std::size_t>(r)];
 }
 
