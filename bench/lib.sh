@@ -149,12 +149,14 @@ CONF
   printf -v "URL_$name" 'http://127.0.0.1:%s' "$(cat "$dir/port")"
 }
 # relaunch_hots3: sets HOTS3_START_S (exec to port file) and HOTS3_READY_S (exec to the first
-# 200 of /health/ready).
+# 200 of /health/ready). HOTS3_LISTEN and HOTS3_DATA, when set, replace a free port and
+# WORK/hots3/data.
 relaunch_hots3() {
   rm -f "$WORK/hots3/port"
   local t0 now
   t0=$(date +%s.%N)
-  "$HOTS3_BIN" serve --config "$WORK/hots3/hots3.toml" --data "$WORK/hots3/data" --listen 127.0.0.1:0 \
+  "$HOTS3_BIN" serve --config "$WORK/hots3/hots3.toml" --data "${HOTS3_DATA:-$WORK/hots3/data}" \
+    --listen "${HOTS3_LISTEN:-127.0.0.1:0}" \
     ${BENCH_DEVICE:+--device "$BENCH_DEVICE"} --port-file "$WORK/hots3/port" >> "$WORK/hots3/log" 2>&1 &
   HOTS3_PID=$!
   PIDS+=("$HOTS3_PID")

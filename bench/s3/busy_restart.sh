@@ -135,20 +135,8 @@ CONF
 # launch: hots3 on DATA at PORT (what the Python side also runs for the restart); sets
 # HOTS3_PID and READY_S, exec to the first 200 of /health/ready.
 launch() {
-  rm -f "$WORK/hots3/port"
-  local t0 now
-  t0=$(date +%s.%N)
-  "$HOTS3" serve --config "$WORK/hots3/hots3.toml" --data "$DATA" --listen "127.0.0.1:$PORT" \
-    --port-file "$WORK/hots3/port" >> "$WORK/hots3/log" 2>&1 &
-  HOTS3_PID=$!
-  PIDS+=("$HOTS3_PID")
-  while [ ! -s "$WORK/hots3/port" ]; do
-    kill -0 "$HOTS3_PID" 2>/dev/null || { echo "hots3 did not start: $(cat "$WORK/hots3/log")" >&2; exit 1; }
-    sleep 0.01
-  done
-  await_ready "$URL" "$HOTS3_PID" "$WORK/hots3/log"
-  now=$(date +%s.%N)
-  READY_S=$(python3 -c "print($now - $t0)")
+  HOTS3_BIN=$HOTS3 HOTS3_LISTEN=127.0.0.1:$PORT HOTS3_DATA=$DATA relaunch_hots3
+  READY_S=$HOTS3_READY_S
 }
 
 SMALL_BYTES=$(bytes "$SCALE_SIZE")
