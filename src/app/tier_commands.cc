@@ -562,7 +562,8 @@ asio::awaitable<int> revalidate_each(s3client::Client& client, std::string bucke
 // hots3 tier reconcile, of a bucket not in cache mode: each key's version asked about upstream,
 // a line for each that was not as it should be there (requeued: the upstream had lost it, it
 // goes up again; replaced: the upstream holds another, which takes its place here; gone: neither
-// holds it now; stale: the upstream did not say; lost: lost here before upload).
+// holds it now; stale: the upstream did not say; lost: lost here before upload, or evicted here
+// and lost upstream).
 asio::awaitable<int> reconcile_each(s3client::Client& client, std::string bucket,
                                     std::string prefix) {
   std::map<std::string, std::uint64_t> found;  // what the upstream was found to hold: objects

@@ -289,8 +289,17 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
       switch (found.kind) {
         case Revalidated::Kind::kCurrent:
         case Revalidated::Kind::kRequeued:
+        case Revalidated::Kind::kKept:
           checked = tier::CacheAnswer::kRevalidated;
           break;
+        case Revalidated::Kind::kLost: {
+          Error lost(Code::kInternalError,
+                     "The object's data was lost: it had been evicted here, and the upstream no "
+                     "longer holds it.");
+          lost.headers.emplace_back("x-hots3-tier", "lost");
+          lost.headers.emplace_back("x-hots3-revalidation", "lost");
+          co_return co_await s.send_error(r, std::move(lost));
+        }
         case Revalidated::Kind::kStale:
           checked = tier::CacheAnswer::kStale;
           break;

@@ -358,15 +358,21 @@ asio::awaitable<Revalidation> revalidate_once(Service& s, const storage::BucketR
   // was lost by the upstream (ours to send again), not deleted by a writer.
   const bool keep = f.keep_upstream_deleted || bucket.tier != storage::BucketTier::kCache;
   if (same || (status == 404 && keep)) {
-    if (status == 404 && bucket.tier != storage::BucketTier::kCache &&
-        object.tier_state == storage::TierState::kLocalAndUpstream) {
+    Revalidated::Kind kind = Revalidated::Kind::kCurrent;
+    if (status == 404 && bucket.tier == storage::BucketTier::kCache) {
+      kind = Revalidated::Kind::kKept;
+    } else if (status == 404 && object.tier_state == storage::TierState::kLocalAndUpstream) {
       // The only copy is here now: it goes up again, and nothing evicts it meanwhile.
       auto resending = s.store().resend_tier_key(bucket.id, object.key, etag);
       if (auto resent = co_await std::move(resending); !resent) co_return from_errc(resent.error());
+      kind = Revalidated::Kind::kRequeued;
+    } else if (status == 404) {
+      // Evicted here and lost there: no copy of the version's data is left. Said as it is, and
+      // nothing changes here: the key can be written again, or deleted.
+      co_return Revalidated{Revalidated::Kind::kLost, nullptr};
     }
     s.validated().mark(object.id, now_ms());
-    co_return Revalidated{
-        status == 404 ? Revalidated::Kind::kRequeued : Revalidated::Kind::kCurrent, nullptr};
+    co_return Revalidated{kind, nullptr};
   }
   std::optional<Learnt> learnt;
   if (status == 200) {
@@ -524,6 +530,8 @@ void count(Adopted& out, Revalidated::Kind kind) {
       break;
     case Revalidated::Kind::kCurrent:
     case Revalidated::Kind::kRequeued:
+    case Revalidated::Kind::kKept:
+    case Revalidated::Kind::kLost:
     case Revalidated::Kind::kStale:
     case Revalidated::Kind::kFailed:  // (never: an Error)
       ++out.present;

@@ -41,8 +41,9 @@ bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord&
 // What asking the upstream about a version here found.
 struct Revalidated {
   // What the upstream held: kCurrent (or the key changed here meanwhile: what the read has
-  // stands), kRequeued, kStale (the rules serve the version here all the same), kReplaced (`now`
-  // is the version recorded here as evicted) or kGone; never kFailed (an Error instead).
+  // stands), kRequeued, kKept, kLost (the read fails), kStale (the rules serve the version here
+  // all the same), kReplaced (`now` is the version recorded here as evicted) or kGone; never
+  // kFailed (an Error instead).
   using Kind = tier::RevalidationResult;
   Kind kind = Kind::kCurrent;
   std::shared_ptr<const storage::ObjectRecord> now;

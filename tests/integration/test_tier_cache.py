@@ -440,6 +440,7 @@ class KeptAnswersTest(CacheBucket):
         got = self.s3.get_object(Bucket="ckpt", Key="kept/k")
         self.assertEqual(sha(got["Body"].read()), sha(body))
         self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "revalidated")
+        self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-revalidation"), "kept")
         self.assertEqual(self.key_rows("kept/k"), 1)
         heads = [line for line in list(self.proxy.lines) if line.startswith("HEAD /team-ckpt/" + PREFIX + "kept/k")]
         self.assertGreaterEqual(len(heads), 2)  # the look-up, then the revalidation that found it gone

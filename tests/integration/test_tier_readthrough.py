@@ -529,11 +529,14 @@ class ReadThroughTest(TieredTest):
             self.get_unavailable(key, once)
             self.assertEqual(self.catalog(key), (2, 0), key)
         # Refused once, each is asked about before it is read again (an SDK's retry): the version
-        # there is served whole; one lost there stays unavailable, and is kept, as this server
-        # wrote it.
+        # there is served whole; one lost there is said to be lost (its bytes were only there),
+        # and its record is kept, as this server wrote it.
         self.assertEqual(self.s3.get_object(Bucket="ckpt", Key="theirs/k")["Body"].read(),
                          b"another writer's version")
-        self.get_unavailable("theirs/gone")
+        with self.assertRaises(ClientError) as lost:
+            once.get_object(Bucket="ckpt", Key="theirs/gone")
+        meta = lost.exception.response["ResponseMetadata"]
+        self.assertEqual((meta["HTTPStatusCode"], meta["HTTPHeaders"].get("x-hots3-tier")), (500, "lost"))
         self.assertEqual(self.catalog("theirs/gone"), (2, 0))
         # An answer about one key says nothing of the upstream's health (the report is rebuilt
         # every second).

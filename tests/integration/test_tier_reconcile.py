@@ -54,6 +54,36 @@ class WriteBackReconcileTest(TieredTest):
                                  "--prefix", "rec/")
         self.assertEqual((rc, out), (0, "ckpt/rec/: 4 objects, 4 current\n"), err)
 
+    def test_an_object_evicted_here_and_lost_upstream_is_reported_lost_not_requeued(self):
+        body = data(20000, 501)
+        self.s3.put_object(Bucket="ckpt", Key="gone/x", Body=body)
+        for command in ("flush", "evict"):
+            rc, out, err = run_hots3("tier", command, "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                     "--prefix", "gone/", *(["--wait"] if command == "flush" else []))
+            self.assertEqual(rc, 0, out + err)
+        self.up.delete_object(Bucket="team-ckpt", Key=PREFIX + "gone/x")
+        out = self.reconcile("gone/")
+        self.assertEqual(out, "lost      gone/x\nckpt/gone/: 1 objects, 1 lost\n")
+        # Nothing has the bytes: a read says so (never 200, never the upstream's 404 as a missing
+        # key), and nothing was queued to go up.
+        def revalidate(request, **_):
+            request.headers["x-hots3-revalidate"] = "1"
+        self.s3.meta.events.register("before-sign.s3.GetObject", revalidate)
+        try:
+            with self.assertRaises(ClientError) as caught:
+                self.s3.get_object(Bucket="ckpt", Key="gone/x")
+        finally:
+            self.s3.meta.events.unregister("before-sign.s3.GetObject", revalidate)
+        meta = caught.exception.response["ResponseMetadata"]
+        self.assertEqual(meta["HTTPStatusCode"], 500)
+        self.assertEqual((meta["HTTPHeaders"].get("x-hots3-tier"), meta["HTTPHeaders"].get("x-hots3-revalidation")),
+                         ("lost", "lost"))
+        rc, out, err = run_hots3("tier", "flush", "--endpoint", self.endpoint, "--bucket", "ckpt",
+                                 "--prefix", "gone/", "--wait")
+        self.assertEqual(rc, 0, out + err)
+        with self.assertRaises(ClientError):
+            self.up.head_object(Bucket="team-ckpt", Key=PREFIX + "gone/x")
+
     def test_an_unbound_bucket_is_refused(self):
         self.s3.create_bucket(Bucket="plain")
         rc, _, err = run_hots3("tier", "reconcile", "--endpoint", self.endpoint, "--bucket", "plain")

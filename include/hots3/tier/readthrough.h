@@ -91,11 +91,13 @@ enum class RevalidationResult : std::uint8_t {
   kStale,     // it did not say; the version here is served all the same
   kFailed,    // it did not say, and the read fails
   kRequeued,  // it had lost the version uploaded from here, which goes up again
+  kKept,      // it deleted the version, which the bucket keeps (on_upstream_delete = keep)
+  kLost,      // it had lost the version whose data was only there (evicted here): nobody has it
 };
-inline constexpr std::size_t kRevalidationResults = 6;
+inline constexpr std::size_t kRevalidationResults = 8;
 constexpr std::string_view revalidation_result_name(RevalidationResult r) {
-  constexpr std::string_view kNames[kRevalidationResults] = {"current", "replaced", "gone",
-                                                             "stale",   "failed",   "requeued"};
+  constexpr std::string_view kNames[kRevalidationResults] = {"current", "replaced", "gone", "stale",
+                                                             "failed",  "requeued", "kept", "lost"};
   return kNames[static_cast<std::size_t>(r)];
 }
 
