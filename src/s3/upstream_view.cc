@@ -45,6 +45,7 @@ std::optional<storage::ObjectRecord> stub_of(const http::ClientResponseHead& hea
   o.size_bytes = *head.content_length;
   o.etag = etag;
   o.created_ms = parse_http_date(head.find("Last-Modified").value_or("")).value_or(0);
+  o.validated_ms = now_ms();  // the upstream has just said it holds this version
   const auto take = [&head](std::string_view name, std::optional<std::string>& to) {
     if (const auto v = head.find(name)) to = std::string(*v);
   };
@@ -335,7 +336,9 @@ bool revalidation_due(Service& s, const Request& r, const storage::ObjectRecord&
     return true;
   if (!f.revalidate_after) return false;
   if (f.revalidate_after->count() == 0) return true;
-  const std::optional<std::int64_t> at = s.validated().at(object.id);
+  // Since the start, or as the catalog has it (a fetch of its data, its record learnt).
+  std::optional<std::int64_t> at = s.validated().at(object.id);
+  if (!at && !s.validated().changed(object.id)) at = object.validated_ms;
   return !at || now_ms() - *at > f.revalidate_after->count();
 }
 

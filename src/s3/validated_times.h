@@ -5,10 +5,11 @@
 // by version id, or that it is known not to be (a read of its data was refused because the
 // upstream holds another version, or none, under its key): such a version is asked about before
 // it is served again, whatever the bucket's revalidation rule, so that the next read finds what
-// the upstream holds now rather than failing the same way. In memory only: after a restart each
-// version is asked about once more before it is served, as revalidation says. Bounded: past
-// kMaxVersions every time is forgotten (each version then revalidates once more), rather than
-// growing with the number of keys read.
+// the upstream holds now rather than failing the same way. In memory only: after a restart (or
+// past the bound) the catalog's time of the version's fetch is what revalidation counts from
+// (ObjectRecord::validated_ms), so a version confirmed since then by a revalidation may ask once
+// more. Bounded: past kMaxVersions every time is forgotten, rather than growing with the number
+// of keys read.
 
 #include <array>
 #include <cstddef>

@@ -17,6 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import s3_support  # noqa: E402
+import test_tier_readthrough  # noqa: E402
 from test_tier_readthrough import TieredTest  # noqa: E402
 from test_tier_writeback import MiB, PREFIX, client, data, run_hots3  # noqa: E402
 
@@ -424,6 +425,33 @@ class RevalidationTest(CacheBucket):
             self.proxy.refuse_heads = 0
         self.assertEqual(self.get("s/k"), (b"kept", "revalidated"))
         self.assertEqual(self.get("s/k"), (b"kept", "hit"))
+
+
+class CacheRestartTest(CacheBucket):
+    """What was read through stays a hit across a kill -9 and a clean stop, within the bucket's
+    revalidation period (ttl:10m, the default in cache mode): the restart asks the upstream
+    nothing."""
+
+    # (Through the module: a test class named here would run its tests here too.)
+    restart = test_tier_readthrough.RestartTest.restart
+    relaunch = test_tier_readthrough.RestartTest.relaunch
+
+    def test_what_was_read_through_is_a_hit_after_a_kill_and_after_a_stop(self):
+        bodies = {"rs/%d" % n: data(3 * MiB + n * 1000, 60 + n) for n in range(3)}
+        for key, body in bodies.items():
+            self.others_put(key, body)
+        for key, body in bodies.items():
+            got = self.s3.get_object(Bucket="ckpt", Key=key)
+            self.assertEqual(sha(got["Body"].read()), sha(body))
+            self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss", key)
+        asked = len(self.proxy.lines)
+        for kill in (True, False):
+            self.restart(kill)
+            for key, body in bodies.items():
+                got = self.s3.get_object(Bucket="ckpt", Key=key)
+                self.assertEqual(sha(got["Body"].read()), sha(body), key)
+                self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit", key)
+        self.assertEqual([line for line in self.proxy.lines[asked:] if "/rs/" in line], [])
 
 
 class KeptAnswersTest(CacheBucket):

@@ -90,6 +90,10 @@ struct ObjectRecord {
   // The upstream's ETag of this version where it is not `etag` (an appended object's, sent in
   // parts of another size).
   std::optional<std::string> upstream_etag;
+  // When the upstream was last known to hold this version, as the catalog has it (its data was
+  // fetched, or its record learnt, then): a bucket's revalidation rule counts from it after a
+  // restart. Later confirmations are kept in memory only.
+  std::optional<std::int64_t> validated_ms;
 };
 
 // A partial object: the chunks of an evicted version that ranged GETs fetched and kept, each

@@ -94,6 +94,7 @@ ObjectRecord read_object(const Query& q) {
   o.checksums.sha256 = q.optional_text(21);
   o.checksums.type = q.optional_text(22);
   o.upstream_etag = q.optional_text(23);
+  if (!q.is_null(24)) o.validated_ms = q.int64(24);
   return o;
 }
 

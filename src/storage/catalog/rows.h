@@ -21,22 +21,23 @@
   "bucket_id, key, id, size, etag, parts_count, created_ms, accessed_ms, tier_state, "             \
   "is_inline, content_type, content_encoding, content_disposition, content_language, "             \
   "cache_control, expires, user_metadata, crc32, crc32c, crc64nvme, sha1, sha256, checksum_type, " \
-  "upstream_etag"
+  "upstream_etag, validated_ms"
 // How many: the first column after them is this index.
-constexpr int kObjectColumns = 24;
+constexpr int kObjectColumns = 25;
 
-// An object's row, the values bound as ?1..?24 in H3_OBJECT_COLUMNS' order (insert_object_rows).
+// An object's row, the values bound as ?1..?25 in H3_OBJECT_COLUMNS' order (insert_object_rows).
+// A version recorded as the upstream's (evicted, tier_state 2: learnt there) was never written
+// here, and min_resident does not keep it: clean_ms 0.
 #define H3_INSERT_OBJECT                                                                        \
   "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                      \
-  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, " \
-  "?19, "                                                                                       \
-  "?20, ?21, ?22, ?23, ?24)"
+  ", clean_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, " \
+  "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, CASE ?9 WHEN 2 THEN 0 END)"
 
 // The same, for a version whose row is its write-back job (see H3_IMPLIED_JOB_COLUMNS_O).
 #define H3_INSERT_IMPLIED_OBJECT                                                               \
   "INSERT INTO objects(" H3_OBJECT_COLUMNS                                                     \
   ", tier_implied) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, " \
-  "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, 1)"
+  "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, 1)"
 
 // The same columns qualified for a join with the objects table as "o".
 #define H3_OBJECT_COLUMNS_O                                                                \
@@ -44,7 +45,7 @@ constexpr int kObjectColumns = 24;
   "o.tier_state, o.is_inline, o.content_type, o.content_encoding, o.content_disposition, " \
   "o.content_language, o.cache_control, o.expires, o.user_metadata, o.crc32, o.crc32c, "   \
   "o.crc64nvme, "                                                                          \
-  "o.sha1, o.sha256, o.checksum_type, o.upstream_etag"
+  "o.sha1, o.sha256, o.checksum_type, o.upstream_etag, o.validated_ms"
 
 #define H3_UPLOAD_COLUMNS                                                              \
   "id, upload_id, bucket_id, key, created_ms, owner, content_type, content_encoding, " \

@@ -8,7 +8,7 @@
 
 namespace hots3::storage::detail {
 
-inline constexpr std::array<const char*, 16> kMigrations = {
+inline constexpr std::array<const char*, 17> kMigrations = {
     // 0 → 1: the first schema.
     R"sql(
 CREATE TABLE meta(
@@ -375,6 +375,11 @@ CREATE INDEX objects_implied ON objects(id) WHERE tier_implied = 1 AND tier_stat
     // fresh to eviction as one uploaded at once: evict.min_resident counts from its upload.
     R"sql(
 ALTER TABLE objects ADD COLUMN clean_ms INTEGER;  -- when its upload was confirmed; NULL: at created_ms
+)sql",
+    // 16 -> 17: a version fetched from the upstream (or learnt there) keeps when that was, so
+    // that a restart does not make every version of a bucket with a revalidation period ask again.
+    R"sql(
+ALTER TABLE objects ADD COLUMN validated_ms INTEGER;  -- the upstream last known to hold it; NULL: never asked
 )sql",
 };
 

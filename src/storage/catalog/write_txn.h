@@ -137,6 +137,11 @@ class WriteTxnImpl final : public WriteTxn {
     bind_checksums(q, 18, o.checksums);
     q.bind_optional(23, o.checksums.type);
     q.bind_optional(24, o.upstream_etag);
+    if (o.validated_ms) {
+      q.bind(25, *o.validated_ms);
+    } else {
+      q.bind_null(25);
+    }
     H3_TRY(q.run());
     if (if_absent && c_.changes() == 0) {
       // The key has a version: whether it leaves the job implied is decided while it is there.
@@ -840,9 +845,12 @@ class WriteTxnImpl final : public WriteTxn {
   Result<bool> refill_object(std::int64_t stub_id, std::int64_t new_id,
                              const std::vector<ExtentRecord>& extents,
                              std::int64_t now_ms) override {
+    // Fetched back, the version is no longer one freshly written here: min_resident does not
+    // keep it (clean_ms 0), or a scan of data uploaded lately would push out the reused set.
     auto q = c_.query(
-        "UPDATE objects SET id = ?2, tier_state = ?3, accessed_ms = ?5 WHERE id = ?1 AND "
-        "tier_state = ?4");
+        "UPDATE objects SET id = ?2, tier_state = ?3, accessed_ms = ?5, clean_ms = 0, validated_ms "
+        "= "
+        "?5 WHERE id = ?1 AND tier_state = ?4");
     q.bind(1, stub_id)
         .bind(2, new_id)
         .bind(3, static_cast<std::int64_t>(TierState::kLocalAndUpstream))

@@ -2079,6 +2079,42 @@ TEST_P(StoreTest, AVersionUploadedLateIsAsYoungToEvictionAsOneUploadedAtOnce) {
   EXPECT_EQ(run(store_->evict_coldest({bucket_.id}, 10 * kMiB, later, kLru)).value().objects, 1U);
 }
 
+// min_resident keeps what was written here: a version fetched back after its eviction, or one
+// learnt from the upstream (however recent its Last-Modified), was not, and may go first.
+TEST_P(StoreTest, AVersionFromTheUpstreamIsNotYoungToEviction) {
+  ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
+  const Bytes data = test::pattern_bytes(kMiB, 45);
+  const ObjectRecord written = put("k", data).value();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const std::int64_t bound = now_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (const TierJob& job : run(store_->tier_jobs(bucket_.id, true)).value()) {
+    ASSERT_TRUE(run(store_->finish_tier_job(job, TierSeen{written.etag, written.etag})).value());
+  }
+  constexpr auto kLru = EvictionOrder::kLeastRecentlyRead;
+  const auto evictable = [&] {
+    return run(store_->tier_space({bucket_.id}, bound)).value()[0].evictable_bytes;
+  };
+  EXPECT_EQ(evictable(), 0U);  // uploaded after the bound: young
+  ASSERT_EQ(run(store_->evict_coldest({bucket_.id}, kMiB, now_ms() + 1, kLru)).value().objects, 1U);
+  const ObjectRecord evicted = *store_->head(bucket_.id, "k").value();
+  ASSERT_TRUE(run(fill_async(*store_, evicted, data)).has_value());
+  EXPECT_EQ(store_->head(bucket_.id, "k").value()->tier_state, TierState::kLocalAndUpstream);
+  EXPECT_EQ(evictable(), kMiB);
+
+  ObjectRecord learnt;
+  learnt.key = "u";
+  learnt.size_bytes = data.size();
+  learnt.etag = written.etag;
+  learnt.created_ms = now_ms();  // its Last-Modified upstream: after the bound
+  const auto stub =
+      run(store_->take_upstream_state(bucket_, "u", 0, learnt, {}, std::nullopt)).value();
+  ASSERT_TRUE(stub.has_value());
+  ASSERT_TRUE(run(fill_async(*store_, *stub, data)).has_value());
+  EXPECT_EQ(evictable(), 2 * kMiB);
+  EXPECT_EQ(run(store_->evict_coldest({bucket_.id}, 2 * kMiB, bound, kLru)).value().objects, 2U);
+}
+
 TEST_P(StoreTest, EvictionByWatermarkTakesTheLeastOftenReadFirst) {
   ASSERT_TRUE(run(store_->set_bucket_tier("b", BucketTier::kWriteback, "{}")).has_value());
   std::map<std::string, ObjectRecord> put_as;
