@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <limits>
 #include <variant>
 
 namespace hots3::s3 {
@@ -93,11 +94,12 @@ Error pin_refusal(const storage::PinOutcome& outcome) {
       .with("MaxBytes", std::to_string(outcome.max_bytes));
 }
 
-// Asks for the restore of every evicted, pinned version of `span` of `bucket`; returns how many
-// were queued (those already under way are not counted). Stops when the queue is full: what it
-// leaves is fetched by its first GET.
+// Asks for the restore of every evicted, pinned version of `span` of `bucket` while they fit in
+// `budget` (the bytes fetching may still bring: taken from it); returns how many were queued
+// (those already under way are not counted). Stops when the queue is full or the next version
+// does not fit: what it leaves is fetched by its first GET.
 asio::awaitable<std::uint64_t> fetch_pinned(Service& s, storage::BucketRecord bucket,
-                                            storage::KeySpan span) {
+                                            storage::KeySpan span, std::uint64_t& budget) {
   constexpr std::size_t kPage = 1000;
   std::uint64_t queued = 0;
   std::string after;
@@ -111,6 +113,15 @@ asio::awaitable<std::uint64_t> fetch_pinned(Service& s, storage::BucketRecord bu
     }
     for (storage::ObjectRecord& object : *page) {
       after = object.key;
+      if (object.size_bytes > budget) {
+        log::warn(
+            "tier: pinned objects of {} from {} on are not fetched: they would pass the "
+            "bucket's pin_max of {} bytes; each comes back on its first GET",
+            bucket.name, log::escaped(after), s.store().pin_max_bytes(bucket.id));
+        budget = 0;
+        co_return queued;
+      }
+      const std::uint64_t size = object.size_bytes;
       auto asking = ask_restore(s, {std::move(object), bucket.name, true, 0});
       const FillFlights::Asked asked = co_await std::move(asking);
       if (asked == FillFlights::Asked::kFull) {
@@ -118,10 +129,34 @@ asio::awaitable<std::uint64_t> fetch_pinned(Service& s, storage::BucketRecord bu
                   bucket.name, log::escaped(after));
         co_return queued;
       }
+      budget -= size;
       if (asked == FillFlights::Asked::kQueued) ++queued;
     }
     if (page->size() < kPage) co_return queued;
   }
+}
+
+// The bytes of the versions of `spans` of `bucket` that are pinned and here (written here, or
+// uploaded and kept).
+asio::awaitable<std::uint64_t> pinned_here_bytes(Service& s, const storage::BucketRecord& bucket,
+                                                 const std::vector<storage::KeySpan>& spans) {
+  constexpr std::size_t kPage = 1000;
+  std::uint64_t bytes = 0;
+  for (const storage::KeySpan& span : spans) {
+    for (const storage::TierState state :
+         {storage::TierState::kLocal, storage::TierState::kLocalAndUpstream}) {
+      std::string after;
+      for (;;) {
+        auto listing = s.store().versions_in_state(bucket.id, span, state, after, kPage, true);
+        auto page = co_await std::move(listing);
+        if (!page) break;
+        for (const storage::ObjectRecord& object : *page) bytes += object.size_bytes;
+        if (page->size() < kPage) break;
+        after = page->back().key;
+      }
+    }
+  }
+  co_return bytes;
 }
 
 }  // namespace
@@ -144,9 +179,15 @@ asio::awaitable<void> fetch_pinned_at_start(Service& s) {
   for (const storage::BucketRecord& bucket : *listing) {
     if (bucket.tier == storage::BucketTier::kNone) continue;
     std::uint64_t queued = 0;
-    std::vector<storage::KeySpan> spans = s.store().pin_spans(bucket.id);
-    for (storage::KeySpan& span : spans) {
-      auto fetching = fetch_pinned(s, bucket, std::move(span));
+    const std::vector<storage::KeySpan> spans = s.store().pin_spans(bucket.id);
+    if (spans.empty()) continue;
+    // The globs pin without asking, so their fetch is what pin_max bounds here.
+    auto counting = pinned_here_bytes(s, bucket, spans);
+    const std::uint64_t here = co_await std::move(counting);
+    const std::uint64_t cap = s.store().pin_max_bytes(bucket.id);
+    std::uint64_t budget = cap > here ? cap - here : 0;
+    for (const storage::KeySpan& span : spans) {
+      auto fetching = fetch_pinned(s, bucket, span, budget);
       queued += co_await std::move(fetching);
     }
     if (queued > 0)
@@ -401,7 +442,9 @@ asio::awaitable<void> pin_keys(Service& s, Request& r) {
   if (!outcome->pinned) co_return co_await s.send_error(r, pin_refusal(*outcome));
   std::uint64_t fetching = 0;
   if (s.read_through() != nullptr) {
-    auto fetch = fetch_pinned(s, *bucket, span);
+    // (The pin was counted against pin_max already.)
+    std::uint64_t budget = std::numeric_limits<std::uint64_t>::max();
+    auto fetch = fetch_pinned(s, *bucket, span, budget);
     fetching = co_await std::move(fetch);
   }
   XmlWriter xml("PinResult");

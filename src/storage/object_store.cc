@@ -646,6 +646,12 @@ class StoreImpl final : public ObjectStore {
     return core_.pins->pinned(bucket_id, key);
   }
 
+  std::uint64_t pin_max_bytes(std::int64_t bucket_id) const override {
+    const std::shared_lock lock(buckets_mutex_);
+    const auto cap = pin_caps_.find(bucket_id);
+    return cap != pin_caps_.end() ? cap->second : core_.device->geometry().size_bytes / 4;
+  }
+
   std::vector<KeySpan> pin_spans(std::int64_t bucket_id) const override {
     return core_.pins->spans(bucket_id);
   }
@@ -653,12 +659,10 @@ class StoreImpl final : public ObjectStore {
   asio::awaitable<Result<PinOutcome>> pin(std::int64_t bucket_id, KeySpan span,
                                           std::optional<std::uint64_t> writing) override {
     PinOutcome outcome;
+    outcome.max_bytes = pin_max_bytes(bucket_id);
     std::optional<std::uint64_t> counted;  // the bucket's pinned bytes, if counted lately
     {
       const std::shared_lock lock(buckets_mutex_);
-      const auto cap = pin_caps_.find(bucket_id);
-      outcome.max_bytes =  // unset: a quarter of the device
-          cap != pin_caps_.end() ? cap->second : core_.device->geometry().size_bytes / 4;
       const auto count = pin_counts_.find(bucket_id);
       if (count != pin_counts_.end() && now_ms() - count->second.second < kPinCountMs) {
         counted = count->second.first;

@@ -10,6 +10,7 @@ The local server has a 128 MiB device and evicts above 60%; the upstream is a se
 
 import os
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -224,6 +225,50 @@ class PinTest(EvictionTestCase):
             got = self.s3.get_object(Bucket="ckpt", Key=k)
             self.assertEqual(got["Body"].read(), body, k)
             self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"]["x-hots3-cache"], "hit", k)
+
+    def restart_with(self, config):
+        self.local.kill()
+        self.local.cleanup()
+        cls = type(self)
+        cls.config = config
+        cls.local = s3_support.hots3_server(config, device_size="128MiB", workdir=self.local_dir).start()
+        cls.s3 = client(cls.local.port)
+        cls.endpoint = "http://127.0.0.1:%d" % cls.local.port
+
+    def test_pins_by_glob_fetch_at_start_only_what_fits_in_the_cap(self):
+        keys = ["capped/%d" % i for i in range(6)]  # 60 MiB, over the pin_max of 40 MiB
+        for i, k in enumerate(keys):
+            self.s3.put_object(Bucket="ckpt", Key=k, Body=data(10 * MiB, 90 + i))
+        self.flush("capped/")
+        self.evict_all("capped/")
+        before = self.config
+        pinning = before.replace('pin = [', 'pin = ["capped/*", ', 1)
+        self.assertNotEqual(pinning, before)
+        self.restart_with(pinning)
+        try:
+            deadline = time.monotonic() + 30
+            while "would pass the bucket's pin_max" not in self.local.read_stderr():
+                self.assertLess(time.monotonic(), deadline, self.local.read_stderr()[-2000:])
+                time.sleep(0.1)
+            # Those asked for come back, in key order; the rest wait for their first GET.
+            settled, last = time.monotonic(), None
+            while time.monotonic() - settled < 2:
+                states = [self.tier_state(k) for k in keys]
+                if states != last:
+                    settled, last = time.monotonic(), states
+                self.assertLess(time.monotonic(), deadline + 30, states)
+                time.sleep(0.2)
+            fetched = states.count(1)
+            self.assertEqual(states, [1] * fetched + [2] * (len(keys) - fetched))
+            # At most 4 of them fit in 40 MiB, fewer beside the other tests' pinned objects here.
+            self.assertIn(fetched, (1, 2, 3, 4))
+            got = self.s3.get_object(Bucket="ckpt", Key=keys[-1])
+            self.assertEqual(got["Body"].read(), data(10 * MiB, 95))
+            self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"]["x-hots3-cache"], "miss")
+        finally:
+            self.restart_with(before)
+            for k in keys:
+                self.s3.delete_object(Bucket="ckpt", Key=k)
 
 
 if __name__ == "__main__":

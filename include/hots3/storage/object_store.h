@@ -487,6 +487,8 @@ class ObjectStore {
   virtual void set_pins(std::int64_t bucket_id, std::vector<std::string> globs,
                         std::optional<std::uint64_t> max_bytes) = 0;
   [[nodiscard]] virtual bool pinned(std::int64_t bucket_id, std::string_view key) const = 0;
+  // The bytes the bucket's pinned versions may hold (set_pins; a quarter of the device unset).
+  [[nodiscard]] virtual std::uint64_t pin_max_bytes(std::int64_t bucket_id) const = 0;
   // Spans that together hold every pinned key of the bucket (none when nothing is pinned).
   [[nodiscard]] virtual std::vector<KeySpan> pin_spans(std::int64_t bucket_id) const = 0;
   // Pins `span` (one key, or every key under a prefix, also those written later), unless the
