@@ -12,11 +12,12 @@ import os
 import random
 import sqlite3
 import sys
+import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from test_tier_writeback import (start_local, MiB, data, health, run_hots3, start_upstream,  # noqa: E402
+from test_tier_writeback import (start_local, MiB, client, data, health, run_hots3, start_upstream,  # noqa: E402
                                  stop_servers, tier_config)
 
 from botocore.exceptions import ClientError  # noqa: E402
@@ -158,6 +159,48 @@ class WatermarkTest(EvictionTestCase):
         self.assertEqual(self.epoch(bodies, survivors), len(survivors))
         status, text = health(self.local.port, text=True)
         self.assertIn("device: ", text)
+
+
+class ReadsAndWritesTest(EvictionTestCase):
+    """Reads of a cold set twice the device while write-back PUTs come in: allocation never passes
+    full, every read is whole and right, and the only error a write gets is 503 SlowDown."""
+    evict = 'high = 60\nlow = 45\nfull = 85\nmin_resident = "0s"\n'
+
+    def test_cold_reads_and_writes_together_never_fill_the_device(self):
+        cold = {"flow/r%02d" % i: data(OBJECT, 700 + i) for i in range(64)}  # 256 MiB
+        self.write_in_waves(cold)
+        self.evict_prefix("flow/")
+        self.settled_device(60)
+        writer = client(self.local.port)  # (no retries: every answer is seen)
+        writes = {"flow/w%02d" % i: data(OBJECT, 800 + i) for i in range(16)}  # 64 MiB
+        refused = []
+
+        def write():
+            deadline = time.monotonic() + 120
+            for key, body in writes.items():
+                while True:
+                    try:
+                        writer.put_object(Bucket="ckpt", Key=key, Body=body)
+                        break
+                    except ClientError as e:
+                        refused.append(e.response["Error"]["Code"])
+                        if time.monotonic() > deadline:
+                            return
+                        time.sleep(0.2)
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        try:
+            for key, body in cold.items():
+                self.assertEqual(sha(self.s3.get_object(Bucket="ckpt", Key=key)["Body"].read()), sha(body), key)
+        finally:
+            thread.join()
+        self.assertEqual(set(refused) - {"SlowDown"}, set(), refused)
+        for key, body in writes.items():
+            self.assertEqual(sha(self.s3.get_object(Bucket="ckpt", Key=key)["Body"].read()), sha(body), key)
+        d = self.settled_device(60)
+        self.assertLessEqual(d["peak_allocated_bytes"] * 100, d["bytes"] * 85, d)
+        self.assertGreater(d["evicted"], 0, d)
 
 
 class LruTest(WatermarkTest):
