@@ -10,6 +10,8 @@
 #             directory bucket with S3 Express sessions, vs the general bucket's),
 #             4 KiB durable PUT (vs fio's one-flush-per-write rate, goal x10),
 #             checkpoint save/load (bench/checkpoint/run.sh)
+#   cpu     the server's CPU per request vs nginx's for small GET, HEAD, PUT, ranges and a
+#           list page, one worker each (bench/s3/cpu.sh)
 #   scaling HEAD/GET p50/p99 and one list page (1000 keys, with and without delimiter) at
 #           10^3, 10^5, 10^6 objects; start-up time with the largest catalog; RSS at 1000 idle
 #           connections and at 256 concurrent streaming GETs of STREAM_SIZE objects
@@ -232,6 +234,15 @@ done
 echo
 echo "-- checkpoint (bench/checkpoint/run.sh)"
 env "${CKPT_ENV[@]}" THREADS="$THREADS" bench/checkpoint/run.sh "$BUILD" || true
+
+# ---- CPU per small request ------------------------------------------------------------------------
+echo
+echo "-- CPU per request vs nginx (bench/s3/cpu.sh)"
+if [ "${QUICK:-0}" = 1 ]; then
+  DURATION=2s WARMUP=1s ROUNDS=1 STAGES=0 bench/s3/cpu.sh "$BUILD" || true
+else
+  DURATION=5s WARMUP=1s bench/s3/cpu.sh "$BUILD" || true
+fi
 
 # ---- scaling ------------------------------------------------------------------------------------
 echo

@@ -143,18 +143,41 @@ std::optional<ProcessSample> sample_process(int pid) {
   return s;
 }
 
-// Samples the server's RSS every 20 ms while alive; the peak and the CPU time between start/stop.
+double own_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+// Samples the server's RSS every 20 ms while alive, for its peak; and the CPU time of the server
+// and of the generator itself from `from` (the end of the warm-up, whose requests are not
+// counted either) to finish().
 class ServerWatch {
  public:
-  explicit ServerWatch(int pid) : pid_(pid) {
-    if (pid_ == 0) return;
-    auto s = sample_process(pid_);
-    if (!s) throw std::runtime_error(fmt::format("no process {}", pid_));
-    start_ = *s;
-    thread_ = std::thread([this] {
+  ServerWatch(int pid, Clock::time_point from) : pid_(pid) {
+    if (pid_ != 0) {
+      auto s = sample_process(pid_);
+      if (!s) throw std::runtime_error(fmt::format("no process {}", pid_));
+      start_ = *s;
+    }
+    own_start_ = own_cpu_s();
+    thread_ = std::thread([this, from] {
+      bool started = Clock::now() >= from;
       while (!stop_) {
-        if (auto now = sample_process(pid_)) peak_rss_ = std::max(peak_rss_.load(), now->rss_bytes);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const auto now = Clock::now();
+        if (!started && now >= from) {
+          started = true;
+          own_start_ = own_cpu_s();
+          if (pid_ != 0) {
+            if (auto s = sample_process(pid_)) start_ = *s;
+          }
+        }
+        if (pid_ != 0) {
+          if (auto s = sample_process(pid_)) peak_rss_ = std::max(peak_rss_.load(), s->rss_bytes);
+        }
+        auto pause = std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(20));
+        if (!started) pause = std::min(pause, from - now);
+        std::this_thread::sleep_for(pause);
       }
     });
   }
@@ -168,6 +191,8 @@ class ServerWatch {
     if (!thread_.joinable()) return;
     stop_ = true;
     thread_.join();
+    own_cpu_s_ = own_cpu_s() - own_start_;
+    if (pid_ == 0) return;
     if (auto s = sample_process(pid_)) {
       cpu_s_ = s->cpu_s - start_.cpu_s;
       peak_rss_ = std::max(peak_rss_.load(), s->rss_bytes);
@@ -175,23 +200,19 @@ class ServerWatch {
   }
   [[nodiscard]] bool active() const { return pid_ != 0; }
   [[nodiscard]] double cpu_s() const { return cpu_s_; }
+  [[nodiscard]] double loadgen_cpu_s() const { return own_cpu_s_; }
   [[nodiscard]] std::uint64_t peak_rss_bytes() const { return peak_rss_; }
 
  private:
   int pid_;
   ProcessSample start_;
+  double own_start_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> peak_rss_{0};
   double cpu_s_ = 0;
+  double own_cpu_s_ = 0;
   std::thread thread_;
 };
-
-double own_cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 // Waits for a number of coroutines spawned on the same (single-threaded) executor.
 class WaitGroup {
@@ -508,9 +529,8 @@ class LoadGen {
         mix_total += weight;
       }
     }
-    ServerWatch watch(o_.server_pid);
-    const double cpu_before = own_cpu_s();
     measure_start_ = Clock::now() + warmup_;
+    ServerWatch watch(o_.server_pid, measure_start_);
     const auto deadline = measure_start_ + duration_;
     run_clients(o_.concurrency, [&](unsigned client, asio::any_io_executor ex) -> awaitable<void> {
       Stats& st = per_client[client];
@@ -634,8 +654,8 @@ class LoadGen {
       }
     });
     end_ = Clock::now();
-    own_cpu_s_ = own_cpu_s() - cpu_before;
     watch.finish();
+    own_cpu_s_ = watch.loadgen_cpu_s();
     server_cpu_s_ = watch.cpu_s();
     server_peak_rss_ = watch.peak_rss_bytes();
     server_watched_ = watch.active();
@@ -720,8 +740,7 @@ class LoadGen {
     const std::uint64_t read_size = parse_size_bytes(o_.read_text).value();
     bool ok = true;
     std::string rounds_json;
-    ServerWatch watch(o_.server_pid);
-    const double cpu_before = own_cpu_s();
+    ServerWatch watch(o_.server_pid, Clock::now());
     double best_write_gbs = 0;
     for (unsigned round = 0; round < o_.rounds; ++round) {
       // 1. Every writer saves its shard at once; the checkpoint is durable when the last
@@ -815,7 +834,7 @@ class LoadGen {
         pct(reads[kRange].latency_us, 99), reads[kRange].errors);
     ok = ok && reads[kRange].errors == 0;
     watch.finish();
-    const double own = own_cpu_s() - cpu_before;
+    const double own = watch.loadgen_cpu_s();
     fmt::print("loadgen: cpu {:.2f} s\n", own);
     std::string json = fmt::format(
         R"({{"workload":"checkpoint","writers":{},"shard_bytes":{},"part_bytes":{},"part_concurrency":{},"rounds":[{}],"best_write_gb_per_s":{:.4f},"read_gb_per_s":{:.4f},"read_p50_ms":{:.3f},"read_p99_ms":{:.3f},"loadgen_cpu_s":{:.3f})",
