@@ -7,12 +7,9 @@
 #include "hots3/common/text.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <charconv>
-#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -151,25 +148,12 @@ bool is_signature_hex(std::string_view text) noexcept {
 }
 
 std::array<std::uint8_t, 32> hmac_sha256(std::span<const std::uint8_t> key, std::string_view data) {
-  std::array<std::uint8_t, 32> out{};
-  unsigned length = 0;
-  H3_ASSERT(key.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()));
-  const unsigned char* ok =
-      HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &length);
-  H3_ASSERT(ok != nullptr && length == out.size());
-  return out;
+  return hots3::hmac_sha256(key, data);
 }
 
 std::array<std::uint8_t, 20> hmac_sha1(std::string_view key, std::string_view data) {
-  std::array<std::uint8_t, 20> out{};
-  unsigned length = 0;
-  H3_ASSERT(key.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()));
-  const unsigned char* ok =
-      HMAC(EVP_sha1(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &length);
-  H3_ASSERT(ok != nullptr && length == out.size());
-  return out;
+  return hots3::hmac_sha1(std::span(reinterpret_cast<const std::uint8_t*>(key.data()), key.size()),
+                          data);
 }
 
 std::string sha256_hex(std::string_view data) {

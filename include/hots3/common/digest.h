@@ -38,5 +38,7 @@ class Digest {
 
 std::array<std::uint8_t, 16> md5(std::span<const std::byte> data);
 std::array<std::uint8_t, 32> sha256(std::span<const std::byte> data);
+std::array<std::uint8_t, 32> hmac_sha256(std::span<const std::uint8_t> key, std::string_view data);
+std::array<std::uint8_t, 20> hmac_sha1(std::span<const std::uint8_t> key, std::string_view data);
 
 }  // namespace hots3
