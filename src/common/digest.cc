@@ -3,6 +3,7 @@
 #include "hots3/common/assert.h"
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
@@ -34,16 +35,26 @@ const EVP_MD* fetched(Digest::Algorithm algorithm) {
   return md;
 }
 
+// An HMAC context and the key it was last keyed with: keying costs two compressions and more,
+// and a SigV4 server signs with the same key (a user's, for the day) request after request.
+struct HmacContext {
+  EVP_MAC_CTX* ctx = nullptr;
+  std::array<std::uint8_t, 64> key{};
+  std::size_t key_size = 0;  // 0: not keyed (a key longer than `key` is never kept)
+};
+
 // A context per thread for one-shot digests and HMACs: made once, not per call.
 struct ThreadContexts {
   EVP_MD_CTX* digest = EVP_MD_CTX_new();
-  EVP_MAC_CTX* hmac_sha256 = nullptr;
-  EVP_MAC_CTX* hmac_sha1 = nullptr;
+  HmacContext hmac_sha256;
+  HmacContext hmac_sha1;
   ThreadContexts() { H3_ASSERT(digest != nullptr); }
   ~ThreadContexts() {
     EVP_MD_CTX_free(digest);
-    EVP_MAC_CTX_free(hmac_sha256);
-    EVP_MAC_CTX_free(hmac_sha1);
+    EVP_MAC_CTX_free(hmac_sha256.ctx);
+    EVP_MAC_CTX_free(hmac_sha1.ctx);
+    OPENSSL_cleanse(hmac_sha256.key.data(), hmac_sha256.key.size());
+    OPENSSL_cleanse(hmac_sha1.key.data(), hmac_sha1.key.size());
   }
   ThreadContexts(const ThreadContexts&) = delete;
   ThreadContexts& operator=(const ThreadContexts&) = delete;
@@ -55,26 +66,39 @@ ThreadContexts& thread_contexts() {
   return contexts;
 }
 
-// An HMAC context of `digest_name`, keyed afresh by each use (EVP_MAC_init).
-EVP_MAC_CTX* hmac_context(EVP_MAC_CTX*& slot, const char* digest_name) {
-  if (slot != nullptr) return slot;
-  static EVP_MAC* const kHmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  H3_ASSERT(kHmac != nullptr, "OpenSSL has no HMAC");
-  slot = EVP_MAC_CTX_new(kHmac);
-  H3_ASSERT(slot != nullptr);
-  std::array<OSSL_PARAM, 2> params = {
-      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>(digest_name), 0),
-      OSSL_PARAM_construct_end()};
-  H3_ASSERT(EVP_MAC_CTX_set_params(slot, params.data()) == 1);
-  return slot;
-}
-
+// The HMAC of `data` under `key` with the context `h` of `digest_name`: made on first use, keyed
+// again only when the key is not the one it holds (EVP_MAC_init without a key starts over with
+// the key it has).
 template <std::size_t N>
-std::array<std::uint8_t, N> hmac(EVP_MAC_CTX* ctx, std::span<const std::uint8_t> key,
-                                 std::string_view data) {
+std::array<std::uint8_t, N> hmac(HmacContext& h, const char* digest_name,
+                                 std::span<const std::uint8_t> key, std::string_view data) {
+  if (h.ctx == nullptr) {
+    static EVP_MAC* const kHmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    H3_ASSERT(kHmac != nullptr, "OpenSSL has no HMAC");
+    h.ctx = EVP_MAC_CTX_new(kHmac);
+    H3_ASSERT(h.ctx != nullptr);
+    std::array<OSSL_PARAM, 2> params = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>(digest_name), 0),
+        OSSL_PARAM_construct_end()};
+    H3_ASSERT(EVP_MAC_CTX_set_params(h.ctx, params.data()) == 1);
+  }
+  EVP_MAC_CTX* ctx = h.ctx;
+  const bool same_key = h.key_size != 0 && h.key_size == key.size() &&
+                        CRYPTO_memcmp(h.key.data(), key.data(), key.size()) == 0;
   std::array<std::uint8_t, N> out{};
   std::size_t length = 0;
-  H3_ASSERT(EVP_MAC_init(ctx, key.data(), key.size(), nullptr) == 1);
+  if (same_key) {
+    H3_ASSERT(EVP_MAC_init(ctx, nullptr, 0, nullptr) == 1);
+  } else {
+    h.key_size = 0;
+    // (Never a null key: that would mean "the key it has".)
+    static constexpr std::uint8_t kNoKey = 0;
+    H3_ASSERT(EVP_MAC_init(ctx, key.empty() ? &kNoKey : key.data(), key.size(), nullptr) == 1);
+    if (!key.empty() && key.size() <= h.key.size()) {
+      std::copy(key.begin(), key.end(), h.key.begin());
+      h.key_size = key.size();
+    }
+  }
   H3_ASSERT(EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(data.data()), data.size()) ==
             1);
   H3_ASSERT(EVP_MAC_final(ctx, out.data(), &length, out.size()) == 1 && length == N);
@@ -141,11 +165,11 @@ std::array<std::uint8_t, 32> sha256(std::span<const std::byte> data) {
 }
 
 std::array<std::uint8_t, 32> hmac_sha256(std::span<const std::uint8_t> key, std::string_view data) {
-  return hmac<32>(hmac_context(thread_contexts().hmac_sha256, "SHA256"), key, data);
+  return hmac<32>(thread_contexts().hmac_sha256, "SHA256", key, data);
 }
 
 std::array<std::uint8_t, 20> hmac_sha1(std::span<const std::uint8_t> key, std::string_view data) {
-  return hmac<20>(hmac_context(thread_contexts().hmac_sha1, "SHA1"), key, data);
+  return hmac<20>(thread_contexts().hmac_sha1, "SHA1", key, data);
 }
 
 }  // namespace hots3
