@@ -63,8 +63,16 @@ void append_status_line(std::string& out, unsigned status) {
 
 namespace {
 
+// Appended whole, then mended in place: a CR, LF or NUL (which would end the line, or the head,
+// early) becomes a space. (A character at a time, the append was a visible share of a small
+// response's CPU.)
 void append_clean(std::string& out, std::string_view text) {
-  for (const char c : text) out += (c == '\r' || c == '\n' || c == '\0') ? ' ' : c;
+  const std::size_t from = out.size();
+  out.append(text);
+  for (std::size_t i = from; i < out.size(); ++i) {
+    const auto c = static_cast<unsigned char>(out[i]);
+    if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) out[i] = ' ';
+  }
 }
 
 }  // namespace

@@ -128,6 +128,11 @@ TEST(Range, UploadPartCopyTakesFirstToLastInsideTheSource) {
 TEST(TimeFormat, RoundTrips) {
   const std::int64_t t = 784111777000;  // Sun, 06 Nov 1994 08:49:37 GMT
   EXPECT_EQ(http_date(t), "Sun, 06 Nov 1994 08:49:37 GMT");
+  EXPECT_EQ(http_date(t + 999), "Sun, 06 Nov 1994 08:49:37 GMT");
+  EXPECT_EQ(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+  EXPECT_EQ(http_date(951782400000), "Tue, 29 Feb 2000 00:00:00 GMT");
+  EXPECT_EQ(http_date(1798761599000), "Thu, 31 Dec 2026 23:59:59 GMT");
+  EXPECT_EQ(http_date(4102444800000), "Fri, 01 Jan 2100 00:00:00 GMT");
   EXPECT_EQ(iso8601(t + 123), "1994-11-06T08:49:37.123Z");
   EXPECT_EQ(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), t);
   EXPECT_EQ(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), t);
