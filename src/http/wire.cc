@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <chrono>
 #include <ctime>
 
@@ -158,17 +159,33 @@ void append_redacted_target(std::string& out, std::string_view target) {
 
 std::string format_access_line(const RequestHead& head, unsigned status, std::uint64_t in_bytes,
                                std::uint64_t out_bytes, std::int64_t duration_us) {
+  // The date and time to the second are formatted once a second by each thread, not per line.
+  struct Second {
+    std::time_t at = -1;
+    std::array<char, 20> text{};  // "YYYY-MM-DDTHH:MM:SS"
+  };
+  thread_local Second second;
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
   const auto millis =
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
+  if (seconds != second.at) {
+    std::tm tm{};
+    gmtime_r(&seconds, &tm);
+    fmt::format_to_n(second.text.data(), second.text.size(), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec);
+    second.at = seconds;
+  }
   std::string line;
   line.reserve(256 + head.target.size());
-  fmt::format_to(
-      std::back_inserter(line), R"({{"time":"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z","id":")",
-      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+  line += R"({"time":")";
+  line.append(second.text.data(), 19);
+  const std::array<char, 4> ms = {'.', static_cast<char>('0' + millis / 100),
+                                  static_cast<char>('0' + millis / 10 % 10),
+                                  static_cast<char>('0' + millis % 10)};
+  line.append(ms.data(), ms.size());
+  line += R"(Z","id":")";
   line.append(head.request_id);
   line += R"(","remote":")";
   log::append_json_escaped(line, head.remote_address);
