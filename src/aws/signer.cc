@@ -42,12 +42,10 @@ void Signer::sign(std::string_view method, std::string_view path,
   input.method = method;
   input.path = path;
   input.query = &query;
-  input.header_values = [&headers](std::string_view name) {
-    std::vector<std::string_view> values;
+  input.header_values = [&headers](std::string_view name, std::vector<std::string_view>& values) {
     for (const auto& [n, v] : headers) {
       if (iequals(n, name)) values.emplace_back(v);
     }
-    return values;
   };
   input.signed_headers = &names;
   input.payload_hash = payload_hash;

@@ -368,8 +368,10 @@ std::string canonical_request(const CanonicalInput& input) {
 
   // Headers, in the order signed (clients list them sorted). A repeated header's values are
   // joined with ','. A signed header that is absent gets no line (the signature then fails).
+  std::vector<std::string_view> values;
   for (const std::string& name : *input.signed_headers) {
-    const std::vector<std::string_view> values = input.header_values(name);
+    values.clear();
+    input.header_values(name, values);
     if (values.empty()) continue;
     out.append(name).push_back(':');
     for (std::size_t i = 0; i < values.size(); ++i) {

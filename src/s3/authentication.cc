@@ -214,12 +214,10 @@ SignedText signed_text(const Request& r, const aws::Authorization& a, std::strin
       .query = &r.query,
       .exclude_query = exclude_query,
       .header_values =
-          [&r](std::string_view name) {
-            std::vector<std::string_view> values;
+          [&r](std::string_view name, std::vector<std::string_view>& values) {
             for (const auto& h : r.head.headers) {
               if (iequals(h.name, name)) values.push_back(h.value);
             }
-            return values;
           },
       .signed_headers = &a.signed_headers,
       .payload_hash = payload_hash,

@@ -45,12 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       .query = &*query,
       .exclude_query = "X-Amz-Signature",
       .header_values =
-          [&headers](std::string_view name) {
-            std::vector<std::string_view> values;
+          [&headers](std::string_view name, std::vector<std::string_view>& values) {
             for (const auto& h : headers) {
               if (h.first == name) values.emplace_back(h.second);
             }
-            return values;
           },
       .signed_headers = &signed_headers,
       .payload_hash = aws::kEmptySha256,

@@ -101,8 +101,9 @@ struct CanonicalInput {
   std::string_view path;  // decoded ("/bucket/odd key+plus"): it is encoded once here
   const std::vector<QueryParameter>* query = nullptr;  // decoded
   std::string_view exclude_query;                      // "X-Amz-Signature" for presigned requests
-  // All values of a header, given its lower-case name (several for a repeated header).
-  std::function<std::vector<std::string_view>(std::string_view)> header_values;
+  // Appends to `out` all values of a header, given its lower-case name (several for a repeated
+  // header). (One vector serves every signed header: none is made per header and request.)
+  std::function<void(std::string_view name, std::vector<std::string_view>& out)> header_values;
   const std::vector<std::string>* signed_headers = nullptr;  // lower-case
   // x-amz-content-sha256 as sent ("UNSIGNED-PAYLOAD" if absent); for presigned URLs the query's
   // X-Amz-Content-Sha256 if there (js-v3 puts it there), else "UNSIGNED-PAYLOAD".

@@ -393,8 +393,7 @@ TEST(ParseAuthorization, Errors) {
 // Looks up a header by lower-case name in a list of (name, value) with names in any case.
 struct Headers {
   std::vector<std::pair<std::string, std::string>> list;
-  std::vector<std::string_view> operator()(std::string_view lower_name) const {
-    std::vector<std::string_view> out;
+  void operator()(std::string_view lower_name, std::vector<std::string_view>& out) const {
     for (const auto& [name, value] : list) {
       if (name.size() == lower_name.size() &&
           std::equal(name.begin(), name.end(), lower_name.begin(), [](char a, char b) {
@@ -403,7 +402,6 @@ struct Headers {
         out.push_back(value);
       }
     }
-    return out;
   }
 };
 

@@ -310,7 +310,9 @@ std::optional<SigV4Seed> verify_signature(const Request& r, std::vector<std::str
     ADD_FAILURE() << "undecodable target " << r.raw_path << "?" << r.raw_query;
     return std::nullopt;
   }
-  const auto header_values = [&r](std::string_view name) { return r.values(name); };
+  const auto header_values = [&r](std::string_view name, std::vector<std::string_view>& out) {
+    for (const std::string_view v : r.values(name)) out.push_back(v);
+  };
   const auto authorization = r.get("authorization");
 
   if (authorization && starts_with(*authorization, kAlgorithm)) {
