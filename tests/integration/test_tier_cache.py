@@ -435,23 +435,13 @@ class CacheRestartTest(CacheBucket):
     # (Through the module: a test class named here would run its tests here too.)
     restart = test_tier_readthrough.RestartTest.restart
     relaunch = test_tier_readthrough.RestartTest.relaunch
+    read_back_across_restarts = test_tier_readthrough.RestartTest.read_back_across_restarts
 
     def test_what_was_read_through_is_a_hit_after_a_kill_and_after_a_stop(self):
         bodies = {"rs/%d" % n: data(3 * MiB + n * 1000, 60 + n) for n in range(3)}
         for key, body in bodies.items():
             self.others_put(key, body)
-        for key, body in bodies.items():
-            got = self.s3.get_object(Bucket="ckpt", Key=key)
-            self.assertEqual(sha(got["Body"].read()), sha(body))
-            self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "miss", key)
-        asked = len(self.proxy.lines)
-        for kill in (True, False):
-            self.restart(kill)
-            for key, body in bodies.items():
-                got = self.s3.get_object(Bucket="ckpt", Key=key)
-                self.assertEqual(sha(got["Body"].read()), sha(body), key)
-                self.assertEqual(got["ResponseMetadata"]["HTTPHeaders"].get("x-hots3-cache"), "hit", key)
-        self.assertEqual([line for line in self.proxy.lines[asked:] if "/rs/" in line], [])
+        self.read_back_across_restarts(bodies, "/rs/")
 
 
 class KeptAnswersTest(CacheBucket):
