@@ -16,19 +16,19 @@ namespace {
 // looks its implementation up again on every init (a lock and a table look-up), which at one
 // SigV4 request hash per request was a visible share of a small request's CPU.
 const EVP_MD* fetched(Digest::Algorithm algorithm) {
-  static const EVP_MD* const kMd5 = EVP_MD_fetch(nullptr, "MD5", nullptr);
-  static const EVP_MD* const kSha1 = EVP_MD_fetch(nullptr, "SHA1", nullptr);
-  static const EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  static const EVP_MD* const md5_impl = EVP_MD_fetch(nullptr, "MD5", nullptr);
+  static const EVP_MD* const sha1_impl = EVP_MD_fetch(nullptr, "SHA1", nullptr);
+  static const EVP_MD* const sha256_impl = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   const EVP_MD* md = nullptr;
   switch (algorithm) {
     case Digest::Algorithm::kMd5:
-      md = kMd5;
+      md = md5_impl;
       break;
     case Digest::Algorithm::kSha1:
-      md = kSha1;
+      md = sha1_impl;
       break;
     case Digest::Algorithm::kSha256:
-      md = kSha256;
+      md = sha256_impl;
       break;
   }
   H3_ASSERT(md != nullptr, "OpenSSL has no such digest");
@@ -73,9 +73,9 @@ template <std::size_t N>
 std::array<std::uint8_t, N> hmac(HmacContext& h, const char* digest_name,
                                  std::span<const std::uint8_t> key, std::string_view data) {
   if (h.ctx == nullptr) {
-    static EVP_MAC* const kHmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-    H3_ASSERT(kHmac != nullptr, "OpenSSL has no HMAC");
-    h.ctx = EVP_MAC_CTX_new(kHmac);
+    static EVP_MAC* const hmac_impl = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    H3_ASSERT(hmac_impl != nullptr, "OpenSSL has no HMAC");
+    h.ctx = EVP_MAC_CTX_new(hmac_impl);
     H3_ASSERT(h.ctx != nullptr);
     std::array<OSSL_PARAM, 2> params = {
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>(digest_name), 0),

@@ -3,6 +3,7 @@
 // Hexadecimal, as digests are written in ETags, payload hashes and logs.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -20,10 +21,10 @@ namespace detail {
 inline constexpr std::array<std::int8_t, 256> kHexValues = [] {
   std::array<std::int8_t, 256> t{};
   t.fill(-1);
-  for (int c = 0; c < 10; ++c) t[static_cast<std::size_t>('0' + c)] = static_cast<std::int8_t>(c);
-  for (int c = 0; c < 6; ++c) {
-    t[static_cast<std::size_t>('a' + c)] = static_cast<std::int8_t>(10 + c);
-    t[static_cast<std::size_t>('A' + c)] = static_cast<std::int8_t>(10 + c);
+  for (std::size_t c = 0; c < 10; ++c) t['0' + c] = static_cast<std::int8_t>(c);
+  for (std::size_t c = 0; c < 6; ++c) {
+    t['a' + c] = static_cast<std::int8_t>(10 + c);
+    t['A' + c] = static_cast<std::int8_t>(10 + c);
   }
   return t;
 }();
