@@ -45,17 +45,26 @@ Connection::~Connection() {
   if (worker_.connections == this) worker_.connections = next_;
 }
 
+namespace {
+void format_second(Worker& worker, std::time_t now) noexcept {
+  if (now == worker.date_second) return;
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  H3_ASSERT(std::strftime(worker.date, sizeof worker.date, "%a, %d %b %Y %H:%M:%S GMT", &tm) > 0);
+  H3_ASSERT(std::strftime(worker.iso_second, sizeof worker.iso_second, "%Y-%m-%dT%H:%M:%S", &tm) ==
+            19);
+  worker.date_second = now;
+}
+}  // namespace
+
 std::string_view http_date(Worker& worker) noexcept {
-  const std::time_t now = std::time(nullptr);
-  if (now != worker.date_second) {
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    const std::size_t n =
-        std::strftime(worker.date, sizeof worker.date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    H3_ASSERT(n > 0);
-    worker.date_second = now;
-  }
+  format_second(worker, std::time(nullptr));
   return worker.date;
+}
+
+std::string_view iso_second(Worker& worker, std::time_t now) noexcept {
+  format_second(worker, now);
+  return {worker.iso_second, 19};
 }
 
 }  // namespace detail

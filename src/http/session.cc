@@ -564,7 +564,12 @@ void Session<Stream>::log_access() {
   if (!log::access_enabled()) return;
   const auto micros =
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started_).count();
-  log::access(format_access_line(head_, status_, body_read_bytes_, body_sent_bytes_, micros));
+  const auto now = std::chrono::system_clock::now();
+  const auto millis = static_cast<unsigned>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  log::access(format_access_line(head_, status_, body_read_bytes_, body_sent_bytes_, micros,
+                                 iso_second(worker_, std::chrono::system_clock::to_time_t(now)),
+                                 millis));
 }
 
 // Counts the connection as active from accept until its coroutine ends (TLS detection and

@@ -7,8 +7,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <chrono>
-#include <ctime>
 
 namespace hots3::http::detail {
 
@@ -158,30 +156,13 @@ void append_redacted_target(std::string& out, std::string_view target) {
 }
 
 std::string format_access_line(const RequestHead& head, unsigned status, std::uint64_t in_bytes,
-                               std::uint64_t out_bytes, std::int64_t duration_us) {
-  // The date and time to the second are formatted once a second by each thread, not per line.
-  struct Second {
-    std::time_t at = -1;
-    std::array<char, 20> text{};  // "YYYY-MM-DDTHH:MM:SS"
-  };
-  thread_local Second second;
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto millis =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  if (seconds != second.at) {
-    std::tm tm{};
-    gmtime_r(&seconds, &tm);
-    fmt::format_to_n(second.text.data(), second.text.size(), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec);
-    second.at = seconds;
-  }
+                               std::uint64_t out_bytes, std::int64_t duration_us,
+                               std::string_view second, unsigned millis) {
   std::string line;
   line.reserve(256 + head.target.size());
   line += R"({"time":")";
-  line.append(second.text.data(), 19);
-  const std::array<char, 4> ms = {'.', static_cast<char>('0' + millis / 100),
+  line.append(second);
+  const std::array<char, 4> ms = {'.', static_cast<char>('0' + millis / 100 % 10),
                                   static_cast<char>('0' + millis / 10 % 10),
                                   static_cast<char>('0' + millis % 10)};
   line.append(ms.data(), ms.size());

@@ -33,8 +33,10 @@ void format_request_id(std::uint64_t seed, std::uint64_t counter, char (&out)[16
 // replaced by "REDACTED": presigned URLs must not leak from logs.
 void append_redacted_target(std::string& out, std::string_view target);
 
-// One JSON line for the access log, its target redacted as above.
+// One JSON line for the access log, its target redacted as above; logged at `second`
+// ("YYYY-MM-DDTHH:MM:SS", see iso_second) and `millis` past it.
 std::string format_access_line(const RequestHead& head, unsigned status, std::uint64_t in_bytes,
-                               std::uint64_t out_bytes, std::int64_t duration_us);
+                               std::uint64_t out_bytes, std::int64_t duration_us,
+                               std::string_view second, unsigned millis);
 
 }  // namespace hots3::http::detail

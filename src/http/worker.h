@@ -86,9 +86,11 @@ struct Worker {
   std::uint64_t id_seed = 0;
   std::uint64_t id_counter = 0;
 
-  // Cached IMF-fixdate (RFC 9110 §5.6.7) for the Date header, refreshed once a second.
+  // The current second, formatted once a second: IMF-fixdate (RFC 9110 §5.6.7) for the Date
+  // header, ISO 8601 ("YYYY-MM-DDTHH:MM:SS") for the access log.
   std::time_t date_second = 0;
   char date[32] = {};
+  char iso_second[20] = {};
 };
 
 // The part of a connection the worker's sweeper needs: its deadline and how to end it.
@@ -134,5 +136,7 @@ void start_connection(std::shared_ptr<Shared> keep_alive, Worker& worker, tcp::s
 
 // The current Date header value of this worker ("Sun, 06 Nov 1994 08:49:37 GMT").
 std::string_view http_date(Worker& worker) noexcept;
+// The second `now` (the current one) as "YYYY-MM-DDTHH:MM:SS", from the same cache.
+std::string_view iso_second(Worker& worker, std::time_t now) noexcept;
 
 }  // namespace hots3::http::detail

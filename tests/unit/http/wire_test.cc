@@ -47,7 +47,9 @@ TEST(Wire, AccessLineIsJsonAndRedactsSignatures) {
   head.target = "/b/k?X-Amz-Credential=AK%2F&X-Amz-Signature=abc&Signature=def&partNumber=1";
   head.remote_address = "127.0.0.1:5";
   head.request_id = "0123456789ABCDEF";
-  const std::string line = format_access_line(head, 200, 1, 2, 1500);
+  const std::string line = format_access_line(head, 200, 1, 2, 1500, "2026-12-05T18:00:01", 7);
+  EXPECT_EQ(line.rfind(R"({"time":"2026-12-05T18:00:01.007Z","id":"0123456789ABCDEF")", 0), 0U)
+      << line;
   EXPECT_NE(
       line.find(
           R"("target":"/b/k?X-Amz-Credential=AK%2F&X-Amz-Signature=REDACTED&Signature=REDACTED&partNumber=1")"),
