@@ -664,6 +664,11 @@ struct Uploader::Impl {
   // Keys a write-through PUT holds, from its start until its request has committed it or given
   // up: no job of the key starts meanwhile, nor another write-through PUT of it.
   std::set<std::pair<std::int64_t, std::string>> through;
+  // Jobs (by seq) whose attempt ended while the queue was being read and started from: that
+  // reading may have been taken before the attempt recorded its end, and would start the job
+  // again (the same DELETE or upload sent twice, or a retry before its time).
+  bool reading_queue = false;
+  std::set<std::int64_t> ended_during_reading;
   asio::steady_timer wake;
   bool stopping = false;
   bool started = false;
@@ -2930,6 +2935,7 @@ struct Uploader::Impl {
         break;
       }
     }
+    if (reading_queue) ended_during_reading.insert(job.seq);
     in_flight.erase({job.bucket_id, job.key});
     wake.cancel();
   }
@@ -2939,6 +2945,7 @@ struct Uploader::Impl {
     while (!stopping) {
       if (in_flight.size() < parallelism) {
         // Jobs under way are still due: ask for enough to see past them.
+        reading_queue = true;
         auto read = store.due_tier_jobs(now_ms(), in_flight.size() + 4 * parallelism);
         auto due = co_await std::move(read);
         // Due jobs that wait for others: moved on a little, so that the next reading sees past
@@ -2952,7 +2959,8 @@ struct Uploader::Impl {
             const auto bound = bindings.find(job.bucket_id);
             if (bound == bindings.end()) continue;  // no longer bound: its jobs wait
             if (in_flight.count({job.bucket_id, job.key}) != 0 ||
-                through.count({job.bucket_id, job.key}) != 0) {
+                through.count({job.bucket_id, job.key}) != 0 ||
+                ended_during_reading.count(job.seq) != 0) {
               continue;
             }
             Upstream& upstream = *bound->second.upstream;
@@ -2983,6 +2991,8 @@ struct Uploader::Impl {
             asio::co_spawn(io, run_job(&bound->second, std::move(job)), asio::detached);
           }
         }
+        reading_queue = false;
+        ended_during_reading.clear();
         if (!waiting.empty()) {
           auto postponing = store.postpone_tier_jobs(std::move(waiting), now_ms() + kWaitingHold);
           auto postponed = co_await std::move(postponing);

@@ -4,6 +4,7 @@ upstream under upstream_prefix + key with the same bytes, ETag, content headers 
 deletes and renames follow; the binding is in the catalog without its secret; an unreachable
 upstream stops nothing and loses nothing; a kill -9 after the 200 loses no upload."""
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -420,6 +421,30 @@ class WriteBackTest(unittest.TestCase):
             self.assertIn("tier: this run uploaded 5 objects (5010 bytes)", bound.read_stderr())
         finally:
             bound.cleanup()
+
+    def test_each_change_goes_up_once_while_jobs_end_during_readings_of_the_queue(self):
+        # Hundreds of small jobs at once: attempts end while the uploader reads the queue for the
+        # next ones, and a reading taken before an attempt recorded its end must not send it again.
+        server = self.bound_server("once", "http://127.0.0.1:%d" % self.upstream.port,
+                                   writeback="parallelism = 16")
+        try:
+            c = client(server.port)
+            c.create_bucket(Bucket="once")
+            keys = ["k/%03d" % i for i in range(300)]
+            endpoint = "http://127.0.0.1:%d" % server.port
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda k: c.put_object(Bucket="once", Key=k, Body=k.encode()), keys))
+                rc, _, err = self.hots3("tier", "flush", "--endpoint", endpoint, "--bucket", "once", "--wait")
+                self.assertEqual(rc, 0, err)
+                list(pool.map(lambda k: c.delete_object(Bucket="once", Key=k), keys))
+            rc, _, err = self.hots3("tier", "flush", "--endpoint", endpoint, "--bucket", "once", "--wait")
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(self.up.list_objects_v2(Bucket="team-ckpt", Prefix="once/")["KeyCount"], 0)
+            self.assertEqual(server.stop(), 0)
+            self.assertIn("tier: this run uploaded 300 objects (1500 bytes) and 300 deletes; 0 retries",
+                          server.read_stderr())
+        finally:
+            server.cleanup()
 
     def test_the_binding_is_in_the_catalog_without_its_secret(self):
         mode, upstream = self.binding()
