@@ -362,17 +362,19 @@ asio::awaitable<Revalidation> revalidate_once(Service& s, const storage::BucketR
   const bool keep = f.keep_upstream_deleted || bucket.tier != storage::BucketTier::kCache;
   if (same || (status == 404 && keep)) {
     Revalidated::Kind kind = Revalidated::Kind::kCurrent;
+    if (status == 404 && object.tier_state == storage::TierState::kUpstreamOnly) {
+      // Evicted here and gone there (in any mode, whatever a cache bucket keeps): no copy of
+      // the version's data is left. Said as it is, and nothing changes here: the key can be
+      // written again, or deleted.
+      co_return Revalidated{Revalidated::Kind::kLost, nullptr};
+    }
     if (status == 404 && bucket.tier == storage::BucketTier::kCache) {
       kind = Revalidated::Kind::kKept;
-    } else if (status == 404 && object.tier_state == storage::TierState::kLocalAndUpstream) {
+    } else if (status == 404) {
       // The only copy is here now: it goes up again, and nothing evicts it meanwhile.
       auto resending = s.store().resend_tier_key(bucket.id, object.key, etag);
       if (auto resent = co_await std::move(resending); !resent) co_return from_errc(resent.error());
       kind = Revalidated::Kind::kRequeued;
-    } else if (status == 404) {
-      // Evicted here and lost there: no copy of the version's data is left. Said as it is, and
-      // nothing changes here: the key can be written again, or deleted.
-      co_return Revalidated{Revalidated::Kind::kLost, nullptr};
     }
     s.validated().mark(object.id, now_ms());
     co_return Revalidated{kind, nullptr};

@@ -463,6 +463,22 @@ class KeptAnswersTest(CacheBucket):
         heads = [line for line in list(self.proxy.lines) if line.startswith("HEAD /team-ckpt/" + PREFIX + "kept/k")]
         self.assertGreaterEqual(len(heads), 2)  # the look-up, then the revalidation that found it gone
 
+    def test_a_key_evicted_here_and_deleted_upstream_is_said_to_be_lost(self):
+        # Keeping what the upstream deleted needs the bytes here: once evicted, nobody has them.
+        self.others_put("gone/k", data(100 * 1024, 52))
+        self.s3.get_object(Bucket="ckpt", Key="gone/k")["Body"].read()
+        rc, out, err = run_hots3("tier", "evict", "--endpoint", "http://127.0.0.1:%d" % self.local.port,
+                                 "--bucket", "ckpt", "--prefix", "gone/")
+        self.assertEqual(rc, 0, out + err)
+        self.up.delete_object(Bucket="team-ckpt", Key=PREFIX + "gone/k")
+        once = client(self.local.port, botocore.config.Config(retries={"total_max_attempts": 1}))
+        with self.assertRaises(ClientError) as lost:
+            once.get_object(Bucket="ckpt", Key="gone/k")
+        meta = lost.exception.response["ResponseMetadata"]
+        self.assertEqual((meta["HTTPStatusCode"], meta["HTTPHeaders"].get("x-hots3-tier"),
+                          meta["HTTPHeaders"].get("x-hots3-revalidation")), (500, "lost", "lost"))
+        self.assertEqual(self.key_rows("gone/k"), 1)
+
     def test_a_key_the_upstream_lacks_is_not_asked_about_again_within_the_negative_ttl(self):
         heads = lambda key: len([line for line in list(self.proxy.lines)
                                  if line.startswith("HEAD /team-ckpt/" + PREFIX + key + " ")])
