@@ -167,9 +167,9 @@ bool signatures_equal(std::string_view a, std::string_view b) noexcept {
 }
 
 // ---- encoding --------------------------------------------------------------------------------
-std::string uri_encode(std::string_view bytes, bool encode_slash) {
-  std::string out;
-  out.reserve(bytes.size() + bytes.size() / 2);
+namespace {
+
+void append_uri_encoded(std::string& out, std::string_view bytes, bool encode_slash) {
   for (char c : bytes) {
     const auto u = static_cast<unsigned char>(c);
     if (kUnreserved[u] || (c == '/' && !encode_slash)) {
@@ -180,6 +180,14 @@ std::string uri_encode(std::string_view bytes, bool encode_slash) {
       out.push_back(kUpperHex[u & 15]);
     }
   }
+}
+
+}  // namespace
+
+std::string uri_encode(std::string_view bytes, bool encode_slash) {
+  std::string out;
+  out.reserve(bytes.size() + bytes.size() / 2);
+  append_uri_encoded(out, bytes, encode_slash);
   return out;
 }
 
@@ -345,7 +353,7 @@ std::string canonical_request(const CanonicalInput& input) {
   if (input.path.empty()) {
     out.push_back('/');
   } else {
-    out.append(uri_encode(input.path, false));
+    append_uri_encoded(out, input.path, false);
   }
   out.push_back('\n');
 
@@ -368,7 +376,7 @@ std::string canonical_request(const CanonicalInput& input) {
 
   // Headers, in the order signed (clients list them sorted). A repeated header's values are
   // joined with ','. A signed header that is absent gets no line (the signature then fails).
-  std::vector<std::string_view> values;
+  thread_local std::vector<std::string_view> values;  // (its capacity kept from request to request)
   for (const std::string& name : *input.signed_headers) {
     values.clear();
     input.header_values(name, values);
@@ -394,14 +402,14 @@ std::string canonical_request(const CanonicalInput& input) {
 std::string string_to_sign(std::string_view amz_date, const SigningScope& scope,
                            std::string_view canonical_request) {
   std::string out;
-  out.reserve(kAlgorithm.size() + amz_date.size() + 64 + 64 + 4);
-  out.append(kAlgorithm)
-      .append("\n")
-      .append(amz_date)
-      .append("\n")
-      .append(scope.to_string())
-      .append("\n");
-  out.append(sha256_hex(canonical_request));
+  out.reserve(kAlgorithm.size() + amz_date.size() + scope.date.size() + scope.region.size() +
+              scope.service.size() + 64 + 20);
+  out.append(kAlgorithm).append("\n").append(amz_date).append("\n");
+  out.append(scope.date).append("/").append(scope.region).append("/").append(scope.service);
+  out.append("/aws4_request\n");
+  append_hex(
+      out,
+      hots3::sha256(std::as_bytes(std::span(canonical_request.data(), canonical_request.size()))));
   return out;
 }
 

@@ -3,13 +3,20 @@
 namespace hots3 {
 
 std::string to_hex(std::span<const std::uint8_t> bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(bytes.size() * 2, '\0');
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    out[2 * i] = kDigits[bytes[i] >> 4];
-    out[2 * i + 1] = kDigits[bytes[i] & 15];
-  }
+  std::string out;
+  append_hex(out, bytes);
   return out;
+}
+
+void append_hex(std::string& out, std::span<const std::uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  const std::size_t from = out.size();
+  out.resize(from + bytes.size() * 2);
+  char* p = out.data() + from;
+  for (const std::uint8_t b : bytes) {
+    *p++ = kDigits[b >> 4];
+    *p++ = kDigits[b & 15];
+  }
 }
 
 std::optional<std::string> from_hex(std::string_view hex) {

@@ -57,7 +57,12 @@ std::string_view reason_phrase(unsigned status) noexcept {
 }
 
 void append_status_line(std::string& out, unsigned status) {
-  fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", status, reason_phrase(status));
+  // Once per response: appended, not formatted.
+  const char code[3] = {static_cast<char>('0' + status / 100 % 10),
+                        static_cast<char>('0' + status / 10 % 10),
+                        static_cast<char>('0' + status % 10)};
+  out.append("HTTP/1.1 ").append(code, sizeof code).append(" ").append(reason_phrase(status));
+  out.append("\r\n");
 }
 
 namespace {

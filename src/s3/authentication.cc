@@ -28,7 +28,7 @@ Authenticator::Authenticator(const config::S3Config& config, std::vector<config:
     : config_(config),
       sessions_(config.session_key, [this](std::string_view name) -> const config::UserConfig* {
         const UserTable& t = table();
-        auto it = t.by_name.find(std::string(name));
+        auto it = t.by_name.find(name);
         return it == t.by_name.end() ? nullptr : it->second;
       }) {
   tables_.push_back(std::make_unique<const UserTable>(std::move(users)));
@@ -51,10 +51,9 @@ std::optional<aws::SigningKey> Authenticator::verified_signing_key(const config:
                                                                    const aws::SigningScope& scope,
                                                                    std::string_view string_to_sign,
                                                                    std::string_view signature) {
-  std::string id;
-  id.reserve(user.access_key.size() + scope.date.size() + scope.region.size() +
-             scope.service.size() + 4);
-  id.append(user.access_key).append("/").append(scope.date).append("/").append(scope.region);
+  // (Written into this thread's buffer: the name is looked up, and kept only when new.)
+  thread_local std::string id;
+  id.assign(user.access_key).append("/").append(scope.date).append("/").append(scope.region);
   id.append("/").append(scope.service);
   std::optional<aws::SigningKey> key;
   {
@@ -70,14 +69,14 @@ std::optional<aws::SigningKey> Authenticator::verified_signing_key(const config:
   if (!cached) {
     std::lock_guard lock(keys_mutex_);
     if (signing_keys_.size() >= 4096) signing_keys_.clear();  // days and regions pass; stay bounded
-    signing_keys_.insert_or_assign(std::move(id), CachedKey{.user = &user, .key = *key});
+    signing_keys_.insert_or_assign(id, CachedKey{.user = &user, .key = *key});
   }
   return key;
 }
 
 const config::UserConfig* Authenticator::user_for(std::string_view access_key) const {
   const UserTable& t = table();
-  auto it = t.by_access_key.find(std::string(access_key));
+  auto it = t.by_access_key.find(access_key);
   return it == t.by_access_key.end() ? nullptr : it->second;
 }
 

@@ -8,9 +8,11 @@
 #include "sessions.h"
 
 #include "hots3/aws/sigv4.h"
+#include "hots3/common/text.h"
 #include "hots3/config/config.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -65,8 +67,10 @@ class Authenticator {
   struct UserTable {
     explicit UserTable(std::vector<config::UserConfig> all);
     std::vector<config::UserConfig> users;
-    std::unordered_map<std::string, const config::UserConfig*> by_access_key;
-    std::unordered_map<std::string, const config::UserConfig*> by_name;
+    using Index =
+        std::unordered_map<std::string, const config::UserConfig*, StringHash, std::equal_to<>>;
+    Index by_access_key;
+    Index by_name;
   };
   [[nodiscard]] const UserTable& table() const { return *table_.load(std::memory_order_acquire); }
 
@@ -82,7 +86,7 @@ class Authenticator {
     aws::SigningKey key{};
   };
   std::mutex keys_mutex_;
-  std::unordered_map<std::string, CachedKey> signing_keys_;
+  std::unordered_map<std::string, CachedKey, StringHash, std::equal_to<>> signing_keys_;
 };
 
 }  // namespace hots3::s3

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <ctime>
 
@@ -21,12 +20,17 @@ std::tm utc(std::int64_t ms) {
   return tm;
 }
 
-// Digits only: from_chars alone would take a sign ("-1"), and a date that parses in more than
-// one spelling is a signed field a client could vary.
+// Digits only (no sign, no space): a date that parses in more than one spelling is a signed
+// field a client could vary. Read digit by digit: every signed request parses its x-amz-date.
 bool number(std::string_view text, int& out) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) return false;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc{} && p == text.data() + text.size();
+  if (text.empty() || text.size() > 9) return false;
+  int value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + (c - '0');
+  }
+  out = value;
+  return true;
 }
 
 int days_in_month(int year, int month) {  // month 0..11
@@ -47,14 +51,13 @@ std::optional<std::int64_t> to_ms(int year, int month, int day, int hour, int mi
       minute > 59 || second > 60 || year < 1970) {
     return std::nullopt;
   }
-  std::tm tm{};
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  return static_cast<std::int64_t>(timegm(&tm)) * 1000;
+  // The calendar's arithmetic, not timegm (which takes the time zone lock on every call).
+  using namespace std::chrono;
+  const sys_days date{std::chrono::year{year} /
+                      std::chrono::month{static_cast<unsigned>(month) + 1} /
+                      std::chrono::day{static_cast<unsigned>(day)}};
+  const auto at = date + hours{hour} + minutes{minute} + seconds{second};
+  return static_cast<std::int64_t>(at.time_since_epoch().count()) * 1000;
 }
 
 }  // namespace

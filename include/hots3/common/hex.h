@@ -14,6 +14,8 @@ namespace hots3 {
 
 // Lower-case hex of the bytes.
 std::string to_hex(std::span<const std::uint8_t> bytes);
+// The same, appended to `out`.
+void append_hex(std::string& out, std::span<const std::uint8_t> bytes);
 // The value of one hex digit (either case); -1 for anything else.
 namespace detail {
 // By table rather than by ranges: the branches of the ranges mispredict on random digits, and a

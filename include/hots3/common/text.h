@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +20,15 @@ constexpr char to_lower(char c) noexcept {
 constexpr bool is_space(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
+
+// Hash for maps keyed by std::string that are looked up by std::string_view (with
+// std::equal_to<>): a look-up makes no key string.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view text) const noexcept {
+    return std::hash<std::string_view>{}(text);
+  }
+};
 
 std::string lower(std::string_view text);
 // `text` without the is_space characters at either end.
