@@ -77,13 +77,21 @@ std::optional<std::string> parse_credential(std::string_view credential, Authori
     return "the Credential's access key, region and service must each be at most " +
            std::to_string(kCredentialFieldBytesMax) + " bytes";
   }
-  out.access_key = std::string(parts[0]);
-  out.scope = SigningScope{std::string(parts[1]), std::string(parts[2]), std::string(parts[3])};
+  out.access_key.assign(parts[0]);
+  out.scope.date.assign(parts[1]);
+  out.scope.region.assign(parts[2]);
+  out.scope.service.assign(parts[3]);
   return std::nullopt;
 }
 
+// `target` = `text` in lower case, in the string's own room when it has enough.
+void assign_lower(std::string& target, std::string_view text) {
+  target.assign(text);
+  for (char& c : target) c = to_lower(c);
+}
+
 std::optional<std::string> parse_signed_headers(std::string_view list, Authorization& out) {
-  out.signed_headers.clear();
+  std::size_t count = 0;  // (the list's strings are assigned again, not made again)
   for (std::size_t start = 0;;) {
     const std::size_t semi = list.find(';', start);
     const std::string_view name =
@@ -92,16 +100,18 @@ std::optional<std::string> parse_signed_headers(std::string_view list, Authoriza
         std::any_of(name.begin(), name.end(), [](char c) { return is_space(c) || c == ','; })) {
       return "the SignedHeaders list '" + std::string(list) + "' is mal-formed";
     }
-    out.signed_headers.push_back(lower(name));
+    if (count == out.signed_headers.size()) out.signed_headers.emplace_back();
+    assign_lower(out.signed_headers[count++], name);
     if (semi == std::string_view::npos) break;
     start = semi + 1;
   }
+  out.signed_headers.resize(count);
   return std::nullopt;
 }
 
 std::optional<std::string> parse_signature(std::string_view signature, Authorization& out) {
   if (!is_signature_hex(signature)) return "the Signature must be 64 hexadecimal characters";
-  out.signature = lower(signature);
+  assign_lower(out.signature, signature);
   return std::nullopt;
 }
 
@@ -235,6 +245,12 @@ std::string SigningScope::to_string() const {
 }
 
 std::variant<Authorization, ParseError> parse_authorization(std::string_view header_value) {
+  Authorization out;
+  if (auto e = parse_authorization(header_value, out)) return std::move(*e);
+  return out;
+}
+
+std::optional<ParseError> parse_authorization(std::string_view header_value, Authorization& out) {
   const auto error = [](std::string_view what) {
     return ParseError{"The authorization header is malformed; " + std::string(what) + "."};
   };
@@ -245,7 +261,6 @@ std::variant<Authorization, ParseError> parse_authorization(std::string_view hea
   }
   rest = trim(rest.substr(kAlgorithm.size()));
 
-  Authorization out;
   bool have_credential = false;
   bool have_signed_headers = false;
   bool have_signature = false;
@@ -279,7 +294,7 @@ std::variant<Authorization, ParseError> parse_authorization(std::string_view hea
   if (!have_credential) return error("missing Credential");
   if (!have_signed_headers) return error("missing SignedHeaders");
   if (!have_signature) return error("missing Signature");
-  return out;
+  return std::nullopt;
 }
 
 std::variant<PresignedV4, ParseError> parse_presigned_v4(const std::vector<QueryParameter>& query) {

@@ -252,10 +252,11 @@ std::optional<Error> check_presigned_window(std::int64_t signed_at_ms, std::uint
 
 std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
                                                            std::string_view authorization) {
-  auto parsed = aws::parse_authorization(authorization);
-  if (auto* e = std::get_if<aws::ParseError>(&parsed))
+  // This thread's, its strings' room kept from request to request (nothing here waits, and
+  // nothing keeps a reference to it).
+  thread_local aws::Authorization a;
+  if (auto e = aws::parse_authorization(authorization, a))
     return Error(Code::kAuthorizationHeaderMalformed, e->message);
-  auto& a = std::get<aws::Authorization>(parsed);
   // Signed with S3 Express session credentials: their token says whose they are.
   const auto token = r.header("x-amz-s3session-token");
   const config::UserConfig* user = token ? nullptr : user_for(a.access_key);

@@ -76,6 +76,9 @@ struct Authorization {
   std::string signature;                    // lower-case hex
 };
 std::variant<Authorization, ParseError> parse_authorization(std::string_view header_value);
+// The same into `out`, whose strings keep their room (a server parses one per request); after a
+// ParseError `out` holds nothing of use.
+std::optional<ParseError> parse_authorization(std::string_view header_value, Authorization& out);
 
 // X-Amz-Algorithm, X-Amz-Credential, X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders,
 // X-Amz-Signature from a presigned URL's (decoded) query. The names are case-sensitive, as AWS
