@@ -36,6 +36,7 @@ Service::Service(storage::ObjectStore& store, const config::S3Config& config,
   std::array<std::byte, 24> id{};
   random_bytes(id);
   host_id_ = aws::base64_encode(id);
+  fixed_lines_ = "x-amz-id-2: " + host_id_ + "\r\nServer: hots3\r\n";
   if (operators_.registry != nullptr)
     operators_.registry->add([this](metrics::Writer& w) { requests_.write(w); });
 }
@@ -98,8 +99,7 @@ http::Response Service::response(const Request& r, unsigned status) const {
   // the list is allocated once, not grown four times.
   response.headers.reserve(16);
   response.add("x-amz-request-id", std::string(r.head.request_id));
-  response.add("x-amz-id-2", host_id_);
-  response.add("Server", "hots3");
+  response.fixed_lines = fixed_lines_;
   return response;
 }
 
@@ -171,8 +171,7 @@ http::Response Service::protocol_error(http::ProtocolError error, std::string_vi
   http::Response response(status);
   response.add("Content-Type", "application/xml");
   response.add("x-amz-request-id", std::string(request_id));
-  response.add("x-amz-id-2", host_id_);
-  response.add("Server", "hots3");
+  response.fixed_lines = fixed_lines_;
   return response;
 }
 

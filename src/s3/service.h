@@ -139,7 +139,8 @@ class Service final : public Handler {
   storage::ObjectStore& store_;
   config::S3Config config_;
   Authenticator authenticator_;
-  std::string host_id_;  // x-amz-id-2
+  std::string host_id_;      // x-amz-id-2
+  std::string fixed_lines_;  // x-amz-id-2 and Server, as every response sends them
   ClientTokens client_tokens_;
   http::ProbeFn probes_;
   tier::WriteThrough* write_through_;

@@ -68,6 +68,10 @@ struct Response {
   explicit Response(unsigned status_code) : status(status_code) {}
 
   unsigned status = 200;
+  // Header lines sent as they are ("Name: value\r\n" each), before `headers`: a service's own,
+  // the same on every response, rendered once (not a name and a value copied per response).
+  // The text outlives the response.
+  std::string_view fixed_lines;
   std::vector<Header> headers;
   // Body length. Absent: the body is sent chunked. Ignored (no body is sent) for HEAD requests
   // and for 1xx, 204 and 304, but still sent as Content-Length on HEAD.
