@@ -66,12 +66,21 @@ std::variant<storage::DeleteCondition, Error> delete_condition(const Request& r)
 
 std::optional<Error> read_conditions(const Request& r, const storage::ObjectRecord& object,
                                      bool copy_source) {
-  const std::string prefix = copy_source ? "x-amz-copy-source-" : "";
+  // The headers' names as constants: every GET and HEAD looks all four up.
+  struct Names {
+    std::string_view if_match, if_none_match, if_unmodified, if_modified;
+  };
+  static constexpr Names kObject{"if-match", "if-none-match", "if-unmodified-since",
+                                 "if-modified-since"};
+  static constexpr Names kCopySource{
+      "x-amz-copy-source-if-match", "x-amz-copy-source-if-none-match",
+      "x-amz-copy-source-if-unmodified-since", "x-amz-copy-source-if-modified-since"};
+  const Names& names = copy_source ? kCopySource : kObject;
   const std::int64_t modified_s = object.created_ms / 1000;
-  const auto if_match = r.header(prefix + "if-match");
-  const auto if_none_match = r.header(prefix + "if-none-match");
-  const auto if_unmodified = r.header(prefix + "if-unmodified-since");
-  const auto if_modified = r.header(prefix + "if-modified-since");
+  const auto if_match = r.header(names.if_match);
+  const auto if_none_match = r.header(names.if_none_match);
+  const auto if_unmodified = r.header(names.if_unmodified);
+  const auto if_modified = r.header(names.if_modified);
   const std::string condition_prefix = copy_source ? "x-amz-copy-source-" : "";
   if (if_match) {
     if (!etag_matches(*if_match, object.etag))
