@@ -475,6 +475,8 @@ asio::awaitable<Result<void>> Session<Stream>::write_head(Response response) {
     head_bytes_.insert(0, kContinue);
   }
   head_bytes_ += response.fixed_lines;
+  if (!response.request_id_header.empty())
+    append_header(head_bytes_, response.request_id_header, head_.request_id);
   for (const Header& h : response.headers) append_header(head_bytes_, h.name, h.value);
   if (response_length_ && status_ >= 200 && status_ != 204 && status_ != 304) {
     append_header(head_bytes_, "Content-Length", std::to_string(*response_length_));

@@ -48,7 +48,7 @@ asio::awaitable<bool> admin_only(Service& s, Request& r) {
 }
 
 asio::awaitable<void> send_json(Service& s, Request& r, std::string body) {
-  http::Response head = s.response(r, 200);
+  http::Response head = s.response(200);
   head.add("Content-Type", "application/json");
   body += '\n';
   co_await r.exchange.respond(std::move(head), std::move(body));

@@ -150,7 +150,7 @@ asio::awaitable<void> create_bucket(Service& s, Request& r) {
       co_return co_await s.send_error(r, from_errc(created.error()));
     }
   }
-  http::Response head = s.response(r, 200);
+  http::Response head = s.response(200);
   head.add("Location", "/" + r.bucket);
   co_await s.send_empty(r, 200, std::move(head));
 }
@@ -166,13 +166,13 @@ asio::awaitable<void> delete_bucket(Service& s, Request& r) {
       co_return co_await s.send_error(r, Error(Code::kNoSuchBucket).with("BucketName", r.bucket));
     co_return co_await s.send_error(r, from_errc(deleted.error()));
   }
-  co_await s.send_empty(r, 204, s.response(r, 204));
+  co_await s.send_empty(r, 204, s.response(204));
 }
 
 asio::awaitable<void> head_bucket(Service& s, Request& r) {
   auto bucket = co_await s.bucket_for(r, Access::kRead);
   if (!bucket) co_return;
-  http::Response head = s.response(r, 200);
+  http::Response head = s.response(200);
   head.add("x-amz-bucket-region", s.config().region);
   head.add("x-amz-access-point-alias", "false");
   if (const auto zone = directory_bucket_zone(r.bucket)) {
@@ -389,7 +389,7 @@ asio::awaitable<void> bucket_subresource(Service& s, Request& r) {
     // The only ACL a hots3 bucket has is "owner: full control"; setting exactly that is true.
     auto acl = r.header("x-amz-acl");
     if (acl && (*acl == "private" || *acl == "bucket-owner-full-control") && !r.head.has_body()) {
-      co_return co_await s.send_empty(r, 200, s.response(r, 200));
+      co_return co_await s.send_empty(r, 200, s.response(200));
     }
   }
   co_await s.send_error(

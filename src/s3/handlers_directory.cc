@@ -167,7 +167,7 @@ asio::awaitable<void> advance_session_clock(Service& s, Request& r) {
     co_return co_await s.send_error(r, std::move(e));
   }
   s.sessions().advance(std::chrono::seconds(*n));
-  co_await s.send_empty(r, 204, s.response(r, 204));
+  co_await s.send_empty(r, 204, s.response(204));
 }
 
 }  // namespace hots3::s3

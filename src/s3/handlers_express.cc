@@ -163,7 +163,7 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
     parameters = rename_parameters(r, source_key);
     switch (s.client_tokens().find(token_scope, *client, parameters)) {
       case ClientTokens::Seen::kSame:
-        co_return co_await s.send_empty(r, 200, s.response(r, 200));
+        co_return co_await s.send_empty(r, 200, s.response(200));
       case ClientTokens::Seen::kDifferent:
         co_return co_await s.send_error(r, Code::kIdempotencyParameterMismatch);
       case ClientTokens::Seen::kNew:
@@ -191,7 +191,7 @@ asio::awaitable<void> rename_object(Service& s, Request& r) {
   // The new name first: the old one's upstream delete waits for its copy there.
   auto confirming = s.upstream_confirms(r, *bucket, {r.key, source_key});
   if (auto e = co_await std::move(confirming)) co_return co_await s.send_error(r, std::move(*e));
-  co_await s.send_empty(r, 200, s.response(r, 200));
+  co_await s.send_empty(r, 200, s.response(200));
 }
 
 // ---- PutObject with x-amz-write-offset-bytes (append) ----------------------------------------
@@ -338,7 +338,7 @@ asio::awaitable<void> append_object(Service& s, Request& r, storage::BucketRecor
   }
   auto confirming = s.upstream_confirms(r, bucket, {r.key});
   if (auto e = co_await std::move(confirming)) co_return co_await s.send_error(r, std::move(*e));
-  http::Response response = s.response(r, 200);
+  http::Response response = s.response(200);
   response.add("ETag", quoted(committed->etag));
   response.add("x-amz-object-size", std::to_string(committed->size_bytes));
   for (const auto& c : stored_checksums(committed->checksums)) response.add(c.header, c.value);

@@ -122,7 +122,7 @@ class CompletionResponse {
     Result<void> sent;
     if (!streaming_) {
       streaming_ = true;
-      http::Response head = s_.response(r_, 200);
+      http::Response head = s_.response(200);
       head.add("Content-Type", "application/xml");
       head.content_length.reset();  // chunked: the length is not known yet
       sent = co_await r_.exchange.write_head(std::move(head));
@@ -217,7 +217,7 @@ asio::awaitable<void> create_multipart_upload(Service& s, Request& r) {
                                                  std::get<storage::ObjectSpec>(std::move(spec)),
                                                  algorithm, type);
   if (!upload) co_return co_await s.send_error(r, from_errc(upload.error()));
-  http::Response head = s.response(r, 200);
+  http::Response head = s.response(200);
   if (algorithm) head.add("x-amz-checksum-algorithm", *algorithm);
   if (type) head.add("x-amz-checksum-type", *type);
   XmlWriter xml("InitiateMultipartUploadResult");
@@ -364,7 +364,7 @@ asio::awaitable<void> upload_part(Service& s, Request& r) {
           r, Error(Code::kNoSuchUpload).with("UploadId", upload.upload_id));
     co_return co_await s.send_error(r, from_errc(part.error()));
   }
-  http::Response head = s.response(r, 200);
+  http::Response head = s.response(200);
   // The part's checksum goes back to the client: SDKs put it in their Complete request.
   for (const auto& c : stored_checksums(part->checksums)) head.add(c.header, c.value);
   if (copy_source) {
@@ -528,13 +528,13 @@ asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {
   if (!bucket) co_return;
   auto found = upload_of(s, r, *bucket);
   if (auto* e = std::get_if<Error>(&found)) {
-    if (was_aborted(s, r)) co_return co_await s.send_empty(r, 204, s.response(r, 204));
+    if (was_aborted(s, r)) co_return co_await s.send_empty(r, 204, s.response(204));
     co_return co_await s.send_error(r, std::move(*e));
   }
   auto aborted = co_await s.store().abort_upload(std::get<storage::UploadRecord>(found).upload_id);
   if (!aborted) {
     if (aborted.error() == errc::kNotFound) {
-      if (was_aborted(s, r)) co_return co_await s.send_empty(r, 204, s.response(r, 204));
+      if (was_aborted(s, r)) co_return co_await s.send_empty(r, 204, s.response(204));
       co_return co_await s.send_error(
           r, Error(Code::kNoSuchUpload).with("UploadId", *r.param("uploadId")));
     }
@@ -543,7 +543,7 @@ asio::awaitable<void> abort_multipart_upload(Service& s, Request& r) {
   if (storage::writes_through(bucket->tier) && s.write_through() != nullptr) {
     s.write_through()->abort_parts(std::get<storage::UploadRecord>(found));
   }
-  co_await s.send_empty(r, 204, s.response(r, 204));
+  co_await s.send_empty(r, 204, s.response(204));
 }
 
 asio::awaitable<void> list_parts(Service& s, Request& r) {

@@ -213,7 +213,7 @@ asio::awaitable<void> put_object(Service& s, Request& r) {
     auto waiting = s.wait_upstream_for(*bucket, r.key);
     if (auto e = co_await std::move(waiting)) co_return co_await s.send_error(r, std::move(*e));
   }
-  http::Response head = s.response(r, 200);
+  http::Response head = s.response(200);
   head.add("ETag", quoted(committed->etag));
   for (const auto& c : stored_checksums(committed->checksums)) head.add(c.header, c.value);
   if (committed->checksums.type) head.add("x-amz-checksum-type", *committed->checksums.type);
@@ -330,7 +330,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   const storage::ObjectRecord& object = reader ? reader->object() : *record;
   if (auto e = read_conditions(r, object, false)) {
     if (e->code == Code::kNotModified) {
-      http::Response head = s.response(r, 304);
+      http::Response head = s.response(304);
       head.add("ETag", quoted(object.etag));
       head.add("Last-Modified", http_date(object.created_ms));
       co_return co_await s.send_empty(r, 304, std::move(head));
@@ -351,7 +351,7 @@ asio::awaitable<void> get_object(Service& s, Request& r, bool head_only) {
   auto selected = select_body(r, object, part_number, part);
   if (auto* e = std::get_if<Error>(&selected)) co_return co_await s.send_error(r, std::move(*e));
   const BodySelection& selection = std::get<BodySelection>(selected);
-  http::Response head = s.response(r, selection.partial ? 206 : 200);
+  http::Response head = s.response(selection.partial ? 206 : 200);
   add_object_headers(head, r, object, selection);
   if (bucket->tier != storage::BucketTier::kNone) {
     // As S3 tells of an archived object: its data here (restored), or being fetched (a restore or
@@ -405,7 +405,7 @@ asio::awaitable<void> delete_object(Service& s, Request& r) {
   if (!deleted) co_return co_await s.send_error(r, delete_error(deleted.error(), r.key));
   auto confirming = s.upstream_confirms(r, *bucket, {r.key});
   if (auto e = co_await std::move(confirming)) co_return co_await s.send_error(r, std::move(*e));
-  co_await s.send_empty(r, 204, s.response(r, 204));
+  co_await s.send_empty(r, 204, s.response(204));
 }
 
 asio::awaitable<void> delete_objects(Service& s, Request& r) {
@@ -605,7 +605,7 @@ asio::awaitable<void> get_object_attributes(Service& s, Request& r) {
     if (!listed) co_return co_await s.send_error(r, from_errc(listed.error()));
     parts = std::move(*listed);
   }
-  http::Response head = s.response(r, 200);
+  http::Response head = s.response(200);
   head.add("Last-Modified", http_date(object.created_ms));
   co_await s.send_xml(r, 200, attributes_response(asked, object, parts, storage_class(r.bucket)),
                       std::move(head));
@@ -641,7 +641,7 @@ asio::awaitable<void> object_subresource(Service& s, Request& r) {
           co_return co_await s.send_error(r, std::move(*e));
         owner_only = std::get<bool>(parsed);
       }
-      if (owner_only) co_return co_await s.send_empty(r, 200, s.response(r, 200));
+      if (owner_only) co_return co_await s.send_empty(r, 200, s.response(200));
       co_return co_await s.send_error(
           r, Error(Code::kNotImplemented, "Only the owner-full-control ACL is supported."));
     }

@@ -506,7 +506,7 @@ asio::awaitable<void> restore_object(Service& s, Request& r) {
   if (object.tier_state == storage::TierState::kLost)
     co_return co_await s.send_error(r, from_errc(errc::kLost));
   if (object.tier_state != storage::TierState::kUpstreamOnly) {
-    co_return co_await s.send_empty(r, 200, s.response(r, 200));
+    co_return co_await s.send_empty(r, 200, s.response(200));
   }
   std::optional<Error> refused;
   if (s.read_through() == nullptr) {
@@ -525,7 +525,7 @@ asio::awaitable<void> restore_object(Service& s, Request& r) {
   if (asked == FillFlights::Asked::kAlready)
     co_return co_await s.send_error(r, Code::kRestoreAlreadyInProgress);
   if (asked == FillFlights::Asked::kFull) co_return co_await s.send_error(r, Code::kSlowDown);
-  co_await s.send_empty(r, 202, s.response(r, 202));
+  co_await s.send_empty(r, 202, s.response(202));
 }
 
 }  // namespace hots3::s3

@@ -93,19 +93,19 @@ asio::awaitable<void> Service::serve_metrics(Request& r, std::string_view token)
   co_await r.exchange.respond(std::move(head), operators_.registry->scrape());
 }
 
-http::Response Service::response(const Request& r, unsigned status) const {
+http::Response Service::response(unsigned status) const {
   http::Response response(status);
   // Room for what an object's GET adds (its headers, metadata, and a tiered bucket's four), so
   // the list is allocated once, not grown four times.
   response.headers.reserve(16);
-  response.add("x-amz-request-id", std::string(r.head.request_id));
+  response.request_id_header = "x-amz-request-id";
   response.fixed_lines = fixed_lines_;
   return response;
 }
 
 asio::awaitable<void> Service::send_error(Request& r, Error error) {
   const unsigned status = http_status(error.code);
-  http::Response head = response(r, status);
+  http::Response head = response(status);
   for (const auto& [name, value] : error.headers) head.add(name, value);
   if (error.code == Code::kInvalidRange) {
     // A 416 says what there is to range over (RFC 9110), HEAD included.

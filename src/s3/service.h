@@ -75,12 +75,12 @@ class Service final : public Handler {
   }
 
   // A response head with the headers every S3 response has.
-  http::Response response(const Request& r, unsigned status) const;
+  http::Response response(unsigned status) const;
   asio::awaitable<void> send_error(Request& r, Error error);
   asio::awaitable<void> send_xml(Request& r, unsigned status, std::string body,
                                  http::Response head);
   asio::awaitable<void> send_xml(Request& r, unsigned status, std::string body) {
-    co_await send_xml(r, status, std::move(body), response(r, status));
+    co_await send_xml(r, status, std::move(body), response(status));
   }
   asio::awaitable<void> send_empty(Request& r, unsigned status, http::Response head);
 

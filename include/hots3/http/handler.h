@@ -72,6 +72,8 @@ struct Response {
   // the same on every response, rendered once (not a name and a value copied per response).
   // The text outlives the response.
   std::string_view fixed_lines;
+  // When set, a header of this name with the request's id (RequestHead::request_id) follows.
+  std::string_view request_id_header;
   std::vector<Header> headers;
   // Body length. Absent: the body is sent chunked. Ignored (no body is sent) for HEAD requests
   // and for 1xx, 204 and 304, but still sent as Content-Length on HEAD.
