@@ -98,9 +98,17 @@ fio_file() { echo "${FIO_FILE:-${BENCH_DEVICE:-$WORK/fio.dat}}"; }
 # device) with the bench user; sets HOTS3_URL and HOTS3_PID and exports the bench credentials
 # as AWS_*. relaunch_hots3 starts it again on the same data with the same configuration.
 start_hots3() {
-  local bin=$1 threads=$2 extra=${3:-}
   rm -rf "$WORK/hots3" && mkdir -p "$WORK/hots3"
   bench_device_reset
+  hots3_config "$2" "${3:-}"
+  HOTS3_BIN=$1
+  relaunch_hots3
+}
+# hots3_config THREADS [extra TOML lines]: $WORK/hots3/hots3.toml, with THREADS workers, no access
+# log, and the bench user (an admin).
+hots3_config() {
+  local threads=$1 extra=${2:-}
+  mkdir -p "$WORK/hots3"
   cat > "$WORK/hots3/hots3.toml" <<CONF
 [http]
 threads = $threads
@@ -114,8 +122,6 @@ secret_key = "$BENCH_SECRET_KEY"
 admin = true
 $extra
 CONF
-  HOTS3_BIN=$bin
-  relaunch_hots3
 }
 # start_tier_server NAME [extra TOML lines]: a hots3 ($HOTS3) of its own in $WORK/NAME, with a
 # device of $DEVICE_BYTES, the bench user, and an access log in $WORK/NAME/access when
