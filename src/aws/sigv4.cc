@@ -237,10 +237,18 @@ std::optional<std::vector<QueryParameter>> parse_query(std::string_view raw) {
 }
 
 // ---- SigV4 -----------------------------------------------------------------------------------
+namespace {
+// "date/region/service/aws4_request", appended: the strings to sign write it in place.
+void append_scope(std::string& out, const SigningScope& scope) {
+  out.append(scope.date).append("/").append(scope.region).append("/").append(scope.service);
+  out.append("/aws4_request");
+}
+}  // namespace
+
 std::string SigningScope::to_string() const {
   std::string out;
   out.reserve(date.size() + region.size() + service.size() + 16);
-  out.append(date).append("/").append(region).append("/").append(service).append("/aws4_request");
+  append_scope(out, *this);
   return out;
 }
 
@@ -420,8 +428,8 @@ std::string string_to_sign(std::string_view amz_date, const SigningScope& scope,
   out.reserve(kAlgorithm.size() + amz_date.size() + scope.date.size() + scope.region.size() +
               scope.service.size() + 64 + 20);
   out.append(kAlgorithm).append("\n").append(amz_date).append("\n");
-  out.append(scope.date).append("/").append(scope.region).append("/").append(scope.service);
-  out.append("/aws4_request\n");
+  append_scope(out, scope);
+  out.append("\n");
   append_hex(
       out,
       hots3::sha256(std::as_bytes(std::span(canonical_request.data(), canonical_request.size()))));
@@ -450,11 +458,9 @@ std::string chunk_string_to_sign(std::string_view amz_date, const SigningScope& 
                                  std::string_view chunk_sha256_hex) {
   std::string out;
   out.reserve(amz_date.size() + 320);  // the other fields are short and fixed-size
-  out.append("AWS4-HMAC-SHA256-PAYLOAD\n")
-      .append(amz_date)
-      .append("\n")
-      .append(scope.to_string())
-      .append("\n");
+  out.append("AWS4-HMAC-SHA256-PAYLOAD\n").append(amz_date).append("\n");
+  append_scope(out, scope);
+  out.append("\n");
   out.append(previous_signature)
       .append("\n")
       .append(kEmptySha256)
@@ -468,11 +474,9 @@ std::string trailer_string_to_sign(std::string_view amz_date, const SigningScope
                                    std::string_view trailer_sha256_hex) {
   std::string out;
   out.reserve(amz_date.size() + 256);
-  out.append("AWS4-HMAC-SHA256-TRAILER\n")
-      .append(amz_date)
-      .append("\n")
-      .append(scope.to_string())
-      .append("\n");
+  out.append("AWS4-HMAC-SHA256-TRAILER\n").append(amz_date).append("\n");
+  append_scope(out, scope);
+  out.append("\n");
   out.append(previous_signature).append("\n").append(trailer_sha256_hex);
   return out;
 }
