@@ -188,8 +188,7 @@ void Server::Impl::reject(Worker& worker, tcp::socket socket) {
   std::string wire;
   detail::append_status_line(wire, response.status);
   detail::append_header(wire, "Date", detail::http_date(worker));
-  wire += response.fixed_lines;
-  for (const auto& h : response.headers) detail::append_header(wire, h.name, h.value);
+  detail::append_response_headers(wire, response, std::string_view(request_id, sizeof request_id));
   detail::append_header(wire, "Content-Length", std::to_string(body.size()));
   wire += "Connection: close\r\n\r\n";
   wire += body;

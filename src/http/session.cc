@@ -474,10 +474,7 @@ asio::awaitable<Result<void>> Session<Stream>::write_head(Response response) {
     continue_sent_ = true;
     head_bytes_.insert(0, kContinue);
   }
-  head_bytes_ += response.fixed_lines;
-  if (!response.request_id_header.empty())
-    append_header(head_bytes_, response.request_id_header, head_.request_id);
-  for (const Header& h : response.headers) append_header(head_bytes_, h.name, h.value);
+  append_response_headers(head_bytes_, response, head_.request_id);
   if (response_length_ && status_ >= 200 && status_ != 204 && status_ != 304) {
     append_header(head_bytes_, "Content-Length", std::to_string(*response_length_));
   } else if (chunked_out_) {

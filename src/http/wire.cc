@@ -91,6 +91,14 @@ void append_header(std::string& out, std::string_view name, std::string_view val
   out += "\r\n";
 }
 
+void append_response_headers(std::string& out, const Response& response,
+                             std::string_view request_id) {
+  out += response.fixed_lines;
+  if (!response.request_id_header.empty())
+    append_header(out, response.request_id_header, request_id);
+  for (const Header& h : response.headers) append_header(out, h.name, h.value);
+}
+
 std::size_t format_chunk_line(std::size_t size_bytes, char* out) noexcept {
   auto* end = fmt::format_to(out, "{:x}\r\n", size_bytes);
   return static_cast<std::size_t>(end - out);

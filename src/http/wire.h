@@ -22,6 +22,11 @@ std::string_view reason_phrase(unsigned status) noexcept;
 // split the response.
 void append_header(std::string& out, std::string_view name, std::string_view value);
 
+// The headers a handler gave `response`: its fixed lines as they are, its request-id header
+// (with `request_id`) if it names one, then its list, each as append_header writes it.
+void append_response_headers(std::string& out, const Response& response,
+                             std::string_view request_id);
+
 // "1f40\r\n" into `out` (at least 20 bytes); returns its length.
 std::size_t format_chunk_line(std::size_t size_bytes, char* out) noexcept;
 

@@ -168,11 +168,9 @@ http::Response Service::protocol_error(http::ProtocolError error, std::string_vi
   }
   status = http_status(e.code);
   body = error_body(e, "", request_id, host_id_);
-  http::Response response(status);
-  response.add("Content-Type", "application/xml");
-  response.add("x-amz-request-id", std::string(request_id));
-  response.fixed_lines = fixed_lines_;
-  return response;
+  http::Response head = response(status);
+  head.add("Content-Type", "application/xml");
+  return head;
 }
 
 asio::awaitable<std::optional<storage::BucketRecord>> Service::bucket_for(Request& r,

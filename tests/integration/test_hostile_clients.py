@@ -327,6 +327,12 @@ class HostileClients(s3.ServerTestCase):
                 data = read_until_closed(sock, 2)
                 if data and data.startswith(b"HTTP/1.1 503"):
                     turned_away += 1
+                    # Turned away before a request was read, it still says who answered, and
+                    # under which id (as every S3 answer does).
+                    head = data.split(b"\r\n\r\n", 1)[0].decode()
+                    self.assertRegex(head, r"\r\nx-amz-request-id: [0-9A-F]{16}\r\n")
+                    self.assertRegex(head, r"\r\nx-amz-id-2: \S+\r\n")
+                    self.assertIn("\r\nServer: hots3\r\n", head)
             self.assertGreater(turned_away, 0, "no connection over the limit was turned away")
         finally:
             for sock in held:
