@@ -28,6 +28,7 @@ namespace hots3::http {
 namespace asio = boost::asio;
 using detail::Clock;
 using detail::Connection;
+using detail::DeadlineClock;
 using detail::tcp;
 using detail::Worker;
 
@@ -262,7 +263,7 @@ asio::awaitable<void> Server::Impl::sweep_loop(std::shared_ptr<detail::Shared> /
     worker.sweeper->expires_after(worker.sweep_interval);
     co_await worker.sweeper->async_wait(asio::as_tuple(asio::use_awaitable));  // cancelled on stop
     if (worker.stopped) break;
-    const auto now = Clock::now();
+    const auto now = DeadlineClock::now();
     for (Connection* c = worker.connections; c != nullptr;) {
       Connection* next = c->next();  // expire()/close_now() never unlink synchronously
       // (An idle connection's deadline is idle_timeout after it began to wait.)

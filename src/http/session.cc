@@ -306,6 +306,7 @@ asio::awaitable<void> Session<Stream>::serve() {
   head_.tls = tls_;
   head_.remote_address = remote_;
   head_.request_id = std::string_view(request_id_, sizeof request_id_);
+  head_.started = started_;
 
   body_done_ = !head_.has_body();
   body_left_bytes_ = head_.chunked ? 0 : head_.content_length.value_or(0);

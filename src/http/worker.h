@@ -4,6 +4,7 @@
 // connections (session.cc). Everything in a Worker is touched only on that worker's thread,
 // except the atomics in Shared.
 
+#include "hots3/common/clock.h"
 #include "hots3/config/config.h"
 #include "hots3/http/handler.h"
 
@@ -30,6 +31,9 @@ namespace hots3::http::detail {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+// What connection deadlines are measured on: they are set several times per request and checked
+// by a sweeper that runs every few milliseconds at best, so a clock a tick behind serves.
+using DeadlineClock = CoarseSteadyClock;
 
 struct Worker;
 
@@ -108,7 +112,7 @@ class Connection {
   // Close at once (end of the shutdown grace period, or idle during shutdown).
   virtual void close_now() = 0;
 
-  [[nodiscard]] Clock::time_point deadline() const noexcept { return deadline_; }
+  [[nodiscard]] DeadlineClock::time_point deadline() const noexcept { return deadline_; }
   [[nodiscard]] bool idle() const noexcept { return idle_; }
   // Whether the connection has begun a request: an idle one that has not was just opened (its
   // first request may be on its way), one that has is kept alive between requests.
@@ -116,15 +120,17 @@ class Connection {
   [[nodiscard]] Connection* next() const noexcept { return next_; }
 
  protected:
-  void arm(std::chrono::milliseconds timeout) noexcept { deadline_ = Clock::now() + timeout; }
-  void disarm() noexcept { deadline_ = Clock::time_point::max(); }
+  void arm(std::chrono::milliseconds timeout) noexcept {
+    deadline_ = DeadlineClock::now() + timeout;
+  }
+  void disarm() noexcept { deadline_ = DeadlineClock::time_point::max(); }
 
   Worker& worker_;
   bool idle_ = false;  // waiting for the next request (or the first)
   bool used_ = false;  // a request has begun on it
 
  private:
-  Clock::time_point deadline_ = Clock::time_point::max();
+  DeadlineClock::time_point deadline_ = DeadlineClock::time_point::max();
   Connection* prev_ = nullptr;
   Connection* next_ = nullptr;
 };

@@ -230,7 +230,7 @@ SignedText signed_text(const Request& r, const aws::Authorization& a, std::strin
 // A presigned URL is good from its X-Amz-Date (less the allowed skew) for X-Amz-Expires seconds.
 std::optional<Error> check_presigned_window(std::int64_t signed_at_ms, std::uint64_t expires_s,
                                             std::chrono::milliseconds skew) {
-  const std::int64_t now = now_ms();
+  const std::int64_t now = coarse_now_ms();
   const std::int64_t expires_ms = signed_at_ms + static_cast<std::int64_t>(expires_s) * 1000;
   if (signed_at_ms > now + skew.count()) {
     // S3's words and details (X-Amz-Date in epoch milliseconds, as S3 writes it).
@@ -280,7 +280,7 @@ std::optional<Error> Authenticator::authenticate_v4_header(Request& r,
                      "\". This date is not the same as X-Amz-Date: \"" +
                      std::string(amz_date->substr(0, 8)) + "\".");
   }
-  const std::int64_t now = now_ms();
+  const std::int64_t now = coarse_now_ms();
   const std::int64_t skew_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.clock_skew_max).count();
   if (*signed_at > now + skew_ms || *signed_at < now - skew_ms) {

@@ -42,11 +42,10 @@ Service::Service(storage::ObjectStore& store, const config::S3Config& config,
 }
 
 asio::awaitable<void> Service::handle(http::Exchange& exchange) {
-  const auto started = std::chrono::steady_clock::now();
   std::size_t operation = not_routed();
   co_await serve(exchange, operation);
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::steady_clock::now() - started)
+                          std::chrono::steady_clock::now() - exchange.request().started)
                           .count();
   requests_.record(operation, exchange.counts(), static_cast<std::uint64_t>(micros));
 }

@@ -40,6 +40,7 @@ class FakeExchange final : public http::Exchange {
     head_.headers = views_;
     head_.request_id = "0123456789ABCDEF";
     head_.remote_address = "127.0.0.1";
+    head_.started = std::chrono::steady_clock::now();
     if (auto length = head_.find("content-length")) {
       head_.content_length = std::stoull(std::string(*length));
     }

@@ -12,6 +12,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -49,6 +50,9 @@ struct RequestHead {
   bool tls = false;
   std::string_view remote_address;
   std::string_view request_id;  // unique per request; also sent as the handler chooses
+  // When the request's first byte was taken up, before its head was parsed: what its latency is
+  // measured from.
+  std::chrono::steady_clock::time_point started;
 
   // The value of the first header with this name, compared case-insensitively.
   [[nodiscard]] std::optional<std::string_view> find(std::string_view name) const noexcept;
