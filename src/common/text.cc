@@ -18,11 +18,10 @@ std::string_view trim(std::string_view text) noexcept {
   return text;
 }
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
+bool iequals_bytes(const char* a, const char* b, std::size_t size) noexcept {
   // Header look-ups call this for every header of every request: equal bytes (nearly all of
   // them, names being sent in one case) are taken without folding.
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
+  for (std::size_t i = 0; i < size; ++i) {
     if (a[i] != b[i] && to_lower(a[i]) != to_lower(b[i])) return false;
   }
   return true;

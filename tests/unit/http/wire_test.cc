@@ -22,6 +22,34 @@ TEST(Wire, HeaderValuesCannotSplitTheResponse) {
   EXPECT_EQ(out, "X-Amz-Meta-A: one  Set-Cookie: evil\r\n");
 }
 
+// The look for line-ending bytes reads words: each is found at every place in a word and in the
+// tail, beside bytes of every other value (the high ones included), and none is found where
+// there is none.
+TEST(Wire, EveryLineEndingByteIsFoundWherever) {
+  for (std::size_t length = 1; length <= 19; ++length) {
+    for (const char bad : {'\r', '\n', '\0'}) {
+      for (std::size_t at = 0; at < length; ++at) {
+        for (const unsigned fill : {0x0Eu, 0x20u, 0x7Fu, 0x80u, 0xFFu}) {
+          std::string value(length, static_cast<char>(fill));
+          value[at] = bad;
+          std::string out;
+          append_header(out, "N", value);
+          std::string expected(length, static_cast<char>(fill));
+          expected[at] = ' ';
+          ASSERT_EQ(out, "N: " + expected + "\r\n") << length << " " << at << " " << fill;
+        }
+      }
+    }
+  }
+  std::string all;  // every byte that may stay, in one value
+  for (unsigned c = 1; c < 256; ++c) {
+    if (c != '\r' && c != '\n') all.push_back(static_cast<char>(c));
+  }
+  std::string out;
+  append_header(out, "N", all);
+  EXPECT_EQ(out, "N: " + all + "\r\n");
+}
+
 TEST(Wire, ChunkLines) {
   char line[24];
   EXPECT_EQ(std::string(line, format_chunk_line(0x1f40, line)), "1f40\r\n");
