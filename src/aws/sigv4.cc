@@ -84,10 +84,18 @@ std::optional<std::string> parse_credential(std::string_view credential, Authori
   return std::nullopt;
 }
 
-// `target` = `text` in lower case, in the string's own room when it has enough.
-void assign_lower(std::string& target, std::string_view text) {
-  target.assign(text);
-  for (char& c : target) c = to_lower(c);
+// `target` = `text` in lower case, in the string's own room when it has enough; false (target
+// then undefined) if `text` holds a character `refused` refuses.
+template <class Refused>
+bool assign_lower(std::string& target, std::string_view text, Refused refused) {
+  target.resize(text.size());
+  char* out = target.data();
+  bool bad = false;
+  for (const char c : text) {
+    bad |= refused(c);
+    *out++ = to_lower(c);
+  }
+  return !bad;
 }
 
 std::optional<std::string> parse_signed_headers(std::string_view list, Authorization& out) {
@@ -96,12 +104,11 @@ std::optional<std::string> parse_signed_headers(std::string_view list, Authoriza
     const std::size_t semi = list.find(';', start);
     const std::string_view name =
         list.substr(start, semi == std::string_view::npos ? semi : semi - start);
-    if (name.empty() ||
-        std::any_of(name.begin(), name.end(), [](char c) { return is_space(c) || c == ','; })) {
+    if (count == out.signed_headers.size()) out.signed_headers.emplace_back();
+    if (name.empty() || !assign_lower(out.signed_headers[count++], name,
+                                      [](char c) { return is_space(c) || c == ','; })) {
       return "the SignedHeaders list '" + std::string(list) + "' is mal-formed";
     }
-    if (count == out.signed_headers.size()) out.signed_headers.emplace_back();
-    assign_lower(out.signed_headers[count++], name);
     if (semi == std::string_view::npos) break;
     start = semi + 1;
   }
@@ -110,8 +117,10 @@ std::optional<std::string> parse_signed_headers(std::string_view list, Authoriza
 }
 
 std::optional<std::string> parse_signature(std::string_view signature, Authorization& out) {
-  if (!is_signature_hex(signature)) return "the Signature must be 64 hexadecimal characters";
-  assign_lower(out.signature, signature);
+  if (signature.size() != 64 ||
+      !assign_lower(out.signature, signature, [](char c) { return hex_value(c) < 0; })) {
+    return "the Signature must be 64 hexadecimal characters";
+  }
   return std::nullopt;
 }
 
@@ -180,16 +189,18 @@ bool signatures_equal(std::string_view a, std::string_view b) noexcept {
 namespace {
 
 void append_uri_encoded(std::string& out, std::string_view bytes, bool encode_slash) {
-  for (char c : bytes) {
+  // Runs that stay as they are (most of a key) are appended whole.
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
     const auto u = static_cast<unsigned char>(c);
-    if (kUnreserved[u] || (c == '/' && !encode_slash)) {
-      out.push_back(c);
-    } else {
-      out.push_back('%');
-      out.push_back(kUpperHex[u >> 4]);
-      out.push_back(kUpperHex[u & 15]);
-    }
+    if (kUnreserved[u] || (c == '/' && !encode_slash)) continue;
+    out.append(bytes.substr(run, i - run));
+    const char escaped[3] = {'%', kUpperHex[u >> 4], kUpperHex[u & 15]};
+    out.append(escaped, 3);
+    run = i + 1;
   }
+  out.append(bytes.substr(run));
 }
 
 }  // namespace
