@@ -15,6 +15,22 @@ std::optional<std::string_view> RequestHead::find(std::string_view name) const n
   return std::nullopt;
 }
 
+void Response::add(std::string_view name, std::string_view value) {
+  detail::append_header(lines, name, value);
+}
+
+std::optional<std::string_view> Response::find(std::string_view name) const noexcept {
+  for (std::string_view rest = lines; !rest.empty();) {
+    const std::size_t end = rest.find("\r\n");
+    const std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 2);
+    const std::size_t colon = line.find(": ");
+    if (colon != std::string_view::npos && iequals(line.substr(0, colon), name))
+      return line.substr(colon + 2);
+  }
+  return std::nullopt;
+}
+
 boost::asio::awaitable<Result<void>> Exchange::respond(Response response, std::string body) {
   response.content_length = body.size();
   H3_CO_TRY(co_await write_head(std::move(response)));

@@ -115,7 +115,7 @@ void append_response_headers(std::string& out, const Response& response,
   out += response.fixed_lines;
   if (!response.request_id_header.empty())
     append_header(out, response.request_id_header, request_id);
-  for (const Header& h : response.headers) append_header(out, h.name, h.value);
+  out += response.lines;
 }
 
 std::size_t format_chunk_line(std::size_t size_bytes, char* out) noexcept {

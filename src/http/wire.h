@@ -22,8 +22,9 @@ std::string_view reason_phrase(unsigned status) noexcept;
 // split the response.
 void append_header(std::string& out, std::string_view name, std::string_view value);
 
-// The headers a handler gave `response`: its fixed lines as they are, its request-id header
-// (with `request_id`) if it names one, then its list, each as append_header writes it.
+// The headers a handler gave `response`: its fixed lines, its request-id header (with
+// `request_id`) if it names one, then the lines it added (Response::add wrote them as
+// append_header does).
 void append_response_headers(std::string& out, const Response& response,
                              std::string_view request_id);
 

@@ -8,7 +8,12 @@
 
 namespace hots3::s3 {
 
-std::string quoted(std::string_view etag) { return "\"" + std::string(etag) + "\""; }
+std::string quoted(std::string_view etag) {
+  std::string out;  // (one allocation: an ETag is longer than a short string's room)
+  out.reserve(etag.size() + 2);
+  out.append(1, '"').append(etag).append(1, '"');
+  return out;
+}
 
 std::string unquoted(std::string_view etag) {
   std::string_view e = etag;

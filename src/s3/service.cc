@@ -95,8 +95,8 @@ asio::awaitable<void> Service::serve_metrics(Request& r, std::string_view token)
 http::Response Service::response(unsigned status) const {
   http::Response response(status);
   // Room for what an object's GET adds (its headers, metadata, and a tiered bucket's four), so
-  // the list is allocated once, not grown four times.
-  response.headers.reserve(16);
+  // the lines are allocated once, not grown five times.
+  response.lines.reserve(512);
   response.request_id_header = "x-amz-request-id";
   response.fixed_lines = fixed_lines_;
   return response;

@@ -91,9 +91,7 @@ class FakeExchange final : public http::Exchange {
 
   [[nodiscard]] unsigned status() const { return response_.status; }
   [[nodiscard]] std::optional<std::string> header(std::string_view name) const {
-    for (const auto& h : response_.headers) {
-      if (iequals(h.name, name)) return h.value;
-    }
+    if (auto value = response_.find(name)) return std::string(*value);
     return std::nullopt;
   }
   [[nodiscard]] const std::string& body() const { return body_; }

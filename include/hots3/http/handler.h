@@ -72,20 +72,24 @@ struct Response {
   explicit Response(unsigned status_code) : status(status_code) {}
 
   unsigned status = 200;
-  // Header lines sent as they are ("Name: value\r\n" each), before `headers`: a service's own,
+  // Header lines sent as they are ("Name: value\r\n" each), before `lines`: a service's own,
   // the same on every response, rendered once (not a name and a value copied per response).
   // The text outlives the response.
   std::string_view fixed_lines;
   // When set, a header of this name with the request's id (RequestHead::request_id) follows.
   std::string_view request_id_header;
-  std::vector<Header> headers;
+  // The headers added, as they will be sent: written once, when added, not kept as names and
+  // values to be copied again.
+  std::string lines;
   // Body length. Absent: the body is sent chunked. Ignored (no body is sent) for HEAD requests
   // and for 1xx, 204 and 304, but still sent as Content-Length on HEAD.
   std::optional<std::uint64_t> content_length = 0;
 
-  void add(std::string name, std::string value) {
-    headers.push_back({std::move(name), std::move(value)});
-  }
+  // Adds "name: value" to `lines`; a CR, LF or NUL in either (which would end the line or the
+  // head early) is sent as a space.
+  void add(std::string_view name, std::string_view value);
+  // The value of the first header added with this name (case-insensitive), as it will be sent.
+  [[nodiscard]] std::optional<std::string_view> find(std::string_view name) const noexcept;
 };
 
 // One request and its response on a connection. Owned by the connection; valid until

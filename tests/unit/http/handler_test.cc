@@ -27,5 +27,22 @@ TEST(RequestHead, HasBody) {
   EXPECT_TRUE(head.has_body());
 }
 
+// What is added is what is sent: lines in the order added, line endings inside made spaces, and
+// found again by name in any case (the first of a repeated one).
+TEST(Response, HeadersAreWrittenAsLinesWhenAdded) {
+  Response response;
+  response.add("ETag", "\"abc\"");
+  response.add("X-Amz-Meta-A", "one\r\nSet-Cookie: evil");
+  response.add("etag", "second");
+  response.add("Empty", "");
+  EXPECT_EQ(response.lines,
+            "ETag: \"abc\"\r\nX-Amz-Meta-A: one  Set-Cookie: evil\r\netag: second\r\nEmpty: \r\n");
+  EXPECT_EQ(response.find("ETAG").value(), "\"abc\"");
+  EXPECT_EQ(response.find("x-amz-meta-a").value(), "one  Set-Cookie: evil");
+  EXPECT_EQ(response.find("empty").value(), "");
+  EXPECT_FALSE(response.find("Set-Cookie").has_value());
+  EXPECT_FALSE(response.find("X-Amz").has_value());
+}
+
 }  // namespace
 }  // namespace hots3::http
