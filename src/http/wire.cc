@@ -69,23 +69,25 @@ void append_status_line(std::string& out, unsigned status) {
 
 namespace {
 
-// Whether any byte of `text` is below 14 (CR, LF and NUL among them), eight bytes at a time: for a
-// byte below 14, subtracting 14 borrows into its top bit, which no byte of 128 or more (the one
-// other way to set it) can then clear.
+// Whether any byte of `text` is below 14 (CR, LF and NUL among them), eight bytes at a time (the
+// last eight overlapping those before them): for a byte below 14, subtracting 14 borrows into
+// its top bit, which no byte of 128 or more (the one other way to set it) can then clear.
 bool has_byte_below_14(std::string_view text) noexcept {
+  if (text.size() < 8) {
+    bool found = false;
+    for (const char c : text) found |= static_cast<unsigned char>(c) < 14;
+    return found;
+  }
   constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
   constexpr std::uint64_t kTops = 0x8080808080808080ULL;
-  std::size_t i = 0;
-  std::uint64_t found = 0;
-  for (; i + 8 <= text.size(); i += 8) {
+  const auto below_14 = [&](std::size_t at) {
     std::uint64_t w = 0;
-    std::memcpy(&w, text.data() + i, 8);
-    found |= (w - kOnes * 14) & ~w & kTops;
-  }
-  std::uint64_t rest = kOnes * ' ';
-  std::memcpy(&rest, text.data() + i, text.size() - i);
-  found |= (rest - kOnes * 14) & ~rest & kTops;
-  return found != 0;
+    std::memcpy(&w, text.data() + at, 8);
+    return (w - kOnes * 14) & ~w & kTops;
+  };
+  std::uint64_t found = 0;
+  for (std::size_t i = 0; i + 8 < text.size(); i += 8) found |= below_14(i);
+  return (found | below_14(text.size() - 8)) != 0;
 }
 
 // Appended whole: a CR, LF or NUL (which would end the line, or the head, early) becomes a space.

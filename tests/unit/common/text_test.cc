@@ -22,6 +22,29 @@ TEST(Text, CaseAndSpaceAreAsciiOnly) {
   EXPECT_EQ(trim("   "), "");
 }
 
+// The comparison folds eight bytes at a time: every pair of byte values, at every place of a
+// word and of the tail, compares as folding each byte alone would (only A-Z meet a-z).
+TEST(Text, EveryPairOfBytesComparesAsAsciiFolding) {
+  for (unsigned x = 0; x < 256; ++x) {
+    for (unsigned y = 0; y < 256; ++y) {
+      const char cx = static_cast<char>(x);
+      const char cy = static_cast<char>(y);
+      const bool expected = x == y || (to_lower(cx) == to_lower(cy));
+      for (const std::size_t at : {0U, 5U, 7U, 8U, 12U, 15U, 16U}) {
+        std::string a(17, 'q');
+        std::string b(17, 'Q');
+        a[at] = cx;
+        b[at] = cy;
+        ASSERT_EQ(iequals(a, b), expected) << x << " " << y << " at " << at;
+        ASSERT_EQ(
+            iequals(std::string_view(a).substr(0, at + 1), std::string_view(b).substr(0, at + 1)),
+            expected)
+            << x << " " << y << " at the end of " << at + 1;
+      }
+    }
+  }
+}
+
 TEST(Text, DecimalsAreWholeUnsignedNumbersThatFit) {
   EXPECT_EQ(parse_decimal<std::uint32_t>("0"), 0U);
   EXPECT_EQ(parse_decimal<std::uint32_t>("4294967295"), 4294967295U);
