@@ -9,7 +9,9 @@
 #include <openssl/crypto.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <cstdint>
 #include <tuple>
 #include <utility>
 
@@ -84,18 +86,34 @@ std::optional<std::string> parse_credential(std::string_view credential, Authori
   return std::nullopt;
 }
 
-// `target` = `text` in lower case, in the string's own room when it has enough; false (target
-// then undefined) if `text` holds a character `refused` refuses.
-template <class Refused>
-bool assign_lower(std::string& target, std::string_view text, Refused refused) {
+// What a character of a signed header name or of a signature is written as (lower case), or -1
+// where it is refused: whitespace and ',' in a name, all but hex digits in a signature.
+using CharMap = std::array<std::int16_t, 256>;
+constexpr CharMap make_char_map(bool hex_only) {
+  CharMap map{};
+  for (int c = 0; c < 256; ++c) {
+    const char ch = static_cast<char>(c);
+    const bool refused = hex_only ? hex_value(ch) < 0 : is_space(ch) || ch == ',';
+    map[static_cast<std::size_t>(c)] =
+        refused ? std::int16_t{-1} : static_cast<std::uint8_t>(to_lower(ch));
+  }
+  return map;
+}
+constexpr CharMap kSignedHeaderChars = make_char_map(false);
+constexpr CharMap kSignatureChars = make_char_map(true);
+
+// `target` = `text` mapped by `map`, in the string's own room when it has enough; false (target
+// then undefined) if `map` refuses a character of it.
+bool assign_mapped(std::string& target, std::string_view text, const CharMap& map) {
   target.resize(text.size());
   char* out = target.data();
-  bool bad = false;
+  std::int16_t refused = 0;
   for (const char c : text) {
-    bad |= refused(c);
-    *out++ = to_lower(c);
+    const std::int16_t mapped = map[static_cast<unsigned char>(c)];
+    refused |= mapped;  // (only -1 sets the sign bit)
+    *out++ = static_cast<char>(mapped);
   }
-  return !bad;
+  return refused >= 0;
 }
 
 std::optional<std::string> parse_signed_headers(std::string_view list, Authorization& out) {
@@ -105,8 +123,7 @@ std::optional<std::string> parse_signed_headers(std::string_view list, Authoriza
     const std::string_view name =
         list.substr(start, semi == std::string_view::npos ? semi : semi - start);
     if (count == out.signed_headers.size()) out.signed_headers.emplace_back();
-    if (name.empty() || !assign_lower(out.signed_headers[count++], name,
-                                      [](char c) { return is_space(c) || c == ','; })) {
+    if (name.empty() || !assign_mapped(out.signed_headers[count++], name, kSignedHeaderChars)) {
       return "the SignedHeaders list '" + std::string(list) + "' is mal-formed";
     }
     if (semi == std::string_view::npos) break;
@@ -117,8 +134,7 @@ std::optional<std::string> parse_signed_headers(std::string_view list, Authoriza
 }
 
 std::optional<std::string> parse_signature(std::string_view signature, Authorization& out) {
-  if (signature.size() != 64 ||
-      !assign_lower(out.signature, signature, [](char c) { return hex_value(c) < 0; })) {
+  if (signature.size() != 64 || !assign_mapped(out.signature, signature, kSignatureChars)) {
     return "the Signature must be 64 hexadecimal characters";
   }
   return std::nullopt;
