@@ -156,7 +156,7 @@ class Session final : public Connection, public Exchange {
   bool closing_ = false;  // close after the current response
 
   std::optional<Parser> parser_;
-  std::vector<HeaderView> headers_;  // reused across requests
+  HeadText head_text_;  // what the parser keeps of a head, its room reused across requests
   RequestHead head_;
   char request_id_[16] = {};
   Clock::time_point started_;
@@ -201,7 +201,7 @@ asio::awaitable<void> Session<Stream>::loop() {
     // 2. The request head, within header_timeout of its first byte (slow-loris).
     started_ = Clock::now();
     arm(config_.header_timeout);
-    parser_.emplace();
+    parser_.emplace(head_text_);
     limit_request_parser(*parser_, config_.header_bytes_max);
     const error_code ec = co_await read_head();
     disarm();
@@ -219,11 +219,11 @@ asio::awaitable<void> Session<Stream>::loop() {
       }
       break;  // after any broken head the framing is lost: close
     }
-    if (parser_->get().version() != 10 && parser_->get().version() != 11) {
+    if (parser_->version() != 10 && parser_->version() != 11) {
       co_await answer_protocol_error(ProtocolError::kUnsupportedVersion);
       break;
     }
-    if (!body_framing_clear(parser_->get())) {
+    if (!body_framing_clear(*parser_)) {
       co_await answer_protocol_error(ProtocolError::kBadRequest);
       break;  // where the body ends is unknown: nothing after it can be read as a request
     }
@@ -285,19 +285,15 @@ bool Session<Stream>::is_health_check() const {
 
 template <class Stream>
 asio::awaitable<void> Session<Stream>::serve() {
-  auto& message = parser_->get();
-  headers_.clear();
-  for (const auto& field : message) headers_.push_back({field.name_string(), field.value()});
-
   worker_.shared.requests_total.fetch_add(1, std::memory_order_relaxed);
   format_request_id(worker_.id_seed, worker_.id_counter++, request_id_);
 
   head_ = RequestHead{};
-  head_.method = to_method(message.method());
-  head_.method_string = message.method_string();
-  head_.target = message.target();
-  head_.version = message.version();
-  head_.headers = headers_;
+  head_.method = to_method(parser_->method());
+  head_.method_string = parser_->method_string();
+  head_.target = parser_->target();
+  head_.version = parser_->version();
+  head_.headers = parser_->headers();
   if (auto length = parser_->content_length()) head_.content_length = *length;
   head_.chunked = parser_->chunked();
   // An HTTP/1.0 client cannot read a 100 Continue: its expectation is ignored (RFC 9110 §10.1.1).
@@ -415,11 +411,10 @@ asio::awaitable<Result<std::size_t>> Session<Stream>::read_body(std::span<std::b
     co_return n;
   }
   // Chunked: Beast's parser removes the framing and writes the data into the caller's buffer.
-  auto& body = parser_->get().body();
+  auto& body = parser_->body;
   for (;;) {
-    body.data = out.data();
+    body.data = reinterpret_cast<char*>(out.data());
     body.size = out.size();
-    body.more = true;
     arm(config_.body_stall_timeout);
     auto [ec, consumed] = co_await bhttp::async_read_some(stream_, buffer_, *parser_, kTuple);
     disarm();
