@@ -3,8 +3,10 @@
 #include "hots3/common/hex.h"
 #include "hots3/common/random.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <set>
 
 namespace hots3 {
@@ -60,6 +62,16 @@ TEST(Hex, RoundTripsAndRefusesWhatIsNotHex) {
   EXPECT_FALSE(from_hex("abc").has_value());
   EXPECT_FALSE(from_hex("zz").has_value());
   EXPECT_EQ(hex_value('g'), -1);
+  std::array<std::uint8_t, 256> every{};  // each byte value, written and read back
+  for (std::size_t b = 0; b < every.size(); ++b) every[b] = static_cast<std::uint8_t>(b);
+  std::string written = "x";
+  append_hex(written, every);
+  ASSERT_EQ(written.size(), 513U);
+  for (std::size_t b = 0; b < every.size(); ++b) {
+    EXPECT_EQ(written.substr(1 + 2 * b, 2), fmt::format("{:02x}", b));
+  }
+  EXPECT_EQ(from_hex(std::string_view(written).substr(1)),
+            std::string(reinterpret_cast<const char*>(every.data()), every.size()));
 }
 
 TEST(Random, StringsUseTheAlphabetAndDiffer) {
