@@ -95,7 +95,8 @@ constexpr CharMap make_char_map(bool hex_only) {
     const char ch = static_cast<char>(c);
     const bool refused = hex_only ? hex_value(ch) < 0 : is_space(ch) || ch == ',';
     map[static_cast<std::size_t>(c)] =
-        refused ? std::int16_t{-1} : static_cast<std::uint8_t>(to_lower(ch));
+        refused ? std::int16_t{-1}
+                : static_cast<std::int16_t>(static_cast<std::uint8_t>(to_lower(ch)));
   }
   return map;
 }
@@ -107,9 +108,9 @@ constexpr CharMap kSignatureChars = make_char_map(true);
 bool assign_mapped(std::string& target, std::string_view text, const CharMap& map) {
   target.resize(text.size());
   char* out = target.data();
-  std::int16_t refused = 0;
+  int refused = 0;
   for (const char c : text) {
-    const std::int16_t mapped = map[static_cast<unsigned char>(c)];
+    const int mapped = map[static_cast<unsigned char>(c)];
     refused |= mapped;  // (only -1 sets the sign bit)
     *out++ = static_cast<char>(mapped);
   }

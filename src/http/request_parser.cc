@@ -15,7 +15,7 @@ namespace bhttp = boost::beast::http;
 RequestParser::RequestParser(HeadText& text) : text_(text) {
   // The room of an ordinary head is kept; a connection that was sent a large one gives it back,
   // so idle connections do not each hold the largest head they ever saw.
-  constexpr std::size_t kKeptBytes = 8 * 1024;
+  constexpr std::size_t kKeptBytes = std::size_t{8} * 1024;
   constexpr std::size_t kKeptFields = 64;
   if (text_.bytes.capacity() > kKeptBytes || text_.fields.capacity() > kKeptFields) {
     // (Swapped out, not assigned: a string assigned an empty one keeps its room.)

@@ -21,6 +21,7 @@ struct CoarseSteadyClock {
   using rep = duration::rep;
   using period = duration::period;
   using time_point = std::chrono::time_point<CoarseSteadyClock>;
+  // NOLINTNEXTLINE(readability-identifier-naming): the name the standard's clocks use
   static constexpr bool is_steady = true;
   static time_point now() noexcept;
 };

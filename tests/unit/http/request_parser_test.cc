@@ -102,10 +102,11 @@ TEST(RequestParser, RefusesFramingsThatCouldBeReadTwoWays) {
 // The connection keeps the room of an ordinary head from one request to the next, and gives
 // back the room a large one took.
 TEST(RequestParser, KeepsTheRoomOfAnOrdinaryHeadOnly) {
+  constexpr std::uint64_t kLimit = std::uint64_t{64} * 1024;
   HeadText text;
   {
     RequestParser parser(text);
-    limit_request_parser(parser, 64 * 1024);
+    limit_request_parser(parser, kLimit);
     std::string_view wire = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
     ASSERT_FALSE(feed_head(parser, wire, 4096));
   }
@@ -114,12 +115,12 @@ TEST(RequestParser, KeepsTheRoomOfAnOrdinaryHeadOnly) {
     RequestParser parser(text);
     EXPECT_EQ(text.bytes.data(), kept);  // the same room, cleared
     EXPECT_TRUE(text.headers.empty());
-    limit_request_parser(parser, 64 * 1024);
+    limit_request_parser(parser, kLimit);
     const std::string large =
-        "GET / HTTP/1.1\r\nX-Large: " + std::string(20 * 1024, 'v') + "\r\n\r\n";
+        "GET / HTTP/1.1\r\nX-Large: " + std::string(std::size_t{20} * 1024, 'v') + "\r\n\r\n";
     boost::beast::error_code ec;
     std::uint64_t head_bytes = 0;
-    put_head(parser, large, head_bytes, 64 * 1024, ec);
+    put_head(parser, large, head_bytes, kLimit, ec);
     ASSERT_FALSE(ec) << ec.message();
     EXPECT_EQ(parser.headers().at(0).value.size(), 20U * 1024);
   }
