@@ -25,19 +25,13 @@ namespace {
 // bit when it is 'A' or more, adding 128 - 'Z' - 1 when it is more than 'Z'; neither sum carries
 // into the next byte.
 std::uint64_t lower_eight(std::uint64_t w) noexcept {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr std::uint64_t kTops = kOnes * 0x80;
+  using detail::kOnes;
+  using detail::kTops;
   const std::uint64_t low7 = w & ~kTops;
   const std::uint64_t from_a = low7 + kOnes * (0x80 - 'A');
   const std::uint64_t past_z = low7 + kOnes * (0x80 - 'Z' - 1);
   const std::uint64_t upper = from_a & ~past_z & ~w & kTops;
   return w | (upper >> 2);  // 0x80 >> 2 is the case bit, 0x20
-}
-
-std::uint64_t load_eight(const char* p) noexcept {
-  std::uint64_t w = 0;
-  std::memcpy(&w, p, 8);
-  return w;
 }
 
 }  // namespace
@@ -56,9 +50,9 @@ bool iequals_bytes(const char* a, const char* b, std::size_t size) noexcept {
     return x == y || lower_eight(x) == lower_eight(y);
   };
   for (std::size_t i = 0; i + 8 < size; i += 8) {
-    if (!same(load_eight(a + i), load_eight(b + i))) return false;
+    if (!same(detail::load_eight(a + i), detail::load_eight(b + i))) return false;
   }
-  return same(load_eight(a + size - 8), load_eight(b + size - 8));
+  return same(detail::load_eight(a + size - 8), detail::load_eight(b + size - 8));
 }
 
 bool istarts_with(std::string_view text, std::string_view prefix) noexcept {

@@ -7,8 +7,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <cstdint>
-#include <cstring>
 
 namespace hots3::http::detail {
 
@@ -69,34 +67,13 @@ void append_status_line(std::string& out, unsigned status) {
 
 namespace {
 
-// Whether any byte of `text` is below 14 (CR, LF and NUL among them), eight bytes at a time (the
-// last eight overlapping those before them): for a byte below 14, subtracting 14 borrows into
-// its top bit, which no byte of 128 or more (the one other way to set it) can then clear.
-bool has_byte_below_14(std::string_view text) noexcept {
-  if (text.size() < 8) {
-    bool found = false;
-    for (const char c : text) found |= static_cast<unsigned char>(c) < 14;
-    return found;
-  }
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr std::uint64_t kTops = 0x8080808080808080ULL;
-  const auto below_14 = [&](std::size_t at) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, text.data() + at, 8);
-    return (w - kOnes * 14) & ~w & kTops;
-  };
-  std::uint64_t found = 0;
-  for (std::size_t i = 0; i + 8 < text.size(); i += 8) found |= below_14(i);
-  return (found | below_14(text.size() - 8)) != 0;
-}
-
 // Appended whole: a CR, LF or NUL (which would end the line, or the head, early) becomes a space.
 // (A character at a time, the append was a visible share of a small response's CPU; the look
 // for those characters reads a word at a time, and the mending is only done when needed.)
 void append_clean(std::string& out, std::string_view text) {
   const std::size_t from = out.size();
   out.append(text);
-  if (!has_byte_below_14(text)) return;
+  if (!has_byte_below(text, 14)) return;  // (CR, LF and NUL are below 14)
   for (std::size_t i = from; i < out.size(); ++i) {
     const auto c = static_cast<unsigned char>(out[i]);
     if (c == '\r' || c == '\n' || c == '\0') out[i] = ' ';

@@ -5,6 +5,8 @@
 
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -33,6 +35,36 @@ struct StringHash {
 std::string lower(std::string_view text);
 // `text` without the is_space characters at either end.
 std::string_view trim(std::string_view text) noexcept;
+namespace detail {
+// Word-at-a-time tests on eight bytes: kOnes times a byte value is that value in every byte;
+// kTops is the top bit of every byte.
+inline constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+inline constexpr std::uint64_t kTops = kOnes * 0x80;
+inline std::uint64_t load_eight(const char* p) noexcept {
+  std::uint64_t w = 0;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+}  // namespace detail
+
+// Whether any byte of `text` is below `limit` (at most 128), eight bytes at a time (the last
+// eight overlapping those before them): what a hot path asks of text it copies (CR, LF or NUL
+// in a response header), inline there. For a byte below `limit`, subtracting `limit` borrows
+// into its top bit, which no byte of 128 or more (the one other way to set it) can then clear.
+inline bool has_byte_below(std::string_view text, unsigned char limit) noexcept {
+  if (text.size() < 8) {
+    bool found = false;
+    for (const char c : text) found |= static_cast<unsigned char>(c) < limit;
+    return found;
+  }
+  const auto below = [&](std::size_t at) {
+    const std::uint64_t w = detail::load_eight(text.data() + at);
+    return (w - detail::kOnes * std::uint64_t{limit}) & ~w & detail::kTops;
+  };
+  std::uint64_t found = 0;
+  for (std::size_t i = 0; i + 8 < text.size(); i += 8) found |= below(i);
+  return (found | below(text.size() - 8)) != 0;
+}
 // The bytes of a and b, both `size` long, equal but for the case of ASCII letters.
 bool iequals_bytes(const char* a, const char* b, std::size_t size) noexcept;
 // Case-insensitive ASCII comparison, as HTTP header names compare. (Inline for its first test:

@@ -47,6 +47,23 @@ TEST(Text, EveryPairOfBytesComparesAsAsciiFolding) {
   }
 }
 
+// The byte test reads words too: a byte of every value, at every place of a word and of the
+// tail, among bytes that are not below the limit, is found exactly when it is below the limit.
+TEST(Text, EveryByteBelowALimitIsFoundWherever) {
+  for (const unsigned limit : {1U, 14U, 32U, 128U}) {
+    for (std::size_t length = 1; length <= 17; ++length) {
+      for (std::size_t at = 0; at < length; ++at) {
+        for (unsigned c = 0; c < 256; ++c) {
+          std::string text(length, static_cast<char>(0xFF));
+          text[at] = static_cast<char>(c);
+          ASSERT_EQ(has_byte_below(text, static_cast<unsigned char>(limit)), c < limit)
+              << "limit " << limit << ", byte " << c << " at " << at << " of " << length;
+        }
+      }
+    }
+  }
+}
+
 TEST(Text, DecimalsAreWholeUnsignedNumbersThatFit) {
   EXPECT_EQ(parse_decimal<std::uint32_t>("0"), 0U);
   EXPECT_EQ(parse_decimal<std::uint32_t>("4294967295"), 4294967295U);

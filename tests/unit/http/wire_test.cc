@@ -22,9 +22,9 @@ TEST(Wire, HeaderValuesCannotSplitTheResponse) {
   EXPECT_EQ(out, "X-Amz-Meta-A: one  Set-Cookie: evil\r\n");
 }
 
-// The look for line-ending bytes reads words: each is found at every place in a word and in the
-// tail, beside bytes of every other value (the high ones included), and none is found where
-// there is none.
+// The look for line-ending bytes reads words: each is mended at every place in a word and in the
+// tail, beside bytes of other values (the high ones included), and every other byte is sent as
+// it is.
 TEST(Wire, EveryLineEndingByteIsFoundWherever) {
   for (std::size_t length = 1; length <= 19; ++length) {
     for (const char bad : {'\r', '\n', '\0'}) {
